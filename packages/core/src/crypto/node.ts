@@ -1,0 +1,36 @@
+import { createHash, createHmac, hkdfSync, randomFillSync } from 'node:crypto';
+import { isCanonicalBase64url } from './base64url.js';
+import type { CryptoProvider } from './types.js';
+
+const POOL_SIZE = 4096;
+let pool = Buffer.allocUnsafe(POOL_SIZE);
+let poolOffset = POOL_SIZE;
+
+/** CSPRNG bytes from a pooled buffer: one `randomFillSync` syscall per 4 KiB instead of one per call. */
+function randomBytes(length: number): Uint8Array {
+  if (!Number.isInteger(length) || length < 0) throw new RangeError('randomBytes: length must be a non-negative integer');
+  if (length > POOL_SIZE / 4) return randomFillSync(Buffer.allocUnsafe(length));
+  if (poolOffset + length > POOL_SIZE) {
+    pool = randomFillSync(Buffer.allocUnsafe(POOL_SIZE));
+    poolOffset = 0;
+  }
+  const out = Buffer.allocUnsafe(length);
+  pool.copy(out, 0, poolOffset, poolOffset + length);
+  // Wipe what was handed out so the pool never holds bytes already in use elsewhere.
+  pool.fill(0, poolOffset, poolOffset + length);
+  poolOffset += length;
+  return out;
+}
+
+const asBuffer = (bytes: Uint8Array): Buffer =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+
+export const cryptoProvider: CryptoProvider = {
+  name: 'node',
+  sha256: (data) => createHash('sha256').update(data).digest(),
+  hmacSha256: (key, data) => createHmac('sha256', key).update(data).digest(),
+  hkdfSha256: (ikm, salt, info, length) => new Uint8Array(hkdfSync('sha256', ikm, salt, info, length)),
+  randomBytes,
+  base64urlEncode: (bytes) => asBuffer(bytes).toString('base64url'),
+  base64urlDecode: (text) => (isCanonicalBase64url(text) ? Buffer.from(text, 'base64url') : undefined),
+};

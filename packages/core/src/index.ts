@@ -1,0 +1,10 @@
+export * from './capabilities.js';
+export * from './claims.js';
+export type { Awaitable, CryptoProvider } from './crypto/types.js';
+export * from './errors.js';
+export * from './guard.js';
+export * from './interfaces.js';
+export { canonicalJson, timingSafeEqualBytes, utf8Decode, utf8Encode } from './json.js';
+export * from './keys.js';
+export * from './protocol.js';
+export * from './util.js';
