@@ -246,7 +246,8 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       const claims: StateClaims<P> = {
         v: CLAIMS_VERSION,
         iat: t,
-        exp: Math.min(t + ttlMs, flow.deadline),
+        // Not capped at the flow deadline: open checks the deadline itself and reports ERR_FLOW_EXPIRED.
+        exp: t + ttlMs,
         jti: cryptoProvider.base64urlEncode(cryptoProvider.randomBytes(16)),
         aud: audience,
         sub: cryptoProvider.base64urlEncode(await principalTag(kid, principal)),

@@ -1,0 +1,256 @@
+import { createHash, createHmac, hkdfSync } from 'node:crypto';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { cryptoProvider as node } from '../src/crypto/node.js';
+import { cryptoProvider as web } from '../src/crypto/web.js';
+import {
+  CapabilityMissingError,
+  KeyRing,
+  MIN_KEY_BYTES,
+  MrtrError,
+  StateIntegrityError,
+  StateReplayedError,
+  StoreUnavailableError,
+  allowedKinds,
+  assertInputRequestsAllowed,
+  base64urlDecode,
+  base64urlEncode,
+  canReturnInputRequired,
+  canonicalJson,
+  filterInputRequests,
+  generateKey,
+  inputRequired,
+  inputResponseKind,
+  isCanonicalBase64url,
+  isInputRequiredResult,
+  isServerFault,
+  isStateRejection,
+  randomBytes,
+} from '../src/index.js';
+
+describe('canonicalJson (RFC 8785)', () => {
+  it('sorts keys by UTF-16 code units and formats numbers as ECMAScript does', () => {
+    // RFC 8785 §3.2.3 sorting example and §3.2.2.3 number examples.
+    const input = JSON.parse('{"\\u20ac":"Euro Sign","\\r":"Carriage Return","\\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\\ud83d\\ude00":"Emoji: Grinning Face","\\u0080":"Control","\\u00f6":"Latin Small Letter O With Diaeresis"}');
+    expect(canonicalJson(input)).toBe(
+      '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
+    );
+    // biome-ignore lint/correctness/noPrecisionLoss: the RFC 8785 test vector is this exact literal
+    expect(canonicalJson({ numbers: [333333333.33333329, 1e30, 4.5, 2e-3, 0.000001, 1e-7, -0] })).toBe(
+      '{"numbers":[333333333.3333333,1e+30,4.5,0.002,0.000001,1e-7,0]}',
+    );
+    expect(canonicalJson({ b: undefined, a: [undefined, 'x\u2028'] })).toBe('{"a":[null,"x\u2028"]}');
+  });
+
+  it('is independent of key order and stable under JSON round trips', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (value) => {
+        const text = canonicalJson(value);
+        expect(canonicalJson(JSON.parse(text))).toBe(text);
+        expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify(value)));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('refuses what JSON cannot carry', () => {
+    expect(() => canonicalJson(Number.NaN)).toThrow(TypeError);
+    expect(() => canonicalJson(1n)).toThrow(TypeError);
+    expect(() => canonicalJson({ f: () => 1 })).toThrow(TypeError);
+    let deep: unknown = 1;
+    for (let i = 0; i < 200; i++) deep = [deep];
+    expect(() => canonicalJson(deep)).toThrow(RangeError);
+  });
+});
+
+describe('base64url', () => {
+  it('round-trips and agrees between the node and web providers', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 100 }), (bytes) => {
+        const a = node.base64urlEncode(bytes);
+        expect(web.base64urlEncode(bytes)).toBe(a);
+        expect(a).toBe(Buffer.from(bytes).toString('base64url'));
+        expect([...(node.base64urlDecode(a) ?? [])]).toEqual([...bytes]);
+        expect([...(web.base64urlDecode(a) ?? [])]).toEqual([...bytes]);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('accepts one text per byte string only', () => {
+    expect(isCanonicalBase64url('AA')).toBe(true);
+    expect(isCanonicalBase64url('AB')).toBe(false); // stray low bits
+    expect(isCanonicalBase64url('AAA')).toBe(true);
+    expect(isCanonicalBase64url('AAB')).toBe(false);
+    expect(isCanonicalBase64url('A')).toBe(false);
+    expect(isCanonicalBase64url('AA==')).toBe(false);
+    expect(isCanonicalBase64url('A+/A')).toBe(false);
+    expect(isCanonicalBase64url('AAé')).toBe(false);
+    expect(base64urlDecode('AB')).toBeUndefined();
+    expect(base64urlEncode(new Uint8Array([0xfb, 0xff]))).toBe('-_8');
+  });
+});
+
+describe('crypto providers', () => {
+  it('compute the same SHA-256, HMAC and HKDF on node:crypto and WebCrypto', async () => {
+    const data = new TextEncoder().encode('mrtr');
+    const key = new Uint8Array(32).fill(9);
+    expect(Buffer.from(await web.sha256(data))).toEqual(createHash('sha256').update(data).digest());
+    expect(Buffer.from(await node.sha256(data))).toEqual(createHash('sha256').update(data).digest());
+    expect(Buffer.from(await web.hmacSha256(key, data))).toEqual(createHmac('sha256', key).update(data).digest());
+    const expected = Buffer.from(hkdfSync('sha256', key, data, data, 32));
+    expect(Buffer.from(await web.hkdfSha256(key, data, data, 32))).toEqual(expected);
+    expect(Buffer.from(await node.hkdfSha256(key, data, data, 32))).toEqual(expected);
+  });
+
+  it('draws distinct random bytes from the pool', () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 2000; i++) seen.add(base64urlEncode(randomBytes(16)));
+    expect(seen.size).toBe(2000);
+    expect(randomBytes(5000)).toHaveLength(5000);
+    expect(web.randomBytes(70_000)).toHaveLength(70_000);
+    expect(() => randomBytes(-1)).toThrow(RangeError);
+  });
+});
+
+describe('KeyRing', () => {
+  it('parses the MRTR_KEYS format with the first key as primary', () => {
+    const ring = KeyRing.parse(`k2:${generateKey()}, k1:${generateKey()}`);
+    expect(ring.kids).toEqual(['k2', 'k1']);
+    expect(ring.primaryKid).toBe('k2');
+    expect(ring.without('k2').kids).toEqual(['k1']);
+    expect(ring.withPrimary({ kid: 'k3', secret: generateKey() }).kids).toEqual(['k3', 'k2', 'k1']);
+  });
+
+  it('refuses short, malformed and duplicate keys with labelled errors', () => {
+    expect(() => new KeyRing([{ kid: 'k1', secret: new Uint8Array(MIN_KEY_BYTES - 1) }])).toThrow(RangeError);
+    expect(() => new KeyRing([])).toThrow(RangeError);
+    expect(() => KeyRing.parse('k1')).toThrow(TypeError);
+    expect(() => KeyRing.parse('k1:not base64!')).toThrow(TypeError);
+    expect(() => new KeyRing([{ kid: 'bad kid', secret: generateKey() }])).toThrow(TypeError);
+    const secret = generateKey();
+    expect(() => new KeyRing([{ kid: 'a', secret }, { kid: 'a', secret }])).toThrow(TypeError);
+    expect(() => new KeyRing(null as never)).toThrow(TypeError);
+  });
+
+  it('derives one subkey per purpose, deterministic per secret', () => {
+    const secret = generateKey();
+    const a = new KeyRing([{ kid: 'k', secret }]);
+    const b = new KeyRing([{ kid: 'k', secret }]);
+    const x = a.subkeySync('k', 'purpose/x')!;
+    expect(Buffer.from(x)).toEqual(Buffer.from(b.subkeySync('k', 'purpose/x')!));
+    expect(Buffer.from(x)).not.toEqual(Buffer.from(a.subkeySync('k', 'purpose/y')!));
+    expect(a.subkey('missing', 'purpose/x')).toBeUndefined();
+    expect(() => a.subkey('k', '')).toThrow(TypeError);
+  });
+
+  it('keeps secrets out of its enumerable surface', () => {
+    const secret = generateKey();
+    const ring = new KeyRing([{ kid: 'k', secret }]);
+    expect(JSON.stringify(ring)).not.toContain(secret);
+  });
+});
+
+describe('protocol', () => {
+  const elicit = {
+    method: 'elicitation/create' as const,
+    params: { message: 'Sure?', requestedSchema: { type: 'object' as const, properties: { ok: { type: 'boolean' as const } } } },
+  };
+
+  it('builds input_required results and refuses empty ones', () => {
+    expect(inputRequired({ inputRequests: { confirm: elicit } })).toEqual({
+      resultType: 'input_required',
+      inputRequests: { confirm: elicit },
+    });
+    expect(inputRequired({ inputRequests: {}, requestState: 's' })).toEqual({ resultType: 'input_required', requestState: 's' });
+    expect(() => inputRequired({ inputRequests: {} })).toThrow(TypeError);
+    expect(() => inputRequired({})).toThrow(TypeError);
+    expect(() => inputRequired({ requestState: '' })).toThrow(TypeError);
+    expect(() => inputRequired({ inputRequests: { x: { method: 'tools/call' } as never } })).toThrow(TypeError);
+    expect(isInputRequiredResult(inputRequired({ requestState: 's' }))).toBe(true);
+  });
+
+  it('allows input_required only on tools/call, prompts/get and resources/read', () => {
+    expect(['tools/call', 'prompts/get', 'resources/read'].every(canReturnInputRequired)).toBe(true);
+    expect(['tools/list', 'prompts/list', 'initialize', 'resources/list'].some(canReturnInputRequired)).toBe(false);
+  });
+
+  it('tells answer kinds apart by shape', () => {
+    expect(inputResponseKind({ action: 'accept', content: {} })).toBe('elicit');
+    expect(inputResponseKind({ roots: [] })).toBe('roots');
+    expect(inputResponseKind({ role: 'assistant', content: { type: 'text', text: 'x' }, model: 'm' })).toBe('sampling');
+    expect(inputResponseKind(12345)).toBeUndefined();
+    expect(inputResponseKind({ method: 'x', result: {} })).toBeUndefined();
+  });
+});
+
+describe('capabilities', () => {
+  const form = { method: 'elicitation/create' as const, params: { message: 'm', requestedSchema: { type: 'object' as const, properties: {} } } };
+  const url = { method: 'elicitation/create' as const, params: { mode: 'url' as const, message: 'm', url: 'https://x' } };
+  const sample = { method: 'sampling/createMessage' as const, params: { messages: [], maxTokens: 5 } };
+  const sampleTools = { method: 'sampling/createMessage' as const, params: { messages: [], maxTokens: 5, tools: [] } };
+  const roots = { method: 'roots/list' as const };
+
+  it('reads declared kinds (bare elicitation means form only)', () => {
+    expect([...allowedKinds({ elicitation: {} })]).toEqual(['elicitation.form']);
+    expect([...allowedKinds({ elicitation: { url: {} } })]).toEqual(['elicitation.url']);
+    expect([...allowedKinds({ elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {} })].sort()).toEqual(
+      ['elicitation.form', 'elicitation.url', 'roots', 'sampling', 'sampling.tools'].sort(),
+    );
+    expect(allowedKinds(undefined).size).toBe(0);
+    expect(allowedKinds({ elicitation: true as never }).size).toBe(0);
+  });
+
+  it('filters (degrade) or rejects with the required capabilities (strict)', () => {
+    const requests = { a: form, b: url, c: sample, d: sampleTools, e: roots };
+    const { allowed, denied } = filterInputRequests(requests, { sampling: {} });
+    expect(Object.keys(allowed)).toEqual(['c']);
+    expect(denied.map((d) => d.kind)).toEqual(['elicitation.form', 'elicitation.url', 'sampling.tools', 'roots']);
+    try {
+      assertInputRequestsAllowed(requests, { sampling: {} });
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(CapabilityMissingError);
+      expect((error as CapabilityMissingError).requiredCapabilities).toEqual({
+        elicitation: { form: {}, url: {} },
+        sampling: { tools: {} },
+        roots: {},
+      });
+    }
+    expect(() => assertInputRequestsAllowed({ c: sample }, { sampling: {} })).not.toThrow();
+  });
+});
+
+describe('errors', () => {
+  it('carry stable codes, fixed messages and the cause', () => {
+    const cause = new Error('ECONNREFUSED 10.0.0.1');
+    const error = new StoreUnavailableError({ cause });
+    expect(error.code).toBe('ERR_STORE_UNAVAILABLE');
+    expect(StoreUnavailableError.code).toBe('ERR_STORE_UNAVAILABLE');
+    expect(error.cause).toBe(cause);
+    expect(error.message).not.toContain('10.0.0.1');
+    expect(error.name).toBe('StoreUnavailableError');
+    expect(MrtrError.is(error)).toBe(true);
+    expect(MrtrError.is(Object.assign(new Error('x'), { code: 'ERR_STATE_INTEGRITY' }))).toBe(true);
+    expect(MrtrError.is(Object.assign(new Error('x'), { code: 'ENOENT' }))).toBe(false);
+    expect(isStateRejection(new StateIntegrityError().code)).toBe(true);
+    expect(isStateRejection(new StateReplayedError().code)).toBe(true);
+    expect(isStateRejection('ERR_STORE_UNAVAILABLE')).toBe(false);
+    expect(isServerFault('ERR_STORE_FULL')).toBe(true);
+  });
+
+  it('narrow by code in a switch', () => {
+    const describeError = (e: MrtrError): string => {
+      switch (e.code) {
+        case 'ERR_STATE_REPLAYED':
+          return 'replayed';
+        case 'ERR_STORE_UNAVAILABLE':
+          return 'outage';
+        default:
+          return 'other';
+      }
+    };
+    expect(describeError(new StateReplayedError())).toBe('replayed');
+    expect(describeError(new StoreUnavailableError())).toBe('outage');
+  });
+});
