@@ -1,0 +1,194 @@
+import { MrtrError, StoreUnavailableError } from '@mrtr/core';
+
+/** Options shared by both dialects. */
+export interface SqlStoreCommonOptions {
+  /**
+   * Table that holds consumed ids. Letters, digits and `_`, starting with a letter or `_`, at most
+   * 48 characters; it is always quoted. @default "mrtr_replay"
+   */
+  table?: string;
+  /**
+   * Ledger namespace: stores with different namespaces never see each other's ids, even in one
+   * table. Any string up to 256 UTF-8 bytes. @default ""
+   */
+  namespace?: string;
+  /**
+   * Run `ensureSchema()` automatically before the first consume (once; retried after a failure).
+   * Turn it off when the schema is managed by a migration tool and the role cannot create tables.
+   * @default true
+   */
+  ensureSchema?: boolean;
+  /**
+   * How often expired rows are purged in the background, in ms, with an unref'd timer (never
+   * keeps the process alive). `0` turns the background purge off (call `purge()` yourself).
+   * @default 60000
+   */
+  purgeIntervalMs?: number;
+  /** Most rows one purge statement deletes. @default 1000 */
+  purgeBatchSize?: number;
+  /** Most batches one purge run executes (bounds a run to `purgeBatchSize × purgeMaxBatches` rows). @default 10 */
+  purgeMaxBatches?: number;
+  /**
+   * Rows are purged only once they are this many ms past their expiry, as a margin for clock
+   * differences between instances (an expired row is consumable again regardless). @default 0
+   */
+  purgeGraceMs?: number;
+  /** Clock in epoch ms used to decide whether a stored id has expired. @default Date.now */
+  now?: () => number;
+  /** Receives errors of the background purge (which never throws). @default ignore */
+  onError?: (error: unknown) => void;
+}
+
+/** A replay store on a SQL table. */
+export interface SqlReplayStore {
+  /** `'postgres'` or `'sqlite'`. */
+  readonly dialect: 'postgres' | 'sqlite';
+  /** The quoted, possibly schema-qualified table name used in statements. */
+  readonly table: string;
+  /**
+   * Atomically records `id` until `expiresAtMs` (epoch ms) and resolves `true` only for the first
+   * call; `false` while a live row exists. An expired row is taken over by the next consume.
+   * Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never resolves `true` then).
+   */
+  consume(id: string, expiresAtMs: number): Promise<boolean>;
+  /** Creates the table and its expiry index when missing. Idempotent and safe to run concurrently. */
+  ensureSchema(): Promise<void>;
+  /** Deletes expired rows (all namespaces), bounded by `purgeBatchSize × purgeMaxBatches`; resolves the count. */
+  purge(): Promise<number>;
+  /** Stops the purge timer and closes a pool/database the store created itself (not an injected one). Idempotent. */
+  close(): Promise<void>;
+}
+
+export const DEFAULT_TABLE = 'mrtr_replay';
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
+const MAX_ID_BYTES = 1024;
+const MAX_NAMESPACE_BYTES = 256;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** Validates an SQL identifier against a strict pattern and returns it double-quoted. */
+export function quoteIdentifier(label: string, name: unknown): string {
+  if (typeof name !== 'string' || !IDENTIFIER.test(name)) {
+    throw new TypeError(`${label} must match /^[A-Za-z_][A-Za-z0-9_]{0,47}$/`);
+  }
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+function checkKeyText(label: string, value: unknown, maxBytes: number, allowEmpty: boolean): string {
+  if (typeof value !== 'string') throw new TypeError(`${label} must be a string`);
+  if (!allowEmpty && value.length === 0) throw new RangeError(`${label} must not be empty`);
+  if (value.includes('\u0000') || LONE_SURROGATE.test(value)) {
+    throw new TypeError(`${label} must be well-formed Unicode without NUL characters`);
+  }
+  if (Buffer.byteLength(value, 'utf8') > maxBytes) throw new RangeError(`${label} must be at most ${maxBytes} UTF-8 bytes`);
+  return value;
+}
+
+export function checkNamespace(label: string, value: unknown): string {
+  return value === undefined ? '' : checkKeyText(`${label}: namespace`, value, MAX_NAMESPACE_BYTES, true);
+}
+
+/** Argument checks of `consume`; misuse is a TypeError/RangeError, never a store error. */
+export function checkConsumeArgs(id: unknown, expiresAtMs: unknown): number {
+  checkKeyText('consume: id', id, MAX_ID_BYTES, false);
+  if (typeof expiresAtMs !== 'number') throw new TypeError('consume: expiresAtMs must be a number (epoch ms)');
+  if (!Number.isFinite(expiresAtMs)) throw new RangeError('consume: expiresAtMs must be finite');
+  const rounded = Math.ceil(expiresAtMs);
+  if (!Number.isSafeInteger(rounded)) throw new RangeError('consume: expiresAtMs is out of range');
+  return rounded;
+}
+
+export function intOption(label: string, value: unknown, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value)) throw new TypeError(`${label} must be an integer`);
+  if (value < min || value > max) throw new RangeError(`${label} must be between ${min} and ${max}`);
+  return value;
+}
+
+export function boolOption(label: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw new TypeError(`${label} must be a boolean`);
+  return value;
+}
+
+export function fnOption<F extends (...args: never[]) => unknown>(label: string, value: unknown, fallback: F): F {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'function') throw new TypeError(`${label} must be a function`);
+  return value as F;
+}
+
+/** Anything that is not already a `MrtrError` becomes `ERR_STORE_UNAVAILABLE` with the original as `cause`. */
+export function toStoreError(error: unknown): MrtrError {
+  return MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error });
+}
+
+export interface PurgeSettings {
+  intervalMs: number;
+  batchSize: number;
+  maxBatches: number;
+  graceMs: number;
+}
+
+export function purgeSettings(label: string, options: SqlStoreCommonOptions): PurgeSettings {
+  return {
+    intervalMs: intOption(`${label}: purgeIntervalMs`, options.purgeIntervalMs, 60_000, 0, 2_147_483_647),
+    batchSize: intOption(`${label}: purgeBatchSize`, options.purgeBatchSize, 1000, 1, 100_000),
+    maxBatches: intOption(`${label}: purgeMaxBatches`, options.purgeMaxBatches, 10, 1, 10_000),
+    graceMs: intOption(`${label}: purgeGraceMs`, options.purgeGraceMs, 0, 0, 2_147_483_647),
+  };
+}
+
+/**
+ * Runs bounded purge passes on an unref'd interval, one at a time. `run` must never throw
+ * synchronously into the timer; errors go to `onError`.
+ */
+export function startPurgeTimer(
+  intervalMs: number,
+  run: () => Promise<unknown>,
+  onError: (error: unknown) => void,
+): () => void {
+  if (intervalMs === 0) return () => {};
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    run()
+      .catch((error: unknown) => {
+        try {
+          onError(error);
+        } catch {
+          // a throwing onError must not become an unhandled rejection
+        }
+      })
+      .finally(() => {
+        running = false;
+      });
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** Caches a successful async initialisation; a failed one is retried by the next caller. */
+export function once<T>(init: () => Promise<T>): { get(): Promise<T>; readonly done: boolean } {
+  let pending: Promise<T> | undefined;
+  let done = false;
+  return {
+    get() {
+      if (pending === undefined) {
+        pending = init().then(
+          (value) => {
+            done = true;
+            return value;
+          },
+          (error: unknown) => {
+            pending = undefined;
+            throw error;
+          },
+        );
+      }
+      return pending;
+    },
+    get done() {
+      return done;
+    },
+  };
+}

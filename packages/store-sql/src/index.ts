@@ -1,0 +1,11 @@
+export type { SqlReplayStore, SqlStoreCommonOptions } from './common.js';
+export type {
+  PgPoolClientLike,
+  PgPoolLike,
+  PgQueryConfigLike,
+  PgQueryResultLike,
+  SqliteDatabaseLike,
+  SqliteStatementLike,
+} from './drivers.js';
+export { createPostgresStore, type PostgresStoreOptions } from './postgres.js';
+export { createSqliteStore, type SqliteStoreOptions } from './sqlite.js';

@@ -1,0 +1,206 @@
+import { StoreUnavailableError } from '@mrtr/core';
+import {
+  boolOption,
+  checkConsumeArgs,
+  checkNamespace,
+  DEFAULT_TABLE,
+  fnOption,
+  intOption,
+  once,
+  purgeSettings,
+  quoteIdentifier,
+  type SqlReplayStore,
+  type SqlStoreCommonOptions,
+  startPurgeTimer,
+  toStoreError,
+} from './common.js';
+import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
+
+export interface SqliteStoreOptions extends SqlStoreCommonOptions {
+  /** An open `better-sqlite3` database. The store never closes it; set WAL and `busy_timeout` on it yourself. */
+  database?: SqliteDatabaseLike;
+  /** Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`. */
+  filename?: string;
+  /**
+   * How long a statement waits for another process's write lock before failing with
+   * `ERR_STORE_UNAVAILABLE`, in ms (`busy_timeout` of an owned database). better-sqlite3 is
+   * synchronous, so this wait blocks the event loop. @default 5000
+   */
+  busyTimeoutMs?: number;
+  /**
+   * `synchronous` pragma of an owned database. `'full'` makes every consume durable across power
+   * loss; `'normal'` (with WAL) survives a process crash but may lose the last commits on an OS
+   * crash or power loss, which would re-open those ids. @default "full"
+   */
+  synchronous?: 'full' | 'normal';
+}
+
+/** Structural constructor of `better-sqlite3`'s `Database`, as loaded at run time. */
+type DatabaseConstructor = new (filename: string, options?: Record<string, unknown>) => SqliteDatabaseLike & {
+  pragma(source: string): unknown;
+};
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Replay store on SQLite ≥ 3.35 through `better-sqlite3` (loaded only when this factory is used).
+ * Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE expired … RETURNING` statement.
+ */
+export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
+  const label = 'createSqliteStore';
+  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  const { database: injected, filename } = options;
+  if ((injected === undefined) === (filename === undefined)) {
+    throw new TypeError(`${label}: pass exactly one of database or filename`);
+  }
+  if (injected !== undefined && (injected === null || typeof injected.prepare !== 'function' || typeof injected.exec !== 'function')) {
+    throw new TypeError(`${label}: database must be a better-sqlite3 Database`);
+  }
+  if (filename !== undefined && (typeof filename !== 'string' || filename.length === 0)) {
+    throw new TypeError(`${label}: filename must be a non-empty string`);
+  }
+  const tableName = options.table ?? DEFAULT_TABLE;
+  const table = quoteIdentifier(`${label}: table`, tableName);
+  const indexName = quoteIdentifier(`${label}: table`, `${tableName}_expires_at_idx`);
+  const namespace = checkNamespace(label, options.namespace);
+  const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
+  const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
+  const synchronous = options.synchronous ?? 'full';
+  if (synchronous !== 'full' && synchronous !== 'normal') throw new TypeError(`${label}: synchronous must be "full" or "normal"`);
+  const purge = purgeSettings(label, options);
+  const now = fnOption(`${label}: now`, options.now, Date.now);
+  const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
+
+  const consumeSql =
+    `INSERT INTO ${table} (ns, id, expires_at) VALUES (?, ?, ?) ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${table}.expires_at <= ? RETURNING 1`;
+  const purgeSql =
+    `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`;
+  const schemaSql =
+    `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (ns, id));` +
+    `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at);`;
+
+  let closed = false;
+  let owned: SqliteDatabaseLike | undefined;
+
+  const dbReady = once<SqliteDatabaseLike>(async () => {
+    if (injected !== undefined) return injected;
+    const Database = (await loadDriver('better-sqlite3')) as DatabaseConstructor;
+    if (closed) throw new StoreUnavailableError();
+    const db = new Database(filename as string, { timeout: busyTimeoutMs });
+    try {
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      db.pragma('journal_mode = WAL');
+      db.pragma(`synchronous = ${synchronous.toUpperCase()}`);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    owned = db;
+    return db;
+  });
+
+  const runEnsureSchema = async (): Promise<void> => {
+    const db = await dbReady.get();
+    // BEGIN IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two processes
+    // creating the schema at once run one after the other.
+    db.exec('BEGIN IMMEDIATE');
+    try {
+      db.exec(schemaSql);
+      db.exec('COMMIT');
+    } catch (error) {
+      try {
+        db.exec('ROLLBACK');
+      } catch {
+        // no transaction left to roll back
+      }
+      throw error;
+    }
+  };
+  const schemaReady = once(runEnsureSchema);
+
+  // Prepared once per database (statements can only be prepared after the table exists).
+  let statements: { db: SqliteDatabaseLike; consume: SqliteStatementLike; purge: SqliteStatementLike } | undefined;
+  const ready = async () => {
+    const db = await dbReady.get();
+    if (autoSchema) await schemaReady.get();
+    if (statements?.db !== db) statements = { db, consume: db.prepare(consumeSql), purge: db.prepare(purgeSql) };
+    return statements;
+  };
+
+  const assertOpen = (): void => {
+    if (closed) throw new StoreUnavailableError({ cause: new Error('replay store is closed') });
+  };
+
+  const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
+    const expires = checkConsumeArgs(id, expiresAtMs);
+    assertOpen();
+    try {
+      const { consume: statement } = await ready();
+      assertOpen();
+      return statement.get(namespace, id, expires, Math.floor(now())) !== undefined;
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  };
+
+  const runPurge = async (): Promise<number> => {
+    assertOpen();
+    const { purge: statement } = await ready();
+    let total = 0;
+    for (let batch = 0; batch < purge.maxBatches && !closed; batch++) {
+      if (batch > 0) await yieldToEventLoop();
+      if (closed) break;
+      const deleted = statement.run(Math.floor(now()) - purge.graceMs, purge.batchSize).changes;
+      total += deleted;
+      if (deleted < purge.batchSize) break;
+    }
+    return total;
+  };
+
+  const stopPurge = startPurgeTimer(
+    purge.intervalMs,
+    async () => {
+      if (dbReady.done && (!autoSchema || schemaReady.done)) await runPurge();
+    },
+    onError,
+  );
+
+  let closing: Promise<void> | undefined;
+  return {
+    dialect: 'sqlite',
+    table,
+    consume,
+    async ensureSchema() {
+      assertOpen();
+      try {
+        await schemaReady.get();
+      } catch (error) {
+        throw toStoreError(error);
+      }
+    },
+    async purge() {
+      try {
+        return await runPurge();
+      } catch (error) {
+        throw toStoreError(error);
+      }
+    },
+    close() {
+      if (closing === undefined) {
+        closed = true;
+        stopPurge();
+        closing = (async () => {
+          if (injected !== undefined) return;
+          await dbReady.get().catch(() => undefined);
+          try {
+            owned?.close();
+          } catch {
+            // already closed
+          }
+        })();
+      }
+      return closing;
+    },
+  };
+}

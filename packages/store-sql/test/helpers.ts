@@ -1,0 +1,237 @@
+import { type ChildProcess, fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const packageDir = join(here, '..');
+
+/** A table name unique to this test run (valid identifier, ≤ 48 characters). */
+export function uniqueTable(tag: string): string {
+  return `mrtr_${tag}_${process.pid}_${randomBytes(4).toString('hex')}`;
+}
+
+export function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'mrtr-store-sql-'));
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------------------------------------
+// PostgreSQL availability: skip with a printed reason when DATABASE_URL is unset, unless
+// MRTR_REQUIRE_SERVICES=1, where a missing or unreachable server fails.
+
+export const DATABASE_URL = process.env.DATABASE_URL;
+export const REQUIRE_SERVICES = process.env.MRTR_REQUIRE_SERVICES === '1';
+export const skipPostgres = DATABASE_URL === undefined || DATABASE_URL === '';
+
+export function postgresSkipReason(file: string): void {
+  if (!skipPostgres) return;
+  if (REQUIRE_SERVICES) return; // the file registers a failing test instead
+  console.warn(`[store-sql] ${file}: PostgreSQL tests skipped because DATABASE_URL is not set`);
+}
+
+/** Fails fast (clear message) when the configured server does not answer. */
+export async function assertPostgresReachable(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+  } catch (error) {
+    throw new Error(`PostgreSQL at DATABASE_URL is unreachable: ${(error as Error).message}`, { cause: error });
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+export async function dropTables(url: string, tables: readonly string[]): Promise<void> {
+  if (tables.length === 0) return;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  await client.connect();
+  try {
+    for (const table of tables) await client.query(`DROP TABLE IF EXISTS "${table}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** `DATABASE_URL` with host/port replaced (to route through a proxy or to a dead port). */
+export function withHostPort(url: string, host: string, port: number): string {
+  const parsed = new URL(url);
+  parsed.hostname = host;
+  parsed.port = String(port);
+  return parsed.toString();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A TCP proxy under the test's control, used to cut PostgreSQL off without touching the server.
+
+export interface TcpProxy {
+  readonly port: number;
+  /** Connections currently open through the proxy. */
+  readonly connections: number;
+  /** Stops listening and destroys every open connection (the server stays up). */
+  stop(): Promise<void>;
+  /** Listens again on the same port. */
+  start(): Promise<void>;
+  /** Keeps accepting but stops forwarding bytes in both directions (a black hole). */
+  stall(): void;
+}
+
+export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+  const sockets = new Set<net.Socket>();
+  const clients = new Set<net.Socket>();
+  let stalled = false;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    sockets.add(client);
+    sockets.add(upstream);
+    clients.add(client);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      clients.delete(client);
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.on('data', (chunk) => {
+      if (!stalled) upstream.write(chunk);
+    });
+    upstream.on('data', (chunk) => {
+      if (!stalled) client.write(chunk);
+    });
+  });
+  const listen = (port: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  await listen(0);
+  const port = (server.address() as net.AddressInfo).port;
+  return {
+    port,
+    get connections() {
+      return clients.size;
+    },
+    async stop() {
+      stalled = false;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      sockets.clear();
+      clients.clear();
+      await closed;
+    },
+    start: () => listen(port),
+    stall() {
+      stalled = true;
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worker processes: test/fixtures/worker.ts is bundled with esbuild (tsup's copy) into a file
+// inside this package, so it runs on plain Node and resolves the drivers and @mrtr/core.
+
+let bundled: Promise<string> | undefined;
+
+export function workerScript(): Promise<string> {
+  bundled ??= (async () => {
+    const requireHere = createRequire(import.meta.url);
+    const requireFromTsup = createRequire(requireHere.resolve('tsup'));
+    const esbuild = requireFromTsup('esbuild') as {
+      build(options: Record<string, unknown>): Promise<unknown>;
+    };
+    const outDir = join(packageDir, 'node_modules', '.cache', 'mrtr-store-sql-test');
+    mkdirSync(outDir, { recursive: true });
+    const outfile = join(outDir, `worker-${process.pid}-${randomBytes(4).toString('hex')}.mjs`);
+    await esbuild.build({
+      entryPoints: [join(here, 'fixtures', 'worker.ts')],
+      outfile,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      external: ['pg', 'better-sqlite3', '@mrtr/core'],
+      logLevel: 'silent',
+    });
+    return outfile;
+  })();
+  return bundled;
+}
+
+export function removeWorkerScript(): void {
+  if (bundled === undefined) return;
+  void bundled.then((file) => rmSync(file, { force: true })).catch(() => {});
+}
+
+export interface WorkerResult {
+  trues: number;
+  falses: number;
+  errors: string[];
+  elapsedMs: number;
+}
+
+export type WorkerTask =
+  | {
+      kind: 'race';
+      dialect: 'sqlite' | 'postgres';
+      target: string;
+      table: string;
+      namespace: string;
+      ids: string[];
+      connections: number;
+      consumersPerConnection: number;
+      expiresAtMs: number;
+    }
+  | { kind: 'schema'; dialect: 'sqlite' | 'postgres'; target: string; table: string };
+
+export interface Worker {
+  child: ChildProcess;
+  ready: Promise<void>;
+  result: Promise<WorkerResult>;
+  go(): void;
+}
+
+/** Forks a worker; it reports `ready`, waits for `go`, runs the task and reports its result. */
+export async function spawnWorker(task: WorkerTask, timeoutMs: number): Promise<Worker> {
+  const script = await workerScript();
+  const child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  let onReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    onReady = resolve;
+  });
+  const result = new Promise<WorkerResult>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`worker ${child.pid} timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+    child.on('message', (message: { type: string; result?: WorkerResult; error?: string }) => {
+      if (message.type === 'ready') onReady();
+      if (message.type === 'result' && message.result) {
+        clearTimeout(timer);
+        resolve(message.result);
+      }
+      if (message.type === 'error') {
+        clearTimeout(timer);
+        reject(new Error(`worker ${child.pid} failed: ${message.error}`));
+      }
+    });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker ${child.pid} exited with ${code} before reporting`));
+    });
+  });
+  result.catch(() => {});
+  child.send({ type: 'task', task });
+  return { child, ready, result, go: () => child.send({ type: 'go' }) };
+}
