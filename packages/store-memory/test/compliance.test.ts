@@ -1,0 +1,17 @@
+import { storeCompliance } from '@mrtr/test-suite';
+import { it } from 'vitest';
+import { createMemoryStore } from '../src/index.js';
+
+let t = 1_700_000_000_000;
+const clock = {
+  now: () => t,
+  advance: (ms: number) => {
+    t += ms;
+  },
+};
+
+storeCompliance(it, ({ namespace }) => createMemoryStore({ namespace, now: clock.now }), {
+  clock,
+  sharedBackend: false,
+  name: 'memory',
+});

@@ -1,0 +1,174 @@
+import { MrtrError, StoreFullError, StoreUnavailableError } from '@mrtr/core';
+import { describe, expect, it } from 'vitest';
+import { createMemoryStore } from '../src/index.js';
+
+function fakeClock(start = 1_700_000_000_000) {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (MrtrError.is(error)) return error.code;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('createMemoryStore options', () => {
+  it('rejects bad options at construction', () => {
+    expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(RangeError);
+    expect(() => createMemoryStore({ maxEntries: 1.5 })).toThrow(RangeError);
+    expect(() => createMemoryStore({ maxEntries: Number.NaN })).toThrow(RangeError);
+    expect(() => createMemoryStore({ namespace: 1 as unknown as string })).toThrow(TypeError);
+    expect(() => createMemoryStore({ now: 'x' as unknown as () => number })).toThrow(TypeError);
+    expect(() => createMemoryStore(null as unknown as object)).toThrow(TypeError);
+  });
+
+  it('defaults to 100,000 entries and reports namespace and size', async () => {
+    const store = createMemoryStore({ namespace: 'tenant-a' });
+    expect(store.maxEntries).toBe(100_000);
+    expect(store.namespace).toBe('tenant-a');
+    expect(store.size).toBe(0);
+    expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+    expect(store.size).toBe(1);
+    await store.close();
+    expect(store.size).toBe(0);
+  });
+});
+
+describe('bounded memory, fail closed', () => {
+  it('when full of live ids, a new id is refused with StoreFullError and no live id is evicted', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries: 100, now: clock.now });
+    for (let i = 0; i < 100; i++) expect(await store.consume(`live-${i}`, clock.now() + 1000 + i)).toBe(true);
+    expect(store.size).toBe(100);
+    for (let i = 0; i < 5; i++) {
+      const error = await store.consume(`new-${i}`, clock.now() + 1000).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(StoreFullError);
+      expect((error as StoreFullError).code).toBe('ERR_STORE_FULL');
+    }
+    // Every live id is still remembered: a replay of any of them is still refused.
+    for (let i = 0; i < 100; i++) expect(await store.consume(`live-${i}`, clock.now() + 1000)).toBe(false);
+    expect(store.size).toBe(100);
+  });
+
+  it('reclaims an expired id when full, and only expired ones', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries: 10, now: clock.now });
+    // ids 0..4 expire at +100, ids 5..9 at +10_000 (inserted interleaved so insertion order != expiry order)
+    for (let i = 0; i < 10; i++) {
+      const short = i % 2 === 0;
+      expect(await store.consume(`id-${i}`, clock.now() + (short ? 100 : 10_000))).toBe(true);
+    }
+    await expect(store.consume('extra-0', clock.now() + 1000)).rejects.toBeInstanceOf(StoreFullError);
+    clock.advance(101);
+    // Five short ids have expired: exactly five new ids fit, the sixth is refused.
+    for (let i = 0; i < 5; i++) expect(await store.consume(`extra-${i}`, clock.now() + 10_000)).toBe(true);
+    await expect(store.consume('extra-5', clock.now() + 1000)).rejects.toBeInstanceOf(StoreFullError);
+    for (let i = 1; i < 10; i += 2) expect(await store.consume(`id-${i}`, clock.now() + 1000)).toBe(false);
+    for (let i = 0; i < 5; i++) expect(await store.consume(`extra-${i}`, clock.now() + 1000)).toBe(false);
+    expect(store.size).toBe(10);
+  });
+
+  it('re-consuming an expired id reuses its slot even when full', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries: 2, now: clock.now });
+    expect(await store.consume('a', clock.now() + 10)).toBe(true);
+    expect(await store.consume('b', clock.now() + 10_000)).toBe(true);
+    clock.advance(11);
+    expect(await store.consume('a', clock.now() + 10)).toBe(true);
+    expect(await store.consume('a', clock.now() + 10)).toBe(false);
+    await expect(store.consume('c', clock.now() + 5)).rejects.toBeInstanceOf(StoreFullError);
+  });
+
+  it('a full store of long-lived ids refuses in O(1) after one pass and recovers after expiry', async () => {
+    const clock = fakeClock();
+    const n = 5000;
+    const store = createMemoryStore({ maxEntries: n, now: clock.now });
+    for (let i = 0; i < n; i++) await store.consume(`k${i}`, clock.now() + 60_000);
+    for (let i = 0; i < 1000; i++) {
+      await expect(store.consume(`over${i}`, clock.now() + 60_000)).rejects.toBeInstanceOf(StoreFullError);
+    }
+    expect(store.size).toBe(n);
+    clock.advance(60_001);
+    for (let i = 0; i < n; i++) expect(await store.consume(`fresh${i}`, clock.now() + 60_000)).toBe(true);
+    expect(store.size).toBe(n);
+  });
+});
+
+describe('incremental sweep', () => {
+  it('drops expired ids as consumes happen, without a timer', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries: 1_000_000, now: clock.now });
+    for (let i = 0; i < 10_000; i++) await store.consume(`old${i}`, clock.now() + 1000);
+    expect(store.size).toBe(10_000);
+    clock.advance(1001);
+    // Each consume examines a couple of entries: 10,000 fresh consumes walk the whole map at least once.
+    for (let i = 0; i < 10_000; i++) await store.consume(`new${i}`, clock.now() + 1000);
+    expect(store.size).toBeLessThanOrEqual(10_000 + 10);
+    for (let i = 0; i < 10_000; i++) expect(await store.consume(`new${i}`, clock.now() + 1000)).toBe(false);
+  });
+
+  it('keeps the map bounded under a steady stream of short-lived ids', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries: 1_000_000, now: clock.now });
+    // 100 ids per ms, 50 ms lifetime: about 5,000 live at any time.
+    let peak = 0;
+    for (let i = 0; i < 200_000; i++) {
+      if (i % 100 === 0) clock.advance(1);
+      await store.consume(`s${i}`, clock.now() + 50);
+      if (store.size > peak) peak = store.size;
+    }
+    expect(peak).toBeLessThan(15_000);
+  });
+
+  it('does not keep the event loop alive (no timers are created)', async () => {
+    const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const store = createMemoryStore();
+    for (let i = 0; i < 100; i++) await store.consume(`t${i}`, Date.now() + 60_000);
+    const after = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    expect(after).toBe(before);
+    await store.close();
+  });
+});
+
+describe('expiry edge cases', () => {
+  it('an id is live through expiresAtMs inclusive and free one millisecond after', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ now: clock.now });
+    const exp = clock.now() + 100;
+    expect(await store.consume('x', exp)).toBe(true);
+    clock.advance(100);
+    expect(clock.now()).toBe(exp);
+    expect(await store.consume('x', exp + 100)).toBe(false);
+    clock.advance(1);
+    expect(await store.consume('x', exp + 100)).toBe(true);
+  });
+
+  it('an expiresAtMs that is not in the future resolves false and records nothing', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ now: clock.now });
+    expect(await store.consume('past', clock.now() - 1)).toBe(false);
+    expect(await store.consume('past', clock.now())).toBe(false);
+    expect(store.size).toBe(0);
+    expect(await store.consume('past', clock.now() + 1)).toBe(true);
+  });
+});
+
+describe('close', () => {
+  it('consume after close rejects with ERR_STORE_UNAVAILABLE, also for ids consumed before', async () => {
+    const store = createMemoryStore();
+    expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+    await store.close();
+    expect(await codeOf(store.consume('a', Date.now() + 60_000))).toBe('ERR_STORE_UNAVAILABLE');
+    await expect(store.consume('b', Date.now() + 60_000)).rejects.toBeInstanceOf(StoreUnavailableError);
+  });
+});
