@@ -1,0 +1,153 @@
+import {
+  type Awaitable,
+  type KeyRing,
+  KeyUnknownError,
+  type OpenedToken,
+  type StateClaims,
+  type StateCodec,
+  StateMalformedError,
+  StateTooLargeError,
+  base64urlDecode,
+} from '@mrtr/core';
+import { decodeClaims, encodeClaims } from './claims.js';
+import type { JweEngine, JweHeader, JweParts } from './engine/types.js';
+import { headerFor, parseHeader } from './header.js';
+
+export interface JweCodecOptions {
+  /** The key ring: the primary key seals, every key opens. The CEK is the HKDF subkey `mrtr/codec/jwe/v1` of a key. */
+  keys: KeyRing;
+  /** Largest token `open` accepts (and `seal` produces), in characters. @default 16384 */
+  maxTokenBytes?: number;
+}
+
+/** HKDF `info` of the 32-byte content encryption key (per key in the ring). */
+export const JWE_KEY_PURPOSE = 'mrtr/codec/jwe/v1';
+export const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
+/** Smallest accepted `maxTokenBytes`: room for a header, IV, tag and a small claims set. */
+export const MIN_MAX_TOKEN_BYTES = 256;
+/** Largest accepted `maxTokenBytes` (just under 1 MiB). */
+export const MAX_MAX_TOKEN_BYTES = 1024 * 1024 - 1;
+
+const IV_SEGMENT_CHARS = 16; // 12 bytes
+const TAG_SEGMENT_CHARS = 22; // 16 bytes
+const OPTION_NAMES = new Set(['keys', 'maxTokenBytes']);
+
+function isKeyRing(value: unknown): value is KeyRing {
+  if (value === null || typeof value !== 'object') return false;
+  const ring = value as Partial<KeyRing>;
+  return (
+    typeof ring.primaryKid === 'string' &&
+    Array.isArray(ring.kids) &&
+    typeof ring.has === 'function' &&
+    typeof ring.subkey === 'function'
+  );
+}
+
+function validateOptions(options: JweCodecOptions): { keys: KeyRing; maxTokenBytes: number } {
+  if (options === null || typeof options !== 'object') throw new TypeError('createJweCodec: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (!OPTION_NAMES.has(name)) throw new TypeError(`createJweCodec: unknown option "${name}"`);
+  }
+  if (!isKeyRing(options.keys)) throw new TypeError('createJweCodec: keys must be a KeyRing');
+  const maxTokenBytes = options.maxTokenBytes ?? DEFAULT_MAX_TOKEN_BYTES;
+  if (typeof maxTokenBytes !== 'number' || !Number.isSafeInteger(maxTokenBytes)) {
+    throw new TypeError('createJweCodec: maxTokenBytes must be an integer');
+  }
+  if (maxTokenBytes < MIN_MAX_TOKEN_BYTES || maxTokenBytes > MAX_MAX_TOKEN_BYTES) {
+    throw new RangeError(`createJweCodec: maxTokenBytes must be ${MIN_MAX_TOKEN_BYTES}-${MAX_MAX_TOKEN_BYTES}`);
+  }
+  return { keys: options.keys, maxTokenBytes };
+}
+
+/**
+ * Builds the codec on an engine. `createJweCodec` passes the engine of this build (node:crypto on
+ * Node, jose elsewhere); tests pass either one directly.
+ */
+export function createCodecWithEngine<K>(engine: JweEngine<K>, options: JweCodecOptions): StateCodec {
+  const { keys, maxTokenBytes } = validateOptions(options);
+  const primary = headerFor(keys.primaryKid);
+  // The ring's own header spellings: opening a token with one of them skips the header parse.
+  const knownHeaders = new Map<string, JweHeader>();
+  for (const kid of keys.kids) {
+    const header = kid === primary.kid ? primary : headerFor(kid);
+    knownHeaders.set(header.segment, header);
+  }
+  const keyCache = new Map<string, Awaitable<K>>();
+
+  const keyFor = (kid: string): Awaitable<K> => {
+    let key = keyCache.get(kid);
+    if (key === undefined) {
+      const cek = keys.subkey(kid, JWE_KEY_PURPOSE, 32);
+      if (cek === undefined) throw new KeyUnknownError();
+      key = cek instanceof Promise ? cek.then((bytes) => engine.importKey(bytes)) : engine.importKey(cek);
+      if (key instanceof Promise) {
+        const pending = key;
+        pending.then(
+          (resolved) => keyCache.set(kid, resolved),
+          () => {
+            if (keyCache.get(kid) === pending) keyCache.delete(kid);
+          },
+        );
+      }
+      keyCache.set(kid, key);
+    }
+    return key;
+  };
+
+  const checkSize = (token: string): string => {
+    if (token.length > maxTokenBytes) throw new StateTooLargeError();
+    return token;
+  };
+
+  const seal = (claims: StateClaims): Awaitable<string> => {
+    const plaintext = encodeClaims(claims);
+    const key = keyFor(primary.kid);
+    if (key instanceof Promise) return key.then((k) => engine.encrypt(k, primary, plaintext)).then(checkSize);
+    const token = engine.encrypt(key, primary, plaintext);
+    return token instanceof Promise ? token.then(checkSize) : checkSize(token);
+  };
+
+  const open = (token: string): Awaitable<OpenedToken> => {
+    if (typeof token !== 'string') throw new StateMalformedError();
+    // Size first, before any decoding. A string longer than the cap in UTF-16 units is longer in bytes too.
+    if (token.length > maxTokenBytes) throw new StateTooLargeError();
+    // Compact serialization: exactly five segments, header.encryptedKey.iv.ciphertext.tag.
+    const d1 = token.indexOf('.');
+    const d2 = token.indexOf('.', d1 + 1);
+    const d3 = token.indexOf('.', d2 + 1);
+    const d4 = token.indexOf('.', d3 + 1);
+    if (d1 <= 0 || d2 < 0 || d3 < 0 || d4 < 0 || token.indexOf('.', d4 + 1) >= 0) throw new StateMalformedError();
+    const headerSegment = token.slice(0, d1);
+    const header = knownHeaders.get(headerSegment) ?? parseHeader(headerSegment);
+    // dir: the JWE Encrypted Key must be the empty octet sequence (RFC 7516 §5.1 step 6).
+    if (d2 !== d1 + 1) throw new StateMalformedError();
+    if (d3 - d2 - 1 !== IV_SEGMENT_CHARS || token.length - d4 - 1 !== TAG_SEGMENT_CHARS || d4 === d3 + 1) {
+      throw new StateMalformedError();
+    }
+    const iv = base64urlDecode(token.slice(d2 + 1, d3));
+    const ciphertext = base64urlDecode(token.slice(d3 + 1, d4));
+    const tag = base64urlDecode(token.slice(d4 + 1));
+    if (iv === undefined || ciphertext === undefined || tag === undefined) throw new StateMalformedError();
+    // A well-formed token for a key this ring does not hold: refused before any decryption.
+    if (!keys.has(header.kid)) throw new KeyUnknownError();
+    const parts: JweParts = { token, header, iv, ciphertext, tag };
+    const kid = header.kid;
+    const finish = (plaintext: string): OpenedToken => ({ claims: decodeClaims(plaintext), kid });
+    const key = keyFor(kid);
+    if (key instanceof Promise) return key.then((k) => engine.decrypt(k, parts)).then(finish);
+    const plaintext = engine.decrypt(key, parts);
+    return plaintext instanceof Promise ? plaintext.then(finish) : finish(plaintext);
+  };
+
+  if (engine.name === 'node') {
+    return Object.freeze({ id: 'jwe', confidential: true, maxTokenBytes, seal, open });
+  }
+  // Async engine: every failure is a rejected promise, never a synchronous throw.
+  return Object.freeze({
+    id: 'jwe',
+    confidential: true,
+    maxTokenBytes,
+    seal: async (claims: StateClaims) => seal(claims),
+    open: async (token: string) => open(token),
+  });
+}

@@ -1,0 +1,21 @@
+import type { StateCodec } from '@mrtr/core';
+import { type JweCodecOptions, createCodecWithEngine } from './codec.js';
+import { engine } from './engine/impl.js';
+
+export {
+  DEFAULT_MAX_TOKEN_BYTES,
+  JWE_KEY_PURPOSE,
+  type JweCodecOptions,
+  MAX_MAX_TOKEN_BYTES,
+  MIN_MAX_TOKEN_BYTES,
+} from './codec.js';
+export { JWE_ALG, JWE_ENC } from './header.js';
+
+/**
+ * A `StateCodec` that seals claims as a standard compact JWE (`alg: "dir"`, `enc: "A256GCM"`, `kid`
+ * in the protected header) whose plaintext is a JWT Claims Set. Confidential and authenticated.
+ * On Node it runs synchronously on `node:crypto`; on other runtimes it runs on jose (async WebCrypto).
+ */
+export function createJweCodec(options: JweCodecOptions): StateCodec {
+  return createCodecWithEngine(engine, options);
+}

@@ -1,0 +1,109 @@
+import { createCipheriv } from 'node:crypto';
+import {
+  CLAIMS_VERSION,
+  type JsonValue,
+  type KeyRing,
+  MrtrError,
+  type MrtrErrorCode,
+  type StateClaims,
+  base64urlEncode,
+  randomBytes,
+} from '@mrtr/core';
+import { expect } from 'vitest';
+import { JWE_KEY_PURPOSE } from '../src/codec.js';
+import type { JweEngine } from '../src/engine/types.js';
+
+/** The 32-byte CEK the codec uses for `kid` (what a jose peer is given). */
+export function cekOf(keys: KeyRing, kid = keys.primaryKid): Uint8Array {
+  const cek = keys.subkeySync(kid, JWE_KEY_PURPOSE);
+  if (cek === undefined) throw new Error(`no key ${kid}`);
+  return cek;
+}
+
+export function claimsOf<P extends JsonValue>(data: P, overrides: Partial<StateClaims<P>> = {}): StateClaims<P> {
+  const now = Date.now();
+  return {
+    v: CLAIMS_VERSION,
+    iat: now,
+    exp: now + 600_000,
+    jti: base64urlEncode(randomBytes(16)),
+    aud: 'https://mcp.example.com/mcp',
+    sub: base64urlEncode(randomBytes(16)),
+    req: { m: 'tools/call', t: 'delete_files', d: base64urlEncode(randomBytes(32)) },
+    flow: { id: base64urlEncode(randomBytes(16)), round: 2, deadline: now + 1_800_000 },
+    data,
+    ...overrides,
+  };
+}
+
+/** The JWT Claims Set the codec writes for `claims` (as an object). */
+export function jwtOf(claims: StateClaims): Record<string, unknown> {
+  return {
+    iat: claims.iat / 1000,
+    exp: claims.exp / 1000,
+    jti: claims.jti,
+    aud: claims.aud,
+    sub: claims.sub,
+    mrtr: { v: claims.v, req: claims.req, flow: claims.flow, data: claims.data },
+  };
+}
+
+export const b64 = (bytes: Uint8Array | string): string =>
+  Buffer.from(typeof bytes === 'string' ? Buffer.from(bytes, 'utf8') : bytes).toString('base64url');
+
+export interface HandTokenOptions {
+  /** Raw protected header text (not validated in any way). */
+  header: string;
+  /** Plaintext bytes or text. */
+  plaintext: Uint8Array | string;
+  encryptedKey?: string;
+  ivBytes?: number;
+  tagBytes?: number;
+}
+
+/**
+ * A compact JWE built by hand with node:crypto: AES-256-GCM under `cek`, AAD = ASCII(header segment),
+ * so the tag is valid for whatever header text is given. Used to show that a forbidden header is
+ * refused because of the header, not because of the tag.
+ */
+export function handToken(cek: Uint8Array, options: HandTokenOptions): string {
+  const segment = b64(options.header);
+  const iv = randomBytes(options.ivBytes ?? 12);
+  const tagBytes = options.tagBytes ?? 16;
+  const cipher = createCipheriv('aes-256-gcm', cek, iv, { authTagLength: tagBytes });
+  cipher.setAAD(Buffer.from(segment, 'ascii'));
+  const plaintext = typeof options.plaintext === 'string' ? Buffer.from(options.plaintext, 'utf8') : options.plaintext;
+  const ciphertext = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return [segment, options.encryptedKey ?? '', b64(iv), b64(ciphertext), b64(cipher.getAuthTag())].join('.');
+}
+
+/** Wraps an engine and counts decrypt calls, to show that a rejection happened before decryption. */
+export function countingEngine<K>(engine: JweEngine<K>): { engine: JweEngine<K>; decrypts: () => number } {
+  let decrypts = 0;
+  return {
+    engine: {
+      name: engine.name,
+      importKey: (cek) => engine.importKey(cek),
+      encrypt: (key, header, plaintext) => engine.encrypt(key, header, plaintext),
+      decrypt: (key, parts) => {
+        decrypts++;
+        return engine.decrypt(key, parts);
+      },
+    },
+    decrypts: () => decrypts,
+  };
+}
+
+/** Awaits `fn` and returns the MrtrError it threw or rejected with; fails the test otherwise. */
+export async function mrtrErrorOf(fn: () => unknown, code?: MrtrErrorCode): Promise<MrtrError> {
+  let caught: unknown;
+  try {
+    await fn();
+  } catch (error) {
+    caught = error;
+  }
+  expect(caught, 'expected a rejection').toBeInstanceOf(MrtrError);
+  const error = caught as MrtrError;
+  if (code !== undefined) expect(error.code).toBe(code);
+  return error;
+}
