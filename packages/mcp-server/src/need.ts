@@ -1,0 +1,237 @@
+import type {
+  CallToolResult,
+  CreateMessageRequestParams,
+  CreateMessageResult,
+  InputRequiredResult,
+  Root,
+} from '@modelcontextprotocol/server';
+import {
+  base64urlEncode,
+  canonicalJson,
+  type InputRequest,
+  type InputRequestKind,
+  type JsonValue,
+  requiredKind,
+} from '@mrtr/core';
+import { sha256 } from './sha256.js';
+import type {
+  AskOptions,
+  ElicitAnswer,
+  ElicitFormQuestion,
+  ElicitUrlQuestion,
+  FormContent,
+  FormSchema,
+  ToolNeed,
+  UrlAnswer,
+} from './types.js';
+import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from './validate.js';
+
+/** The `data` sealed in every state: answers pinned to their question, pending pins, kept handler data. */
+export interface FlowData {
+  /** Answers: key → [question pin, normalised answer]. */
+  a: Record<string, [string, JsonValue]>;
+  /** Questions asked in the round that minted this state: key → pin. */
+  p: Record<string, string>;
+  /** Handler data passed to `keep`. */
+  k?: JsonValue;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** Parses the sealed `data`; `undefined` if it is not ours (the caller rejects the state). */
+export function parseFlowData(data: unknown): FlowData | undefined {
+  if (!isObject(data) || !isObject(data.a) || !isObject(data.p)) return undefined;
+  const a: FlowData['a'] = {};
+  for (const [key, entry] of Object.entries(data.a)) {
+    if (!Array.isArray(entry) || entry.length !== 2 || typeof entry[0] !== 'string') return undefined;
+    a[key] = [entry[0], entry[1] as JsonValue];
+  }
+  const p: FlowData['p'] = {};
+  for (const [key, pin] of Object.entries(data.p)) {
+    if (typeof pin !== 'string') return undefined;
+    p[key] = pin;
+  }
+  const out: FlowData = { a, p };
+  if (Object.hasOwn(data, 'k')) out.k = data.k as JsonValue;
+  return out;
+}
+
+/** 128-bit digest of the canonical JSON of an embedded request: what an answer is pinned to. */
+export function questionPin(request: InputRequest): string {
+  return base64urlEncode(sha256(canonicalJson(request)).subarray(0, 16));
+}
+
+export interface Question {
+  request: InputRequest;
+  pin: string;
+  kind: InputRequestKind;
+}
+
+const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
+const ASK = Symbol('mrtr.ask');
+
+/** The marker `need.ask()` returns; the wrapper replaces it with the real result. */
+export interface AskMarker extends InputRequiredResult {
+  [ASK]: AskOptions;
+}
+
+export function isAskMarker(value: unknown): value is AskMarker {
+  return isObject(value) && Object.hasOwn(value, ASK);
+}
+export function askOptionsOf(marker: AskMarker): AskOptions {
+  return marker[ASK];
+}
+
+export interface NeedInit {
+  round: number;
+  prior: FlowData | undefined;
+  responses: Record<string, unknown>;
+  /** `undefined` = capabilities not visible (2025-era connection): everything is allowed here. */
+  allowed: ReadonlySet<InputRequestKind> | undefined;
+}
+
+/** One handler invocation's view of the flow. */
+export class NeedState implements ToolNeed {
+  readonly round: number;
+  readonly kept: JsonValue | undefined;
+  readonly #stored: ReadonlyMap<string, [string, JsonValue]>;
+  readonly #pendingPins: ReadonlyMap<string, string>;
+  readonly #responses: Record<string, unknown>;
+  readonly #allowed: ReadonlySet<InputRequestKind> | undefined;
+  /** Every question passed this round (for `again` and the same-key check). */
+  readonly #asked = new Map<string, Question>();
+  /** Questions to send. */
+  readonly questions = new Map<string, Question>();
+  /** Answers to carry into the next state. */
+  readonly answers: Map<string, [string, JsonValue]>;
+  #keep: { value: JsonValue } | undefined;
+
+  constructor(init: NeedInit) {
+    this.round = init.round;
+    this.#stored = new Map(Object.entries(init.prior?.a ?? {}));
+    this.#pendingPins = new Map(Object.entries(init.prior?.p ?? {}));
+    this.answers = new Map(this.#stored);
+    this.#responses = init.responses;
+    this.#allowed = init.allowed;
+    this.kept = init.prior?.k;
+    if (init.prior !== undefined && Object.hasOwn(init.prior, 'k')) this.#keep = { value: init.prior.k as JsonValue };
+  }
+
+  get pending(): readonly string[] {
+    return [...this.questions.keys()];
+  }
+
+  /** The data to keep for the next round, if any. */
+  get keptForNext(): { value: JsonValue } | undefined {
+    return this.#keep;
+  }
+
+  can(kind: InputRequestKind): boolean {
+    return this.#allowed === undefined || this.#allowed.has(kind);
+  }
+
+  elicit<const S extends FormSchema>(key: string, question: ElicitFormQuestion<S>): ElicitAnswer<FormContent<S>> | undefined {
+    if (!isObject(question) || typeof question.message !== 'string') {
+      throw new TypeError('need.elicit: question must be { message, requestedSchema }');
+    }
+    const schema = question.requestedSchema;
+    if (!isObject(schema) || schema.type !== 'object' || !isObject(schema.properties)) {
+      throw new TypeError('need.elicit: requestedSchema must be { type: "object", properties }');
+    }
+    if (question.mode !== undefined && question.mode !== 'form') throw new TypeError('need.elicit: mode must be "form"');
+    const params: Record<string, unknown> = { message: question.message, requestedSchema: schema };
+    if (question.mode === 'form') params.mode = 'form';
+    const request = { method: 'elicitation/create', params } as unknown as InputRequest;
+    return this.#resolve(key, request, (answer) => validateFormAnswer(schema, answer)) as
+      | ElicitAnswer<FormContent<S>>
+      | undefined;
+  }
+
+  elicitUrl(key: string, question: ElicitUrlQuestion): UrlAnswer | undefined {
+    if (!isObject(question) || typeof question.message !== 'string' || typeof question.url !== 'string') {
+      throw new TypeError('need.elicitUrl: question must be { message, url }');
+    }
+    try {
+      new URL(question.url);
+    } catch {
+      throw new TypeError('need.elicitUrl: url must be an absolute URL');
+    }
+    const request = {
+      method: 'elicitation/create',
+      params: { mode: 'url', message: question.message, url: question.url },
+    } as InputRequest;
+    return this.#resolve(key, request, validateUrlAnswer) as UrlAnswer | undefined;
+  }
+
+  sample(key: string, params: CreateMessageRequestParams): CreateMessageResult | undefined {
+    if (!isObject(params) || !Array.isArray(params.messages) || typeof params.maxTokens !== 'number') {
+      throw new TypeError('need.sample: params must be { messages, maxTokens, ... }');
+    }
+    const request = { method: 'sampling/createMessage', params } as unknown as InputRequest;
+    return this.#resolve(key, request, validateSamplingAnswer) as CreateMessageResult | undefined;
+  }
+
+  roots(key: string): Root[] | undefined {
+    const answer = this.#resolve(key, { method: 'roots/list' }, validateRootsAnswer) as { roots: Root[] } | undefined;
+    return answer?.roots;
+  }
+
+  again(key: string): void {
+    const question = this.#asked.get(key);
+    if (question === undefined) throw new TypeError(`need.again: "${key}" has not been asked in this round`);
+    this.answers.delete(key);
+    this.questions.set(key, question);
+  }
+
+  ask(options: AskOptions = {}): InputRequiredResult {
+    if (!isObject(options)) throw new TypeError('need.ask: options must be an object');
+    const { missingCapability } = options;
+    if (missingCapability !== undefined && missingCapability !== 'fail' && missingCapability !== 'degrade') {
+      throw new TypeError('need.ask: missingCapability must be "fail" or "degrade"');
+    }
+    const marker = { resultType: 'input_required' } as AskMarker;
+    Object.defineProperty(marker, ASK, { value: { ...options }, enumerable: false });
+    return marker;
+  }
+
+  keep(value: JsonValue): void {
+    canonicalJson(value); // throws a TypeError for anything that is not JSON
+    this.#keep = { value };
+  }
+
+  fail(message: string): CallToolResult {
+    if (typeof message !== 'string') throw new TypeError('need.fail: message must be a string');
+    return { content: [{ type: 'text', text: message }], isError: true };
+  }
+
+  #resolve(key: string, request: InputRequest, validate: (answer: unknown) => JsonValue | undefined): JsonValue | undefined {
+    if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
+      throw new TypeError('need: key must be 1-128 printable ASCII characters');
+    }
+    const pin = questionPin(request);
+    const earlier = this.#asked.get(key);
+    if (earlier !== undefined && earlier.pin !== pin) {
+      throw new TypeError(`need: key "${key}" was asked twice with different questions`);
+    }
+    if (earlier === undefined) this.#asked.set(key, { request, pin, kind: requiredKind(request) });
+    if (this.questions.has(key)) return undefined;
+    const pendingPin = this.#pendingPins.get(key);
+    const stored = this.#stored.get(key);
+    // An earlier round's answer to the same question (the client was not asked again).
+    if (pendingPin === undefined && stored !== undefined && stored[0] === pin) {
+      if (this.answers.has(key)) return stored[1];
+    }
+    // This round's answer, if it answers this question (or, without a state, any question under this key).
+    const current = Object.hasOwn(this.#responses, key) ? this.#responses[key] : undefined;
+    if (current !== undefined && (pendingPin === undefined || pendingPin === pin)) {
+      const answer = validate(current);
+      if (answer !== undefined) {
+        this.answers.set(key, [pin, answer]);
+        return answer;
+      }
+    }
+    this.answers.delete(key);
+    this.questions.set(key, this.#asked.get(key)!);
+    return undefined;
+  }
+}
