@@ -1,0 +1,189 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { CheckFailure, checkCodecs, codecJobs, makePayloads, setupCodecs } from './codecs.js';
+import { FULL, type HarnessOptions, type JobResult, QUICK, runInterleaved } from './harness.js';
+import { PAYLOADS } from './payload.js';
+import { updateReadme } from './readme.js';
+import { type BenchResult, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock } from './report.js';
+import { checkStores, setupStores, storeJobs } from './stores.js';
+
+const HELP = `Usage: node dist/main.js [options]   (pnpm bench -- [options])
+
+  --quick              3 short rounds (about a minute) instead of the full run
+  --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
+  --only <part>        codecs | stores (default: both)
+  --output <file>      write the results as JSON
+  --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
+  --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md and apps/bench/README.md
+  --strict             exit with code 2 when a target is missed
+  --help
+
+Redis and PostgreSQL rows run when REDIS_URL / DATABASE_URL are set, and are skipped with a note otherwise.`;
+
+/** apps/bench/ (this file is apps/bench/dist/main.js or apps/bench/src/main.ts). */
+const APP_DIR = fileURLToPath(new URL('..', import.meta.url));
+const REPO_DIR = path.resolve(APP_DIR, '..', '..');
+
+const README_TARGETS: readonly (PackageName | 'bench')[] = ['codec-hmac', 'codec-jwe', 'codec-aead', 'store-memory', 'store-redis', 'store-sql', 'bench'];
+
+const log = (line: string): void => {
+  process.stderr.write(`${line}\n`);
+};
+
+async function measureAll(options: HarnessOptions, quick: boolean, only: string | undefined): Promise<BenchResult> {
+  const started = Date.now();
+  const payloads = makePayloads();
+  const result: BenchResult = {
+    schema: 1,
+    startedAt: new Date(started).toISOString(),
+    finishedAt: '',
+    durationMs: 0,
+    quick,
+    env: {
+      node: process.version,
+      v8: process.versions.v8,
+      openssl: process.versions.openssl,
+      platform: process.platform,
+      arch: process.arch,
+      cpu: cpus()[0]?.model.trim() ?? 'unknown',
+      cpus: cpus().length,
+    },
+    harness: options,
+    payloads: {
+      small: { jsonBytes: Buffer.byteLength(JSON.stringify(payloads.small)) },
+      '4k': { jsonBytes: Buffer.byteLength(JSON.stringify(payloads['4k'])) },
+    },
+    jobs: {},
+    targets: [],
+  };
+  const progress = (label: string) => (round: number, index: number, total: number, job: { key: string }, m: { opsPerSec: number }) =>
+    log(`[${label} round ${round + 1}/${options.rounds}] ${String(index + 1).padStart(3)}/${total} ${job.key.padEnd(28)} ${fmtOps(m.opsPerSec)} ops/s`);
+  const store = (jobs: Map<string, JobResult>) => {
+    for (const [key, value] of jobs) result.jobs[key] = value;
+  };
+
+  if (only === undefined || only === 'codecs') {
+    const setup = await setupCodecs();
+    for (const s of setup.skipped) log(`note: codec ${s.id} skipped: ${s.reason}`);
+    log('checking codecs (round trip, tamper, expiry, confidentiality, wrong key, 1 MiB) …');
+    const report = await checkCodecs(setup, payloads);
+    for (const line of report.checks) log(`  ok ${line}`);
+    result.codecs = {
+      rows: setup.rows.map((r) => ({
+        id: r.id,
+        label: r.label,
+        family: r.family,
+        kind: r.kind,
+        confidential: r.confidential,
+        tokenBytes: Object.fromEntries(PAYLOADS.map((p) => [p, report.tokenBytes[r.id]![p]])) as Record<(typeof PAYLOADS)[number], number>,
+      })),
+      skipped: setup.skipped,
+      checks: report.checks,
+    };
+    store(await runInterleaved(codecJobs(setup, payloads, report), options, progress('codecs')));
+  }
+
+  if (only === undefined || only === 'stores') {
+    const setup = await setupStores({ redisUrl: process.env['REDIS_URL'], databaseUrl: process.env['DATABASE_URL'] });
+    try {
+      for (const n of setup.notes) log(`note: ${n}`);
+      for (const s of setup.skipped) log(`note: store ${s.id} skipped: ${s.reason}`);
+      log('checking stores (first consume true, second false) …');
+      const checks = await checkStores(setup);
+      for (const line of checks) log(`  ok ${line}`);
+      result.stores = {
+        rows: setup.rows.map((r) => ({ id: r.id, label: r.label, backend: r.backend, kind: r.kind })),
+        skipped: setup.skipped,
+        notes: setup.notes,
+        checks,
+      };
+      store(await runInterleaved(storeJobs(setup), options, progress('stores')));
+    } finally {
+      await setup.close();
+    }
+  }
+
+  result.finishedAt = new Date().toISOString();
+  result.durationMs = Date.now() - started;
+  return result;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      quick: { type: 'boolean', default: false },
+      rounds: { type: 'string' },
+      only: { type: 'string' },
+      output: { type: 'string' },
+      from: { type: 'string' },
+      'update-readmes': { type: 'boolean', default: false },
+      strict: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    console.log(HELP);
+    return 0;
+  }
+  if (values.only !== undefined && values.only !== 'codecs' && values.only !== 'stores') {
+    log('--only must be "codecs" or "stores"');
+    return 64;
+  }
+  const options: HarnessOptions = { ...(values.quick ? QUICK : FULL) };
+  if (values.rounds !== undefined) {
+    const rounds = Number(values.rounds);
+    if (!Number.isInteger(rounds) || rounds < 3 || rounds > 20) {
+      log('--rounds must be an integer from 3 to 20');
+      return 64;
+    }
+    options.rounds = rounds;
+  }
+
+  let result: BenchResult;
+  if (values.from !== undefined) {
+    result = JSON.parse(readFileSync(values.from, 'utf8')) as BenchResult;
+    if (result.schema !== 1) throw new Error(`${values.from}: not a bench result (schema ${String(result.schema)})`);
+  } else {
+    // Hard bound on the whole run, whatever a backend does.
+    const budgetMs = (values.quick ? 5 : 12) * 60_000;
+    setTimeout(() => {
+      log(`bench: exceeded its ${budgetMs / 60_000} min budget, aborting`);
+      process.exit(3);
+    }, budgetMs).unref();
+    result = await measureAll(options, values.quick, values.only);
+  }
+  result.targets = evaluateTargets(result);
+
+  console.log(printableReport(result));
+
+  if (values.output !== undefined) {
+    const file = path.resolve(values.output);
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
+    log(`wrote ${file}`);
+  }
+  if (values['update-readmes']) {
+    for (const pkg of README_TARGETS) {
+      const file = pkg === 'bench' ? path.join(APP_DIR, 'README.md') : path.join(REPO_DIR, 'packages', pkg, 'README.md');
+      const outcome = updateReadme(file, readmeBlock(result, pkg));
+      log(`${outcome.startsWith('skipped') ? 'note' : 'readme'}: ${path.relative(REPO_DIR, file)}: ${outcome}`);
+    }
+  }
+  const missed = result.targets.filter((t) => t.pass === false).length;
+  return values.strict && missed > 0 ? 2 : 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (error: unknown) => {
+    if (error instanceof CheckFailure) log(`correctness check failed, nothing was timed: ${error.message}`);
+    else log(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,272 @@
+import { randomBytes } from 'node:crypto';
+import { rmSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import type { ReplayStore } from '@mrtr/core';
+import Database from 'better-sqlite3';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import type { Job } from './harness.js';
+import { loadFunction } from './load.js';
+import { CheckFailure, type SkippedRow } from './codecs.js';
+
+export type Backend = 'memory' | 'redis' | 'postgres' | 'sqlite';
+
+export interface StoreRow {
+  /** e.g. `memory`, `memory-bare`, `redis`, `redis-bare`. */
+  id: string;
+  label: string;
+  backend: Backend;
+  kind: 'bare' | 'mrtr';
+  /** One single-use consume of a fresh id; resolves true the first time. */
+  consume(id: string, expiresAtMs: number): Promise<boolean> | boolean;
+  /** Runs before each round (outside timing), e.g. a fresh memory store. */
+  prepare?: () => Promise<void> | void;
+}
+
+export interface StoreSetup {
+  rows: StoreRow[];
+  skipped: SkippedRow[];
+  notes: string[];
+  close(): Promise<void>;
+}
+
+export const CONCURRENCY = [1, 32] as const;
+
+/** Random run tag so ids, keys and tables of concurrent or repeated runs never collide. */
+const RUN_TAG = randomBytes(6).toString('hex');
+
+type MemoryFactory = (options: { maxEntries?: number; namespace?: string }) => ReplayStore;
+type RedisFactory = (options: { url: string; namespace?: string }) => ReplayStore;
+type PostgresFactory = (options: { connectionString: string; table?: string; namespace?: string }) => ReplayStore & { ensureSchema(): Promise<void> };
+type SqliteFactory = (options: { filename: string; table?: string; namespace?: string }) => ReplayStore & { ensureSchema(): Promise<void> };
+
+/** Ids held by one memory store per round: more than any round consumes at ≥ 1M/s. */
+const MEMORY_MAX_ENTRIES = 8_000_000;
+const SQL_TABLE_STORE = `mrtr_bench_store_${RUN_TAG}`;
+const SQL_TABLE_BARE = `mrtr_bench_bare_${RUN_TAG}`;
+/** Matches the store's own pool: 10 connections, 5 s statement and connection timeouts. */
+const PG_POOL = { max: 10, connectionTimeoutMillis: 5000, statement_timeout: 5000, query_timeout: 5000, idleTimeoutMillis: 30_000, allowExitOnIdle: true, keepAlive: true };
+
+export interface StoreEnv {
+  redisUrl?: string | undefined;
+  databaseUrl?: string | undefined;
+  /** Skip SQLite (it needs a writable temp dir). */
+  sqlite?: boolean;
+}
+
+/**
+ * Builds every store row plus its bare-client twin. Redis and PostgreSQL rows need `REDIS_URL` /
+ * `DATABASE_URL`; without them they are skipped with a note.
+ */
+export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
+  const rows: StoreRow[] = [];
+  const skipped: SkippedRow[] = [];
+  const notes: string[] = [];
+  const closers: (() => Promise<unknown> | unknown)[] = [];
+
+  // --- memory ------------------------------------------------------------------------------
+  {
+    const bareMap = new Map<string, number>();
+    rows.push({
+      id: 'memory-bare',
+      label: 'bare Map get+set (same semantics, no bound, no sweep)',
+      backend: 'memory',
+      kind: 'bare',
+      prepare: () => bareMap.clear(),
+      consume(id, expiresAtMs) {
+        const held = bareMap.get(id);
+        if (held !== undefined && held >= Date.now()) return Promise.resolve(false);
+        bareMap.set(id, expiresAtMs);
+        return Promise.resolve(true);
+      },
+    });
+    const loaded = await loadFunction<MemoryFactory>('@mrtr/store-memory', 'createMemoryStore');
+    if (loaded.ok) {
+      let store = loaded.value({ maxEntries: MEMORY_MAX_ENTRIES, namespace: 'bench' });
+      rows.push({
+        id: 'memory',
+        label: `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, fresh store per round)`,
+        backend: 'memory',
+        kind: 'mrtr',
+        async prepare() {
+          await store.close();
+          store = loaded.value({ maxEntries: MEMORY_MAX_ENTRIES, namespace: 'bench' });
+        },
+        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+      });
+      closers.push(() => store.close());
+    } else {
+      skipped.push({ id: 'memory', label: '@mrtr/store-memory', reason: loaded.reason });
+    }
+  }
+
+  // --- Redis ---------------------------------------------------------------------------------
+  if (env.redisUrl === undefined || env.redisUrl === '') {
+    notes.push('REDIS_URL is not set: Redis rows skipped.');
+  } else {
+    const url = env.redisUrl;
+    const bare = new Redis(url, { lazyConnect: true, commandTimeout: 5000, maxRetriesPerRequest: 1 });
+    await bare.connect();
+    closers.push(() => bare.quit());
+    const prefix = `mrtr-bench:${RUN_TAG}:bare:`;
+    rows.push({
+      id: 'redis-bare',
+      label: 'bare ioredis SET key 1 NX PXAT',
+      backend: 'redis',
+      kind: 'bare',
+      consume: async (id, expiresAtMs) => (await bare.set(prefix + id, '1', 'PXAT', expiresAtMs, 'NX')) === 'OK',
+    });
+    const loaded = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
+    if (loaded.ok) {
+      const store = loaded.value({ url, namespace: `mrtr-bench:${RUN_TAG}` });
+      closers.push(() => store.close());
+      rows.push({
+        id: 'redis',
+        label: '@mrtr/store-redis (from URL)',
+        backend: 'redis',
+        kind: 'mrtr',
+        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+      });
+    } else {
+      skipped.push({ id: 'redis', label: '@mrtr/store-redis', reason: loaded.reason });
+    }
+  }
+
+  // --- PostgreSQL --------------------------------------------------------------------------
+  if (env.databaseUrl === undefined || env.databaseUrl === '') {
+    notes.push('DATABASE_URL is not set: PostgreSQL rows skipped.');
+  } else {
+    const connectionString = env.databaseUrl;
+    const loaded = await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
+    if (loaded.ok) {
+      // The bare client writes to its own table with the store's own schema (created by the store).
+      const schemaOnly = loaded.value({ connectionString, table: SQL_TABLE_BARE });
+      await schemaOnly.ensureSchema();
+      await schemaOnly.close();
+      const store = loaded.value({ connectionString, table: SQL_TABLE_STORE, namespace: 'bench' });
+      await store.ensureSchema();
+      const pool = new pg.Pool({ connectionString, ...PG_POOL });
+      pool.on('error', () => {});
+      closers.push(async () => {
+        await store.close();
+        await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_STORE}"`).catch(() => {});
+        await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_BARE}"`).catch(() => {});
+        await pool.end();
+      });
+      const insert = { name: `mrtr-bench-insert-${RUN_TAG}`, text: `INSERT INTO "${SQL_TABLE_BARE}" (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` };
+      rows.push({
+        id: 'postgres-bare',
+        label: 'bare pg.Pool INSERT … ON CONFLICT DO NOTHING (named prepared statement, same pool settings)',
+        backend: 'postgres',
+        kind: 'bare',
+        consume: async (id, expiresAtMs) => (await pool.query({ ...insert, values: ['bench', id, expiresAtMs] })).rowCount === 1,
+      });
+      rows.push({
+        id: 'postgres',
+        label: '@mrtr/store-sql createPostgresStore (from URL, default pool of 10)',
+        backend: 'postgres',
+        kind: 'mrtr',
+        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+      });
+    } else {
+      skipped.push({ id: 'postgres', label: '@mrtr/store-sql (postgres)', reason: loaded.reason });
+    }
+  }
+
+  // --- SQLite --------------------------------------------------------------------------------
+  if (env.sqlite !== false) {
+    const loaded = await loadFunction<SqliteFactory>('@mrtr/store-sql', 'createSqliteStore');
+    if (loaded.ok) {
+      const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-'));
+      closers.push(() => rmSync(dir, { recursive: true, force: true }));
+      const bareFile = path.join(dir, 'bare.db');
+      const schemaOnly = loaded.value({ filename: bareFile });
+      await schemaOnly.ensureSchema();
+      await schemaOnly.close();
+      // Same settings the store applies to a database it opens itself: WAL, synchronous=FULL, busy_timeout.
+      const db = new Database(bareFile, { timeout: 5000 });
+      db.pragma('busy_timeout = 5000');
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = FULL');
+      const insert = db.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+      const store = loaded.value({ filename: path.join(dir, 'store.db'), namespace: 'bench' });
+      await store.ensureSchema();
+      closers.unshift(async () => {
+        await store.close();
+        db.close();
+      });
+      rows.push({
+        id: 'sqlite-bare',
+        label: 'bare better-sqlite3 prepared INSERT … ON CONFLICT DO NOTHING (WAL, synchronous=FULL)',
+        backend: 'sqlite',
+        kind: 'bare',
+        consume: (id, expiresAtMs) => insert.run('bench', id, expiresAtMs).changes === 1,
+      });
+      rows.push({
+        id: 'sqlite',
+        label: '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL)',
+        backend: 'sqlite',
+        kind: 'mrtr',
+        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+      });
+    } else {
+      skipped.push({ id: 'sqlite', label: '@mrtr/store-sql (sqlite)', reason: loaded.reason });
+    }
+  }
+
+  return {
+    rows,
+    skipped,
+    notes,
+    async close() {
+      for (const close of closers) {
+        try {
+          await close();
+        } catch {
+          // best effort: the bench is ending
+        }
+      }
+    },
+  };
+}
+
+/** Every row: a fresh id consumes once (`true`), a second time not (`false`). Throws on failure. */
+export async function checkStores(setup: StoreSetup): Promise<string[]> {
+  const checks: string[] = [];
+  const exp = Date.now() + 60_000;
+  for (const row of setup.rows) {
+    const id = `check-${RUN_TAG}-${row.id}`;
+    await row.prepare?.();
+    const first = await row.consume(id, exp);
+    const second = await row.consume(id, exp);
+    if (first !== true || second !== false) {
+      throw new CheckFailure(`store ${row.id} (${row.label}): expected consume → true then false, got ${String(first)} then ${String(second)}`);
+    }
+    checks.push(`${row.id}: first consume true, second false`);
+  }
+  return checks;
+}
+
+/** Consume jobs at every concurrency; each op consumes a fresh 22-character id. */
+export function storeJobs(setup: StoreSetup): Job[] {
+  const jobs: Job[] = [];
+  for (const c of CONCURRENCY) {
+    for (const row of setup.rows) {
+      let seq = 0;
+      let exp = 0;
+      const tag = `${RUN_TAG.slice(0, 6)}${row.id.slice(0, 2)}c${String(c).padStart(2, '0')}`;
+      jobs.push({
+        key: `store|${row.id}|c${c}`,
+        concurrency: c,
+        batchMs: row.backend === 'memory' ? 3 : 15,
+        prepare: async () => {
+          exp = Date.now() + 10 * 60_000;
+          await row.prepare?.();
+        },
+        op: () => row.consume(tag + (seq++).toString(36).padStart(10, '0'), exp),
+      });
+    }
+  }
+  return jobs;
+}
