@@ -1,0 +1,257 @@
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { type AuthInfo, createMcpHandler, McpServer, ResourceTemplate } from '@modelcontextprotocol/server';
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
+import * as z from 'zod/v4';
+import { createMrtr, type Mrtr, type MrtrOptions, type RejectEvent } from '../src/index.js';
+
+export const AUDIENCE = 'https://files.test';
+
+export interface Clock {
+  now(): number;
+  advance(ms: number): void;
+}
+export function fakeClock(start = Date.now()): Clock {
+  let t = start;
+  return {
+    now: () => t,
+    advance: (ms) => {
+      t += ms;
+    },
+  };
+}
+
+export interface Setup extends Partial<Omit<MrtrOptions, 'codec' | 'keys' | 'onReject'>> {
+  codec?: StateCodec;
+  keys?: KeyRing;
+  store?: ReplayStore;
+}
+
+export interface Fixture {
+  mrtr: Mrtr;
+  keys: KeyRing;
+  rejects: RejectEvent[];
+  /** Side effects the tools performed (a test checks a rejected call did nothing). */
+  effects: string[];
+  buildServer(): McpServer;
+}
+
+const confirmSchema = {
+  type: 'object',
+  properties: { ok: { type: 'boolean', title: 'Really?' } },
+  required: ['ok'],
+} as const;
+
+/** A server with the tools, prompt and resource the end-to-end tests use. */
+export function fixture(setup: Setup = {}): Fixture {
+  const keys = setup.keys ?? KeyRing.generate();
+  const codec = setup.codec ?? createHmacCodec({ keys });
+  const rejects: RejectEvent[] = [];
+  const effects: string[] = [];
+  const { keys: _k, codec: _c, ...rest } = setup;
+  const mrtr = createMrtr({ ...rest, codec, keys, audience: setup.audience ?? AUDIENCE, onReject: (e) => rejects.push(e) });
+
+  const buildServer = (): McpServer => {
+    const server = new McpServer({ name: 'mrtr-test', version: '1.0.0' }, { ...mrtr.serverOptions });
+    server.registerTool(
+      'delete_files',
+      { description: 'Deletes files after confirmation', inputSchema: z.object({ path: z.string() }) },
+      mrtr.tool('delete_files', async ({ path }, _ctx, need) => {
+        const confirm = need.elicit('confirm', { message: `Delete ${path}?`, requestedSchema: confirmSchema });
+        if (!confirm) return need.ask();
+        if (confirm.action !== 'accept') return need.fail(`Cancelled: ${confirm.action}`);
+        if (!confirm.content.ok) return { content: [{ type: 'text', text: `Kept ${path}` }] };
+        effects.push(`deleted ${path}`);
+        return { content: [{ type: 'text', text: `Deleted ${path}` }] };
+      }),
+    );
+    server.registerTool(
+      'archive_files',
+      { description: 'Same question, other tool', inputSchema: z.object({ path: z.string() }) },
+      mrtr.tool('archive_files', async ({ path }, _ctx, need) => {
+        const confirm = need.elicit('confirm', { message: `Delete ${path}?`, requestedSchema: confirmSchema });
+        if (!confirm) return need.ask();
+        effects.push(`archived ${path}`);
+        return { content: [{ type: 'text', text: `Archived ${path}` }] };
+      }),
+    );
+    // SEP-2322's two-round example: round 2 depends on round 1's answer, which only the state carries.
+    server.registerTool(
+      'resolve_item',
+      { inputSchema: z.object({ id: z.number() }) },
+      mrtr.tool('resolve_item', async ({ id }, _ctx, need) => {
+        const resolution = need.elicit('resolution', {
+          message: `Resolution of #${id}?`,
+          requestedSchema: {
+            type: 'object',
+            properties: { resolution: { type: 'string', enum: ['Fixed', 'Duplicate', 'Won\u2019t fix'] } },
+            required: ['resolution'],
+          },
+        });
+        if (!resolution) return need.ask();
+        if (resolution.action !== 'accept') return need.fail('Cancelled');
+        let text = `#${id} resolved as ${resolution.content.resolution}`;
+        if (resolution.content.resolution === 'Duplicate') {
+          const dup = need.elicit('duplicate_of', {
+            message: 'Duplicate of which item?',
+            requestedSchema: {
+              type: 'object',
+              properties: { duplicateOf: { type: 'integer', minimum: 1 } },
+              required: ['duplicateOf'],
+            },
+          });
+          if (!dup) return need.ask();
+          if (dup.action !== 'accept') return need.fail('Cancelled');
+          text += ` of #${dup.content.duplicateOf}`;
+        }
+        effects.push(text);
+        return { content: [{ type: 'text', text }] };
+      }),
+    );
+    // One new question per round, `rounds` times (flow limits).
+    server.registerTool(
+      'steps',
+      { inputSchema: z.object({ rounds: z.number().int() }) },
+      mrtr.tool('steps', async ({ rounds }, _ctx, need) => {
+        for (let i = 1; i <= rounds; i++) {
+          const answer = need.elicit(`step${i}`, {
+            message: `Step ${i}?`,
+            requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+          });
+          if (!answer) return need.ask();
+        }
+        return { content: [{ type: 'text', text: `done in round ${need.round}` }] };
+      }),
+    );
+    // Capability-aware: asks by form elicitation when allowed, always samples; degrades.
+    server.registerTool(
+      'summarise',
+      { inputSchema: z.object({ topic: z.string() }) },
+      mrtr.tool('summarise', async ({ topic }, _ctx, need) => {
+        const style = need.can('elicitation.form')
+          ? need.elicit('style', {
+              message: 'Style?',
+              requestedSchema: { type: 'object', properties: { style: { type: 'string' } }, required: ['style'] },
+            })
+          : undefined;
+        const sample = need.sample('draft', {
+          messages: [{ role: 'user', content: { type: 'text', text: `Summarise ${topic}` } }],
+          maxTokens: 100,
+        });
+        if (!sample || (need.can('elicitation.form') && !style)) return need.ask({ missingCapability: 'degrade' });
+        const text = sample.content && !Array.isArray(sample.content) && sample.content.type === 'text' ? sample.content.text : '';
+        return { content: [{ type: 'text', text: `${text} (${style?.action === 'accept' ? style.content.style : 'plain'})` }] };
+      }),
+    );
+    // Strict variant: a form question for a client that cannot answer it fails with -32021.
+    server.registerTool(
+      'strict_confirm',
+      {},
+      mrtr.tool('strict_confirm', async (_args, _ctx, need) => {
+        const confirm = need.elicit('confirm', { message: 'Sure?', requestedSchema: confirmSchema });
+        if (!confirm) return need.ask();
+        return { content: [{ type: 'text', text: 'confirmed' }] };
+      }),
+    );
+    server.registerPrompt(
+      'greeting',
+      { argsSchema: z.object({ tone: z.string() }) },
+      mrtr.prompt('greeting', async ({ tone }, _ctx, need) => {
+        const name = need.elicit('user_name', {
+          message: 'Your name?',
+          requestedSchema: { type: 'object', properties: { name: { type: 'string', minLength: 1 } }, required: ['name'] },
+        });
+        if (!name) return need.ask();
+        if (name.action !== 'accept') throw new Error('declined');
+        return { messages: [{ role: 'user', content: { type: 'text', text: `Say hello to ${name.content.name}, ${tone}` } }] };
+      }),
+    );
+    server.registerResource(
+      'report',
+      new ResourceTemplate('report://{id}', { list: undefined }),
+      { mimeType: 'text/plain' },
+      mrtr.resource(async (uri, _ctx, need, variables) => {
+        const confirm = need.elicit('confirm', { message: `Open ${uri.href}?`, requestedSchema: confirmSchema });
+        if (!confirm) return need.ask();
+        return { contents: [{ uri: uri.href, text: `report ${String(variables?.id)}` }] };
+      }),
+    );
+    return server;
+  };
+  return { mrtr, keys, rejects, effects, buildServer };
+}
+
+export interface ConnectOptions {
+  /** `authInfo.extra.sub`; `null` = no authInfo at all. */
+  sub?: string | null;
+  capabilities?: Record<string, unknown>;
+  autoFulfill?: boolean;
+  onElicit?: (params: Record<string, unknown>) => Record<string, unknown>;
+  onSample?: (params: Record<string, unknown>) => Record<string, unknown>;
+  maxRounds?: number;
+}
+
+/** JSON-RPC messages as the server sent them (JSON or SSE bodies), per client. */
+export const wireLog = new WeakMap<Client, Record<string, unknown>[]>();
+
+function parseBody(text: string): Record<string, unknown>[] {
+  const trimmed = text.trim();
+  if (trimmed.startsWith('{')) return [JSON.parse(trimmed) as Record<string, unknown>];
+  const out: Record<string, unknown>[] = [];
+  for (const line of trimmed.split(/\r?\n/)) {
+    if (line.startsWith('data:')) {
+      const data = line.slice(5).trim();
+      if (data.startsWith('{')) out.push(JSON.parse(data) as Record<string, unknown>);
+    }
+  }
+  return out;
+}
+
+/** A real SDK client talking to `createMcpHandler` in process (Streamable HTTP, 2026-07-28). */
+export async function connect(f: Fixture, options: ConnectOptions = {}): Promise<Client> {
+  const handler = createMcpHandler(() => f.buildServer(), { legacy: 'reject' });
+  const sub = options.sub === undefined ? 'alice' : options.sub;
+  const authInfo: AuthInfo | undefined =
+    sub === null ? undefined : { token: `t-${sub}`, clientId: 'test-client', scopes: [], extra: { sub } };
+  const log: Record<string, unknown>[] = [];
+  const transport = new StreamableHTTPClientTransport(new URL('http://test.local/mcp'), {
+    fetch: async (url, init) => {
+      const response = await handler.fetch(new Request(url, init), authInfo === undefined ? {} : { authInfo });
+      const text = await response.clone().text();
+      if (text.length > 0) log.push(...parseBody(text));
+      return response;
+    },
+  });
+  const client = new Client(
+    { name: 'e2e', version: '1.0.0' },
+    {
+      versionNegotiation: { mode: 'auto' },
+      capabilities: (options.capabilities ?? { elicitation: { form: {} } }) as never,
+      inputRequired: { autoFulfill: options.autoFulfill ?? false, maxRounds: options.maxRounds ?? 10 },
+    },
+  );
+  if (options.onElicit) {
+    const onElicit = options.onElicit;
+    client.setRequestHandler('elicitation/create', async (request) => onElicit(request.params as never) as never);
+  }
+  if (options.onSample) {
+    const onSample = options.onSample;
+    client.setRequestHandler('sampling/createMessage', async (request) => onSample(request.params as never) as never);
+  }
+  wireLog.set(client, log);
+  await client.connect(transport);
+  return client;
+}
+
+export interface CallParams {
+  inputResponses?: Record<string, unknown>;
+  requestState?: string;
+}
+
+/** One manual round of `tools/call` (no auto-fulfil): returns the complete or input_required result. */
+export async function callTool(client: Client, name: string, args: Record<string, unknown>, extra: CallParams = {}) {
+  return (await client.request(
+    { method: 'tools/call', params: { name, arguments: args, ...extra } as never },
+    { allowInputRequired: true },
+  )) as Record<string, unknown>;
+}
