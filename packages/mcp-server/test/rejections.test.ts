@@ -1,0 +1,268 @@
+import { ProtocolError } from '@modelcontextprotocol/client';
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { KeyRing, type ReplayStore, type StateCodec, StoreUnavailableError } from '@mrtr/core';
+import { createMemoryStore } from '@mrtr/store-memory';
+import { describe, expect, it } from 'vitest';
+import { INVALID_STATE_MESSAGE } from '../src/index.js';
+import { callTool, connect, fakeClock, fixture } from './harness.js';
+
+const yes = { confirm: { action: 'accept', content: { ok: true } } };
+const ok = (key: string) => ({ [key]: { action: 'accept', content: { ok: true } } });
+
+async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
+  const error = await promise.then(
+    () => {
+      throw new Error('expected a JSON-RPC error');
+    },
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ProtocolError);
+  return error as ProtocolError;
+}
+
+/** Every state rejection looks the same on the wire: no oracle. */
+function expectOpaque(error: ProtocolError): void {
+  expect(error.code).toBe(-32602);
+  expect(error.message).toBe(INVALID_STATE_MESSAGE);
+  expect(error.data).toEqual({ reason: 'invalid_request_state' });
+}
+
+describe('each rejection is opaque on the wire and reported with its own code', () => {
+  it("another user's state → ERR_STATE_PRINCIPAL", async () => {
+    const f = fixture();
+    const alice = await connect(f, { sub: 'alice' });
+    const mallory = await connect(f, { sub: 'mallory' });
+    const r1 = await callTool(alice, 'delete_files', { path: '/home/alice' });
+    expectOpaque(
+      await wireError(callTool(mallory, 'delete_files', { path: '/home/alice' }, { inputResponses: yes, requestState: r1.requestState as string })),
+    );
+    expect(f.rejects).toEqual([{ code: 'ERR_STATE_PRINCIPAL', method: 'tools/call', target: 'delete_files' }]);
+    expect(f.effects).toEqual([]);
+  });
+
+  it('the same principal under another auth field is another user (sub vs clientId)', async () => {
+    const f = fixture();
+    const bySub = await connect(f, { sub: 'test-client' });
+    const r1 = await callTool(bySub, 'delete_files', { path: '/x' });
+    // A token without `extra.sub` falls back to clientId "test-client": same text, different principal.
+    const byClient = await connect(f, { sub: '' });
+    expectOpaque(await wireError(callTool(byClient, 'delete_files', { path: '/x' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_PRINCIPAL']);
+  });
+
+  it('the same state with other arguments → ERR_STATE_BINDING', async () => {
+    const f = fixture();
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/tmp/cache' });
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expect(f.rejects).toEqual([{ code: 'ERR_STATE_BINDING', method: 'tools/call', target: 'delete_files' }]);
+    expect(f.effects).toEqual([]);
+  });
+
+  it("another tool's state (same question, same arguments) → ERR_STATE_BINDING", async () => {
+    const f = fixture();
+    const client = await connect(f);
+    const r1 = await callTool(client, 'archive_files', { path: '/srv' });
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/srv' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expect(f.rejects).toEqual([{ code: 'ERR_STATE_BINDING', method: 'tools/call', target: 'delete_files' }]);
+    expect(f.effects).toEqual([]);
+  });
+
+  it("another method's state (a prompt's state on a tool) → ERR_STATE_BINDING", async () => {
+    const f = fixture();
+    const client = await connect(f);
+    const prompt = (await client.request(
+      { method: 'prompts/get', params: { name: 'greeting', arguments: { tone: 'x' } } },
+      { allowInputRequired: true },
+    )) as Record<string, unknown>;
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/' }, { inputResponses: yes, requestState: prompt.requestState as string })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_BINDING']);
+  });
+
+  it('an expired state (fake clock) → ERR_STATE_EXPIRED', async () => {
+    const clock = fakeClock();
+    const f = fixture({ now: clock.now, ttlMs: 60_000, clockSkewMs: 5_000 });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/a' });
+    clock.advance(60_000 + 5_000 + 1);
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_EXPIRED']);
+    expect(f.effects).toEqual([]);
+  });
+
+  it('a state still valid at the edge of the skew window is accepted (control)', async () => {
+    const clock = fakeClock();
+    const f = fixture({ now: clock.now, ttlMs: 60_000, clockSkewMs: 5_000 });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/a' });
+    clock.advance(60_000 + 5_000);
+    const done = await callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: r1.requestState as string });
+    expect(done.content).toEqual([{ type: 'text', text: 'Deleted /a' }]);
+  });
+
+  it('a replayed state (with a store) → ERR_STATE_REPLAYED, and the action ran once', async () => {
+    const f = fixture({ store: createMemoryStore() });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/d' });
+    const params = { inputResponses: yes, requestState: r1.requestState as string };
+    await callTool(client, 'delete_files', { path: '/d' }, params);
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/d' }, params)));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_REPLAYED']);
+    expect(f.effects).toEqual(['deleted /d']);
+  });
+
+  it('without a store the same replay is accepted until expiry (documented limit, control)', async () => {
+    const f = fixture();
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/d' });
+    const params = { inputResponses: yes, requestState: r1.requestState as string };
+    await callTool(client, 'delete_files', { path: '/d' }, params);
+    await callTool(client, 'delete_files', { path: '/d' }, params);
+    expect(f.effects).toEqual(['deleted /d', 'deleted /d']);
+  });
+
+  it("an older round's state after the next round was issued → ERR_STATE_REPLAYED", async () => {
+    const f = fixture({ store: createMemoryStore() });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'steps', { rounds: 3 });
+    const r2 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
+    expect(Object.keys(r2.inputRequests as object)).toEqual(['step2']);
+    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_REPLAYED']);
+    // The current round still works.
+    const r3 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step2'), requestState: r2.requestState as string });
+    expect(Object.keys(r3.inputRequests as object)).toEqual(['step3']);
+  });
+
+  it('a flow past its deadline → ERR_FLOW_EXPIRED (though the round state itself is fresh)', async () => {
+    const clock = fakeClock();
+    const f = fixture({ now: clock.now, ttlMs: 600_000, flowTtlMs: 60_000, clockSkewMs: 5_000 });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'steps', { rounds: 3 });
+    clock.advance(30_000);
+    const r2 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
+    clock.advance(30_000 + 5_000 + 1);
+    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step2'), requestState: r2.requestState as string })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_FLOW_EXPIRED']);
+  });
+
+  it('round maxRounds + 1 → ERR_FLOW_ROUNDS', async () => {
+    const f = fixture({ maxRounds: 2 });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'steps', { rounds: 5 });
+    const r2 = await callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
+    expect(r2.resultType).toBe('input_required');
+    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step2'), requestState: r2.requestState as string })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_FLOW_ROUNDS']);
+  });
+
+  it('a 1 MiB state is rejected before any decoding → ERR_STATE_TOO_LARGE', async () => {
+    const keys = KeyRing.generate();
+    const inner = createHmacCodec({ keys });
+    let opened = 0;
+    const codec: StateCodec = {
+      id: inner.id,
+      confidential: inner.confidential,
+      maxTokenBytes: inner.maxTokenBytes,
+      seal: (claims) => inner.seal(claims),
+      open: (token) => {
+        opened++;
+        return inner.open(token);
+      },
+    };
+    const f = fixture({ keys, codec });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/a' });
+    const huge = `${r1.requestState as string}${'A'.repeat(1024 * 1024)}`;
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: huge })));
+    expect(f.rejects).toEqual([{ code: 'ERR_STATE_TOO_LARGE', method: 'tools/call', target: undefined }]);
+    expect(opened).toBe(0);
+  });
+
+  it('a state sealed under an unknown key → ERR_KEY_UNKNOWN; another audience → ERR_STATE_AUDIENCE', async () => {
+    const other = fixture({ keys: KeyRing.generate('k9') });
+    const otherClient = await connect(other);
+    const foreign = await callTool(otherClient, 'delete_files', { path: '/a' });
+    const keys = KeyRing.generate();
+    const f = fixture({ keys });
+    const sibling = fixture({ keys, audience: 'https://other.test' });
+    const client = await connect(f);
+    const siblingClient = await connect(sibling);
+    const siblingState = await callTool(siblingClient, 'delete_files', { path: '/a' });
+    for (const state of [foreign.requestState, siblingState.requestState]) {
+      expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: state as string })));
+    }
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_KEY_UNKNOWN', 'ERR_STATE_AUDIENCE']);
+  });
+
+  it('non-token characters are rejected before dispatch → ERR_STATE_MALFORMED', async () => {
+    const f = fixture();
+    const client = await connect(f);
+    for (const state of ['not a token', 'caf\u00e9', '\u0000']) {
+      expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: state })));
+    }
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_MALFORMED', 'ERR_STATE_MALFORMED', 'ERR_STATE_MALFORMED']);
+  });
+});
+
+describe('faults and policies that are not tampering', () => {
+  it('a store outage answers -32603, never the state rejection, and runs nothing', async () => {
+    let calls = 0;
+    const down: ReplayStore = {
+      consume: async () => {
+        calls++;
+        throw new StoreUnavailableError();
+      },
+      close: async () => {},
+    };
+    const f = fixture({ store: down });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/o' });
+    const error = await wireError(callTool(client, 'delete_files', { path: '/o' }, { inputResponses: yes, requestState: r1.requestState as string }));
+    expect(error.code).toBe(-32603);
+    expect(error.message).not.toBe(INVALID_STATE_MESSAGE);
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_UNAVAILABLE']);
+    expect(calls).toBe(1);
+    expect(f.effects).toEqual([]);
+  });
+
+  it('a store that throws a foreign error is also an outage (-32603)', async () => {
+    const down: ReplayStore = {
+      consume: () => Promise.reject(new Error('ECONNREFUSED')),
+      close: async () => {},
+    };
+    const f = fixture({ store: down });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/o' });
+    const error = await wireError(callTool(client, 'delete_files', { path: '/o' }, { inputResponses: yes, requestState: r1.requestState as string }));
+    expect(error.code).toBe(-32603);
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_UNAVAILABLE']);
+  });
+
+  it("unauthenticated requests are rejected by default (-32600), or use the configured principal", async () => {
+    const strict = fixture();
+    const anonymous = await connect(strict, { sub: null });
+    const error = await wireError(callTool(anonymous, 'delete_files', { path: '/u' }));
+    expect(error.code).toBe(-32600);
+    expect(strict.rejects.map((r) => r.code)).toEqual(['ERR_PRINCIPAL_REQUIRED']);
+
+    const local = fixture({ unauthenticated: { principal: 'local' } });
+    const localClient = await connect(local, { sub: null });
+    const r1 = await callTool(localClient, 'delete_files', { path: '/u' });
+    const done = await callTool(localClient, 'delete_files', { path: '/u' }, { inputResponses: yes, requestState: r1.requestState as string });
+    expect(done.content).toEqual([{ type: 'text', text: 'Deleted /u' }]);
+    // The fixed principal is not the same as an authenticated user who happens to be called "local".
+    const named = await connect(local, { sub: 'local' });
+    expectOpaque(await wireError(callTool(named, 'delete_files', { path: '/u' }, { inputResponses: yes, requestState: r1.requestState as string })));
+  });
+
+  it('a custom principal function decides who the user is', async () => {
+    const f = fixture({ principal: (ctx) => ctx.http?.authInfo?.token });
+    const a = await connect(f, { sub: 'same' });
+    const r1 = await callTool(a, 'delete_files', { path: '/c' });
+    // Same token → same principal even from another connection.
+    const b = await connect(f, { sub: 'same' });
+    const done = await callTool(b, 'delete_files', { path: '/c' }, { inputResponses: yes, requestState: r1.requestState as string });
+    expect(done.content).toEqual([{ type: 'text', text: 'Deleted /c' }]);
+  });
+});
