@@ -153,6 +153,37 @@ export function fixture(setup: Setup = {}): Fixture {
         return { content: [{ type: 'text', text: 'confirmed' }] };
       }),
     );
+    server.registerTool(
+      'connect_account',
+      {},
+      mrtr.tool('connect_account', async (_args, _ctx, need) => {
+        const consent = need.elicitUrl('link', { message: 'Link your account', url: 'https://files.test/link' });
+        if (!consent) return need.ask();
+        return { content: [{ type: 'text', text: `link: ${consent.action}` }] };
+      }),
+    );
+    server.registerTool(
+      'workspace',
+      {},
+      mrtr.tool('workspace', async (_args, _ctx, need) => {
+        const roots = need.roots('client_roots');
+        if (!roots) return need.ask();
+        return { content: [{ type: 'text', text: roots.map((r) => r.uri).join(',') }] };
+      }),
+    );
+    server.registerTool(
+      'agent_step',
+      {},
+      mrtr.tool('agent_step', async (_args, _ctx, need) => {
+        const answer = need.sample('plan', {
+          messages: [{ role: 'user', content: { type: 'text', text: 'plan' } }],
+          maxTokens: 10,
+          tools: [{ name: 'ls', inputSchema: { type: 'object' } }],
+        });
+        if (!answer) return need.ask();
+        return { content: [{ type: 'text', text: answer.model }] };
+      }),
+    );
     server.registerPrompt(
       'greeting',
       { argsSchema: z.object({ tone: z.string() }) },
