@@ -22,11 +22,12 @@ export interface JweCodecOptions {
 
 /** HKDF `info` of the 32-byte content encryption key (per key in the ring). */
 export const JWE_KEY_PURPOSE = 'mrtr/codec/jwe/v1';
-export const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
+/** Default `maxTokenBytes`: 16 KiB, the state guard's default cap. */
+export const DEFAULT_MAX_TOKEN_BYTES: number = 16 * 1024;
 /** Smallest accepted `maxTokenBytes`: room for a header, IV, tag and a small claims set. */
 export const MIN_MAX_TOKEN_BYTES = 256;
 /** Largest accepted `maxTokenBytes` (just under 1 MiB). */
-export const MAX_MAX_TOKEN_BYTES = 1024 * 1024 - 1;
+export const MAX_MAX_TOKEN_BYTES: number = 1024 * 1024 - 1;
 
 const IV_SEGMENT_CHARS = 16; // 12 bytes
 const TAG_SEGMENT_CHARS = 22; // 16 bytes

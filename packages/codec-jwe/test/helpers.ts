@@ -14,7 +14,7 @@ import { JWE_KEY_PURPOSE } from '../src/codec.js';
 import type { JweEngine } from '../src/engine/types.js';
 
 /** The 32-byte CEK the codec uses for `kid` (what a jose peer is given). */
-export function cekOf(keys: KeyRing, kid = keys.primaryKid): Uint8Array {
+export function cekOf(keys: KeyRing, kid: string = keys.primaryKid): Uint8Array {
   const cek = keys.subkeySync(kid, JWE_KEY_PURPOSE);
   if (cek === undefined) throw new Error(`no key ${kid}`);
   return cek;
@@ -78,12 +78,20 @@ export function handToken(cek: Uint8Array, options: HandTokenOptions): string {
 }
 
 /** Wraps an engine and counts decrypt calls, to show that a rejection happened before decryption. */
-export function countingEngine<K>(engine: JweEngine<K>): { engine: JweEngine<K>; decrypts: () => number } {
+export function countingEngine<K>(engine: JweEngine<K>): {
+  engine: JweEngine<K>;
+  decrypts: () => number;
+  imports: () => number;
+} {
   let decrypts = 0;
+  let imports = 0;
   return {
     engine: {
       name: engine.name,
-      importKey: (cek) => engine.importKey(cek),
+      importKey: (cek) => {
+        imports++;
+        return engine.importKey(cek);
+      },
       encrypt: (key, header, plaintext) => engine.encrypt(key, header, plaintext),
       decrypt: (key, parts) => {
         decrypts++;
@@ -91,6 +99,7 @@ export function countingEngine<K>(engine: JweEngine<K>): { engine: JweEngine<K>;
       },
     },
     decrypts: () => decrypts,
+    imports: () => imports,
   };
 }
 
