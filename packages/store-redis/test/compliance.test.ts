@@ -1,0 +1,49 @@
+import { storeCompliance } from '@mrtr/test-suite';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { createRedisStore } from '../src/index.js';
+import { assertRedisReachable, gateRedis, REDIS_URL, skipRedis } from './helpers.js';
+
+gateRedis('compliance.test.ts');
+
+describe.skipIf(skipRedis)('Redis store (owned connection per store)', () => {
+  const url = REDIS_URL as string;
+  beforeAll(() => assertRedisReachable(url));
+
+  storeCompliance(it, ({ namespace }) => createRedisStore({ url, namespace }), {
+    name: 'redis',
+    ttlMs: 400,
+    unreachable: () => createRedisStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 500, commandTimeoutMs: 500 }),
+  });
+});
+
+describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
+  const url = REDIS_URL as string;
+  const clients: Redis[] = [];
+  let shared: Redis | undefined;
+  beforeAll(() => assertRedisReachable(url));
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await shared?.quit();
+  });
+
+  storeCompliance(
+    it,
+    ({ namespace }) => {
+      shared ??= new Redis(url);
+      return createRedisStore({ client: shared, namespace });
+    },
+    {
+      name: 'redis injected',
+      ttlMs: 400,
+      // A client left on ioredis defaults (offline queue, 20 retries per request) at a dead port: the
+      // store's own timeout must still bound every consume.
+      unreachable: () => {
+        const dead = new Redis('redis://127.0.0.1:1', { lazyConnect: true });
+        dead.on('error', () => {});
+        clients.push(dead);
+        return createRedisStore({ client: dead, commandTimeoutMs: 300 });
+      },
+    },
+  );
+});
