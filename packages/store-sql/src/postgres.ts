@@ -47,7 +47,8 @@ const LOCK_CLASS = 0x6d727472;
 
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
- * Each consume is one `INSERT … ON CONFLICT DO UPDATE … WHERE expired … RETURNING` statement.
+ * Each consume is one statement: `INSERT … ON CONFLICT DO NOTHING` plus, in the same statement, an
+ * `UPDATE … WHERE expires_at <= now` that takes over an expired row.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -77,9 +78,16 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
 
+  // One statement, one snapshot. The INSERT takes a new id (a concurrent inserter of the same id
+  // makes it wait, then do nothing). The UPDATE takes over a row that was already expired in the
+  // snapshot; a concurrent taker makes it wait and re-check `expires_at` on the new row version, so
+  // only one of them wins. A live duplicate (the common replay) writes and locks nothing, unlike
+  // `ON CONFLICT DO UPDATE … WHERE`, which locks the row (and so writes WAL) even when WHERE is false.
+  // At most one branch returns a row: the UPDATE never sees a row this statement inserted.
   const consumeSql =
-    `INSERT INTO ${table} AS t (ns, id, expires_at) VALUES ($1, $2, $3) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE t.expires_at <= $4 RETURNING 1`;
+    `WITH ins AS (INSERT INTO ${table} (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT (ns, id) DO NOTHING RETURNING 1), ` +
+    `upd AS (UPDATE ${table} SET expires_at = $3 WHERE ns = $1 AND id = $2 AND expires_at <= $4 RETURNING 1) ` +
+    `SELECT 1 FROM ins UNION ALL SELECT 1 FROM upd`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
   // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
   const purgeSql =
@@ -180,7 +188,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
             values: [namespace, id, expires, Math.floor(now())],
             query_timeout: statementTimeoutMs,
           });
-          return result.rows.length === 1;
+          return result.rows.length > 0;
         })(),
       );
     } catch (error) {

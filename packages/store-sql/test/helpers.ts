@@ -2,7 +2,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import net from 'node:net';
+import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -193,7 +193,9 @@ export type WorkerTask =
       consumersPerConnection: number;
       expiresAtMs: number;
     }
-  | { kind: 'schema'; dialect: 'sqlite' | 'postgres'; target: string; table: string };
+  | { kind: 'schema'; dialect: 'sqlite' | 'postgres'; target: string; table: string }
+  /** Consumes one id twice; with `close: false` leaves the store open (the process must still exit). */
+  | { kind: 'smoke'; dialect: 'sqlite' | 'postgres'; target: string; table: string; close: boolean };
 
 export interface Worker {
   child: ChildProcess;
@@ -203,9 +205,12 @@ export interface Worker {
 }
 
 /** Forks a worker; it reports `ready`, waits for `go`, runs the task and reports its result. */
-export async function spawnWorker(task: WorkerTask, timeoutMs: number): Promise<Worker> {
+export async function spawnWorker(task: WorkerTask, timeoutMs: number, options: { block?: string } = {}): Promise<Worker> {
   const script = await workerScript();
-  const child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // `block` makes the named package unresolvable in the child, as if it were not installed.
+  const execArgv = options.block === undefined ? [] : ['--import', join(here, 'fixtures', 'block-module.mjs')];
+  const env = options.block === undefined ? process.env : { ...process.env, MRTR_TEST_BLOCK_MODULE: options.block };
+  const child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env });
   let onReady: () => void = () => {};
   const ready = new Promise<void>((resolve) => {
     onReady = resolve;

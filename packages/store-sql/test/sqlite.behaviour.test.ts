@@ -1,0 +1,205 @@
+// SQLite specifics on real files: ownership, an unopenable file that later becomes openable, a
+// locked database, two processes creating the schema at once, quoting, purge, lazy driver loading.
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { MrtrError } from '@mrtr/core';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createSqliteStore } from '../src/index.js';
+import { removeWorkerScript, sleep, spawnWorker, tempDir, uniqueTable } from './helpers.js';
+
+const dir = tempDir();
+afterAll(() => {
+  removeWorkerScript();
+  rmSync(dir, { recursive: true, force: true });
+});
+let fileSequence = 0;
+const newFile = () => join(dir, `db-${fileSequence++}.sqlite`);
+
+async function expectUnavailable(promise: Promise<unknown>): Promise<MrtrError> {
+  const error = await promise.then(
+    (value) => {
+      throw new Error(`expected ERR_STORE_UNAVAILABLE, resolved ${String(value)}`);
+    },
+    (reason: unknown) => reason,
+  );
+  expect(MrtrError.is(error)).toBe(true);
+  expect((error as MrtrError).code).toBe('ERR_STORE_UNAVAILABLE');
+  return error as MrtrError;
+}
+
+describe('SQLite store behaviour', () => {
+  it('an owned database is opened in WAL mode and closed by close(); an injected one is left open', async () => {
+    const filename = newFile();
+    const store = createSqliteStore({ filename });
+    expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+    const probe = new Database(filename, { readonly: true });
+    expect(probe.pragma('journal_mode', { simple: true })).toBe('wal');
+    probe.close();
+    expect(existsSync(`${filename}-wal`)).toBe(true);
+    await store.close();
+    await store.close();
+    // The last connection to close checkpoints and removes the WAL file.
+    expect(existsSync(`${filename}-wal`)).toBe(false);
+    await expectUnavailable(store.consume('b', Date.now() + 60_000));
+
+    const database = new Database(filename);
+    const injected = createSqliteStore({ database });
+    expect(await injected.consume('a', Date.now() + 60_000)).toBe(false);
+    await injected.close();
+    expect(database.open).toBe(true);
+    expect(database.prepare('SELECT count(*) AS n FROM mrtr_replay').get()).toEqual({ n: 1 });
+    await expectUnavailable(injected.consume('c', Date.now() + 60_000));
+    database.close();
+  });
+
+  it('a database closed under the store gives ERR_STORE_UNAVAILABLE, never true', async () => {
+    const database = new Database(newFile());
+    const store = createSqliteStore({ database });
+    expect(await store.consume('x', Date.now() + 60_000)).toBe(true);
+    database.close();
+    for (let i = 0; i < 3; i++) await expectUnavailable(store.consume(`y${i}`, Date.now() + 60_000));
+    await store.close();
+  });
+
+  it('an unopenable file gives ERR_STORE_UNAVAILABLE and the store recovers once it can open it', async () => {
+    const nested = join(dir, `later-${Date.now()}`);
+    const store = createSqliteStore({ filename: join(nested, 'replay.db') });
+    try {
+      const error = await expectUnavailable(store.consume('early', Date.now() + 60_000));
+      expect(error.cause).toBeInstanceOf(Error);
+      mkdirSync(nested);
+      expect(await store.consume('early', Date.now() + 60_000)).toBe(true);
+      expect(await store.consume('early', Date.now() + 60_000)).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a write lock held longer than busyTimeoutMs gives ERR_STORE_UNAVAILABLE; it works once released', async () => {
+    const filename = newFile();
+    const store = createSqliteStore({ filename, busyTimeoutMs: 200 });
+    const other = new Database(filename);
+    try {
+      await store.ensureSchema();
+      other.exec('BEGIN IMMEDIATE');
+      const t0 = Date.now();
+      await expectUnavailable(store.consume('locked', Date.now() + 60_000));
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
+      expect(Date.now() - t0).toBeLessThan(2000);
+      other.exec('COMMIT');
+      expect(await store.consume('locked', Date.now() + 60_000)).toBe(true);
+    } finally {
+      other.close();
+      await store.close();
+    }
+  });
+
+  it('two processes creating the schema on a new file at once both succeed (5 rounds)', async () => {
+    for (let round = 0; round < 5; round++) {
+      const filename = newFile();
+      const table = uniqueTable('mig');
+      const workers = await Promise.all(
+        [0, 1].map(() => spawnWorker({ kind: 'schema', dialect: 'sqlite', target: filename, table }, 30_000)),
+      );
+      await Promise.all(workers.map((w) => w.ready));
+      for (const worker of workers) worker.go();
+      const results = await Promise.all(workers.map((w) => w.result));
+      expect(results.map((r) => r.errors)).toEqual([[], []]);
+      const db = new Database(filename, { readonly: true });
+      const index = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?").all(table) as { sql: string }[];
+      db.close();
+      expect(index.some((row) => row.sql?.includes('(expires_at)'))).toBe(true);
+    }
+  });
+
+  it('quotes reserved and mixed-case table names; rejects unsafe identifiers and bad options', async () => {
+    const filename = newFile();
+    for (const table of ['select', 'MixedCase_Table']) {
+      const store = createSqliteStore({ filename, table });
+      expect(store.table).toBe(`"${table}"`);
+      expect(await store.consume('q', Date.now() + 60_000)).toBe(true);
+      expect(await store.consume('q', Date.now() + 60_000)).toBe(false);
+      await store.close();
+    }
+    for (const table of ['', 'a-b', 'x"; DROP TABLE y; --', '1abc', 'a b', 'a'.repeat(49)]) {
+      expect(() => createSqliteStore({ filename, table })).toThrow(TypeError);
+    }
+    expect(() => createSqliteStore({} as never)).toThrow(TypeError);
+    expect(() => createSqliteStore({ filename, synchronous: 'off' as never })).toThrow(TypeError);
+    expect(() => createSqliteStore({ filename, busyTimeoutMs: -1 })).toThrow(RangeError);
+    expect(() => createSqliteStore({ filename, now: 5 as never })).toThrow(TypeError);
+  });
+
+  it('purge deletes expired rows in bounded batches, keeps live and renewed ones, honours purgeGraceMs', async () => {
+    const filename = newFile();
+    const store = createSqliteStore({ filename, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
+    const graced = createSqliteStore({ filename, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
+    const db = new Database(filename);
+    try {
+      await store.ensureSchema();
+      const soon = Date.now() + 150;
+      const insert = db.prepare("INSERT INTO mrtr_replay (ns, id, expires_at) VALUES ('p', ?, ?)");
+      db.transaction(() => {
+        for (let i = 0; i < 2500; i++) insert.run(`old${i}`, soon);
+      })();
+      for (let i = 0; i < 10; i++) expect(await store.consume(`live${i}`, Date.now() + 60_000)).toBe(true);
+      expect(await store.consume('renew', soon)).toBe(true);
+      expect(await store.purge()).toBe(0);
+      await sleep(soon - Date.now() + 50);
+      expect(await graced.purge()).toBe(0);
+      expect(await store.consume('renew', Date.now() + 60_000)).toBe(true);
+      expect(await store.purge()).toBe(2000);
+      expect(await store.purge()).toBe(500);
+      expect(await store.purge()).toBe(0);
+      expect(db.prepare('SELECT count(*) AS n FROM mrtr_replay').get()).toEqual({ n: 11 });
+      expect(await store.consume('renew', Date.now() + 60_000)).toBe(false);
+    } finally {
+      db.close();
+      await store.close();
+      await graced.close();
+    }
+  });
+
+  it('the background purge runs on its own', async () => {
+    const filename = newFile();
+    const store = createSqliteStore({ filename, purgeIntervalMs: 50 });
+    const db = new Database(filename);
+    try {
+      const exp = Date.now() + 100;
+      for (let i = 0; i < 20; i++) expect(await store.consume(`bg${i}`, exp)).toBe(true);
+      const count = () => (db.prepare('SELECT count(*) AS n FROM mrtr_replay').get() as { n: number }).n;
+      expect(count()).toBe(20);
+      const deadline = Date.now() + 5000;
+      while (count() > 0 && Date.now() < deadline) await sleep(25);
+      expect(count()).toBe(0);
+    } finally {
+      db.close();
+      await store.close();
+    }
+  });
+
+  it('needs only its own driver: SQLite works where pg cannot be loaded; PostgreSQL without pg fails closed', async () => {
+    const run = async (task: Parameters<typeof spawnWorker>[0], block: string) => {
+      const worker = await spawnWorker(task, 30_000, { block });
+      const exited = new Promise<number | null>((resolve) => worker.child.on('exit', (code) => resolve(code)));
+      await worker.ready;
+      worker.go();
+      const result = await worker.result;
+      // The store was never closed; the unref'd purge timer must not keep the process alive.
+      const code = await Promise.race([exited, sleep(15_000).then(() => 'still running' as const)]);
+      if (code === 'still running') worker.child.kill('SIGKILL');
+      expect(code).toBe(0);
+      return result;
+    };
+    const sqlite = await run({ kind: 'smoke', dialect: 'sqlite', target: newFile(), table: 'smoke', close: false }, 'pg');
+    expect(sqlite).toMatchObject({ trues: 1, falses: 1, errors: [] });
+    const pgless = await run(
+      { kind: 'smoke', dialect: 'postgres', target: 'postgres://127.0.0.1:1/none', table: 'smoke', close: true },
+      'pg',
+    );
+    expect(pgless.trues).toBe(0);
+    expect(pgless.errors).toHaveLength(2);
+    for (const message of pgless.errors) expect(message).toMatch(/^ERR_STORE_UNAVAILABLE: .*optional peer dependency "pg" is not installed/);
+  });
+});
