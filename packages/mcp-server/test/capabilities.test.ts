@@ -19,7 +19,7 @@ async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
 function embeddedMethods(client: Parameters<typeof wireLog.get>[0]): string[] {
   return wireLog
     .get(client)!
-    .flatMap((m) => Object.values(((m.result as { inputRequests?: Record<string, { method: string }> }) ?? {}).inputRequests ?? {}))
+    .flatMap((m) => Object.values((m.result as { inputRequests?: Record<string, { method: string }> } | undefined)?.inputRequests ?? {}))
     .map((r) => r.method);
 }
 

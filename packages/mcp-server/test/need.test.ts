@@ -1,0 +1,243 @@
+import { createHash } from 'node:crypto';
+import { McpServer } from '@modelcontextprotocol/server';
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { KeyRing } from '@mrtr/core';
+import { describe, expect, it } from 'vitest';
+import { createMrtr, type FormSchema } from '../src/index.js';
+import { NeedState, questionPin } from '../src/need.js';
+import { sha256 } from '../src/sha256.js';
+import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/validate.js';
+import { callTool, connect, fixture } from './harness.js';
+
+describe('sha256 (answer pins)', () => {
+  it('matches node:crypto on every length across block boundaries and on non-ASCII text', () => {
+    for (let n = 0; n < 300; n++) {
+      const text = `${'x'.repeat(n)}${'\u00e9\u{1f600}'.repeat(n % 5)}`;
+      expect(Buffer.from(sha256(text)).toString('hex')).toBe(createHash('sha256').update(text).digest('hex'));
+    }
+  });
+});
+
+const schema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 2, maxLength: 5 },
+    email: { type: 'string', format: 'email' },
+    site: { type: 'string', format: 'uri' },
+    day: { type: 'string', format: 'date' },
+    at: { type: 'string', format: 'date-time' },
+    color: { type: 'string', enum: ['red', 'blue'] },
+    size: { type: 'string', oneOf: [{ const: 's', title: 'Small' }, { const: 'l', title: 'Large' }] },
+    age: { type: 'integer', minimum: 0, maximum: 150 },
+    ratio: { type: 'number', minimum: 0, maximum: 1 },
+    ok: { type: 'boolean' },
+    tags: { type: 'array', items: { type: 'string', enum: ['a', 'b', 'c'] }, minItems: 1, maxItems: 2 },
+    picks: { type: 'array', items: { anyOf: [{ const: 'x' }, { const: 'y' }] } },
+  },
+  required: ['name'],
+} as const satisfies FormSchema;
+
+describe('form answers are validated against requestedSchema', () => {
+  const accept = (content: unknown) => ({ action: 'accept', content });
+  it.each([
+    ['missing required', {}],
+    ['wrong type', { name: 12 }],
+    ['too short (code points)', { name: 'a' }],
+    ['too long (code points)', { name: 'abcdef' }],
+    ['bad email', { name: 'ab', email: 'nope' }],
+    ['bad uri', { name: 'ab', site: 'no scheme' }],
+    ['bad date', { name: 'ab', day: '2026-02-30' }],
+    ['bad date-time', { name: 'ab', at: '2026-01-01 10:00' }],
+    ['not in enum', { name: 'ab', color: 'green' }],
+    ['not in oneOf', { name: 'ab', size: 'm' }],
+    ['fraction for integer', { name: 'ab', age: 1.5 }],
+    ['below minimum', { name: 'ab', age: -1 }],
+    ['above maximum', { name: 'ab', ratio: 2 }],
+    ['string for boolean', { name: 'ab', ok: 'true' }],
+    ['item not in enum', { name: 'ab', tags: ['z'] }],
+    ['too few items', { name: 'ab', tags: [] }],
+    ['too many items', { name: 'ab', tags: ['a', 'b', 'c'] }],
+    ['item not in anyOf', { name: 'ab', picks: ['q'] }],
+    ['NaN-like number', { name: 'ab', ratio: '0.5' }],
+  ])('rejects %s', (_label, content) => {
+    expect(validateFormAnswer(schema, accept(content))).toBeUndefined();
+  });
+
+  it('accepts a valid answer, counts code points, and drops unrequested keys', () => {
+    const content = {
+      name: '\u{1f600}\u{1f600}',
+      email: 'a@b.example',
+      site: 'https://x.example/p',
+      day: '2024-02-29',
+      at: '2026-12-02T10:00:00.5+01:00',
+      color: 'red',
+      size: 'l',
+      age: 42,
+      ratio: 0.5,
+      ok: false,
+      tags: ['a', 'c'],
+      picks: ['x'],
+      __proto__: { polluted: true },
+      extra: 'dropped',
+    };
+    const out = validateFormAnswer(schema, accept(content)) as { action: string; content: Record<string, unknown> };
+    expect(out.action).toBe('accept');
+    expect(Object.keys(out.content).sort()).toEqual(
+      ['age', 'at', 'color', 'day', 'email', 'name', 'ok', 'picks', 'ratio', 'site', 'size', 'tags'].sort(),
+    );
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('passes decline and cancel through without content, and rejects other shapes', () => {
+    expect(validateFormAnswer(schema, { action: 'decline', content: { name: 'x' } })).toEqual({ action: 'decline' });
+    expect(validateFormAnswer(schema, { action: 'cancel' })).toEqual({ action: 'cancel' });
+    for (const bad of [null, 12, 'accept', [], { action: 'ok' }, { action: 'accept' }, { action: 'accept', content: [] }]) {
+      expect(validateFormAnswer(schema, bad)).toBeUndefined();
+    }
+  });
+
+  it('validates URL, sampling and roots answers by shape', () => {
+    expect(validateUrlAnswer({ action: 'accept', content: { x: 1 } })).toEqual({ action: 'accept' });
+    expect(validateUrlAnswer({ action: 'maybe' })).toBeUndefined();
+    const sample = { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm', stopReason: 'endTurn' };
+    expect(validateSamplingAnswer(sample)).toEqual(sample);
+    expect(validateSamplingAnswer({ ...sample, model: 3 })).toBeUndefined();
+    expect(validateSamplingAnswer({ ...sample, role: 'system' })).toBeUndefined();
+    expect(validateSamplingAnswer({ ...sample, content: { type: 'text' } })).toBeUndefined();
+    expect(validateSamplingAnswer({ ...sample, content: [] })).toBeUndefined();
+    expect(validateRootsAnswer({ roots: [{ uri: 'file:///a', name: 'a', extra: 1 }] })).toEqual({ roots: [{ uri: 'file:///a', name: 'a' }] });
+    expect(validateRootsAnswer({ roots: [{ uri: 'http://a' }] })).toBeUndefined();
+    expect(validateRootsAnswer({ roots: 'file:///a' })).toBeUndefined();
+  });
+});
+
+describe('NeedState: pins, pending keys and misuse', () => {
+  const q = (message: string) => ({ message, requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } }) as const;
+  const pinOf = (message: string) => questionPin({ method: 'elicitation/create', params: q(message) } as never);
+  const yes = { action: 'accept', content: { ok: true } };
+
+  it('returns an earlier answer only for the same question (a changed question is asked again)', () => {
+    const prior = { a: { confirm: [pinOf('Delete /a?'), yes] as [string, never] }, p: {} };
+    const same = new NeedState({ round: 2, prior, responses: {}, allowed: undefined });
+    expect(same.elicit('confirm', q('Delete /a?'))).toEqual(yes);
+    expect(same.pending).toEqual([]);
+    const changed = new NeedState({ round: 2, prior, responses: {}, allowed: undefined });
+    expect(changed.elicit('confirm', q('Delete /b?'))).toBeUndefined();
+    expect(changed.pending).toEqual(['confirm']);
+    expect(changed.answers.has('confirm')).toBe(false);
+  });
+
+  it('ignores this round’s answer to a pending key when it answered another question', () => {
+    const prior = { a: {}, p: { confirm: pinOf('v1?') } };
+    const need = new NeedState({ round: 2, prior, responses: { confirm: yes }, allowed: undefined });
+    expect(need.elicit('confirm', q('v2?'))).toBeUndefined();
+    const ok = new NeedState({ round: 2, prior, responses: { confirm: yes }, allowed: undefined });
+    expect(ok.elicit('confirm', q('v1?'))).toEqual(yes);
+  });
+
+  it('again() re-asks an answered key and drops its answer', () => {
+    const need = new NeedState({ round: 1, prior: undefined, responses: { confirm: { action: 'decline' } }, allowed: undefined });
+    expect(need.elicit('confirm', q('x?'))).toEqual({ action: 'decline' });
+    need.again('confirm');
+    expect(need.pending).toEqual(['confirm']);
+    expect(need.answers.has('confirm')).toBe(false);
+    expect(need.elicit('confirm', q('x?'))).toBeUndefined();
+  });
+
+  it('refuses misuse with labelled TypeErrors', () => {
+    const need = new NeedState({ round: 1, prior: undefined, responses: {}, allowed: new Set() });
+    need.elicit('k', q('one?'));
+    expect(() => need.elicit('k', q('two?'))).toThrow(TypeError);
+    expect(() => need.again('never')).toThrow(TypeError);
+    expect(() => need.elicit('', q('x'))).toThrow(TypeError);
+    expect(() => need.elicit('bad key', q('x'))).toThrow(TypeError);
+    expect(() => need.elicit('k2', { message: 'x' } as never)).toThrow(TypeError);
+    expect(() => need.elicitUrl('u', { message: 'x', url: 'not a url' })).toThrow(TypeError);
+    expect(() => need.sample('s', { maxTokens: 1 } as never)).toThrow(TypeError);
+    expect(() => need.keep(Number.NaN)).toThrow(TypeError);
+    expect(() => need.ask({ missingCapability: 'maybe' } as never)).toThrow(TypeError);
+    expect(need.can('elicitation.form')).toBe(false);
+  });
+});
+
+describe('createMrtr options', () => {
+  const keys = KeyRing.generate();
+  const codec = createHmacCodec({ keys });
+  it.each([
+    ['no options', undefined],
+    ['bad unauthenticated', { codec, keys, audience: 'a', unauthenticated: 'allow' }],
+    ['empty fixed principal', { codec, keys, audience: 'a', unauthenticated: { principal: '' } }],
+    ['principal not a function', { codec, keys, audience: 'a', principal: 'alice' }],
+    ['onReject not a function', { codec, keys, audience: 'a', onReject: true }],
+    ['bad missingCapability', { codec, keys, audience: 'a', missingCapability: 'ignore' }],
+    ['no audience', { codec, keys }],
+    ['no codec', { keys, audience: 'a' }],
+  ])('%s → TypeError', (_label, options) => {
+    expect(() => createMrtr(options as never)).toThrow(TypeError);
+  });
+  it.each([
+    ['ttlMs 0', { ttlMs: 0 }],
+    ['maxRounds 0', { maxRounds: 0 }],
+    ['maxTokenBytes above the codec cap', { maxTokenBytes: 10_000_000 }],
+  ])('%s → RangeError', (_label, extra) => {
+    expect(() => createMrtr({ codec, keys, audience: 'a', ...extra })).toThrow(RangeError);
+  });
+  it('wrappers refuse bad names and handlers', () => {
+    const mrtr = createMrtr({ codec, keys, audience: 'a' });
+    expect(() => mrtr.tool('', async () => undefined)).toThrow(TypeError);
+    expect(() => mrtr.prompt('p', 'x' as never)).toThrow(TypeError);
+    expect(() => mrtr.resource(undefined as never)).toThrow(TypeError);
+  });
+});
+
+describe('handler results', () => {
+  it('returning nothing while questions are pending asks them; a hand-built input_required is refused', async () => {
+    const f = fixture();
+    const custom = () => {
+      const server = new McpServer({ name: 'x', version: '1' }, { ...f.mrtr.serverOptions });
+      server.registerTool(
+        'implicit',
+        {},
+        f.mrtr.tool('implicit', async (_a, _c, need) => {
+          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
+          const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
+          if (a && b) return { content: [{ type: 'text', text: 'both' }] };
+          return undefined;
+        }),
+      );
+      server.registerTool(
+        'handmade',
+        {},
+        f.mrtr.tool('handmade', async () => ({ resultType: 'input_required', requestState: 'unsealed' }) as never),
+      );
+      server.registerTool(
+        'changing',
+        {},
+        f.mrtr.tool('changing', async (_a, _c, need) => {
+          version++;
+          const a = need.elicit('a', { message: `Version ${version}?`, requestedSchema: { type: 'object', properties: {} } });
+          if (!a) return need.ask();
+          return { content: [{ type: 'text', text: `answered v${version}` }] };
+        }),
+      );
+      return server;
+    };
+    let version = 0;
+    const client = await connect({ ...f, buildServer: custom });
+    const r1 = await callTool(client, 'implicit', {});
+    expect(Object.keys(r1.inputRequests as object)).toEqual(['a', 'b']);
+    const accepted = { action: 'accept', content: { v: 'x' } };
+    const done = await callTool(client, 'implicit', {}, { inputResponses: { a: accepted, b: accepted }, requestState: r1.requestState as string });
+    expect(done.content).toEqual([{ type: 'text', text: 'both' }]);
+
+    const handmade = await callTool(client, 'handmade', {});
+    expect(handmade.isError).toBe(true);
+    expect(JSON.stringify(handmade.content)).toContain('need.ask()');
+
+    // The question changed between rounds (server state moved on): the old answer is not applied.
+    const c1 = await callTool(client, 'changing', {});
+    const c2 = await callTool(client, 'changing', {}, { inputResponses: { a: { action: 'accept', content: {} } }, requestState: c1.requestState as string });
+    expect(c2.resultType).toBe('input_required');
+    expect((c2.inputRequests as Record<string, { params: { message: string } }>).a!.params.message).toBe('Version 2?');
+  });
+});
