@@ -8,9 +8,8 @@ const guard = createStateGuard({ codec, keys, audience: 'https://mcp.example.com
 
 const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
 const requestState = await guard.mint({ confirmed: false }, request); // encrypted: the client cannot read it
-const state = await guard.open(requestState, request); // decrypt, then every guard check and single use
+const state = await guard.open(requestState, request); // decrypts, then runs every guard check
 console.log(state.data, state.kid);
-
 // Any JOSE library holding the CEK reads it too (here jose, e.g. in another service or a debugger):
 const cek = keys.subkeySync(keys.primaryKid, JWE_KEY_PURPOSE)!; // HKDF subkey, 32 bytes
 console.log((await jwtDecrypt(requestState, cek, { audience: 'https://mcp.example.com/mcp' })).payload.mrtr);

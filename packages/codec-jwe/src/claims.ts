@@ -4,7 +4,8 @@ import { type StateClaims, StateMalformedError, isStateClaims } from '@mrtr/core
  * StateClaims ⇄ JWT Claims Set (RFC 7519).
  * - `iat`, `exp`: NumericDate, seconds since the epoch; fractional values carry the milliseconds
  *   (RFC 7519 §2 allows non-integer NumericDates). `ms / 1000` round-trips exactly with
- *   `Math.round(s * 1000)` for every time below 2^52 ms (year 142,000); seal refuses anything else.
+ *   `Math.round(s * 1000)` for every time below 2^51 ms (the two roundings stay under 0.5 ms there:
+ *   about the year 73,000); seal checks each time and refuses one it cannot carry exactly.
  * - `jti`, `aud` (a single string), `sub` (the principal tag): as registered claims.
  * - `mrtr`: a private claim with the rest, `{ v, req: { m, t, d }, flow: { id, round, deadline }, data }`.
  * Opening demands exactly these members at every level, so one claims object has one JWT form.

@@ -140,6 +140,9 @@ describe('byte compatibility of the node:crypto path', () => {
     expect(segments[1]).toBe('');
     expect(segments[2]).toHaveLength(16);
     expect(segments[4]).toHaveLength(22);
+    // README: 96 + ceil(4n/3) characters for an n-byte claims set and a 2-character kid.
+    const n = Buffer.byteLength(JSON.stringify(jwtOf(claims)));
+    expect((token as string).length).toBe(96 + Math.ceil((4 * n) / 3));
     const opened = codec.open(token as string) as { claims: StateClaims; kid: string };
     expect(opened).toEqual({ kid: 'k2', claims });
   });
