@@ -1,0 +1,5 @@
+import { codecCompliance } from '@mrtr/test-suite';
+import { it } from 'vitest';
+import { createHmacCodec } from '../src/index.js';
+
+codecCompliance(it, (keys) => createHmacCodec({ keys }), { name: 'hmac' });
