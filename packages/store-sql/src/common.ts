@@ -1,4 +1,4 @@
-import { MrtrError, StoreUnavailableError } from '@mrtr/core';
+import { MrtrError, type ReplayStore, StoreUnavailableError } from '@mrtr/core';
 
 /** Options shared by both dialects. */
 export interface SqlStoreCommonOptions {
@@ -40,7 +40,7 @@ export interface SqlStoreCommonOptions {
 }
 
 /** A replay store on a SQL table. */
-export interface SqlReplayStore {
+export interface SqlReplayStore extends ReplayStore {
   /** `'postgres'` or `'sqlite'`. */
   readonly dialect: 'postgres' | 'sqlite';
   /** The quoted, possibly schema-qualified table name used in statements. */

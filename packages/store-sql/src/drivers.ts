@@ -10,8 +10,9 @@ export interface PgQueryResultLike {
   rowCount: number | null;
 }
 
-/** A `pg` query config object (`text`, `values`, optional client-side `query_timeout`). */
+/** A `pg` query config object (`text`, `values`, optional statement `name` and client-side `query_timeout`). */
 export interface PgQueryConfigLike {
+  name?: string;
   text: string;
   values?: unknown[];
   query_timeout?: number;

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { StoreUnavailableError } from '@mrtr/core';
 import {
   boolOption,
@@ -35,6 +36,11 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
   connectionTimeoutMs?: number;
   /** Size of an owned pool. @default 10 */
   maxConnections?: number;
+  /**
+   * Use named prepared statements (parsed once per connection). Turn off behind a connection pooler
+   * that does not support them (PgBouncer in transaction mode before 1.21). @default true
+   */
+  preparedStatements?: boolean;
 }
 
 /** Structural constructor of `pg.Pool`, as loaded at run time. */
@@ -76,6 +82,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const purge = purgeSettings(label, options);
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
+  const prepared = boolOption(`${label}: preparedStatements`, options.preparedStatements, true);
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
 
   // One statement, one snapshot. The INSERT takes a new id (a concurrent inserter of the same id
@@ -93,6 +100,11 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const purgeSql =
     `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE expires_at <= $1 ` +
     `ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at <= $1`;
+  // A statement name is derived from its text, so stores on different tables can share a pool.
+  const named = (text: string) =>
+    prepared ? { name: `mrtr_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text } : { text };
+  const consumeQuery = named(consumeSql);
+  const purgeQuery = named(purgeSql);
   const schemaSql = [
     `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`,
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`,
@@ -184,7 +196,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
           const pool = await ready();
           assertOpen();
           const result = await pool.query({
-            text: consumeSql,
+            ...consumeQuery,
             values: [namespace, id, expires, Math.floor(now())],
             query_timeout: statementTimeoutMs,
           });
@@ -203,7 +215,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     for (let batch = 0; batch < purge.maxBatches && !closed; batch++) {
       const result = await withDeadline(
         pool.query({
-          text: purgeSql,
+          ...purgeQuery,
           values: [Math.floor(now()) - purge.graceMs, purge.batchSize],
           query_timeout: statementTimeoutMs,
         }),

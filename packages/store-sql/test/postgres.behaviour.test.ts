@@ -313,6 +313,25 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       }
     });
 
+    it('works without named prepared statements (preparedStatements: false) and on a pool shared by two tables', async () => {
+      const pool = new pg.Pool({ connectionString: url, max: 1 });
+      pool.on('error', () => {});
+      const stores = [
+        createPostgresStore({ pool, table: newTable('unnamed'), preparedStatements: false }),
+        createPostgresStore({ pool, table: newTable('named1') }),
+        createPostgresStore({ pool, table: newTable('named2') }),
+      ];
+      try {
+        for (const store of stores) {
+          expect(await store.consume('same-id', Date.now() + 60_000)).toBe(true);
+          expect(await store.consume('same-id', Date.now() + 60_000)).toBe(false);
+        }
+      } finally {
+        for (const store of stores) await store.close();
+        await pool.end();
+      }
+    });
+
     it('rejects unsafe identifiers and bad options at construction', () => {
       const bad = ['', 'a-b', 'x"; DROP TABLE y; --', '1abc', 'a b', 'a'.repeat(49), 'tä'];
       for (const table of bad) expect(() => createPostgresStore({ connectionString: url, table })).toThrow(TypeError);
