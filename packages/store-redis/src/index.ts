@@ -21,6 +21,12 @@ export interface RedisStoreOptions {
    * namespace percent-encoded so two namespaces can never produce the same key. Default `"default"`.
    */
   namespace?: string | undefined;
+  /**
+   * Extra time each record is kept after `expiresAtMs`. Redis expires keys by its own clock: if that
+   * clock may run ahead of this host's, set this to the bound so a record cannot vanish while a token
+   * is still valid here. Default `0`.
+   */
+  extraRetentionMs?: number | undefined;
   /** Longest wait for one `SET` reply before `ERR_STORE_UNAVAILABLE`. Default `1000`. */
   commandTimeoutMs?: number | undefined;
   /** Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`. */
@@ -94,6 +100,10 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   const commandTimeoutMs = positiveInteger(options.commandTimeoutMs, 1000, 'commandTimeoutMs');
   const connectTimeoutMs = positiveInteger(options.connectTimeoutMs, 2000, 'connectTimeoutMs');
   const maxReconnectDelayMs = positiveInteger(options.maxReconnectDelayMs, 2000, 'maxReconnectDelayMs');
+  const extraRetentionMs = options.extraRetentionMs ?? 0;
+  if (!Number.isSafeInteger(extraRetentionMs) || extraRetentionMs < 0) {
+    throw new RangeError('createRedisStore: extraRetentionMs must be a non-negative integer (milliseconds)');
+  }
   const redisOptions = options.redisOptions ?? {};
   if (redisOptions === null || typeof redisOptions !== 'object') {
     throw new TypeError('createRedisStore: redisOptions must be an object');
@@ -207,7 +217,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (expiresAtMs <= Date.now()) return Promise.resolve(false);
     const key = keyPrefix + id;
     // Round up: the id must be remembered until at least expiresAtMs.
-    const at = Math.ceil(expiresAtMs);
+    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
     try {
       const wait = owned ? whenUsable() : undefined;
       if (wait === undefined) return send(key, at);

@@ -6,9 +6,9 @@ import { it } from 'vitest';
 
 // Redis availability: REDIS_URL unset → the Redis tests skip with a printed reason, unless
 // MRTR_REQUIRE_SERVICES=1, where a missing or unreachable Redis fails.
-export const REDIS_URL = process.env.REDIS_URL === '' ? undefined : process.env.REDIS_URL;
-export const REQUIRE_SERVICES = process.env.MRTR_REQUIRE_SERVICES === '1';
-export const skipRedis = REDIS_URL === undefined;
+export const REDIS_URL: string | undefined = process.env.REDIS_URL === '' ? undefined : process.env.REDIS_URL;
+export const REQUIRE_SERVICES: boolean = process.env.MRTR_REQUIRE_SERVICES === '1';
+export const skipRedis: boolean = REDIS_URL === undefined;
 
 /** Call at the top of a test file: prints why it skips, or registers a failing test when Redis is required. */
 export function gateRedis(file: string): void {
@@ -37,10 +37,10 @@ export async function assertRedisReachable(url: string): Promise<void> {
   }
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+export const sleep = (ms: number): Promise<void> => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 let sequence = 0;
-export const uniqueId = (tag: string) =>
+export const uniqueId = (tag: string): string =>
   `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
 
 /** Resolves the outcome of a consume as `true`, `false` or the MrtrError code (anything else is re-thrown). */

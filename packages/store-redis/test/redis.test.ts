@@ -18,6 +18,8 @@ describe('createRedisStore options (no server needed)', () => {
       expect(() => createRedisStore({ client, commandTimeoutMs: 0 })).toThrow(RangeError);
       expect(() => createRedisStore({ client, connectTimeoutMs: 1.5 })).toThrow(RangeError);
       expect(() => createRedisStore({ client, maxReconnectDelayMs: -1 })).toThrow(RangeError);
+      expect(() => createRedisStore({ client, extraRetentionMs: -1 })).toThrow(RangeError);
+      expect(() => createRedisStore({ client, extraRetentionMs: 0.5 })).toThrow(RangeError);
       expect(() => createRedisStore(null as unknown as object)).toThrow(TypeError);
     } finally {
       client.disconnect();
@@ -63,6 +65,18 @@ describe.skipIf(skipRedis)('Redis store against a real server', () => {
       // A replay does not extend or change the record.
       expect(await store.consume(id, exp + 60_000)).toBe(false);
       expect(Number(await admin.call('PEXPIRETIME', key))).toBe(Math.ceil(exp));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('extraRetentionMs keeps the record that much longer than expiresAtMs', async () => {
+    const store = createRedisStore({ url, namespace: uniqueId('margin'), extraRetentionMs: 30_000 });
+    try {
+      const id = uniqueId('id');
+      const exp = Date.now() + 1_000;
+      expect(await store.consume(id, exp)).toBe(true);
+      expect(Number(await admin.call('PEXPIRETIME', store.keyPrefix + id))).toBe(exp + 30_000);
     } finally {
       await store.close();
     }
