@@ -1,10 +1,11 @@
 import { acceptedContent, inputRequired, McpServer } from '@modelcontextprotocol/server';
 import * as z from 'zod/v4';
 
-const server = new McpServer({ name: 'files', version: '1.0.0' });
+export const server = new McpServer({ name: 'files', version: '1.0.0' });
 server.registerTool('delete_files', { inputSchema: z.object({ path: z.string() }) }, async ({ path }, ctx) => {
-  const confirm = acceptedContent<{ ok: boolean }>(ctx.mcpReq.inputResponses, 'confirm');
+  const confirm = acceptedContent<{ ok: boolean }>(ctx.mcpReq.inputResponses, 'confirm'); // not validated
   if (!confirm) {
+    // Also taken for decline/cancel: the tool cannot tell them apart from "not asked yet".
     return inputRequired({
       inputRequests: {
         confirm: inputRequired.elicit({
@@ -12,10 +13,8 @@ server.registerTool('delete_files', { inputSchema: z.object({ path: z.string() }
           requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
         }),
       },
-      requestState: 'unprotected', // readable, replayable, bound to nothing
     });
   }
   if (!confirm.ok) return { content: [{ type: 'text', text: 'Kept.' }] };
   return { content: [{ type: 'text', text: `Deleted ${path}` }] };
 });
-export { server };

@@ -239,6 +239,36 @@ describe('faults and policies that are not tampering', () => {
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_UNAVAILABLE']);
   });
 
+  it('a full memory store is a server fault too (-32603, ERR_STORE_FULL)', async () => {
+    const f = fixture({ store: createMemoryStore({ maxEntries: 1 }) });
+    const client = await connect(f);
+    const a = await callTool(client, 'delete_files', { path: '/1' });
+    const b = await callTool(client, 'delete_files', { path: '/2' });
+    await callTool(client, 'delete_files', { path: '/1' }, { inputResponses: yes, requestState: a.requestState as string });
+    const error = await wireError(callTool(client, 'delete_files', { path: '/2' }, { inputResponses: yes, requestState: b.requestState as string }));
+    expect(error.code).toBe(-32603);
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_FULL']);
+    expect(f.effects).toEqual(['deleted /1']);
+  });
+
+  it('a state that would outgrow maxTokenBytes fails the call with -32603 (server fault, not the client)', async () => {
+    const f = fixture({ maxTokenBytes: 2048 });
+    const client = await connect(f, { capabilities: { sampling: {}, elicitation: {} } });
+    const r1 = await callTool(client, 'summarise', { topic: 't' });
+    expect((r1.requestState as string).length).toBeLessThanOrEqual(2048);
+    // The style answer is valid and carried in the next state (the draft is still missing): too big to seal.
+    const error = await wireError(
+      callTool(
+        client,
+        'summarise',
+        { topic: 't' },
+        { inputResponses: { style: { action: 'accept', content: { style: 'x'.repeat(4000) } } }, requestState: r1.requestState as string },
+      ),
+    );
+    expect(error.code).toBe(-32603);
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_TOO_LARGE']);
+  });
+
   it("unauthenticated requests are rejected by default (-32600), or use the configured principal", async () => {
     const strict = fixture();
     const anonymous = await connect(strict, { sub: null });
