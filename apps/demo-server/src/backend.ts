@@ -1,0 +1,166 @@
+import { randomBytes, base64urlEncode, type ReplayStore } from '@mrtr/core';
+import { redactUrl, type StoreName } from './config.js';
+import {
+  type ConnectLedger,
+  createMemoryLedger,
+  createPostgresLedger,
+  createRedisLedger,
+  createSqliteLedger,
+  type PgLike,
+  type RedisLike,
+} from './ledger.js';
+
+/** The replay store and the connect ledger of one backend, and how to close both. */
+export interface Backend {
+  name: StoreName;
+  store: ReplayStore;
+  ledger: ConnectLedger;
+  /** For the startup line (no secrets). */
+  detail: string;
+  /** Closes the ledger, the store and any connection the backend opened. Idempotent. */
+  close(): Promise<void>;
+}
+
+export interface BackendOptions {
+  sqliteFile: string;
+  redisUrl: string;
+  databaseUrl: string | undefined;
+  /** Replay ledger namespace (same for every instance of one fleet). */
+  namespace: string;
+}
+
+/** A startup failure the CLI reports in one line (exit code 1). */
+export class BackendError extends Error {}
+
+function onceAsync(fn: () => Promise<void>): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  return () => {
+    running ??= fn();
+    return running;
+  };
+}
+
+const errorText = (error: unknown): string => {
+  if (error instanceof Error) {
+    const cause = (error as { cause?: unknown }).cause;
+    return cause instanceof Error ? `${error.message} (${cause.message})` : error.message;
+  }
+  return String(error);
+};
+
+/** Opens the chosen backend and checks it answers (a dead Redis/PostgreSQL fails here, not on the first call). */
+export async function openBackend(name: StoreName, options: BackendOptions): Promise<Backend> {
+  switch (name) {
+    case 'memory': {
+      const { createMemoryStore } = await import('@mrtr/store-memory');
+      const store = createMemoryStore({ namespace: options.namespace });
+      const ledger = createMemoryLedger();
+      return {
+        name,
+        store,
+        ledger,
+        detail: 'in-process (one instance only)',
+        close: onceAsync(async () => {
+          await ledger.close();
+          await store.close();
+        }),
+      };
+    }
+    case 'sqlite': {
+      const [sqlite, { createSqliteStore }] = await Promise.all([import('better-sqlite3'), import('@mrtr/store-sql')]);
+      // better-sqlite3 is CommonJS (`export =`): under ESM its constructor is the default export.
+      const Database = ((sqlite as { default?: unknown }).default ?? sqlite) as typeof sqlite;
+      let db: InstanceType<typeof Database>;
+      try {
+        db = new Database(options.sqliteFile);
+        db.pragma('journal_mode = WAL');
+        db.pragma('busy_timeout = 5000');
+        db.pragma('synchronous = FULL');
+      } catch (error) {
+        throw new BackendError(`cannot open SQLite file ${options.sqliteFile}: ${errorText(error)}`);
+      }
+      const store = createSqliteStore({ database: db, namespace: options.namespace });
+      try {
+        await store.ensureSchema();
+        const ledger = createSqliteLedger(db);
+        return {
+          name,
+          store,
+          ledger,
+          detail: options.sqliteFile,
+          close: onceAsync(async () => {
+            await ledger.close();
+            await store.close();
+            db.close();
+          }),
+        };
+      } catch (error) {
+        await store.close().catch(() => {});
+        db.close();
+        throw new BackendError(`SQLite store ${options.sqliteFile} is unusable: ${errorText(error)}`);
+      }
+    }
+    case 'redis': {
+      const { createRedisStore } = await import('@mrtr/store-redis');
+      const store = createRedisStore({ url: options.redisUrl, namespace: options.namespace, connectTimeoutMs: 3000 });
+      try {
+        // A throwaway id with a 1 s lifetime: waits (bounded) for the first connection and proves SET NX PXAT works.
+        await store.consume(`startup-probe:${base64urlEncode(randomBytes(16))}`, Date.now() + 1000);
+      } catch (error) {
+        await store.close().catch(() => {});
+        throw new BackendError(`Redis does not answer: ${errorText(error)}`);
+      }
+      const ledger = createRedisLedger(store.client as unknown as RedisLike, `mrtr-demo:connect:${options.namespace}:`);
+      return {
+        name,
+        store,
+        ledger,
+        detail: redactUrl(options.redisUrl),
+        close: onceAsync(async () => {
+          await ledger.close();
+          await store.close();
+        }),
+      };
+    }
+    case 'postgres': {
+      if (options.databaseUrl === undefined || options.databaseUrl === '') {
+        throw new BackendError('--store postgres needs DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test)');
+      }
+      const [{ default: pg }, { createPostgresStore }] = await Promise.all([import('pg'), import('@mrtr/store-sql')]);
+      const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
+      pool.on('error', () => {
+        // Idle-client errors surface on the next query (as ERR_STORE_UNAVAILABLE); never crash the process.
+      });
+      const store = createPostgresStore({ pool, namespace: options.namespace });
+      try {
+        await store.ensureSchema();
+        const ledger = await withRetry(() => createPostgresLedger(pool as unknown as PgLike));
+        return {
+          name,
+          store,
+          ledger,
+          detail: redactUrl(options.databaseUrl),
+          close: onceAsync(async () => {
+            await ledger.close();
+            await store.close();
+            await pool.end();
+          }),
+        };
+      } catch (error) {
+        await store.close().catch(() => {});
+        await pool.end().catch(() => {});
+        throw new BackendError(`PostgreSQL is unusable: ${errorText(error)}`);
+      }
+    }
+  }
+}
+
+/** Two instances creating the ledger table at the same moment can collide on the catalog: retry once. */
+async function withRetry<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    return fn();
+  }
+}

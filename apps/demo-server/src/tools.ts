@@ -1,0 +1,330 @@
+import { type CreateMessageResult, type McpServer, ResourceTemplate, type ServerContext } from '@modelcontextprotocol/server';
+import { base64urlEncode, randomBytes } from '@mrtr/core';
+import type { Mrtr } from '@mrtr/mcp-server';
+import * as z from 'zod/v4';
+import type { ConnectLedger } from './ledger.js';
+
+/** What the demo tools need besides the adapter. */
+export interface DemoDeps {
+  mrtr: Mrtr;
+  ledger: ConnectLedger;
+  /** The principal the connect page must match (`extra.sub`, else the fixed local/anonymous one). */
+  principalOf(ctx: ServerContext): string;
+  /** Origin that serves the connect pages for this request (e.g. `http://127.0.0.1:3000`), if any. */
+  pageOrigin(ctx: ServerContext): string | undefined;
+  /** How long connect_account waits for the page after the client's `accept` before asking again. */
+  connectWaitMs: number;
+  /** Lifetime of a connect link in ms. */
+  linkTtlMs: number;
+}
+
+const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Text of a sampling result (a block or an array of blocks). */
+export function samplingText(result: CreateMessageResult): string {
+  const blocks = Array.isArray(result.content) ? result.content : [result.content];
+  return blocks
+    .map((block) => (block !== null && typeof block === 'object' && block.type === 'text' ? block.text : ''))
+    .filter((t) => t.length > 0)
+    .join('\n');
+}
+
+const SERVICE = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'lower-case letters, digits and dashes')
+  .describe('Service name, e.g. "web"');
+
+/** Registers the realistic tools, the prompt and the resource template. */
+export function registerDemo(server: McpServer, deps: DemoDeps): void {
+  const { mrtr } = deps;
+
+  // ---------------------------------------------------------------- delete_files: one confirmation
+  server.registerTool(
+    'delete_files',
+    {
+      title: 'Delete files',
+      description: 'Deletes files from the (simulated) workspace after the user confirms. Each confirmation is single-use.',
+      inputSchema: z.object({
+        paths: z.array(z.string().min(1).max(1024)).min(1).max(100).describe('Workspace-relative paths to delete'),
+      }),
+      annotations: { destructiveHint: true },
+    },
+    mrtr.tool<{ paths: string[] }>('delete_files', async ({ paths }, _ctx, need) => {
+      const list = paths.map((p) => `- ${p}`).join('\n');
+      const answer = need.elicit('confirm', {
+        message: `Delete ${paths.length} file${paths.length === 1 ? '' : 's'}?\n${list}`,
+        requestedSchema: {
+          type: 'object',
+          properties: { confirm: { type: 'boolean', title: 'Delete these files', description: 'This cannot be undone.' } },
+          required: ['confirm'],
+        },
+      });
+      if (answer === undefined) return need.ask();
+      if (answer.action === 'decline') return need.fail('Deletion declined: no file was deleted.');
+      if (answer.action === 'cancel') return need.fail('Deletion cancelled: no file was deleted.');
+      if (!answer.content.confirm) return text('Not confirmed: no file was deleted.');
+      return {
+        ...text(`Deleted ${paths.length} file${paths.length === 1 ? '' : 's'} (simulated):\n${list}`),
+        structuredContent: { deleted: paths },
+      };
+    }),
+  );
+
+  // ---------------------------------------------------------------- deploy: several rounds
+  server.registerTool(
+    'deploy',
+    {
+      title: 'Deploy a service',
+      description:
+        'Deploys a service (simulated). Asks for the environment, then a confirmation, and for production the service ' +
+        'name typed out. Earlier answers travel only inside the sealed request state.',
+      inputSchema: z.object({ service: SERVICE }),
+      annotations: { destructiveHint: true },
+    },
+    mrtr.tool<{ service: string }>('deploy', async ({ service }, _ctx, need) => {
+      const env = need.elicit('environment', {
+        message: `Where should ${service} be deployed?`,
+        requestedSchema: {
+          type: 'object',
+          properties: {
+            environment: {
+              type: 'string',
+              title: 'Environment',
+              oneOf: [
+                { const: 'staging', title: 'Staging' },
+                { const: 'production', title: 'Production' },
+              ],
+            },
+          },
+          required: ['environment'],
+        },
+      });
+      if (env === undefined) return need.ask();
+      if (env.action !== 'accept') return need.fail(`Deployment of ${service} ${env.action === 'decline' ? 'declined' : 'cancelled'}.`);
+      const environment = env.content.environment;
+
+      const confirm = need.elicit('confirm', {
+        message: `Deploy ${service} to ${environment}?`,
+        requestedSchema: {
+          type: 'object',
+          properties: { confirm: { type: 'boolean', title: `Deploy ${service} to ${environment}` } },
+          required: ['confirm'],
+        },
+      });
+      if (confirm === undefined) return need.ask();
+      if (confirm.action !== 'accept' || !confirm.content.confirm) return need.fail(`Deployment of ${service} to ${environment} not confirmed.`);
+
+      if (environment === 'production') {
+        const typed = need.elicit('type_service_name', {
+          message: `Production deploy: type the service name (${service}) to proceed.`,
+          requestedSchema: {
+            type: 'object',
+            properties: { service: { type: 'string', title: 'Service name', minLength: 1, maxLength: 63 } },
+            required: ['service'],
+          },
+        });
+        if (typed === undefined) return need.ask();
+        if (typed.action !== 'accept') return need.fail(`Production deployment of ${service} ${typed.action === 'decline' ? 'declined' : 'cancelled'}.`);
+        if (typed.content.service !== service) return need.fail(`The typed name did not match "${service}": production deployment aborted.`);
+      }
+      const version = base64urlEncode(randomBytes(4));
+      return {
+        ...text(`Deployed ${service} to ${environment} (simulated, release ${version}) after ${need.round} round(s).`),
+        structuredContent: { service, environment, release: version, rounds: need.round },
+      };
+    }),
+  );
+
+  // ---------------------------------------------------------------- summarize: sampling
+  server.registerTool(
+    'summarize',
+    {
+      title: 'Summarize text',
+      description: "Summarizes text with the client's model (sampling). Without the sampling capability it degrades to the first sentences.",
+      inputSchema: z.object({ text: z.string().min(1).max(20_000).describe('The text to summarize') }),
+    },
+    mrtr.tool<{ text: string }>('summarize', async (args, _ctx, need) => {
+      if (!need.can('sampling')) {
+        const sentences = args.text.split(/(?<=[.!?])\s+/).slice(0, 2).join(' ');
+        return text(`Summary (first sentences; the client did not offer sampling): ${sentences.slice(0, 500)}`);
+      }
+      const result = need.sample('summary', {
+        messages: [{ role: 'user', content: { type: 'text', text: `Summarize in at most three sentences:\n\n${args.text}` } }],
+        systemPrompt: 'You write short, faithful summaries.',
+        maxTokens: 300,
+      });
+      if (result === undefined) return need.ask();
+      const summary = samplingText(result);
+      if (summary === '') return need.fail('The client returned no text to summarize with.');
+      return text(`Summary (by ${result.model}): ${summary}`);
+    }),
+  );
+
+  // ---------------------------------------------------------------- list_workspace: roots
+  server.registerTool(
+    'list_workspace',
+    {
+      title: 'List workspace roots',
+      description: 'Lists the roots the client shares (roots/list). Needs the roots capability.',
+    },
+    mrtr.tool('list_workspace', async (_args, _ctx, need) => {
+      const roots = need.roots('roots');
+      if (roots === undefined) return need.ask();
+      if (roots.length === 0) return text('The client shares no workspace roots.');
+      const lines = roots.map((root) => `- ${root.name === undefined ? root.uri : `${root.name}: ${root.uri}`}`);
+      return { ...text(`Workspace roots (${roots.length}):\n${lines.join('\n')}`), structuredContent: { roots } };
+    }),
+  );
+
+  // ---------------------------------------------------------------- connect_account: URL-mode elicitation
+  server.registerTool(
+    'connect_account',
+    {
+      title: 'Connect an account',
+      description:
+        'Connects a third-party account (simulated OAuth). Sends a URL-mode elicitation to a page this server serves; ' +
+        'completion is read from the server-side ledger, never inferred from the client accepting.',
+      inputSchema: z.object({ provider: z.enum(['github', 'gitlab', 'slack']).describe('Account to connect') }),
+    },
+    mrtr.tool<{ provider: 'github' | 'gitlab' | 'slack' }>('connect_account', async ({ provider }, ctx, need) => {
+      const message = `Open the link to connect your ${provider} account to the mrtr demo.`;
+      let kept = need.kept as { nonce: string; url: string } | undefined;
+      if (kept === undefined) {
+        const origin = deps.pageOrigin(ctx);
+        if (origin === undefined) return need.fail('connect_account needs the HTTP connect page, which this instance does not serve.');
+        if (!need.can('elicitation.url')) {
+          // Ask without creating a link: the adapter answers -32021 naming elicitation.url, and sends nothing.
+          need.elicitUrl('connect', { message, url: `${origin}/connect/` });
+          return need.ask({ missingCapability: 'fail' });
+        }
+        const nonce = base64urlEncode(randomBytes(16));
+        await deps.ledger.create(nonce, { principal: deps.principalOf(ctx), provider, expiresAtMs: Date.now() + deps.linkTtlMs });
+        kept = { nonce, url: `${origin}/connect/${nonce}` };
+        need.keep(kept);
+      }
+      const answer = need.elicitUrl('connect', { message, url: kept.url });
+      if (answer === undefined) return need.ask();
+      if (answer.action !== 'accept') {
+        await deps.ledger.settle(kept.nonce, 'denied');
+        return need.fail(`Connecting ${provider} was ${answer.action === 'decline' ? 'declined' : 'cancelled'}.`);
+      }
+      // `accept` is consent, not completion: the page's outcome is in the ledger.
+      const deadline = Date.now() + deps.connectWaitMs;
+      let link = await deps.ledger.get(kept.nonce);
+      while (link?.status === 'pending' && Date.now() < deadline && !ctx.mcpReq.signal.aborted) {
+        await sleep(Math.min(250, Math.max(1, deadline - Date.now())));
+        link = await deps.ledger.get(kept.nonce);
+      }
+      if (link === undefined) return need.fail(`The ${provider} connect link expired. Call connect_account again.`);
+      if (link.status === 'denied') return need.fail(`Connecting ${provider} was refused on the connect page.`);
+      if (link.status === 'pending') {
+        need.again('connect');
+        return need.ask();
+      }
+      return { ...text(`Connected your ${provider} account (simulated).`), structuredContent: { provider, connected: true } };
+    }),
+  );
+
+  // ---------------------------------------------------------------- incident_report: a prompt that asks
+  server.registerPrompt(
+    'incident_report',
+    {
+      title: 'Incident report',
+      description: 'Builds an incident-report prompt; asks the user for severity, impact and status first.',
+      argsSchema: z.object({ service: SERVICE }),
+    },
+    mrtr.prompt<{ service: string }>('incident_report', async ({ service }, _ctx, need) => {
+      const details = need.elicit('details', {
+        message: `Incident on ${service}: a few details for the report.`,
+        requestedSchema: {
+          type: 'object',
+          properties: {
+            severity: { type: 'string', title: 'Severity', enum: ['sev1', 'sev2', 'sev3'] },
+            impact: { type: 'string', title: 'Customer impact', minLength: 1, maxLength: 2000 },
+            resolved: { type: 'boolean', title: 'Resolved already?' },
+          },
+          required: ['severity', 'impact'],
+        },
+      });
+      if (details === undefined) return need.ask();
+      if (details.action !== 'accept') {
+        return {
+          description: `Incident report for ${service} (the user ${details.action === 'decline' ? 'declined' : 'cancelled'} the details)`,
+          messages: [
+            {
+              role: 'user',
+              content: {
+                type: 'text',
+                text: `Draft an incident report template for ${service} with placeholders for severity, impact, timeline and follow-ups.`,
+              },
+            },
+          ],
+        };
+      }
+      const { severity, impact, resolved } = details.content;
+      return {
+        description: `Incident report for ${service}`,
+        messages: [
+          {
+            role: 'user',
+            content: {
+              type: 'text',
+              text:
+                `Write a blameless incident report for ${service}. Severity: ${severity}. ` +
+                `Customer impact: ${impact}. Status: ${resolved === true ? 'resolved' : 'ongoing'}. ` +
+                'Include summary, timeline, root cause (if known) and follow-up actions.',
+            },
+          },
+        ],
+      };
+    }),
+  );
+
+  // ---------------------------------------------------------------- runbook://{service}: a resource template that asks
+  server.registerResource(
+    'runbook',
+    new ResourceTemplate('runbook://{service}', { list: undefined }),
+    {
+      title: 'Service runbook',
+      description: 'The runbook of a service; asks which environment first.',
+      mimeType: 'text/markdown',
+    },
+    mrtr.resource(async (uri, _ctx, need, variables) => {
+      const raw = variables?.service;
+      const service = typeof raw === 'string' ? raw : Array.isArray(raw) ? raw.join(',') : '';
+      if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(service)) {
+        return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'Unknown service name.' }] };
+      }
+      const env = need.elicit('environment', {
+        message: `Which environment's runbook for ${service}?`,
+        requestedSchema: {
+          type: 'object',
+          properties: { environment: { type: 'string', title: 'Environment', enum: ['staging', 'production'] } },
+          required: ['environment'],
+        },
+      });
+      if (env === undefined) return need.ask();
+      if (env.action !== 'accept') {
+        return {
+          contents: [{ uri: uri.href, mimeType: 'text/plain', text: `No runbook shown: the user ${env.action === 'decline' ? 'declined' : 'cancelled'}.` }],
+        };
+      }
+      const environment = env.content.environment;
+      return {
+        contents: [
+          {
+            uri: uri.href,
+            mimeType: 'text/markdown',
+            text:
+              `# ${service} runbook (${environment})\n\n` +
+              `1. Check the ${environment} dashboard for ${service}.\n` +
+              `2. Roll back with \`deploy ${service}\` to the previous release if error rates rose after a deploy.\n` +
+              '3. Page the on-call engineer for sev1/sev2.\n',
+          },
+        ],
+      };
+    }),
+  );
+}
