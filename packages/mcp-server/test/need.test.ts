@@ -223,7 +223,61 @@ describe('handler results', () => {
       return server;
     };
     let version = 0;
-    const client = await connect({ ...f, buildServer: custom });
+    const withExtras = () => {
+      const server = custom();
+      server.registerTool(
+        'memo',
+        {},
+        f.mrtr.tool('memo', async (_a, _c, need) => {
+          if (need.round === 1) need.keep({ startedBy: 'round 1', n: 1 });
+          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
+          if (!a) return need.ask();
+          const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: {} } });
+          if (!b) return need.ask();
+          return { content: [{ type: 'text', text: `${JSON.stringify(need.kept)} @${need.round}` }] };
+        }),
+      );
+      server.registerPrompt(
+        'plain',
+        {},
+        f.mrtr.prompt('plain', async (_a, _c, need) => {
+          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
+          if (!a) return need.ask();
+          return { messages: [{ role: 'user', content: { type: 'text', text: 'plain ok' } }] };
+        }),
+      );
+      server.registerResource(
+        'fixed',
+        'config://app',
+        {},
+        f.mrtr.resource(async (uri, _c, need, variables) => {
+          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
+          if (!a) return need.ask();
+          return { contents: [{ uri: uri.href, text: `fixed ${variables === undefined}` }] };
+        }),
+      );
+      return server;
+    };
+    const client = await connect({ ...f, buildServer: withExtras });
+
+    const empty = { a: { action: 'accept', content: {} } };
+    const m1 = await callTool(client, 'memo', {});
+    const m2 = await callTool(client, 'memo', {}, { inputResponses: empty, requestState: m1.requestState as string });
+    const m3 = await callTool(client, 'memo', {}, { inputResponses: { b: empty.a }, requestState: m2.requestState as string });
+    expect(m3.content).toEqual([{ type: 'text', text: '{"startedBy":"round 1","n":1} @3' }]);
+
+    const retry = async (method: 'prompts/get' | 'resources/read', params: Record<string, unknown>) => {
+      const first = (await client.request({ method, params } as never, { allowInputRequired: true })) as Record<string, unknown>;
+      expect(first.resultType).toBe('input_required');
+      return (await client.request(
+        { method, params: { ...params, inputResponses: empty, requestState: first.requestState } } as never,
+        { allowInputRequired: true },
+      )) as Record<string, unknown>;
+    };
+    const prompt = (await retry('prompts/get', { name: 'plain' })) as { messages: { content: { text: string } }[] };
+    expect(prompt.messages[0]!.content.text).toBe('plain ok');
+    const resource = await retry('resources/read', { uri: 'config://app' });
+    expect(resource.contents).toEqual([{ uri: 'config://app', text: 'fixed true' }]);
     const r1 = await callTool(client, 'implicit', {});
     expect(Object.keys(r1.inputRequests as object)).toEqual(['a', 'b']);
     const accepted = { action: 'accept', content: { v: 'x' } };

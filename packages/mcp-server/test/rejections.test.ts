@@ -111,6 +111,18 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     expect(f.effects).toEqual(['deleted /d']);
   });
 
+  it('concurrent retries with one state (double submit): exactly one runs, the others are replays', async () => {
+    const f = fixture({ store: createMemoryStore() });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/race' });
+    const params = { inputResponses: yes, requestState: r1.requestState as string };
+    const outcomes = await Promise.allSettled(Array.from({ length: 8 }, () => callTool(client, 'delete_files', { path: '/race' }, params)));
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
+    for (const o of outcomes) if (o.status === 'rejected') expectOpaque(o.reason as ProtocolError);
+    expect(f.effects).toEqual(['deleted /race']);
+    expect(f.rejects.map((r) => r.code)).toEqual(Array(7).fill('ERR_STATE_REPLAYED'));
+  });
+
   it('without a store the same replay is accepted until expiry (documented limit, control)', async () => {
     const f = fixture();
     const client = await connect(f);
