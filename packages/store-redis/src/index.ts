@@ -145,6 +145,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     });
     redis.on('ready', () => {
       everReady = true;
+      lastError = undefined;
     });
   }
 

@@ -132,6 +132,30 @@ describe.skipIf(binary === undefined)('Redis outage and recovery (throwaway redi
     await waitForRecovery();
   });
 
+  it('start-up against a server that accepts connections but never answers is bounded by connectTimeoutMs', async () => {
+    await waitForRecovery();
+    server.pause();
+    const fresh = createRedisStore({ url: server.url, namespace: 'startup', connectTimeoutMs: 500, commandTimeoutMs: 500 });
+    try {
+      const started = Date.now();
+      const results = await Promise.all(Array.from({ length: 16 }, () => outcome(fresh.consume(uniqueId('s'), Date.now() + 60_000))));
+      const elapsed = Date.now() - started;
+      expect(results.every((r) => r === 'ERR_STORE_UNAVAILABLE')).toBe(true);
+      expect(elapsed).toBeLessThan(500 + 1500);
+    } finally {
+      server.resume();
+    }
+    // The same store connects once the server answers again.
+    const deadline = Date.now() + 15_000;
+    let result: boolean | string = 'none';
+    for (let i = 0; i < 500 && Date.now() < deadline && result !== true; i++) {
+      result = await outcome(fresh.consume(uniqueId('s2'), Date.now() + 60_000));
+      if (result !== true) await sleep(30);
+    }
+    expect(result).toBe(true);
+    await fresh.close();
+  });
+
   it('Redis refusing writes (OOM under maxmemory, READONLY replica) → ERR_STORE_UNAVAILABLE, then recovers', async () => {
     await waitForRecovery();
     const adminClient = new Redis(server.url);
