@@ -1,5 +1,5 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -50,6 +50,7 @@ async function measureAll(options: HarnessOptions, quick: boolean, only: string 
       arch: process.arch,
       cpu: cpus()[0]?.model.trim() ?? 'unknown',
       cpus: cpus().length,
+      loadavg: [loadavg()[0]!, 0],
     },
     harness: options,
     payloads: {
@@ -106,6 +107,7 @@ async function measureAll(options: HarnessOptions, quick: boolean, only: string 
     }
   }
 
+  result.env.loadavg = [result.env.loadavg![0], loadavg()[0]!];
   result.finishedAt = new Date().toISOString();
   result.durationMs = Date.now() - started;
   return result;

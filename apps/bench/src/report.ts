@@ -8,7 +8,17 @@ export interface BenchResult {
   finishedAt: string;
   durationMs: number;
   quick: boolean;
-  env: { node: string; v8: string; openssl: string; platform: string; arch: string; cpu: string; cpus: number };
+  env: {
+    node: string;
+    v8: string;
+    openssl: string;
+    platform: string;
+    arch: string;
+    cpu: string;
+    cpus: number;
+    /** 1-minute load average at the start and the end of the run (other work on the machine adds noise). */
+    loadavg?: [number, number];
+  };
   harness: HarnessOptions;
   payloads: Record<PayloadName, { jsonBytes: number }>;
   codecs?: {
@@ -258,10 +268,11 @@ export function describeRun(result: BenchResult): string {
   const { env, harness } = result;
   return (
     `Measured by \`apps/bench\` on ${result.finishedAt.slice(0, 10)}: Node ${env.node} (V8 ${env.v8}, OpenSSL ${env.openssl}), ` +
-    `${env.cpu} × ${env.cpus} vCPU. ${harness.rounds} interleaved rounds (order reversed every round), ` +
+    `${env.cpu} × ${env.cpus} vCPU${result.quick ? ', --quick run' : ''}. ${harness.rounds} interleaved rounds (order reversed every round), ` +
     `each ${harness.warmupMs} ms warm-up + ≥ ${harness.minTimeMs} ms in ≥ ${harness.minSamples} samples; ` +
     `figures are the median over rounds of 1e9 ÷ median ns per op; ±x% = half the spread between rounds. ` +
-    `Ratios compare rows of this one run. Absolute numbers are this machine's.`
+    `Ratios compare rows of this one run. Absolute numbers are this machine's. Reproduce with \`pnpm --filter @mrtr/bench bench\`.` +
+    (env.loadavg === undefined ? '' : ` Load average (1 min) ${env.loadavg[0].toFixed(1)} at the start, ${env.loadavg[1].toFixed(1)} at the end.`)
   );
 }
 
