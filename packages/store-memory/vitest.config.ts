@@ -1,1 +1,8 @@
-export { default } from '../../vitest.config.base.ts';
+import { fileURLToPath } from 'node:url';
+import { mergeConfig } from 'vitest/config';
+import base from '../../vitest.config.base.ts';
+
+// The quick start imports the package by name; tests run it against the source, not dist.
+export default mergeConfig(base, {
+  resolve: { alias: { '@mrtr/store-memory': fileURLToPath(new URL('./src/index.ts', import.meta.url)) } },
+});
