@@ -33,7 +33,6 @@ export interface PgPoolLike {
 
 /** A `better-sqlite3` prepared statement. */
 export interface SqliteStatementLike {
-  get(...params: unknown[]): unknown;
   run(...params: unknown[]): { changes: number };
 }
 

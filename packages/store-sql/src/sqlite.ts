@@ -43,8 +43,9 @@ type DatabaseConstructor = new (filename: string, options?: Record<string, unkno
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
- * Replay store on SQLite ≥ 3.35 through `better-sqlite3` (loaded only when this factory is used).
- * Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE expired … RETURNING` statement.
+ * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
+ * when this factory is used). Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE
+ * expired` statement; its change count is the answer.
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const label = 'createSqliteStore';
@@ -71,9 +72,12 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
 
+  // SQLite runs one write at a time (per database file, across processes), so the upsert is atomic:
+  // it inserts a new id, takes over an expired row, or changes nothing (a live duplicate). The
+  // change count says which; it is cheaper than RETURNING and needs only SQLite ≥ 3.24.
   const consumeSql =
     `INSERT INTO ${table} (ns, id, expires_at) VALUES (?, ?, ?) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${table}.expires_at <= ? RETURNING 1`;
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${table}.expires_at <= ?`;
   const purgeSql =
     `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`;
   const schemaSql =
@@ -136,9 +140,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     const expires = checkConsumeArgs(id, expiresAtMs);
     assertOpen();
     try {
-      const { consume: statement } = await ready();
+      // After the first successful consume the statement is ready: no await on the hot path.
+      const { consume: statement } = statements ?? (await ready());
       assertOpen();
-      return statement.get(namespace, id, expires, Math.floor(now())) !== undefined;
+      return statement.run(namespace, id, expires, Math.floor(now())).changes > 0;
     } catch (error) {
       throw toStoreError(error);
     }
