@@ -59,7 +59,7 @@ export async function openBackend(name: StoreName, options: BackendOptions): Pro
         name,
         store,
         ledger,
-        detail: 'in-process (one instance only)',
+        detail: 'in-process, one instance',
         close: onceAsync(async () => {
           await ledger.close();
           await store.close();

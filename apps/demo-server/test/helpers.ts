@@ -1,0 +1,192 @@
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  ResultSchema,
+} from '@modelcontextprotocol/core';
+import { expect } from 'vitest';
+import * as z from 'zod/v4';
+
+export { freshKeys, type RunningDemo, serviceUrl, startDemo } from '../scripts/lib.mjs';
+
+export const PROTOCOL_VERSION = '2026-07-28';
+
+/**
+ * `@modelcontextprotocol/core` 2.4.0 exports no `InputRequiredResultSchema`; this is the 2026-07-28
+ * `InputRequiredResult` composed from the official exported parts (`ResultSchema` and the three embedded
+ * request schemas) plus the rule that at least one of `inputRequests`/`requestState` is present.
+ */
+export const InputRequiredResultSchema = ResultSchema.extend({
+  resultType: z.literal('input_required'),
+  inputRequests: z
+    .record(z.string(), z.union([ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema]))
+    .optional(),
+  requestState: z.string().optional(),
+}).refine((r) => (r.inputRequests !== undefined && Object.keys(r.inputRequests).length > 0) || r.requestState !== undefined);
+
+export type Json = Record<string, unknown>;
+
+export interface ClientOptions {
+  token?: string;
+  capabilities?: Json;
+  autoFulfill?: boolean;
+  onElicit?: (params: Json) => Json | Promise<Json>;
+  onSample?: (params: Json) => Json | Promise<Json>;
+  roots?: { uri: string; name?: string }[];
+}
+
+export interface Connected {
+  client: Client;
+  /** Every JSON-RPC message the server sent, as on the wire (JSON or SSE bodies). */
+  wire: Json[];
+  close(): Promise<void>;
+}
+
+function parseBody(text: string): Json[] {
+  const trimmed = text.trim();
+  if (trimmed.startsWith('{')) return [JSON.parse(trimmed) as Json];
+  const out: Json[] = [];
+  for (const line of trimmed.split(/\r?\n/)) {
+    if (!line.startsWith('data:')) continue;
+    const data = line.slice(5).trim();
+    if (data.startsWith('{')) out.push(JSON.parse(data) as Json);
+  }
+  return out;
+}
+
+/** The official SDK client over real HTTP to a spawned mrtr-demo, pinned to 2026-07-28. */
+export async function connectClient(url: string, options: ClientOptions = {}): Promise<Connected> {
+  const wire: Json[] = [];
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    fetch: async (input, init) => {
+      const headers = new Headers(init?.headers);
+      if (options.token !== undefined) headers.set('authorization', `Bearer ${options.token}`);
+      const response = await fetch(input, { ...init, headers });
+      const text = await response.clone().text();
+      if (text.length > 0 && (response.headers.get('content-type') ?? '').match(/json|event-stream/)) wire.push(...parseBody(text));
+      return response;
+    },
+  });
+  const client = new Client(
+    { name: 'mrtr-demo-e2e', version: '1.0.0' },
+    {
+      versionNegotiation: { mode: { pin: PROTOCOL_VERSION } },
+      capabilities: (options.capabilities ?? { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} }) as never,
+      inputRequired: { autoFulfill: options.autoFulfill ?? false, maxRounds: 10 },
+    },
+  );
+  const { onElicit, onSample, roots } = options;
+  if (onElicit) client.setRequestHandler('elicitation/create', async (request) => (await onElicit(request.params as Json)) as never);
+  if (onSample) client.setRequestHandler('sampling/createMessage', async (request) => (await onSample(request.params as Json)) as never);
+  if (roots) client.setRequestHandler('roots/list', async () => ({ roots }) as never);
+  await client.connect(transport);
+  return { client, wire, close: () => client.close() };
+}
+
+export interface RoundParams {
+  inputResponses?: Json;
+  requestState?: string;
+}
+
+/** One manual `tools/call` round: the complete or the input_required result. */
+export async function callTool(client: Client, name: string, args: Json, extra: RoundParams = {}): Promise<Json> {
+  return (await client.request({ method: 'tools/call', params: { name, arguments: args, ...extra } as never }, { allowInputRequired: true })) as Json;
+}
+
+export async function getPrompt(client: Client, name: string, args: Record<string, string>, extra: RoundParams = {}): Promise<Json> {
+  return (await client.request({ method: 'prompts/get', params: { name, arguments: args, ...extra } as never }, { allowInputRequired: true })) as Json;
+}
+
+export async function readResource(client: Client, uri: string, extra: RoundParams = {}): Promise<Json> {
+  return (await client.request({ method: 'resources/read', params: { uri, ...extra } as never }, { allowInputRequired: true })) as Json;
+}
+
+/** The last result the server sent on the wire. */
+export function lastResult(wire: Json[]): Json {
+  for (let i = wire.length - 1; i >= 0; i--) {
+    const message = wire[i]!;
+    if ('result' in message) return message.result as Json;
+    if ('error' in message) throw new Error(`last message was an error: ${JSON.stringify(message.error)}`);
+  }
+  throw new Error('no result on the wire');
+}
+
+/** Asserts the promise rejects with a JSON-RPC error and returns it. */
+export async function rejection(promise: Promise<unknown>): Promise<ProtocolError> {
+  const error = await promise.then(
+    (value) => {
+      throw new Error(`expected a JSON-RPC error, got ${JSON.stringify(value)}`);
+    },
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ProtocolError);
+  return error as ProtocolError;
+}
+
+/** The opaque rejection every bad state gets. */
+export async function expectStateRejected(promise: Promise<unknown>): Promise<void> {
+  const error = await rejection(promise);
+  expect(error.code).toBe(-32602);
+  expect(error.message).toContain('Invalid or expired requestState');
+  expect((error.data as Json | undefined)?.reason).toBe('invalid_request_state');
+}
+
+export const accept = (content: Json) => ({ action: 'accept', content });
+
+/** Changes one character in the middle of a token (keeps it printable and the same length). */
+export function tamper(state: string): string {
+  const i = Math.floor(state.length / 2);
+  const c = state[i] === 'A' ? 'B' : 'A';
+  return state.slice(0, i) + c + state.slice(i + 1);
+}
+
+export function textOf(result: Json): string {
+  const content = result.content as { type: string; text?: string }[] | undefined;
+  return (content ?? []).map((block) => block.text ?? '').join('\n');
+}
+
+export interface RawResponse {
+  status: number;
+  headers: Headers;
+  body: Json | undefined;
+  text: string;
+}
+
+/** A hand-built 2026-07-28 JSON-RPC POST (for HTTP-level checks). */
+export async function rawRpc(
+  url: string,
+  method: string,
+  params: Json,
+  options: { token?: string; headers?: Record<string, string>; capabilities?: Json } = {},
+): Promise<RawResponse> {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': PROTOCOL_VERSION,
+    'mcp-method': method,
+    ...(typeof params.name === 'string' ? { 'mcp-name': params.name } : {}),
+    ...(typeof params.uri === 'string' ? { 'mcp-name': params.uri } : {}),
+    ...(options.token !== undefined ? { authorization: `Bearer ${options.token}` } : {}),
+    ...options.headers,
+  };
+  const body = {
+    jsonrpc: '2.0',
+    id: Math.floor(Math.random() * 1e9),
+    method,
+    params: {
+      ...params,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+        'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? { elicitation: {} },
+        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1.0.0' },
+      },
+    },
+  };
+  const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await response.text();
+  let parsed: Json | undefined;
+  const messages = text.length > 0 && /json|event-stream/.test(response.headers.get('content-type') ?? '') ? parseBody(text) : [];
+  parsed = messages[messages.length - 1];
+  return { status: response.status, headers: response.headers, body: parsed, text };
+}
