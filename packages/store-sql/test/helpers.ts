@@ -139,39 +139,52 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
 }
 
 // ---------------------------------------------------------------------------------------------
-// Worker processes: test/fixtures/worker.ts is bundled with esbuild (tsup's copy) into a file
-// inside this package, so it runs on plain Node and resolves the drivers and @mrtr/core.
+// Child processes: TypeScript entries are bundled with esbuild (tsup's copy) first.
 
-let bundled: Promise<string> | undefined;
+const bundles = new Map<string, Promise<string>>();
 
-export function workerScript(): Promise<string> {
-  bundled ??= (async () => {
-    const requireHere = createRequire(import.meta.url);
-    const requireFromTsup = createRequire(requireHere.resolve('tsup'));
-    const esbuild = requireFromTsup('esbuild') as {
-      build(options: Record<string, unknown>): Promise<unknown>;
-    };
-    const outDir = join(packageDir, 'node_modules', '.cache', 'mrtr-store-sql-test');
-    mkdirSync(outDir, { recursive: true });
-    const outfile = join(outDir, `worker-${process.pid}-${randomBytes(4).toString('hex')}.mjs`);
-    await esbuild.build({
-      entryPoints: [join(here, 'fixtures', 'worker.ts')],
-      outfile,
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      external: ['pg', 'better-sqlite3', '@mrtr/core'],
-      logLevel: 'silent',
-    });
-    return outfile;
-  })();
-  return bundled;
+/**
+ * Bundles a TypeScript entry (relative to this package) into an .mjs inside this package's
+ * node_modules/.cache, so plain Node runs it and resolves the drivers and workspace packages.
+ * `@mrtr/store-sql` is mapped to this package's src.
+ */
+export function bundle(entry: string): Promise<string> {
+  let pending = bundles.get(entry);
+  if (pending === undefined) {
+    pending = (async () => {
+      const requireHere = createRequire(import.meta.url);
+      const requireFromTsup = createRequire(requireHere.resolve('tsup'));
+      const esbuild = requireFromTsup('esbuild') as {
+        build(options: Record<string, unknown>): Promise<unknown>;
+      };
+      const outDir = join(packageDir, 'node_modules', '.cache', 'mrtr-store-sql-test');
+      mkdirSync(outDir, { recursive: true });
+      const name = entry.replace(/[^A-Za-z0-9]+/g, '-');
+      const outfile = join(outDir, `${name}-${process.pid}-${randomBytes(4).toString('hex')}.mjs`);
+      await esbuild.build({
+        entryPoints: [join(packageDir, entry)],
+        outfile,
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        target: 'node20',
+        alias: { '@mrtr/store-sql': join(packageDir, 'src', 'index.ts') },
+        external: ['pg', 'better-sqlite3', '@mrtr/core', '@mrtr/codec-hmac'],
+        logLevel: 'silent',
+      });
+      return outfile;
+    })();
+    bundles.set(entry, pending);
+  }
+  return pending;
 }
 
-export function removeWorkerScript(): void {
-  if (bundled === undefined) return;
-  void bundled.then((file) => rmSync(file, { force: true })).catch(() => {});
+export const workerScript = (): Promise<string> => bundle('test/fixtures/worker.ts');
+
+/** Deletes the bundles this test file created. */
+export function removeBundles(): void {
+  for (const pending of bundles.values()) void pending.then((file) => rmSync(file, { force: true })).catch(() => {});
+  bundles.clear();
 }
 
 export interface WorkerResult {

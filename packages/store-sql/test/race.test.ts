@@ -11,7 +11,7 @@ import {
   dropTables,
   postgresSkipReason,
   REQUIRE_SERVICES,
-  removeWorkerScript,
+  removeBundles,
   skipPostgres,
   sleep,
   spawnWorker,
@@ -73,9 +73,9 @@ async function raceInProcesses(tasks: WorkerTask[]): Promise<WorkerResult[]> {
   }
 }
 
-afterAll(() => removeWorkerScript());
+afterAll(() => removeBundles());
 
-describe('SQLite: two processes on one file', () => {
+describe('SQLite: two processes on one file', { timeout: 120_000 }, () => {
   const dir = tempDir();
   const filename = join(dir, 'race.db');
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -122,7 +122,7 @@ describe('SQLite: two processes on one file', () => {
   });
 });
 
-describe.skipIf(skipPostgres)('PostgreSQL: two pools, two processes', () => {
+describe.skipIf(skipPostgres)('PostgreSQL: two pools, two processes', { timeout: 120_000 }, () => {
   const url = DATABASE_URL as string;
   const tables: string[] = [];
   beforeAll(() => assertPostgresReachable(url));

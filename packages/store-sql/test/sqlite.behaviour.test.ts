@@ -6,11 +6,11 @@ import { MrtrError } from '@mrtr/core';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createSqliteStore } from '../src/index.js';
-import { removeWorkerScript, sleep, spawnWorker, tempDir, uniqueTable } from './helpers.js';
+import { removeBundles, sleep, spawnWorker, tempDir, uniqueTable } from './helpers.js';
 
 const dir = tempDir();
 afterAll(() => {
-  removeWorkerScript();
+  removeBundles();
   rmSync(dir, { recursive: true, force: true });
 });
 let fileSequence = 0;
