@@ -185,8 +185,6 @@ export async function rawRpc(
   };
   const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
   const text = await response.text();
-  let parsed: Json | undefined;
   const messages = text.length > 0 && /json|event-stream/.test(response.headers.get('content-type') ?? '') ? parseBody(text) : [];
-  parsed = messages[messages.length - 1];
-  return { status: response.status, headers: response.headers, body: parsed, text };
+  return { status: response.status, headers: response.headers, body: messages[messages.length - 1], text };
 }

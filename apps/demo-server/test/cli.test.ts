@@ -1,0 +1,228 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CLI } from '../scripts/lib.mjs';
+import {
+  accept,
+  callTool,
+  connectClient,
+  expectStateRejected,
+  freshKeys,
+  type Json,
+  PROTOCOL_VERSION,
+  startDemo,
+  textOf,
+} from './helpers.js';
+
+interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs mrtr-demo to completion (for the cases that must exit by themselves). */
+function runCli(args: string[], env: Record<string, string | undefined> = {}, timeoutMs = 15_000): Promise<Finished> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`mrtr-demo ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const tempDirs: string[] = [];
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('command line contract', () => {
+  it('--help prints the usage with every flag and exits 0', async () => {
+    const { code, stdout } = await runCli(['--help']);
+    expect(code).toBe(0);
+    for (const flag of ['--host', '--port', '--codec hmac|jwe|aead', '--store memory|sqlite|redis|postgres', '--sqlite-file', '--ttl-ms', '--fixtures conformance', '--stdio', 'MRTR_KEYS', 'MRTR_DEMO_TOKENS', 'REDIS_URL', 'DATABASE_URL']) {
+      expect(stdout).toContain(flag);
+    }
+  });
+
+  it.each([
+    [['--bogus'], 'Unknown option'],
+    [['extra'], 'positional'],
+    [['--codec', 'rot13'], '--codec must be one of hmac, jwe, aead'],
+    [['--store', 'mongo'], '--store must be one of memory, sqlite, redis, postgres'],
+    [['--port', '65536'], '--port must be between 0 and 65535'],
+    [['--port', 'http'], '--port must be an integer'],
+    [['--ttl-ms', '10'], '--ttl-ms must be between'],
+    [['--sqlite-file', 'x.db'], '--sqlite-file needs --store sqlite'],
+    [['--fixtures', 'everything'], '--fixtures must be "conformance"'],
+    [['--port'], "argument missing"],
+  ])('rejects %j with exit code 2', async (args, message) => {
+    const { code, stderr } = await runCli(args);
+    expect(code).toBe(2);
+    expect(stderr).toContain(message);
+    expect(stderr).toContain('--help');
+  });
+
+  it('rejects a bad MRTR_KEYS or MRTR_DEMO_TOKENS with exit code 2 without echoing secrets', async () => {
+    const shortSecret = Buffer.alloc(16, 7).toString('base64url');
+    const keys = await runCli(['--port', '0'], { MRTR_KEYS: `k1:${shortSecret}` });
+    expect(keys.code).toBe(2);
+    expect(keys.stderr).toContain('MRTR_KEYS is invalid');
+    expect(keys.stderr).not.toContain(shortSecret);
+    const tokens = await runCli(['--port', '0'], { MRTR_DEMO_TOKENS: 'alice:short' });
+    expect(tokens.code).toBe(2);
+    expect(tokens.stderr).toContain('MRTR_DEMO_TOKENS');
+    expect(tokens.stderr).not.toContain('short\n');
+  });
+
+  it('fails with exit code 1 and one line when the backend is missing or dead', async () => {
+    const pg = await runCli(['--port', '0', '--store', 'postgres'], { DATABASE_URL: '' });
+    expect(pg.code).toBe(1);
+    expect(pg.stderr).toContain('--store postgres needs DATABASE_URL');
+    const deadPort = await freePort();
+    const redis = await runCli(['--port', '0', '--store', 'redis'], { REDIS_URL: `redis://127.0.0.1:${deadPort}` });
+    expect(redis.code).toBe(1);
+    expect(redis.stderr).toContain('Redis does not answer');
+  });
+
+  it('fails with exit code 1 when the port is taken', async () => {
+    const demo = await startDemo([], { env: { MRTR_KEYS: freshKeys() } });
+    try {
+      const taken = await runCli(['--port', String(demo.port)], { MRTR_KEYS: freshKeys() });
+      expect(taken.code).toBe(1);
+      expect(taken.stderr).toContain('cannot listen');
+    } finally {
+      await demo.stop();
+    }
+  });
+
+  it('--port 0 prints the real port and the defaults; warns about the ephemeral key and anonymous mode; SIGINT and SIGTERM exit 0', async () => {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      const demo = await startDemo([], { env: { MRTR_KEYS: undefined, MRTR_DEMO_TOKENS: undefined } });
+      expect(demo.port).toBeGreaterThan(0);
+      expect(demo.line).toBe(
+        `mrtr-demo listening on http://127.0.0.1:${demo.port}/mcp (codec: hmac, store: memory (in-process, one instance), auth: anonymous)`,
+      );
+      expect(demo.stderr()).toContain('MRTR_KEYS is not set');
+      expect(demo.stderr()).toContain('multi-instance deployments need the same MRTR_KEYS');
+      expect(demo.stderr()).toContain('running without authentication');
+      // Anonymous mode works end to end.
+      const anonymous = await connectClient(demo.url);
+      const r1 = await callTool(anonymous.client, 'delete_files', { paths: ['a'] });
+      const r2 = await callTool(anonymous.client, 'delete_files', { paths: ['a'] }, {
+        inputResponses: { confirm: accept({ confirm: true }) },
+        requestState: r1.requestState as string,
+      });
+      expect(textOf(r2)).toContain('Deleted 1 file');
+      await anonymous.close();
+      expect(await demo.stop(signal)).toBe(0);
+      expect(demo.stderr()).toContain(`received ${signal}, shutting down`);
+    }
+  });
+});
+
+describe('SQLite store', () => {
+  it('two instances sharing MRTR_KEYS and one SQLite file: round 1 on A, round 2 on B; replay refused on A', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mrtr-demo-test-'));
+    tempDirs.push(dir);
+    const file = join(dir, 'replay.sqlite');
+    const env = { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '' };
+    const args = ['--store', 'sqlite', '--sqlite-file', file, '--codec', 'jwe'];
+    const [a, b] = await Promise.all([startDemo(args, { env }), startDemo(args, { env })]);
+    try {
+      expect(a.line).toContain(`store: sqlite (${file})`);
+      const onA = await connectClient(a.url);
+      const onB = await connectClient(b.url);
+      const toolArgs = { paths: ['x/y'] };
+      const r1 = await callTool(onA.client, 'delete_files', toolArgs);
+      const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
+      expect(textOf(await callTool(onB.client, 'delete_files', toolArgs, retry))).toContain('Deleted 1 file');
+      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, retry));
+      await Promise.all([onA.close(), onB.close()]);
+    } finally {
+      expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
+    }
+  });
+});
+
+describe('--stdio', () => {
+  it('serves MCP on stdio (stdout carries only JSON-RPC) with the fixed local principal; connect pages stay on HTTP', async () => {
+    const transport = new StdioClientTransport({
+      command: process.execPath,
+      args: [CLI, '--stdio', '--fixtures', 'conformance'],
+      env: { ...(process.env as Record<string, string>), MRTR_KEYS: freshKeys() },
+      stderr: 'pipe',
+    });
+    let stderr = '';
+    transport.stderr?.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
+    const client = new Client(
+      { name: 'stdio-e2e', version: '1.0.0' },
+      {
+        versionNegotiation: { mode: { pin: PROTOCOL_VERSION } },
+        capabilities: { elicitation: { form: {}, url: {} } },
+        inputRequired: { autoFulfill: false },
+      },
+    );
+    await client.connect(transport);
+    try {
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toContain('test_input_required_result_multi_round');
+      const args = { paths: ['stdio/file'] };
+      const r1 = await callTool(client, 'delete_files', args);
+      expect(r1.resultType).toBe('input_required');
+      const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
+      expect(textOf(await callTool(client, 'delete_files', args, retry))).toContain('Deleted 1 file');
+      await expectStateRejected(callTool(client, 'delete_files', args, retry));
+
+      const c1 = await callTool(client, 'connect_account', { provider: 'github' });
+      const url = String(((c1.inputRequests as Record<string, Json>).connect!.params as Json).url);
+      const origin = /connect pages on (http:\/\/\S+)\/connect\//.exec(stderr)?.[1];
+      expect(origin).toBeDefined();
+      expect(url.startsWith(`${origin}/connect/`)).toBe(true);
+      const page = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'decision=connect',
+      });
+      expect(page.status).toBe(200);
+      const c2 = await callTool(client, 'connect_account', { provider: 'github' }, {
+        inputResponses: { connect: { action: 'accept' } },
+        requestState: c1.requestState as string,
+      });
+      expect(textOf(c2)).toContain('Connected your github account');
+      expect(stderr).toContain('serving MCP on stdio');
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}

@@ -1,0 +1,127 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  accept,
+  type Connected,
+  callTool,
+  connectClient,
+  expectStateRejected,
+  freshKeys,
+  type Json,
+  type RunningDemo,
+  serviceUrl,
+  startDemo,
+  textOf,
+} from './helpers.js';
+
+/**
+ * Two `mrtr-demo` processes sharing MRTR_KEYS and one replay store (Redis, then PostgreSQL): a flow started on
+ * A continues on B, a replay on A afterwards is refused, and an instance with other keys refuses the states.
+ */
+const TOKENS = 'alice:alice-token-0123456789abcdef';
+const ALICE = 'alice-token-0123456789abcdef';
+
+const backends = [
+  { store: 'redis', env: 'REDIS_URL', codec: 'aead' },
+  { store: 'postgres', env: 'DATABASE_URL', codec: 'jwe' },
+] as const;
+
+for (const backend of backends) {
+  const service = serviceUrl(backend.env);
+  if (service.error !== undefined) {
+    it(`fleet on ${backend.store}`, () => {
+      throw new Error(service.error);
+    });
+    continue;
+  }
+  if (service.skip !== undefined) console.warn(`skipping the ${backend.store} fleet tests: ${service.skip}`);
+
+  describe.skipIf(service.url === undefined)(`two instances sharing MRTR_KEYS and ${backend.store}`, () => {
+    const keys = freshKeys();
+    const env = { MRTR_KEYS: keys, MRTR_DEMO_TOKENS: TOKENS, [backend.env]: service.url, MRTR_DEMO_CONNECT_WAIT_MS: '0' };
+    const args = ['--store', backend.store, '--codec', backend.codec];
+    let a: RunningDemo;
+    let b: RunningDemo;
+    let other: RunningDemo;
+    let onA: Connected;
+    let onB: Connected;
+    let onOther: Connected;
+
+    beforeAll(async () => {
+      [a, b, other] = await Promise.all([
+        startDemo(args, { env }),
+        startDemo(args, { env }),
+        startDemo(args, { env: { ...env, MRTR_KEYS: freshKeys() } }),
+      ]);
+      [onA, onB, onOther] = await Promise.all([
+        connectClient(a.url, { token: ALICE }),
+        connectClient(b.url, { token: ALICE }),
+        connectClient(other.url, { token: ALICE }),
+      ]);
+    });
+
+    afterAll(async () => {
+      await Promise.all([onA, onB, onOther].map((c) => c?.close()));
+      const codes = await Promise.all([a, b, other].map((d) => d?.stop()));
+      expect(codes).toEqual([0, 0, 0]);
+    });
+
+    it('round 1 on A, round 2 on B completes; replaying on A afterwards is refused', async () => {
+      const toolArgs = { paths: ['shared/report.pdf'] };
+      const r1 = await callTool(onA.client, 'delete_files', toolArgs);
+      expect(r1.resultType).toBe('input_required');
+      const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
+      const r2 = await callTool(onB.client, 'delete_files', toolArgs, retry);
+      expect(textOf(r2)).toContain('Deleted 1 file');
+      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, retry));
+      await expectStateRejected(callTool(onB.client, 'delete_files', toolArgs, retry));
+      expect(a.stderr()).toContain('ERR_STATE_REPLAYED');
+    });
+
+    it('an instance with other keys refuses the state', async () => {
+      const toolArgs = { paths: ['shared/other.pdf'] };
+      const r1 = await callTool(onA.client, 'delete_files', toolArgs);
+      const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
+      await expectStateRejected(callTool(onOther.client, 'delete_files', toolArgs, retry));
+      expect(other.stderr()).toMatch(/ERR_KEY_UNKNOWN|ERR_STATE_INTEGRITY/);
+      // The refusal did not consume it: the state is still good on the fleet that minted it.
+      expect(textOf(await callTool(onB.client, 'delete_files', toolArgs, retry))).toContain('Deleted 1 file');
+    });
+
+    it('a four-round production deploy alternating A, B, A, B', async () => {
+      const toolArgs = { service: 'billing' };
+      const clients = [onA, onB, onA, onB];
+      const answers: (Json | undefined)[] = [
+        undefined,
+        { environment: accept({ environment: 'production' }) },
+        { confirm: accept({ confirm: true }) },
+        { type_service_name: accept({ service: 'billing' }) },
+      ];
+      let state: string | undefined;
+      let result: Json = {};
+      for (let round = 0; round < 4; round++) {
+        const extra = answers[round] === undefined ? {} : { inputResponses: answers[round]!, requestState: state! };
+        result = await callTool(clients[round]!.client, 'deploy', toolArgs, extra);
+        state = result.requestState as string | undefined;
+      }
+      expect(textOf(result)).toMatch(/Deployed billing to production .* after 4 round/);
+    });
+
+    it('connect_account: the link is completed through B, the flow finishes on A (shared ledger)', async () => {
+      const r1 = await callTool(onA.client, 'connect_account', { provider: 'gitlab' });
+      const url = new URL(String(((r1.inputRequests as Record<string, Json>).connect!.params as Json).url));
+      // The user's browser reaches the fleet through B.
+      const viaB = `${b.origin}${url.pathname}`;
+      const page = await fetch(viaB, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ decision: 'connect', token: ALICE }).toString(),
+      });
+      expect(page.status).toBe(200);
+      const r2 = await callTool(onA.client, 'connect_account', { provider: 'gitlab' }, {
+        inputResponses: { connect: { action: 'accept' } },
+        requestState: r1.requestState as string,
+      });
+      expect(textOf(r2)).toBe('Connected your gitlab account (simulated).');
+    });
+  });
+}
