@@ -73,7 +73,8 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const quotedTable = quoteIdentifier(`${label}: table`, tableName);
   const quotedSchema = options.schema === undefined ? undefined : quoteIdentifier(`${label}: schema`, options.schema);
   const table = quotedSchema === undefined ? quotedTable : `${quotedSchema}.${quotedTable}`;
-  const indexName = quoteIdentifier(`${label}: table`, `${tableName}_expires_at_idx`.slice(0, 63));
+  // Derived from the validated table name (≤ 48 + 14 characters, within PostgreSQL's 63).
+  const indexName = `"${tableName}_expires_at_idx"`;
   const namespace = checkNamespace(label, options.namespace);
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);

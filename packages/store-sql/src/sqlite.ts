@@ -62,7 +62,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   }
   const tableName = options.table ?? DEFAULT_TABLE;
   const table = quoteIdentifier(`${label}: table`, tableName);
-  const indexName = quoteIdentifier(`${label}: table`, `${tableName}_expires_at_idx`);
+  // Derived from the validated table name.
+  const indexName = `"${tableName}_expires_at_idx"`;
   const namespace = checkNamespace(label, options.namespace);
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);

@@ -125,6 +125,29 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       });
     }
 
+    it('a store created while the server is unreachable fails closed, then works once it is reachable', async () => {
+      const proxy = await startTcpProxy(upstream);
+      await proxy.stop();
+      const table = newTable('late');
+      const store = createPostgresStore({
+        connectionString: withHostPort(url, '127.0.0.1', proxy.port),
+        table,
+        connectionTimeoutMs: 500,
+        statementTimeoutMs: 500,
+      });
+      try {
+        for (let i = 0; i < 3; i++) await expectUnavailable(store.consume(`late:${i}`, Date.now() + 60_000));
+        await expectUnavailable(store.ensureSchema());
+        await proxy.start();
+        // The schema is created on the first consume after the outage, then single use holds.
+        expect(await store.consume('late:0', Date.now() + 60_000)).toBe(true);
+        expect(await store.consume('late:0', Date.now() + 60_000)).toBe(false);
+      } finally {
+        await store.close();
+        await proxy.stop();
+      }
+    });
+
     it('consumes in flight when the connection drops settle as a boolean or ERR_STORE_UNAVAILABLE, never hang', async () => {
       const proxy = await startTcpProxy(upstream);
       const table = newTable('inflight');
@@ -296,7 +319,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       const schema = `mrtr_s_${process.pid}_${Date.now().toString(36)}`;
       await admin.query(`CREATE SCHEMA "${schema}"`);
       try {
-        for (const table of ['select', 'MixedCase_Table']) {
+        for (const table of ['select', 'MixedCase_Table', `T${'x'.repeat(47)}`]) {
           const store = createPostgresStore({ connectionString: url, schema, table });
           expect(store.table).toBe(`"${schema}"."${table}"`);
           expect(await store.consume('quoted', Date.now() + 60_000)).toBe(true);

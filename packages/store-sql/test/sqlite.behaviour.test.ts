@@ -115,7 +115,7 @@ describe('SQLite store behaviour', () => {
 
   it('quotes reserved and mixed-case table names; rejects unsafe identifiers and bad options', async () => {
     const filename = newFile();
-    for (const table of ['select', 'MixedCase_Table']) {
+    for (const table of ['select', 'MixedCase_Table', `T${'x'.repeat(47)}`]) {
       const store = createSqliteStore({ filename, table });
       expect(store.table).toBe(`"${table}"`);
       expect(await store.consume('q', Date.now() + 60_000)).toBe(true);
