@@ -127,11 +127,21 @@ async function writeWebResponse(response: Response, res: ServerResponse): Promis
   });
   const cookies = response.headers.getSetCookie();
   if (cookies.length > 0) headers['set-cookie'] = cookies;
-  res.writeHead(response.status, headers);
   if (response.body === null) {
+    res.writeHead(response.status, headers);
     res.end();
     return;
   }
+  if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
+    // A plain JSON answer: one write with a length (no chunked encoding).
+    const body = Buffer.from(await response.arrayBuffer());
+    headers['content-length'] = String(body.length);
+    res.writeHead(response.status, headers);
+    res.end(body);
+    return;
+  }
+  // SSE: stream each frame as it comes (progress notifications before the result).
+  res.writeHead(response.status, headers);
   const reader = response.body.getReader();
   const stop = () => {
     reader.cancel().catch(() => {});

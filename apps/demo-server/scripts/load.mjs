@@ -1,0 +1,193 @@
+#!/usr/bin/env node
+// Bounded load test of the built mrtr-demo on 127.0.0.1: concurrent MRTR round trips for a fixed time.
+// Each worker loops over flows: delete_files (2 rounds) and, every 4th flow, a staging deploy (3 rounds).
+// Deliberate rejections are mixed in and must be rejected: every 10th flow replays its final state, every
+// 10th (offset 5) first sends a tampered state. Anything else that is not the expected answer is an error.
+// The server's resident memory is sampled; after the warm-up it must not grow by more than --max-growth.
+// Prints the figures (and writes them to conformance-results/load.txt); exits 1 on any failure.
+//
+// Usage: node scripts/load.mjs [--duration 30] [--warmup 10] [--concurrency 32] [--codec hmac] [--store memory]
+//                              [--ttl-ms 5000] [--max-growth 0.2]
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { APP_DIR, CLI, freshKeys, startDemo } from './lib.mjs';
+
+const { values } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '30' },
+    warmup: { type: 'string', default: '10' },
+    concurrency: { type: 'string', default: '32' },
+    codec: { type: 'string', default: 'hmac' },
+    store: { type: 'string', default: 'memory' },
+    'ttl-ms': { type: 'string', default: '5000' },
+    'max-growth': { type: 'string', default: '0.2' },
+  },
+  strict: true,
+});
+const durationMs = Number(values.duration) * 1000;
+const warmupMs = Number(values.warmup) * 1000;
+const concurrency = Number(values.concurrency);
+const maxGrowth = Number(values['max-growth']);
+if (!(durationMs > 0 && warmupMs >= 0 && warmupMs < durationMs && concurrency >= 1 && concurrency <= 512 && maxGrowth > 0)) {
+  console.error('load: bad arguments');
+  process.exit(2);
+}
+if (!existsSync(CLI)) {
+  console.error(`missing ${CLI}: build first (cd apps/demo-server && npx tsup)`);
+  process.exit(1);
+}
+
+const PROTOCOL_VERSION = '2026-07-28';
+const META = {
+  'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+  'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } },
+  'io.modelcontextprotocol/clientInfo': { name: 'mrtr-load', version: '1.0.0' },
+};
+
+const demo = await startDemo(['--codec', values.codec, '--store', values.store, '--ttl-ms', values['ttl-ms']], {
+  env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '' },
+});
+
+let nextId = 1;
+const latencies = [];
+const stats = { requests: 0, flows: 0, completed: 0, deliberate: 0, errors: 0 };
+const errorSamples = [];
+
+function error(message) {
+  stats.errors += 1;
+  if (errorSamples.length < 10) errorSamples.push(message);
+}
+
+async function rpc(name, args, extra = {}) {
+  const started = performance.now();
+  const response = await fetch(demo.url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': 'tools/call',
+      'mcp-name': name,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method: 'tools/call', params: { name, arguments: args, ...extra, _meta: META } }),
+  });
+  const text = await response.text();
+  latencies.push(performance.now() - started);
+  stats.requests += 1;
+  if (response.status !== 200) throw new Error(`HTTP ${response.status}: ${text.slice(0, 200)}`);
+  return JSON.parse(text);
+}
+
+/** Runs the rounds of one flow; `answers[i]` answers round i+1's question. */
+async function flow(name, args, answers, n) {
+  let state;
+  let message;
+  for (let round = 0; round <= answers.length; round++) {
+    const extra = round === 0 ? {} : { inputResponses: answers[round - 1], requestState: state };
+    if (round === answers.length && n % 10 === 5) {
+      // Deliberate: a tampered final state is rejected (and does not burn the real one).
+      const tampered = await rpc(name, args, { ...extra, requestState: `${state.slice(0, -2)}${state.endsWith('AA') ? 'BB' : 'AA'}` });
+      if (tampered.error?.code === -32602) stats.deliberate += 1;
+      else return error(`tampered state not rejected: ${JSON.stringify(tampered).slice(0, 200)}`);
+    }
+    message = await rpc(name, args, extra);
+    const result = message.result;
+    if (result === undefined) return error(`round ${round + 1} of ${name}: ${JSON.stringify(message.error ?? message).slice(0, 200)}`);
+    if (round < answers.length) {
+      if (result.resultType !== 'input_required' || typeof result.requestState !== 'string') {
+        return error(`round ${round + 1} of ${name} should ask: ${JSON.stringify(result).slice(0, 200)}`);
+      }
+      state = result.requestState;
+    } else if (result.resultType !== 'complete' || result.isError === true) {
+      return error(`final round of ${name} should complete: ${JSON.stringify(result).slice(0, 200)}`);
+    }
+  }
+  stats.completed += 1;
+  if (n % 10 === 0) {
+    // Deliberate: replaying the final round's state after the flow completed is rejected (single use).
+    const replay = await rpc(name, args, { inputResponses: answers[answers.length - 1], requestState: state });
+    if (replay.error?.code === -32602) stats.deliberate += 1;
+    else error(`replay not rejected: ${JSON.stringify(replay).slice(0, 200)}`);
+  }
+}
+
+const accept = (content) => ({ action: 'accept', content });
+const deadline = Date.now() + durationMs;
+
+async function worker(w) {
+  for (let n = 0; Date.now() < deadline; n++) {
+    stats.flows += 1;
+    try {
+      if (n % 4 === 3) {
+        await flow('deploy', { service: `svc-${w}` }, [{ environment: accept({ environment: 'staging' }) }, { confirm: accept({ confirm: true }) }], n);
+      } else {
+        await flow('delete_files', { paths: [`load/${w}/${n}.txt`] }, [{ confirm: accept({ confirm: true }) }], n);
+      }
+    } catch (e) {
+      error(e instanceof Error ? e.message : String(e));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- resident memory of the server process
+function rssKiB(pid) {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const match = /^VmRSS:\s+(\d+) kB/m.exec(status);
+    if (match) return Number(match[1]);
+  } catch {
+    // not Linux: fall back to ps
+  }
+  return Number(execFileSync('ps', ['-o', 'rss=', '-p', String(pid)], { encoding: 'utf8' }).trim());
+}
+const samples = [];
+const started = Date.now();
+const sampler = setInterval(() => samples.push({ t: Date.now() - started, rss: rssKiB(demo.child.pid) }), 250);
+
+await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+clearInterval(sampler);
+const elapsed = (Date.now() - started) / 1000;
+const serverStderr = demo.stderr();
+const exitCode = await demo.stop();
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s[Math.floor(s.length / 2)];
+};
+const pct = (p) => {
+  const s = [...latencies].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
+};
+// Baseline: median over the 3 s after the warm-up; final: median over the last 3 s; growth between them.
+const baseline = median(samples.filter((s) => s.t >= warmupMs && s.t < warmupMs + 3000).map((s) => s.rss));
+const final = median(samples.filter((s) => s.t >= durationMs - 3000).map((s) => s.rss));
+const peak = Math.max(...samples.map((s) => s.rss));
+const afterWarmupPeak = Math.max(...samples.filter((s) => s.t >= warmupMs).map((s) => s.rss));
+const growth = final / baseline - 1;
+const storeFaults = (serverStderr.match(/ERR_STORE_(UNAVAILABLE|FULL)/g) ?? []).length;
+
+const mib = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
+const lines = [
+  `load: mrtr-demo codec=${values.codec} store=${values.store} ttl-ms=${values['ttl-ms']} on ${demo.origin}, ${concurrency} concurrent clients, ${elapsed.toFixed(1)} s (warm-up ${warmupMs / 1000} s)`,
+  `load: ${stats.requests} requests (${(stats.requests / elapsed).toFixed(0)} req/s), ${stats.completed} flows completed (${(stats.completed / elapsed).toFixed(0)} flows/s), latency p50 ${pct(50).toFixed(2)} ms, p99 ${pct(99).toFixed(2)} ms, max ${pct(100).toFixed(1)} ms`,
+  `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.errors} errors, ${storeFaults} store faults`,
+  `load: server RSS after warm-up ${mib(baseline)}, at the end ${mib(final)} (growth ${(growth * 100).toFixed(1)}%, limit ${(maxGrowth * 100).toFixed(0)}%), peak after warm-up ${mib(afterWarmupPeak)}, overall peak ${mib(peak)}`,
+  `load: server exit code on SIGTERM ${exitCode}`,
+];
+const problems = [];
+if (stats.errors > 0) problems.push(`${stats.errors} errors, e.g.\n  ${errorSamples.join('\n  ')}`);
+if (storeFaults > 0) problems.push(`${storeFaults} store faults in the server log`);
+if (stats.completed === 0) problems.push('no flow completed');
+if (stats.deliberate === 0) problems.push('no deliberate rejection was exercised');
+if (!(growth <= maxGrowth)) problems.push(`RSS grew ${(growth * 100).toFixed(1)}% after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);
+if (exitCode !== 0) problems.push(`server exited with ${exitCode} on SIGTERM`);
+lines.push(`load: ${problems.length === 0 ? 'PASS' : 'FAIL'}`);
+for (const line of lines) console.log(line);
+mkdirSync(join(APP_DIR, 'conformance-results'), { recursive: true });
+writeFileSync(join(APP_DIR, 'conformance-results', `load-${values.codec}-${values.store}.txt`), `${lines.join('\n')}\n`);
+if (problems.length > 0) {
+  for (const p of problems) console.error(`load: ${p}`);
+  process.exit(1);
+}
