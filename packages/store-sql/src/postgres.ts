@@ -53,8 +53,7 @@ const LOCK_CLASS = 0x6d727472;
 
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
- * Each consume is one statement: `INSERT … ON CONFLICT DO NOTHING` plus, in the same statement, an
- * `UPDATE … WHERE expires_at <= now` that takes over an expired row.
+ * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at <= now` statement.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -86,16 +85,18 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const prepared = boolOption(`${label}: preparedStatements`, options.preparedStatements, true);
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
 
-  // One statement, one snapshot. The INSERT takes a new id (a concurrent inserter of the same id
-  // makes it wait, then do nothing). The UPDATE takes over a row that was already expired in the
-  // snapshot; a concurrent taker makes it wait and re-check `expires_at` on the new row version, so
-  // only one of them wins. A live duplicate (the common replay) writes and locks nothing, unlike
-  // `ON CONFLICT DO UPDATE … WHERE`, which locks the row (and so writes WAL) even when WHERE is false.
-  // At most one branch returns a row: the UPDATE never sees a row this statement inserted.
+  // One upsert: a new id is inserted; a row whose expiry has passed is taken over; a live row is
+  // left alone. The command tag counts inserted plus updated rows, so rowCount is 1 exactly when
+  // this call won. Concurrent consumers of one id serialise on the unique index (a second inserter
+  // waits for the first, then takes the conflict path) and on the row lock (the WHERE is re-checked
+  // on the newest row version), so exactly one of them gets 1.
+  // Trade-off: on a live duplicate (a replay attempt) PostgreSQL still locks the row, which costs a
+  // small WAL write; in exchange a fresh id (the common case) does the work of a bare
+  // INSERT … ON CONFLICT DO NOTHING. (A CTE of INSERT … DO NOTHING plus UPDATE-if-expired avoids the
+  // lock but measured about a quarter slower per fresh id in a CPU-bound ad-hoc run.)
   const consumeSql =
-    `WITH ins AS (INSERT INTO ${table} (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT (ns, id) DO NOTHING RETURNING 1), ` +
-    `upd AS (UPDATE ${table} SET expires_at = $3 WHERE ns = $1 AND id = $2 AND expires_at <= $4 RETURNING 1) ` +
-    `SELECT 1 FROM ins UNION ALL SELECT 1 FROM upd`;
+    `INSERT INTO ${table} AS t (ns, id, expires_at) VALUES ($1, $2, $3) ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE t.expires_at <= $4`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
   // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
   const purgeSql =
@@ -201,7 +202,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
             values: [namespace, id, expires, Math.floor(now())],
             query_timeout: statementTimeoutMs,
           });
-          return result.rows.length > 0;
+          return result.rowCount === 1;
         })(),
       );
     } catch (error) {
