@@ -216,6 +216,52 @@ describe('--stdio', () => {
   });
 });
 
+describe('2025-era clients', () => {
+  it('over stdio: the SDK legacy shim turns the input_required result into a real elicitation request', async () => {
+    const client = new Client({ name: 'legacy-stdio', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    const asked: Json[] = [];
+    client.setRequestHandler('elicitation/create', async (request) => {
+      asked.push(request.params as Json);
+      return { action: 'accept', content: { confirm: true } } as never;
+    });
+    await client.connect(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [CLI, '--stdio'],
+        env: { ...(process.env as Record<string, string>), MRTR_KEYS: freshKeys() },
+        stderr: 'ignore',
+      }),
+    );
+    try {
+      expect(client.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+      const result = (await client.callTool({ name: 'delete_files', arguments: { paths: ['old/file'] } })) as Json;
+      expect(textOf(result)).toContain('Deleted 1 file');
+      expect(asked).toHaveLength(1);
+      expect(String(asked[0]!.message)).toContain('old/file');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('over HTTP (stateless legacy serving): tools that need input answer with a clear isError result', async () => {
+    const demo = await startDemo([], { env: { MRTR_KEYS: freshKeys() } });
+    const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
+    const client = new Client({ name: 'legacy-http', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    try {
+      await client.connect(new StreamableHTTPClientTransport(new URL(demo.url)));
+      expect(client.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+      const { tools } = await client.listTools();
+      expect(tools.map((t) => t.name)).toContain('delete_files');
+      const result = (await client.callTool({ name: 'delete_files', arguments: { paths: ['x'] } })) as Json;
+      expect(result.isError).toBe(true);
+      expect(textOf(result)).toContain('per-request legacy serving cannot receive server-to-client requests');
+    } finally {
+      await client.close();
+      expect(await demo.stop()).toBe(0);
+    }
+  });
+});
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
