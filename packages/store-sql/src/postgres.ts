@@ -179,9 +179,12 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
 
   const schemaReady = once(runEnsureSchema);
 
+  /** Set once the pool exists and the schema is ensured: consumes then skip the set-up awaits. */
+  let readyPool: PgPoolLike | undefined;
   const ready = async (): Promise<PgPoolLike> => {
     const pool = await poolReady.get();
     if (autoSchema) await schemaReady.get();
+    readyPool = pool;
     return pool;
   };
 
@@ -189,22 +192,25 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     if (closed) throw new StoreUnavailableError({ cause: new Error('replay store is closed') });
   };
 
+  const runConsume = async (id: string, expires: number): Promise<boolean> => {
+    const pool = readyPool ?? (await ready());
+    assertOpen();
+    const result = await pool.query({
+      ...consumeQuery,
+      values: [namespace, id, expires, Math.floor(now())],
+      query_timeout: statementTimeoutMs,
+    });
+    return result.rowCount === 1;
+  };
+
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
     assertOpen();
     try {
-      return await withDeadline(
-        (async () => {
-          const pool = await ready();
-          assertOpen();
-          const result = await pool.query({
-            ...consumeQuery,
-            values: [namespace, id, expires, Math.floor(now())],
-            query_timeout: statementTimeoutMs,
-          });
-          return result.rowCount === 1;
-        })(),
-      );
+      // A pool the store created bounds both the connection wait (connectionTimeoutMillis) and the
+      // query (query_timeout); an injected pool may bound neither, so the store adds its own timer.
+      const work = runConsume(id, expires);
+      return await (owned !== undefined && readyPool !== undefined ? work : withDeadline(work));
     } catch (error) {
       throw toStoreError(error);
     }
