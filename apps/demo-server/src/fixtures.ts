@@ -4,7 +4,7 @@
  * binding, single use and answer validation rather than a bypass.
  */
 import type { McpServer, ServerNotifier } from '@modelcontextprotocol/server';
-import { ResourceTemplate } from '@modelcontextprotocol/server';
+import { fromJsonSchema, ResourceTemplate } from '@modelcontextprotocol/server';
 import type { Mrtr } from '@mrtr/mcp-server';
 import * as z from 'zod/v4';
 import { samplingText } from './tools.js';
@@ -280,6 +280,54 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
       }
       return text(String(progressToken ?? 'no progress token'));
     }),
+  );
+
+  // ------------------------------------------------------------ json-schema-2020-12 (SEP-1613/2106): raw schema kept as is
+  server.registerTool(
+    'json_schema_2020_12_tool',
+    {
+      description: 'Tool with JSON Schema 2020-12 features',
+      inputSchema: fromJsonSchema<Record<string, unknown>>({
+        $schema: 'https://json-schema.org/draft/2020-12/schema',
+        type: 'object',
+        $defs: {
+          address: {
+            $anchor: 'addressDef',
+            type: 'object',
+            properties: { street: { type: 'string' }, city: { type: 'string' } },
+          },
+        },
+        properties: {
+          name: { type: 'string' },
+          address: { $ref: '#/$defs/address' },
+          contactMethod: { type: 'string', enum: ['phone', 'email'] },
+          phone: { type: 'string' },
+          email: { type: 'string' },
+        },
+        allOf: [{ anyOf: [{ required: ['phone'] }, { required: ['email'] }] }],
+        if: { properties: { contactMethod: { const: 'phone' } }, required: ['contactMethod'] },
+        // biome-ignore lint/suspicious/noThenProperty: the JSON Schema `if`/`then`/`else` keyword, not a thenable
+        then: { required: ['phone'] },
+        else: { required: ['email'] },
+        additionalProperties: false,
+      }),
+    },
+    mrtr.tool<Record<string, unknown>>('json_schema_2020_12_tool', (args) => text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`)),
+  );
+
+  // ------------------------------------------------------------ http-custom-header-server-validation (SEP-2243)
+  server.registerTool(
+    'test_custom_header',
+    {
+      description: 'A tool whose `region` argument is mirrored in the Mcp-Param-Region header',
+      // `x-mcp-header` is an MCP extension keyword, unknown to the JSON Schema type.
+      inputSchema: fromJsonSchema<{ region: string }>({
+        type: 'object',
+        properties: { region: { type: 'string', 'x-mcp-header': 'Region', description: 'Deployment region' } },
+        required: ['region'],
+      } as Parameters<typeof fromJsonSchema>[0]),
+    },
+    mrtr.tool<{ region: string }>('test_custom_header', ({ region }) => text(`Region: ${region}`)),
   );
 
   // ------------------------------------------------------------ resources-* scenarios
