@@ -1,0 +1,5 @@
+import { codecCompliance } from '@mrtr/test-suite';
+import { it } from 'vitest';
+import { createAeadCodec } from '../src/index.js';
+
+codecCompliance(it, (keys) => createAeadCodec({ keys }), { name: 'aead' });
