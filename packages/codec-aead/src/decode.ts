@@ -22,15 +22,17 @@ import { StateMalformedError } from '@mrtr/core';
 export const MAX_NESTING = 160;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-/** Strings up to this many bytes are decoded in JS (no native call); longer ones by TextDecoder. */
+/** Non-ASCII strings up to this many bytes are decoded in JS (no native call); longer ones by TextDecoder. */
 const SHORT_STRING = 64;
-const units: number[] = [];
+/** ASCII strings up to this many bytes are built in JS; longer ones by one native latin1 slice. */
+const SHORT_ASCII = 16;
 
 const EMPTY = new Uint8Array(0);
 let src: Uint8Array = EMPTY;
 let pos = 0;
 let end = 0;
 let view: DataView | undefined;
+let buffer: Buffer | undefined;
 
 const malformed = (): never => {
   throw new StateMalformedError();
@@ -42,6 +44,7 @@ export function decodeClaims(bytes: Uint8Array): unknown {
   pos = 0;
   end = bytes.length;
   view = undefined;
+  buffer = undefined;
   try {
     const first = end > 0 ? bytes[0]! : 0;
     // The root must be a map.
@@ -57,6 +60,7 @@ export function decodeClaims(bytes: Uint8Array): unknown {
     // Do not keep the plaintext reachable from module state.
     src = EMPTY;
     view = undefined;
+    buffer = undefined;
   }
 }
 
@@ -168,36 +172,80 @@ function readMap(count: number, depth: number): Record<string, unknown> {
 function readKey(): string {
   if (pos >= end) return malformed();
   const t = src[pos++]!;
-  if (t >= 0xa0 && t < 0xc0) return readString(t & 0x1f);
-  if (t === 0xd9) {
+  let length: number;
+  if (t >= 0xa0 && t < 0xc0) length = t & 0x1f;
+  else if (t === 0xd9) {
     need(1);
-    return readString(src[pos++]!);
+    length = src[pos++]!;
+  } else if (t === 0xda) length = u16();
+  else if (t === 0xdb) length = u32();
+  else return malformed();
+  if (length === 0 || length > KEY_CACHE_MAX_BYTES) return readString(length);
+  if (length > end - pos) malformed();
+  // Keys repeat from token to token: remember the string of each short key's exact bytes.
+  const slot = (length * 0x3b + src[pos]! * 0x11 + src[pos + length - 1]!) & KEY_CACHE_MASK;
+  const entry = keyCache[slot];
+  if (entry !== undefined && entry.bytes.length === length) {
+    const bytes = entry.bytes;
+    let i = 0;
+    while (i < length && bytes[i] === src[pos + i]) i++;
+    if (i === length) {
+      pos += length;
+      return entry.text;
+    }
   }
-  if (t === 0xda) return readString(u16());
-  if (t === 0xdb) return readString(u32());
-  return malformed();
+  const start = pos;
+  const text = readString(length);
+  keyCache[slot] = { bytes: src.slice(start, start + length), text };
+  return text;
 }
+
+interface KeyCacheEntry {
+  bytes: Uint8Array;
+  text: string;
+}
+/** Keys of at most this many bytes are cached (bytes → the string they decode to; a pure function). */
+const KEY_CACHE_MAX_BYTES = 24;
+const KEY_CACHE_MASK = 0x3ff;
+const keyCache: (KeyCacheEntry | undefined)[] = new Array(KEY_CACHE_MASK + 1).fill(undefined);
+const fromCharCode = String.fromCharCode;
 
 function readString(length: number): string {
   if (length > end - pos) malformed();
   const start = pos;
-  pos += length;
+  const stop = pos + length;
+  pos = stop;
   if (length === 0) return '';
-  if (length > SHORT_STRING) return utf8.decode(src.subarray(start, pos));
-  // Short strings: strict UTF-8 → UTF-16 in JS, which avoids a native call per string.
-  units.length = 0;
   let i = start;
-  while (i < pos) {
+  if (length <= SHORT_ASCII) {
+    // Short ASCII, built in JS in one pass (no native call).
+    const codes: number[] = new Array(length);
+    for (; i < stop; i++) {
+      const b = src[i]!;
+      if (b >= 0x80) break;
+      codes[i - start] = b;
+    }
+    if (i === stop) return fromCharCode.apply(null, codes);
+  } else {
+    while (i < stop && src[i]! < 0x80) i++;
+    // Longer ASCII: one native latin1 slice.
+    if (i === stop) return latin1(start, stop);
+  }
+  if (length > SHORT_STRING) return utf8.decode(src.subarray(start, stop));
+  // Short non-ASCII: strict UTF-8 → UTF-16 in JS.
+  const units: number[] = [];
+  for (let k = start; k < i; k++) units.push(src[k]!);
+  while (i < stop) {
     const b = src[i++]!;
     if (b < 0x80) {
       units.push(b);
     } else if (b >= 0xc2 && b <= 0xdf) {
-      if (i >= pos) malformed();
+      if (i >= stop) malformed();
       const c = src[i++]!;
       if ((c & 0xc0) !== 0x80) malformed();
       units.push(((b & 0x1f) << 6) | (c & 0x3f));
     } else if (b >= 0xe0 && b <= 0xef) {
-      if (i + 1 >= pos) malformed();
+      if (i + 1 >= stop) malformed();
       const c1 = src[i++]!;
       const c2 = src[i++]!;
       if ((c1 & 0xc0) !== 0x80 || (c2 & 0xc0) !== 0x80) malformed();
@@ -206,7 +254,7 @@ function readString(length: number): string {
       if (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)) malformed();
       units.push(cp);
     } else if (b >= 0xf0 && b <= 0xf4) {
-      if (i + 2 >= pos) malformed();
+      if (i + 2 >= stop) malformed();
       const c1 = src[i++]!;
       const c2 = src[i++]!;
       const c3 = src[i++]!;
@@ -219,5 +267,10 @@ function readString(length: number): string {
       malformed();
     }
   }
-  return String.fromCharCode.apply(null, units);
+  return fromCharCode.apply(null, units);
+}
+
+function latin1(start: number, stop: number): string {
+  buffer ??= Buffer.from(src.buffer, src.byteOffset, src.byteLength);
+  return buffer.toString('latin1', start, stop);
 }

@@ -56,6 +56,16 @@ describe('decodeClaims accepts what msgpackr emits for JSON values', () => {
     if (n < 65536) expect(roundTrip(map, plainPackr)).toEqual(map);
   }, 30_000);
 
+  it('decodes keys that share length and first/last byte (key cache collisions) exactly', () => {
+    const keys = Array.from({ length: 3000 }, (_, i) => `a${i.toString(36).padStart(3, '0')}z`);
+    keys.push('aéz', 'a\u00ffz', 'a😀z', `a${'x'.repeat(22)}z`, `a${'y'.repeat(22)}z`, `a${'x'.repeat(30)}z`);
+    for (let round = 0; round < 3; round++) {
+      const map = Object.fromEntries(keys.map((k, i) => [k, i]));
+      expect(roundTrip(map)).toEqual(map);
+      keys.reverse();
+    }
+  });
+
   it('round-trips random JSON values (seeded)', () => {
     const random = prng(0x5eed);
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
