@@ -114,6 +114,9 @@ function isPlainJson(value: unknown, depth: number): boolean {
  */
 export function createAeadCodec(options: AeadCodecOptions): AeadCodec {
   if (options === null || typeof options !== 'object') throw new TypeError('createAeadCodec: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (name !== 'keys' && name !== 'maxTokenBytes') throw new TypeError(`createAeadCodec: unknown option "${name}"`);
+  }
   const { keys } = options;
   if (
     keys === null ||

@@ -1,4 +1,4 @@
-import { KeyRing, MrtrError, type StateClaims, generateKey } from '@mrtr/core';
+import { KeyRing, MrtrError, type StateClaims, canonicalJson, generateKey } from '@mrtr/core';
 import { sampleClaims, samplePayloads } from '@mrtr/test-suite';
 import { Packr, unpack } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
@@ -10,7 +10,7 @@ import {
   AEAD_MIN_MAX_TOKEN_BYTES,
   createAeadCodec,
 } from '../src/index.js';
-import { claimsWithData, codeOf, mp, openRaw, prng, sealRaw } from './helpers.js';
+import { claimsWithData, codeOf, mp, openRaw, prng, randomJson, sealRaw } from './helpers.js';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 const packr = new Packr({ useRecords: false, variableMapSize: true, useToJSON: false });
@@ -26,6 +26,8 @@ describe('wire format', () => {
     const body = token.split('.')[2]!;
     const plaintext = openRaw(keys, token);
     expect(Buffer.from(body, 'base64url')).toHaveLength(24 + plaintext.length + 16);
+    // 6 + ⌈4(m + 40)/3⌉ characters for m bytes of MessagePack and a 2-character kid (README).
+    expect(token).toHaveLength(6 + Math.ceil((4 * (plaintext.length + 40)) / 3));
     expect(unpack(plaintext)).toEqual(claims);
     expect(codec.id).toBe('aead');
     expect(codec.confidential).toBe(true);
@@ -303,6 +305,15 @@ describe('seal', () => {
     expect(codec.open(codec.seal(claims)).claims.data).toEqual(expected);
   });
 
+  it('opens every token it seals: 1 000 random JSON payloads (seeded)', () => {
+    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const next = randomJson(0xc0dec);
+    for (let i = 0; i < 1000; i++) {
+      const claims = sampleClaims(next() as never);
+      expect(canonicalJson(codec.open(codec.seal(claims)).claims)).toBe(canonicalJson(claims));
+    }
+  });
+
   it('keeps null-prototype objects and plain data exactly', () => {
     const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
     const bare = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1, b: ['x'] });
@@ -361,7 +372,7 @@ describe('options', () => {
   });
 
   it('refuses missing or wrong options with a TypeError', () => {
-    for (const bad of [undefined, null, 'keys', {}, { keys: {} }, { keys: 'k1:abc' }]) {
+    for (const bad of [undefined, null, 'keys', {}, { keys: {} }, { keys: 'k1:abc' }, { keys, maxTokenSize: 1000 }]) {
       expect(() => createAeadCodec(bad as never)).toThrow(TypeError);
     }
   });

@@ -79,3 +79,33 @@ export function claimsWithData(claims: object, dataBytes: Uint8Array, pack: (val
   if (at < 0 || packed.indexOf(needle, at + 1) >= 0) throw new Error('marker not found exactly once');
   return Buffer.concat([packed.subarray(0, at), dataBytes, packed.subarray(at + needle.length)]);
 }
+
+/** A seeded generator of random JSON values (already in their JSON form: `JSON.parse(JSON.stringify(v))`). */
+export function randomJson(seed: number): () => unknown {
+  const random = prng(seed);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+  const value = (depth: number): unknown => {
+    const r = random();
+    if (depth > 3 || r < 0.4) {
+      return pick([
+        null,
+        true,
+        false,
+        Math.floor(random() * 2 ** 33) - 2 ** 32,
+        random() * 1e6 - 5e5,
+        Math.floor(random() * 300) - 150,
+        'x'.repeat(Math.floor(random() * 80)),
+        String.fromCodePoint(...Array.from({ length: 1 + Math.floor(random() * 20) }, () => Math.floor(random() * 0xd000))),
+        '😀é\u0000\u2028\ufeff',
+      ]);
+    }
+    if (r < 0.7) return Array.from({ length: Math.floor(random() * 8) }, () => value(depth + 1));
+    return Object.fromEntries(
+      Array.from({ length: Math.floor(random() * 8) }, (_, i) => [
+        pick(['a', 'b', '__proto__', 'constructor', `k${i}`, 'é', 'toJSON', 'hasOwnProperty']),
+        value(depth + 1),
+      ]),
+    );
+  };
+  return () => JSON.parse(JSON.stringify(value(0)));
+}

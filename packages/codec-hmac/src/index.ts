@@ -66,6 +66,9 @@ function isKidChar(c: number): boolean {
  */
 export function createHmacCodec(options: HmacCodecOptions): HmacCodec {
   if (options === null || typeof options !== 'object') throw new TypeError('createHmacCodec: options must be an object');
+  for (const name of Object.keys(options)) {
+    if (name !== 'keys' && name !== 'maxTokenBytes') throw new TypeError(`createHmacCodec: unknown option "${name}"`);
+  }
   const { keys } = options;
   if (
     keys === null ||

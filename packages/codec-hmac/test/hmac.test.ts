@@ -53,6 +53,8 @@ describe('wire format', () => {
     expect(body).toMatch(B64);
     expect(mac).toMatch(B64);
     expect(mac).toHaveLength(43);
+    // 50 + ⌈4n/3⌉ characters for n bytes of JSON and a 2-character kid (README).
+    expect(token).toHaveLength(50 + Math.ceil((4 * Buffer.byteLength(JSON.stringify(claims))) / 3));
     // The payload is readable by anyone holding the token: this codec gives integrity only.
     expect(JSON.parse(Buffer.from(body, 'base64url').toString('utf8'))).toEqual(claims);
     expect(body).toBe(b64json(claims));
@@ -293,7 +295,7 @@ describe('options', () => {
   });
 
   it('refuses missing or wrong options with a TypeError', () => {
-    for (const bad of [undefined, null, 'keys', {}, { keys: {} }, { keys: 'k1:abc' }]) {
+    for (const bad of [undefined, null, 'keys', {}, { keys: {} }, { keys: 'k1:abc' }, { keys, maxTokenSize: 1000 }]) {
       expect(() => createHmacCodec(bad as never)).toThrow(TypeError);
     }
   });
