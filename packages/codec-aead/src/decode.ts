@@ -22,20 +22,28 @@ import { StateMalformedError } from '@mrtr/core';
 export const MAX_NESTING = 160;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-/** Non-ASCII strings up to this many bytes are decoded in JS (no native call); longer ones by TextDecoder. */
-const SHORT_STRING = 64;
-/** ASCII strings up to this many bytes are built in JS; longer ones by one native latin1 slice. */
-const SHORT_ASCII = 16;
+/** Strings up to this many bytes are decoded in JS (no native call); longer ones natively. */
+const SHORT_STRING = 16;
 
 const EMPTY = new Uint8Array(0);
 let src: Uint8Array = EMPTY;
 let pos = 0;
 let end = 0;
 let view: DataView | undefined;
-let buffer: Buffer | undefined;
+let buffer: Slicer | undefined;
+/**
+ * The whole input as latin1, made on the first string longer than SHORT_STRING. ASCII strings are
+ * slices of it (V8 may keep it alive as their parent while they live: at most the plaintext size).
+ */
+let whole: string | undefined;
 
 const malformed = (): never => {
-  throw new StateMalformedError();
+  // No stack trace: rejections must stay cheap (see `rejection` in index.ts).
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  const error = new StateMalformedError();
+  Error.stackTraceLimit = limit;
+  throw error;
 };
 
 /** Decodes one MessagePack map spanning all of `bytes`. Throws `StateMalformedError` on anything else. */
@@ -45,6 +53,7 @@ export function decodeClaims(bytes: Uint8Array): unknown {
   end = bytes.length;
   view = undefined;
   buffer = undefined;
+  whole = undefined;
   try {
     const first = end > 0 ? bytes[0]! : 0;
     // The root must be a map.
@@ -54,13 +63,15 @@ export function decodeClaims(bytes: Uint8Array): unknown {
     return value;
   } catch (error) {
     if (error instanceof StateMalformedError) throw error;
-    // TextDecoder's TypeError on invalid UTF-8, or anything unforeseen: still only a MrtrError leaves.
-    throw new StateMalformedError({ cause: error });
+    // TextDecoder's TypeError on invalid UTF-8, or anything unforeseen: still only a MrtrError leaves
+    // (without a cause, whose message could quote input).
+    return malformed();
   } finally {
     // Do not keep the plaintext reachable from module state.
     src = EMPTY;
     view = undefined;
     buffer = undefined;
+    whole = undefined;
   }
 }
 
@@ -216,22 +227,28 @@ function readString(length: number): string {
   const stop = pos + length;
   pos = stop;
   if (length === 0) return '';
-  let i = start;
-  if (length <= SHORT_ASCII) {
-    // Short ASCII, built in JS in one pass (no native call).
-    const codes: number[] = new Array(length);
-    for (; i < stop; i++) {
-      const b = src[i]!;
-      if (b >= 0x80) break;
-      codes[i - start] = b;
-    }
-    if (i === stop) return fromCharCode.apply(null, codes);
-  } else {
-    while (i < stop && src[i]! < 0x80) i++;
-    // Longer ASCII: one native latin1 slice.
-    if (i === stop) return latin1(start, stop);
+  if (length > SHORT_STRING) {
+    // ASCII (the common case): a slice of the whole input read once as latin1 (one native call per
+    // decode instead of one per string), checked by a regular expression.
+    whole ??= slicer().latin1Slice(0, end);
+    const ascii = whole.slice(start, stop);
+    if (!NON_ASCII.test(ascii)) return ascii;
+    // One native UTF-8 decode. It replaces every invalid sequence (overlong, surrogate, truncated,
+    // above U+10FFFF) with U+FFFD, so a result without U+FFFD proves the bytes were valid UTF-8;
+    // otherwise the strict decoder decides (a genuine U+FFFD decodes, anything invalid throws).
+    const text = slicer().utf8Slice(start, stop);
+    if (text.indexOf('\ufffd') === -1) return text;
+    return utf8.decode(src.subarray(start, stop));
   }
-  if (length > SHORT_STRING) return utf8.decode(src.subarray(start, stop));
+  // Short strings, in JS (no native call). ASCII first, in one pass.
+  let i = start;
+  const codes: number[] = new Array(length);
+  for (; i < stop; i++) {
+    const b = src[i]!;
+    if (b >= 0x80) break;
+    codes[i - start] = b;
+  }
+  if (i === stop) return fromCharCode.apply(null, codes);
   // Short non-ASCII: strict UTF-8 → UTF-16 in JS.
   const units: number[] = [];
   for (let k = start; k < i; k++) units.push(src[k]!);
@@ -270,7 +287,23 @@ function readString(length: number): string {
   return fromCharCode.apply(null, units);
 }
 
-function latin1(start: number, stop: number): string {
-  buffer ??= Buffer.from(src.buffer, src.byteOffset, src.byteLength);
-  return buffer.toString('latin1', start, stop);
+interface Slicer {
+  latin1Slice(start: number, end: number): string;
+  utf8Slice(start: number, end: number): string;
+}
+const NON_ASCII = /[^\x00-\x7f]/;
+/** Buffer#latin1Slice / #utf8Slice (what toString() calls, minus its argument handling), with a public fallback. */
+function slicer(): Slicer {
+  if (buffer === undefined) {
+    const b = Buffer.isBuffer(src) ? src : Buffer.from(src.buffer, src.byteOffset, src.byteLength);
+    const internal = b as Partial<Slicer>;
+    buffer =
+      typeof internal.latin1Slice === 'function' && typeof internal.utf8Slice === 'function'
+        ? (internal as Slicer)
+        : {
+            latin1Slice: (start, stop) => b.toString('latin1', start, stop),
+            utf8Slice: (start, stop) => b.toString('utf8', start, stop),
+          };
+  }
+  return buffer;
 }

@@ -334,6 +334,34 @@ describe('seal', () => {
     }
   });
 
+  it('rejects with fresh, typed errors and leaves Error.stackTraceLimit as it was', async () => {
+    const { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } = await import('@mrtr/core');
+    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const token = codec.seal(sampleClaims({ n: 1 }));
+    const before = Error.stackTraceLimit;
+    const cases: [unknown, new () => Error][] = [
+      [42, StateMalformedError],
+      ['x'.repeat(codec.maxTokenBytes + 1), StateTooLargeError],
+      ['x1.k1.', StateMalformedError],
+      [token.replace('x1.k1.', 'x1.k9.'), KeyUnknownError],
+      [createAeadCodec({ keys: KeyRing.generate('k1') }).seal(sampleClaims({ n: 1 })), StateIntegrityError],
+    ];
+    const seen = new Set<unknown>();
+    for (const [input, ErrorClass] of cases) {
+      try {
+        codec.open(input as string);
+        expect.unreachable();
+      } catch (error) {
+        expect(error).toBeInstanceOf(ErrorClass);
+        expect(error).toBeInstanceOf(MrtrError);
+        expect((error as Error).message).toBe(new ErrorClass().message);
+        expect(seen.has(error)).toBe(false);
+        seen.add(error);
+      }
+      expect(Error.stackTraceLimit).toBe(before);
+    }
+  });
+
   it('puts no payload, token or key material into error messages', () => {
     const keys = KeyRing.generate('k1');
     const codec = createAeadCodec({ keys });

@@ -43,6 +43,10 @@ describe('decodeClaims accepts what msgpackr emits for JSON values', () => {
     expect(roundTrip(mixed)).toBe(mixed);
   });
 
+  it('keeps a genuine U+FFFD, short and long', () => {
+    for (const text of ['\ufffd', `a\ufffdb`, `${'y'.repeat(100)}\ufffd`, `\ufffd${'é'.repeat(40)}`]) expect(roundTrip(text)).toBe(text);
+  });
+
   it('keeps a leading U+FEFF (byte order mark) as data, short and long', () => {
     for (const text of ['\ufeff', '\ufeffx', `\ufeff${'y'.repeat(100)}`]) expect(roundTrip(text)).toBe(text);
   });

@@ -257,6 +257,34 @@ describe('seal', () => {
     expect(codec.open(codec.seal(claims)).claims.data).toEqual({ when: '1970-01-01T00:00:00.000Z', list: [1] });
   });
 
+  it('rejects with fresh, typed errors and leaves Error.stackTraceLimit as it was', async () => {
+    const { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } = await import('@mrtr/core');
+    const codec = createHmacCodec({ keys: KeyRing.generate('k1') });
+    const token = codec.seal(sampleClaims({ n: 1 }));
+    const before = Error.stackTraceLimit;
+    const cases: [unknown, new () => Error][] = [
+      [42, StateMalformedError],
+      ['x'.repeat(codec.maxTokenBytes + 1), StateTooLargeError],
+      ['m1.k1.', StateMalformedError],
+      [token.replace('m1.k1.', 'm1.k9.'), KeyUnknownError],
+      [createHmacCodec({ keys: KeyRing.generate('k1') }).seal(sampleClaims({ n: 1 })), StateIntegrityError],
+    ];
+    const seen = new Set<unknown>();
+    for (const [input, ErrorClass] of cases) {
+      try {
+        codec.open(input as string);
+        expect.unreachable();
+      } catch (error) {
+        expect(error).toBeInstanceOf(ErrorClass);
+        expect(error).toBeInstanceOf(MrtrError);
+        expect((error as Error).message).toBe(new ErrorClass().message);
+        expect(seen.has(error)).toBe(false);
+        seen.add(error);
+      }
+      expect(Error.stackTraceLimit).toBe(before);
+    }
+  });
+
   it('puts no payload, token or key material into error messages', () => {
     const keys = KeyRing.generate('k1');
     const codec = createHmacCodec({ keys });
