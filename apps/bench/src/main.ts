@@ -10,7 +10,7 @@ import { updateReadme } from './readme.js';
 import { type BenchResult, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock } from './report.js';
 import { checkStores, setupStores, storeJobs } from './stores.js';
 
-const HELP = `Usage: node dist/main.js [options]   (pnpm bench -- [options])
+const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/bench bench [options])
 
   --quick              3 short rounds (about a minute) instead of the full run
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
@@ -114,7 +114,11 @@ async function measureAll(options: HarnessOptions, quick: boolean, only: string 
 }
 
 async function main(): Promise<number> {
+  // `pnpm bench -- --quick` hands the script a literal `--` first; accept both spellings.
+  const argv = process.argv.slice(2);
+  if (argv[0] === '--') argv.shift();
   const { values } = parseArgs({
+    args: argv,
     options: {
       quick: { type: 'boolean', default: false },
       rounds: { type: 'string' },
