@@ -1,29 +1,28 @@
-import { execFileSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, ProtocolError } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { generateKey } from '@mrtr/core';
+import { buildSync } from 'esbuild';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { INVALID_STATE_MESSAGE } from '../src/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const bundle = join(here, '.tmp', 'stdio-server.mjs');
-const esbuild = join(here, '..', '..', '..', 'node_modules', '.bin', 'esbuild');
 
 beforeAll(() => {
   mkdirSync(dirname(bundle), { recursive: true });
   // Bundle only our sources; packages stay external and resolve from this package's node_modules.
-  execFileSync(esbuild, [
-    join(here, 'fixtures', 'stdio-server.ts'),
-    '--bundle',
-    '--platform=node',
-    '--format=esm',
-    '--packages=external',
-    `--outfile=${bundle}`,
-    '--log-level=warning',
-  ]);
+  buildSync({
+    entryPoints: [join(here, 'fixtures', 'stdio-server.ts')],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    packages: 'external',
+    outfile: bundle,
+    logLevel: 'warning',
+  });
 }, 60_000);
 
 const keys = `k1:${generateKey()}`;
