@@ -38,12 +38,7 @@ let buffer: Slicer | undefined;
 let whole: string | undefined;
 
 const malformed = (): never => {
-  // No stack trace: rejections must stay cheap (see `rejection` in index.ts).
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  const error = new StateMalformedError();
-  Error.stackTraceLimit = limit;
-  throw error;
+  throw new StateMalformedError();
 };
 
 /** Decodes one MessagePack map spanning all of `bytes`. Throws `StateMalformedError` on anything else. */

@@ -55,19 +55,6 @@ const DOT = 0x2e;
 /** Characters of unpadded base64url for `bytes` bytes. */
 const base64urlLength = (bytes: number): number => Math.floor((bytes * 4 + 2) / 3);
 
-/**
- * Rejections are driven by whoever sends the token, so they must stay cheap: the error is built
- * without capturing a stack trace (V8 spends microseconds on that, more than a whole valid open).
- * Its code and fixed message say everything; the cause is the input, not the code path.
- */
-function rejection<E extends Error>(ErrorClass: new () => E): E {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  const error = new ErrorClass();
-  Error.stackTraceLimit = limit;
-  return error;
-}
-
 function isKidChar(c: number): boolean {
   return (
     (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x5f
@@ -216,31 +203,31 @@ export function createAeadCodec(options: AeadCodecOptions): AeadCodec {
 
   const open = (token: string): OpenedToken => {
     // 1. Type and size cap, before anything looks at the content.
-    if (typeof token !== 'string') throw rejection(StateMalformedError);
+    if (typeof token !== 'string') throw new StateMalformedError();
     const n = token.length;
-    if (n > maxTokenBytes) throw rejection(StateTooLargeError);
+    if (n > maxTokenBytes) throw new StateTooLargeError();
     // 2. Format: "x1." kid "." body, with a body of strict canonical base64url long enough for a
     //    nonce, a tag and at least one byte of plaintext.
     if (n < PREFIX_LENGTH + 2 + base64urlLength(NONCE_BYTES + 1 + TAG_BYTES) || !token.startsWith(PREFIX)) {
-      throw rejection(StateMalformedError);
+      throw new StateMalformedError();
     }
     let i = PREFIX_LENGTH;
     const kidEnd = Math.min(n, PREFIX_LENGTH + MAX_KID_CHARS + 1);
     for (; i < kidEnd; i++) {
       const c = token.charCodeAt(i);
       if (c === DOT) break;
-      if (!isKidChar(c)) throw rejection(StateMalformedError);
+      if (!isKidChar(c)) throw new StateMalformedError();
     }
-    if (i === PREFIX_LENGTH || i === kidEnd || token.charCodeAt(i) !== DOT) throw rejection(StateMalformedError);
+    if (i === PREFIX_LENGTH || i === kidEnd || token.charCodeAt(i) !== DOT) throw new StateMalformedError();
     const kid = token.slice(PREFIX_LENGTH, i);
     const body = token.slice(i + 1);
-    if (body.length < base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw rejection(StateMalformedError);
+    if (body.length < base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
     // Canonical: one byte string has exactly one text (also refuses a second '.').
     const sealed = base64urlDecode(body);
-    if (sealed === undefined) throw rejection(StateMalformedError);
+    if (sealed === undefined) throw new StateMalformedError();
     // 3. Key, only once the format is known to be right.
     const entry = keysFor(kid);
-    if (entry === undefined) throw rejection(KeyUnknownError);
+    if (entry === undefined) throw new KeyUnknownError();
     // 4. Decrypt and verify (version and kid are the associated data). Nothing is unpacked before this.
     let plaintext: Uint8Array;
     try {
@@ -250,11 +237,11 @@ export function createAeadCodec(options: AeadCodecOptions): AeadCodec {
         Buffer.allocUnsafe(sealed.length - NONCE_BYTES - TAG_BYTES),
       );
     } catch {
-      throw rejection(StateIntegrityError);
+      throw new StateIntegrityError();
     }
     // 5. Bounded unpacking of authentic bytes, then the shape.
     const claims = decodeClaims(plaintext);
-    if (!isStateClaims(claims)) throw rejection(StateMalformedError);
+    if (!isStateClaims(claims)) throw new StateMalformedError();
     return { claims, kid };
   };
 

@@ -50,19 +50,6 @@ const DOT = 0x2e;
 const bodyText = (bytes: Uint8Array): string =>
   Buffer.isBuffer(bytes) ? bytes.toString('utf8') : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
 
-/**
- * Rejections are driven by whoever sends the token, so they must stay cheap: the error is built
- * without capturing a stack trace (V8 spends microseconds on that, more than a whole valid open).
- * Its code and fixed message say everything; the cause is the input, not the code path.
- */
-function rejection<E extends Error>(ErrorClass: new () => E): E {
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = 0;
-  const error = new ErrorClass();
-  Error.stackTraceLimit = limit;
-  return error;
-}
-
 /** `A-Z a-z 0-9 - _`, the key-id alphabet of `KeyRing`. */
 function isKidChar(c: number): boolean {
   return (
@@ -133,42 +120,42 @@ export function createHmacCodec(options: HmacCodecOptions): HmacCodec {
 
   const open = (token: string): OpenedToken => {
     // 1. Type and size cap, before anything looks at the content.
-    if (typeof token !== 'string') throw rejection(StateMalformedError);
+    if (typeof token !== 'string') throw new StateMalformedError();
     const n = token.length;
-    if (n > maxTokenBytes) throw rejection(StateTooLargeError);
+    if (n > maxTokenBytes) throw new StateTooLargeError();
     // 2. Format: "m1." kid "." body "." mac, each segment in its own strict alphabet.
-    if (n < PREFIX_LENGTH + 1 + 1 + 1 + 1 + 1 + MAC_CHARS || !token.startsWith(PREFIX)) throw rejection(StateMalformedError);
+    if (n < PREFIX_LENGTH + 1 + 1 + 1 + 1 + 1 + MAC_CHARS || !token.startsWith(PREFIX)) throw new StateMalformedError();
     let i = PREFIX_LENGTH;
     const kidEnd = Math.min(n, PREFIX_LENGTH + MAX_KID_CHARS + 1);
     for (; i < kidEnd; i++) {
       const c = token.charCodeAt(i);
       if (c === DOT) break;
-      if (!isKidChar(c)) throw rejection(StateMalformedError);
+      if (!isKidChar(c)) throw new StateMalformedError();
     }
-    if (i === PREFIX_LENGTH || i === kidEnd || token.charCodeAt(i) !== DOT) throw rejection(StateMalformedError);
+    if (i === PREFIX_LENGTH || i === kidEnd || token.charCodeAt(i) !== DOT) throw new StateMalformedError();
     const kid = token.slice(PREFIX_LENGTH, i);
     const macStart = n - MAC_CHARS;
     const bodyStart = i + 1;
-    if (macStart - 1 <= bodyStart || token.charCodeAt(macStart - 1) !== DOT) throw rejection(StateMalformedError);
+    if (macStart - 1 <= bodyStart || token.charCodeAt(macStart - 1) !== DOT) throw new StateMalformedError();
     // Strict canonical base64url for both (one byte string, one text; also refuses a fifth '.').
     const body = base64urlDecode(token.slice(bodyStart, macStart - 1));
     const mac = base64urlDecode(token.slice(macStart));
-    if (body === undefined || mac === undefined) throw rejection(StateMalformedError);
+    if (body === undefined || mac === undefined) throw new StateMalformedError();
     // 3. Key, only once the format is known to be right.
     const key = macKeyFor(kid);
-    if (key === undefined) throw rejection(KeyUnknownError);
+    if (key === undefined) throw new KeyUnknownError();
     // 4. MAC over the ASCII text "m1.<kid>.<body>", compared in constant time, before any parsing.
     const expected = createHmac('sha256', key).update(token.slice(0, macStart - 1), 'latin1').digest();
-    if (!timingSafeEqual(expected, mac)) throw rejection(StateIntegrityError);
+    if (!timingSafeEqual(expected, mac)) throw new StateIntegrityError();
     // 5. Only authentic bytes are parsed.
     let claims: unknown;
     try {
       claims = JSON.parse(bodyText(body));
     } catch {
       // No cause: a JSON.parse message can quote the payload.
-      throw rejection(StateMalformedError);
+      throw new StateMalformedError();
     }
-    if (!isStateClaims(claims)) throw rejection(StateMalformedError);
+    if (!isStateClaims(claims)) throw new StateMalformedError();
     return { claims, kid };
   };
 

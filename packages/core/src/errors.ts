@@ -30,7 +30,16 @@ export class MrtrError extends Error {
   readonly code: MrtrErrorCode;
 
   constructor(code: MrtrErrorCode, message: string, options?: MrtrErrorOptions) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    // Rejections are driven by whoever sends a token, so they must stay cheap: no stack trace is
+    // captured (V8 spends microseconds on one, more than opening a valid token). The code and the fixed
+    // message say what happened; an underlying failure keeps its own stack in `cause`.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
     this.code = code;
     this.name = new.target.name;
   }

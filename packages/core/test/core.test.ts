@@ -254,6 +254,14 @@ describe('errors', () => {
     expect(isServerFault('ERR_STORE_FULL')).toBe(true);
   });
 
+  it('capture no stack trace (rejections stay cheap) and leave Error.stackTraceLimit as it was', () => {
+    const before = Error.stackTraceLimit;
+    const error = new StateIntegrityError();
+    expect(Error.stackTraceLimit).toBe(before);
+    expect(String(error.stack).split('\n').filter((line) => line.trim().startsWith('at '))).toEqual([]);
+    expect(new Error('plain').stack).toContain(' at ');
+  });
+
   it('narrow by code in a switch', () => {
     const describeError = (e: MrtrError): string => {
       switch (e.code) {
