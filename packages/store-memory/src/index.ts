@@ -103,7 +103,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     const t = now();
     const held = entries.get(id);
     if (held !== undefined && held >= t) {
-      sweep(SWEEP_PER_CALL, t, false);
+      // `floor >= t` proves no held id has expired: the sweep step would find nothing.
+      if (floor < t) sweep(SWEEP_PER_CALL, t, false);
       return FALSE;
     }
     if (expiresAtMs <= t) return FALSE;
@@ -117,7 +118,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     entries.set(id, expiresAtMs);
     if (expiresAtMs < floor) floor = expiresAtMs;
     if (expiresAtMs < passMin) passMin = expiresAtMs;
-    sweep(SWEEP_PER_CALL, t, false);
+    if (floor < t) sweep(SWEEP_PER_CALL, t, false);
     return TRUE;
   };
 
