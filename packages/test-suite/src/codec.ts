@@ -181,6 +181,30 @@ export function codecCompliance(it: TestFn, factory: CodecFactory, options: Code
     report(`[${label}] segment swaps/transplants rejected: ${count}`);
   });
 
+  test('rejects non-canonical base64url (stray bits in the last character of a segment)', async () => {
+    const { codec, tokens } = await setup();
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    let count = 0;
+    for (const token of tokens) {
+      let offset = 0;
+      for (const segment of token.split('.')) {
+        const unusedBits = segment.length % 4 === 2 ? 0x0f : segment.length % 4 === 3 ? 0x03 : 0;
+        const value = alphabet.indexOf(segment.at(-1) ?? '');
+        if (unusedBits !== 0 && value >= 0) {
+          // Each of these texts decodes to the same bytes under a lenient decoder.
+          for (let bits = 1; bits <= unusedBits; bits++) {
+            const at = offset + segment.length - 1;
+            const mutated = token.slice(0, at) + alphabet[value ^ bits] + token.slice(at + 1);
+            await expectRejected(codec, mutated, 'non-canonical base64url');
+            count++;
+          }
+        }
+        offset += segment.length + 1;
+      }
+    }
+    report(`[${label}] non-canonical base64url variants rejected: ${count}`);
+  });
+
   test('rejects a token sealed with another secret under the same kid', async () => {
     const codecA = await factory(ring('k1'));
     const codecB = await factory(ring('k1'));
