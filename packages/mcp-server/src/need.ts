@@ -96,6 +96,8 @@ export class NeedState implements ToolNeed {
   readonly kept: JsonValue | undefined;
   readonly #stored: ReadonlyMap<string, [string, JsonValue]>;
   readonly #pendingPins: ReadonlyMap<string, string>;
+  /** True when this round came with a verified state: then only answers to questions it sent count. */
+  readonly #hasState: boolean;
   readonly #responses: Record<string, unknown>;
   readonly #allowed: ReadonlySet<InputRequestKind> | undefined;
   /** Every question passed this round (for `again` and the same-key check). */
@@ -110,6 +112,7 @@ export class NeedState implements ToolNeed {
     this.round = init.round;
     this.#stored = new Map(Object.entries(init.prior?.a ?? {}));
     this.#pendingPins = new Map(Object.entries(init.prior?.p ?? {}));
+    this.#hasState = init.prior !== undefined;
     this.answers = new Map(this.#stored);
     this.#responses = init.responses;
     this.#allowed = init.allowed;
@@ -221,9 +224,13 @@ export class NeedState implements ToolNeed {
     if (pendingPin === undefined && stored !== undefined && stored[0] === pin) {
       if (this.answers.has(key)) return stored[1];
     }
-    // This round's answer, if it answers this question (or, without a state, any question under this key).
+    // This round's answer counts only if it answers the question the last round sent under this key. A
+    // first call without a state has sent nothing yet, so there any answer under the key is taken (the
+    // spec lets a client pre-supply answers; the conformance suite does). With a state, an answer to a
+    // question that was not sent, or was sent in another wording, is ignored and the question is asked.
     const current = Object.hasOwn(this.#responses, key) ? this.#responses[key] : undefined;
-    if (current !== undefined && (pendingPin === undefined || pendingPin === pin)) {
+    const answersSentQuestion = this.#hasState ? pendingPin === pin : pendingPin === undefined;
+    if (current !== undefined && answersSentQuestion) {
       const answer = validate(current);
       if (answer !== undefined) {
         this.answers.set(key, [pin, answer]);

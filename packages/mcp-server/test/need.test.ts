@@ -135,6 +135,27 @@ describe('NeedState: pins, pending keys and misuse', () => {
     expect(ok.elicit('confirm', q('v1?'))).toEqual(yes);
   });
 
+  it('with a state, ignores answers to questions that were not sent (no pre-answering a later round)', () => {
+    // Round 1 sent only `env`; the retry also carries an answer to `approve`, which was never shown.
+    const prior = { a: {}, p: { env: pinOf('Which environment?') } };
+    const need = new NeedState({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: undefined });
+    expect(need.elicit('env', q('Which environment?'))).toEqual(yes);
+    expect(need.elicit('approve', q('Transfer $10,000?'))).toBeUndefined();
+    expect(need.pending).toEqual(['approve']);
+  });
+
+  it('with a state, ignores a re-sent answer to a question whose wording changed', () => {
+    const prior = { a: { confirm: [pinOf('Transfer $10?'), yes] as [string, never] }, p: {} };
+    const need = new NeedState({ round: 3, prior, responses: { confirm: yes }, allowed: undefined });
+    expect(need.elicit('confirm', q('Transfer $10,000?'))).toBeUndefined();
+    expect(need.pending).toEqual(['confirm']);
+  });
+
+  it('without a state (first call), takes an answer the client pre-supplied', () => {
+    const need = new NeedState({ round: 1, prior: undefined, responses: { confirm: yes }, allowed: undefined });
+    expect(need.elicit('confirm', q('Delete /a?'))).toEqual(yes);
+  });
+
   it('again() re-asks an answered key and drops its answer', () => {
     const need = new NeedState({ round: 1, prior: undefined, responses: { confirm: { action: 'decline' } }, allowed: undefined });
     expect(need.elicit('confirm', q('x?'))).toEqual({ action: 'decline' });
