@@ -10,6 +10,7 @@ import {
   base64urlDecode,
   isStateClaims,
   randomBytes,
+  parseCodecOptions,
 } from '@mrtr/core';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { Packr } from 'msgpackr';
@@ -113,29 +114,11 @@ function isPlainJson(value: unknown, depth: number): boolean {
  * subkey per key id; nonces from `@mrtr/core`'s pooled CSPRNG.
  */
 export function createAeadCodec(options: AeadCodecOptions): AeadCodec {
-  if (options === null || typeof options !== 'object') throw new TypeError('createAeadCodec: options must be an object');
-  for (const name of Object.keys(options)) {
-    if (name !== 'keys' && name !== 'maxTokenBytes') throw new TypeError(`createAeadCodec: unknown option "${name}"`);
-  }
-  const { keys } = options;
-  if (
-    keys === null ||
-    typeof keys !== 'object' ||
-    typeof keys.subkeySync !== 'function' ||
-    typeof keys.has !== 'function' ||
-    typeof keys.primaryKid !== 'string'
-  ) {
-    throw new TypeError('createAeadCodec: keys must be a KeyRing');
-  }
-  const maxTokenBytes = options.maxTokenBytes === undefined ? AEAD_DEFAULT_MAX_TOKEN_BYTES : options.maxTokenBytes;
-  if (typeof maxTokenBytes !== 'number' || !Number.isInteger(maxTokenBytes)) {
-    throw new TypeError('createAeadCodec: maxTokenBytes must be an integer');
-  }
-  if (maxTokenBytes < AEAD_MIN_MAX_TOKEN_BYTES || maxTokenBytes > AEAD_MAX_MAX_TOKEN_BYTES) {
-    throw new RangeError(
-      `createAeadCodec: maxTokenBytes must be between ${AEAD_MIN_MAX_TOKEN_BYTES} and ${AEAD_MAX_MAX_TOKEN_BYTES}`,
-    );
-  }
+  const { keys, maxTokenBytes } = parseCodecOptions('createAeadCodec', options, {
+    defaultMaxTokenBytes: AEAD_DEFAULT_MAX_TOKEN_BYTES,
+    minMaxTokenBytes: AEAD_MIN_MAX_TOKEN_BYTES,
+    maxMaxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES,
+  });
 
   interface KidKeys {
     key: Uint8Array;

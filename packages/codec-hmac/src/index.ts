@@ -10,6 +10,7 @@ import {
   StateTooLargeError,
   base64urlDecode,
   isStateClaims,
+  parseCodecOptions,
 } from '@mrtr/core';
 
 /** Options of {@link createHmacCodec}. */
@@ -65,29 +66,11 @@ function isKidChar(c: number): boolean {
  * Synchronous `node:crypto`; one cached HKDF subkey per key id.
  */
 export function createHmacCodec(options: HmacCodecOptions): HmacCodec {
-  if (options === null || typeof options !== 'object') throw new TypeError('createHmacCodec: options must be an object');
-  for (const name of Object.keys(options)) {
-    if (name !== 'keys' && name !== 'maxTokenBytes') throw new TypeError(`createHmacCodec: unknown option "${name}"`);
-  }
-  const { keys } = options;
-  if (
-    keys === null ||
-    typeof keys !== 'object' ||
-    typeof keys.subkeySync !== 'function' ||
-    typeof keys.has !== 'function' ||
-    typeof keys.primaryKid !== 'string'
-  ) {
-    throw new TypeError('createHmacCodec: keys must be a KeyRing');
-  }
-  const maxTokenBytes = options.maxTokenBytes === undefined ? HMAC_DEFAULT_MAX_TOKEN_BYTES : options.maxTokenBytes;
-  if (typeof maxTokenBytes !== 'number' || !Number.isInteger(maxTokenBytes)) {
-    throw new TypeError('createHmacCodec: maxTokenBytes must be an integer');
-  }
-  if (maxTokenBytes < HMAC_MIN_MAX_TOKEN_BYTES || maxTokenBytes > HMAC_MAX_MAX_TOKEN_BYTES) {
-    throw new RangeError(
-      `createHmacCodec: maxTokenBytes must be between ${HMAC_MIN_MAX_TOKEN_BYTES} and ${HMAC_MAX_MAX_TOKEN_BYTES}`,
-    );
-  }
+  const { keys, maxTokenBytes } = parseCodecOptions('createHmacCodec', options, {
+    defaultMaxTokenBytes: HMAC_DEFAULT_MAX_TOKEN_BYTES,
+    minMaxTokenBytes: HMAC_MIN_MAX_TOKEN_BYTES,
+    maxMaxTokenBytes: HMAC_MAX_MAX_TOKEN_BYTES,
+  });
 
   // kid → MAC key, derived once. Only kids present in the (immutable) ring are ever inserted.
   const macKeys = new Map<string, KeyObject>();

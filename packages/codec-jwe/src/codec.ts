@@ -8,6 +8,7 @@ import {
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
+  parseCodecOptions,
 } from '@mrtr/core';
 import { decodeClaims, encodeClaims } from './claims.js';
 import type { JweEngine, JweHeader, JweParts } from './engine/types.js';
@@ -31,41 +32,17 @@ export const MAX_MAX_TOKEN_BYTES: number = 1024 * 1024 - 1;
 
 const IV_SEGMENT_CHARS = 16; // 12 bytes
 const TAG_SEGMENT_CHARS = 22; // 16 bytes
-const OPTION_NAMES = new Set(['keys', 'maxTokenBytes']);
-
-function isKeyRing(value: unknown): value is KeyRing {
-  if (value === null || typeof value !== 'object') return false;
-  const ring = value as Partial<KeyRing>;
-  return (
-    typeof ring.primaryKid === 'string' &&
-    Array.isArray(ring.kids) &&
-    typeof ring.has === 'function' &&
-    typeof ring.subkey === 'function'
-  );
-}
-
-function validateOptions(options: JweCodecOptions): { keys: KeyRing; maxTokenBytes: number } {
-  if (options === null || typeof options !== 'object') throw new TypeError('createJweCodec: options must be an object');
-  for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw new TypeError(`createJweCodec: unknown option "${name}"`);
-  }
-  if (!isKeyRing(options.keys)) throw new TypeError('createJweCodec: keys must be a KeyRing');
-  const maxTokenBytes = options.maxTokenBytes ?? DEFAULT_MAX_TOKEN_BYTES;
-  if (typeof maxTokenBytes !== 'number' || !Number.isSafeInteger(maxTokenBytes)) {
-    throw new TypeError('createJweCodec: maxTokenBytes must be an integer');
-  }
-  if (maxTokenBytes < MIN_MAX_TOKEN_BYTES || maxTokenBytes > MAX_MAX_TOKEN_BYTES) {
-    throw new RangeError(`createJweCodec: maxTokenBytes must be ${MIN_MAX_TOKEN_BYTES}-${MAX_MAX_TOKEN_BYTES}`);
-  }
-  return { keys: options.keys, maxTokenBytes };
-}
 
 /**
  * Builds the codec on an engine. `createJweCodec` passes the engine of this build (node:crypto on
  * Node, jose elsewhere); tests pass either one directly.
  */
 export function createCodecWithEngine<K>(engine: JweEngine<K>, options: JweCodecOptions): StateCodec {
-  const { keys, maxTokenBytes } = validateOptions(options);
+  const { keys, maxTokenBytes } = parseCodecOptions('createJweCodec', options, {
+    defaultMaxTokenBytes: DEFAULT_MAX_TOKEN_BYTES,
+    minMaxTokenBytes: MIN_MAX_TOKEN_BYTES,
+    maxMaxTokenBytes: MAX_MAX_TOKEN_BYTES,
+  });
   const primary = headerFor(keys.primaryKid);
   // The ring's own header spellings: opening a token with one of them skips the header parse.
   const knownHeaders = new Map<string, JweHeader>();

@@ -1,5 +1,6 @@
 export * from './capabilities.js';
 export * from './claims.js';
+export * from './codec-options.js';
 export type { Awaitable, CryptoProvider } from './crypto/types.js';
 export * from './errors.js';
 export * from './guard.js';

@@ -1,0 +1,3 @@
+import { readmeChecks } from '../../../tooling/readme.js';
+
+readmeChecks(import.meta.url, { maxLines: 20 });
