@@ -53,7 +53,7 @@ const LOCK_CLASS = 0x6d727472;
 
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
- * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at <= now` statement.
+ * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -96,12 +96,12 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   // lock but measured about a quarter slower per fresh id in a CPU-bound ad-hoc run.)
   const consumeSql =
     `INSERT INTO ${table} AS t (ns, id, expires_at) VALUES ($1, $2, $3) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE t.expires_at <= $4`;
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE t.expires_at < $4`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
   // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
   const purgeSql =
-    `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE expires_at <= $1 ` +
-    `ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at <= $1`;
+    `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE expires_at < $1 ` +
+    `ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at < $1`;
   // A statement name is derived from its text, so stores on different tables can share a pool.
   const named = (text: string) =>
     prepared ? { name: `mrtr_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text } : { text };
@@ -206,6 +206,8 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
     assertOpen();
+    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
+    if (expires <= now()) return false;
     try {
       // A pool the store created bounds both the connection wait (connectionTimeoutMillis) and the
       // query (query_timeout); an injected pool may bound neither, so the store adds its own timer.

@@ -43,6 +43,24 @@ type DatabaseConstructor = new (filename: string, options?: Record<string, unkno
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
+ * `PRAGMA journal_mode = WAL` can answer SQLITE_BUSY at once, without the busy handler, while another
+ * process is creating or converting the same new file; retry it within the busy timeout.
+ */
+async function switchToWal(db: { pragma(source: string): unknown }, busyTimeoutMs: number): Promise<void> {
+  const deadline = Date.now() + busyTimeoutMs;
+  for (;;) {
+    try {
+      db.pragma('journal_mode = WAL');
+      return;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+}
+
+/**
  * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
  * when this factory is used). Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE
  * expired` statement; its change count is the answer.
@@ -78,9 +96,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   // change count says which; it is cheaper than RETURNING and needs only SQLite ≥ 3.24.
   const consumeSql =
     `INSERT INTO ${table} (ns, id, expires_at) VALUES (?, ?, ?) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${table}.expires_at <= ?`;
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${table}.expires_at < ?`;
   const purgeSql =
-    `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`;
+    `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
   const schemaSql =
     `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (ns, id));` +
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at);`;
@@ -95,7 +113,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     const db = new Database(filename as string, { timeout: busyTimeoutMs });
     try {
       db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      db.pragma('journal_mode = WAL');
+      await switchToWal(db, busyTimeoutMs);
       db.pragma(`synchronous = ${synchronous.toUpperCase()}`);
     } catch (error) {
       db.close();
@@ -140,6 +158,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
     assertOpen();
+    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
+    if (expires <= now()) return false;
     try {
       // After the first successful consume the statement is ready: no await on the hot path.
       const { consume: statement } = statements ?? (await ready());

@@ -29,6 +29,22 @@ async function expectUnavailable(promise: Promise<unknown>): Promise<MrtrError> 
 }
 
 describe('SQLite store behaviour', () => {
+  it('keeps an id live up to and including expiresAtMs, like the guard and the other stores', async () => {
+    let t = 1_000;
+    const store = createSqliteStore({ filename: newFile(), now: () => t, purgeIntervalMs: 0 });
+    try {
+      expect(await store.consume('edge', 2_000)).toBe(true);
+      t = 2_000;
+      expect(await store.consume('edge', 3_000)).toBe(false);
+      t = 2_001;
+      expect(await store.consume('edge', 3_000)).toBe(true);
+      expect(await store.consume('past', 2_001)).toBe(false);
+      expect(await store.consume('past', 2_002)).toBe(true);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('an owned database is opened in WAL mode and closed by close(); an injected one is left open', async () => {
     const filename = newFile();
     const store = createSqliteStore({ filename });

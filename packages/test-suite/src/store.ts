@@ -94,7 +94,13 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       else await sleep(Math.floor(ttl / 2));
       ok(now() < exp, 'test clock must still be before expiry');
       ok((await store.consume(id, exp)) === false, 'an id must not expire before expiresAtMs');
-      if (clock) await clock.advance(2);
+      if (clock) {
+        // The guard accepts a state up to and including its expiry, so the id is live at exactly expiresAtMs.
+        await clock.advance(1);
+        ok(now() === exp, 'test clock must be at expiry');
+        ok((await store.consume(id, exp)) === false, 'an id must still be live at exactly expiresAtMs');
+        await clock.advance(1);
+      }
       else await sleep(exp - Date.now() + Math.max(250, ttl));
       ok(now() > exp, 'test clock must be past expiry');
       ok((await store.consume(id, now() + ttl)) === true, 'an expired id must be consumable again');

@@ -110,7 +110,7 @@ export function referenceStore(options: { getThenSet?: boolean; now?: () => numb
       if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) throw new TypeError('expiresAtMs must be finite');
       if (closed) throw new StoreUnavailableError();
       const existing = seen.get(id);
-      const used = existing !== undefined && existing > now();
+      const used = existing !== undefined && existing >= now();
       if (options.getThenSet) {
         // The classic bug: the check and the write are two steps with a gap between them.
         await new Promise((resolve) => setImmediate(resolve));
