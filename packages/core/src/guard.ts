@@ -169,8 +169,9 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     if (store === undefined) return;
     let first: boolean;
     try {
-      // The ledger entry must outlive every instance's view of the token's validity.
-      first = await store.consume(`${state.claims.aud}:${state.claims.jti}`, state.claims.exp + clockSkewMs);
+      // The ledger entry must outlive every instance's view of the token's validity: an instance accepts
+      // until its own clock passes exp + skew, and its clock may lag the store's by up to the skew.
+      first = await store.consume(`${state.claims.aud}:${state.claims.jti}`, state.claims.exp + 2 * clockSkewMs);
     } catch (cause) {
       if (MrtrError.is(cause)) throw cause;
       throw new StoreUnavailableError({ cause });

@@ -97,7 +97,13 @@ export class KeyRing {
     let derived = this.#subkeys.get(cacheKey);
     if (derived === undefined) {
       derived = cryptoProvider.hkdfSha256(secret, HKDF_SALT, utf8Encode(purpose), length);
-      if (derived instanceof Promise) derived.then((bytes) => this.#subkeys.set(cacheKey, bytes)).catch(() => {});
+      if (derived instanceof Promise) {
+        // Cache the bytes once derived; forget a failed derivation so the next call tries again.
+        derived.then(
+          (bytes) => this.#subkeys.set(cacheKey, bytes),
+          () => this.#subkeys.delete(cacheKey),
+        );
+      }
       this.#subkeys.set(cacheKey, derived);
     }
     return derived;

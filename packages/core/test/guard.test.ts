@@ -157,6 +157,14 @@ describe('createStateGuard', () => {
     await expect(guard.open(fresh, req())).resolves.toBeDefined();
   });
 
+  it('keeps the ledger entry until exp + 2 × skew (an instance whose clock lags by the skew still accepts until then)', async () => {
+    const calls: [string, number][] = [];
+    const store = { consume: async (id: string, at: number) => (calls.push([id, at]), true), close: async () => {} };
+    const { guard } = setup({ store, clockSkewMs: 3_000 });
+    const opened = await guard.open(await guard.mint(1, req()), req());
+    expect(calls).toEqual([[`aud-1:${opened.claims.jti}`, opened.claims.exp + 6_000]]);
+  });
+
   it('fails closed when the store resolves anything but true', async () => {
     const { guard } = setup({ store: { consume: async () => 'yes' as unknown as boolean, close: async () => {} } });
     expect(await rejectCode(guard.open(await guard.mint(1, req()), req()))).toBe('ERR_STATE_REPLAYED');
