@@ -159,7 +159,13 @@ describe('createStateGuard', () => {
 
   it('keeps the ledger entry until exp + 2 × skew (an instance whose clock lags by the skew still accepts until then)', async () => {
     const calls: [string, number][] = [];
-    const store = { consume: async (id: string, at: number) => (calls.push([id, at]), true), close: async () => {} };
+    const store = {
+      consume: async (id: string, at: number) => {
+        calls.push([id, at]);
+        return true;
+      },
+      close: async () => {},
+    };
     const { guard } = setup({ store, clockSkewMs: 3_000 });
     const opened = await guard.open(await guard.mint(1, req()), req());
     expect(calls).toEqual([[`aud-1:${opened.claims.jti}`, opened.claims.exp + 6_000]]);
