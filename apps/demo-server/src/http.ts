@@ -162,7 +162,8 @@ async function writeWebResponse(response: Response, res: ServerResponse): Promis
 /** The HTTP front: hygiene checks, bearer auth, the MCP endpoint and the connect pages. */
 export function createHttpServer(options: HttpOptions): Server {
   let hosts: Set<string> | undefined;
-  const server = createServer((req, res) => {
+  // Bounded time to send headers and the whole request (slow senders on /mcp and the connect pages).
+  const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 }, (req, res) => {
     handle(req, res).catch((error: unknown) => {
       options.onError(error);
       if (!res.headersSent) jsonError(res, 500, 'Internal error');
