@@ -1,14 +1,13 @@
 import { createCipheriv } from 'node:crypto';
 import {
-  CLAIMS_VERSION,
   type JsonValue,
   type KeyRing,
   MrtrError,
   type MrtrErrorCode,
   type StateClaims,
-  base64urlEncode,
   randomBytes,
 } from '@mrtr/core';
+import { sampleClaims } from '@mrtr/test-suite';
 import { expect } from 'vitest';
 import { JWE_KEY_PURPOSE } from '../src/codec.js';
 import type { JweEngine } from '../src/engine/types.js';
@@ -20,20 +19,10 @@ export function cekOf(keys: KeyRing, kid: string = keys.primaryKid): Uint8Array 
   return cek;
 }
 
+/** Claims shaped as the guard mints them (the shared suite's sample, in its second round). */
 export function claimsOf<P extends JsonValue>(data: P, overrides: Partial<StateClaims<P>> = {}): StateClaims<P> {
-  const now = Date.now();
-  return {
-    v: CLAIMS_VERSION,
-    iat: now,
-    exp: now + 600_000,
-    jti: base64urlEncode(randomBytes(16)),
-    aud: 'https://mcp.example.com/mcp',
-    sub: base64urlEncode(randomBytes(16)),
-    req: { m: 'tools/call', t: 'delete_files', d: base64urlEncode(randomBytes(32)) },
-    flow: { id: base64urlEncode(randomBytes(16)), round: 2, deadline: now + 1_800_000 },
-    data,
-    ...overrides,
-  };
+  const claims = sampleClaims(data);
+  return { ...claims, flow: { ...claims.flow, round: 2 }, ...overrides };
 }
 
 /** The JWT Claims Set the codec writes for `claims` (as an object). */
