@@ -1,7 +1,7 @@
 export * from './capabilities.js';
 export * from './claims.js';
 export * from './codec-options.js';
-export type { Awaitable, CryptoProvider } from './crypto/types.js';
+export type { Awaitable } from './crypto/types.js';
 export * from './errors.js';
 export * from './guard.js';
 export * from './interfaces.js';

@@ -1,8 +1,4 @@
 import { cryptoProvider } from './crypto/impl.js';
-import type { CryptoProvider } from './crypto/types.js';
-
-/** The crypto primitives of this build: sync `node:crypto` on Node, async WebCrypto elsewhere. */
-export const crypto: CryptoProvider = cryptoProvider;
 
 /** CSPRNG bytes; on Node from a pooled buffer refilled with `randomFillSync` (≈0.1 µs instead of ≈5 µs). */
 export function randomBytes(length: number): Uint8Array {
