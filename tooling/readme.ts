@@ -9,6 +9,8 @@ export interface ReadmeCheckOptions {
   maxLines?: number;
   /** The README has the `<!-- bench:start -->`/`<!-- bench:end -->` markers. @default true */
   benchMarkers?: boolean;
+  /** More sections whose first ts block must equal a (type-checked) file, e.g. `{ heading: 'Without the SDK', file: 'examples/guard.ts' }`. */
+  blocks?: { heading: string; file: string }[];
 }
 
 /** Registers the README tests for the package whose `test/` folder holds `testFileUrl`. */
@@ -22,6 +24,14 @@ export function readmeChecks(testFileUrl: string, options: ReadmeCheckOptions = 
     expect(block).toBe(example);
     expect(example.trimEnd().split('\n').length).toBeLessThanOrEqual(maxLines);
   });
+
+  for (const { heading, file } of options.blocks ?? []) {
+    it(`the README section "${heading}" is ${file}, verbatim`, () => {
+      const escaped = heading.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      const block = new RegExp(`## ${escaped}\\n[\\s\\S]*?\`\`\`ts\\n([\\s\\S]*?)\`\`\``).exec(read('../README.md'))?.[1];
+      expect(block).toBe(read(`../${file}`));
+    });
+  }
 
   if (options.benchMarkers !== false) {
     it('the README has the bench markers the benchmark app fills in', () => {

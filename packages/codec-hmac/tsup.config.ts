@@ -1,4 +1,18 @@
 import { defineConfig } from 'tsup';
-import { packageConfig } from '../../tsup.config.base.ts';
+import { emptyDist, packageConfig } from '../../tsup.config.base.ts';
 
-export default defineConfig(packageConfig());
+// Two builds of the same source: Node (sync node:crypto) and other runtimes (WebCrypto, async). The
+// `#engine` import in package.json picks the engine by condition ("node" or default), and `exports` picks
+// the build the same way. Each build has its own declarations: the web build's are made with bundler
+// resolution (no "node" condition), so `#engine` is web.ts there and `createHmacCodec` returns promises.
+emptyDist(import.meta.url);
+
+export default defineConfig([
+  packageConfig({ clean: false }),
+  packageConfig({
+    entry: { 'web/index': 'src/index.ts' },
+    dts: { compilerOptions: { module: 'ESNext', moduleResolution: 'Bundler', customConditions: [] } },
+    clean: false,
+    platform: 'neutral',
+  }),
+]);

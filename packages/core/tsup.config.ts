@@ -1,23 +1,19 @@
-import path from 'node:path';
 import { defineConfig } from 'tsup';
-import { packageConfig } from '../../tsup.config.base.ts';
+import { emptyDist, packageConfig } from '../../tsup.config.base.ts';
 
 // Two builds of the same source: Node (sync node:crypto) and WebCrypto-only runtimes (async subtle).
-// `exports` picks one with the "node" condition; the types are shared.
+// The `#crypto` import in package.json picks the provider by condition ("node" or default), and `exports`
+// picks the build the same way; the types are shared. Shared code lives in split chunks, so the main
+// entry and `/authoring` hold one copy of every class.
+const entry = { index: 'src/index.ts', authoring: 'src/authoring.ts' };
+emptyDist(import.meta.url);
 export default defineConfig([
-  packageConfig(),
+  packageConfig({ entry, splitting: true, clean: false }),
   packageConfig({
-    entry: { 'web/index': 'src/index.ts' },
+    entry: { 'web/index': entry.index, 'web/authoring': entry.authoring },
+    splitting: true,
     dts: false,
     clean: false,
     platform: 'neutral',
-    esbuildPlugins: [
-      {
-        name: 'mrtr-web-crypto',
-        setup(build) {
-          build.onResolve({ filter: /crypto\/impl\.js$/ }, () => ({ path: path.resolve('src/crypto/web.ts') }));
-        },
-      },
-    ],
   }),
 ]);

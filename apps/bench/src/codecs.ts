@@ -1,6 +1,7 @@
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, randomBytes, randomFillSync, timingSafeEqual } from 'node:crypto';
 import { createRequestStateCodec } from '@modelcontextprotocol/server';
-import { canonicalJson, KeyRing, MrtrError, type StateClaims, type StateCodec } from '@mrtr/core';
+import { KeyRing, MrtrError, type StateClaims, type StateCodec } from '@mrtr/core';
+import { canonicalJson } from '@mrtr/core/authoring';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { CompactEncrypt, compactDecrypt } from 'jose';
 import { pack, unpack } from 'msgpackr';
@@ -63,7 +64,8 @@ function makeRandomPool(size = 4096): (n: number) => Buffer {
 }
 
 /** B: base64url(JSON) "." base64url(HMAC-SHA256(body)), compared with `timingSafeEqual`. */
-function bareHmac(): CodecRow {
+/** B: the bare HMAC every HMAC row is compared with (also the guard bench's reference). */
+export function bareHmac(): CodecRow {
   const key = createSecretKey(randomBytes(32));
   return {
     id: 'B',
@@ -186,7 +188,8 @@ function sdkCodec(): CodecRow {
   };
 }
 
-type CodecFactory = (options: { keys: KeyRing }) => StateCodec;
+/** What each codec package exports: `createXCodec(keys, options?)`. */
+type CodecFactory = (keys: KeyRing) => StateCodec;
 
 const MRTR_CODECS: readonly { id: string; family: CodecFamily; specifier: string; factory: string }[] = [
   { id: 'hmac', family: 'hmac', specifier: '@mrtr/codec-hmac', factory: 'createHmacCodec' },
@@ -234,8 +237,8 @@ export async function setupCodecs(): Promise<CodecSetup> {
     }
     const factory = loaded.value;
     try {
-      mrtr.set(spec.id, mrtrRow(spec.id, spec.family, spec.specifier, factory({ keys })));
-      rebuild.set(spec.id, (other) => factory({ keys: other }));
+      mrtr.set(spec.id, mrtrRow(spec.id, spec.family, spec.specifier, factory(keys)));
+      rebuild.set(spec.id, (other) => factory(other));
     } catch (error) {
       skipped.push({ id: spec.id, label: spec.specifier, reason: `construction failed: ${String(error)}` });
     }

@@ -53,6 +53,12 @@ export interface RoundMeasurement {
   opsPerSec: number;
   samples: number;
   opsPerBatch: number;
+  /**
+   * Ops per second of this process's CPU time (user + system, all threads) over the measured batches: less
+   * sensitive than wall time to other work on a shared machine, and equal to ops/s for a CPU-bound job on an
+   * otherwise idle core. A mean over the round, not a median.
+   */
+  opsPerCpuSec?: number;
 }
 
 export interface JobResult {
@@ -63,6 +69,8 @@ export interface JobResult {
   opsPerSec: number;
   /** max ÷ min − 1 over rounds. */
   spread: number;
+  /** Median over rounds of `opsPerCpuSec`. */
+  opsPerCpuSec?: number;
 }
 
 let sink: unknown;
@@ -144,7 +152,17 @@ export async function measureOnce(job: Job, options: HarnessOptions): Promise<Ro
     n = clampOps(batchMs / perOpMs);
   }
   const size = clampOps(batchMs / perOpMs);
-  const fn = isAsync ? () => batch(size) as Promise<void> : () => void batch(size);
+  let executed = 0;
+  const fn = isAsync
+    ? async () => {
+        await batch(size);
+        executed += size;
+      }
+    : () => {
+        batch(size);
+        executed += size;
+      };
+  const cpuBefore = process.cpuUsage();
   const stats = await measure(fn, {
     min_samples: options.minSamples,
     max_samples: options.maxSamples,
@@ -152,8 +170,15 @@ export async function measureOnce(job: Job, options: HarnessOptions): Promise<Ro
     // A batch is far above mitata's own batching threshold, so every sample is exactly one batch.
     warmup_samples: 1,
   });
+  const cpu = process.cpuUsage(cpuBefore);
+  const cpuSec = (cpu.user + cpu.system) / 1e6;
   const nsPerOp = stats.p50 / size;
-  return { opsPerSec: 1e9 / nsPerOp, samples: stats.samples.length, opsPerBatch: size };
+  return {
+    opsPerSec: 1e9 / nsPerOp,
+    samples: stats.samples.length,
+    opsPerBatch: size,
+    ...(cpuSec > 0 && executed > 0 ? { opsPerCpuSec: executed / cpuSec } : {}),
+  };
 }
 
 export type Progress = (round: number, index: number, total: number, job: Job, m: RoundMeasurement) => void;
@@ -184,12 +209,14 @@ export async function runInterleaved(jobs: readonly Job[], options: HarnessOptio
   for (const job of jobs) {
     const rounds = perJob.get(job.key)!;
     const ops = rounds.map((r) => r.opsPerSec);
+    const cpu = rounds.map((r) => r.opsPerCpuSec).filter((v): v is number => v !== undefined);
     results.set(job.key, {
       key: job.key,
       concurrency: job.concurrency ?? 1,
       rounds,
       opsPerSec: median(ops),
       spread: Math.max(...ops) / Math.min(...ops) - 1,
+      ...(cpu.length === rounds.length ? { opsPerCpuSec: median(cpu) } : {}),
     });
   }
   return results;

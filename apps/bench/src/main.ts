@@ -4,20 +4,25 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { CheckFailure, checkCodecs, codecJobs, makePayloads, setupCodecs } from './codecs.js';
+import { checkEvents, eventJobs, setupEvents } from './events.js';
 import { FULL, type HarnessOptions, type JobResult, QUICK, runInterleaved } from './harness.js';
 import { PAYLOADS } from './payload.js';
+import { packageFacts } from './facts.js';
 import { updateReadme } from './readme.js';
-import { type BenchResult, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock } from './report.js';
+import { type BenchResult, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock, rootBlock } from './report.js';
 import { checkStores, setupStores, storeJobs } from './stores.js';
+import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from './guard.js';
+import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
 
 const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/bench bench [options])
 
   --quick              3 short rounds (about a minute) instead of the full run
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
-  --only <part>        codecs | stores (default: both)
+  --only <parts>       comma-separated: codecs, stores, guard, e2e, events (default: all five)
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
-  --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md and apps/bench/README.md
+  --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md, apps/bench/README.md and the
+                       root README.md (codec and store tables)
   --strict             exit with code 2 when a target is missed
   --help
 
@@ -33,7 +38,10 @@ const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
 
-async function measureAll(options: HarnessOptions, quick: boolean, only: string | undefined): Promise<BenchResult> {
+const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events'] as const;
+type Part = (typeof PARTS)[number];
+
+async function measureAll(options: HarnessOptions, quick: boolean, parts: ReadonlySet<Part>): Promise<BenchResult> {
   const started = Date.now();
   const payloads = makePayloads();
   const result: BenchResult = {
@@ -66,7 +74,7 @@ async function measureAll(options: HarnessOptions, quick: boolean, only: string 
     for (const [key, value] of jobs) result.jobs[key] = value;
   };
 
-  if (only === undefined || only === 'codecs') {
+  if (parts.has('codecs')) {
     const setup = await setupCodecs();
     for (const s of setup.skipped) log(`note: codec ${s.id} skipped: ${s.reason}`);
     log('checking codecs (round trip, tamper, expiry, confidentiality, wrong key, 1 MiB) …');
@@ -87,7 +95,7 @@ async function measureAll(options: HarnessOptions, quick: boolean, only: string 
     store(await runInterleaved(codecJobs(setup, payloads, report), options, progress('codecs')));
   }
 
-  if (only === undefined || only === 'stores') {
+  if (parts.has('stores')) {
     const setup = await setupStores({ redisUrl: process.env['REDIS_URL'], databaseUrl: process.env['DATABASE_URL'] });
     try {
       for (const n of setup.notes) log(`note: ${n}`);
@@ -102,6 +110,58 @@ async function measureAll(options: HarnessOptions, quick: boolean, only: string 
         checks,
       };
       store(await runInterleaved(storeJobs(setup), options, progress('stores')));
+    } finally {
+      await setup.close();
+    }
+  }
+
+  if (parts.has('guard')) {
+    const setup = await setupGuards();
+    for (const s of setup.skipped) log(`note: guard ${s.id} skipped: ${s.reason}`);
+    log('checking guards (round trip, principal, binding, tamper, replay; canonical JSON) …');
+    const report = await checkGuards(setup);
+    for (const line of report.checks) log(`  ok ${line}`);
+    result.guard = {
+      codecs: setup.rows.map((r) => r.id),
+      skipped: setup.skipped,
+      sizes: {
+        data: Object.fromEntries(GUARD_DATA.map((d) => [d, Buffer.byteLength(JSON.stringify(makeGuardData(d)))])),
+        args: Object.fromEntries(GUARD_ARGS.map((a) => [a, Buffer.byteLength(JSON.stringify(makeGuardArgs(a)))])),
+        claims: report.claimsBytes,
+      },
+      checks: report.checks,
+    };
+    store(await runInterleaved(guardJobs(setup, report), options, progress('guard')));
+  }
+
+  if (parts.has('e2e')) {
+    const setup = await setupE2e({ redisUrl: process.env['REDIS_URL'], databaseUrl: process.env['DATABASE_URL'] });
+    try {
+      for (const n of setup.notes) log(`note: ${n}`);
+      for (const s of setup.skipped) log(`note: e2e ${s.id} skipped: ${s.reason}`);
+      log('checking end-to-end flows …');
+      const checks = await checkE2e(setup);
+      for (const line of checks) log(`  ok ${line}`);
+      result.e2e = {
+        rows: setup.rows.map((r) => ({ letter: r.letter, id: r.id, label: r.label, kind: r.kind, store: r.store })),
+        skipped: setup.skipped,
+        notes: setup.notes,
+        checks,
+      };
+      store(await runInterleaved(e2eJobs(setup), options, progress('e2e')));
+    } finally {
+      await setup.close();
+    }
+  }
+
+  if (parts.has('events')) {
+    const setup = await setupEvents();
+    try {
+      log('checking the guard with and without event hooks (open, mint, events seen) …');
+      const checks = await checkEvents(setup.rows);
+      for (const line of checks) log(`  ok ${line}`);
+      result.events = { rows: setup.rows.map((r) => ({ id: r.id, label: r.label })), checks };
+      store(await runInterleaved(eventJobs(setup.rows), options, progress('events')));
     } finally {
       await setup.close();
     }
@@ -135,9 +195,16 @@ async function main(): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  if (values.only !== undefined && values.only !== 'codecs' && values.only !== 'stores') {
-    log('--only must be "codecs" or "stores"');
-    return 64;
+  const parts = new Set<Part>(PARTS);
+  if (values.only !== undefined) {
+    parts.clear();
+    for (const part of values.only.split(',')) {
+      if (!(PARTS as readonly string[]).includes(part)) {
+        log(`--only takes a comma-separated list of ${PARTS.join(', ')}`);
+        return 64;
+      }
+      parts.add(part as Part);
+    }
   }
   const options: HarnessOptions = { ...(values.quick ? QUICK : FULL) };
   if (values.rounds !== undefined) {
@@ -155,14 +222,17 @@ async function main(): Promise<number> {
     if (result.schema !== 1) throw new Error(`${values.from}: not a bench result (schema ${String(result.schema)})`);
   } else {
     // Hard bound on the whole run, whatever a backend does.
-    const budgetMs = (values.quick ? 5 : 12) * 60_000;
+    const budgetMs = (values.quick ? 8 : 20) * 60_000;
     setTimeout(() => {
       log(`bench: exceeded its ${budgetMs / 60_000} min budget, aborting`);
       process.exit(3);
     }, budgetMs).unref();
-    result = await measureAll(options, values.quick, values.only);
+    result = await measureAll(options, values.quick, parts);
   }
   result.targets = evaluateTargets(result);
+  result.packages = Object.fromEntries(
+    ['codec-hmac', 'codec-jwe', 'codec-aead', 'store-memory', 'store-redis', 'store-sql', 'core'].map((pkg) => [pkg, packageFacts(REPO_DIR, pkg)]),
+  );
 
   console.log(printableReport(result));
 
@@ -178,6 +248,8 @@ async function main(): Promise<number> {
       const outcome = updateReadme(file, readmeBlock(result, pkg));
       log(`${outcome.startsWith('skipped') ? 'note' : 'readme'}: ${path.relative(REPO_DIR, file)}: ${outcome}`);
     }
+    const root = path.join(REPO_DIR, 'README.md');
+    log(`readme: README.md: ${updateReadme(root, rootBlock(result))}`);
   }
   const missed = result.targets.filter((t) => t.pass === false).length;
   return values.strict && missed > 0 ? 2 : 0;

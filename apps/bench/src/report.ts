@@ -1,3 +1,4 @@
+import type { PackageFacts } from './facts.js';
 import type { HarnessOptions, JobResult } from './harness.js';
 import type { PayloadName } from './payload.js';
 
@@ -21,6 +22,8 @@ export interface BenchResult {
   };
   harness: HarnessOptions;
   payloads: Record<PayloadName, { jsonBytes: number }>;
+  /** What each published codec and store installs (read from the workspace when the README is generated). */
+  packages?: Record<string, PackageFacts>;
   codecs?: {
     rows: { id: string; label: string; family: string; kind: string; confidential: boolean; tokenBytes: Record<PayloadName, number> }[];
     skipped: { id: string; label: string; reason: string }[];
@@ -32,11 +35,29 @@ export interface BenchResult {
     notes: string[];
     checks: string[];
   };
+  /** The guard's open and mint with and without an `onEvent` hook (issue 14). */
+  events?: {
+    rows: { id: string; label: string }[];
+    checks: string[];
+  };
+  guard?: {
+    codecs: string[];
+    skipped: { id: string; label: string; reason: string }[];
+    /** JSON bytes: the `data` claim, the arguments, and the whole claims object B seals (per data size). */
+    sizes: { data: Record<string, number>; args: Record<string, number>; claims: Record<string, number> };
+    checks: string[];
+  };
+  e2e?: {
+    rows: { letter: string; id: string; label: string; kind: string; store: string }[];
+    skipped: { id: string; label: string; reason: string }[];
+    notes: string[];
+    checks: string[];
+  };
   jobs: Record<string, JobResult>;
   targets: TargetResult[];
 }
 
-export type PackageName = 'codec-hmac' | 'codec-jwe' | 'codec-aead' | 'store-memory' | 'store-redis' | 'store-sql';
+export type PackageName = 'codec-hmac' | 'codec-jwe' | 'codec-aead' | 'store-memory' | 'store-redis' | 'store-sql' | 'core' | 'mcp-server';
 
 export interface TargetResult {
   id: string;
@@ -52,6 +73,8 @@ export interface TargetResult {
   detail: string;
   /** min–max of the same ratio taken round by round (how much the rounds disagree). */
   roundRange?: [number, number];
+  /** The same ratio on ops per CPU-second (less sensitive to other load on the machine); informative, not judged. */
+  cpuValue?: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -105,10 +128,28 @@ function ratioTarget(
   const pass = value === null ? null : op === '>=' ? value >= threshold : value <= threshold;
   const detail = value === null ? `not measured (${va === undefined ? a : b} missing)` : `${fmtOps(va)} vs ${fmtOps(vb)} ops/s`;
   const range = roundRange(result, a, b, invert);
-  return { id, pkg, label, value, op, threshold, unit: 'x', pass, detail, ...(range === undefined ? {} : { roundRange: range }) };
+  const ca = result.jobs[a]?.opsPerCpuSec;
+  const cb = result.jobs[b]?.opsPerCpuSec;
+  const cpuValue = ca === undefined || cb === undefined ? undefined : invert ? cb / ca : ca / cb;
+  return {
+    id,
+    pkg,
+    label,
+    value,
+    op,
+    threshold,
+    unit: 'x',
+    pass,
+    detail,
+    ...(range === undefined ? {} : { roundRange: range }),
+    ...(cpuValue === undefined ? {} : { cpuValue }),
+  };
 }
 
-/** The acceptance criteria of issues 3 and 4, evaluated on one run. */
+/** Least throughput the guard keeps with an empty event hook, relative to none (issue 14: a hook must stay cheap). */
+export const EVENT_HOOK_MIN_RATIO = 0.7;
+
+/** The acceptance criteria of issues 3, 4 and 14, evaluated on one run. */
 export function evaluateTargets(result: BenchResult): TargetResult[] {
   const t: TargetResult[] = [];
   const codec = (row: string, what: 'seal' | 'open') => `codec|${row}|${what}|small`;
@@ -160,23 +201,44 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
       );
     }
   }
+  if (result.guard !== undefined) {
+    const guard = (codec: string, what: 'open' | 'mint') => `guard|${codec}|${what}|400|100`;
+    t.push(ratioTarget(result, 'guard.hmac.open.vs-B', 'core', 'guard open (hmac + memory store) ÷ bare HMAC verify (B) of the same claims, 400 B data, 100 B arguments', guard('hmac', 'open'), 'guard|B|open|400', '>=', 0.6));
+    t.push(ratioTarget(result, 'guard.hmac.mint.vs-B', 'core', 'guard mint (hmac) ÷ bare HMAC seal (B) of the same claims, 400 B data, 100 B arguments', guard('hmac', 'mint'), 'guard|B|seal|400', '>=', 0.6));
+    for (const codec of ['jwe', 'aead']) {
+      t.push(ratioTarget(result, `guard.${codec}.open.vs-codec`, 'core', `guard open (${codec} + memory store) ÷ the ${codec} codec's own open, 400 B data, 100 B arguments`, guard(codec, 'open'), `guard|${codec}-codec|open|400`, '>=', 0.8));
+    }
+    t.push(ratioTarget(result, 'canonical-json.10k.vs-stringify', 'core', 'canonical JSON ÷ JSON.stringify, 10 KiB of arguments', 'canon|canonical|10k', 'canon|stringify|10k', '>=', 0.8));
+  }
+  if (result.e2e !== undefined) {
+    for (const row of result.e2e.rows.filter((r) => r.store === 'memory')) {
+      for (const c of [1, 16]) {
+        t.push(ratioTarget(result, `e2e.${row.id}.c${c}.vs-a`, 'mcp-server', `end to end: ${row.letter} (${row.id}) flows/s ÷ a (SDK only, unprotected), concurrency ${c}`, `e2e|${row.id}|c${c}`, `e2e|sdk-plain|c${c}`, '>=', 0.95));
+      }
+    }
+  }
   if (result.stores !== undefined) {
     const storePkg: Record<string, PackageName> = { redis: 'store-redis', postgres: 'store-sql', sqlite: 'store-sql' };
-    for (const backend of ['redis', 'postgres', 'sqlite']) {
-      for (const c of [1, 32]) {
-        t.push(
-          ratioTarget(
-            result,
-            `${backend}.c${c}.vs-bare`,
-            storePkg[backend]!,
-            `${backend} store consume ÷ bare client, concurrency ${c}`,
-            `store|${backend}|c${c}`,
-            `store|${backend}-bare|c${c}`,
-            '>=',
-            0.8,
-          ),
-        );
-      }
+    const job = (row: string, c: number) => `store|${row}|c${c}`;
+    const store = (backend: string, c: number, vs: 'bare' | 'bare-batch', threshold: number, why: string) =>
+      ratioTarget(
+        result,
+        `${backend}.c${c}.vs-${vs}`,
+        storePkg[backend]!,
+        `${backend} store consume ÷ ${vs === 'bare' ? 'bare single-command client' : 'bare batched client'}, concurrency ${c}${why}`,
+        job(backend, c),
+        job(`${backend}-${vs}`, c),
+        '>=',
+        threshold,
+      );
+    t.push(store('redis', 1, 'bare', 0.8, ''), store('redis', 32, 'bare', 0.8, ''));
+    // Issue 15 (group commit): ratios to the single-statement twin and to a bare batched client, one run.
+    t.push(store('redis', 128, 'bare', 1.5, ' (issue 15)'));
+    for (const backend of ['postgres', 'sqlite']) {
+      t.push(store(backend, 1, 'bare', 0.9, ' (issue 15: no slower at c1)'));
+      t.push(store(backend, 32, 'bare', 3, ' (issue 15)'));
+      if (backend === 'postgres') t.push(store(backend, 128, 'bare', 5, ' (issue 15)'));
+      for (const c of [32, 128]) t.push(store(backend, c, 'bare-batch', 0.8, ' (issue 15)'));
     }
     const mem = ops(result, 'store|memory|c1');
     t.push({
@@ -190,6 +252,22 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
       pass: mem === undefined ? null : mem >= 1_000_000,
       detail: mem === undefined ? 'not measured' : `${fmtOps(mem)} ops/s`,
     });
+  }
+  if (result.events !== undefined) {
+    for (const what of ['open', 'mint'] as const) {
+      t.push(
+        ratioTarget(
+          result,
+          `events.empty-hook.${what}`,
+          'core',
+          `guard ${what} with an empty onEvent hook ÷ without a hook (hmac, no store)`,
+          `events|empty|${what}`,
+          `events|none|${what}`,
+          '>=',
+          EVENT_HOOK_MIN_RATIO,
+        ),
+      );
+    }
   }
   return t;
 }
@@ -241,27 +319,139 @@ export function rejectTable(result: BenchResult, ids?: readonly string[]): strin
 
 export function storeTable(result: BenchResult, backends?: readonly string[]): string {
   const rows = (result.stores?.rows ?? []).filter((r) => backends === undefined || backends.includes(r.backend));
+  const levels = [1, 32, 128].filter((c) => rows.some((r) => result.jobs[`store|${r.id}|c${c}`] !== undefined));
   const body = rows.map((r) => {
     const cells = [r.id, r.label];
-    for (const c of [1, 32]) {
+    // Every row is compared with its backend's bare single-command twin.
+    const ref = `${r.backend}-bare`;
+    for (const c of levels) {
       const job = result.jobs[`store|${r.id}|c${c}`];
-      const bare = r.kind === 'mrtr' ? ops(result, `store|${r.id}-bare|c${c}`) : undefined;
+      const bare = ops(result, `store|${ref}|c${c}`);
       cells.push(`${fmtOps(job?.opsPerSec)} ${fmtPct(job?.spread)}`.trim());
-      cells.push(r.kind === 'bare' ? 'reference' : job === undefined || bare === undefined ? 'n/a' : fmtRatio(job.opsPerSec / bare));
+      cells.push(r.id === ref ? 'reference' : job === undefined || bare === undefined ? 'n/a' : fmtRatio(job.opsPerSec / bare));
     }
     return cells;
   });
-  return table(['id', 'store', 'c=1 ops/s', 'c=1 ÷ bare', 'c=32 ops/s', 'c=32 ÷ bare'], body, ['l', 'l', 'r', 'r', 'r', 'r']);
+  const header = ['id', 'store', ...levels.flatMap((c) => [`c=${c} ops/s`, `c=${c} ÷ bare`])];
+  return table(header, body, ['l', 'l', ...levels.flatMap(() => ['r', 'r'] as const)]);
 }
+
+const GUARD_DATA_NAMES = ['400', '4k', '16k'] as const;
+const GUARD_ARGS_NAMES = ['100', '10k'] as const;
+const fmtBytes = (n: number | undefined): string => (n === undefined ? 'n/a' : n >= 1024 ? `${(n / 1024).toFixed(n % 1024 === 0 ? 0 : 1)} KiB` : `${n} B`);
+
+/** Guard open/mint per codec, data and arguments size, with ratios to B and to the codec alone. */
+export function guardTable(result: BenchResult): string {
+  const g = result.guard;
+  if (g === undefined) return '';
+  const body: string[][] = [];
+  for (const d of GUARD_DATA_NAMES) {
+    const bOpen = ops(result, `guard|B|open|${d}`);
+    const bSeal = ops(result, `guard|B|seal|${d}`);
+    body.push([`B`, fmtBytes(g.sizes.claims[d]), '—', `${fmtOps(bOpen)}`, 'reference', '', `${fmtOps(bSeal)}`, 'reference', '']);
+    for (const codec of g.codecs) {
+      const cOpen = ops(result, `guard|${codec}-codec|open|${d}`);
+      const cSeal = ops(result, `guard|${codec}-codec|seal|${d}`);
+      body.push([`${codec} codec alone`, fmtBytes(g.sizes.data[d]), '—', fmtOps(cOpen), bOpen && cOpen ? fmtRatio(cOpen / bOpen) : 'n/a', '', fmtOps(cSeal), bSeal && cSeal ? fmtRatio(cSeal / bSeal) : 'n/a', '']);
+      for (const a of GUARD_ARGS_NAMES) {
+        const open = ops(result, `guard|${codec}|open|${d}|${a}`);
+        const mint = ops(result, `guard|${codec}|mint|${d}|${a}`);
+        body.push([
+          `guard ${codec}`,
+          fmtBytes(g.sizes.data[d]),
+          fmtBytes(g.sizes.args[a]),
+          fmtOps(open),
+          open && bOpen ? fmtRatio(open / bOpen) : 'n/a',
+          open && cOpen ? fmtRatio(open / cOpen) : 'n/a',
+          fmtOps(mint),
+          mint && bSeal ? fmtRatio(mint / bSeal) : 'n/a',
+          mint && cSeal ? fmtRatio(mint / cSeal) : 'n/a',
+        ]);
+      }
+    }
+  }
+  return table(
+    ['row', 'data', 'arguments', 'open ops/s', 'open ÷ B', 'open ÷ codec', 'mint/seal ops/s', 'mint ÷ B seal', 'mint ÷ codec seal'],
+    body,
+    ['l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+  );
+}
+
+export function canonTable(result: BenchResult): string {
+  const body = [
+    ['10 KiB arguments (`paths` array, 3 keys out of order)', '10k'],
+    ['10 KiB arguments (array of small objects, every one out of order)', '10k-objects'],
+  ].map(([label, key]) => {
+    const c = ops(result, `canon|canonical|${key}`);
+    const j = ops(result, `canon|stringify|${key}`);
+    return [label!, fmtOps(c), fmtOps(j), c && j ? fmtRatio(c / j) : 'n/a'];
+  });
+  return table(['input', 'canonicalJson ops/s', 'JSON.stringify ops/s', 'ratio'], body, ['l', 'r', 'r', 'r']);
+}
+
+/** Flows/s per e2e row at concurrency 1 and 16, ratios to a (SDK, unprotected) and b (SDK codec). */
+export function e2eTable(result: BenchResult): string {
+  const rows = result.e2e?.rows ?? [];
+  const body = rows.map((r) => {
+    const cells = [r.letter, r.label];
+    for (const c of [1, 16]) {
+      const job = result.jobs[`e2e|${r.id}|c${c}`];
+      const a = ops(result, `e2e|sdk-plain|c${c}`);
+      const b = ops(result, `e2e|sdk-codec|c${c}`);
+      const cpu = job?.opsPerCpuSec;
+      const cpuA = result.jobs[`e2e|sdk-plain|c${c}`]?.opsPerCpuSec;
+      cells.push(`${fmtOps(job?.opsPerSec)} ${fmtPct(job?.spread)}`.trim());
+      cells.push(job === undefined || a === undefined ? 'n/a' : fmtRatio(job.opsPerSec / a));
+      cells.push(job === undefined || b === undefined ? 'n/a' : fmtRatio(job.opsPerSec / b));
+      cells.push(cpu === undefined || cpuA === undefined ? 'n/a' : `${fmtOps(cpu)} (${fmtRatio(cpu / cpuA)})`);
+    }
+    return cells;
+  });
+  return table(
+    ['', 'server', 'c=1 flows/s', '÷ a', '÷ b', 'c=1 flows/CPU-s (÷ a)', 'c=16 flows/s', '÷ a', '÷ b', 'c=16 flows/CPU-s (÷ a)'],
+    body,
+    ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
+  );
+}
+
+const GUARD_NOTE =
+  'Guard = `createStateGuard` with the codec and a memory store (a fresh store each round; each timed open hands it a fresh id). ' +
+  'open = size cap, codec open, claims shape, expiry, audience, principal tag, arguments digest (RFC 8785), flow, single use; ' +
+  'mint = a new flow: principal tag, arguments digest, data check, codec seal. B = bare node:crypto HMAC-SHA256 over ' +
+  'base64url(JSON) of the same claims the hmac guard seals (with an `exp` check on open); "codec alone" = the codec\'s open/seal of the same token.';
+const E2E_NOTE =
+  'One flow = `client.callTool` of the official client (auto-fulfil) against `createMcpHandler(...).fetch` in process (no sockets): ' +
+  'round 1 answers input_required (one form elicitation plus a state), round 2 checks the answer and the state. ' +
+  'Concurrency 16 = 16 flows in flight on one client.';
 
 export function targetTable(targets: readonly TargetResult[]): string {
   const body = targets.map((t) => {
     const value = t.value === null ? 'n/a' : t.unit === 'ops/s' ? fmtOps(t.value) : fmtRatio(t.value);
     const need = `${t.op === '>=' ? '≥' : '≤'} ${t.unit === 'ops/s' ? fmtOps(t.threshold) : fmtRatio(t.threshold)}`;
     const range = t.roundRange === undefined ? '' : `${fmtRatio(t.roundRange[0])}–${fmtRatio(t.roundRange[1])}`;
-    return [t.label, value, need, t.pass === null ? 'SKIP' : t.pass ? 'PASS' : 'MISS', t.detail, range];
+    return [t.label, value, need, t.pass === null ? 'SKIP' : t.pass ? 'PASS' : 'MISS', t.detail, range, fmtRatio(t.cpuValue)];
   });
-  return table(['target', 'measured', 'required', 'result', 'figures', 'per-round range'], body, ['l', 'r', 'r', 'l', 'l', 'r']);
+  return table(
+    ['target', 'measured', 'required', 'result', 'figures', 'per-round range', 'same ratio, CPU time'],
+    body,
+    ['l', 'r', 'r', 'l', 'l', 'r', 'r'],
+  );
+}
+
+/** The guard with and without event hooks: open and mint ops/s, each ÷ the guard without a hook. */
+export function eventsTable(result: BenchResult): string {
+  const rows = (result.events?.rows ?? []).map((r) => {
+    const cells = [r.id, r.label];
+    for (const what of ['open', 'mint'] as const) {
+      const key = `events|${r.id}|${what}`;
+      const none = ops(result, `events|none|${what}`);
+      const mine = ops(result, key);
+      cells.push(`${fmtOps(mine)} ${fmtPct(result.jobs[key]?.spread)}`.trim());
+      cells.push(r.id === 'none' ? 'reference' : fmtRatio(mine === undefined || none === undefined ? null : mine / none));
+    }
+    return cells;
+  });
+  return table(['id', 'guard', 'open ops/s', 'open ÷ none', 'mint ops/s', 'mint ÷ none'], rows, ['l', 'l', 'r', 'r', 'r', 'r']);
 }
 
 export function describeRun(result: BenchResult): string {
@@ -281,6 +471,11 @@ const SMALL_NOTE = (r: BenchResult): string =>
   'Open includes an `exp` check. B = bare node:crypto HMAC-SHA256 over base64url(JSON) with `timingSafeEqual`; ' +
   'C = bare node:crypto AES-256-GCM with a `randomBytes(12)` IV per seal, C-pool = the same with a pooled IV; ' +
   'E = bare msgpackr + @noble/ciphers XChaCha20-Poly1305 with `randomBytes(24)` per seal, E-pool = pooled nonce.';
+
+const EVENTS_NOTE =
+  'The state guard (`@mrtr/codec-hmac`, no store, small data) with and without `onEvent`: open = one open of the same ' +
+  'valid token, mint = one round-1 mint. `otel-noop` = `@mrtr/otel` on `@opentelemetry/api` without an SDK; ' +
+  '`otel-sdk` = `@mrtr/otel` recording into an SDK MeterProvider and TracerProvider (a span per open and mint, nothing exported).';
 
 // ---------------------------------------------------------------------------------------------
 // README blocks
@@ -318,11 +513,73 @@ export function readmeBlock(result: BenchResult, pkg: PackageName | 'bench'): st
     case 'bench':
       if (result.codecs !== undefined) codecSection(result.codecs.rows.map((r) => r.id));
       if (result.stores !== undefined) parts.push('Replay stores, consumes of fresh ids:', '', storeTable(result), '');
+      if (result.guard !== undefined) {
+        parts.push(GUARD_NOTE, '', 'The guard per codec, by data and arguments size:', '', guardTable(result), '');
+        parts.push('Canonical JSON (RFC 8785) against `JSON.stringify`:', '', canonTable(result), '');
+      }
+      if (result.e2e !== undefined) parts.push(E2E_NOTE, '', 'End to end, a two-round confirmation:', '', e2eTable(result), '');
+      if (result.events !== undefined) parts.push(EVENTS_NOTE, '', eventsTable(result), '');
       break;
   }
   const targets = pkg === 'bench' ? result.targets : pkgTargets(result, pkg);
   if (targets.length > 0) parts.push('Targets:', '', targetTable(targets), '');
   return parts.join('\n').trimEnd();
+}
+
+const CODECS = [
+  { pkg: 'codec-hmac', id: 'hmac', runtimes: 'Node (sync), web', note: 'claims readable by the client; fastest, smallest to audit' },
+  { pkg: 'codec-jwe', id: 'jwe', runtimes: 'Node (sync), web (jose)', note: 'standard compact JWE: any JOSE library opens it with the key' },
+  { pkg: 'codec-aead', id: 'aead', runtimes: 'Node (sync), web', note: 'the most compact encrypted token' },
+] as const;
+const STORES = [
+  { pkg: 'store-memory', id: 'memory', guarantee: 'single use in one process; bounded, fails closed when full', pick: 'tests, demos, one process' },
+  { pkg: 'store-redis', id: 'redis', guarantee: 'single use across a fleet: `SET NX PXAT` per consume, batched', pick: 'a fleet that has Redis (a non-evicting one)' },
+  { pkg: 'store-sql', id: 'postgres', guarantee: 'single use across a fleet: an atomic upsert per consume, group commit', pick: 'a fleet that has PostgreSQL' },
+  { pkg: 'store-sql', id: 'sqlite', guarantee: 'single use on one machine, survives restarts', pick: 'one machine with persistence' },
+] as const;
+const fmtKiB = (bytes: number | undefined): string => (bytes === undefined ? 'n/a' : `${(bytes / 1024).toFixed(0)} KiB`);
+
+/** The root README's block: codecs and stores side by side, figures from this run and the installed packages. */
+export function rootBlock(result: BenchResult): string {
+  const facts = result.packages ?? {};
+  const codecRows = CODECS.map((c) => {
+    const row = result.codecs?.rows.find((r) => r.id === c.id);
+    const f = facts[c.pkg];
+    return [
+      `[\`@mrtr/${c.pkg}\`](packages/${c.pkg})`,
+      row === undefined ? 'n/a' : String(row.tokenBytes.small),
+      fmtOps(ops(result, `codec|${c.id}|seal|small`)),
+      fmtOps(ops(result, `codec|${c.id}|open|small`)),
+      row === undefined ? 'n/a' : row.confidential ? 'yes' : 'no',
+      c.runtimes,
+      f === undefined ? 'n/a' : f.dependencies.length === 0 ? 'none' : f.dependencies.map((d) => `\`${d}\``).join(', '),
+      fmtKiB(f?.installBytes),
+      c.note,
+    ];
+  });
+  const storeRows = STORES.map((s) => [
+    `[\`@mrtr/${s.pkg}\`](packages/${s.pkg})${s.pkg === 'store-sql' ? ` (${s.id})` : ''}`,
+    s.guarantee,
+    fmtOps(ops(result, `store|${s.id}|c1`)),
+    fmtOps(ops(result, `store|${s.id}|c32`)),
+    fmtOps(ops(result, `store|${s.id}|c128`)),
+    s.pick,
+  ]);
+  return [
+    `Codecs, on the small payload (${result.payloads.small.jsonBytes} B of claims JSON); install size = the package's files plus its runtime dependencies:`,
+    '',
+    table(
+      ['codec', 'token B', 'seal ops/s', 'open ops/s', 'confidential', 'runtimes', 'dependencies', 'install size', 'pick it for'],
+      codecRows,
+      ['l', 'r', 'r', 'r', 'l', 'l', 'l', 'r', 'l'],
+    ),
+    '',
+    'Replay stores, consumes of fresh ids at concurrency 1, 32 and 128:',
+    '',
+    table(['store', 'guarantee', 'c=1 ops/s', 'c=32 ops/s', 'c=128 ops/s', 'pick it for'], storeRows, ['l', 'l', 'r', 'r', 'r', 'l']),
+    '',
+    describeRun(result),
+  ].join('\n');
 }
 
 export function printableReport(result: BenchResult): string {
@@ -339,6 +596,16 @@ export function printableReport(result: BenchResult): string {
     for (const n of result.stores.notes) out.push(`note: ${n}`);
     for (const s of result.stores.skipped) out.push(`note: store ${s.id} skipped: ${s.reason}`);
   }
+  if (result.guard !== undefined) {
+    out.push(GUARD_NOTE, '', '## Guard', '', guardTable(result), '', '## Canonical JSON', '', canonTable(result), '');
+    for (const s of result.guard.skipped) out.push(`note: guard ${s.id} skipped: ${s.reason}`);
+  }
+  if (result.e2e !== undefined) {
+    out.push(E2E_NOTE, '', '## End to end', '', e2eTable(result), '');
+    for (const n of result.e2e.notes) out.push(`note: ${n}`);
+    for (const s of result.e2e.skipped) out.push(`note: e2e ${s.id} skipped: ${s.reason}`);
+  }
+  if (result.events !== undefined) out.push('## Event hooks on the guard', '', EVENTS_NOTE, '', eventsTable(result), '');
   out.push('', '## Targets', '', targetTable(result.targets), '');
   const missed = result.targets.filter((t) => t.pass === false);
   const skipped = result.targets.filter((t) => t.pass === null);

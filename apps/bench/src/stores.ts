@@ -13,11 +13,12 @@ import { CheckFailure, type SkippedRow } from './codecs.js';
 export type Backend = 'memory' | 'redis' | 'postgres' | 'sqlite';
 
 export interface StoreRow {
-  /** e.g. `memory`, `memory-bare`, `redis`, `redis-bare`. */
+  /** e.g. `memory`, `memory-bare`, `redis`, `redis-bare`, `redis-bare-batch`. */
   id: string;
   label: string;
   backend: Backend;
-  kind: 'bare' | 'mrtr';
+  /** `bare`: one command per consume; `bare-batch`: the same command coalesced by a minimal batcher. */
+  kind: 'bare' | 'bare-batch' | 'mrtr';
   /** One single-use consume of a fresh id; resolves true the first time. */
   consume(id: string, expiresAtMs: number): Promise<boolean> | boolean;
   /** Runs before each round (outside timing), e.g. a fresh memory store. */
@@ -31,7 +32,54 @@ export interface StoreSetup {
   close(): Promise<void>;
 }
 
-export const CONCURRENCY = [1, 32] as const;
+export const CONCURRENCY = [1, 32, 128] as const;
+
+/**
+ * The bare batched twin's batcher, the least a group commit can be: consumes wait in a queue; one that
+ * finds nothing running starts a batch at the end of the tick (`microtask`) or after the pending I/O
+ * callbacks (`immediate`, for a synchronous driver); the ones that arrive while a batch runs go into the
+ * next batch, started as soon as it ends; at most `max` per batch. No option checks, bounds or recovery.
+ */
+export function bareBatcher(
+  run: (ids: string[], exps: number[]) => Promise<boolean[]> | boolean[],
+  mode: 'microtask' | 'immediate',
+  max = 256,
+): (id: string, expiresAtMs: number) => Promise<boolean> {
+  let queue: { id: string; exp: number; resolve: (v: boolean) => void; reject: (e: unknown) => void }[] = [];
+  let running = false;
+  let scheduled = false;
+  const drain = async (): Promise<void> => {
+    scheduled = false;
+    if (running || queue.length === 0) return;
+    running = true;
+    const batch = queue.length <= max ? queue : queue.slice(0, max);
+    queue = queue.length <= max ? [] : queue.slice(max);
+    try {
+      const answers = await run(
+        batch.map((w) => w.id),
+        batch.map((w) => w.exp),
+      );
+      for (let i = 0; i < batch.length; i++) batch[i]?.resolve(answers[i] === true);
+    } catch (error) {
+      for (const w of batch) w.reject(error);
+    } finally {
+      running = false;
+    }
+    if (queue.length > 0) schedule(true);
+  };
+  const schedule = (now = false): void => {
+    if (running || scheduled) return;
+    scheduled = true;
+    if (now && mode === 'microtask') void drain();
+    else if (mode === 'microtask') queueMicrotask(() => void drain());
+    else setImmediate(() => void drain());
+  };
+  return (id, exp) =>
+    new Promise<boolean>((resolve, reject) => {
+      queue.push({ id, exp, resolve, reject });
+      schedule();
+    });
+}
 
 /** Random run tag so ids, keys and tables of concurrent or repeated runs never collide. */
 const RUN_TAG = randomBytes(6).toString('hex');
@@ -45,6 +93,7 @@ type SqliteFactory = (options: { filename: string; table?: string; namespace?: s
 const MEMORY_MAX_ENTRIES = 8_000_000;
 const SQL_TABLE_STORE = `mrtr_bench_store_${RUN_TAG}`;
 const SQL_TABLE_BARE = `mrtr_bench_bare_${RUN_TAG}`;
+const SQL_TABLE_BARE_BATCH = `mrtr_bench_bbatch_${RUN_TAG}`;
 /** Matches the store's own pool: 10 connections, 5 s statement and connection timeouts. */
 const PG_POOL = { max: 10, connectionTimeoutMillis: 5000, statement_timeout: 5000, query_timeout: 5000, idleTimeoutMillis: 30_000, allowExitOnIdle: true, keepAlive: true };
 
@@ -117,13 +166,27 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
       kind: 'bare',
       consume: async (id, expiresAtMs) => (await bare.set(prefix + id, '1', 'PXAT', expiresAtMs, 'NX')) === 'OK',
     });
+    // Bare batched: the multi-key script of the issue (SET NX PXAT per key, 1/0 per key), one EVAL per batch.
+    const script =
+      "local r = {} for i = 1, #KEYS do if redis.call('SET', KEYS[i], '1', 'PXAT', ARGV[i], 'NX') then r[i] = 1 else r[i] = 0 end end return r";
+    const batchPrefix = `mrtr-bench:${RUN_TAG}:bare-batch:`;
+    rows.push({
+      id: 'redis-bare-batch',
+      label: 'bare ioredis, waiting consumes as one EVAL of a SET NX PXAT-per-key script',
+      backend: 'redis',
+      kind: 'bare-batch',
+      consume: bareBatcher(async (ids, exps) => {
+        const reply = (await bare.eval(script, ids.length, ...ids.map((id) => batchPrefix + id), ...exps)) as number[];
+        return reply.map((r) => r === 1);
+      }, 'microtask'),
+    });
     const loaded = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
     if (loaded.ok) {
       const store = loaded.value({ url, namespace: `mrtr-bench:${RUN_TAG}` });
       closers.push(() => store.close());
       rows.push({
         id: 'redis',
-        label: '@mrtr/store-redis (from URL)',
+        label: '@mrtr/store-redis (from URL, batching)',
         backend: 'redis',
         kind: 'mrtr',
         consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
@@ -141,9 +204,11 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
     const loaded = await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
     if (loaded.ok) {
       // The bare client writes to its own table with the store's own schema (created by the store).
-      const schemaOnly = loaded.value({ connectionString, table: SQL_TABLE_BARE });
-      await schemaOnly.ensureSchema();
-      await schemaOnly.close();
+      for (const table of [SQL_TABLE_BARE, SQL_TABLE_BARE_BATCH]) {
+        const schemaOnly = loaded.value({ connectionString, table });
+        await schemaOnly.ensureSchema();
+        await schemaOnly.close();
+      }
       const store = loaded.value({ connectionString, table: SQL_TABLE_STORE, namespace: 'bench' });
       await store.ensureSchema();
       const pool = new pg.Pool({ connectionString, ...PG_POOL });
@@ -152,6 +217,7 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
         await store.close();
         await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_STORE}"`).catch(() => {});
         await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_BARE}"`).catch(() => {});
+        await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_BARE_BATCH}"`).catch(() => {});
         await pool.end();
       });
       const insert = { name: `mrtr-bench-insert-${RUN_TAG}`, text: `INSERT INTO "${SQL_TABLE_BARE}" (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` };
@@ -162,9 +228,31 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
         kind: 'bare',
         consume: async (id, expiresAtMs) => (await pool.query({ ...insert, values: ['bench', id, expiresAtMs] })).rowCount === 1,
       });
+      const batchInsert = {
+        name: `mrtr-bench-batch-${RUN_TAG}`,
+        text:
+          `INSERT INTO "${SQL_TABLE_BARE_BATCH}" (ns, id, expires_at) SELECT 'bench', u.id, u.e ` +
+          'FROM unnest($1::text[], $2::bigint[]) AS u(id, e) ON CONFLICT DO NOTHING RETURNING id',
+      };
+      rows.push({
+        id: 'postgres-bare-batch',
+        label: 'bare pg.Pool, waiting consumes as one INSERT … SELECT FROM unnest … ON CONFLICT DO NOTHING RETURNING id',
+        backend: 'postgres',
+        kind: 'bare-batch',
+        consume: bareBatcher(async (ids, exps) => {
+          const result = await pool.query({ ...batchInsert, values: [ids, exps] });
+          const won = new Set(result.rows.map((r: { id: string }) => r.id));
+          const seen = new Set<string>();
+          return ids.map((id) => {
+            const first = !seen.has(id);
+            seen.add(id);
+            return first && won.has(id);
+          });
+        }, 'microtask'),
+      });
       rows.push({
         id: 'postgres',
-        label: '@mrtr/store-sql createPostgresStore (from URL, default pool of 10)',
+        label: '@mrtr/store-sql createPostgresStore (from URL, default pool of 10, group commit)',
         backend: 'postgres',
         kind: 'mrtr',
         consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
@@ -190,11 +278,23 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = FULL');
       const insert = db.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+      // Bare batched: its own file, same pragmas, one BEGIN IMMEDIATE … COMMIT per batch.
+      const batchFile = path.join(dir, 'bare-batch.db');
+      const schemaBatch = loaded.value({ filename: batchFile });
+      await schemaBatch.ensureSchema();
+      await schemaBatch.close();
+      const batchDb = new Database(batchFile, { timeout: 5000 });
+      batchDb.pragma('busy_timeout = 5000');
+      batchDb.pragma('journal_mode = WAL');
+      batchDb.pragma('synchronous = FULL');
+      const batchInsert = batchDb.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+      const runBatch = batchDb.transaction((ids: string[], exps: number[]) => ids.map((id, i) => batchInsert.run('bench', id, exps[i]).changes === 1));
       const store = loaded.value({ filename: path.join(dir, 'store.db'), namespace: 'bench' });
       await store.ensureSchema();
       closers.unshift(async () => {
         await store.close();
         db.close();
+        batchDb.close();
       });
       rows.push({
         id: 'sqlite-bare',
@@ -204,8 +304,15 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
         consume: (id, expiresAtMs) => insert.run('bench', id, expiresAtMs).changes === 1,
       });
       rows.push({
+        id: 'sqlite-bare-batch',
+        label: 'bare better-sqlite3, waiting consumes as one transaction (BEGIN IMMEDIATE … COMMIT) of prepared inserts',
+        backend: 'sqlite',
+        kind: 'bare-batch',
+        consume: bareBatcher((ids, exps) => runBatch.immediate(ids, exps), 'immediate'),
+      });
+      rows.push({
         id: 'sqlite',
-        label: '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL)',
+        label: '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL, group commit)',
         backend: 'sqlite',
         kind: 'mrtr',
         consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
@@ -275,6 +382,8 @@ export function storeJobs(setup: StoreSetup): Job[] {
   const jobs: Job[] = [];
   for (const c of CONCURRENCY) {
     for (const row of setup.rows) {
+      // Concurrency 128 is for the network and SQL stores (group commit); a memory consume never waits.
+      if (c === 128 && row.backend === 'memory') continue;
       let seq = 0;
       let exp = 0;
       let op: () => unknown;
@@ -286,7 +395,7 @@ export function storeJobs(setup: StoreSetup): Job[] {
           return row.consume(id, exp);
         };
       } else {
-        const tag = `${RUN_TAG.slice(0, 6)}${row.id.slice(0, 2)}c${String(c).padStart(2, '0')}`;
+        const tag = `${RUN_TAG.slice(0, 6)}${row.id.slice(0, 2)}${row.kind.slice(0, 6)}c${String(c).padStart(2, '0')}`;
         op = () => row.consume(tag + (seq++).toString(36).padStart(10, '0'), exp);
       }
       jobs.push({

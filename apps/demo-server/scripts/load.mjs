@@ -4,6 +4,8 @@
 // Deliberate rejections are mixed in and must be rejected: every 10th flow replays its final state, every
 // 10th (offset 5) first sends a tampered state. Anything else that is not the expected answer is an error.
 // The server's resident memory is sampled; after the warm-up it must not grow by more than --max-growth.
+// The completion, rejection and store-error counts printed are the server's own, scraped from GET /metrics
+// (the demo runs with --log off), and must match what the clients saw.
 // Prints the figures (and writes them to conformance-results/load.txt); exits 1 on any failure.
 //
 // Usage: node scripts/load.mjs [--duration 30] [--warmup 10] [--concurrency 32] [--codec hmac] [--store memory]
@@ -46,7 +48,7 @@ const META = {
   'io.modelcontextprotocol/clientInfo': { name: 'mrtr-load', version: '1.0.0' },
 };
 
-const demo = await startDemo(['--codec', values.codec, '--store', values.store, '--ttl-ms', values['ttl-ms']], {
+const demo = await startDemo(['--codec', values.codec, '--store', values.store, '--ttl-ms', values['ttl-ms'], '--log', 'off'], {
   env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '' },
 });
 
@@ -149,7 +151,26 @@ const sampler = setInterval(() => samples.push({ t: Date.now() - started, rss: r
 await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
 clearInterval(sampler);
 const elapsed = (Date.now() - started) / 1000;
-const serverStderr = demo.stderr();
+
+/** The server's counters from GET /metrics (Prometheus text): totals by metric name, rejections by code. */
+async function serverCounts() {
+  const text = await (await fetch(new URL('/metrics', demo.origin))).text();
+  const counts = { completed: 0, rejected: 0, storeErrors: 0, byCode: {} };
+  for (const line of text.split('\n')) {
+    const match = /^(mrtr_flows_completed_total|mrtr_states_rejected_total|mrtr_store_errors_total)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    if (match === null) continue;
+    const value = Number(match[3]);
+    if (match[1] === 'mrtr_flows_completed_total') counts.completed += value;
+    else if (match[1] === 'mrtr_store_errors_total') counts.storeErrors += value;
+    else {
+      counts.rejected += value;
+      const code = /error_type="([^"]+)"/.exec(match[2] ?? '')?.[1] ?? 'unknown';
+      counts.byCode[code] = (counts.byCode[code] ?? 0) + value;
+    }
+  }
+  return counts;
+}
+const server = await serverCounts();
 const exitCode = await demo.stop();
 
 const median = (xs) => {
@@ -166,19 +187,27 @@ const final = median(samples.filter((s) => s.t >= durationMs - 3000).map((s) => 
 const peak = Math.max(...samples.map((s) => s.rss));
 const afterWarmupPeak = Math.max(...samples.filter((s) => s.t >= warmupMs).map((s) => s.rss));
 const growth = final / baseline - 1;
-const storeFaults = (serverStderr.match(/ERR_STORE_(UNAVAILABLE|FULL)/g) ?? []).length;
 
 const mib = (kib) => `${(kib / 1024).toFixed(1)} MiB`;
 const lines = [
   `load: mrtr-demo codec=${values.codec} store=${values.store} ttl-ms=${values['ttl-ms']} on ${demo.origin}, ${concurrency} concurrent clients, ${elapsed.toFixed(1)} s (warm-up ${warmupMs / 1000} s)`,
   `load: ${stats.requests} requests (${(stats.requests / elapsed).toFixed(0)} req/s), ${stats.completed} flows completed (${(stats.completed / elapsed).toFixed(0)} flows/s), latency p50 ${pct(50).toFixed(2)} ms, p99 ${pct(99).toFixed(2)} ms, max ${pct(100).toFixed(1)} ms`,
-  `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.errors} errors, ${storeFaults} store faults`,
+  `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.errors} errors`,
+  `load: server /metrics: ${server.completed} flows completed, ${server.rejected} states rejected (${
+    Object.entries(server.byCode).map(([code, n]) => `${code} ${n}`).join(', ') || 'none'
+  }), ${server.storeErrors} store errors`,
   `load: server RSS after warm-up ${mib(baseline)}, at the end ${mib(final)} (growth ${(growth * 100).toFixed(1)}%, limit ${(maxGrowth * 100).toFixed(0)}%), peak after warm-up ${mib(afterWarmupPeak)}, overall peak ${mib(peak)}`,
   `load: server exit code on SIGTERM ${exitCode}`,
 ];
 const problems = [];
 if (stats.errors > 0) problems.push(`${stats.errors} errors, e.g.\n  ${errorSamples.join('\n  ')}`);
-if (storeFaults > 0) problems.push(`${storeFaults} store faults in the server log`);
+if (server.storeErrors > 0) problems.push(`${server.storeErrors} store errors on the server's /metrics`);
+if (stats.errors === 0 && server.completed !== stats.completed) {
+  problems.push(`the server counted ${server.completed} completed flows, the clients ${stats.completed}`);
+}
+if (stats.errors === 0 && server.rejected !== stats.deliberate) {
+  problems.push(`the server counted ${server.rejected} rejections, the clients ${stats.deliberate} deliberate ones`);
+}
 if (stats.completed === 0) problems.push('no flow completed');
 if (stats.deliberate === 0) problems.push('no deliberate rejection was exercised');
 if (!(growth <= maxGrowth)) problems.push(`RSS grew ${(growth * 100).toFixed(1)}% after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);

@@ -1,13 +1,17 @@
-import { randomBytes, base64urlEncode, type ReplayStore } from '@mrtr/core';
-import { redactUrl, type StoreName } from './config.js';
+import type { ReplayStore } from '@mrtr/core';
+import { randomBytes, base64urlEncode } from '@mrtr/core/authoring';
+import { MEMORY_STORE_ENTRIES, redactUrl, type StoreName } from './config.js';
 import {
   type ConnectLedger,
   createMemoryLedger,
   createPostgresLedger,
   createRedisLedger,
   createSqliteLedger,
+  type LedgerLimits,
   type PgLike,
   type RedisLike,
+  type SqliteLike,
+  withGenericErrors,
 } from './ledger.js';
 
 /** The replay store and the connect ledger of one backend, and how to close both. */
@@ -27,6 +31,10 @@ export interface BackendOptions {
   databaseUrl: string | undefined;
   /** Replay ledger namespace (same for every instance of one fleet). */
   namespace: string;
+  /** Per-principal bounds of the connect ledger (defaults: DEFAULT_LEDGER_LIMITS). */
+  ledgerLimits?: Partial<LedgerLimits> | undefined;
+  /** Where the connect ledger reports why it refused or failed (the client only sees a generic message). */
+  report?: ((line: string) => void) | undefined;
 }
 
 /** A startup failure the CLI reports in one line (exit code 1). */
@@ -50,11 +58,17 @@ const errorText = (error: unknown): string => {
 
 /** Opens the chosen backend and checks it answers (a dead Redis/PostgreSQL fails here, not on the first call). */
 export async function openBackend(name: StoreName, options: BackendOptions): Promise<Backend> {
+  const backend = await openRaw(name, options);
+  return { ...backend, ledger: withGenericErrors(backend.ledger, options.report ?? (() => {})) };
+}
+
+async function openRaw(name: StoreName, options: BackendOptions): Promise<Backend> {
+  const ledgerOptions = { limits: options.ledgerLimits };
   switch (name) {
     case 'memory': {
       const { createMemoryStore } = await import('@mrtr/store-memory');
-      const store = createMemoryStore({ namespace: options.namespace });
-      const ledger = createMemoryLedger();
+      const store = createMemoryStore({ namespace: options.namespace, maxEntries: MEMORY_STORE_ENTRIES });
+      const ledger = createMemoryLedger(ledgerOptions);
       return {
         name,
         store,
@@ -82,7 +96,7 @@ export async function openBackend(name: StoreName, options: BackendOptions): Pro
       const store = createSqliteStore({ database: db, namespace: options.namespace });
       try {
         await store.ensureSchema();
-        const ledger = createSqliteLedger(db);
+        const ledger = createSqliteLedger(db as unknown as SqliteLike, ledgerOptions);
         return {
           name,
           store,
@@ -110,7 +124,13 @@ export async function openBackend(name: StoreName, options: BackendOptions): Pro
         await store.close().catch(() => {});
         throw new BackendError(`Redis does not answer: ${errorText(error)}`);
       }
-      const ledger = createRedisLedger(store.client as unknown as RedisLike, `mrtr-demo:connect:${options.namespace}:`);
+      // An evicting Redis may drop consumed-state ids (a used state would be accepted again): say so at start.
+      const policy = await (store.client as unknown as { config(...args: string[]): Promise<unknown> })
+        .config('GET', 'maxmemory-policy')
+        .catch(() => undefined);
+      const warning = evictionWarning(Array.isArray(policy) ? policy[1] : undefined);
+      if (warning !== undefined) options.report?.(warning);
+      const ledger = createRedisLedger(store.client as unknown as RedisLike, `mrtr-demo:connect:${options.namespace}:`, ledgerOptions);
       return {
         name,
         store,
@@ -134,7 +154,7 @@ export async function openBackend(name: StoreName, options: BackendOptions): Pro
       const store = createPostgresStore({ pool, namespace: options.namespace });
       try {
         await store.ensureSchema();
-        const ledger = await withRetry(() => createPostgresLedger(pool as unknown as PgLike));
+        const ledger = await withRetry(() => createPostgresLedger(pool as unknown as PgLike, ledgerOptions));
         return {
           name,
           store,
@@ -153,6 +173,12 @@ export async function openBackend(name: StoreName, options: BackendOptions): Pro
       }
     }
   }
+}
+
+/** A warning when Redis may evict keys (anything but `noeviction`); `undefined` when fine or unknown. */
+export function evictionWarning(policy: unknown): string | undefined {
+  if (typeof policy !== 'string' || policy === 'noeviction') return undefined;
+  return `warning: Redis maxmemory-policy is "${policy}": under memory pressure it may evict consumed-state ids, and a used state would then be accepted again. Use "noeviction" for the replay store.`;
 }
 
 /** Two instances creating the ledger table at the same moment can collide on the catalog: retry once. */

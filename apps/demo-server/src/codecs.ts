@@ -6,15 +6,15 @@ export async function createCodec(name: CodecName, keys: KeyRing): Promise<State
   switch (name) {
     case 'hmac': {
       const { createHmacCodec } = await import('@mrtr/codec-hmac');
-      return createHmacCodec({ keys });
+      return createHmacCodec(keys);
     }
     case 'jwe': {
       const { createJweCodec } = await import('@mrtr/codec-jwe');
-      return createJweCodec({ keys });
+      return createJweCodec(keys);
     }
     case 'aead': {
       const { createAeadCodec } = await import('@mrtr/codec-aead');
-      return createAeadCodec({ keys });
+      return createAeadCodec(keys);
     }
   }
 }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyRing } from '@mrtr/core';
 
@@ -14,23 +15,58 @@ export const MIN_TTL_MS = 1_000;
 export const MAX_TTL_MS = 86_400_000;
 export const DEFAULT_SQLITE_FILE = 'mrtr-demo.sqlite';
 export const DEFAULT_REDIS_URL = 'redis://127.0.0.1:6379';
+/** Open TCP connections the HTTP server accepts at once; more are closed on arrival. */
+export const DEFAULT_MAX_CONNECTIONS = 256;
+export const MAX_MAX_CONNECTIONS = 65_535;
+/** Entries of the in-memory replay store (--store memory). */
+export const MEMORY_STORE_ENTRIES = 100_000;
+/** Share of the replay store one principal may fill at most (the default --mint-quota is derived from it). */
+const PRINCIPAL_STORE_SHARE = 0.25;
+/** The guard's clock-skew tolerance (its default): a state is refused once `exp` + this has passed. */
+export const CLOCK_SKEW_MS = 5_000;
 
-export const USAGE = `Usage: mrtr-demo [--host 127.0.0.1] [--port 3000] [--codec hmac|jwe|aead]
+/**
+ * The default per-principal mint quota per minute: one principal's consumed states, each kept for
+ * ttl + 2 × skew, never fill more than a quarter of the memory store's entries.
+ */
+export function defaultMintQuota(ttlMs: number): number {
+  const minutesKept = (ttlMs + 2 * CLOCK_SKEW_MS) / 60_000;
+  return Math.max(1, Math.floor((MEMORY_STORE_ENTRIES * PRINCIPAL_STORE_SHARE) / minutesKept));
+}
+
+/** Pending connect links one principal may hold (see ledger.ts). */
+export const DEFAULT_CONNECT_MAX_PENDING = 5;
+/** Lifetime of an unconfirmed connect link. */
+export const DEFAULT_CONNECT_LINK_TTL_MS = 600_000;
+
+export const USAGE = `Usage: mrtr-demo [--host 127.0.0.1] [--port 3000] [--codec hmac|jwe|aead|all]
                  [--store memory|sqlite|redis|postgres] [--sqlite-file PATH] [--ttl-ms N]
-                 [--fixtures conformance] [--stdio]
+                 [--max-connections N] [--mint-quota N|off] [--fixtures conformance] [--stdio]
+                 [--log pretty|json|off]
 
 A real MCP 2026-07-28 server showing protected multi round-trip requests (SEP-2322).
 
 Options:
   --host HOST          address to bind (default 127.0.0.1)
   --port N             TCP port, 0 picks a free one (default 3000; 0 with --stdio)
-  --codec NAME         request-state codec: hmac | jwe | aead (default hmac)
+  --codec NAME         request-state codec: hmac | jwe | aead (default hmac); all serves the three at once on
+                       /mcp/hmac, /mcp/jwe and /mcp/aead (and hmac on /mcp) for the playground's comparison
   --store NAME         replay store: memory | sqlite | redis | postgres (default memory)
   --sqlite-file PATH   SQLite database file for --store sqlite (default ./mrtr-demo.sqlite)
-  --ttl-ms N           lifetime of one round's request state in ms, ${MIN_TTL_MS}-${MAX_TTL_MS} (default ${DEFAULT_TTL_MS})
+  --ttl-ms N           lifetime of one round's request state in ms, ${MIN_TTL_MS}-${MAX_TTL_MS} (default ${DEFAULT_TTL_MS});
+                       the guard tolerates 5 s of clock skew, so a state is accepted up to 5 s past its exp
+  --max-connections N  open HTTP connections accepted at once, 1-${MAX_MAX_CONNECTIONS} (default ${DEFAULT_MAX_CONNECTIONS});
+                       further connections are closed on arrival
+  --mint-quota N|off   request states one principal may mint per minute (default: what keeps one principal
+                       under a quarter of the ${MEMORY_STORE_ENTRIES.toLocaleString('en-US')}-entry memory store at --ttl-ms, e.g. 2459 at the default TTL);
+                       past it a call answers -32600 "Too many requests"; off removes the bound
   --fixtures conformance
                        also register the tools and prompts of the official conformance suite
-  --stdio              serve MCP on stdin/stdout; HTTP then only serves the connect pages
+  --stdio              serve MCP on stdin/stdout; HTTP then only serves the connect pages and /metrics
+  --log pretty|json|off
+                       one line per request-state event on stderr (flow id, round, method, target, codec,
+                       kid, token bytes, outcome, duration; never a token, key or argument value);
+                       default pretty on a terminal, json otherwise
   -h, --help           show this help
 
 Environment:
@@ -41,7 +77,22 @@ Environment:
   DATABASE_URL         for --store postgres (required)
   MRTR_DEMO_ALLOWED_HOSTS
                        extra Host values to accept, comma-separated (e.g. behind a proxy)
+  MRTR_DEMO_CONNECT_MAX_PENDING
+                       pending connect_account links one principal may hold, 1-100 (default ${DEFAULT_CONNECT_MAX_PENDING})
+  MRTR_DEMO_CONNECT_LINK_TTL_MS
+                       lifetime of an unconfirmed connect link in ms, 1000-3600000 (default ${DEFAULT_CONNECT_LINK_TTL_MS})
 `;
+
+/**
+ * {@link USAGE} naming the command as it was run: `MRTR_DEMO_COMMAND` (set by the repository's `pnpm demo`),
+ * else `mrtr-demo` when started through that bin, else `node <path of the script>` relative to the working folder.
+ */
+export function usageFor(env: NodeJS.ProcessEnv, script: string | undefined = process.argv[1]): { usage: string; command: string } {
+  const command =
+    env.MRTR_DEMO_COMMAND?.trim() ||
+    (script === undefined || basename(script) === 'mrtr-demo' ? 'mrtr-demo' : `node ${relative(process.cwd(), script) || script}`);
+  return { usage: USAGE.replace(/^Usage: mrtr-demo/, `Usage: ${command}`), command };
+}
 
 /** A command-line or environment problem: printed with the usage hint, exit code 2. */
 export class UsageError extends Error {}
@@ -51,12 +102,18 @@ export interface CliOptions {
   /** Whether --host was given. */
   hostGiven: boolean;
   port: number;
-  codec: CodecName;
+  /** `all`: the three codecs at once, each on its own path (HTTP only). */
+  codec: CodecName | 'all';
   store: StoreName;
   sqliteFile: string;
   ttlMs: number;
+  maxConnections: number;
+  /** States one principal may mint per minute; `undefined` = no bound (--mint-quota off). */
+  mintQuota: number | undefined;
   fixtures: 'conformance' | undefined;
   stdio: boolean;
+  /** `undefined`: pretty on a terminal, json otherwise (decided where the output is known). */
+  log: 'pretty' | 'json' | 'off' | undefined;
   help: boolean;
 }
 
@@ -89,8 +146,11 @@ export function parseCli(argv: readonly string[]): CliOptions {
         store: { type: 'string' },
         'sqlite-file': { type: 'string' },
         'ttl-ms': { type: 'string' },
+        'max-connections': { type: 'string' },
+        'mint-quota': { type: 'string' },
         fixtures: { type: 'string' },
         stdio: { type: 'boolean' },
+        log: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     }));
@@ -107,16 +167,27 @@ export function parseCli(argv: readonly string[]): CliOptions {
   if (sqliteFile !== undefined && sqliteFile.length === 0) throw new UsageError('--sqlite-file must not be empty');
   const fixtures = str('fixtures');
   if (fixtures !== undefined && fixtures !== 'conformance') throw new UsageError(`--fixtures must be "conformance" (got "${fixtures}")`);
+  if (str('codec') === 'all' && stdio) throw new UsageError('--codec all serves three HTTP endpoints; it cannot be used with --stdio');
+  const log = str('log');
+  if (log !== undefined && log !== 'pretty' && log !== 'json' && log !== 'off') {
+    throw new UsageError(`--log must be one of pretty, json, off (got "${log}")`);
+  }
+  const ttlMs = integer('--ttl-ms', str('ttl-ms'), DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TTL_MS);
+  const quota = str('mint-quota');
+  const mintQuota = quota === 'off' ? undefined : integer('--mint-quota', quota, defaultMintQuota(ttlMs), 1, 1_000_000_000);
   return {
     host,
     hostGiven: str('host') !== undefined,
     port: integer('--port', str('port'), stdio ? 0 : DEFAULT_PORT, 0, 65_535),
-    codec: oneOf('--codec', str('codec'), CODECS, 'hmac'),
+    codec: oneOf('--codec', str('codec'), [...CODECS, 'all'] as const, 'hmac'),
     store,
     sqliteFile: sqliteFile ?? DEFAULT_SQLITE_FILE,
-    ttlMs: integer('--ttl-ms', str('ttl-ms'), DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TTL_MS),
+    ttlMs,
+    mintQuota,
+    maxConnections: integer('--max-connections', str('max-connections'), DEFAULT_MAX_CONNECTIONS, 1, MAX_MAX_CONNECTIONS),
     fixtures,
     stdio,
+    log,
     help: values.help === true,
   };
 }
@@ -186,6 +257,24 @@ export function readConnectWaitMs(env: NodeJS.ProcessEnv): number {
   if (text === undefined || text === '') return 5_000;
   if (!/^\d{1,6}$/.test(text) || Number(text) > 60_000) throw new UsageError('MRTR_DEMO_CONNECT_WAIT_MS must be 0-60000');
   return Number(text);
+}
+
+/** Per-principal bounds of the connect ledger from MRTR_DEMO_CONNECT_MAX_PENDING / MRTR_DEMO_CONNECT_LINK_TTL_MS. */
+export function readLedgerLimits(env: NodeJS.ProcessEnv): { maxPendingPerPrincipal: number; maxLinksPerPrincipal: number; pendingTtlMs: number } {
+  const pending = env.MRTR_DEMO_CONNECT_MAX_PENDING;
+  const ttl = env.MRTR_DEMO_CONNECT_LINK_TTL_MS;
+  let maxPendingPerPrincipal = DEFAULT_CONNECT_MAX_PENDING;
+  let pendingTtlMs = DEFAULT_CONNECT_LINK_TTL_MS;
+  if (pending !== undefined && pending !== '') {
+    if (!/^\d{1,3}$/.test(pending) || Number(pending) < 1 || Number(pending) > 100) throw new UsageError('MRTR_DEMO_CONNECT_MAX_PENDING must be 1-100');
+    maxPendingPerPrincipal = Number(pending);
+  }
+  if (ttl !== undefined && ttl !== '') {
+    if (!/^\d{1,7}$/.test(ttl) || Number(ttl) < 1000 || Number(ttl) > 3_600_000) throw new UsageError('MRTR_DEMO_CONNECT_LINK_TTL_MS must be 1000-3600000');
+    pendingTtlMs = Number(ttl);
+  }
+  // Settled links (the page's answer, kept for the flow) give way beyond 4x the pending cap (at least 20).
+  return { maxPendingPerPrincipal, maxLinksPerPrincipal: Math.max(20, 4 * maxPendingPerPrincipal), pendingTtlMs };
 }
 
 /** `redis://user:secret@host` → `redis://user:***@host` for log lines. */

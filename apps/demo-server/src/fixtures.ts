@@ -1,6 +1,6 @@
 /**
  * The tools, prompts and resources the official conformance suite (0.2.0-alpha.12) calls, registered
- * THROUGH the adapter (`mrtr.tool` / `mrtr.prompt` / `mrtr.resource`), so the suite exercises our sealing,
+ * THROUGH the adapter (`mrtr.registerTool` / `registerPrompt` / `registerResource`), so the suite exercises our sealing,
  * binding, single use and answer validation rather than a bypass.
  */
 import type { McpServer, ServerNotifier } from '@modelcontextprotocol/server';
@@ -8,6 +8,9 @@ import { fromJsonSchema, ResourceTemplate } from '@modelcontextprotocol/server';
 import type { Mrtr } from '@mrtr/mcp-server';
 import * as z from 'zod/v4';
 import { samplingText } from './tools.js';
+
+/** The official suite sends first-call answers: these fixtures opt in to pre-supplied answers (the demo's own tools do not). */
+const PRESUPPLIED = { presupplied: 'accept' } as const;
 
 /** 1×1 PNG and a minimal WAV, as used by the suite's reference server. */
 export const TEST_IMAGE_BASE64 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
@@ -29,224 +32,243 @@ export interface FixtureDeps {
 
 export function registerConformanceFixtures(server: McpServer, { mrtr, notifier }: FixtureDeps): void {
   // ------------------------------------------------------------ SEP-2322 (MRTR) scenarios
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_elicitation',
     { description: 'MRTR: one form elicitation (user_name)' },
-    mrtr.tool('test_input_required_result_elicitation', (_args, _ctx, need) => {
-      const answer = need.elicit('user_name', NAME_FORM);
+    (_args, _ctx, need) => {
+      const answer = need.elicit('user_name', NAME_FORM, PRESUPPLIED);
       if (answer === undefined) return need.ask();
       if (answer.action !== 'accept') return need.fail(`Elicitation ${answer.action}ed: no name given.`);
       return text(`Hello, ${answer.content.name}!`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_sampling',
     { description: 'MRTR: one sampling request (capital_question)' },
-    mrtr.tool('test_input_required_result_sampling', (_args, _ctx, need) => {
+    (_args, _ctx, need) => {
       const result = need.sample('capital_question', {
         messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
         maxTokens: 100,
-      });
+      }, PRESUPPLIED);
       if (result === undefined) return need.ask();
       return text(`The model answered: ${samplingText(result)}`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_list_roots',
     { description: 'MRTR: one roots/list request (client_roots)' },
-    mrtr.tool('test_input_required_result_list_roots', (_args, _ctx, need) => {
-      const roots = need.roots('client_roots');
+    (_args, _ctx, need) => {
+      const roots = need.roots('client_roots', PRESUPPLIED);
       if (roots === undefined) return need.ask();
       return text(`The client shares ${roots.length} root(s): ${roots.map((r) => r.uri).join(', ') || '(none)'}`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_request_state',
     { description: 'MRTR: elicitation plus a sealed requestState (confirm)' },
-    mrtr.tool('test_input_required_result_request_state', (_args, _ctx, need) => {
+    (_args, _ctx, need) => {
       const answer = need.elicit('confirm', {
         message: 'Please confirm',
         requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
-      });
+      }, PRESUPPLIED);
       if (answer === undefined) return need.ask();
       if (answer.action !== 'accept') return need.fail(`Confirmation ${answer.action}ed.`);
       return text(`state-ok: the sealed request state verified (round ${need.round}), ok=${answer.content.ok}`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_multiple_inputs',
     { description: 'MRTR: elicitation, sampling and roots in one round' },
-    mrtr.tool('test_input_required_result_multiple_inputs', (_args, _ctx, need) => {
-      const name = need.elicit('user_name', NAME_FORM);
+    (_args, _ctx, need) => {
+      const name = need.elicit('user_name', NAME_FORM, PRESUPPLIED);
       const greeting = need.sample('greeting', {
         messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }],
         maxTokens: 50,
-      });
-      const roots = need.roots('client_roots');
+      }, PRESUPPLIED);
+      const roots = need.roots('client_roots', PRESUPPLIED);
       if (name === undefined || greeting === undefined || roots === undefined) return need.ask();
       const who = name.action === 'accept' ? name.content.name : '(no name)';
       return text(`${samplingText(greeting)} ${who}; roots: ${roots.map((r) => r.uri).join(', ') || '(none)'}`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_multi_round',
     { description: 'MRTR: two rounds of elicitation; round 1 answer travels in the sealed state' },
-    mrtr.tool('test_input_required_result_multi_round', (_args, _ctx, need) => {
+    (_args, _ctx, need) => {
       const step1 = need.elicit('step1', {
         message: 'Step 1: What is your name?',
         requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
-      });
+      }, PRESUPPLIED);
       if (step1 === undefined) return need.ask();
       if (step1.action !== 'accept') return need.fail(`Step 1 ${step1.action}ed.`);
       const step2 = need.elicit('step2', {
         message: 'Step 2: What is your favorite color?',
         requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] },
-      });
+      }, PRESUPPLIED);
       if (step2 === undefined) return need.ask();
       if (step2.action !== 'accept') return need.fail(`Step 2 ${step2.action}ed.`);
       return text(`${step1.content.name} likes ${step2.content.color} (completed in round ${need.round}).`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_tampered_state',
     { description: 'MRTR: integrity-protected requestState; a tampered one is rejected' },
-    mrtr.tool('test_input_required_result_tampered_state', (_args, _ctx, need) => {
+    (_args, _ctx, need) => {
       const answer = need.elicit('confirm', {
         message: 'Please confirm',
         requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
-      });
+      }, PRESUPPLIED);
       if (answer === undefined) return need.ask();
       return text(`Confirmed (${answer.action}).`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_input_required_result_capabilities',
     { description: 'MRTR: asks only what the client declared (elicitation degrades away without the capability)' },
-    mrtr.tool('test_input_required_result_capabilities', (_args, _ctx, need) => {
-      const name = need.elicit('user_name', NAME_FORM);
+    (_args, _ctx, need) => {
+      const name = need.elicit('user_name', NAME_FORM, PRESUPPLIED);
       const answer = need.sample('capital_question', {
         messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
         maxTokens: 100,
-      });
+      }, PRESUPPLIED);
       const nameDone = name !== undefined || !need.can('elicitation.form');
       const sampleDone = answer !== undefined || !need.can('sampling');
       if (!nameDone || !sampleDone) return need.ask({ missingCapability: 'degrade' });
       const who = name?.action === 'accept' ? name.content.name : 'someone';
       return text(`${who} asked; the model said: ${answer === undefined ? '(no sampling)' : samplingText(answer)}`);
-    }),
+    },
   );
 
-  server.registerPrompt(
+  mrtr.registerPrompt(
+    server,
     'test_input_required_result_prompt',
     { description: 'MRTR on prompts/get (user_context)' },
-    mrtr.prompt('test_input_required_result_prompt', (_args, _ctx, need) => {
+    (_args, _ctx, need) => {
       const answer = need.elicit('user_context', {
         message: 'What context should the prompt use?',
         requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] },
-      });
+      }, PRESUPPLIED);
       if (answer === undefined) return need.ask();
       const context = answer.action === 'accept' ? answer.content.context : '(none given)';
       return { messages: [{ role: 'user', content: { type: 'text', text: `Use this context: ${context}` } }] };
-    }),
+    },
   );
 
   // ------------------------------------------------------------ server-stateless (SEP-2575) diagnostics
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_missing_capability',
     { description: 'Needs sampling; without the declared capability it answers -32021' },
-    mrtr.tool('test_missing_capability', (_args, _ctx, need) => {
+    (_args, _ctx, need) => {
       const answer = need.sample('probe', {
         messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }],
         maxTokens: 20,
-      });
+      }, PRESUPPLIED);
       if (answer === undefined) return need.ask({ missingCapability: 'fail' });
       return text(`Sampling answered: ${samplingText(answer)}`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_streaming_elicitation',
     { description: 'Reports progress, then asks for input with an input_required result (never a server→client request)' },
-    mrtr.tool('test_streaming_elicitation', async (_args, ctx, need) => {
+    async (_args, ctx, need) => {
       const progressToken = ctx.mcpReq._meta?.progressToken;
       if (progressToken !== undefined) {
         await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken, progress: 1, total: 2 } });
       }
-      const answer = need.elicit('user_name', NAME_FORM);
+      const answer = need.elicit('user_name', NAME_FORM, PRESUPPLIED);
       if (answer === undefined) return need.ask();
       return text(answer.action === 'accept' ? `Hello, ${answer.content.name}!` : `Elicitation ${answer.action}ed.`);
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_logging_tool',
     { description: 'Logs three messages (only delivered when the request sets a logLevel)' },
-    mrtr.tool('test_logging_tool', async (_args, ctx) => {
+    async (_args, ctx) => {
       for (const step of ['started', 'processing', 'completed']) {
         await ctx.mcpReq.log('info', `Tool execution ${step}`);
         await sleep(20);
       }
       return text('Tool with logging executed successfully');
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_trigger_tool_change',
     { description: 'Publishes notifications/tools/list_changed to open subscriptions' },
-    mrtr.tool('test_trigger_tool_change', () => {
+    () => {
       notifier()?.toolsChanged();
       return text('tools/list_changed published');
-    }),
+    },
   );
 
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_trigger_prompt_change',
     { description: 'Publishes notifications/prompts/list_changed to open subscriptions' },
-    mrtr.tool('test_trigger_prompt_change', () => {
+    () => {
       notifier()?.promptsChanged();
       return text('prompts/list_changed published');
-    }),
+    },
   );
 
   // ------------------------------------------------------------ tools-* scenarios
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_simple_text',
     { description: 'Tests simple text content response' },
-    mrtr.tool('test_simple_text', () => text('This is a simple text response for testing.')),
+    () => text('This is a simple text response for testing.'),
   );
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_image_content',
     { description: 'Tests image content response' },
-    mrtr.tool('test_image_content', () => ({ content: [{ type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' }] })),
+    () => ({ content: [{ type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' }] }),
   );
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_audio_content',
     { description: 'Tests audio content response' },
-    mrtr.tool('test_audio_content', () => ({ content: [{ type: 'audio', data: TEST_AUDIO_BASE64, mimeType: 'audio/wav' }] })),
+    () => ({ content: [{ type: 'audio', data: TEST_AUDIO_BASE64, mimeType: 'audio/wav' }] }),
   );
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_embedded_resource',
     { description: 'Tests embedded resource content response' },
-    mrtr.tool('test_embedded_resource', () => ({
+    () => ({
       content: [
         {
           type: 'resource',
           resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' },
         },
       ],
-    })),
+    }),
   );
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_multiple_content_types',
     { description: 'Tests response with multiple content types (text, image, resource)' },
-    mrtr.tool('test_multiple_content_types', () => ({
+    () => ({
       content: [
         { type: 'text', text: 'Multiple content types test:' },
         { type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' },
@@ -255,19 +277,21 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
           resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: JSON.stringify({ test: 'data', value: 123 }) },
         },
       ],
-    })),
-  );
-  server.registerTool(
-    'test_error_handling',
-    { description: 'Tests error response handling' },
-    mrtr.tool('test_error_handling', () => {
-      throw new Error('This tool intentionally returns an error for testing');
     }),
   );
-  server.registerTool(
+  mrtr.registerTool(
+    server,
+    'test_error_handling',
+    { description: 'Tests error response handling' },
+    () => {
+      throw new Error('This tool intentionally returns an error for testing');
+    },
+  );
+  mrtr.registerTool(
+    server,
     'test_tool_with_progress',
     { description: 'Tests tool that reports progress notifications', inputSchema: z.object({}) },
-    mrtr.tool('test_tool_with_progress', async (_args, ctx) => {
+    async (_args, ctx) => {
       const progressToken = ctx.mcpReq._meta?.progressToken;
       for (const progress of [0, 50, 100]) {
         if (progressToken !== undefined) {
@@ -279,11 +303,12 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
         if (progress !== 100) await sleep(50);
       }
       return text(String(progressToken ?? 'no progress token'));
-    }),
+    },
   );
 
   // ------------------------------------------------------------ json-schema-2020-12 (SEP-1613/2106): raw schema kept as is
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'json_schema_2020_12_tool',
     {
       description: 'Tool with JSON Schema 2020-12 features',
@@ -312,11 +337,12 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
         additionalProperties: false,
       }),
     },
-    mrtr.tool<Record<string, unknown>>('json_schema_2020_12_tool', (args) => text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`)),
+    (args) => text(`JSON Schema 2020-12 tool called with: ${JSON.stringify(args)}`),
   );
 
   // ------------------------------------------------------------ http-custom-header-server-validation (SEP-2243)
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'test_custom_header',
     {
       description: 'A tool whose `region` argument is mirrored in the Mcp-Param-Region header',
@@ -327,65 +353,71 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
         required: ['region'],
       } as Parameters<typeof fromJsonSchema>[0]),
     },
-    mrtr.tool<{ region: string }>('test_custom_header', ({ region }) => text(`Region: ${region}`)),
+    ({ region }) => text(`Region: ${region}`),
   );
 
   // ------------------------------------------------------------ resources-* scenarios
-  server.registerResource(
+  mrtr.registerResource(
+    server,
     'static-text',
     'test://static-text',
     { title: 'Static Text Resource', description: 'A static text resource for testing', mimeType: 'text/plain' },
-    mrtr.resource(() => ({
+    () => ({
       contents: [{ uri: 'test://static-text', mimeType: 'text/plain', text: 'This is the content of the static text resource.' }],
-    })),
+    }),
   );
-  server.registerResource(
+  mrtr.registerResource(
+    server,
     'static-binary',
     'test://static-binary',
     { title: 'Static Binary Resource', description: 'A static binary resource (image) for testing', mimeType: 'image/png' },
-    mrtr.resource(() => ({ contents: [{ uri: 'test://static-binary', mimeType: 'image/png', blob: TEST_IMAGE_BASE64 }] })),
+    () => ({ contents: [{ uri: 'test://static-binary', mimeType: 'image/png', blob: TEST_IMAGE_BASE64 }] }),
   );
-  server.registerResource(
+  mrtr.registerResource(
+    server,
     'template',
     new ResourceTemplate('test://template/{id}/data', { list: undefined }),
     { title: 'Resource Template', description: 'A resource template with parameter substitution', mimeType: 'application/json' },
-    mrtr.resource((uri, _ctx, _need, variables) => {
+    (uri, _ctx, _need, variables) => {
       const id = variables?.id;
       return {
         contents: [
           { uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) },
         ],
       };
-    }),
+    },
   );
 
   // ------------------------------------------------------------ prompts-* scenarios
-  server.registerPrompt(
+  mrtr.registerPrompt(
+    server,
     'test_simple_prompt',
     { title: 'Simple Test Prompt', description: 'A simple prompt without arguments' },
-    mrtr.prompt('test_simple_prompt', () => ({
+    () => ({
       messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }],
-    })),
+    }),
   );
-  server.registerPrompt(
+  mrtr.registerPrompt(
+    server,
     'test_prompt_with_arguments',
     {
       title: 'Prompt With Arguments',
       description: 'A prompt with required arguments',
       argsSchema: z.object({ arg1: z.string().describe('First test argument'), arg2: z.string().describe('Second test argument') }),
     },
-    mrtr.prompt<{ arg1: string; arg2: string }>('test_prompt_with_arguments', (args) => ({
+    (args) => ({
       messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${args.arg1}', arg2='${args.arg2}'` } }],
-    })),
+    }),
   );
-  server.registerPrompt(
+  mrtr.registerPrompt(
+    server,
     'test_prompt_with_embedded_resource',
     {
       title: 'Prompt With Embedded Resource',
       description: 'A prompt that includes an embedded resource',
       argsSchema: z.object({ resourceUri: z.string().describe('URI of the resource to embed') }),
     },
-    mrtr.prompt<{ resourceUri: string }>('test_prompt_with_embedded_resource', (args) => ({
+    (args) => ({
       messages: [
         {
           role: 'user',
@@ -393,17 +425,18 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
         },
         { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
       ],
-    })),
+    }),
   );
-  server.registerPrompt(
+  mrtr.registerPrompt(
+    server,
     'test_prompt_with_image',
     { title: 'Prompt With Image', description: 'A prompt that includes image content' },
-    mrtr.prompt('test_prompt_with_image', () => ({
+    () => ({
       messages: [
         { role: 'user', content: { type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' } },
         { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } },
       ],
-    })),
+    }),
   );
 
   // ------------------------------------------------------------ completion-complete

@@ -2,11 +2,56 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
 import { type TokenTable, tokenDigest } from './config.js';
+import { METRICS_PATH } from './observe.js';
 import { type PageOptions, serveConnectPage } from './pages.js';
+import { isPlaygroundPath, type PlaygroundAssets, servePlayground } from './playground.js';
+import { type RejectionLog, requestPrincipal } from './rejections.js';
 
-/** Largest accepted MCP request body. */
-export const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * Largest accepted MCP request body: 384 KiB. The largest legitimate request of the demo tools is a
+ * later round of delete_files: 100 paths of up to 1,024 UTF-16 units each, sent as UTF-8 (at most 3 bytes
+ * per unit: ~300 KiB), plus a requestState (at most 16 KiB) and the envelope and answers (a few KiB).
+ * summarize's later round is smaller: 20,000 units of text (at most ~59 KiB) + 16 KiB state + the sample.
+ */
+export const MAX_BODY_BYTES = 384 * 1024;
+/** Deepest JSON nesting (`[` / `{`) accepted; checked by a linear scan before anything parses the body. */
+export const MAX_JSON_DEPTH = 64;
 export const MCP_PATH = '/mcp';
+/** The playground page's view of its own recent rejection codes (same auth as {@link MCP_PATH}). */
+export const REJECTIONS_PATH = '/rejections';
+/** Time a client has to send the request headers. */
+export const HEADERS_TIMEOUT_MS = 10_000;
+/** Time a client has to send the whole request. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * How often Node checks the two timeouts above. Node's default is 30 s, which made the 10 s header
+ * timeout effectively ~30-40 s; 1 s keeps it within a second of the documented value.
+ */
+export const CONNECTIONS_CHECK_INTERVAL_MS = 1_000;
+
+/**
+ * Whether the nesting of `[`/`{` in `body`, outside strings (escapes handled), exceeds `limit`. One pass
+ * over the bytes, stopping at the first level too deep; the bytes of multi-byte UTF-8 characters never
+ * equal the ASCII ones tested. Malformed JSON is left to the parser.
+ */
+export function jsonDepthExceeds(body: Uint8Array, limit: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const c = body[i]!;
+    if (inString) {
+      if (c === 0x5c /* \\ */) i++; // skip the escaped byte (\" or \\ included)
+      else if (c === 0x22 /* " */) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b /* [ */ || c === 0x7b /* { */) {
+      if (++depth > limit) return true;
+    } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) {
+      depth--;
+    }
+  }
+  return false;
+}
 
 export interface HttpOptions {
   /** The SDK handler; `undefined` when MCP is served on stdio (then only the connect pages are served). */
@@ -18,8 +63,24 @@ export interface HttpOptions {
   /** Extra allowed Host values (`host[:port]`, lower case). */
   extraHosts: readonly string[];
   pages: PageOptions;
+  /** More MCP endpoints by path (`--codec all`: `/mcp/hmac`, `/mcp/jwe`, `/mcp/aead`), same checks as `/mcp`. */
+  extraHandlers?: ReadonlyMap<string, McpHttpHandler> | undefined;
+  /** The playground page (`GET /`); `undefined` = not served (stdio mode, or its files were not built). */
+  playground?: PlaygroundAssets | undefined;
+  /** Recent rejection codes per principal, for `GET /rejections`; `undefined` = not served. */
+  rejections?: RejectionLog | undefined;
+  /** The principal of every request without tokens (default `anonymous`). */
+  anonymousPrincipal?: string | undefined;
   /** Out-of-band errors (never reach the client). */
   onError(error: unknown): void;
+  /** Serves `GET /metrics` (Prometheus text), behind the same bearer tokens as /mcp. */
+  metrics?: ((req: IncomingMessage, res: ServerResponse) => void) | undefined;
+  /** Open connections accepted at once; one more is closed on arrival (and reported to `onError`). */
+  maxConnections?: number | undefined;
+  /** Overrides of the timeouts (tests use short ones). */
+  headersTimeoutMs?: number | undefined;
+  requestTimeoutMs?: number | undefined;
+  connectionsCheckingIntervalMs?: number | undefined;
 }
 
 const LOOPBACK_NAMES = ['localhost', '127.0.0.1', '[::1]'];
@@ -68,10 +129,28 @@ export function originAllowed(origin: string | undefined, hosts: ReadonlySet<str
   return hosts.has(url.host.toLowerCase());
 }
 
-function jsonError(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void {
-  const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32600, message } });
+function jsonError(res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}, code = -32600): void {
+  const body = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
   res.end(body);
+}
+
+/** What a refused body may still send before its connection is closed (see {@link refuseBody}). */
+const LINGER_BYTES = 2 * MAX_BODY_BYTES;
+
+/**
+ * Answers 413 and keeps reading (and discarding) what the client is still sending: closing a socket with
+ * unread data makes the kernel reset it, and a reset can destroy the 413 before the client reads it. A client
+ * that sends more than {@link LINGER_BYTES} after the refusal is cut off (the request timeout bounds the time).
+ */
+function refuseBody(req: IncomingMessage, res: ServerResponse): void {
+  jsonError(res, 413, 'Request body too large', {});
+  let drained = 0;
+  req.on('data', (chunk: Buffer) => {
+    drained += chunk.length;
+    if (drained > LINGER_BYTES) req.socket.destroy();
+  });
+  req.resume();
 }
 
 /** Reads at most `limit` bytes; `undefined` when the body is larger (the caller answers 413). */
@@ -120,7 +199,26 @@ function toWebRequest(req: IncomingMessage, url: URL, body: Buffer | undefined, 
   return new Request(url, init);
 }
 
-async function writeWebResponse(response: Response, res: ServerResponse): Promise<void> {
+/**
+ * The SDK answers some failures with the exception text in `error.data` (e.g. `"Parse error"` with
+ * `data: String(error)`). A JSON-RPC error whose `data` is a string loses it here (reported instead);
+ * structured `data` (the MRTR rejection reason, required capabilities) is part of the protocol and stays.
+ */
+function scrubErrorData(body: Buffer, onError: (error: unknown) => void): Buffer {
+  let message: unknown;
+  try {
+    message = JSON.parse(body.toString('utf8'));
+  } catch {
+    return body;
+  }
+  const error = (message as { error?: { data?: unknown } } | null)?.error;
+  if (error === null || typeof error !== 'object' || typeof error.data !== 'string') return body;
+  onError(new Error(`error detail withheld from the client: ${error.data}`));
+  delete error.data;
+  return Buffer.from(JSON.stringify(message), 'utf8');
+}
+
+async function writeWebResponse(response: Response, res: ServerResponse, onError: (error: unknown) => void): Promise<void> {
   const headers: Record<string, string | string[]> = {};
   response.headers.forEach((value, name) => {
     if (name !== 'set-cookie') headers[name] = value;
@@ -134,7 +232,8 @@ async function writeWebResponse(response: Response, res: ServerResponse): Promis
   }
   if (!(response.headers.get('content-type') ?? '').startsWith('text/event-stream')) {
     // A plain JSON answer: one write with a length (no chunked encoding).
-    const body = Buffer.from(await response.arrayBuffer());
+    let body: Buffer = Buffer.from(await response.arrayBuffer());
+    if (response.status >= 400) body = scrubErrorData(body, onError);
     headers['content-length'] = String(body.length);
     res.writeHead(response.status, headers);
     res.end(body);
@@ -159,21 +258,53 @@ async function writeWebResponse(response: Response, res: ServerResponse): Promis
   }
 }
 
+/** The bearer token's principal as the SDK's `AuthInfo`; `undefined` without a known token. */
 /** The HTTP front: hygiene checks, bearer auth, the MCP endpoint and the connect pages. */
 export function createHttpServer(options: HttpOptions): Server {
   let hosts: Set<string> | undefined;
-  // Bounded time to send headers and the whole request (slow senders on /mcp and the connect pages).
-  const server = createServer({ headersTimeout: 10_000, requestTimeout: 30_000 }, (req, res) => {
+  // Bounded time to send headers and the whole request (slow senders on /mcp and the connect pages),
+  // checked every second (Node's default check interval is 30 s).
+  const server = createServer(
+    {
+      headersTimeout: options.headersTimeoutMs ?? HEADERS_TIMEOUT_MS,
+      requestTimeout: options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: options.connectionsCheckingIntervalMs ?? CONNECTIONS_CHECK_INTERVAL_MS,
+    },
+    (req, res) => {
     handle(req, res).catch((error: unknown) => {
       options.onError(error);
-      if (!res.headersSent) jsonError(res, 500, 'Internal error');
+      if (!res.headersSent) jsonError(res, 500, 'Internal error', {}, -32603);
       else res.destroy();
     });
+    },
+  );
+  if (options.maxConnections !== undefined) server.maxConnections = options.maxConnections;
+  let dropped = 0;
+  server.on('drop', () => {
+    // One line per power of two, so a flood cannot flood the log either.
+    dropped++;
+    if ((dropped & (dropped - 1)) === 0) {
+      options.onError(new Error(`connection limit (${server.maxConnections}) reached: ${dropped} connection(s) refused so far`));
+    }
   });
   server.on('listening', () => {
     const port = (server.address() as AddressInfo).port;
     hosts = allowedHosts(options.bindHost, port, options.extraHosts);
   });
+
+  /** The caller's principal (and the SDK's `authInfo` with tokens); `undefined` after answering 401. */
+  function authenticate(req: IncomingMessage, res: ServerResponse): { principal: string; authInfo: AuthInfo | undefined } | undefined {
+    if (options.tokens === undefined) return { principal: options.anonymousPrincipal ?? 'anonymous', authInfo: undefined };
+    const header = req.headers.authorization ?? '';
+    const match = /^Bearer ([\x21-\x7e]+)$/i.exec(header);
+    const principal = match === null ? undefined : options.tokens.get(tokenDigest(match[1]!));
+    if (principal === undefined) {
+      jsonError(res, 401, 'Unauthorized', { 'www-authenticate': 'Bearer realm="mrtr-demo"' });
+      return undefined;
+    }
+    const authInfo: AuthInfo = { token: tokenDigest(match![1]!), clientId: 'mrtr-demo-bearer', scopes: [], extra: { sub: principal } };
+    return { principal, authInfo };
+  }
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     res.setHeader('x-content-type-options', 'nosniff');
@@ -200,7 +331,33 @@ export function createHttpServer(options: HttpOptions): Server {
       await serveConnectPage(req, res, url.pathname.slice('/connect/'.length), options.pages);
       return;
     }
-    if (url.pathname !== MCP_PATH || options.handler === undefined) {
+    if (url.pathname === METRICS_PATH && options.metrics !== undefined) {
+      if (req.method !== 'GET') {
+        jsonError(res, 405, 'Method not allowed', { allow: 'GET' });
+        return;
+      }
+      if (authenticate(req, res) === undefined) return;
+      options.metrics(req, res);
+      return;
+    }
+    if (url.pathname === REJECTIONS_PATH && options.rejections !== undefined && options.handler !== undefined) {
+      if (req.method !== 'GET') {
+        jsonError(res, 405, 'Method not allowed', { allow: 'GET' });
+        return;
+      }
+      const who = authenticate(req, res);
+      if (who === undefined) return;
+      const body = JSON.stringify({ rejections: options.rejections.recent(who.principal) });
+      res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
+    if (options.playground !== undefined && options.handler !== undefined && isPlaygroundPath(url.pathname)) {
+      servePlayground(req, res, url.pathname, options.playground);
+      return;
+    }
+    const handler = url.pathname === MCP_PATH ? options.handler : options.extraHandlers?.get(url.pathname);
+    if (handler === undefined) {
       jsonError(res, 404, 'Not found');
       return;
     }
@@ -210,28 +367,23 @@ export function createHttpServer(options: HttpOptions): Server {
       return;
     }
     // 4. Bearer auth when tokens are configured.
-    let authInfo: AuthInfo | undefined;
-    if (options.tokens !== undefined) {
-      const header = req.headers.authorization ?? '';
-      const match = /^Bearer ([\x21-\x7e]+)$/i.exec(header);
-      const principal = match === null ? undefined : options.tokens.get(tokenDigest(match[1]!));
-      if (principal === undefined) {
-        jsonError(res, 401, 'Unauthorized', { 'www-authenticate': 'Bearer realm="mrtr-demo"' });
-        return;
-      }
-      authInfo = { token: tokenDigest(match![1]!), clientId: 'mrtr-demo-bearer', scopes: [], extra: { sub: principal } };
-    }
+    const who = authenticate(req, res);
+    if (who === undefined) return;
+    const { authInfo } = who;
     // 5. Body cap, before anything is parsed.
     const declared = Number(req.headers['content-length'] ?? '0');
     if (!Number.isFinite(declared) || declared > MAX_BODY_BYTES) {
-      jsonError(res, 413, 'Request body too large', { connection: 'close' });
-      req.resume();
+      refuseBody(req, res);
       return;
     }
     const body = await readBody(req, MAX_BODY_BYTES);
     if (body === undefined) {
-      jsonError(res, 413, 'Request body too large', { connection: 'close' });
-      req.resume();
+      refuseBody(req, res);
+      return;
+    }
+    // 6. Nesting cap, before anything is parsed: JSON.parse of deeply nested input is far costlier than its size.
+    if (jsonDepthExceeds(body, MAX_JSON_DEPTH)) {
+      jsonError(res, 400, `Parse error: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {}, -32700);
       return;
     }
     const abort = new AbortController();
@@ -239,8 +391,8 @@ export function createHttpServer(options: HttpOptions): Server {
       if (!res.writableFinished) abort.abort();
     });
     const request = toWebRequest(req, url, body, abort.signal);
-    const response = await options.handler.fetch(request, authInfo === undefined ? {} : { authInfo });
-    await writeWebResponse(response, res);
+    const response = await requestPrincipal.run(who.principal, () => handler.fetch(request, authInfo === undefined ? {} : { authInfo }));
+    await writeWebResponse(response, res, options.onError);
   }
 
   return server;

@@ -1,20 +1,28 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
 import { createMcpHandler, type McpHttpHandler, type ServerContext } from '@modelcontextprotocol/server';
 import { createMrtr } from '@mrtr/mcp-server';
 import { type Backend, BackendError, openBackend } from './backend.js';
 import { createCodec } from './codecs.js';
 import {
+  CLOCK_SKEW_MS,
+  CODECS,
+  type CodecName,
   DEFAULT_REDIS_URL,
   parseCli,
   readAllowedHosts,
   readConnectWaitMs,
   readKeys,
+  readLedgerLimits,
   readTokens,
-  USAGE,
+  usageFor,
   UsageError,
 } from './config.js';
 import { bracketed, createHttpServer, isLoopbackHost, MAX_BODY_BYTES, MCP_PATH } from './http.js';
+import { createObservability } from './observe.js';
+import { loadPlayground } from './playground.js';
+import { RejectionLog, requestPrincipal } from './rejections.js';
 import { createServerFactory } from './server.js';
 
 /** Audience bound into every state: every instance of one fleet uses the same one. */
@@ -23,11 +31,14 @@ export const AUDIENCE = 'mrtr-demo';
 export interface Io {
   out(line: string): void;
   err(line: string): void;
+  /** Whether `err` writes to a terminal (the default --log is then pretty). */
+  errIsTTY?: boolean;
 }
 
 const processIo: Io = {
   out: (line) => process.stdout.write(`${line}\n`),
   err: (line) => process.stderr.write(`${line}\n`),
+  errIsTTY: process.stderr.isTTY === true,
 };
 
 /** Runs the demo until SIGINT/SIGTERM (or stdin closes in --stdio mode). Resolves with the exit code. */
@@ -37,41 +48,32 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   let tokens: ReturnType<typeof readTokens>;
   let extraHosts: string[];
   let connectWaitMs: number;
+  let ledgerLimits: ReturnType<typeof readLedgerLimits>;
   try {
     cli = parseCli(argv);
     if (cli.help) {
-      io.out(USAGE);
+      io.out(usageFor(env).usage);
       return 0;
     }
     keys = readKeys(env);
     tokens = readTokens(env);
     extraHosts = readAllowedHosts(env);
     connectWaitMs = readConnectWaitMs(env);
+    ledgerLimits = readLedgerLimits(env);
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`mrtr-demo: ${error.message}`);
-      io.err('Run mrtr-demo --help for usage.');
+      io.err(`Run ${usageFor(env).command} --help for usage.`);
       return 2;
     }
     throw error;
   }
   // In --stdio mode stdout carries JSON-RPC: every human-readable line goes to stderr.
   const say = cli.stdio ? io.err : io.out;
-  const warn = (line: string) => io.err(`mrtr-demo: warning: ${line}`);
 
-  if (keys.ephemeral) {
-    warn('MRTR_KEYS is not set: using an ephemeral key. States from this process are refused by every other instance');
-    warn('and after a restart; multi-instance deployments need the same MRTR_KEYS on every instance.');
-  }
-  if (cli.stdio && tokens !== undefined) warn('MRTR_DEMO_TOKENS is ignored with --stdio (the stdio client is the local user).');
-  if (!cli.stdio && tokens === undefined) {
-    warn('MRTR_DEMO_TOKENS is not set: running without authentication, every caller is the principal "anonymous".');
-  }
-  if (!isLoopbackHost(cli.host) && tokens === undefined && !cli.stdio) {
-    warn(`binding to ${cli.host} without MRTR_DEMO_TOKENS exposes the demo to the network unauthenticated.`);
-  }
-
-  const codec = await createCodec(cli.codec, keys.keys);
+  // --codec all: the three codecs at once, each on its own path (for the playground's comparison).
+  const codecNames: CodecName[] = cli.codec === 'all' ? [...CODECS] : [cli.codec];
+  const codecs = await Promise.all(codecNames.map((name) => createCodec(name, keys.keys)));
   let backend: Backend;
   try {
     backend = await openBackend(cli.store, {
@@ -79,6 +81,9 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       redisUrl: env.REDIS_URL || DEFAULT_REDIS_URL,
       databaseUrl: env.DATABASE_URL,
       namespace: AUDIENCE,
+      ledgerLimits,
+      // The client only ever sees a generic message; the reason is logged here.
+      report: (line) => io.err(`mrtr-demo: ${line}`),
     });
   } catch (error) {
     if (error instanceof BackendError) {
@@ -88,53 +93,99 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     throw error;
   }
 
+  // Warnings print once, after every argument and the backend are known good (a fatal error prints alone).
+  const warn = (line: string) => io.err(`mrtr-demo: warning: ${line}`);
+  if (keys.ephemeral) warn('MRTR_KEYS is not set: an ephemeral key, so states do not survive a restart or reach another instance.');
+  if (cli.stdio && tokens !== undefined) warn('MRTR_DEMO_TOKENS is ignored with --stdio (the stdio client is the local user).');
+  if (!cli.stdio && tokens === undefined) {
+    warn(
+      isLoopbackHost(cli.host)
+        ? 'MRTR_DEMO_TOKENS is not set: no authentication, every caller is the principal "anonymous".'
+        : `MRTR_DEMO_TOKENS is not set and ${cli.host} is not loopback: the demo is open to the network unauthenticated.`,
+    );
+  }
+
+  // One log line per request-state event on stderr, and the metrics behind GET /metrics.
+  const observability = createObservability({ log: cli.log ?? (io.errIsTTY ? 'pretty' : 'json'), write: io.err });
   const fixedPrincipal = cli.stdio ? 'local' : 'anonymous';
+  // The playground page's view of its own rejections: codes per principal, bounded (GET /rejections).
+  const rejections = new RejectionLog();
   const flowTtlMs = Math.max(1_800_000, cli.ttlMs);
-  const mrtr = createMrtr({
-    codec,
-    keys: keys.keys,
-    store: backend.store,
-    audience: AUDIENCE,
-    ttlMs: cli.ttlMs,
-    flowTtlMs,
-    unauthenticated: cli.stdio || tokens === undefined ? { principal: fixedPrincipal } : 'reject',
-    onReject: ({ code, method, target }) => io.err(`mrtr-demo: rejected ${method} ${target ?? '-'}: ${code}`),
-  });
-
-  let handler: McpHttpHandler | undefined;
   let pageOrigin: string | undefined;
-  const factory = createServerFactory({
-    mrtr,
-    fixtures: cli.fixtures === 'conformance',
-    notifier: () => handler?.notify,
-    ledger: backend.ledger,
-    connectWaitMs,
-    linkTtlMs: flowTtlMs,
-    principalOf(ctx: ServerContext): string {
-      const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
-      return typeof sub === 'string' && sub.length > 0 ? sub : fixedPrincipal;
-    },
-    pageOrigin(ctx: ServerContext): string | undefined {
-      // Over HTTP: the origin this request reached (its Host passed the allow-list). Over stdio: the page listener.
-      const url = ctx.http?.req?.url;
-      return url === undefined ? pageOrigin : new URL(url).origin;
-    },
-  });
-
   const onError = (error: unknown) => {
     const message = error instanceof Error ? error.message : String(error);
     io.err(`mrtr-demo: error: ${message}`);
   };
-  if (!cli.stdio) {
-    handler = createMcpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError });
-  }
+  // One adapter, server factory and SDK handler per codec; with --codec all one principal's mint quota is shared
+  // out between the three so that its share of the replay store stays what it is with one codec.
+  const quota = cli.mintQuota === undefined ? undefined : Math.max(1, Math.floor(cli.mintQuota / codecs.length));
+  const endpoints = codecs.map((codec, i) => {
+    const mrtr = createMrtr({
+      codec,
+      keys: keys.keys,
+      store: backend.store,
+      audience: AUDIENCE,
+      ttlMs: cli.ttlMs,
+      flowTtlMs,
+      unauthenticated: cli.stdio || tokens === undefined ? { principal: fixedPrincipal } : 'reject',
+      // No single principal can fill the replay store that every other user depends on.
+      ...(quota !== undefined && { mintQuota: { max: quota, windowMs: 60_000 } }),
+      // Rejections reach the log through onEvent; onReject feeds the playground's own view.
+      onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
+      onEvent: observability.onEvent,
+    });
+    let handler: McpHttpHandler | undefined;
+    const factory = createServerFactory({
+      mrtr,
+      fixtures: cli.fixtures === 'conformance',
+      notifier: () => handler?.notify,
+      ledger: backend.ledger,
+      connectWaitMs,
+      linkTtlMs: flowTtlMs,
+      principalOf(ctx: ServerContext): string {
+        const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
+        return typeof sub === 'string' && sub.length > 0 ? sub : fixedPrincipal;
+      },
+      pageOrigin(ctx: ServerContext): string | undefined {
+        // Over HTTP: the origin this request reached (its Host passed the allow-list). Over stdio: the page listener.
+        const url = ctx.http?.req?.url;
+        return url === undefined ? pageOrigin : new URL(url).origin;
+      },
+    });
+    if (!cli.stdio) handler = createMcpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError });
+    const name = codecNames[i]!;
+    return { codec: name, path: cli.codec === 'all' ? `${MCP_PATH}/${name}` : MCP_PATH, factory, handler };
+  });
+  const primary = endpoints[0]!;
+  const handler = primary.handler;
+  const factory = primary.factory;
+  const extraHandlers = new Map<string, McpHttpHandler>();
+  if (cli.codec === 'all') for (const e of endpoints) if (e.handler !== undefined) extraHandlers.set(e.path, e.handler);
+
+  // The page's files are built next to this script (dist/public/); without them the server runs without the page.
+  const playground = cli.stdio
+    ? undefined
+    : loadPlayground(fileURLToPath(new URL('./public/', import.meta.url)), {
+        codec: cli.codec,
+        ttlMs: cli.ttlMs,
+        skewMs: CLOCK_SKEW_MS,
+        auth: tokens === undefined ? 'anonymous' : 'bearer',
+        mcpPath: primary.path,
+        endpoints: endpoints.map(({ codec, path }) => ({ codec, path })),
+      });
   const server = createHttpServer({
     handler,
+    extraHandlers,
     tokens: cli.stdio ? undefined : tokens,
     bindHost: cli.host,
     extraHosts,
     pages: { ledger: backend.ledger, tokens: cli.stdio ? undefined : tokens },
     onError,
+    maxConnections: cli.maxConnections,
+    rejections,
+    anonymousPrincipal: fixedPrincipal,
+    playground,
+    metrics: observability.serveMetrics,
   });
   try {
     await listen(server, cli.host, cli.port);
@@ -146,7 +197,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   const { port } = server.address() as AddressInfo;
   const origin = `http://${bracketed(cli.host)}:${port}`;
   pageOrigin = origin;
-  const summary = `codec: ${cli.codec}, store: ${cli.store} (${backend.detail}), auth: ${
+  const codecText = cli.codec === 'all' ? `all (${endpoints.map((e) => `${e.codec} on ${e.path}`).join(', ')}; hmac on ${MCP_PATH} too)` : cli.codec;
+  const summary = `codec: ${codecText}, store: ${cli.store} (${backend.detail}), auth: ${
     cli.stdio ? 'local' : tokens === undefined ? 'anonymous' : `bearer tokens (${new Set(tokens.values()).size} principals)`
   }${cli.fixtures === 'conformance' ? ', fixtures: conformance' : ''}`;
 
@@ -157,6 +209,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     say(`mrtr-demo serving MCP on stdio; connect pages on ${origin}/connect/ (${summary})`);
   } else {
     say(`mrtr-demo listening on ${origin}${MCP_PATH} (${summary})`);
+    if (playground !== undefined) say(`playground: ${origin}/ (an MCP client in the browser: run a flow, then break it)`);
   }
 
   return new Promise<number>((resolve) => {
@@ -171,9 +224,10 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       server.closeIdleConnections();
       try {
         await stdioHandle?.close();
-        await handler?.close();
+        for (const e of endpoints) await e.handler?.close();
         await closed;
         await backend.close();
+        await observability.close();
         clearTimeout(force);
         resolve(0);
       } catch (error) {

@@ -1,5 +1,5 @@
 import { type CreateMessageResult, type McpServer, ResourceTemplate, type ServerContext } from '@modelcontextprotocol/server';
-import { base64urlEncode, randomBytes } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/authoring';
 import type { Mrtr } from '@mrtr/mcp-server';
 import * as z from 'zod/v4';
 import type { ConnectLedger } from './ledger.js';
@@ -41,7 +41,8 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
   const { mrtr } = deps;
 
   // ---------------------------------------------------------------- delete_files: one confirmation
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'delete_files',
     {
       title: 'Delete files',
@@ -51,7 +52,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       }),
       annotations: { destructiveHint: true },
     },
-    mrtr.tool<{ paths: string[] }>('delete_files', async ({ paths }, _ctx, need) => {
+    async ({ paths }, _ctx, need) => {
       const list = paths.map((p) => `- ${p}`).join('\n');
       const answer = need.elicit('confirm', {
         message: `Delete ${paths.length} file${paths.length === 1 ? '' : 's'}?\n${list}`,
@@ -69,11 +70,12 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         ...text(`Deleted ${paths.length} file${paths.length === 1 ? '' : 's'} (simulated):\n${list}`),
         structuredContent: { deleted: paths },
       };
-    }),
+    },
   );
 
   // ---------------------------------------------------------------- deploy: several rounds
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'deploy',
     {
       title: 'Deploy a service',
@@ -83,7 +85,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       inputSchema: z.object({ service: SERVICE }),
       annotations: { destructiveHint: true },
     },
-    mrtr.tool<{ service: string }>('deploy', async ({ service }, _ctx, need) => {
+    async ({ service }, _ctx, need) => {
       const env = need.elicit('environment', {
         message: `Where should ${service} be deployed?`,
         requestedSchema: {
@@ -134,18 +136,19 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         ...text(`Deployed ${service} to ${environment} (simulated, release ${version}) after ${need.round} round(s).`),
         structuredContent: { service, environment, release: version, rounds: need.round },
       };
-    }),
+    },
   );
 
   // ---------------------------------------------------------------- summarize: sampling
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'summarize',
     {
       title: 'Summarize text',
       description: "Summarizes text with the client's model (sampling). Without the sampling capability it degrades to the first sentences.",
       inputSchema: z.object({ text: z.string().min(1).max(20_000).describe('The text to summarize') }),
     },
-    mrtr.tool<{ text: string }>('summarize', async (args, _ctx, need) => {
+    async (args, _ctx, need) => {
       if (!need.can('sampling')) {
         const sentences = args.text.split(/(?<=[.!?])\s+/).slice(0, 2).join(' ');
         return text(`Summary (first sentences; the client did not offer sampling): ${sentences.slice(0, 500)}`);
@@ -159,27 +162,29 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       const summary = samplingText(result);
       if (summary === '') return need.fail('The client returned no text to summarize with.');
       return text(`Summary (by ${result.model}): ${summary}`);
-    }),
+    },
   );
 
   // ---------------------------------------------------------------- list_workspace: roots
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'list_workspace',
     {
       title: 'List workspace roots',
       description: 'Lists the roots the client shares (roots/list). Needs the roots capability.',
     },
-    mrtr.tool('list_workspace', async (_args, _ctx, need) => {
+    async (_args, _ctx, need) => {
       const roots = need.roots('roots');
       if (roots === undefined) return need.ask();
       if (roots.length === 0) return text('The client shares no workspace roots.');
       const lines = roots.map((root) => `- ${root.name === undefined ? root.uri : `${root.name}: ${root.uri}`}`);
       return { ...text(`Workspace roots (${roots.length}):\n${lines.join('\n')}`), structuredContent: { roots } };
-    }),
+    },
   );
 
   // ---------------------------------------------------------------- connect_account: URL-mode elicitation
-  server.registerTool(
+  mrtr.registerTool(
+    server,
     'connect_account',
     {
       title: 'Connect an account',
@@ -188,7 +193,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         'completion is read from the server-side ledger, never inferred from the client accepting.',
       inputSchema: z.object({ provider: z.enum(['github', 'gitlab', 'slack']).describe('Account to connect') }),
     },
-    mrtr.tool<{ provider: 'github' | 'gitlab' | 'slack' }>('connect_account', async ({ provider }, ctx, need) => {
+    async ({ provider }, ctx, need) => {
       const message = `Open the link to connect your ${provider} account to the mrtr demo.`;
       let kept = need.kept as { nonce: string; url: string } | undefined;
       if (kept === undefined) {
@@ -199,8 +204,12 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
           need.elicitUrl('connect', { message, url: `${origin}/connect/` });
           return need.ask({ missingCapability: 'fail' });
         }
-        const nonce = base64urlEncode(randomBytes(16));
-        await deps.ledger.create(nonce, { principal: deps.principalOf(ctx), provider, expiresAtMs: Date.now() + deps.linkTtlMs });
+        // The ledger may hand back the caller's live pending link for this provider instead of a new one.
+        const nonce = await deps.ledger.create(base64urlEncode(randomBytes(16)), {
+          principal: deps.principalOf(ctx),
+          provider,
+          expiresAtMs: Date.now() + deps.linkTtlMs,
+        });
         kept = { nonce, url: `${origin}/connect/${nonce}` };
         need.keep(kept);
       }
@@ -220,22 +229,27 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       if (link === undefined) return need.fail(`The ${provider} connect link expired. Call connect_account again.`);
       if (link.status === 'denied') return need.fail(`Connecting ${provider} was refused on the connect page.`);
       if (link.status === 'pending') {
+        // Asking again past the flow's round limit would end in an opaque -32602: say what happened instead.
+        if (need.round > need.maxRounds) {
+          return need.fail(`The ${provider} connect page was not completed in time. Call connect_account again for a new link.`);
+        }
         need.again('connect');
         return need.ask();
       }
       return { ...text(`Connected your ${provider} account (simulated).`), structuredContent: { provider, connected: true } };
-    }),
+    },
   );
 
   // ---------------------------------------------------------------- incident_report: a prompt that asks
-  server.registerPrompt(
+  mrtr.registerPrompt(
+    server,
     'incident_report',
     {
       title: 'Incident report',
       description: 'Builds an incident-report prompt; asks the user for severity, impact and status first.',
       argsSchema: z.object({ service: SERVICE }),
     },
-    mrtr.prompt<{ service: string }>('incident_report', async ({ service }, _ctx, need) => {
+    async ({ service }, _ctx, need) => {
       const details = need.elicit('details', {
         message: `Incident on ${service}: a few details for the report.`,
         requestedSchema: {
@@ -244,6 +258,8 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
             severity: { type: 'string', title: 'Severity', enum: ['sev1', 'sev2', 'sev3'] },
             impact: { type: 'string', title: 'Customer impact', minLength: 1, maxLength: 2000 },
             resolved: { type: 'boolean', title: 'Resolved already?' },
+            customers: { type: 'integer', title: 'Customers affected (estimate)', minimum: 0, maximum: 1_000_000_000 },
+            regions: { type: 'array', title: 'Affected regions', items: { type: 'string', enum: ['eu', 'us', 'apac'] }, maxItems: 3 },
           },
           required: ['severity', 'impact'],
         },
@@ -263,7 +279,10 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
           ],
         };
       }
-      const { severity, impact, resolved } = details.content;
+      const { severity, impact, resolved, customers, regions } = details.content;
+      const reach =
+        (customers === undefined ? '' : `About ${customers} customer(s) affected. `) +
+        (regions === undefined || regions.length === 0 ? '' : `Regions: ${regions.join(', ')}. `);
       return {
         description: `Incident report for ${service}`,
         messages: [
@@ -273,17 +292,18 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
               type: 'text',
               text:
                 `Write a blameless incident report for ${service}. Severity: ${severity}. ` +
-                `Customer impact: ${impact}. Status: ${resolved === true ? 'resolved' : 'ongoing'}. ` +
+                `Customer impact: ${impact}. ${reach}Status: ${resolved === true ? 'resolved' : 'ongoing'}. ` +
                 'Include summary, timeline, root cause (if known) and follow-up actions.',
             },
           },
         ],
       };
-    }),
+    },
   );
 
   // ---------------------------------------------------------------- runbook://{service}: a resource template that asks
-  server.registerResource(
+  mrtr.registerResource(
+    server,
     'runbook',
     new ResourceTemplate('runbook://{service}', { list: undefined }),
     {
@@ -291,7 +311,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       description: 'The runbook of a service; asks which environment first.',
       mimeType: 'text/markdown',
     },
-    mrtr.resource(async (uri, _ctx, need, variables) => {
+    async (uri, _ctx, need, variables) => {
       const raw = variables?.service;
       const service = typeof raw === 'string' ? raw : Array.isArray(raw) ? raw.join(',') : '';
       if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(service)) {
@@ -325,6 +345,6 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
           },
         ],
       };
-    }),
+    },
   );
 }

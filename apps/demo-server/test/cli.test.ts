@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -17,36 +17,8 @@ import {
   PROTOCOL_VERSION,
   startDemo,
   textOf,
+  runCli,
 } from './helpers.js';
-
-interface Finished {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs mrtr-demo to completion (for the cases that must exit by themselves). */
-function runCli(args: string[], env: Record<string, string | undefined> = {}, timeoutMs = 15_000): Promise<Finished> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`mrtr-demo ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 const tempDirs: string[] = [];
 afterAll(() => {
@@ -57,7 +29,7 @@ describe('command line contract', () => {
   it('--help prints the usage with every flag and exits 0', async () => {
     const { code, stdout } = await runCli(['--help']);
     expect(code).toBe(0);
-    for (const flag of ['--host', '--port', '--codec hmac|jwe|aead', '--store memory|sqlite|redis|postgres', '--sqlite-file', '--ttl-ms', '--fixtures conformance', '--stdio', 'MRTR_KEYS', 'MRTR_DEMO_TOKENS', 'REDIS_URL', 'DATABASE_URL']) {
+    for (const flag of ['--host', '--port', '--codec hmac|jwe|aead', '--store memory|sqlite|redis|postgres', '--sqlite-file', '--ttl-ms', '--fixtures conformance', '--stdio', '--log pretty|json|off', 'MRTR_KEYS', 'MRTR_DEMO_TOKENS', 'REDIS_URL', 'DATABASE_URL']) {
       expect(stdout).toContain(flag);
     }
   });
@@ -72,12 +44,21 @@ describe('command line contract', () => {
     [['--ttl-ms', '10'], '--ttl-ms must be between'],
     [['--sqlite-file', 'x.db'], '--sqlite-file needs --store sqlite'],
     [['--fixtures', 'everything'], '--fixtures must be "conformance"'],
+    [['--log', 'verbose'], '--log must be one of pretty, json, off'],
     [['--port'], "argument missing"],
   ])('rejects %j with exit code 2', async (args, message) => {
     const { code, stderr } = await runCli(args);
     expect(code).toBe(2);
     expect(stderr).toContain(message);
-    expect(stderr).toContain('--help');
+    // The help hint names the command as it was run (here `node <path of dist/cli.js>`), not an unknown bin.
+    expect(stderr).toMatch(/^Run node \S*dist\/cli\.js --help for usage\.$/m);
+  });
+
+  it('names the command as it was run: MRTR_DEMO_COMMAND (what `pnpm demo` sets) in the usage and the hint', async () => {
+    const help = await runCli(['--help'], { MRTR_DEMO_COMMAND: 'pnpm demo --' });
+    expect(help.stdout).toMatch(/^Usage: pnpm demo -- \[--host/);
+    const bad = await runCli(['--bogus'], { MRTR_DEMO_COMMAND: 'pnpm demo --' });
+    expect(bad.stderr).toContain('Run pnpm demo -- --help for usage.');
   });
 
   it('rejects a bad MRTR_KEYS or MRTR_DEMO_TOKENS with exit code 2 without echoing secrets', async () => {
@@ -93,9 +74,10 @@ describe('command line contract', () => {
   });
 
   it('fails with exit code 1 and one line when the backend is missing or dead', async () => {
-    const pg = await runCli(['--port', '0', '--store', 'postgres'], { DATABASE_URL: '' });
+    const pg = await runCli(['--port', '0', '--store', 'postgres'], { DATABASE_URL: '', MRTR_KEYS: undefined });
     expect(pg.code).toBe(1);
-    expect(pg.stderr).toContain('--store postgres needs DATABASE_URL');
+    // The fatal error prints alone: no warning about the ephemeral key or anonymous mode before it.
+    expect(pg.stderr.trim()).toBe('mrtr-demo: --store postgres needs DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test)');
     const deadPort = await freePort();
     const redis = await runCli(['--port', '0', '--store', 'redis'], { REDIS_URL: `redis://127.0.0.1:${deadPort}` });
     expect(redis.code).toBe(1);
@@ -120,9 +102,11 @@ describe('command line contract', () => {
       expect(demo.line).toBe(
         `mrtr-demo listening on http://127.0.0.1:${demo.port}/mcp (codec: hmac, store: memory (in-process, one instance), auth: anonymous)`,
       );
-      expect(demo.stderr()).toContain('MRTR_KEYS is not set');
-      expect(demo.stderr()).toContain('multi-instance deployments need the same MRTR_KEYS');
-      expect(demo.stderr()).toContain('running without authentication');
+      const warnings = demo.stderr().split('\n').filter((line) => line.includes('warning:'));
+      expect(warnings).toEqual([
+        'mrtr-demo: warning: MRTR_KEYS is not set: an ephemeral key, so states do not survive a restart or reach another instance.',
+        'mrtr-demo: warning: MRTR_DEMO_TOKENS is not set: no authentication, every caller is the principal "anonymous".',
+      ]);
       // Anonymous mode works end to end.
       const anonymous = await connectClient(demo.url);
       const r1 = await callTool(anonymous.client, 'delete_files', { paths: ['a'] });

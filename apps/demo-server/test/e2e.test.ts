@@ -308,6 +308,23 @@ describe('connect_account: URL-mode elicitation completed on the server-served p
     expect((await fetch(link)).status).toBe(410);
   });
 
+  it('ends a link left unfinished past the round limit with a clear error, not an opaque -32602', async () => {
+    let result = await callTool(alice.client, 'connect_account', { provider: 'gitlab' });
+    let rounds = 1;
+    // Bounded: a flow mints at most 8 states (the default maxRounds), so the 9th call must end it; the loop
+    // allows two more before it fails.
+    while (result.resultType === 'input_required' && rounds < 11) {
+      result = await callTool(alice.client, 'connect_account', { provider: 'gitlab' }, {
+        inputResponses: { connect: { action: 'accept' } },
+        requestState: result.requestState as string,
+      });
+      rounds++;
+    }
+    expect(rounds).toBe(9);
+    expect(result.isError).toBe(true);
+    expect(textOf(result)).toBe('The gitlab connect page was not completed in time. Call connect_account again for a new link.');
+  });
+
   it('answers -32021 naming elicitation.url when the client only declares form elicitation', async () => {
     const formOnly = await connectClient(demo.url, { token: ALICE, capabilities: { elicitation: { form: {} } } });
     try {

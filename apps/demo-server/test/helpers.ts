@@ -5,8 +5,11 @@ import {
   ListRootsRequestSchema,
   ResultSchema,
 } from '@modelcontextprotocol/core';
+import { spawn } from 'node:child_process';
 import { expect } from 'vitest';
 import * as z from 'zod/v4';
+
+import { CLI } from '../scripts/lib.mjs';
 
 export { freshKeys, type RunningDemo, serviceUrl, startDemo } from '../scripts/lib.mjs';
 
@@ -187,4 +190,33 @@ export async function rawRpc(
   const text = await response.text();
   const messages = text.length > 0 && /json|event-stream/.test(response.headers.get('content-type') ?? '') ? parseBody(text) : [];
   return { status: response.status, headers: response.headers, body: messages[messages.length - 1], text };
+}
+
+export interface Finished {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs mrtr-demo to completion (for the cases that must exit by themselves). */
+export function runCli(args: string[], env: Record<string, string | undefined> = {}, timeoutMs = 15_000): Promise<Finished> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString();
+    });
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`mrtr-demo ${args.join(' ')} did not exit within ${timeoutMs} ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
 }

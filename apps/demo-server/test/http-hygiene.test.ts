@@ -1,5 +1,6 @@
 import { request } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_BODY_BYTES } from '../src/http.js';
 import { freshKeys, PROTOCOL_VERSION, rawRpc, type RunningDemo, startDemo } from './helpers.js';
 
 const TOKEN = 'alice-token-0123456789abcdef';
@@ -144,15 +145,15 @@ describe('methods, paths, auth and body size', () => {
     expect((await rawRpc(demo.url, 'tools/list', {}, { token: TOKEN })).status).toBe(200);
   });
 
-  it('caps request bodies at 1 MiB: 413 by Content-Length and when a chunked body grows past it', async () => {
-    const big = Buffer.alloc(1024 * 1024 + 1, 0x20);
+  it(`caps request bodies at ${MAX_BODY_BYTES / 1024} KiB: 413 by Content-Length and when a chunked body grows past it`, async () => {
+    const big = Buffer.alloc(MAX_BODY_BYTES + 1, 0x20);
     const declared = await send({ headers: mcpHeaders({ 'content-length': String(big.length) }), body: big });
     expect(declared.status).toBe(413);
-    const chunks = Array.from({ length: 40 }, () => Buffer.alloc(64 * 1024, 0x20));
+    const chunks = Array.from({ length: Math.ceil((MAX_BODY_BYTES * 2.5) / (64 * 1024)) }, () => Buffer.alloc(64 * 1024, 0x20));
     const chunked = await send({ headers: mcpHeaders({ 'transfer-encoding': 'chunked' }), chunks });
     expect(chunked.status).toBe(413);
     // Just under the cap is read and handed to the SDK (which rejects the non-JSON body itself).
-    const under = await send({ headers: mcpHeaders(), body: Buffer.alloc(1024 * 1024 - 1, 0x20) });
+    const under = await send({ headers: mcpHeaders(), body: Buffer.alloc(MAX_BODY_BYTES - 1, 0x20) });
     expect(under.status).not.toBe(413);
     // And the server is still healthy.
     expect((await send({ headers: mcpHeaders(), body: discover })).status).toBe(200);

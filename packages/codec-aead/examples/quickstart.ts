@@ -2,8 +2,8 @@ import { createAeadCodec } from '@mrtr/codec-aead';
 import { KeyRing, createStateGuard } from '@mrtr/core';
 
 const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // "k2:<base64url>,k1:<base64url>", the first one seals
-const codec = createAeadCodec({ keys }); // x1.<kid>.<nonce ‖ XChaCha20-Poly1305(msgpack claims) ‖ tag>
-const guard = createStateGuard({ codec, keys, audience: 'https://mcp.example.com/mcp' });
+// x1.<kid>.<nonce ‖ XChaCha20-Poly1305(msgpack claims) ‖ tag>
+const guard = createStateGuard({ keys, codec: createAeadCodec, audience: 'https://mcp.example.com/mcp' });
 
 const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
 const requestState = await guard.mint({ step: 1, answers: { confirm: true } }, request); // encrypted, compact

@@ -1,4 +1,4 @@
-import { StateMalformedError } from '@mrtr/core';
+import { StateMalformedError } from '@mrtr/core/authoring';
 
 /**
  * A bounded, validating MessagePack decoder for exactly the subset this codec emits (the JSON data
@@ -31,6 +31,7 @@ let pos = 0;
 let end = 0;
 let view: DataView | undefined;
 let buffer: Slicer | undefined;
+let slicerOf: (bytes: Uint8Array) => Slicer = bufferSlicer;
 /**
  * The whole input as latin1, made on the first string longer than SHORT_STRING. ASCII strings are
  * slices of it (V8 may keep it alive as their parent while they live: at most the plaintext size).
@@ -41,9 +42,14 @@ const malformed = (): never => {
   throw new StateMalformedError();
 };
 
-/** Decodes one MessagePack map spanning all of `bytes`. Throws `StateMalformedError` on anything else. */
-export function decodeClaims(bytes: Uint8Array): unknown {
+/**
+ * Decodes one MessagePack map spanning all of `bytes`. Throws `StateMalformedError` on anything else.
+ * `makeSlicer` reads long strings natively: Buffer's on the Node build (the default), {@link webSlicer}
+ * on the web build.
+ */
+export function decodeClaims(bytes: Uint8Array, makeSlicer: (bytes: Uint8Array) => Slicer = bufferSlicer): unknown {
   src = bytes;
+  slicerOf = makeSlicer;
   pos = 0;
   end = bytes.length;
   view = undefined;
@@ -282,23 +288,42 @@ function readString(length: number): string {
   return fromCharCode.apply(null, units);
 }
 
-interface Slicer {
+/** Native string slicing of the input; `utf8Slice` replaces invalid sequences with U+FFFD and keeps a BOM. */
+export interface Slicer {
   latin1Slice(start: number, end: number): string;
   utf8Slice(start: number, end: number): string;
 }
 const NON_ASCII = /[^\x00-\x7f]/;
 /** Buffer#latin1Slice / #utf8Slice (what toString() calls, minus its argument handling), with a public fallback. */
 function slicer(): Slicer {
-  if (buffer === undefined) {
-    const b = Buffer.isBuffer(src) ? src : Buffer.from(src.buffer, src.byteOffset, src.byteLength);
-    const internal = b as Partial<Slicer>;
-    buffer =
-      typeof internal.latin1Slice === 'function' && typeof internal.utf8Slice === 'function'
-        ? (internal as Slicer)
-        : {
-            latin1Slice: (start, stop) => b.toString('latin1', start, stop),
-            utf8Slice: (start, stop) => b.toString('utf8', start, stop),
-          };
-  }
+  buffer ??= slicerOf(src);
   return buffer;
+}
+
+function bufferSlicer(bytes: Uint8Array): Slicer {
+  const b = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const internal = b as Partial<Slicer>;
+  return typeof internal.latin1Slice === 'function' && typeof internal.utf8Slice === 'function'
+    ? (internal as Slicer)
+    : {
+        latin1Slice: (start, stop) => b.toString('latin1', start, stop),
+        utf8Slice: (start, stop) => b.toString('utf8', start, stop),
+      };
+}
+
+const lenientUtf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+const CHUNK = 0x2000;
+
+/** The web build's {@link Slicer}: no Buffer, only `String.fromCharCode` and `TextDecoder`. */
+export function webSlicer(bytes: Uint8Array): Slicer {
+  return {
+    latin1Slice(start, stop) {
+      let out = '';
+      for (let i = start; i < stop; i += CHUNK) {
+        out += fromCharCode.apply(null, bytes.subarray(i, Math.min(stop, i + CHUNK)) as unknown as number[]);
+      }
+      return out;
+    },
+    utf8Slice: (start, stop) => lenientUtf8.decode(bytes.subarray(start, stop)),
+  };
 }

@@ -1,4 +1,5 @@
-import { KeyRing, MrtrError, type StateClaims, canonicalJson, generateKey } from '@mrtr/core';
+import { KeyRing, MrtrError, type StateClaims, generateKey } from '@mrtr/core';
+import { canonicalJson } from '@mrtr/core/authoring';
 import { sampleClaims, samplePayloads } from '@mrtr/test-suite';
 import { Packr, unpack } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
@@ -19,7 +20,7 @@ const pack = (value: unknown): Uint8Array => packr.pack(value);
 describe('wire format', () => {
   it('is x1.<kid>.<base64url(24-byte nonce ‖ XChaCha20-Poly1305(msgpack claims) ‖ 16-byte tag)>', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createAeadCodec({ keys });
+    const codec = createAeadCodec(keys);
     const claims = sampleClaims({ hello: 'world' });
     const token = codec.seal(claims);
     expect(token).toMatch(/^x1\.k1\.[A-Za-z0-9_-]+$/);
@@ -36,14 +37,14 @@ describe('wire format', () => {
 
   it('opens a token built by hand from the documented format', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createAeadCodec({ keys });
+    const codec = createAeadCodec(keys);
     const claims = sampleClaims([1, 'two', { three: 3 }]);
     const opened = codec.open(sealRaw(keys, 'k1', pack(claims)));
     expect(opened).toEqual({ claims, kid: 'k1' });
   });
 
   it('draws a fresh nonce per seal', () => {
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const codec = createAeadCodec(KeyRing.generate('k1'));
     const claims = sampleClaims({ same: true });
     const nonces = new Set<string>();
     for (let i = 0; i < 200; i++) nonces.add(Buffer.from(codec.seal(claims).split('.')[2]!, 'base64url').subarray(0, 24).toString('hex'));
@@ -51,7 +52,7 @@ describe('wire format', () => {
   });
 
   it('is never longer than the HMAC token for the same claims', () => {
-    const aead = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const aead = createAeadCodec(KeyRing.generate('k1'));
     // @mrtr/codec-hmac's token: "m1.k1." + base64url(JSON) + "." + 43 characters of MAC.
     const hmacLength = (claims: StateClaims): number =>
       6 + Buffer.from(JSON.stringify(claims)).toString('base64url').length + 1 + 43;
@@ -71,7 +72,7 @@ describe('version and kid are bound as associated data', () => {
     ]);
     // Same secret and purpose → same subkey: only the associated data tells the two apart.
     expect(keys.subkeySync('k1', AEAD_KEY_PURPOSE)).toEqual(keys.subkeySync('k2', AEAD_KEY_PURPOSE));
-    const codec = createAeadCodec({ keys });
+    const codec = createAeadCodec(keys);
     const token = codec.seal(sampleClaims({ n: 1 }));
     expect(codec.open(token).kid).toBe('k1');
     expect(codeOf(() => codec.open(token.replace('x1.k1.', 'x1.k2.')))).toBe('ERR_STATE_INTEGRITY');
@@ -79,7 +80,7 @@ describe('version and kid are bound as associated data', () => {
 
   it('rejects ciphertext sealed under other associated data', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createAeadCodec({ keys });
+    const codec = createAeadCodec(keys);
     const plaintext = pack(sampleClaims({ n: 1 }));
     expect(codec.open(sealRaw(keys, 'k1', plaintext)).kid).toBe('k1');
     for (const ad of ['x0.k1', 'x1.k2', 'x1', 'k1', '', 'x1.k1.']) {
@@ -94,21 +95,19 @@ describe('version and kid are bound as associated data', () => {
     const keys = new KeyRing([{ kid: 'k1', secret }]);
     const raw = new KeyRing([{ kid: 'k1', secret }]);
     // A ring whose "subkey" is the raw secret: a codec that skipped HKDF would interoperate with it.
-    const rawRing = {
-      kids: raw.kids,
-      primaryKid: 'k1',
+    const rawRing = Object.assign(Object.create(raw) as KeyRing, {
       has: (kid: string) => raw.has(kid),
       subkey: () => Buffer.from(secret, 'base64url'),
       subkeySync: () => Buffer.from(secret, 'base64url'),
-    } as unknown as KeyRing;
-    const token = createAeadCodec({ keys }).seal(sampleClaims(1));
-    expect(codeOf(() => createAeadCodec({ keys: rawRing }).open(token))).toBe('ERR_STATE_INTEGRITY');
+    });
+    const token = createAeadCodec(keys).seal(sampleClaims(1));
+    expect(codeOf(() => createAeadCodec(rawRing).open(token))).toBe('ERR_STATE_INTEGRITY');
   });
 });
 
 describe('strict format', () => {
   const keys = KeyRing.generate('k1');
-  const codec = createAeadCodec({ keys });
+  const codec = createAeadCodec(keys);
 
   it('rejects stray bits in the last base64url character although they decode to the same bytes', () => {
     let token = '';
@@ -144,7 +143,7 @@ describe('strict format', () => {
   });
 
   it('refuses oversize input before looking at it', () => {
-    const small = createAeadCodec({ keys, maxTokenBytes: 1000 });
+    const small = createAeadCodec(keys, { maxTokenBytes: 1000 });
     const token = small.seal(sampleClaims({ n: 1 }));
     expect(codeOf(() => small.open(token + 'A'.repeat(1001 - token.length)))).toBe('ERR_STATE_TOO_LARGE');
     expect(codeOf(() => small.open('\ud800'.repeat(1001)))).toBe('ERR_STATE_TOO_LARGE');
@@ -154,7 +153,7 @@ describe('strict format', () => {
 
 describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
   const keys = KeyRing.generate('k1');
-  const codec = createAeadCodec({ keys });
+  const codec = createAeadCodec(keys);
   const envelope = sampleClaims(null);
   const withData = (dataBytes: Uint8Array | number[]): string =>
     sealRaw(keys, 'k1', claimsWithData(envelope, Uint8Array.from(dataBytes), pack));
@@ -180,7 +179,7 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
   });
 
   it('refuses 10 000 levels of nesting as malformed (no stack overflow)', () => {
-    const deep = createAeadCodec({ keys, maxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES });
+    const deep = createAeadCodec(keys, { maxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES });
     const bytes = [...new Array(10_000).fill(0x91), 0xc0];
     expect(codeOf(() => deep.open(withData(bytes)))).toBe('ERR_STATE_MALFORMED');
   });
@@ -256,18 +255,17 @@ describe('seal', () => {
       { kid: 'k1', secret: generateKey() },
     ]);
     const calls: string[] = [];
-    const keys = {
-      kids: ring.kids,
-      primaryKid: ring.primaryKid,
+    // A counting view of the ring (its prototype is the ring, so it is still a KeyRing).
+    const keys = Object.assign(Object.create(ring) as KeyRing, {
       has: (kid: string) => ring.has(kid),
       subkey: (kid: string, purpose: string) => ring.subkey(kid, purpose),
       subkeySync: (kid: string, purpose: string) => {
         calls.push(`${kid}:${purpose}`);
         return ring.subkeySync(kid, purpose);
       },
-    } as unknown as KeyRing;
-    const codec = createAeadCodec({ keys });
-    const k1Token = createAeadCodec({ keys: ring.without('k2') }).seal(sampleClaims(1));
+    });
+    const codec = createAeadCodec(keys);
+    const k1Token = createAeadCodec(ring.without('k2')).seal(sampleClaims(1));
     for (let i = 0; i < 5; i++) {
       expect(codec.open(codec.seal(sampleClaims(i))).kid).toBe('k2');
       expect(codec.open(k1Token).kid).toBe('k1');
@@ -277,7 +275,7 @@ describe('seal', () => {
   });
 
   it('refuses to seal a token longer than maxTokenBytes', () => {
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1'), maxTokenBytes: 1000 });
+    const codec = createAeadCodec(KeyRing.generate('k1'), { maxTokenBytes: 1000 });
     expect(codeOf(() => codec.seal(sampleClaims('x'.repeat(1000))))).toBe('ERR_STATE_TOO_LARGE');
     let longest = '';
     for (let n = 0; n < 1000; n += 7) {
@@ -293,7 +291,7 @@ describe('seal', () => {
   });
 
   it('gives data the JSON data model (toJSON, undefined members, non-finite numbers, class instances)', () => {
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const codec = createAeadCodec(KeyRing.generate('k1'));
     class Point {
       x = 1;
       y = 2;
@@ -306,7 +304,7 @@ describe('seal', () => {
   });
 
   it('opens every token it seals: 1 000 random JSON payloads (seeded)', () => {
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const codec = createAeadCodec(KeyRing.generate('k1'));
     const next = randomJson(0xc0dec);
     for (let i = 0; i < 1000; i++) {
       const claims = sampleClaims(next() as never);
@@ -315,7 +313,7 @@ describe('seal', () => {
   });
 
   it('keeps null-prototype objects and plain data exactly', () => {
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const codec = createAeadCodec(KeyRing.generate('k1'));
     const bare = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1, b: ['x'] });
     const opened = codec.open(codec.seal(sampleClaims({ bare } as never))).claims.data as { bare: object };
     expect(opened.bare).toEqual({ a: 1, b: ['x'] });
@@ -323,7 +321,7 @@ describe('seal', () => {
   });
 
   it('throws a TypeError for what JSON or UTF-8 cannot carry', () => {
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
+    const codec = createAeadCodec(KeyRing.generate('k1'));
     const cyclic: Record<string, unknown> = {};
     cyclic['self'] = cyclic;
     for (const data of [10n, cyclic, 'lone \ud800 surrogate', { ['key \udc00']: 1 }, () => 1, undefined]) {
@@ -333,79 +331,36 @@ describe('seal', () => {
       expect(() => codec.seal(bad as unknown as StateClaims)).toThrow(TypeError);
     }
   });
-
-  it('rejects with fresh, typed errors and leaves Error.stackTraceLimit as it was', async () => {
-    const { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } = await import('@mrtr/core');
-    const codec = createAeadCodec({ keys: KeyRing.generate('k1') });
-    const token = codec.seal(sampleClaims({ n: 1 }));
-    const before = Error.stackTraceLimit;
-    const cases: [unknown, new () => Error][] = [
-      [42, StateMalformedError],
-      ['x'.repeat(codec.maxTokenBytes + 1), StateTooLargeError],
-      ['x1.k1.', StateMalformedError],
-      [token.replace('x1.k1.', 'x1.k9.'), KeyUnknownError],
-      [createAeadCodec({ keys: KeyRing.generate('k1') }).seal(sampleClaims({ n: 1 })), StateIntegrityError],
-    ];
-    const seen = new Set<unknown>();
-    for (const [input, ErrorClass] of cases) {
-      try {
-        codec.open(input as string);
-        expect.unreachable();
-      } catch (error) {
-        expect(error).toBeInstanceOf(ErrorClass);
-        expect(error).toBeInstanceOf(MrtrError);
-        expect((error as Error).message).toBe(new ErrorClass().message);
-        expect(seen.has(error)).toBe(false);
-        seen.add(error);
-      }
-      expect(Error.stackTraceLimit).toBe(before);
-    }
-  });
-
-  it('puts no payload, token or key material into error messages', () => {
-    const keys = KeyRing.generate('k1');
-    const codec = createAeadCodec({ keys });
-    const token = codec.seal(sampleClaims({ secret: 'hunter2' }));
-    for (const input of [token.slice(0, -2), token.replace('x1.k1.', 'x1.zz.'), `${token}x`, 'x'.repeat(20_000)]) {
-      try {
-        codec.open(input);
-        expect.unreachable();
-      } catch (error) {
-        expect(MrtrError.is(error)).toBe(true);
-        const text = `${(error as Error).message} ${String((error as Error).cause ?? '')}`;
-        expect(text).not.toContain('hunter2');
-        expect(text).not.toContain(input.slice(6, 30));
-      }
-    }
-  });
 });
 
 describe('options', () => {
   const keys = KeyRing.generate('k1');
 
   it('accepts the documented range of maxTokenBytes', () => {
-    expect(createAeadCodec({ keys, maxTokenBytes: AEAD_MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(AEAD_MIN_MAX_TOKEN_BYTES);
-    expect(createAeadCodec({ keys, maxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(AEAD_MAX_MAX_TOKEN_BYTES);
+    expect(createAeadCodec(keys, { maxTokenBytes: AEAD_MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(AEAD_MIN_MAX_TOKEN_BYTES);
+    expect(createAeadCodec(keys, { maxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(AEAD_MAX_MAX_TOKEN_BYTES);
   });
 
   it.each([AEAD_MIN_MAX_TOKEN_BYTES - 1, AEAD_MAX_MAX_TOKEN_BYTES + 1, 0, -1, 2 ** 40])(
     'refuses maxTokenBytes %s with a RangeError',
     (value) => {
-      expect(() => createAeadCodec({ keys, maxTokenBytes: value })).toThrow(RangeError);
+      expect(() => createAeadCodec(keys, { maxTokenBytes: value })).toThrow(RangeError);
     },
   );
 
   it.each([1000.5, Number.NaN, Number.POSITIVE_INFINITY, '1000', null])('refuses maxTokenBytes %s with a TypeError', (value) => {
-    expect(() => createAeadCodec({ keys, maxTokenBytes: value as number })).toThrow(TypeError);
+    expect(() => createAeadCodec(keys, { maxTokenBytes: value as number })).toThrow(TypeError);
   });
 
   it('refuses missing or wrong options with a TypeError', () => {
-    for (const bad of [undefined, null, 'keys', {}, { keys: {} }, { keys: 'k1:abc' }, { keys, maxTokenSize: 1000 }]) {
+    for (const bad of [undefined, null, 'keys', {}, { keys }, 'k1:abc']) {
       expect(() => createAeadCodec(bad as never)).toThrow(TypeError);
     }
+    expect(() => createAeadCodec(keys, null as never)).toThrow(TypeError);
+    expect(() => createAeadCodec(keys, { maxTokenSize: 1000 } as never)).toThrow(/unknown option "maxTokenSize"/);
   });
 
   it('returns a frozen codec', () => {
-    expect(Object.isFrozen(createAeadCodec({ keys }))).toBe(true);
+    expect(Object.isFrozen(createAeadCodec(keys))).toBe(true);
   });
 });

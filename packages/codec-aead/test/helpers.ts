@@ -1,4 +1,5 @@
-import { type KeyRing, MrtrError, type MrtrErrorCode, randomBytes } from '@mrtr/core';
+import { MrtrError, type MrtrErrorCode, type KeyRing } from '@mrtr/core';
+import { randomBytes } from '@mrtr/core/authoring';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { AEAD_KEY_PURPOSE } from '../src/index.js';
 

@@ -2,8 +2,8 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing, createStateGuard } from '@mrtr/core';
 
 const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // "k2:<base64url>,k1:<base64url>", the first one seals
-const codec = createHmacCodec({ keys }); // m1.<kid>.<base64url(JSON)>.<HMAC-SHA256>: signed, NOT encrypted
-const guard = createStateGuard({ codec, keys, audience: 'https://mcp.example.com/mcp' });
+// m1.<kid>.<base64url(JSON)>.<HMAC-SHA256>: signed, NOT encrypted
+const guard = createStateGuard({ keys, codec: createHmacCodec, audience: 'https://mcp.example.com/mcp' });
 
 const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
 const requestState = await guard.mint({ step: 1, confirmed: false }, request); // tamper-proof, but readable

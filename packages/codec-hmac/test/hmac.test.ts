@@ -42,7 +42,7 @@ function strayBits(segment: string): string {
 describe('wire format', () => {
   it('is m1.<kid>.<base64url(JSON claims)>.<base64url(HMAC-SHA256 over "m1.<kid>.<body>")>', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createHmacCodec({ keys });
+    const codec = createHmacCodec(keys);
     const claims = sampleClaims({ hello: 'world' });
     const token = codec.seal(claims);
     const parts = token.split('.');
@@ -68,7 +68,7 @@ describe('wire format', () => {
   it('derives the MAC key per purpose: the raw secret does not verify', () => {
     const secret = generateKey();
     const keys = new KeyRing([{ kid: 'k1', secret }]);
-    const token = createHmacCodec({ keys }).seal(sampleClaims(1));
+    const token = createHmacCodec(keys).seal(sampleClaims(1));
     const signed = token.slice(0, token.lastIndexOf('.'));
     const withRawSecret = createHmac('sha256', Buffer.from(secret, 'base64url')).update(signed).digest('base64url');
     expect(token.endsWith(`.${withRawSecret}`)).toBe(false);
@@ -84,7 +84,7 @@ describe('version and kid are authenticated', () => {
     ]);
     // Same secret and purpose → same subkey: only the MAC over the kid tells the two apart.
     expect(keys.subkeySync('k1', HMAC_KEY_PURPOSE)).toEqual(keys.subkeySync('k2', HMAC_KEY_PURPOSE));
-    const codec = createHmacCodec({ keys });
+    const codec = createHmacCodec(keys);
     const token = codec.seal(sampleClaims({ n: 1 }));
     expect(token.startsWith('m1.k1.')).toBe(true);
     expect(codeOf(() => codec.open(token.replace('m1.k1.', 'm1.k2.')))).toBe('ERR_STATE_INTEGRITY');
@@ -92,7 +92,7 @@ describe('version and kid are authenticated', () => {
 
   it('rejects a MAC that does not cover the version and kid', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createHmacCodec({ keys });
+    const codec = createHmacCodec(keys);
     const body = b64json(sampleClaims({ n: 1 }));
     const bodyOnly = forge(keys, 'k1', body).slice(body.length + 1);
     expect(codeOf(() => codec.open(`m1.k1.${body}.${bodyOnly}`))).toBe('ERR_STATE_INTEGRITY');
@@ -107,7 +107,7 @@ describe('version and kid are authenticated', () => {
 
 describe('strict canonical base64url', () => {
   const keys = KeyRing.generate('k1');
-  const codec = createHmacCodec({ keys });
+  const codec = createHmacCodec(keys);
   const claims = sampleClaims({ pad: 'ab' });
   const token = codec.seal(claims);
   const [, , body, mac] = token.split('.') as [string, string, string, string];
@@ -166,7 +166,7 @@ describe('strict canonical base64url', () => {
   it('accepts a 32-character kid', () => {
     const kid = 'K'.repeat(32);
     const ring = KeyRing.generate(kid);
-    const c = createHmacCodec({ keys: ring });
+    const c = createHmacCodec(ring);
     expect(c.open(c.seal(claims)).kid).toBe(kid);
   });
 });
@@ -178,7 +178,7 @@ describe('order of checks', () => {
 
   it('verifies the MAC before JSON.parse runs', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createHmacCodec({ keys });
+    const codec = createHmacCodec(keys);
     const token = codec.seal(sampleClaims({ n: 1 }));
     const tampered = token.replace('m1.k1.e', 'm1.k1.f');
     expect(tampered).not.toBe(token);
@@ -190,7 +190,7 @@ describe('order of checks', () => {
   });
 
   it('refuses oversize input before looking at it, whatever it contains', () => {
-    const codec = createHmacCodec({ keys: KeyRing.generate('k1'), maxTokenBytes: 1000 });
+    const codec = createHmacCodec(KeyRing.generate('k1'), { maxTokenBytes: 1000 });
     const token = codec.seal(sampleClaims({ n: 1 }));
     expect(codeOf(() => codec.open(token + 'A'.repeat(1001 - token.length)))).toBe('ERR_STATE_TOO_LARGE');
     expect(codeOf(() => codec.open('\ud800'.repeat(1001)))).toBe('ERR_STATE_TOO_LARGE');
@@ -199,7 +199,7 @@ describe('order of checks', () => {
 
   it('rejects authentic bytes that are not claims as malformed', () => {
     const keys = KeyRing.generate('k1');
-    const codec = createHmacCodec({ keys });
+    const codec = createHmacCodec(keys);
     const notJson = Buffer.from('{"v":1,').toString('base64url');
     expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${notJson}`)))).toBe('ERR_STATE_MALFORMED');
     expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${b64json({ v: 1 })}`)))).toBe('ERR_STATE_MALFORMED');
@@ -216,18 +216,17 @@ describe('seal', () => {
       { kid: 'k1', secret: generateKey() },
     ]);
     const calls: string[] = [];
-    const keys = {
-      kids: ring.kids,
-      primaryKid: ring.primaryKid,
+    // A counting view of the ring (its prototype is the ring, so it is still a KeyRing).
+    const keys = Object.assign(Object.create(ring) as KeyRing, {
       has: (kid: string) => ring.has(kid),
       subkey: (kid: string, purpose: string) => ring.subkey(kid, purpose),
       subkeySync: (kid: string, purpose: string) => {
         calls.push(`${kid}:${purpose}`);
         return ring.subkeySync(kid, purpose);
       },
-    } as unknown as KeyRing;
-    const codec = createHmacCodec({ keys });
-    const k1Token = createHmacCodec({ keys: ring.without('k2') }).seal(sampleClaims(1));
+    });
+    const codec = createHmacCodec(keys);
+    const k1Token = createHmacCodec(ring.without('k2')).seal(sampleClaims(1));
     for (let i = 0; i < 5; i++) {
       expect(codec.open(codec.seal(sampleClaims(i))).kid).toBe('k2');
       expect(codec.open(k1Token).kid).toBe('k1');
@@ -237,69 +236,24 @@ describe('seal', () => {
   });
 
   it('refuses to seal a token longer than maxTokenBytes', () => {
-    const codec = createHmacCodec({ keys: KeyRing.generate('k1'), maxTokenBytes: 1000 });
+    const codec = createHmacCodec(KeyRing.generate('k1'), { maxTokenBytes: 1000 });
     expect(codeOf(() => codec.seal(sampleClaims('x'.repeat(1000))))).toBe('ERR_STATE_TOO_LARGE');
     const fits = codec.seal(sampleClaims('x'));
     expect(fits.length).toBeLessThanOrEqual(1000);
   });
 
   it('throws a TypeError for values that are not StateClaims', () => {
-    const codec = createHmacCodec({ keys: KeyRing.generate('k1') });
+    const codec = createHmacCodec(KeyRing.generate('k1'));
     for (const bad of [null, undefined, 'claims', {}, { ...sampleClaims(1), v: 2 }, { ...sampleClaims(1), data: undefined }]) {
       expect(() => codec.seal(bad as unknown as StateClaims)).toThrow(TypeError);
     }
   });
 
   it('follows JSON semantics for data (toJSON, undefined members)', () => {
-    const codec = createHmacCodec({ keys: KeyRing.generate('k1') });
+    const codec = createHmacCodec(KeyRing.generate('k1'));
     const when = new Date(0);
     const claims = sampleClaims({ when, gone: undefined, list: [1] } as never);
     expect(codec.open(codec.seal(claims)).claims.data).toEqual({ when: '1970-01-01T00:00:00.000Z', list: [1] });
-  });
-
-  it('rejects with fresh, typed errors and leaves Error.stackTraceLimit as it was', async () => {
-    const { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } = await import('@mrtr/core');
-    const codec = createHmacCodec({ keys: KeyRing.generate('k1') });
-    const token = codec.seal(sampleClaims({ n: 1 }));
-    const before = Error.stackTraceLimit;
-    const cases: [unknown, new () => Error][] = [
-      [42, StateMalformedError],
-      ['x'.repeat(codec.maxTokenBytes + 1), StateTooLargeError],
-      ['m1.k1.', StateMalformedError],
-      [token.replace('m1.k1.', 'm1.k9.'), KeyUnknownError],
-      [createHmacCodec({ keys: KeyRing.generate('k1') }).seal(sampleClaims({ n: 1 })), StateIntegrityError],
-    ];
-    const seen = new Set<unknown>();
-    for (const [input, ErrorClass] of cases) {
-      try {
-        codec.open(input as string);
-        expect.unreachable();
-      } catch (error) {
-        expect(error).toBeInstanceOf(ErrorClass);
-        expect(error).toBeInstanceOf(MrtrError);
-        expect((error as Error).message).toBe(new ErrorClass().message);
-        expect(seen.has(error)).toBe(false);
-        seen.add(error);
-      }
-      expect(Error.stackTraceLimit).toBe(before);
-    }
-  });
-
-  it('puts no payload, token or key material into error messages', () => {
-    const keys = KeyRing.generate('k1');
-    const codec = createHmacCodec({ keys });
-    const token = codec.seal(sampleClaims({ secret: 'hunter2' }));
-    for (const input of [token.slice(0, -2), token.replace('m1.k1.', 'm1.zz.'), `${token}x`, 'x'.repeat(20_000)]) {
-      try {
-        codec.open(input);
-        expect.unreachable();
-      } catch (error) {
-        expect(MrtrError.is(error)).toBe(true);
-        const text = `${(error as Error).message} ${String((error as Error).cause ?? '')}`;
-        expect(text).not.toContain('hunter2');
-        expect(text).not.toContain(input.slice(6, 30));
-      }
-    }
   });
 });
 
@@ -307,29 +261,31 @@ describe('options', () => {
   const keys = KeyRing.generate('k1');
 
   it('accepts the documented range of maxTokenBytes', () => {
-    expect(createHmacCodec({ keys, maxTokenBytes: HMAC_MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(HMAC_MIN_MAX_TOKEN_BYTES);
-    expect(createHmacCodec({ keys, maxTokenBytes: HMAC_MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(HMAC_MAX_MAX_TOKEN_BYTES);
+    expect(createHmacCodec(keys, { maxTokenBytes: HMAC_MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(HMAC_MIN_MAX_TOKEN_BYTES);
+    expect(createHmacCodec(keys, { maxTokenBytes: HMAC_MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(HMAC_MAX_MAX_TOKEN_BYTES);
   });
 
   it.each([HMAC_MIN_MAX_TOKEN_BYTES - 1, HMAC_MAX_MAX_TOKEN_BYTES + 1, 0, -1, 2 ** 40])(
     'refuses maxTokenBytes %s with a RangeError',
     (value) => {
-      expect(() => createHmacCodec({ keys, maxTokenBytes: value })).toThrow(RangeError);
+      expect(() => createHmacCodec(keys, { maxTokenBytes: value })).toThrow(RangeError);
     },
   );
 
   it.each([1000.5, Number.NaN, Number.POSITIVE_INFINITY, '1000', null])('refuses maxTokenBytes %s with a TypeError', (value) => {
-    expect(() => createHmacCodec({ keys, maxTokenBytes: value as number })).toThrow(TypeError);
+    expect(() => createHmacCodec(keys, { maxTokenBytes: value as number })).toThrow(TypeError);
   });
 
   it('refuses missing or wrong options with a TypeError', () => {
-    for (const bad of [undefined, null, 'keys', {}, { keys: {} }, { keys: 'k1:abc' }, { keys, maxTokenSize: 1000 }]) {
+    for (const bad of [undefined, null, 'keys', {}, { keys }, 'k1:abc']) {
       expect(() => createHmacCodec(bad as never)).toThrow(TypeError);
     }
+    expect(() => createHmacCodec(keys, null as never)).toThrow(TypeError);
+    expect(() => createHmacCodec(keys, { maxTokenSize: 1000 } as never)).toThrow(/unknown option "maxTokenSize"/);
   });
 
   it('returns a frozen codec', () => {
-    const codec = createHmacCodec({ keys });
+    const codec = createHmacCodec(keys);
     expect(Object.isFrozen(codec)).toBe(true);
   });
 });

@@ -3,8 +3,8 @@ import { KeyRing, createStateGuard } from '@mrtr/core';
 import { jwtDecrypt } from 'jose';
 
 const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // "k2:<base64url>,k1:<base64url>", the first one seals
-const codec = createJweCodec({ keys }); // compact JWE: alg "dir", enc "A256GCM", kid in the header
-const guard = createStateGuard({ codec, keys, audience: 'https://mcp.example.com/mcp' });
+// compact JWE: alg "dir", enc "A256GCM", kid in the header
+const guard = createStateGuard({ keys, codec: createJweCodec, audience: 'https://mcp.example.com/mcp' });
 
 const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
 const requestState = await guard.mint({ confirmed: false }, request); // encrypted: the client cannot read it

@@ -1,4 +1,5 @@
-import { type StateClaims, StateMalformedError, isStateClaims } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core';
+import { StateMalformedError, isStateClaims } from '@mrtr/core/authoring';
 
 /**
  * StateClaims ⇄ JWT Claims Set (RFC 7519).

@@ -1,22 +1,17 @@
+import type { Awaitable, KeyRing, OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
 import {
-  type Awaitable,
-  type KeyRing,
   KeyUnknownError,
-  type OpenedToken,
-  type StateClaims,
-  type StateCodec,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
   parseCodecOptions,
-} from '@mrtr/core';
+} from '@mrtr/core/authoring';
 import { decodeClaims, encodeClaims } from './claims.js';
 import type { JweEngine, JweHeader, JweParts } from './engine/types.js';
 import { headerFor, parseHeader } from './header.js';
 
+/** Options of `createJweCodec` (after the key ring; the CEK is the HKDF subkey `mrtr/codec/jwe/v1` of a key). */
 export interface JweCodecOptions {
-  /** The key ring: the primary key seals, every key opens. The CEK is the HKDF subkey `mrtr/codec/jwe/v1` of a key. */
-  keys: KeyRing;
   /** Largest token `open` accepts (and `seal` produces), in characters. @default 16384 */
   maxTokenBytes?: number;
 }
@@ -37,8 +32,8 @@ const TAG_SEGMENT_CHARS = 22; // 16 bytes
  * Builds the codec on an engine. `createJweCodec` passes the engine of this build (node:crypto on
  * Node, jose elsewhere); tests pass either one directly.
  */
-export function createCodecWithEngine<K>(engine: JweEngine<K>, options: JweCodecOptions): StateCodec {
-  const { keys, maxTokenBytes } = parseCodecOptions('createJweCodec', options, {
+export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, options?: JweCodecOptions): StateCodec {
+  const { maxTokenBytes } = parseCodecOptions('createJweCodec', keys, options, {
     defaultMaxTokenBytes: DEFAULT_MAX_TOKEN_BYTES,
     minMaxTokenBytes: MIN_MAX_TOKEN_BYTES,
     maxMaxTokenBytes: MAX_MAX_TOKEN_BYTES,
@@ -118,13 +113,14 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, options: JweCodec
   };
 
   if (engine.name === 'node') {
-    return Object.freeze({ id: 'jwe', confidential: true, maxTokenBytes, seal, open });
+    return Object.freeze({ id: 'jwe', confidential: true, maxTokenBytes, keys, seal, open });
   }
   // Async engine: every failure is a rejected promise, never a synchronous throw.
   return Object.freeze({
     id: 'jwe',
     confidential: true,
     maxTokenBytes,
+    keys,
     seal: async (claims: StateClaims) => seal(claims),
     open: async (token: string) => open(token),
   });

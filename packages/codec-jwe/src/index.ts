@@ -1,6 +1,6 @@
-import type { StateCodec } from '@mrtr/core';
+import type { KeyRing, StateCodec } from '@mrtr/core';
 import { type JweCodecOptions, createCodecWithEngine } from './codec.js';
-import { engine } from './engine/impl.js';
+import { engine } from '#engine';
 
 export {
   DEFAULT_MAX_TOKEN_BYTES,
@@ -15,7 +15,9 @@ export { JWE_ALG, JWE_ENC } from './header.js';
  * A `StateCodec` that seals claims as a standard compact JWE (`alg: "dir"`, `enc: "A256GCM"`, `kid`
  * in the protected header) whose plaintext is a JWT Claims Set. Confidential and authenticated.
  * On Node it runs synchronously on `node:crypto`; on other runtimes it runs on jose (async WebCrypto).
+ *
+ * A codec factory: pass it as `codec: createJweCodec` (or `(keys) => createJweCodec(keys, options)`).
  */
-export function createJweCodec(options: JweCodecOptions): StateCodec {
-  return createCodecWithEngine(engine, options);
+export function createJweCodec(keys: KeyRing, options?: JweCodecOptions): StateCodec {
+  return createCodecWithEngine(engine, keys, options);
 }

@@ -1,12 +1,6 @@
 import { createCipheriv } from 'node:crypto';
-import {
-  type JsonValue,
-  type KeyRing,
-  MrtrError,
-  type MrtrErrorCode,
-  type StateClaims,
-  randomBytes,
-} from '@mrtr/core';
+import { type JsonValue, MrtrError, type MrtrErrorCode, type StateClaims, type KeyRing } from '@mrtr/core';
+import { randomBytes } from '@mrtr/core/authoring';
 import { sampleClaims } from '@mrtr/test-suite';
 import { expect } from 'vitest';
 import { JWE_KEY_PURPOSE } from '../src/codec.js';

@@ -1,5 +1,6 @@
 import { createSecretKey } from 'node:crypto';
-import { KeyRing, type StateClaims, base64urlEncode, generateKey, randomBytes } from '@mrtr/core';
+import { KeyRing, type StateClaims, generateKey } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/authoring';
 import { CompactEncrypt, EncryptJWT, compactDecrypt, decodeProtectedHeader, jwtDecrypt } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { createCodecWithEngine } from '../src/codec.js';
@@ -32,7 +33,7 @@ const engines: [string, JweEngine<unknown>][] = [
 describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
   it('every token it seals decrypts with jose compactDecrypt and jwtDecrypt given the CEK', async () => {
     const keys = ring();
-    const codec = createCodecWithEngine(engine, { keys });
+    const codec = createCodecWithEngine(engine, keys);
     const cek = cekOf(keys, 'k2');
     for (const data of payloads) {
       const claims = claimsOf(data);
@@ -58,14 +59,14 @@ describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
 
   it('jose rejects its tokens under another key', async () => {
     const keys = ring();
-    const codec = createCodecWithEngine(engine, { keys });
+    const codec = createCodecWithEngine(engine, keys);
     const token = await codec.seal(claimsOf({ n: 1 }));
     await expect(compactDecrypt(token, cekOf(keys, 'k1'))).rejects.toMatchObject({ code: 'ERR_JWE_DECRYPTION_FAILED' });
   });
 
   it('opens what jose CompactEncrypt produces with the allowed header, for every kid in the ring', async () => {
     const keys = ring();
-    const codec = createCodecWithEngine(engine, { keys });
+    const codec = createCodecWithEngine(engine, keys);
     for (const kid of ['k2', 'k1']) {
       for (const data of payloads) {
         const claims = claimsOf(data);
@@ -81,7 +82,7 @@ describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
 
   it('opens what jose EncryptJWT produces (claims set built with the JWT setters, header in any member order)', async () => {
     const keys = ring();
-    const codec = createCodecWithEngine(engine, { keys });
+    const codec = createCodecWithEngine(engine, keys);
     const claims = claimsOf({ tool: 'delete_files', args: { paths: ['/tmp/a'] } }, { iat: 1_767_225_600_123, exp: 1_767_226_200_999 });
     const headers = [
       { alg: 'dir', enc: 'A256GCM', kid: 'k1' },
@@ -103,8 +104,8 @@ describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
 
   it('opens tokens of the other engine (node ⇄ web)', async () => {
     const keys = ring();
-    const codec = createCodecWithEngine(engine, { keys });
-    const other = createCodecWithEngine((engine === nodeEngine ? webEngine : nodeEngine) as JweEngine<unknown>, { keys });
+    const codec = createCodecWithEngine(engine, keys);
+    const other = createCodecWithEngine((engine === nodeEngine ? webEngine : nodeEngine) as JweEngine<unknown>, keys);
     const claims = claimsOf({ cross: true });
     expect((await other.open(await codec.seal(claims))).claims).toEqual(claims);
     expect((await codec.open(await other.seal(claims))).claims).toEqual(claims);
@@ -130,7 +131,7 @@ describe('byte compatibility of the node:crypto path', () => {
 
   it('the public codec seals with the node engine: synchronous, and the header is the one jose writes', () => {
     const keys = ring();
-    const codec = createJweCodec({ keys });
+    const codec = createJweCodec(keys);
     const claims = claimsOf({ sync: true });
     const token = codec.seal(claims);
     expect(typeof token).toBe('string');

@@ -63,7 +63,7 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
   const setup = () => {
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
     const counting = countingEngine(baseEngine);
-    const codec = createCodecWithEngine(counting.engine, { keys });
+    const codec = createCodecWithEngine(counting.engine, keys);
     const claims = claimsOf({ step: 1 });
     const plaintext = JSON.stringify(jwtOf(claims));
     return { keys, codec, claims, plaintext, cek: cekOf(keys), decrypts: counting.decrypts };

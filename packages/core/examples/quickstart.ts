@@ -1,9 +1,13 @@
-import { type StateCodec, KeyRing, createStateGuard } from '@mrtr/core';
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { createStateGuard, KeyRing } from '@mrtr/core';
+import { createMemoryStore } from '@mrtr/store-memory';
 
-declare const codec: StateCodec; // e.g. createHmacCodec({ keys }) from @mrtr/codec-hmac
-
-const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // "k2:<base64url>,k1:<base64url>"
-const guard = createStateGuard({ codec, keys, audience: 'https://mcp.example.com/mcp', ttlMs: 600_000 });
+const guard = createStateGuard({
+  keys: KeyRing.parse(process.env.MRTR_KEYS ?? ''), // make one with `npx @mrtr/cli keygen`
+  codec: createHmacCodec, // built on those keys
+  store: createMemoryStore(), // single use (one process; use store-redis or store-sql for a fleet)
+  audience: 'https://mcp.example.com/mcp',
+});
 
 const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
 const requestState = await guard.mint({ confirmed: false }, request); // goes out in the InputRequiredResult

@@ -1,5 +1,4 @@
-import { CapabilityMissingError } from './errors.js';
-import type { ClientCapabilities, InputRequest, InputRequests } from './protocol.js';
+import type { ClientCapabilities, InputRequest } from './protocol.js';
 
 /** What an embedded request needs the client to have declared in this request's `_meta`. */
 export type InputRequestKind = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots';
@@ -10,11 +9,9 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 export function requiredKind(request: InputRequest): InputRequestKind {
   switch (request.method) {
     case 'elicitation/create':
-      return (request.params as { mode?: unknown }).mode === 'url' ? 'elicitation.url' : 'elicitation.form';
-    case 'sampling/createMessage': {
-      const p = request.params as { tools?: unknown; toolChoice?: unknown };
-      return p.tools !== undefined || p.toolChoice !== undefined ? 'sampling.tools' : 'sampling';
-    }
+      return request.params?.mode === 'url' ? 'elicitation.url' : 'elicitation.form';
+    case 'sampling/createMessage':
+      return request.params?.tools !== undefined || request.params?.toolChoice !== undefined ? 'sampling.tools' : 'sampling';
     case 'roots/list':
       return 'roots';
     default:
@@ -44,11 +41,6 @@ export function allowedKinds(capabilities: ClientCapabilities | undefined | null
   return kinds;
 }
 
-/** True when the client declared what `request` needs. */
-export function isRequestAllowed(request: InputRequest, capabilities: ClientCapabilities | undefined | null): boolean {
-  return allowedKinds(capabilities).has(requiredKind(request));
-}
-
 /** A `ClientCapabilities` object that names what the given kinds need (for `-32021` `data.requiredCapabilities`). */
 export function capabilitiesFor(kinds: Iterable<InputRequestKind>): ClientCapabilities {
   const caps: ClientCapabilities = {};
@@ -72,39 +64,4 @@ export function capabilitiesFor(kinds: Iterable<InputRequestKind>): ClientCapabi
     }
   }
   return caps;
-}
-
-export interface FilteredInputRequests {
-  /** The requests this client may receive. */
-  allowed: InputRequests;
-  /** Keys left out, with the kind each needed. */
-  denied: { key: string; kind: InputRequestKind }[];
-}
-
-/** Splits requests into those the client declared and those it did not (degrade path). */
-export function filterInputRequests(
-  requests: InputRequests,
-  capabilities: ClientCapabilities | undefined | null,
-): FilteredInputRequests {
-  const kinds = allowedKinds(capabilities);
-  const allowed: InputRequests = {};
-  const denied: { key: string; kind: InputRequestKind }[] = [];
-  for (const [key, request] of Object.entries(requests)) {
-    const kind = requiredKind(request);
-    if (kinds.has(kind)) allowed[key] = request;
-    else denied.push({ key, kind });
-  }
-  return { allowed, denied };
-}
-
-/**
- * Throws `CapabilityMissingError` (to be answered as `-32021` with `data.requiredCapabilities`)
- * when any request needs a capability the client did not declare (strict path).
- */
-export function assertInputRequestsAllowed(
-  requests: InputRequests,
-  capabilities: ClientCapabilities | undefined | null,
-): void {
-  const { denied } = filterInputRequests(requests, capabilities);
-  if (denied.length > 0) throw new CapabilityMissingError(capabilitiesFor(denied.map((d) => d.kind)));
 }

@@ -1,5 +1,6 @@
-import type { KeyRing } from './keys.js';
+import { KeyRing } from './keys.js';
 
+/** The `maxTokenBytes` bounds a codec accepts, for {@link parseCodecOptions}. */
 export interface CodecOptionLimits {
   /** `maxTokenBytes` when the option is absent. */
   defaultMaxTokenBytes: number;
@@ -9,36 +10,41 @@ export interface CodecOptionLimits {
   maxMaxTokenBytes: number;
 }
 
+/** The options every codec factory takes after the key ring. */
+export interface CodecOptions {
+  /**
+   * Largest token (in characters) that `open` accepts and `seal` produces. Longer input is refused with
+   * `ERR_STATE_TOO_LARGE` before any decoding.
+   */
+  maxTokenBytes?: number;
+}
+
+/** What {@link parseCodecOptions} returns. */
 export interface ParsedCodecOptions {
   keys: KeyRing;
   maxTokenBytes: number;
 }
 
-const OPTION_NAMES = new Set(['keys', 'maxTokenBytes']);
-
-function isKeyRing(value: unknown): value is KeyRing {
-  if (value === null || typeof value !== 'object') return false;
-  const ring = value as Partial<KeyRing>;
-  return (
-    typeof ring.primaryKid === 'string' &&
-    Array.isArray(ring.kids) &&
-    typeof ring.has === 'function' &&
-    typeof ring.subkey === 'function' &&
-    typeof ring.subkeySync === 'function'
-  );
-}
+const OPTION_NAMES = new Set(['maxTokenBytes']);
 
 /**
- * Validates the `{ keys, maxTokenBytes }` options every codec takes, for codec authors: unknown options
- * and wrong types throw a `TypeError` labelled with `factory`, an out-of-range cap a `RangeError`.
+ * Validates the `(keys, { maxTokenBytes })` arguments every codec factory takes, for codec authors: a
+ * missing ring, unknown options and wrong types throw a `TypeError` labelled with `factory`, an
+ * out-of-range cap a `RangeError`.
  */
-export function parseCodecOptions(factory: string, options: unknown, limits: CodecOptionLimits): ParsedCodecOptions {
+export function parseCodecOptions(
+  factory: string,
+  keys: unknown,
+  options: unknown,
+  limits: CodecOptionLimits,
+): ParsedCodecOptions {
+  if (!(keys instanceof KeyRing)) throw new TypeError(`${factory}: the first argument must be a KeyRing`);
+  if (options === undefined) options = {};
   if (options === null || typeof options !== 'object') throw new TypeError(`${factory}: options must be an object`);
   for (const name of Object.keys(options)) {
     if (!OPTION_NAMES.has(name)) throw new TypeError(`${factory}: unknown option "${name}"`);
   }
-  const { keys, maxTokenBytes = limits.defaultMaxTokenBytes } = options as { keys?: unknown; maxTokenBytes?: unknown };
-  if (!isKeyRing(keys)) throw new TypeError(`${factory}: keys must be a KeyRing`);
+  const { maxTokenBytes = limits.defaultMaxTokenBytes } = options as { maxTokenBytes?: unknown };
   if (typeof maxTokenBytes !== 'number' || !Number.isSafeInteger(maxTokenBytes)) {
     throw new TypeError(`${factory}: maxTokenBytes must be an integer`);
   }

@@ -3,40 +3,59 @@
  * Messages are fixed per code: they never contain a payload, a principal, a token or key material.
  */
 
-export type MrtrErrorCode =
-  | 'ERR_STATE_MALFORMED'
-  | 'ERR_STATE_TOO_LARGE'
-  | 'ERR_STATE_INTEGRITY'
-  | 'ERR_KEY_UNKNOWN'
-  | 'ERR_STATE_EXPIRED'
-  | 'ERR_STATE_AUDIENCE'
-  | 'ERR_STATE_PRINCIPAL'
-  | 'ERR_STATE_BINDING'
-  | 'ERR_FLOW_EXPIRED'
-  | 'ERR_FLOW_ROUNDS'
-  | 'ERR_STATE_REPLAYED'
-  | 'ERR_STORE_UNAVAILABLE'
-  | 'ERR_STORE_FULL'
-  | 'ERR_PRINCIPAL_REQUIRED'
-  | 'ERR_CAPABILITY_MISSING';
+/** Every error code and its fixed message: the one list the code union and the code set derive from. */
+const MESSAGES = {
+  ERR_STATE_MALFORMED: 'request state is malformed',
+  ERR_STATE_TOO_LARGE: 'request state exceeds the size limit',
+  ERR_STATE_INTEGRITY: 'request state failed integrity verification',
+  ERR_KEY_UNKNOWN: 'request state names a key that is not in the key ring',
+  ERR_STATE_EXPIRED: 'request state has expired or is not yet valid',
+  ERR_STATE_AUDIENCE: 'request state was issued for another audience',
+  ERR_STATE_PRINCIPAL: 'request state was issued to another principal',
+  ERR_STATE_BINDING: 'request state was issued for another request',
+  ERR_FLOW_EXPIRED: 'the multi-round flow has passed its deadline',
+  ERR_FLOW_ROUNDS: 'the multi-round flow has exceeded its round limit',
+  ERR_STATE_REPLAYED: 'request state has already been used',
+  ERR_STORE_UNAVAILABLE: 'replay store is unavailable',
+  ERR_STORE_FULL: 'replay store is full',
+  ERR_PRINCIPAL_REQUIRED: 'an authenticated principal is required',
+  ERR_CAPABILITY_MISSING: 'the client did not declare a capability this request needs',
+  ERR_QUOTA_EXCEEDED: 'the principal has minted too many states in this window',
+  ERR_SEAL_FAILED: 'the state could not be sealed',
+} as const;
 
+/** The stable code of every `MrtrError`. */
+export type MrtrErrorCode = keyof typeof MESSAGES;
+
+/** Every `MrtrErrorCode`, in declaration order. */
+export const MRTR_ERROR_CODES: ReadonlySet<MrtrErrorCode> = new Set(Object.keys(MESSAGES) as MrtrErrorCode[]);
+
+/** Options every `MrtrError` constructor takes. */
 export interface MrtrErrorOptions {
+  /** The underlying failure (kept for logs; never shown on the wire). */
   cause?: unknown;
 }
 
-/** Base class of every error mrtr throws for a runtime condition (misuse throws TypeError/RangeError). */
-export class MrtrError extends Error {
-  static readonly code: MrtrErrorCode | 'ERR_MRTR' = 'ERR_MRTR';
-  readonly code: MrtrErrorCode;
+// One brand shared by every copy of this package in a process (ESM and CJS builds, duplicate installs),
+// so `instanceof` and `MrtrError.is` work across them.
+const BRAND: unique symbol = Symbol.for('@mrtr/core/MrtrError') as never;
 
-  constructor(code: MrtrErrorCode, message: string, options?: MrtrErrorOptions) {
+/** Base class of every error mrtr throws for a runtime condition (misuse throws TypeError/RangeError). */
+export class MrtrError<C extends MrtrErrorCode = MrtrErrorCode> extends Error {
+  /** The code of this class's instances (`'ERR_MRTR'` on the base class: any code). */
+  static readonly code: MrtrErrorCode | 'ERR_MRTR' = 'ERR_MRTR';
+  /** The stable code: switch on it. */
+  readonly code: C;
+
+  constructor(code: C, options?: MrtrErrorOptions) {
+    if (!MRTR_ERROR_CODES.has(code)) throw new TypeError('MrtrError: unknown code');
     // Rejections are driven by whoever sends a token, so they must stay cheap: no stack trace is
     // captured (V8 spends microseconds on one, more than opening a valid token). The code and the fixed
     // message say what happened; an underlying failure keeps its own stack in `cause`.
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     try {
-      super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+      super(MESSAGES[code], options?.cause === undefined ? undefined : { cause: options.cause });
     } finally {
       Error.stackTraceLimit = limit;
     }
@@ -44,121 +63,143 @@ export class MrtrError extends Error {
     this.name = new.target.name;
   }
 
-  /** True for any `MrtrError`, also across duplicate copies of this package (checks the code shape). */
+  /** True for any `MrtrError`, from any copy of this package; narrows to the union of concrete errors. */
   static is(value: unknown): value is AnyMrtrError {
-    if (value instanceof MrtrError) return true;
-    if (!(value instanceof Error)) return false;
-    const code: unknown = (value as { code?: unknown }).code;
-    return typeof code === 'string' && MRTR_ERROR_CODES.has(code as MrtrErrorCode);
+    return value instanceof MrtrError && MRTR_ERROR_CODES.has((value as { code: MrtrErrorCode }).code);
   }
 }
+Object.defineProperty(MrtrError.prototype, BRAND, { value: true });
+// `instanceof` by brand, not by prototype: true for errors from any copy of this package (the ESM and CJS
+// builds, or two installed versions); a subclass matches the errors with its code. Defined outside the
+// class body so `this` is the class `instanceof` was asked about (bundlers rewrite `this` in static methods).
+Object.defineProperty(MrtrError, Symbol.hasInstance, {
+  value: function hasInstance(this: { code?: unknown }, value: unknown): boolean {
+    if (value === null || typeof value !== 'object' || (value as { [BRAND]?: unknown })[BRAND] !== true) return false;
+    return this.code === 'ERR_MRTR' || (value as { code?: unknown }).code === this.code;
+  },
+});
 
-export class StateMalformedError extends MrtrError {
+/** The token is not a well-formed token of this codec (or not a string). */
+export class StateMalformedError extends MrtrError<'ERR_STATE_MALFORMED'> {
   static override readonly code = 'ERR_STATE_MALFORMED' as const;
-  declare readonly code: 'ERR_STATE_MALFORMED';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_MALFORMED', 'request state is malformed', options);
+    super('ERR_STATE_MALFORMED', options);
   }
 }
-export class StateTooLargeError extends MrtrError {
+/** The token is longer than the cap (checked before any decoding). */
+export class StateTooLargeError extends MrtrError<'ERR_STATE_TOO_LARGE'> {
   static override readonly code = 'ERR_STATE_TOO_LARGE' as const;
-  declare readonly code: 'ERR_STATE_TOO_LARGE';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_TOO_LARGE', 'request state exceeds the size limit', options);
+    super('ERR_STATE_TOO_LARGE', options);
   }
 }
-export class StateIntegrityError extends MrtrError {
+/** The MAC or AEAD tag does not verify. */
+export class StateIntegrityError extends MrtrError<'ERR_STATE_INTEGRITY'> {
   static override readonly code = 'ERR_STATE_INTEGRITY' as const;
-  declare readonly code: 'ERR_STATE_INTEGRITY';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_INTEGRITY', 'request state failed integrity verification', options);
+    super('ERR_STATE_INTEGRITY', options);
   }
 }
-export class KeyUnknownError extends MrtrError {
+/** The token names a key id that is not in the ring. */
+export class KeyUnknownError extends MrtrError<'ERR_KEY_UNKNOWN'> {
   static override readonly code = 'ERR_KEY_UNKNOWN' as const;
-  declare readonly code: 'ERR_KEY_UNKNOWN';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_KEY_UNKNOWN', 'request state names a key that is not in the key ring', options);
+    super('ERR_KEY_UNKNOWN', options);
   }
 }
-export class StateExpiredError extends MrtrError {
+/** The state is past `exp` (plus skew) or issued in the future. */
+export class StateExpiredError extends MrtrError<'ERR_STATE_EXPIRED'> {
   static override readonly code = 'ERR_STATE_EXPIRED' as const;
-  declare readonly code: 'ERR_STATE_EXPIRED';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_EXPIRED', 'request state has expired or is not yet valid', options);
+    super('ERR_STATE_EXPIRED', options);
   }
 }
-export class StateAudienceError extends MrtrError {
+/** The state was minted for another audience. */
+export class StateAudienceError extends MrtrError<'ERR_STATE_AUDIENCE'> {
   static override readonly code = 'ERR_STATE_AUDIENCE' as const;
-  declare readonly code: 'ERR_STATE_AUDIENCE';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_AUDIENCE', 'request state was issued for another audience', options);
+    super('ERR_STATE_AUDIENCE', options);
   }
 }
-export class StatePrincipalError extends MrtrError {
+/** The state was minted for another principal. */
+export class StatePrincipalError extends MrtrError<'ERR_STATE_PRINCIPAL'> {
   static override readonly code = 'ERR_STATE_PRINCIPAL' as const;
-  declare readonly code: 'ERR_STATE_PRINCIPAL';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_PRINCIPAL', 'request state was issued to another principal', options);
+    super('ERR_STATE_PRINCIPAL', options);
   }
 }
-export class StateBindingError extends MrtrError {
+/** The state was minted for another method, target or arguments. */
+export class StateBindingError extends MrtrError<'ERR_STATE_BINDING'> {
   static override readonly code = 'ERR_STATE_BINDING' as const;
-  declare readonly code: 'ERR_STATE_BINDING';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_BINDING', 'request state was issued for another request', options);
+    super('ERR_STATE_BINDING', options);
   }
 }
-export class FlowExpiredError extends MrtrError {
+/** The flow is past its absolute deadline. */
+export class FlowExpiredError extends MrtrError<'ERR_FLOW_EXPIRED'> {
   static override readonly code = 'ERR_FLOW_EXPIRED' as const;
-  declare readonly code: 'ERR_FLOW_EXPIRED';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_FLOW_EXPIRED', 'the multi-round flow has passed its deadline', options);
+    super('ERR_FLOW_EXPIRED', options);
   }
 }
-export class FlowRoundsError extends MrtrError {
+/** The flow has used up its rounds. */
+export class FlowRoundsError extends MrtrError<'ERR_FLOW_ROUNDS'> {
   static override readonly code = 'ERR_FLOW_ROUNDS' as const;
-  declare readonly code: 'ERR_FLOW_ROUNDS';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_FLOW_ROUNDS', 'the multi-round flow has exceeded its round limit', options);
+    super('ERR_FLOW_ROUNDS', options);
   }
 }
-export class StateReplayedError extends MrtrError {
+/** The state was consumed before. */
+export class StateReplayedError extends MrtrError<'ERR_STATE_REPLAYED'> {
   static override readonly code = 'ERR_STATE_REPLAYED' as const;
-  declare readonly code: 'ERR_STATE_REPLAYED';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STATE_REPLAYED', 'request state has already been used', options);
+    super('ERR_STATE_REPLAYED', options);
   }
 }
-export class StoreUnavailableError extends MrtrError {
+/** The replay store failed or did not answer in time (never reported as "replayed"). */
+export class StoreUnavailableError extends MrtrError<'ERR_STORE_UNAVAILABLE'> {
   static override readonly code = 'ERR_STORE_UNAVAILABLE' as const;
-  declare readonly code: 'ERR_STORE_UNAVAILABLE';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STORE_UNAVAILABLE', 'replay store is unavailable', options);
+    super('ERR_STORE_UNAVAILABLE', options);
   }
 }
-export class StoreFullError extends MrtrError {
+/** A bounded replay store is full (it fails closed). */
+export class StoreFullError extends MrtrError<'ERR_STORE_FULL'> {
   static override readonly code = 'ERR_STORE_FULL' as const;
-  declare readonly code: 'ERR_STORE_FULL';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_STORE_FULL', 'replay store is full', options);
+    super('ERR_STORE_FULL', options);
   }
 }
-export class PrincipalRequiredError extends MrtrError {
+/** The request has no principal and anonymous use is off. */
+export class PrincipalRequiredError extends MrtrError<'ERR_PRINCIPAL_REQUIRED'> {
   static override readonly code = 'ERR_PRINCIPAL_REQUIRED' as const;
-  declare readonly code: 'ERR_PRINCIPAL_REQUIRED';
   constructor(options?: MrtrErrorOptions) {
-    super('ERR_PRINCIPAL_REQUIRED', 'an authenticated principal is required', options);
+    super('ERR_PRINCIPAL_REQUIRED', options);
   }
 }
-export class CapabilityMissingError extends MrtrError {
+/** The client did not declare a capability an input request needs. */
+export class CapabilityMissingError extends MrtrError<'ERR_CAPABILITY_MISSING'> {
   static override readonly code = 'ERR_CAPABILITY_MISSING' as const;
-  declare readonly code: 'ERR_CAPABILITY_MISSING';
   /** The client capabilities the request needed, shaped as `ClientCapabilities` (for `-32021` `data`). */
   readonly requiredCapabilities: Record<string, unknown>;
   constructor(requiredCapabilities: Record<string, unknown>, options?: MrtrErrorOptions) {
-    super('ERR_CAPABILITY_MISSING', 'the client did not declare a capability this request needs', options);
+    super('ERR_CAPABILITY_MISSING', options);
     this.requiredCapabilities = requiredCapabilities;
+  }
+}
+/** A principal has reached its quota of open flows (a bound no single principal may exceed). */
+export class QuotaExceededError extends MrtrError<'ERR_QUOTA_EXCEEDED'> {
+  static override readonly code = 'ERR_QUOTA_EXCEEDED' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_QUOTA_EXCEEDED', options);
+  }
+}
+
+/** The codec could not seal a state (e.g. it outgrew the size cap or holds data the codec refuses). */
+export class SealFailedError extends MrtrError<'ERR_SEAL_FAILED'> {
+  static override readonly code = 'ERR_SEAL_FAILED' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_SEAL_FAILED', options);
   }
 }
 
@@ -178,35 +219,11 @@ export type AnyMrtrError =
   | StoreUnavailableError
   | StoreFullError
   | PrincipalRequiredError
-  | CapabilityMissingError;
+  | CapabilityMissingError
+  | QuotaExceededError
+  | SealFailedError;
 
-export const MRTR_ERROR_CODES: ReadonlySet<MrtrErrorCode> = new Set<MrtrErrorCode>([
-  'ERR_STATE_MALFORMED',
-  'ERR_STATE_TOO_LARGE',
-  'ERR_STATE_INTEGRITY',
-  'ERR_KEY_UNKNOWN',
-  'ERR_STATE_EXPIRED',
-  'ERR_STATE_AUDIENCE',
-  'ERR_STATE_PRINCIPAL',
-  'ERR_STATE_BINDING',
-  'ERR_FLOW_EXPIRED',
-  'ERR_FLOW_ROUNDS',
-  'ERR_STATE_REPLAYED',
-  'ERR_STORE_UNAVAILABLE',
-  'ERR_STORE_FULL',
-  'ERR_PRINCIPAL_REQUIRED',
-  'ERR_CAPABILITY_MISSING',
-]);
-
-/**
- * Codes that mean "this request state must be rejected" (the wire answer is the opaque `-32602`).
- * Store outages (`ERR_STORE_UNAVAILABLE`, `ERR_STORE_FULL`) are server faults, never a rejection of the state.
- */
-export function isStateRejection(code: MrtrErrorCode): boolean {
-  return code !== 'ERR_STORE_UNAVAILABLE' && code !== 'ERR_STORE_FULL' && code !== 'ERR_CAPABILITY_MISSING';
-}
-
-/** True when the error is a server-side fault (store outage or a full store): answer `-32603`, never "replayed". */
+/** True for server-side faults (store outage, full store, a failed seal): answer `-32603`, never "invalid state". */
 export function isServerFault(code: MrtrErrorCode): boolean {
-  return code === 'ERR_STORE_UNAVAILABLE' || code === 'ERR_STORE_FULL';
+  return code === 'ERR_STORE_UNAVAILABLE' || code === 'ERR_STORE_FULL' || code === 'ERR_SEAL_FAILED';
 }

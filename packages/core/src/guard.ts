@@ -1,7 +1,9 @@
 import { CLAIMS_VERSION, type FlowClaims, type RequestBinding, type StateClaims, isStateClaims } from './claims.js';
-import { cryptoProvider } from './crypto/impl.js';
+import { cryptoProvider } from '#crypto';
 import {
   FlowExpiredError,
+  QuotaExceededError,
+  SealFailedError,
   FlowRoundsError,
   KeyUnknownError,
   MrtrError,
@@ -15,9 +17,11 @@ import {
   StateTooLargeError,
   StoreUnavailableError,
 } from './errors.js';
-import type { ReplayStore, StateCodec } from './interfaces.js';
-import { canonicalJson, timingSafeEqualBytes, utf8Encode } from './json.js';
-import type { KeyRing } from './keys.js';
+import type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
+import type { Awaitable } from './crypto/types.js';
+import { type EventHook, FLOW_ID_SINK, type GuardEvent, observeGuard } from './events.js';
+import { assertJson, canonicalJson, timingSafeEqualText, utf8Encode } from './json.js';
+import { KeyRing } from './keys.js';
 import type { JsonValue } from './protocol.js';
 
 /** The request a state is minted for or presented with. */
@@ -28,15 +32,29 @@ export interface RequestContext {
   target: string;
   /** The call's arguments (tool/prompt arguments; absent for resources). */
   arguments?: unknown;
-  /** The authenticated principal, if any (see `StateGuardOptions.principal`). */
+  /** The authenticated principal, if any (see `StateGuardOptions.principal` and `unauthenticated`). */
   principal?: string | undefined;
 }
 
+/** A per-principal bound on minting: at most `max` states per principal in each window of `windowMs`. */
+export interface MintQuota {
+  /** States one principal may mint per window. */
+  max: number;
+  /** Window length in ms. */
+  windowMs: number;
+  /** Most principals tracked at once; past it (after dropping ended windows) new principals are refused. @default 100_000 */
+  maxPrincipals?: number;
+}
+
+/** Options of {@link createStateGuard}. Validated at construction (labelled `TypeError`/`RangeError`). */
 export interface StateGuardOptions {
-  /** Seals and opens tokens. */
-  codec: StateCodec;
-  /** Keys for the principal tag (the codec has its own subkeys from the same ring). */
+  /** The key ring: the codec is built on it and the principal tags are derived from it. */
   keys: KeyRing;
+  /**
+   * Seals and opens tokens: a codec factory such as `createHmacCodec`, called with `keys`. A codec
+   * instance is accepted only when it was built on this same `keys` ring.
+   */
+  codec: CodecFactory | StateCodec;
   /** Makes each state single-use. Without it, a state can be replayed until it expires. */
   store?: ReplayStore | undefined;
   /** Who the states are for (e.g. the server's name or URL); a state from another audience is rejected. */
@@ -53,12 +71,24 @@ export interface StateGuardOptions {
   maxTokenBytes?: number;
   /** Reads the principal from a request. @default (req) => req.principal */
   principal?: (request: RequestContext) => string | undefined;
-  /** Allow requests without a principal (one shared "anonymous" identity). @default false */
-  allowAnonymous?: boolean;
+  /**
+   * Requests without a principal: `'reject'` throws `ERR_PRINCIPAL_REQUIRED`; `{ principal }` gives them
+   * one fixed identity in a namespace of its own (no authenticated principal can ever share its states).
+   * @default 'reject'
+   */
+  unauthenticated?: 'reject' | { principal: string };
+  /** Per-principal bound on minting (no single principal can fill a bounded store others depend on). @default none */
+  mintQuota?: MintQuota | undefined;
   /** Clock in ms since the epoch. @default Date.now */
   now?: () => number;
+  /**
+   * Called synchronously with one typed event per step (state minted/opened/rejected, store error, flow started).
+   * A throw or a rejected promise is swallowed; queue slow or async work yourself. Without it, nothing is wrapped.
+   */
+  onEvent?: EventHook<GuardEvent> | undefined;
 }
 
+/** Options of `StateGuard.mint`. */
 export interface MintOptions {
   /** The opened state of the round being continued: keeps its flow id and deadline, round + 1. */
   continues?: OpenedState | undefined;
@@ -72,6 +102,7 @@ export interface OpenedState<P extends JsonValue = JsonValue> {
   kid: string;
 }
 
+/** Mints and opens request states with every check. */
 export interface StateGuard {
   readonly codec: StateCodec;
   readonly store: ReplayStore | undefined;
@@ -90,7 +121,10 @@ export interface StateGuard {
 }
 
 const PRINCIPAL_PURPOSE = 'mrtr/principal-tag/v1';
-const ANONYMOUS = '\u0000anonymous';
+/** Principal tags remembered per guard (the oldest is dropped first): a bound whatever principals a server sees. */
+const PRINCIPAL_TAGS_CACHED = 1024;
+/** Principals longer than this are tagged on every call, never remembered (bounds the cache's memory). */
+const PRINCIPAL_TAG_CACHE_MAX_CHARS = 256;
 const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
 
 function intOption(name: string, value: number | undefined, fallback: number, min: number, max: number): number {
@@ -109,11 +143,9 @@ const YEAR_MS = 365 * 86_400_000;
  */
 export function createStateGuard(options: StateGuardOptions): StateGuard {
   if (options === null || typeof options !== 'object') throw new TypeError('createStateGuard: options must be an object');
-  const { codec, keys, store, audience } = options;
-  if (!codec || typeof codec.seal !== 'function' || typeof codec.open !== 'function') {
-    throw new TypeError('createStateGuard: codec must implement StateCodec');
-  }
-  if (!keys || typeof keys.subkey !== 'function') throw new TypeError('createStateGuard: keys must be a KeyRing');
+  const { keys, store, audience } = options;
+  if (!(keys instanceof KeyRing)) throw new TypeError('createStateGuard: keys must be a KeyRing');
+  const codec = buildCodec(options.codec, keys);
   if (store !== undefined && (store === null || typeof store.consume !== 'function')) {
     throw new TypeError('createStateGuard: store must implement ReplayStore');
   }
@@ -135,35 +167,73 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   );
   const readPrincipal = options.principal ?? ((req: RequestContext) => req.principal);
   if (typeof readPrincipal !== 'function') throw new TypeError('createStateGuard: principal must be a function');
-  const allowAnonymous = options.allowAnonymous ?? false;
+  const unauthenticated = options.unauthenticated ?? 'reject';
+  if (
+    unauthenticated !== 'reject' &&
+    (unauthenticated === null ||
+      typeof unauthenticated !== 'object' ||
+      typeof unauthenticated.principal !== 'string' ||
+      unauthenticated.principal === '')
+  ) {
+    throw new TypeError('createStateGuard: unauthenticated must be "reject" or { principal: string }');
+  }
+  const quota = options.mintQuota === undefined ? undefined : createQuota(options.mintQuota);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createStateGuard: now must be a function');
+  const { onEvent } = options;
+  if (onEvent !== undefined && typeof onEvent !== 'function') throw new TypeError('createStateGuard: onEvent must be a function');
 
-  const principalOf = (request: RequestContext): string => {
+  /** The principal as a namespaced identity: authenticated and unauthenticated ones can never collide. */
+  const principalOf = (request: RequestContext): [namespace: 'p' | 'u', name: string] => {
     const principal = readPrincipal(request);
     if (principal === undefined || principal === null || principal === '') {
-      if (!allowAnonymous) throw new PrincipalRequiredError();
-      return ANONYMOUS;
+      if (unauthenticated === 'reject') throw new PrincipalRequiredError();
+      return ['u', unauthenticated.principal];
     }
     if (typeof principal !== 'string') throw new TypeError('createStateGuard: principal() must return a string');
-    return principal;
+    return ['p', principal];
   };
 
-  const principalTag = async (kid: string, principal: string): Promise<Uint8Array> => {
-    const key = await keys.subkey(kid, PRINCIPAL_PURPOSE);
+  // principal → { kid, namespace, base64url tag }: an HMAC each guard would otherwise recompute on every
+  // mint and open. A pure function of (kid, namespace, principal), all three compared on a hit, so
+  // remembering it changes no answer; bounded in entries (oldest dropped first) and in the length of a
+  // remembered principal.
+  const tags = new Map<string, { kid: string; namespace: string; tag: string }>();
+  const remember = (kid: string, principal: [string, string], tag: string): string => {
+    if (!tags.has(principal[1]) && tags.size >= PRINCIPAL_TAGS_CACHED) tags.delete(tags.keys().next().value!);
+    tags.set(principal[1], { kid, namespace: principal[0], tag });
+    return tag;
+  };
+  const tagText = (mac: Uint8Array): string => cryptoProvider.base64urlEncode(mac.subarray(0, 16));
+  const computeTag = (key: Uint8Array, principal: [string, string]): Awaitable<string> => {
+    // JSON framing keeps audience, namespace and name apart whatever characters they hold.
+    const mac = cryptoProvider.hmacSha256(key, utf8Encode(canonicalJson([audience, principal[0], principal[1]])));
+    return mac instanceof Promise ? mac.then(tagText) : tagText(mac);
+  };
+  /** The principal tag (base64url of 16 bytes) under key `kid`. */
+  const principalTag = (kid: string, principal: [string, string]): Awaitable<string> => {
+    const cacheable = principal[1].length <= PRINCIPAL_TAG_CACHE_MAX_CHARS;
+    if (cacheable) {
+      const known = tags.get(principal[1]);
+      if (known !== undefined && known.kid === kid && known.namespace === principal[0]) return known.tag;
+    }
+    const key = keys.subkey(kid, PRINCIPAL_PURPOSE);
     if (key === undefined) throw new KeyUnknownError();
-    const mac = await cryptoProvider.hmacSha256(key, utf8Encode(`${audience}\u0000${principal}`));
-    return mac.subarray(0, 16);
+    const tag = key instanceof Promise ? key.then((k) => computeTag(k, principal)) : computeTag(key, principal);
+    if (!cacheable) return tag;
+    return tag instanceof Promise ? tag.then((t) => remember(kid, principal, t)) : remember(kid, principal, tag);
   };
 
-  const bind = async (request: RequestContext): Promise<RequestBinding> => {
+  const bindNow = (request: RequestContext): Awaitable<RequestBinding> => {
     if (request === null || typeof request !== 'object') throw new TypeError('request must be an object');
-    if (typeof request.method !== 'string' || typeof request.target !== 'string') {
+    const { method, target } = request;
+    if (typeof method !== 'string' || typeof target !== 'string') {
       throw new TypeError('request.method and request.target must be strings');
     }
-    const digest = await cryptoProvider.sha256(utf8Encode(canonicalJson(request.arguments ?? {})));
-    return { m: request.method, t: request.target, d: cryptoProvider.base64urlEncode(digest) };
+    const digest = cryptoProvider.sha256Text(canonicalJson(request.arguments ?? {}));
+    return digest instanceof Promise ? digest.then((d) => ({ m: method, t: target, d })) : { m: method, t: target, d: digest };
   };
+  const bind = async (request: RequestContext): Promise<RequestBinding> => bindNow(request);
 
   const consume = async (state: OpenedState): Promise<void> => {
     if (store === undefined) return;
@@ -186,7 +256,8 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     // 2. integrity (the codec)
     let opened: Awaited<ReturnType<StateCodec['open']>>;
     try {
-      opened = await codec.open(token);
+      const result = codec.open(token);
+      opened = isThenable(result) ? await result : result;
     } catch (cause) {
       if (MrtrError.is(cause)) throw cause;
       throw new StateMalformedError({ cause });
@@ -201,11 +272,12 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     // 4. audience
     if (claims.aud !== audience) throw new StateAudienceError();
     // 5. principal
-    const expectedTag = await principalTag(kid, principalOf(request));
-    const actualTag = cryptoProvider.base64urlDecode(claims.sub);
-    if (actualTag === undefined || !timingSafeEqualBytes(actualTag, expectedTag)) throw new StatePrincipalError();
+    // (Canonical base64url has one text per byte string: comparing texts is comparing the decoded tags.)
+    const tag = principalTag(kid, principalOf(request));
+    if (!timingSafeEqualText(claims.sub, typeof tag === 'string' ? tag : await tag)) throw new StatePrincipalError();
     // 6. request binding
-    const binding = await bind(request);
+    const bound = bindNow(request);
+    const binding = bound instanceof Promise ? await bound : bound;
     if (claims.req.m !== binding.m || claims.req.t !== binding.t || claims.req.d !== binding.d) {
       throw new StateBindingError();
     }
@@ -215,7 +287,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     return { claims: claims as StateClaims<P>, data: claims.data as P, flow: claims.flow, kid };
   };
 
-  return {
+  const guard: StateGuard = {
     codec,
     store,
     maxTokenBytes,
@@ -226,7 +298,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     async open<P extends JsonValue>(token: unknown, request: RequestContext): Promise<OpenedState<P>> {
       const state = await verify<P>(token, request);
       // 8. single use
-      await consume(state);
+      if (store !== undefined) await consume(state);
       return state;
     },
     async mint<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<string> {
@@ -242,8 +314,12 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
         if (t > flow.deadline) throw new FlowExpiredError();
       }
       // Validates that `data` is JSON (throws TypeError otherwise) before sealing.
-      canonicalJson(data);
+      assertJson(data);
       const kid = keys.primaryKid;
+      const tag = principalTag(kid, principal);
+      const sub = typeof tag === 'string' ? tag : await tag;
+      const bound = bindNow(request);
+      const req = bound instanceof Promise ? await bound : bound;
       const claims: StateClaims<P> = {
         v: CLAIMS_VERSION,
         iat: t,
@@ -251,14 +327,82 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
         exp: t + ttlMs,
         jti: cryptoProvider.base64urlEncode(cryptoProvider.randomBytes(16)),
         aud: audience,
-        sub: cryptoProvider.base64urlEncode(await principalTag(kid, principal)),
-        req: await bind(request),
+        sub,
+        req,
         flow,
         data,
       };
-      const token = await codec.seal(claims);
-      if (token.length > maxTokenBytes) throw new StateTooLargeError();
+      if (quota !== undefined && !quota.take(claims.sub, t)) throw new QuotaExceededError();
+      let token: string;
+      try {
+        token = await codec.seal(claims);
+      } catch (cause) {
+        // The data is JSON (checked above): a codec that still refuses it (a lone surrogate for a codec
+        // that needs well-formed strings, a state past its size cap) is a server-side fault.
+        if (MrtrError.is(cause) && cause.code !== 'ERR_STATE_TOO_LARGE') throw cause;
+        throw new SealFailedError({ cause });
+      }
+      if (token.length > maxTokenBytes) throw new SealFailedError({ cause: new StateTooLargeError() });
+      (mintOptions as { [FLOW_ID_SINK]?: (id: string) => void } | undefined)?.[FLOW_ID_SINK]?.(flow.id);
       return token;
+    },
+  };
+  return onEvent === undefined ? guard : observeGuard(guard, keys, onEvent);
+}
+
+const isThenable = <T>(value: T | PromiseLike<T>): value is PromiseLike<T> =>
+  typeof (value as { then?: unknown } | null)?.then === 'function';
+
+function buildCodec(codec: unknown, keys: KeyRing): StateCodec {
+  let built: unknown = codec;
+  if (typeof codec === 'function') {
+    built = (codec as CodecFactory)(keys);
+  } else if (codec !== null && typeof codec === 'object' && (codec as Partial<StateCodec>).keys !== keys) {
+    throw new TypeError(
+      'createStateGuard: the codec was built on another KeyRing; pass its factory (e.g. codec: createHmacCodec) so one ring feeds both',
+    );
+  }
+  const c = built as Partial<StateCodec> | null;
+  if (c === null || typeof c !== 'object' || typeof c.seal !== 'function' || typeof c.open !== 'function') {
+    throw new TypeError('createStateGuard: codec must be a codec factory or a StateCodec');
+  }
+  if (c.keys !== keys) throw new TypeError('createStateGuard: the codec factory returned a codec built on another KeyRing');
+  return c as StateCodec;
+}
+
+/** Fixed-window counters per principal tag, bounded in the number of principals. */
+function createQuota(options: MintQuota): { take(principal: string, t: number): boolean } {
+  if (options === null || typeof options !== 'object') throw new TypeError('createStateGuard: mintQuota must be an object');
+  const max = intOption('mintQuota.max', options.max, 0, 1, 1_000_000_000);
+  const windowMs = intOption('mintQuota.windowMs', options.windowMs, 0, 1, YEAR_MS);
+  const maxPrincipals = intOption('mintQuota.maxPrincipals', options.maxPrincipals, 100_000, 1, 100_000_000);
+  if (options.max === undefined || options.windowMs === undefined) {
+    throw new TypeError('createStateGuard: mintQuota needs max and windowMs');
+  }
+  // Insertion order is window-start order (a principal whose window ended is re-inserted at the end),
+  // so ended windows are dropped from the front in time proportional to what is dropped.
+  const windows = new Map<string, { start: number; count: number }>();
+  return {
+    take(principal, t) {
+      let entry = windows.get(principal);
+      if (entry !== undefined && t - entry.start >= windowMs) {
+        windows.delete(principal);
+        entry = undefined;
+      }
+      if (entry === undefined) {
+        if (windows.size >= maxPrincipals) {
+          for (const [key, old] of windows) {
+            if (t - old.start < windowMs) break;
+            windows.delete(key);
+          }
+          if (windows.size >= maxPrincipals) return false;
+        }
+        entry = { start: t, count: 0 };
+        windows.set(principal, entry);
+      }
+      if (entry.count >= max) return false;
+      entry.count++;
+      return true;
     },
   };
 }

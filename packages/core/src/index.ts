@@ -1,11 +1,56 @@
-export * from './capabilities.js';
-export * from './claims.js';
-export * from './codec-options.js';
+/**
+ * `@mrtr/core` for application authors: the key ring, the state guard, the codec and store interfaces,
+ * and the errors to match on. Codec and store authors find their helpers in `@mrtr/core/authoring`.
+ */
+export type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
 export type { Awaitable } from './crypto/types.js';
-export * from './errors.js';
-export * from './guard.js';
-export * from './interfaces.js';
-export { canonicalJson, timingSafeEqualBytes, utf8Decode, utf8Encode } from './json.js';
-export * from './keys.js';
-export * from './protocol.js';
-export * from './util.js';
+export {
+  type AnyMrtrError,
+  type CapabilityMissingError,
+  type FlowExpiredError,
+  type FlowRoundsError,
+  isServerFault,
+  type KeyUnknownError,
+  MRTR_ERROR_CODES,
+  MrtrError,
+  type MrtrErrorCode,
+  type MrtrErrorOptions,
+  type PrincipalRequiredError,
+  type QuotaExceededError,
+  type SealFailedError,
+  type StateAudienceError,
+  type StateBindingError,
+  type StateExpiredError,
+  type StateIntegrityError,
+  type StateMalformedError,
+  type StatePrincipalError,
+  type StateReplayedError,
+  type StateTooLargeError,
+  type StoreFullError,
+  type StoreUnavailableError,
+} from './errors.js';
+export type {
+  AnswerEvent,
+  EventBase,
+  EventHook,
+  FlowCompletedEvent,
+  FlowStartedEvent,
+  GuardEvent,
+  MrtrEvent,
+  StateMintedEvent,
+  StateOpenedEvent,
+  StateRejectedEvent,
+  StoreErrorEvent,
+} from './events.js';
+export {
+  createStateGuard,
+  type MintOptions,
+  type MintQuota,
+  type OpenedState,
+  type RequestContext,
+  type StateGuard,
+  type StateGuardOptions,
+} from './guard.js';
+export type { CodecFactory, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
+export { generateKey, type KeyInput, KeyRing } from './keys.js';
+export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';

@@ -1,8 +1,10 @@
 import type { StateClaims } from './claims.js';
 import type { Awaitable } from './crypto/types.js';
+import type { KeyRing } from './keys.js';
 
 /** What a codec returns when a token is authentic. */
 export interface OpenedToken {
+  /** The verified claims. */
   claims: StateClaims;
   /** The id of the key that opened it. */
   kid: string;
@@ -24,9 +26,16 @@ export interface StateCodec {
   readonly confidential: boolean;
   /** Largest token `open` accepts; longer input is refused before decoding. */
   readonly maxTokenBytes: number;
+  /** The key ring the codec was built on (the guard derives its principal tags from the same ring). */
+  readonly keys: KeyRing;
+  /** Seals claims with the ring's primary key. */
   seal(claims: StateClaims): Awaitable<string>;
+  /** Verifies and opens a token with any key of the ring. */
   open(token: string): Awaitable<OpenedToken>;
 }
+
+/** Builds a codec on a key ring: what every codec package exports (`createHmacCodec`, …). */
+export type CodecFactory = (keys: KeyRing) => StateCodec;
 
 /**
  * Single-use ledger. `consume` is one atomic operation: it records `id` until at least `expiresAtMs`
@@ -34,6 +43,7 @@ export interface StateCodec {
  * A backend failure rejects with `ERR_STORE_UNAVAILABLE`, never resolves `true`.
  */
 export interface ReplayStore {
+  /** Records `id` until at least `expiresAtMs`; `true` only for the first call. */
   consume(id: string, expiresAtMs: number): Promise<boolean>;
   /** Releases connections; calling it twice is harmless. */
   close(): Promise<void>;

@@ -1,16 +1,17 @@
-import { cryptoProvider } from './crypto/impl.js';
+import { cryptoProvider } from '#crypto';
 import type { Awaitable } from './crypto/types.js';
 import { utf8Encode } from './json.js';
 
 /** Smallest accepted secret: 32 bytes (256 bits). */
 export const MIN_KEY_BYTES = 32;
 const KID_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+const RING_BRAND: unique symbol = Symbol.for('@mrtr/core/KeyRing') as never;
 const HKDF_SALT = utf8Encode('mrtr/key-ring/v1');
 
 export interface KeyInput {
   /** Key id, 1–32 characters of `[A-Za-z0-9_-]`. Travels in every token so the right key opens it. */
   kid: string;
-  /** The secret: ≥ 32 bytes, or its base64url text. */
+  /** The secret: ≥ 32 bytes, or its base64url (or standard base64) text. */
   secret: Uint8Array | string;
 }
 
@@ -20,6 +21,13 @@ export interface KeyInput {
  * constructions: each purpose gets its own HKDF-SHA256 subkey (`subkey(kid, purpose)`).
  */
 export class KeyRing {
+  /**
+   * `instanceof` by brand, so a ring from another copy of this package (its ESM or CJS build, or a
+   * duplicate install) is still recognised.
+   */
+  static [Symbol.hasInstance](value: unknown): boolean {
+    return value !== null && typeof value === 'object' && (value as { [RING_BRAND]?: unknown })[RING_BRAND] === true;
+  }
   readonly #secrets: ReadonlyMap<string, Uint8Array>;
   readonly #subkeys = new Map<string, Awaitable<Uint8Array>>();
   /** Key ids, primary first. */
@@ -48,7 +56,10 @@ export class KeyRing {
     this.primaryKid = this.kids[0]!;
   }
 
-  /** Parses `"k2:<base64url>,k1:<base64url>"` (first = primary), the `MRTR_KEYS` format. */
+  /**
+   * Parses `"k2:<secret>,k1:<secret>"` (first = primary), the `MRTR_KEYS` format. A secret is base64url
+   * or standard base64 of ≥ 32 bytes (`openssl rand -base64 32` works).
+   */
   static parse(text: string): KeyRing {
     if (typeof text !== 'string') throw new TypeError('KeyRing.parse: expected a string');
     const entries = text
@@ -68,6 +79,7 @@ export class KeyRing {
     return new KeyRing([{ kid, secret: generateKey() }]);
   }
 
+  /** True when `kid` is in the ring. */
   has(kid: string): boolean {
     return this.#secrets.has(kid);
   }
@@ -120,11 +132,25 @@ export class KeyRing {
   }
 }
 
+Object.defineProperty(KeyRing.prototype, RING_BRAND, { value: true });
+
+/** Standard padded base64 (what `openssl rand -base64 32` prints), checked strictly. */
+const STANDARD_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+
+/** Secret text: unpadded base64url, or standard base64 (`+`, `/`, `=` padding); `undefined` otherwise. */
+function decodeSecretText(text: string): Uint8Array | undefined {
+  if (/[+/=]/.test(text)) {
+    if (!STANDARD_BASE64.test(text)) return undefined;
+    text = text.replace(/=+$/, '').replace(/\+/g, '-').replace(/\//g, '_');
+  }
+  return cryptoProvider.base64urlDecode(text);
+}
+
 function toSecretBytes(secret: Uint8Array | string, kid: string): Uint8Array {
   let bytes: Uint8Array | undefined;
   if (typeof secret === 'string') {
-    bytes = cryptoProvider.base64urlDecode(secret.trim());
-    if (bytes === undefined) throw new TypeError(`KeyRing: secret of "${kid}" is not valid base64url`);
+    bytes = decodeSecretText(secret.trim());
+    if (bytes === undefined) throw new TypeError(`KeyRing: secret of "${kid}" is not valid base64url or base64`);
   } else if (secret instanceof Uint8Array) {
     bytes = new Uint8Array(secret);
   } else {
@@ -139,9 +165,4 @@ function toSecretBytes(secret: Uint8Array | string, kid: string): Uint8Array {
 /** A fresh 32-byte secret as base64url text (for `MRTR_KEYS`). */
 export function generateKey(): string {
   return cryptoProvider.base64urlEncode(cryptoProvider.randomBytes(32));
-}
-
-/** Parses an `MRTR_KEYS`-style string; same as `KeyRing.parse`. */
-export function parseKeyRing(text: string): KeyRing {
-  return KeyRing.parse(text);
 }

@@ -4,29 +4,22 @@ import { describe, expect, it } from 'vitest';
 import { cryptoProvider as node } from '../src/crypto/node.js';
 import { cryptoProvider as web } from '../src/crypto/web.js';
 import {
-  CapabilityMissingError,
-  KeyRing,
   MIN_KEY_BYTES,
-  MrtrError,
   StateIntegrityError,
   StateReplayedError,
   StoreUnavailableError,
   allowedKinds,
-  assertInputRequestsAllowed,
   base64urlDecode,
   base64urlEncode,
-  canReturnInputRequired,
   canonicalJson,
-  filterInputRequests,
-  generateKey,
-  inputRequired,
-  inputResponseKind,
+  capabilitiesFor,
   isCanonicalBase64url,
-  isInputRequiredResult,
-  isServerFault,
-  isStateRejection,
+  ownerValues,
   randomBytes,
-} from '../src/index.js';
+  readTokenPrefix,
+  requiredKind,
+} from '../src/authoring.js';
+import { KeyRing, MrtrError, generateKey, isServerFault } from '../src/index.js';
 
 describe('canonicalJson (RFC 8785)', () => {
   it('sorts keys by UTF-16 code units and formats numbers as ECMAScript does', () => {
@@ -126,6 +119,15 @@ describe('crypto providers', () => {
     expect(web.randomBytes(70_000)).toHaveLength(70_000);
     expect(() => randomBytes(-1)).toThrow(RangeError);
   });
+
+  it('gives a batch distinct 22-character owner values, and each batch its own random part', () => {
+    const batch = ownerValues(65_536);
+    expect(new Set(batch).size).toBe(65_536);
+    expect(batch.every((v) => /^[A-Za-z0-9_-]{22}$/.test(v) && isCanonicalBase64url(v))).toBe(true);
+    const shared = (v: string) => base64urlDecode(v)!.subarray(0, 14).join();
+    expect(shared(ownerValues(1)[0]!)).not.toBe(shared(batch[0]!));
+    for (const bad of [0, -1, 1.5, 65_537, Number.NaN]) expect(() => ownerValues(bad)).toThrow(RangeError);
+  });
 });
 
 describe('KeyRing', () => {
@@ -166,39 +168,6 @@ describe('KeyRing', () => {
   });
 });
 
-describe('protocol', () => {
-  const elicit = {
-    method: 'elicitation/create' as const,
-    params: { message: 'Sure?', requestedSchema: { type: 'object' as const, properties: { ok: { type: 'boolean' as const } } } },
-  };
-
-  it('builds input_required results and refuses empty ones', () => {
-    expect(inputRequired({ inputRequests: { confirm: elicit } })).toEqual({
-      resultType: 'input_required',
-      inputRequests: { confirm: elicit },
-    });
-    expect(inputRequired({ inputRequests: {}, requestState: 's' })).toEqual({ resultType: 'input_required', requestState: 's' });
-    expect(() => inputRequired({ inputRequests: {} })).toThrow(TypeError);
-    expect(() => inputRequired({})).toThrow(TypeError);
-    expect(() => inputRequired({ requestState: '' })).toThrow(TypeError);
-    expect(() => inputRequired({ inputRequests: { x: { method: 'tools/call' } as never } })).toThrow(TypeError);
-    expect(isInputRequiredResult(inputRequired({ requestState: 's' }))).toBe(true);
-  });
-
-  it('allows input_required only on tools/call, prompts/get and resources/read', () => {
-    expect(['tools/call', 'prompts/get', 'resources/read'].every(canReturnInputRequired)).toBe(true);
-    expect(['tools/list', 'prompts/list', 'initialize', 'resources/list'].some(canReturnInputRequired)).toBe(false);
-  });
-
-  it('tells answer kinds apart by shape', () => {
-    expect(inputResponseKind({ action: 'accept', content: {} })).toBe('elicit');
-    expect(inputResponseKind({ roots: [] })).toBe('roots');
-    expect(inputResponseKind({ role: 'assistant', content: { type: 'text', text: 'x' }, model: 'm' })).toBe('sampling');
-    expect(inputResponseKind(12345)).toBeUndefined();
-    expect(inputResponseKind({ method: 'x', result: {} })).toBeUndefined();
-  });
-});
-
 describe('capabilities', () => {
   const form = { method: 'elicitation/create' as const, params: { message: 'm', requestedSchema: { type: 'object' as const, properties: {} } } };
   const url = { method: 'elicitation/create' as const, params: { mode: 'url' as const, message: 'm', url: 'https://x' } };
@@ -216,23 +185,20 @@ describe('capabilities', () => {
     expect(allowedKinds({ elicitation: true as never }).size).toBe(0);
   });
 
-  it('filters (degrade) or rejects with the required capabilities (strict)', () => {
-    const requests = { a: form, b: url, c: sample, d: sampleTools, e: roots };
-    const { allowed, denied } = filterInputRequests(requests, { sampling: {} });
-    expect(Object.keys(allowed)).toEqual(['c']);
-    expect(denied.map((d) => d.kind)).toEqual(['elicitation.form', 'elicitation.url', 'sampling.tools', 'roots']);
-    try {
-      assertInputRequestsAllowed(requests, { sampling: {} });
-      expect.unreachable();
-    } catch (error) {
-      expect(error).toBeInstanceOf(CapabilityMissingError);
-      expect((error as CapabilityMissingError).requiredCapabilities).toEqual({
-        elicitation: { form: {}, url: {} },
-        sampling: { tools: {} },
-        roots: {},
-      });
-    }
-    expect(() => assertInputRequestsAllowed({ c: sample }, { sampling: {} })).not.toThrow();
+  it('names the kind each request needs and the capabilities a set of kinds needs', () => {
+    expect([form, url, sample, sampleTools, roots].map(requiredKind)).toEqual([
+      'elicitation.form',
+      'elicitation.url',
+      'sampling',
+      'sampling.tools',
+      'roots',
+    ]);
+    expect(capabilitiesFor(['elicitation.form', 'elicitation.url', 'sampling.tools', 'roots'])).toEqual({
+      elicitation: { form: {}, url: {} },
+      sampling: { tools: {} },
+      roots: {},
+    });
+    expect(() => requiredKind({ method: 'tools/call' } as never)).toThrow(TypeError);
   });
 });
 
@@ -246,12 +212,15 @@ describe('errors', () => {
     expect(error.message).not.toContain('10.0.0.1');
     expect(error.name).toBe('StoreUnavailableError');
     expect(MrtrError.is(error)).toBe(true);
-    expect(MrtrError.is(Object.assign(new Error('x'), { code: 'ERR_STATE_INTEGRITY' }))).toBe(true);
-    expect(MrtrError.is(Object.assign(new Error('x'), { code: 'ENOENT' }))).toBe(false);
-    expect(isStateRejection(new StateIntegrityError().code)).toBe(true);
-    expect(isStateRejection(new StateReplayedError().code)).toBe(true);
-    expect(isStateRejection('ERR_STORE_UNAVAILABLE')).toBe(false);
+    // A look-alike without the brand is not an MrtrError: only errors built by (a copy of) this package are.
+    expect(MrtrError.is(Object.assign(new Error('x'), { code: 'ERR_STATE_INTEGRITY' }))).toBe(false);
     expect(isServerFault('ERR_STORE_FULL')).toBe(true);
+    expect(isServerFault('ERR_SEAL_FAILED')).toBe(true);
+    expect(isServerFault('ERR_STATE_REPLAYED')).toBe(false);
+    expect(error).toBeInstanceOf(MrtrError);
+    expect(error).toBeInstanceOf(StoreUnavailableError);
+    expect(error).not.toBeInstanceOf(StateReplayedError);
+    expect(() => new MrtrError('ERR_NOPE' as never)).toThrow(TypeError);
   });
 
   it('capture no stack trace (rejections stay cheap) and leave Error.stackTraceLimit as it was', () => {
@@ -275,5 +244,15 @@ describe('errors', () => {
     };
     expect(describeError(new StateReplayedError())).toBe('replayed');
     expect(describeError(new StoreUnavailableError())).toBe('outage');
+  });
+});
+
+describe('readTokenPrefix', () => {
+  it('reads "<version>.<kid>." and nothing else', () => {
+    expect(readTokenPrefix('m1.k1.body', 'm1')).toEqual({ kid: 'k1', end: 6 });
+    expect(readTokenPrefix(`m1.${'a'.repeat(32)}.x`, 'm1')).toEqual({ kid: 'a'.repeat(32), end: 36 });
+    for (const bad of ['m1.', 'm1..x', 'm2.k1.x', 'm1k1.x', 'm1.k 1.x', `m1.${'a'.repeat(33)}.x`, 'm1.k1', 'm1.k+1.x']) {
+      expect(readTokenPrefix(bad, 'm1'), bad).toBeUndefined();
+    }
   });
 });

@@ -22,7 +22,7 @@ function setup(over: Partial<StateGuardOptions> = {}) {
   const clock = fakeClock();
   const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
   const store = testStore(clock.now);
-  const guard = createStateGuard({ codec: testCodec(keys), keys, store, audience: 'aud-1', now: clock.now, ...over });
+  const guard = createStateGuard({ codec: testCodec, keys, store, audience: 'aud-1', now: clock.now, ...over });
   return { clock, keys, store, guard };
 }
 
@@ -86,7 +86,7 @@ describe('createStateGuard', () => {
     const a = setup();
     const token = await a.guard.mint(1, req());
     const keys = new KeyRing([{ kid: 'k2', secret: generateKey() }]);
-    const other = createStateGuard({ codec: testCodec(keys), keys, audience: 'aud-1', now: a.clock.now });
+    const other = createStateGuard({ codec: testCodec, keys, audience: 'aud-1', now: a.clock.now });
     expect(await rejectCode(other.open(token, req()))).toBe('ERR_KEY_UNKNOWN');
   });
 
@@ -109,7 +109,7 @@ describe('createStateGuard', () => {
   it('rejects another audience', async () => {
     const { keys, clock, guard } = setup();
     const token = await guard.mint(1, req());
-    const other = createStateGuard({ codec: testCodec(keys), keys, audience: 'aud-2', now: clock.now });
+    const other = createStateGuard({ codec: testCodec, keys, audience: 'aud-2', now: clock.now });
     expect(await rejectCode(other.open(token, req()))).toBe('ERR_STATE_AUDIENCE');
   });
 
@@ -119,13 +119,63 @@ describe('createStateGuard', () => {
     expect(await rejectCode(guard.open(token, req({ principal: 'bob' })))).toBe('ERR_STATE_PRINCIPAL');
   });
 
-  it('requires a principal unless anonymous use is allowed', async () => {
+  it('requires a principal unless unauthenticated requests get a fixed one', async () => {
     const { guard } = setup();
     expect(await rejectCode(guard.mint(1, req({ principal: undefined })))).toBe('ERR_PRINCIPAL_REQUIRED');
-    const anon = setup({ allowAnonymous: true }).guard;
+    const anon = setup({ unauthenticated: { principal: 'anon' } }).guard;
     const token = await anon.mint(1, req({ principal: undefined }));
     await expect(anon.verify(token, req({ principal: undefined }))).resolves.toBeDefined();
     expect(await rejectCode(anon.open(token, req({ principal: 'alice' })))).toBe('ERR_STATE_PRINCIPAL');
+  });
+
+  // Review finding: a custom principal() returning the text the unauthenticated identity used to be
+  // namespaced as ("fixed:anon") owned the anonymous states. The two now live in separate namespaces.
+  it('keeps the unauthenticated identity apart from every authenticated principal', async () => {
+    const { keys, clock } = setup();
+    const anon = createStateGuard({ codec: testCodec, keys, audience: 'aud-1', now: clock.now, unauthenticated: { principal: 'anon' } });
+    const token = await anon.mint(1, req({ principal: undefined }));
+    for (const principal of ['anon', 'fixed:anon', 'u:anon', '\u0000anonymous', '["aud-1","u","anon"]']) {
+      expect(await rejectCode(anon.verify(token, req({ principal })))).toBe('ERR_STATE_PRINCIPAL');
+    }
+    const alice = await anon.mint(1, req({ principal: 'anon' }));
+    expect(await rejectCode(anon.verify(alice, req({ principal: undefined })))).toBe('ERR_STATE_PRINCIPAL');
+  });
+
+  it('takes the key ring once: a codec built on another ring is refused at start-up', () => {
+    const { keys } = setup();
+    const other = KeyRing.generate();
+    expect(() => createStateGuard({ codec: testCodec(other), keys, audience: 'a' })).toThrow(/another KeyRing/);
+    expect(() => createStateGuard({ codec: () => testCodec(other), keys, audience: 'a' })).toThrow(/another KeyRing/);
+    expect(() => createStateGuard({ codec: testCodec, keys, audience: 'a' })).not.toThrow();
+    expect(() => createStateGuard({ codec: {} as never, keys, audience: 'a' })).toThrow(TypeError);
+  });
+
+  it('bounds minting per principal with mintQuota, without touching other principals', async () => {
+    const { clock, keys } = setup();
+    const guard = createStateGuard({
+      codec: testCodec,
+      keys,
+      audience: 'aud-1',
+      now: clock.now,
+      mintQuota: { max: 3, windowMs: 60_000, maxPrincipals: 2 },
+    });
+    for (let i = 0; i < 3; i++) await guard.mint(i, req());
+    expect(await rejectCode(guard.mint(4, req()))).toBe('ERR_QUOTA_EXCEEDED');
+    await expect(guard.mint(1, req({ principal: 'bob' }))).resolves.toBeTypeOf('string');
+    // A third principal while two windows are open: the tracked set is bounded, so it is refused.
+    expect(await rejectCode(guard.mint(1, req({ principal: 'carol' })))).toBe('ERR_QUOTA_EXCEEDED');
+    clock.advance(60_000);
+    await expect(guard.mint(5, req())).resolves.toBeTypeOf('string');
+    await expect(guard.mint(1, req({ principal: 'carol' }))).resolves.toBeTypeOf('string');
+    expect(() => createStateGuard({ codec: testCodec, keys, audience: 'a', mintQuota: { max: 0, windowMs: 1 } })).toThrow(RangeError);
+    expect(() => createStateGuard({ codec: testCodec, keys, audience: 'a', mintQuota: { windowMs: 1 } as never })).toThrow(TypeError);
+  });
+
+  it('reports a codec that cannot seal as ERR_SEAL_FAILED, not as a misuse error', async () => {
+    const { keys } = setup();
+    const failing = (k: KeyRing) => ({ ...testCodec(k), seal: () => { throw new TypeError('codec says no: \ud800'); } });
+    const guard = createStateGuard({ codec: failing, keys, audience: 'a', principal: () => 'p' });
+    expect(await rejectCode(guard.mint(1, req()))).toBe('ERR_SEAL_FAILED');
   });
 
   it('reads the principal through the policy function', async () => {
@@ -202,7 +252,7 @@ describe('createStateGuard', () => {
     const s2 = await guard.open(r2, req());
     expect(await rejectCode(guard.mint(3, req(), { continues: s2 }))).toBe('ERR_FLOW_ROUNDS');
     // A lenient instance mints round 3; a strict instance with the same keys refuses it on open.
-    const lenient = createStateGuard({ codec: testCodec(keys), keys, audience: 'aud-1', now: clock.now, maxRounds: 5 });
+    const lenient = createStateGuard({ codec: testCodec, keys, audience: 'aud-1', now: clock.now, maxRounds: 5 });
     const r3 = await lenient.mint(3, req(), { continues: s2 });
     expect(await rejectCode(guard.open(r3, req()))).toBe('ERR_FLOW_ROUNDS');
   });
@@ -232,7 +282,7 @@ describe('createStateGuard', () => {
     const { guard, clock, keys } = setup({ ttlMs: 1000, clockSkewMs: 0 });
     const token = await guard.mint(1, req());
     clock.advance(5000);
-    const other = createStateGuard({ codec: testCodec(keys), keys, audience: 'aud-2', now: clock.now, clockSkewMs: 0 });
+    const other = createStateGuard({ codec: testCodec, keys, audience: 'aud-2', now: clock.now, clockSkewMs: 0 });
     // expired AND wrong audience AND wrong principal AND wrong binding → expiry is reported first
     expect(await rejectCode(other.open(token, req({ principal: 'bob', target: 'x' })))).toBe('ERR_STATE_EXPIRED');
     clock.advance(-5000);
@@ -274,5 +324,51 @@ describe('createStateGuard', () => {
     expect(() => createStateGuard({ codec, keys, audience: 'a', maxTokenBytes: 10 ** 9 })).toThrow(RangeError);
     expect(() => createStateGuard({ codec: {} as never, keys, audience: 'a' })).toThrow(TypeError);
     expect(() => createStateGuard({ codec, keys, audience: 'a', store: {} as never })).toThrow(TypeError);
+  });
+});
+
+describe('principal tags (remembered per guard, bounded)', () => {
+  it('are the same keyed hash before and after the guard forgets them, for short and long principals', async () => {
+    const { createHmac } = await import('node:crypto');
+    const { canonicalJson } = await import('../src/json.js');
+    const { keys, guard } = setup({ store: undefined });
+    const subkey = keys.subkeySync('k1', 'mrtr/principal-tag/v1')!;
+    const expected = (name: string): string =>
+      createHmac('sha256', subkey).update(canonicalJson(['aud-1', 'p', name])).digest().subarray(0, 16).toString('base64url');
+    const long = `l${'x'.repeat(300)}`;
+    const first = await guard.mint(null, req());
+    const firstLong = await guard.mint(null, req({ principal: long }));
+    // More principals than the guard remembers: alice's tag is forgotten and derived again.
+    for (let i = 0; i < 1100; i++) {
+      const name = `user-${i}`;
+      const opened = await guard.verify(await guard.mint(null, req({ principal: name })), req({ principal: name }));
+      if (i % 250 === 0) expect(opened.claims.sub).toBe(expected(name));
+    }
+    for (const [token, name] of [
+      [first, 'alice'],
+      [firstLong, long],
+    ] as const) {
+      const opened = await guard.verify(token, req({ principal: name }));
+      expect(opened.claims.sub).toBe(expected(name));
+      expect(await rejectCode(guard.verify(token, req({ principal: 'user-5' })))).toBe('ERR_STATE_PRINCIPAL');
+      expect((await guard.verify(await guard.mint(null, req({ principal: name })), req({ principal: name }))).claims.sub).toBe(
+        expected(name),
+      );
+    }
+  });
+});
+
+describe('principal tags and namespaces', () => {
+  it('keeps an authenticated principal and the unauthenticated identity of the same name apart, whichever is tagged first', async () => {
+    const { guard } = setup({ store: undefined, unauthenticated: { principal: 'alice' } });
+    for (let round = 0; round < 2; round++) {
+      const anon = await guard.mint(null, req({ principal: undefined }));
+      const alice = await guard.mint(null, req());
+      expect((await guard.verify(anon, req({ principal: undefined }))).claims.sub).not.toBe(
+        (await guard.verify(alice, req())).claims.sub,
+      );
+      expect(await rejectCode(guard.verify(anon, req()))).toBe('ERR_STATE_PRINCIPAL');
+      expect(await rejectCode(guard.verify(alice, req({ principal: undefined })))).toBe('ERR_STATE_PRINCIPAL');
+    }
   });
 });

@@ -1,14 +1,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import {
   KeyUnknownError,
-  type KeyRing,
-  type ReplayStore,
-  type StateCodec,
   StateIntegrityError,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
-} from '../src/index.js';
+} from '../src/authoring.js';
+import type { KeyRing, ReplayStore, StateCodec } from '../src/index.js';
 
 /** A minimal JSON+HMAC codec for exercising the guard (the real codecs live in their own packages). */
 export function testCodec(keys: KeyRing): StateCodec {
@@ -16,6 +14,7 @@ export function testCodec(keys: KeyRing): StateCodec {
     id: 'test',
     confidential: false,
     maxTokenBytes: 64 * 1024,
+    keys,
     seal(claims) {
       const kid = keys.primaryKid;
       const body = Buffer.from(JSON.stringify(claims)).toString('base64url');

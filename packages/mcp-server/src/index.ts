@@ -1,45 +1,56 @@
 /**
  * @mrtr/mcp-server: protected MRTR (SEP-2322) for the official MCP TypeScript SDK (`@modelcontextprotocol/server`
- * ≥ 2.4). Sealed, principal- and request-bound, single-use `requestState` with flow integrity, answers that
+ * 2.4). Sealed, principal- and request-bound, single-use `requestState` with flow integrity, answers that
  * accumulate across rounds, capability-aware questions and opaque wire errors.
  *
  * ```ts
- * const mrtr = createMrtr({ codec, keys, store, audience: 'https://files.example' });
+ * const mrtr = createMrtr({ keys, codec: createHmacCodec, store, audience: 'https://files.example' });
  * const server = new McpServer(info, { ...mrtr.serverOptions });
- * server.registerTool('delete_files', config, mrtr.tool('delete_files', async (args, ctx, need) => {
+ * mrtr.registerTool(server, 'delete_files', config, async (args, ctx, need) => {
  *   const answer = need.elicit('confirm', { message, requestedSchema });
  *   if (!answer) return need.ask();
  *   if (answer.action !== 'accept') return need.fail('Cancelled by the user');
  *   ...
- * }));
+ * });
  * ```
  */
-export { createMrtr, INVALID_STATE_MESSAGE } from './mrtr.js';
 export type {
-  AskOptions,
   BooleanField,
-  ElicitAnswer,
-  ElicitFormQuestion,
-  ElicitUrlQuestion,
   FieldValue,
   FormContent,
   FormField,
   FormSchema,
+  MultiSelectField,
+  NumberField,
+  StringField,
+} from './answers.js';
+export { createMrtr } from './mrtr.js';
+export type {
+  AnswerEvent,
+  FlowCompletedEvent,
   MissingCapabilityPolicy,
-  Mrtr,
+  MrtrEvent,
   MrtrOptions,
+  PresuppliedPolicy,
+  RejectEvent,
+} from './options.js';
+export type {
+  ArgsOf,
+  AskOptions,
+  ElicitAnswer,
+  ElicitFormQuestion,
+  ElicitUrlQuestion,
+  Mrtr,
   MrtrPromptHandler,
   MrtrResourceHandler,
   MrtrServerOptions,
   MrtrToolHandler,
-  MultiSelectField,
   Need,
-  NumberField,
-  ProtectedPromptCallback,
-  ProtectedResourceCallback,
-  ProtectedToolCallback,
-  RejectEvent,
-  StringField,
+  PromptConfig,
+  QuestionOptions,
+  ResourceConfig,
+  ToolConfig,
   ToolNeed,
   UrlAnswer,
 } from './types.js';
+export { INVALID_STATE_MESSAGE } from './wire.js';

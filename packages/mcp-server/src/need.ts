@@ -5,26 +5,35 @@ import type {
   InputRequiredResult,
   Root,
 } from '@modelcontextprotocol/server';
+import type { JsonValue } from '@mrtr/core';
 import {
   base64urlEncode,
   canonicalJson,
   type InputRequest,
   type InputRequestKind,
-  type JsonValue,
   requiredKind,
-} from '@mrtr/core';
-import { sha256 } from './sha256.js';
+  utf8Encode,
+} from '@mrtr/core/authoring';
+import { sha256 } from '@noble/hashes/sha2.js';
+import {
+  type AnswerLimits,
+  type FormContent,
+  type FormSchema,
+  validateFormAnswer,
+  validateRootsAnswer,
+  validateSamplingAnswer,
+  validateUrlAnswer,
+} from './answers.js';
+import type { PresuppliedPolicy } from './options.js';
 import type {
   AskOptions,
   ElicitAnswer,
   ElicitFormQuestion,
   ElicitUrlQuestion,
-  FormContent,
-  FormSchema,
+  QuestionOptions,
   ToolNeed,
   UrlAnswer,
 } from './types.js';
-import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from './validate.js';
 
 /** The `data` sealed in every state: answers pinned to their question, pending pins, kept handler data. */
 export interface FlowData {
@@ -58,7 +67,7 @@ export function parseFlowData(data: unknown): FlowData | undefined {
 
 /** 128-bit digest of the canonical JSON of an embedded request: what an answer is pinned to. */
 export function questionPin(request: InputRequest): string {
-  return base64urlEncode(sha256(canonicalJson(request)).subarray(0, 16));
+  return base64urlEncode(sha256(utf8Encode(canonicalJson(request))).subarray(0, 16));
 }
 
 export interface Question {
@@ -84,38 +93,58 @@ export function askOptionsOf(marker: AskMarker): AskOptions {
 
 export interface NeedInit {
   round: number;
+  maxRounds: number;
   prior: FlowData | undefined;
   responses: Record<string, unknown>;
   /** `undefined` = capabilities not visible (2025-era connection): everything is allowed here. */
   allowed: ReadonlySet<InputRequestKind> | undefined;
+  /** Default for answers to questions not sent yet. */
+  presupplied: PresuppliedPolicy;
+  /** Longest string in an answer. */
+  maxAnswerChars: number;
 }
+
+/** An answer seen in `inputResponses` this round: counted or ignored, and why (never the answer itself). */
+export interface AnswerSeen {
+  key: string;
+  kind: InputRequestKind;
+  accepted: boolean;
+  reason: 'answered' | 'presupplied' | 'not_asked' | 'other_question' | 'invalid';
+}
+
+const PRESUPPLIED = new Set<unknown>([undefined, 'ignore', 'accept']);
 
 /** One handler invocation's view of the flow. */
 export class NeedState implements ToolNeed {
   readonly round: number;
+  readonly maxRounds: number;
   readonly kept: JsonValue | undefined;
   readonly #stored: ReadonlyMap<string, [string, JsonValue]>;
   readonly #pendingPins: ReadonlyMap<string, string>;
-  /** True when this round came with a verified state: then only answers to questions it sent count. */
-  readonly #hasState: boolean;
   readonly #responses: Record<string, unknown>;
   readonly #allowed: ReadonlySet<InputRequestKind> | undefined;
+  readonly #presupplied: PresuppliedPolicy;
+  readonly #limits: AnswerLimits;
   /** Every question passed this round (for `again` and the same-key check). */
   readonly #asked = new Map<string, Question>();
   /** Questions to send. */
   readonly questions = new Map<string, Question>();
   /** Answers to carry into the next state. */
   readonly answers: Map<string, [string, JsonValue]>;
+  /** Answers present in `inputResponses` and what became of them (for events), by key; last verdict wins. */
+  readonly seen = new Map<string, AnswerSeen>();
   #keep: { value: JsonValue } | undefined;
 
   constructor(init: NeedInit) {
     this.round = init.round;
+    this.maxRounds = init.maxRounds;
     this.#stored = new Map(Object.entries(init.prior?.a ?? {}));
     this.#pendingPins = new Map(Object.entries(init.prior?.p ?? {}));
-    this.#hasState = init.prior !== undefined;
     this.answers = new Map(this.#stored);
     this.#responses = init.responses;
     this.#allowed = init.allowed;
+    this.#presupplied = init.presupplied;
+    this.#limits = { maxChars: init.maxAnswerChars };
     this.kept = init.prior?.k;
     if (init.prior !== undefined && Object.hasOwn(init.prior, 'k')) this.#keep = { value: init.prior.k as JsonValue };
   }
@@ -133,7 +162,11 @@ export class NeedState implements ToolNeed {
     return this.#allowed === undefined || this.#allowed.has(kind);
   }
 
-  elicit<const S extends FormSchema>(key: string, question: ElicitFormQuestion<S>): ElicitAnswer<FormContent<S>> | undefined {
+  elicit<const S extends FormSchema>(
+    key: string,
+    question: ElicitFormQuestion<S>,
+    options?: QuestionOptions,
+  ): ElicitAnswer<FormContent<S>> | undefined {
     if (!isObject(question) || typeof question.message !== 'string') {
       throw new TypeError('need.elicit: question must be { message, requestedSchema }');
     }
@@ -145,12 +178,12 @@ export class NeedState implements ToolNeed {
     const params: Record<string, unknown> = { message: question.message, requestedSchema: schema };
     if (question.mode === 'form') params.mode = 'form';
     const request = { method: 'elicitation/create', params } as unknown as InputRequest;
-    return this.#resolve(key, request, (answer) => validateFormAnswer(schema, answer)) as
+    return this.#resolve(key, request, (answer, limits) => validateFormAnswer(schema, answer, limits), options) as
       | ElicitAnswer<FormContent<S>>
       | undefined;
   }
 
-  elicitUrl(key: string, question: ElicitUrlQuestion): UrlAnswer | undefined {
+  elicitUrl(key: string, question: ElicitUrlQuestion, options?: QuestionOptions): UrlAnswer | undefined {
     if (!isObject(question) || typeof question.message !== 'string' || typeof question.url !== 'string') {
       throw new TypeError('need.elicitUrl: question must be { message, url }');
     }
@@ -163,19 +196,19 @@ export class NeedState implements ToolNeed {
       method: 'elicitation/create',
       params: { mode: 'url', message: question.message, url: question.url },
     } as InputRequest;
-    return this.#resolve(key, request, validateUrlAnswer) as UrlAnswer | undefined;
+    return this.#resolve(key, request, validateUrlAnswer, options) as UrlAnswer | undefined;
   }
 
-  sample(key: string, params: CreateMessageRequestParams): CreateMessageResult | undefined {
+  sample(key: string, params: CreateMessageRequestParams, options?: QuestionOptions): CreateMessageResult | undefined {
     if (!isObject(params) || !Array.isArray(params.messages) || typeof params.maxTokens !== 'number') {
       throw new TypeError('need.sample: params must be { messages, maxTokens, ... }');
     }
     const request = { method: 'sampling/createMessage', params } as unknown as InputRequest;
-    return this.#resolve(key, request, validateSamplingAnswer) as CreateMessageResult | undefined;
+    return this.#resolve(key, request, validateSamplingAnswer, options) as CreateMessageResult | undefined;
   }
 
-  roots(key: string): Root[] | undefined {
-    const answer = this.#resolve(key, { method: 'roots/list' }, validateRootsAnswer) as { roots: Root[] } | undefined;
+  roots(key: string, options?: QuestionOptions): Root[] | undefined {
+    const answer = this.#resolve(key, { method: 'roots/list' }, validateRootsAnswer, options) as { roots: Root[] } | undefined;
     return answer?.roots;
   }
 
@@ -207,9 +240,17 @@ export class NeedState implements ToolNeed {
     return { content: [{ type: 'text', text: message }], isError: true };
   }
 
-  #resolve(key: string, request: InputRequest, validate: (answer: unknown) => JsonValue | undefined): JsonValue | undefined {
+  #resolve(
+    key: string,
+    request: InputRequest,
+    validate: (answer: unknown, limits: AnswerLimits) => JsonValue | undefined,
+    options: QuestionOptions | undefined,
+  ): JsonValue | undefined {
     if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
       throw new TypeError('need: key must be 1-128 printable ASCII characters');
+    }
+    if (options !== undefined && (options === null || typeof options !== 'object' || !PRESUPPLIED.has(options.presupplied))) {
+      throw new TypeError('need: options must be { presupplied?: "ignore" | "accept" }');
     }
     const pin = questionPin(request);
     const earlier = this.#asked.get(key);
@@ -224,17 +265,26 @@ export class NeedState implements ToolNeed {
     if (pendingPin === undefined && stored !== undefined && stored[0] === pin) {
       if (this.answers.has(key)) return stored[1];
     }
-    // This round's answer counts only if it answers the question the last round sent under this key. A
-    // first call without a state has sent nothing yet, so there any answer under the key is taken (the
-    // spec lets a client pre-supply answers; the conformance suite does). With a state, an answer to a
-    // question that was not sent, or was sent in another wording, is ignored and the question is asked.
+    // This round's answer counts only if it answers the question the last round sent under this key (its
+    // digest is sealed in the state). An answer to a question not sent yet (a first call has sent nothing)
+    // is a pre-supplied answer: ignored, so the question is asked, unless the question or the server opts
+    // in. Omitting the state is therefore never more permissive than sending one. An answer to a question
+    // that was sent in another wording is always ignored.
     const current = Object.hasOwn(this.#responses, key) ? this.#responses[key] : undefined;
-    const answersSentQuestion = this.#hasState ? pendingPin === pin : pendingPin === undefined;
-    if (current !== undefined && answersSentQuestion) {
-      const answer = validate(current);
-      if (answer !== undefined) {
-        this.answers.set(key, [pin, answer]);
-        return answer;
+    const presupplied = (options?.presupplied ?? this.#presupplied) === 'accept';
+    const counts = pendingPin === undefined ? presupplied : pendingPin === pin;
+    if (current !== undefined) {
+      const kind = this.#asked.get(key)!.kind;
+      if (counts) {
+        const answer = validate(current, this.#limits);
+        if (answer !== undefined) {
+          this.seen.set(key, { key, kind, accepted: true, reason: pendingPin === undefined ? 'presupplied' : 'answered' });
+          this.answers.set(key, [pin, answer]);
+          return answer;
+        }
+        this.seen.set(key, { key, kind, accepted: false, reason: 'invalid' });
+      } else {
+        this.seen.set(key, { key, kind, accepted: false, reason: pendingPin === undefined ? 'not_asked' : 'other_question' });
       }
     }
     this.answers.delete(key);

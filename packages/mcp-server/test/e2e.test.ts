@@ -168,8 +168,22 @@ describe('answers', () => {
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /p' }]);
   });
 
-  it('accepts a first round that carries only inputResponses (no state) when they answer its question', async () => {
+  // Review finding: a client completed a destructive tool in one request by pre-answering its confirmation
+  // (never shown to the user) and replayed that request without limit. Without a state, a pre-supplied
+  // answer is now ignored and the question is asked; the replay of the pre-answered call never runs it.
+  it('ignores answers pre-supplied on a first round (no state): the question is asked, nothing runs', async () => {
     const f = fixture();
+    const client = await connect(f);
+    for (let i = 0; i < 3; i++) {
+      const asked = await callTool(client, 'delete_files', { path: '/q' }, { inputResponses: { confirm: accept({ ok: true }) } });
+      expect(asked.resultType).toBe('input_required');
+      expect(Object.keys(asked.inputRequests as object)).toEqual(['confirm']);
+    }
+    expect(f.effects).toEqual([]);
+  });
+
+  it('with presupplied: "accept", takes a first round that carries only inputResponses answering its question', async () => {
+    const f = fixture({ presupplied: 'accept' });
     const client = await connect(f);
     const done = await callTool(client, 'delete_files', { path: '/q' }, { inputResponses: { confirm: accept({ ok: true }) } });
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /q' }]);

@@ -1,9 +1,9 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { type AuthInfo, createMcpHandler, McpServer, ResourceTemplate } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
+import { type CodecFactory, KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
 import * as z from 'zod/v4';
-import { createMrtr, type Mrtr, type MrtrOptions, type RejectEvent } from '../src/index.js';
+import { createMrtr, type Mrtr, type MrtrEvent, type MrtrOptions, type RejectEvent } from '../src/index.js';
 
 export const AUDIENCE = 'https://files.test';
 
@@ -22,7 +22,9 @@ export function fakeClock(start = Date.now()): Clock {
 }
 
 export interface Setup extends Partial<Omit<MrtrOptions, 'codec' | 'keys' | 'onReject'>> {
-  codec?: StateCodec;
+  /** Record events (the default: every suite also exercises the event-wrapped guard); `false` leaves the guard bare. */
+  events?: boolean;
+  codec?: CodecFactory | StateCodec;
   keys?: KeyRing;
   store?: ReplayStore;
 }
@@ -31,6 +33,8 @@ export interface Fixture {
   mrtr: Mrtr;
   keys: KeyRing;
   rejects: RejectEvent[];
+  /** Every `onEvent` event, in order. */
+  events: MrtrEvent[];
   /** Side effects the tools performed (a test checks a rejected call did nothing). */
   effects: string[];
   buildServer(): McpServer;
@@ -45,41 +49,67 @@ const confirmSchema = {
 /** A server with the tools, prompt and resource the end-to-end tests use. */
 export function fixture(setup: Setup = {}): Fixture {
   const keys = setup.keys ?? KeyRing.generate();
-  const codec = setup.codec ?? createHmacCodec({ keys });
+  const codec = setup.codec ?? createHmacCodec;
   const rejects: RejectEvent[] = [];
   const effects: string[] = [];
-  const { keys: _k, codec: _c, ...rest } = setup;
-  const mrtr = createMrtr({ ...rest, codec, keys, audience: setup.audience ?? AUDIENCE, onReject: (e) => rejects.push(e) });
+  const events: MrtrEvent[] = [];
+  const { keys: _k, codec: _c, events: record, onEvent, ...rest } = setup;
+  const mrtr = createMrtr({
+    ...rest,
+    codec,
+    keys,
+    audience: setup.audience ?? AUDIENCE,
+    onReject: (e) => rejects.push(e),
+    ...(record !== false && {
+      onEvent: (e: MrtrEvent) => {
+        events.push(e);
+        return onEvent?.(e);
+      },
+    }),
+  });
 
   const buildServer = (): McpServer => {
     const server = new McpServer({ name: 'mrtr-test', version: '1.0.0' }, { ...mrtr.serverOptions });
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'delete_files',
       { description: 'Deletes files after confirmation', inputSchema: z.object({ path: z.string() }) },
-      mrtr.tool('delete_files', async ({ path }, _ctx, need) => {
+      async ({ path }, _ctx, need) => {
         const confirm = need.elicit('confirm', { message: `Delete ${path}?`, requestedSchema: confirmSchema });
         if (!confirm) return need.ask();
         if (confirm.action !== 'accept') return need.fail(`Cancelled: ${confirm.action}`);
         if (!confirm.content.ok) return { content: [{ type: 'text', text: `Kept ${path}` }] };
         effects.push(`deleted ${path}`);
         return { content: [{ type: 'text', text: `Deleted ${path}` }] };
-      }),
+      },
     );
-    server.registerTool(
+    // Carries its argument to the next round with `keep` (so a codec that refuses the text fails the seal).
+    mrtr.registerTool(server, 'keep_text', { inputSchema: z.object({ text: z.string() }) }, async ({ text }, _ctx, need) => {
+      need.keep(text);
+      const note = need.elicit('note', {
+        message: 'Note?',
+        requestedSchema: { type: 'object', properties: { note: { type: 'string' } }, required: ['note'] },
+      });
+      if (!note) return need.ask();
+      return { content: [{ type: 'text', text: `${text}: ${note.action === 'accept' ? note.content.note : note.action}` }] };
+    });
+    mrtr.registerTool(
+      server,
       'archive_files',
       { description: 'Same question, other tool', inputSchema: z.object({ path: z.string() }) },
-      mrtr.tool('archive_files', async ({ path }, _ctx, need) => {
+      async ({ path }, _ctx, need) => {
         const confirm = need.elicit('confirm', { message: `Delete ${path}?`, requestedSchema: confirmSchema });
         if (!confirm) return need.ask();
         effects.push(`archived ${path}`);
         return { content: [{ type: 'text', text: `Archived ${path}` }] };
-      }),
+      },
     );
     // SEP-2322's two-round example: round 2 depends on round 1's answer, which only the state carries.
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'resolve_item',
       { inputSchema: z.object({ id: z.number() }) },
-      mrtr.tool('resolve_item', async ({ id }, _ctx, need) => {
+      async ({ id }, _ctx, need) => {
         const resolution = need.elicit('resolution', {
           message: `Resolution of #${id}?`,
           requestedSchema: {
@@ -106,28 +136,32 @@ export function fixture(setup: Setup = {}): Fixture {
         }
         effects.push(text);
         return { content: [{ type: 'text', text }] };
-      }),
+      },
     );
-    // One new question per round, `rounds` times (flow limits).
-    server.registerTool(
+    // One new question per round, `rounds` times (flow limits); with `stopAtLimit`, ends with its own error
+    // once the flow can mint no more states.
+    mrtr.registerTool(
+      server,
       'steps',
-      { inputSchema: z.object({ rounds: z.number().int() }) },
-      mrtr.tool('steps', async ({ rounds }, _ctx, need) => {
+      { inputSchema: z.object({ rounds: z.number().int(), stopAtLimit: z.boolean().optional() }) },
+      async ({ rounds, stopAtLimit }, _ctx, need) => {
         for (let i = 1; i <= rounds; i++) {
           const answer = need.elicit(`step${i}`, {
             message: `Step ${i}?`,
             requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
           });
+          if (!answer && stopAtLimit && need.round > need.maxRounds) return need.fail(`out of rounds in round ${need.round}`);
           if (!answer) return need.ask();
         }
         return { content: [{ type: 'text', text: `done in round ${need.round}` }] };
-      }),
+      },
     );
     // Capability-aware: asks by form elicitation when allowed, always samples; degrades.
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'summarise',
       { inputSchema: z.object({ topic: z.string() }) },
-      mrtr.tool('summarise', async ({ topic }, _ctx, need) => {
+      async ({ topic }, _ctx, need) => {
         const style = need.can('elicitation.form')
           ? need.elicit('style', {
               message: 'Style?',
@@ -141,40 +175,44 @@ export function fixture(setup: Setup = {}): Fixture {
         if (!sample || (need.can('elicitation.form') && !style)) return need.ask({ missingCapability: 'degrade' });
         const text = sample.content && !Array.isArray(sample.content) && sample.content.type === 'text' ? sample.content.text : '';
         return { content: [{ type: 'text', text: `${text} (${style?.action === 'accept' ? style.content.style : 'plain'})` }] };
-      }),
+      },
     );
     // Strict variant: a form question for a client that cannot answer it fails with -32021.
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'strict_confirm',
       {},
-      mrtr.tool('strict_confirm', async (_args, _ctx, need) => {
+      async (_args, _ctx, need) => {
         const confirm = need.elicit('confirm', { message: 'Sure?', requestedSchema: confirmSchema });
         if (!confirm) return need.ask();
         return { content: [{ type: 'text', text: 'confirmed' }] };
-      }),
+      },
     );
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'connect_account',
       {},
-      mrtr.tool('connect_account', async (_args, _ctx, need) => {
+      async (_args, _ctx, need) => {
         const consent = need.elicitUrl('link', { message: 'Link your account', url: 'https://files.test/link' });
         if (!consent) return need.ask();
         return { content: [{ type: 'text', text: `link: ${consent.action}` }] };
-      }),
+      },
     );
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'workspace',
       {},
-      mrtr.tool('workspace', async (_args, _ctx, need) => {
+      async (_args, _ctx, need) => {
         const roots = need.roots('client_roots');
         if (!roots) return need.ask();
         return { content: [{ type: 'text', text: roots.map((r) => r.uri).join(',') }] };
-      }),
+      },
     );
-    server.registerTool(
+    mrtr.registerTool(
+      server,
       'agent_step',
       {},
-      mrtr.tool('agent_step', async (_args, _ctx, need) => {
+      async (_args, _ctx, need) => {
         const answer = need.sample('plan', {
           messages: [{ role: 'user', content: { type: 'text', text: 'plan' } }],
           maxTokens: 10,
@@ -182,12 +220,13 @@ export function fixture(setup: Setup = {}): Fixture {
         });
         if (!answer) return need.ask();
         return { content: [{ type: 'text', text: answer.model }] };
-      }),
+      },
     );
-    server.registerPrompt(
+    mrtr.registerPrompt(
+      server,
       'greeting',
       { argsSchema: z.object({ tone: z.string() }) },
-      mrtr.prompt('greeting', async ({ tone }, _ctx, need) => {
+      async ({ tone }, _ctx, need) => {
         const name = need.elicit('user_name', {
           message: 'Your name?',
           requestedSchema: { type: 'object', properties: { name: { type: 'string', minLength: 1 } }, required: ['name'] },
@@ -195,21 +234,22 @@ export function fixture(setup: Setup = {}): Fixture {
         if (!name) return need.ask();
         if (name.action !== 'accept') throw new Error('declined');
         return { messages: [{ role: 'user', content: { type: 'text', text: `Say hello to ${name.content.name}, ${tone}` } }] };
-      }),
+      },
     );
-    server.registerResource(
+    mrtr.registerResource(
+      server,
       'report',
       new ResourceTemplate('report://{id}', { list: undefined }),
       { mimeType: 'text/plain' },
-      mrtr.resource(async (uri, _ctx, need, variables) => {
+      async (uri, _ctx, need, variables) => {
         const confirm = need.elicit('confirm', { message: `Open ${uri.href}?`, requestedSchema: confirmSchema });
         if (!confirm) return need.ask();
         return { contents: [{ uri: uri.href, text: `report ${String(variables?.id)}` }] };
-      }),
+      },
     );
     return server;
   };
-  return { mrtr, keys, rejects, effects, buildServer };
+  return { mrtr, keys, rejects, events, effects, buildServer };
 }
 
 export interface ConnectOptions {

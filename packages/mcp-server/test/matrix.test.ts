@@ -22,9 +22,9 @@ if (!REDIS_URL) {
 }
 
 const codecs: Record<string, (keys: KeyRing) => StateCodec> = {
-  hmac: (keys) => createHmacCodec({ keys }),
-  jwe: (keys) => createJweCodec({ keys }),
-  aead: (keys) => createAeadCodec({ keys }),
+  hmac: (keys) => createHmacCodec(keys),
+  jwe: (keys) => createJweCodec(keys),
+  aead: (keys) => createAeadCodec(keys),
 };
 
 const dir = mkdtempSync(join(tmpdir(), 'mrtr-mcp-server-'));

@@ -4,17 +4,25 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
 import { createMrtr, type FormSchema } from '../src/index.js';
-import { NeedState, questionPin } from '../src/need.js';
-import { sha256 } from '../src/sha256.js';
-import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/validate.js';
+import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/answers.js';
+import { type NeedInit, NeedState, questionPin } from '../src/need.js';
 import { callTool, connect, fixture } from './harness.js';
 
-describe('sha256 (answer pins)', () => {
-  it('matches node:crypto on every length across block boundaries and on non-ASCII text', () => {
-    for (let n = 0; n < 300; n++) {
-      const text = `${'x'.repeat(n)}${'\u00e9\u{1f600}'.repeat(n % 5)}`;
-      expect(Buffer.from(sha256(text)).toString('hex')).toBe(createHash('sha256').update(text).digest('hex'));
-    }
+/** Default answer limits, as `createMrtr` sets them. */
+const L = { maxChars: 4096 };
+const init = (over: Omit<NeedInit, 'presupplied' | 'maxAnswerChars' | 'maxRounds'> & Partial<NeedInit>): NeedInit => ({
+  maxRounds: 8,
+  presupplied: 'ignore',
+  maxAnswerChars: 4096,
+  ...over,
+});
+
+describe('answer pins', () => {
+  it('are the first 16 bytes of SHA-256 over the canonical JSON of the question', () => {
+    const request = { method: 'elicitation/create', params: { message: 'Sure?\u00e9\u{1f600}', requestedSchema: { type: 'object', properties: {} } } };
+    const canonical = '{"method":"elicitation/create","params":{"message":"Sure?\u00e9\u{1f600}","requestedSchema":{"properties":{},"type":"object"}}}';
+    const expected = createHash('sha256').update(canonical).digest().subarray(0, 16).toString('base64url');
+    expect(questionPin(request as never)).toBe(expected);
   });
 });
 
@@ -60,7 +68,7 @@ describe('form answers are validated against requestedSchema', () => {
     ['item not in anyOf', { name: 'ab', picks: ['q'] }],
     ['NaN-like number', { name: 'ab', ratio: '0.5' }],
   ])('rejects %s', (_label, content) => {
-    expect(validateFormAnswer(schema, accept(content))).toBeUndefined();
+    expect(validateFormAnswer(schema, accept(content), L)).toBeUndefined();
   });
 
   it('accepts a valid answer, counts code points, and drops unrequested keys', () => {
@@ -80,7 +88,7 @@ describe('form answers are validated against requestedSchema', () => {
       __proto__: { polluted: true },
       extra: 'dropped',
     };
-    const out = validateFormAnswer(schema, accept(content)) as { action: string; content: Record<string, unknown> };
+    const out = validateFormAnswer(schema, accept(content), L) as { action: string; content: Record<string, unknown> };
     expect(out.action).toBe('accept');
     expect(Object.keys(out.content).sort()).toEqual(
       ['age', 'at', 'color', 'day', 'email', 'name', 'ok', 'picks', 'ratio', 'site', 'size', 'tags'].sort(),
@@ -89,25 +97,25 @@ describe('form answers are validated against requestedSchema', () => {
   });
 
   it('passes decline and cancel through without content, and rejects other shapes', () => {
-    expect(validateFormAnswer(schema, { action: 'decline', content: { name: 'x' } })).toEqual({ action: 'decline' });
-    expect(validateFormAnswer(schema, { action: 'cancel' })).toEqual({ action: 'cancel' });
+    expect(validateFormAnswer(schema, { action: 'decline', content: { name: 'x' } }, L)).toEqual({ action: 'decline' });
+    expect(validateFormAnswer(schema, { action: 'cancel' }, L)).toEqual({ action: 'cancel' });
     for (const bad of [null, 12, 'accept', [], { action: 'ok' }, { action: 'accept' }, { action: 'accept', content: [] }]) {
-      expect(validateFormAnswer(schema, bad)).toBeUndefined();
+      expect(validateFormAnswer(schema, bad, L)).toBeUndefined();
     }
   });
 
   it('validates URL, sampling and roots answers by shape', () => {
-    expect(validateUrlAnswer({ action: 'accept', content: { x: 1 } })).toEqual({ action: 'accept' });
-    expect(validateUrlAnswer({ action: 'maybe' })).toBeUndefined();
+    expect(validateUrlAnswer({ action: 'accept', content: { x: 1 } }, L)).toEqual({ action: 'accept' });
+    expect(validateUrlAnswer({ action: 'maybe' }, L)).toBeUndefined();
     const sample = { role: 'assistant', content: { type: 'text', text: 'hi' }, model: 'm', stopReason: 'endTurn' };
-    expect(validateSamplingAnswer(sample)).toEqual(sample);
-    expect(validateSamplingAnswer({ ...sample, model: 3 })).toBeUndefined();
-    expect(validateSamplingAnswer({ ...sample, role: 'system' })).toBeUndefined();
-    expect(validateSamplingAnswer({ ...sample, content: { type: 'text' } })).toBeUndefined();
-    expect(validateSamplingAnswer({ ...sample, content: [] })).toBeUndefined();
-    expect(validateRootsAnswer({ roots: [{ uri: 'file:///a', name: 'a', extra: 1 }] })).toEqual({ roots: [{ uri: 'file:///a', name: 'a' }] });
-    expect(validateRootsAnswer({ roots: [{ uri: 'http://a' }] })).toBeUndefined();
-    expect(validateRootsAnswer({ roots: 'file:///a' })).toBeUndefined();
+    expect(validateSamplingAnswer(sample, L)).toEqual(sample);
+    expect(validateSamplingAnswer({ ...sample, model: 3 }, L)).toBeUndefined();
+    expect(validateSamplingAnswer({ ...sample, role: 'system' }, L)).toBeUndefined();
+    expect(validateSamplingAnswer({ ...sample, content: { type: 'text' } }, L)).toBeUndefined();
+    expect(validateSamplingAnswer({ ...sample, content: [] }, L)).toBeUndefined();
+    expect(validateRootsAnswer({ roots: [{ uri: 'file:///a', name: 'a', extra: 1 }] }, L)).toEqual({ roots: [{ uri: 'file:///a', name: 'a' }] });
+    expect(validateRootsAnswer({ roots: [{ uri: 'http://a' }] }, L)).toBeUndefined();
+    expect(validateRootsAnswer({ roots: 'file:///a' }, L)).toBeUndefined();
   });
 });
 
@@ -118,10 +126,10 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
   it('returns an earlier answer only for the same question (a changed question is asked again)', () => {
     const prior = { a: { confirm: [pinOf('Delete /a?'), yes] as [string, never] }, p: {} };
-    const same = new NeedState({ round: 2, prior, responses: {}, allowed: undefined });
+    const same = new NeedState(init({ round: 2, prior, responses: {}, allowed: undefined }));
     expect(same.elicit('confirm', q('Delete /a?'))).toEqual(yes);
     expect(same.pending).toEqual([]);
-    const changed = new NeedState({ round: 2, prior, responses: {}, allowed: undefined });
+    const changed = new NeedState(init({ round: 2, prior, responses: {}, allowed: undefined }));
     expect(changed.elicit('confirm', q('Delete /b?'))).toBeUndefined();
     expect(changed.pending).toEqual(['confirm']);
     expect(changed.answers.has('confirm')).toBe(false);
@@ -129,16 +137,16 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
   it('ignores this round’s answer to a pending key when it answered another question', () => {
     const prior = { a: {}, p: { confirm: pinOf('v1?') } };
-    const need = new NeedState({ round: 2, prior, responses: { confirm: yes }, allowed: undefined });
+    const need = new NeedState(init({ round: 2, prior, responses: { confirm: yes }, allowed: undefined }));
     expect(need.elicit('confirm', q('v2?'))).toBeUndefined();
-    const ok = new NeedState({ round: 2, prior, responses: { confirm: yes }, allowed: undefined });
+    const ok = new NeedState(init({ round: 2, prior, responses: { confirm: yes }, allowed: undefined }));
     expect(ok.elicit('confirm', q('v1?'))).toEqual(yes);
   });
 
   it('with a state, ignores answers to questions that were not sent (no pre-answering a later round)', () => {
     // Round 1 sent only `env`; the retry also carries an answer to `approve`, which was never shown.
     const prior = { a: {}, p: { env: pinOf('Which environment?') } };
-    const need = new NeedState({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: undefined });
+    const need = new NeedState(init({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: undefined }));
     expect(need.elicit('env', q('Which environment?'))).toEqual(yes);
     expect(need.elicit('approve', q('Transfer $10,000?'))).toBeUndefined();
     expect(need.pending).toEqual(['approve']);
@@ -146,19 +154,41 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
   it('with a state, ignores a re-sent answer to a question whose wording changed', () => {
     const prior = { a: { confirm: [pinOf('Transfer $10?'), yes] as [string, never] }, p: {} };
-    const need = new NeedState({ round: 3, prior, responses: { confirm: yes }, allowed: undefined });
+    const need = new NeedState(init({ round: 3, prior, responses: { confirm: yes }, allowed: undefined }));
     expect(need.elicit('confirm', q('Transfer $10,000?'))).toBeUndefined();
     expect(need.pending).toEqual(['confirm']);
   });
 
-  it('without a state (first call), takes an answer the client pre-supplied', () => {
-    const need = new NeedState({ round: 1, prior: undefined, responses: { confirm: yes }, allowed: undefined });
-    expect(need.elicit('confirm', q('Delete /a?'))).toEqual(yes);
+  // Review finding: without a state, any answer under a key counted, so a client completed a confirmation it
+  // was never shown (and could replay the call without limit). Omitting the state is now never more
+  // permissive than sending one: a pre-supplied answer counts only where the question or server opts in.
+  it('without a state (first call), ignores a pre-supplied answer unless the question or server opts in', () => {
+    const first = (presupplied: 'ignore' | 'accept') =>
+      new NeedState(init({ round: 1, prior: undefined, responses: { confirm: yes }, allowed: undefined, presupplied }));
+    const ignored = first('ignore');
+    expect(ignored.elicit('confirm', q('Delete /a?'))).toBeUndefined();
+    expect(ignored.pending).toEqual(['confirm']);
+    expect(first('ignore').elicit('confirm', q('Delete /a?'), { presupplied: 'accept' })).toEqual(yes);
+    expect(first('accept').elicit('confirm', q('Delete /a?'))).toEqual(yes);
+    expect(first('accept').elicit('confirm', q('Delete /a?'), { presupplied: 'ignore' })).toBeUndefined();
+    expect(() => first('ignore').elicit('confirm', q('Delete /a?'), { presupplied: 'yes' } as never)).toThrow(TypeError);
+  });
+
+  it('with a state, a question not sent yet takes a pre-supplied answer only under the same opt-in', () => {
+    const prior = { a: {}, p: { env: pinOf('Which environment?') } };
+    const later = (presupplied: 'ignore' | 'accept') =>
+      new NeedState(init({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: undefined, presupplied }));
+    const strict = later('ignore');
+    expect(strict.elicit('env', q('Which environment?'))).toEqual(yes);
+    expect(strict.elicit('approve', q('Transfer $10,000?'))).toBeUndefined();
+    const lenient = later('accept');
+    expect(lenient.elicit('env', q('Which environment?'))).toEqual(yes);
+    expect(lenient.elicit('approve', q('Transfer $10,000?'))).toEqual(yes);
   });
 
   it('again() re-asks an answered key and drops its answer', () => {
-    const need = new NeedState({ round: 1, prior: undefined, responses: { confirm: { action: 'decline' } }, allowed: undefined });
-    expect(need.elicit('confirm', q('x?'))).toEqual({ action: 'decline' });
+    const need = new NeedState(init({ round: 1, prior: undefined, responses: { confirm: { action: 'decline' } }, allowed: undefined }));
+    expect(need.elicit('confirm', q('x?'), { presupplied: 'accept' })).toEqual({ action: 'decline' });
     need.again('confirm');
     expect(need.pending).toEqual(['confirm']);
     expect(need.answers.has('confirm')).toBe(false);
@@ -166,7 +196,7 @@ describe('NeedState: pins, pending keys and misuse', () => {
   });
 
   it('refuses misuse with labelled TypeErrors', () => {
-    const need = new NeedState({ round: 1, prior: undefined, responses: {}, allowed: new Set() });
+    const need = new NeedState(init({ round: 1, prior: undefined, responses: {}, allowed: new Set() }));
     need.elicit('k', q('one?'));
     expect(() => need.elicit('k', q('two?'))).toThrow(TypeError);
     expect(() => need.again('never')).toThrow(TypeError);
@@ -183,7 +213,7 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
 describe('createMrtr options', () => {
   const keys = KeyRing.generate();
-  const codec = createHmacCodec({ keys });
+  const codec = createHmacCodec(keys);
   it.each([
     ['no options', undefined],
     ['bad unauthenticated', { codec, keys, audience: 'a', unauthenticated: 'allow' }],
@@ -203,11 +233,13 @@ describe('createMrtr options', () => {
   ])('%s → RangeError', (_label, extra) => {
     expect(() => createMrtr({ codec, keys, audience: 'a', ...extra })).toThrow(RangeError);
   });
-  it('wrappers refuse bad names and handlers', () => {
+  it('registration refuses bad servers, names and handlers', () => {
     const mrtr = createMrtr({ codec, keys, audience: 'a' });
-    expect(() => mrtr.tool('', async () => undefined)).toThrow(TypeError);
-    expect(() => mrtr.prompt('p', 'x' as never)).toThrow(TypeError);
-    expect(() => mrtr.resource(undefined as never)).toThrow(TypeError);
+    const server = new McpServer({ name: 'x', version: '1' }, { ...mrtr.serverOptions });
+    expect(() => mrtr.registerTool(server, '', {}, async () => undefined)).toThrow(TypeError);
+    expect(() => mrtr.registerTool({} as never, 't', {}, async () => undefined)).toThrow(TypeError);
+    expect(() => mrtr.registerPrompt(server, 'p', {}, 'x' as never)).toThrow(TypeError);
+    expect(() => mrtr.registerResource(server, 'r', 'config://x', {}, undefined as never)).toThrow(TypeError);
   });
 });
 
@@ -216,66 +248,72 @@ describe('handler results', () => {
     const f = fixture();
     const custom = () => {
       const server = new McpServer({ name: 'x', version: '1' }, { ...f.mrtr.serverOptions });
-      server.registerTool(
+      f.mrtr.registerTool(
+        server,
         'implicit',
         {},
-        f.mrtr.tool('implicit', async (_a, _c, need) => {
+        async (_a, _c, need) => {
           const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
           const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
           if (a && b) return { content: [{ type: 'text', text: 'both' }] };
           return undefined;
-        }),
+        },
       );
-      server.registerTool(
+      f.mrtr.registerTool(
+        server,
         'handmade',
         {},
-        f.mrtr.tool('handmade', async () => ({ resultType: 'input_required', requestState: 'unsealed' }) as never),
+        async () => ({ resultType: 'input_required', requestState: 'unsealed' }) as never,
       );
-      server.registerTool(
+      f.mrtr.registerTool(
+        server,
         'changing',
         {},
-        f.mrtr.tool('changing', async (_a, _c, need) => {
+        async (_a, _c, need) => {
           version++;
           const a = need.elicit('a', { message: `Version ${version}?`, requestedSchema: { type: 'object', properties: {} } });
           if (!a) return need.ask();
           return { content: [{ type: 'text', text: `answered v${version}` }] };
-        }),
+        },
       );
       return server;
     };
     let version = 0;
     const withExtras = () => {
       const server = custom();
-      server.registerTool(
+      f.mrtr.registerTool(
+        server,
         'memo',
         {},
-        f.mrtr.tool('memo', async (_a, _c, need) => {
+        async (_a, _c, need) => {
           if (need.round === 1) need.keep({ startedBy: 'round 1', n: 1 });
           const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
           if (!a) return need.ask();
           const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: {} } });
           if (!b) return need.ask();
           return { content: [{ type: 'text', text: `${JSON.stringify(need.kept)} @${need.round}` }] };
-        }),
+        },
       );
-      server.registerPrompt(
+      f.mrtr.registerPrompt(
+        server,
         'plain',
         {},
-        f.mrtr.prompt('plain', async (_a, _c, need) => {
+        async (_a, _c, need) => {
           const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
           if (!a) return need.ask();
           return { messages: [{ role: 'user', content: { type: 'text', text: 'plain ok' } }] };
-        }),
+        },
       );
-      server.registerResource(
+      f.mrtr.registerResource(
+        server,
         'fixed',
         'config://app',
         {},
-        f.mrtr.resource(async (uri, _c, need, variables) => {
+        async (uri, _c, need, variables) => {
           const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
           if (!a) return need.ask();
           return { contents: [{ uri: uri.href, text: `fixed ${variables === undefined}` }] };
-        }),
+        },
       );
       return server;
     };

@@ -17,3 +17,11 @@ it('every README code block marked with a file is identical to that (type-checke
     expect(readFileSync(join(root, file), 'utf8').trimEnd().split('\n').length, file).toBeLessThanOrEqual(20);
   }
 });
+
+it("the repository README's quick start is examples/root-quickstart.ts (type-checked here), at most 15 lines", () => {
+  const readme = readFileSync(join(root, '..', '..', 'README.md'), 'utf8');
+  const block = /## Quick start: protect a tool\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  const example = readFileSync(join(root, 'examples', 'root-quickstart.ts'), 'utf8');
+  expect(block).toBe(example);
+  expect(example.trimEnd().split('\n').length).toBeLessThanOrEqual(15);
+});

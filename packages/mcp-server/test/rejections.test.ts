@@ -1,6 +1,7 @@
 import { ProtocolError } from '@modelcontextprotocol/client';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { KeyRing, type ReplayStore, type StateCodec, StoreUnavailableError } from '@mrtr/core';
+import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
+import { StoreUnavailableError } from '@mrtr/core/authoring';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import { INVALID_STATE_MESSAGE } from '../src/index.js';
@@ -168,14 +169,27 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_FLOW_ROUNDS']);
   });
 
+  it('need.maxRounds lets a handler end the flow itself in round maxRounds + 1, with no rejection', async () => {
+    const f = fixture({ maxRounds: 2 });
+    const client = await connect(f);
+    const args = { rounds: 5, stopAtLimit: true };
+    const r1 = await callTool(client, 'steps', args);
+    const r2 = await callTool(client, 'steps', args, { inputResponses: ok('step1'), requestState: r1.requestState as string });
+    expect(r2.resultType).toBe('input_required');
+    const r3 = await callTool(client, 'steps', args, { inputResponses: ok('step2'), requestState: r2.requestState as string });
+    expect(r3).toMatchObject({ isError: true, content: [{ type: 'text', text: 'out of rounds in round 3' }] });
+    expect(f.rejects).toEqual([]);
+  });
+
   it('a 1 MiB state is rejected before any decoding → ERR_STATE_TOO_LARGE', async () => {
     const keys = KeyRing.generate();
-    const inner = createHmacCodec({ keys });
+    const inner = createHmacCodec(keys);
     let opened = 0;
     const codec: StateCodec = {
       id: inner.id,
       confidential: inner.confidential,
       maxTokenBytes: inner.maxTokenBytes,
+      keys,
       seal: (claims) => inner.seal(claims),
       open: (token) => {
         opened++;
@@ -278,7 +292,8 @@ describe('faults and policies that are not tampering', () => {
       ),
     );
     expect(error.code).toBe(-32603);
-    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_TOO_LARGE']);
+    // A state the server itself could not seal is a server fault (the cause says why: it outgrew the cap).
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_SEAL_FAILED']);
   });
 
   it("unauthenticated requests are rejected by default (-32600), or use the configured principal", async () => {

@@ -1,13 +1,12 @@
+import { McpServer } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, KeyRing, MrtrError } from '@mrtr/core';
+import { KeyRing } from '@mrtr/core';
+import { createMrtr } from '@mrtr/mcp-server';
 import { createMemoryStore } from '@mrtr/store-memory';
 
-const keys = KeyRing.generate(); // one process: a key per start is fine
-const store = createMemoryStore({ maxEntries: 100_000 }); // full → ERR_STORE_FULL, never evicts a live id
-const guard = createStateGuard({ codec: createHmacCodec({ keys }), keys, store, audience: 'https://mcp.example.com/mcp' });
-
-const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
-const requestState = await guard.mint({ confirmed: false }, request);
-console.log((await guard.open(requestState, request)).data); // first use: accepted
-await guard.open(requestState, request).catch((error: unknown) => console.log(MrtrError.is(error) && error.code)); // ERR_STATE_REPLAYED
-await store.close();
+const store = createMemoryStore({ maxEntries: 100_000 }); // size it: rate × (ttl + 2 × skew) × headroom, below
+const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // npx @mrtr/cli keygen
+// One principal may hold at most a quarter of the store: 2,459 states a minute × 10 min 10 s ≈ 25,000.
+const mrtr = createMrtr({ keys, codec: createHmacCodec, store, audience: 'files', mintQuota: { max: 2_459, windowMs: 60_000 } });
+export const server = new McpServer({ name: 'files', version: '1.0.0' }, { ...mrtr.serverOptions });
+// Every state that mrtr.registerTool(server, …) mints is now single-use in this process.

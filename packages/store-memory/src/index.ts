@@ -1,4 +1,5 @@
-import { type ReplayStore, StoreFullError, StoreUnavailableError } from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Options of {@link createMemoryStore}. */
 export interface MemoryStoreOptions {

@@ -1,4 +1,5 @@
-import { MrtrError, StoreFullError, StoreUnavailableError } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
 import { describe, expect, it } from 'vitest';
 import { createMemoryStore } from '../src/index.js';
 
@@ -170,5 +171,30 @@ describe('close', () => {
     await store.close();
     expect(await codeOf(store.consume('a', Date.now() + 60_000))).toBe('ERR_STORE_UNAVAILABLE');
     await expect(store.consume('b', Date.now() + 60_000)).rejects.toBeInstanceOf(StoreUnavailableError);
+  });
+});
+
+describe('sizing (README: maxEntries ≥ rate × window)', () => {
+  // 100 consumes/s (one every 10 ms), each id held for a 10 s window: at any moment the live ids are
+  // those consumed in [now − 10 s, now], i.e. 100 × 10 + 1 = 1,001. Fake clock: no real time involved.
+  const run = async (maxEntries: number) => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries, now: clock.now });
+    let full = 0;
+    for (let i = 0; i < 5_000; i++) {
+      const result = await store.consume(`id${i}`, clock.now() + 10_000).catch((error: unknown) => (error as MrtrError).code);
+      if (result === 'ERR_STORE_FULL') full++;
+      else expect(result).toBe(true);
+      clock.advance(10);
+    }
+    return full;
+  };
+
+  it('a store sized at rate × window (+1 for the inclusive end) never refuses at that rate over 5 windows', async () => {
+    expect(await run(1_001)).toBe(0);
+  });
+
+  it('one percent smaller and it refuses (fails closed) once the window fills', async () => {
+    expect(await run(990)).toBeGreaterThan(0);
   });
 });

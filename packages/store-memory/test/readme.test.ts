@@ -1,12 +1,12 @@
 import { expect, it, vi } from 'vitest';
 import { readmeChecks } from '../../../tooling/readme.js';
 
-readmeChecks(import.meta.url);
+readmeChecks(import.meta.url, { blocks: [{ heading: 'Without the SDK', file: 'examples/guard.ts' }] });
 
 it('the quick start runs: the first open is accepted, the replay is refused', async () => {
   const log = vi.spyOn(console, 'log').mockImplementation(() => {});
   try {
-    await import('../examples/quickstart.js');
+    await import('../examples/guard.js');
     expect(log.mock.calls).toEqual([[{ confirmed: false }], ['ERR_STATE_REPLAYED']]);
   } finally {
     log.mockRestore();

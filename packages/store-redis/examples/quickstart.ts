@@ -1,13 +1,12 @@
+import { McpServer } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, KeyRing, MrtrError } from '@mrtr/core';
+import { KeyRing } from '@mrtr/core';
+import { createMrtr } from '@mrtr/mcp-server';
 import { createRedisStore } from '@mrtr/store-redis';
 
+// A Redis that never evicts (maxmemory-policy noeviction, or its own instance): the store checks at start-up.
+const store = createRedisStore({ url: process.env.REDIS_URL, namespace: 'files' });
 const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // the same ring on every instance
-const store = createRedisStore({ url: process.env.REDIS_URL, namespace: 'my-mcp-server' }); // one SET NX PXAT per use
-const guard = createStateGuard({ codec: createHmacCodec({ keys }), keys, store, audience: 'https://mcp.example.com/mcp' });
-
-const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
-const requestState = await guard.mint({ confirmed: false }, request);
-console.log((await guard.open(requestState, request)).data); // first use, on any instance: accepted
-await guard.open(requestState, request).catch((error: unknown) => console.log(MrtrError.is(error) && error.code)); // ERR_STATE_REPLAYED
-await store.close(); // quits the connection the store opened (an injected `client` is left open)
+const mrtr = createMrtr({ keys, codec: createHmacCodec, store, audience: 'https://files.example/mcp' });
+export const server = new McpServer({ name: 'files', version: '1.0.0' }, { ...mrtr.serverOptions });
+// Every state that mrtr.registerTool(server, …) mints is now single-use across every instance.

@@ -1,5 +1,7 @@
-import { type ReplayStore, StoreUnavailableError } from '@mrtr/core';
-import { type Cluster, Redis, type RedisOptions } from 'ioredis';
+import { createHash } from 'node:crypto';
+import { MrtrError, type ReplayStore } from '@mrtr/core';
+import { base64urlEncode, ownerValues, randomBytes, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { type Cluster, Redis, type RedisOptions, ReplyError } from 'ioredis';
 
 /** Options of {@link createRedisStore}. Give `url` or `client`, not both. */
 export interface RedisStoreOptions {
@@ -9,8 +11,8 @@ export interface RedisStoreOptions {
    */
   url?: string | undefined;
   /**
-   * An existing ioredis `Redis` or `Cluster` instance. The store only sends `SET … NX PXAT` on it and
-   * never quits it: its owner closes it. Its own options (offline queue, retries) stay in force; the
+   * An existing ioredis `Redis` or `Cluster` instance. The store only sends `SET … NX PXAT`, `GET`, and for
+   * batches `EVALSHA`/`EVAL` of its one script and `MGET`, on it and never quits it: its owner closes it. Its own options (offline queue, retries) stay in force; the
    * store bounds every command with `commandTimeoutMs` itself.
    */
   client?: Redis | Cluster | undefined;
@@ -27,7 +29,11 @@ export interface RedisStoreOptions {
    * is still valid here. Default `0`.
    */
   extraRetentionMs?: number | undefined;
-  /** Longest wait for one `SET` reply before `ERR_STORE_UNAVAILABLE`. Default `1000`. */
+  /**
+   * Longest wait for one `SET` reply. When it passes (or the connection drops with the `SET` in flight)
+   * the store asks once, with a `GET` bounded by the same time, whether the key holds this call's owner
+   * value; only if that is still unknown does the consume reject `ERR_STORE_UNAVAILABLE`. Default `1000`.
+   */
   commandTimeoutMs?: number | undefined;
   /** Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`. */
   connectTimeoutMs?: number | undefined;
@@ -39,7 +45,36 @@ export interface RedisStoreOptions {
    * timeouts, `retryStrategy`) are set by the store and override these.
    */
   redisOptions?: RedisOptions | undefined;
+  /**
+   * What to do at start-up when Redis reports a `maxmemory-policy` that may evict keys (`allkeys-*` or
+   * `volatile-*`: every key of this store has an expiry, so `volatile-*` policies target exactly them).
+   * An evicted id can be used again. `'warn'` (default) calls `onWarning`; `'refuse'` makes every consume
+   * reject `ERR_STORE_UNAVAILABLE` until a later check (on reconnect) sees a safe policy; `'off'` skips
+   * the check. When `CONFIG GET` is not allowed (managed Redis, ACLs) the policy is unknown: `'warn'`
+   * warns that it could not be checked, `'refuse'` refuses (set `'off'` once you have verified the
+   * policy yourself).
+   */
+  evictionPolicyCheck?: 'warn' | 'refuse' | 'off' | undefined;
+  /** Receives the eviction-policy warnings. Default `console.warn`. */
+  onWarning?: ((message: string) => void) | undefined;
+  /**
+   * Batching: consumes that arrive while a batch is in flight are sent together as one script call
+   * (`EVALSHA` of a script running one `SET … NX PXAT` per key; on a Cluster, one call per hash slot), and
+   * each consume still gets its own answer. A lone consume is a plain `SET`. `false` sends one `SET` per
+   * consume. Default `true`.
+   */
+  batch?: boolean | undefined;
+  /** Most consumes in one batch (1–4096). Default `256`. */
+  maxBatchSize?: number | undefined;
+  /** Most consumes waiting for a batch; one more fails closed at once with `ERR_STORE_UNAVAILABLE`. Default `16384`. */
+  maxQueued?: number | undefined;
 }
+
+/** Result of the start-up `maxmemory-policy` check. */
+export type EvictionCheck =
+  | { readonly status: 'safe'; readonly policy: string }
+  | { readonly status: 'evicting'; readonly policy: string }
+  | { readonly status: 'unknown'; readonly error: unknown };
 
 /** A {@link ReplayStore} on Redis. */
 export interface RedisReplayStore extends ReplayStore {
@@ -47,13 +82,87 @@ export interface RedisReplayStore extends ReplayStore {
   readonly client: Redis | Cluster;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
   readonly keyPrefix: string;
+  /**
+   * Runs the `maxmemory-policy` check now (it also runs by itself on every `ready` of an owned client,
+   * and before the first consume on an injected one) and resolves its result; never rejects.
+   */
+  checkEvictionPolicy(): Promise<EvictionCheck>;
 }
 
 interface SetNxPxat {
   set(key: string, value: string, pxat: 'PXAT', unixTimeMs: number, nx: 'NX'): Promise<'OK' | null>;
+  get(key: string): Promise<string | null>;
+  mget(...keys: string[]): Promise<(string | null)[]>;
+  evalsha(sha: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
+  config(op: 'GET', name: string): Promise<unknown>;
+}
+
+/**
+ * One `SET key owner PXAT at NX` per key (ARGV holds owner and at for each key, in order); the reply
+ * lists 1 (set: this consume won) or 0 (a live key) per key. A repeated key in one call is 1 at most once.
+ * Scripts are not rolled back: when a `SET` fails (OOM, READONLY) the keys before it stay written, so a
+ * failed call is resolved key by key from the owners (see resolveLostBatch).
+ */
+const BATCH_SCRIPT =
+  "local r = {} for i = 1, #KEYS do if redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'PXAT', ARGV[2 * i], 'NX') " +
+  'then r[i] = 1 else r[i] = 0 end end return r';
+const BATCH_SHA = createHash('sha1').update(BATCH_SCRIPT).digest('hex');
+/** Batches one store keeps in flight at once. */
+const MAX_IN_FLIGHT = 2;
+
+/** CRC16/XMODEM, Redis Cluster's key hash. */
+const CRC16_TABLE = (() => {
+  const table = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let crc = i << 8;
+    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    table[i] = crc;
+  }
+  return table;
+})();
+
+/** The Redis Cluster hash slot of a key (with the `{hash tag}` rule). */
+export function hashSlot(key: string): number {
+  let bytes = Buffer.from(key, 'utf8');
+  const open = bytes.indexOf(0x7b); // {
+  if (open !== -1) {
+    const close = bytes.indexOf(0x7d, open + 1); // }
+    if (close > open + 1) bytes = bytes.subarray(open + 1, close);
+  }
+  let crc = 0;
+  for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >>> 8) ^ byte) & 0xff] as number);
+  return crc & 16383;
+}
+
+/** One consume waiting for its batch. */
+interface Waiter {
+  readonly key: string;
+  readonly at: number;
+  resolve(value: boolean): void;
+  reject(error: unknown): void;
+}
+
+/** Policies that never delete a key before its expiry. */
+const SAFE_POLICIES = new Set(['noeviction']);
+
+/** Reads `maxmemory-policy`; `unknown` when `CONFIG` is refused or the reply is not understood. */
+async function readEvictionPolicy(commands: SetNxPxat, timeoutMs: number): Promise<EvictionCheck> {
+  try {
+    const reply = await withDeadline(commands.config('GET', 'maxmemory-policy'), timeoutMs, timedOut);
+    // RESP2: ['maxmemory-policy', 'noeviction']; a Cluster answers per node the same way.
+    const flat = Array.isArray(reply) ? reply.flat(2) : [];
+    const index = flat.indexOf('maxmemory-policy');
+    const policy = index >= 0 ? flat[index + 1] : undefined;
+    if (typeof policy !== 'string') return { status: 'unknown', error: new Error('CONFIG GET maxmemory-policy gave no value') };
+    return { status: SAFE_POLICIES.has(policy) ? 'safe' : 'evicting', policy };
+  } catch (error) {
+    return { status: 'unknown', error };
+  }
 }
 
 const DEFAULT_URL = 'redis://127.0.0.1:6379';
+const timedOut = (): Error => new Error('redis command timed out');
 const DEFAULT_PREFIX = 'mrtr:replay:';
 const DEFAULT_NAMESPACE = 'default';
 
@@ -66,10 +175,13 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
 }
 
 /**
- * Replay store on Redis ≥ 6.2. Each `consume` is one atomic `SET key 1 NX PXAT expiresAtMs` on one
- * key: `"OK"` → `true` (first use), nil → `false`. No multi-key command is used, so it runs unchanged on
- * Redis Cluster. Any error, timeout or unexpected reply rejects with `StoreUnavailableError` (the
- * original error as `cause`) — never `true`.
+ * Replay store on Redis ≥ 6.2. Each `consume` is one atomic `SET key <owner> NX PXAT expiresAtMs` on
+ * one key, where `<owner>` is 16 random bytes only this call knows: `"OK"` → `true` (first use), nil →
+ * `false`. No multi-key command is used, so it runs unchanged on Redis Cluster. When the reply is lost
+ * (timeout, connection dropped in flight) one `GET` asks whether the key holds this call's owner value:
+ * yes → `true`, another value → `false`; otherwise, and on any error or unexpected reply, the consume
+ * rejects with `StoreUnavailableError` (the original error as `cause`) — never `true` for a write that
+ * is not this call's.
  *
  * The owned client fails fast while Redis is down (offline queue disabled, in-flight commands rejected
  * when the connection drops, not resent) and reconnects by itself with capped exponential backoff, so
@@ -103,6 +215,22 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   const extraRetentionMs = options.extraRetentionMs ?? 0;
   if (!Number.isSafeInteger(extraRetentionMs) || extraRetentionMs < 0) {
     throw new RangeError('createRedisStore: extraRetentionMs must be a non-negative integer (milliseconds)');
+  }
+  const evictionPolicyCheck = options.evictionPolicyCheck ?? 'warn';
+  if (evictionPolicyCheck !== 'warn' && evictionPolicyCheck !== 'refuse' && evictionPolicyCheck !== 'off') {
+    throw new TypeError('createRedisStore: evictionPolicyCheck must be "warn", "refuse" or "off"');
+  }
+  const onWarning = options.onWarning ?? ((message: string) => console.warn(message));
+  if (typeof onWarning !== 'function') throw new TypeError('createRedisStore: onWarning must be a function');
+  const batching = options.batch ?? true;
+  if (typeof batching !== 'boolean') throw new TypeError('createRedisStore: batch must be a boolean');
+  const maxBatchSize = options.maxBatchSize ?? 256;
+  if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 1 || maxBatchSize > 4096) {
+    throw new RangeError('createRedisStore: maxBatchSize must be an integer from 1 to 4096');
+  }
+  const maxQueued = options.maxQueued ?? 16_384;
+  if (!Number.isSafeInteger(maxQueued) || maxQueued < 1 || maxQueued > 1_000_000) {
+    throw new RangeError('createRedisStore: maxQueued must be an integer from 1 to 1000000');
   }
   const redisOptions = options.redisOptions ?? {};
   if (redisOptions === null || typeof redisOptions !== 'object') {
@@ -176,21 +304,8 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     return startup;
   };
 
-  /** Injected client: bound the command ourselves, whatever the client's own settings. */
-  const bounded = (reply: Promise<'OK' | null>): Promise<'OK' | null> =>
-    new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error('redis command timed out')), commandTimeoutMs);
-      reply.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
+  /** Injected client: bound each command ourselves, whatever the client's own settings (owned: ioredis `commandTimeout`). */
+  const bounded = <T>(reply: Promise<T>): Promise<T> => (owned ? reply : withDeadline(reply, commandTimeoutMs, timedOut));
 
   const interpret = (reply: unknown): boolean => {
     if (reply === 'OK') return true;
@@ -202,9 +317,241 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     throw new StoreUnavailableError({ cause });
   };
 
+  /**
+   * The `SET` may have run although its reply never arrived (timeout, connection lost with the command
+   * in flight). Ask once whether the key holds this call's owner value: ours → `true`; another value
+   * → `false` (someone else consumed it); no key or no answer → still unknown → `ERR_STORE_UNAVAILABLE`.
+   * On one connection Redis answers in order, so the `GET` sees the `SET` if it ran.
+   */
+  const resolveLost = async (key: string, mine: string, original: unknown): Promise<boolean> => {
+    let stored: string | null;
+    try {
+      stored = await bounded(commands.get(key));
+    } catch {
+      return fail(original);
+    }
+    if (stored === mine) return true;
+    if (typeof stored === 'string') return false;
+    return fail(original);
+  };
+
+  /** Errors after which the `SET` cannot have run: Redis answered with an error, or it was never sent. */
+  const notWritten = (error: unknown): boolean =>
+    error instanceof ReplyError ||
+    MrtrError.is(error) ||
+    (error instanceof Error && error.message.includes("Stream isn't writeable"));
+
   const send = (key: string, at: number): Promise<boolean> => {
-    const reply = commands.set(key, '1', 'PXAT', at, 'NX');
-    return (owned ? reply : bounded(reply)).then(interpret, fail);
+    const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
+    return bounded(commands.set(key, mine, 'PXAT', at, 'NX')).then(interpret, (error: unknown) =>
+      notWritten(error) ? fail(error) : resolveLost(key, mine, error),
+    );
+  };
+
+  const isCluster = (client as { isCluster?: unknown }).isCluster === true;
+
+  const runScript = async (args: (string | number)[], count: number): Promise<unknown> => {
+    try {
+      return await bounded(commands.evalsha(BATCH_SHA, count, ...args));
+    } catch (error) {
+      // Not cached on this server (first use, a restart, SCRIPT FLUSH): nothing ran; EVAL loads it.
+      if (error instanceof ReplyError && String((error as Error).message).startsWith('NOSCRIPT')) {
+        return bounded(commands.eval(BATCH_SCRIPT, count, ...args));
+      }
+      throw error;
+    }
+  };
+
+  /**
+   * {@link resolveLost} for a script call whose reply is lost or that failed part-way: one `MGET` (one
+   * slot) of the keys; a key holding the waiter's own owner → `true`, another value → `false`, none → unknown.
+   */
+  const resolveLostBatch = async (group: Waiter[], owners: string[], original: unknown): Promise<void> => {
+    const failure = new StoreUnavailableError({ cause: original });
+    let stored: (string | null)[];
+    try {
+      stored = await bounded(commands.mget(...group.map((waiter) => waiter.key)));
+    } catch {
+      for (const waiter of group) waiter.reject(failure);
+      return;
+    }
+    group.forEach((waiter, i) => {
+      const value = stored[i];
+      if (value === owners[i]) waiter.resolve(true);
+      else if (typeof value === 'string') waiter.resolve(false);
+      else waiter.reject(failure);
+    });
+  };
+
+  /** One script call for a group of consumes whose keys share a hash slot; settles every waiter. */
+  let scriptDenied = false;
+  const sendGroup = async (group: Waiter[]): Promise<void> => {
+    if (group.length === 1 || scriptDenied) {
+      await Promise.all(group.map(sendLone));
+      return;
+    }
+    const owners = ownerValues(group.length);
+    const args: (string | number)[] = new Array(group.length * 3);
+    group.forEach((waiter, i) => {
+      args[i] = waiter.key;
+      args[group.length + 2 * i] = owners[i] as string;
+      args[group.length + 2 * i + 1] = waiter.at;
+    });
+    let reply: unknown;
+    try {
+      reply = await runScript(args, group.length);
+    } catch (error) {
+      // An ACL without EVALSHA/EVAL: the script never ran; send this batch and every later one as single SETs.
+      if (error instanceof ReplyError && String((error as Error).message).startsWith('NOPERM')) {
+        scriptDenied = true;
+        return sendGroup(group);
+      }
+      // Never sent: nothing written. Anything else (timeout, connection lost, an error part-way through
+      // the script, whose earlier SETs stay) is resolved from the owners.
+      if (MrtrError.is(error) || (error instanceof Error && error.message.includes("Stream isn't writeable"))) {
+        const failure = error instanceof StoreUnavailableError ? error : new StoreUnavailableError({ cause: error });
+        for (const waiter of group) waiter.reject(failure);
+        return;
+      }
+      return resolveLostBatch(group, owners, error);
+    }
+    if (!Array.isArray(reply) || reply.length !== group.length) {
+      return resolveLostBatch(group, owners, new Error('unexpected reply to the batch script'));
+    }
+    group.forEach((waiter, i) => {
+      waiter.resolve(reply[i] === 1);
+    });
+  };
+
+  const queue: Waiter[] = [];
+  /** Batches sent and not yet answered (at most MAX_IN_FLIGHT). */
+  let inFlight = 0;
+  let scheduled = false;
+
+  /** One batch: grouped by hash slot on a Cluster (one script call per slot, in parallel). */
+  const runBatch = async (batch: Waiter[]): Promise<void> => {
+    if (closed) {
+      const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
+      for (const waiter of batch) waiter.reject(failure);
+      return;
+    }
+    if (!isCluster || batch.length === 1) return sendGroup(batch);
+    const slots = new Map<number, Waiter[]>();
+    for (const waiter of batch) {
+      const slot = hashSlot(waiter.key);
+      const group = slots.get(slot);
+      if (group === undefined) slots.set(slot, [waiter]);
+      else group.push(waiter);
+    }
+    await Promise.all([...slots.values()].map(sendGroup));
+  };
+
+  /** Settles one waiter from a plain SET; a synchronous throw of the client (a Cluster without nodes) fails it closed too. */
+  const sendLone = async (waiter: Waiter): Promise<void> => {
+    try {
+      waiter.resolve(await send(waiter.key, waiter.at));
+    } catch (error) {
+      waiter.reject(MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error }));
+    }
+  };
+  const done = (): void => {
+    inFlight--;
+    drain();
+  };
+  const start = (batch: Waiter[]): void => {
+    inFlight++;
+    const lone = batch.length === 1 ? (batch[0] as Waiter) : undefined;
+    // A lone consume is the plain SET of an unbatched store, with nothing added on its way.
+    const work =
+      lone !== undefined && !closed
+        ? sendLone(lone)
+        : runBatch(batch).catch((error: unknown) => {
+            for (const waiter of batch) waiter.reject(new StoreUnavailableError({ cause: error }));
+          });
+    work.then(done, done);
+  };
+  const drain = (): void => {
+    scheduled = false;
+    while (inFlight < MAX_IN_FLIGHT && queue.length > 0) start(queue.splice(0, maxBatchSize));
+  };
+
+  /**
+   * Queues a consume. One that finds nothing in flight is sent at once, as a plain `SET` (no added
+   * latency, no timer). The ones that arrive while something is in flight are sent together at the end
+   * of the tick when fewer than two calls are in flight, else as soon as one is answered (at most
+   * `maxBatchSize` per call). Two in flight keep the connection busy while the answers of one are
+   * handed out, so waves of consumers do not alternate between a lone `SET` and a batch.
+   */
+  const enqueue = (key: string, at: number): Promise<boolean> =>
+    new Promise<boolean>((resolve, reject) => {
+      const waiter: Waiter = { key, at, resolve, reject };
+      if (inFlight === 0 && queue.length === 0) {
+        start([waiter]);
+        return;
+      }
+      if (queue.length >= maxQueued) {
+        reject(new StoreUnavailableError({ cause: new Error('replay store queue is full') }));
+        return;
+      }
+      queue.push(waiter);
+      if (!scheduled && inFlight < MAX_IN_FLIGHT) {
+        scheduled = true;
+        queueMicrotask(drain);
+      }
+    });
+
+  // Start-up check of maxmemory-policy: eviction could drop consumed ids before they expire.
+  let policy: EvictionCheck | undefined;
+  let checking: Promise<EvictionCheck> | undefined;
+  let warned: string | undefined;
+  const checkEvictionPolicy = (): Promise<EvictionCheck> => {
+    checking ??= readEvictionPolicy(commands, commandTimeoutMs).then((result) => {
+      checking = undefined;
+      policy = result;
+      const message =
+        result.status === 'evicting'
+          ? `@mrtr/store-redis: Redis maxmemory-policy is "${result.policy}": under memory pressure it can delete consumed ids before they expire, and those states could then be used again. Use "noeviction" or a dedicated Redis.`
+          : result.status === 'unknown'
+            ? `@mrtr/store-redis: could not read Redis maxmemory-policy (${String((result.error as Error)?.message ?? result.error)}); make sure it is "noeviction", then set evictionPolicyCheck: 'off'.`
+            : undefined;
+      if (message !== undefined && message !== warned && evictionPolicyCheck === 'warn') {
+        warned = message;
+        try {
+          onWarning(message);
+        } catch {
+          // a throwing warning sink must not break the store
+        }
+      }
+      return result;
+    });
+    return checking;
+  };
+  if (owned && evictionPolicyCheck !== 'off') {
+    (client as Redis).on('ready', () => void checkEvictionPolicy());
+  }
+  /** `'refuse'`: consumes wait for a check that says `noeviction`; while it does not, every consume fails (and re-checks). */
+  const policyGate = (): Promise<void> | undefined => {
+    if (evictionPolicyCheck === 'off') return undefined;
+    if (evictionPolicyCheck === 'warn') {
+      if (!owned && policy === undefined) void checkEvictionPolicy();
+      return undefined;
+    }
+    if (policy?.status === 'safe') return undefined;
+    return (checking ?? checkEvictionPolicy()).then((result) => {
+      if (result.status === 'safe') return;
+      const cause =
+        result.status === 'evicting'
+          ? new Error(`Redis maxmemory-policy is "${result.policy}" (evicting); refused by evictionPolicyCheck: 'refuse'`)
+          : new Error("Redis maxmemory-policy could not be read; refused by evictionPolicyCheck: 'refuse'", { cause: result.error });
+      throw new StoreUnavailableError({ cause });
+    });
+  };
+
+  const write = batching ? enqueue : send;
+  const sendChecked = (key: string, at: number): Promise<boolean> => {
+    const gate = policyGate();
+    if (gate === undefined) return write(key, at);
+    return gate.then(() => (closed ? fail(new Error('store is closed')) : write(key, at)), fail);
   };
 
   const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
@@ -221,8 +568,8 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     const at = Math.ceil(expiresAtMs) + extraRetentionMs;
     try {
       const wait = owned ? whenUsable() : undefined;
-      if (wait === undefined) return send(key, at);
-      return wait.then(() => (closed ? fail(new Error('store is closed')) : send(key, at)));
+      if (wait === undefined) return sendChecked(key, at);
+      return wait.then(() => (closed ? fail(new Error('store is closed')) : sendChecked(key, at)));
     } catch (cause) {
       // ioredis may throw synchronously (e.g. a Cluster with no nodes): still never true.
       return Promise.reject(new StoreUnavailableError({ cause }));
@@ -232,6 +579,9 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   const close = (): Promise<void> => {
     closed = true;
     if (closing !== undefined) return closing;
+    // Consumes still queued fail closed; a batch in flight settles by itself.
+    const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
+    for (const waiter of queue.splice(0)) waiter.reject(failure);
     if (!owned) {
       closing = Promise.resolve();
       return closing;
@@ -263,5 +613,18 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     return closing;
   };
 
-  return { consume, close, client, keyPrefix };
+  /** Public: an owned client first waits (bounded, as a consume does) for its connection. */
+  const checkNow = async (): Promise<EvictionCheck> => {
+    if (closed) return { status: 'unknown', error: new Error('store is closed') };
+    if (owned) {
+      try {
+        await whenUsable();
+      } catch (error) {
+        return { status: 'unknown', error };
+      }
+    }
+    return checkEvictionPolicy();
+  };
+
+  return { consume, close, client, keyPrefix, checkEvictionPolicy: checkNow };
 }

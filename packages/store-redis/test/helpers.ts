@@ -93,7 +93,7 @@ export interface ThrowawayRedis {
   resume(): void;
 }
 
-export function throwawayRedis(port: number): ThrowawayRedis {
+export function throwawayRedis(port: number, extraArgs: readonly string[] = []): ThrowawayRedis {
   let child: ChildProcess | undefined;
   let exited: Promise<void> | undefined;
   return {
@@ -106,7 +106,7 @@ export function throwawayRedis(port: number): ThrowawayRedis {
       if (child !== undefined) throw new Error('already running');
       const proc = spawn(
         'redis-server',
-        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'notice'],
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'notice', ...extraArgs],
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );
       child = proc;
@@ -148,4 +148,26 @@ export function throwawayRedis(port: number): ThrowawayRedis {
       child?.kill('SIGCONT');
     },
   };
+}
+
+/** Blocks the event loop for `ms` (a slow, CPU-starved process): timers and socket reads wait behind it. */
+export function blockEventLoop(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // spin
+  }
+}
+
+/** Gates a test file on the redis-server binary (throwaway servers), like the outage tests. */
+export function gateRedisServer(file: string): boolean {
+  const present = redisServerBinary() !== undefined;
+  if (present) return true;
+  if (REQUIRE_SERVICES) {
+    it('redis-server is required (MRTR_REQUIRE_SERVICES=1) but is not on PATH', () => {
+      throw new Error('redis-server must be on PATH when MRTR_REQUIRE_SERVICES=1');
+    });
+  } else {
+    console.warn(`[store-redis] ${file}: tests skipped because redis-server is not on PATH`);
+  }
+  return false;
 }

@@ -55,7 +55,7 @@ describe.skipIf(binary === undefined)('Redis outage and recovery (throwaway redi
     const client = store.client as Redis;
     const before: string[] = [];
     const during: (boolean | string)[] = [];
-    const latencies: number[] = [];
+    const causes: string[] = [];
     let killedAt = -1;
     const deadline = Date.now() + 20_000;
     // One loop: 150 consumes against a live server, kill it, then 150 more while it is down.
@@ -65,14 +65,18 @@ describe.skipIf(binary === undefined)('Redis outage and recovery (throwaway redi
         killedAt = i;
       }
       const id = uniqueId('loop');
-      const started = Date.now();
-      const result = await outcome(store.consume(id, Date.now() + 60_000));
+      const result = await store.consume(id, Date.now() + 60_000).then(
+        (value) => value as boolean | string,
+        (error: { code?: string; cause?: unknown }) => {
+          causes.push(String(error.cause));
+          return error.code ?? String(error);
+        },
+      );
       if (killedAt < 0) {
         expect(result).toBe(true);
         before.push(id);
       } else {
         during.push(result);
-        latencies.push(Date.now() - started);
         // Spread the outage over several reconnect attempts.
         if (i % 10 === 0) await sleep(20);
       }
@@ -82,8 +86,11 @@ describe.skipIf(binary === undefined)('Redis outage and recovery (throwaway redi
     // A fresh id can only be true (first use) or an outage error: false would mean "replayed", true
     // would mean a server that is not there recorded it. Every one must be the outage error.
     expect(during.filter((r) => r !== 'ERR_STORE_UNAVAILABLE')).toEqual([]);
-    // Failing fast: no consume waited longer than the command timeout (plus scheduling slack).
-    expect(Math.max(...latencies)).toBeLessThan(COMMAND_TIMEOUT_MS + 500);
+    // Failing fast: every consume was refused at once (connection closed, offline queue disabled);
+    // none waited out the command timeout. Asserted on the causes, not on elapsed time, so a loaded
+    // machine cannot fail it.
+    expect(causes).toHaveLength(150);
+    expect(causes.filter((cause) => /timed out/i.test(cause))).toEqual([]);
     expect(client.status).not.toBe('ready');
 
     // A burst of parallel consumes during the outage: all rejected too.
@@ -120,12 +127,16 @@ describe.skipIf(binary === undefined)('Redis outage and recovery (throwaway redi
     await waitForRecovery();
     server.pause();
     try {
-      const started = Date.now();
-      const results = await Promise.all(Array.from({ length: 32 }, () => outcome(store.consume(uniqueId('stalled'), Date.now() + 60_000))));
-      const elapsed = Date.now() - started;
-      expect(results.every((r) => r === 'ERR_STORE_UNAVAILABLE')).toBe(true);
-      expect(elapsed).toBeGreaterThanOrEqual(COMMAND_TIMEOUT_MS - 50);
-      expect(elapsed).toBeLessThan(COMMAND_TIMEOUT_MS + 1500);
+      const started = performance.now();
+      const errors = await Promise.all(
+        Array.from({ length: 32 }, () => store.consume(uniqueId('stalled'), Date.now() + 60_000).catch((error: unknown) => error)),
+      );
+      const elapsed = performance.now() - started;
+      expect(errors.every((e) => (e as { code?: string }).code === 'ERR_STORE_UNAVAILABLE')).toBe(true);
+      // Ended by the command timeout (the bound), and not before it. The upper side is asserted on the
+      // cause, not on elapsed time.
+      for (const error of errors) expect(String((error as { cause?: unknown }).cause)).toMatch(/timed out/i);
+      expect(elapsed).toBeGreaterThanOrEqual(COMMAND_TIMEOUT_MS - 5);
     } finally {
       server.resume();
     }
@@ -137,11 +148,12 @@ describe.skipIf(binary === undefined)('Redis outage and recovery (throwaway redi
     server.pause();
     const fresh = createRedisStore({ url: server.url, namespace: 'startup', connectTimeoutMs: 500, commandTimeoutMs: 500 });
     try {
-      const started = Date.now();
-      const results = await Promise.all(Array.from({ length: 16 }, () => outcome(fresh.consume(uniqueId('s'), Date.now() + 60_000))));
-      const elapsed = Date.now() - started;
-      expect(results.every((r) => r === 'ERR_STORE_UNAVAILABLE')).toBe(true);
-      expect(elapsed).toBeLessThan(500 + 1500);
+      const errors = await Promise.all(
+        Array.from({ length: 16 }, () => fresh.consume(uniqueId('s'), Date.now() + 60_000).catch((error: unknown) => error)),
+      );
+      expect(errors.every((e) => (e as { code?: string }).code === 'ERR_STORE_UNAVAILABLE')).toBe(true);
+      // Bounded by the start-up wait (connectTimeoutMs), asserted on the cause rather than on elapsed time.
+      for (const error of errors) expect(String((error as { cause?: unknown }).cause)).toMatch(/timed out|ETIMEDOUT/i);
     } finally {
       server.resume();
     }

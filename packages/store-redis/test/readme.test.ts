@@ -5,7 +5,7 @@ import { readmeChecks } from '../../../tooling/readme.js';
 
 gateRedis('readme.test.ts');
 
-readmeChecks(import.meta.url);
+readmeChecks(import.meta.url, { blocks: [{ heading: 'Without the SDK', file: 'examples/guard.ts' }] });
 
 describe.skipIf(skipRedis)('quick start against Redis', () => {
   it('runs: the first open is accepted, the replay is refused', async () => {
@@ -13,7 +13,7 @@ describe.skipIf(skipRedis)('quick start against Redis', () => {
     vi.stubEnv('REDIS_URL', REDIS_URL as string);
     const log = vi.spyOn(console, 'log').mockImplementation(() => {});
     try {
-      await import('../examples/quickstart.js');
+      await import('../examples/guard.js');
       expect(log.mock.calls).toEqual([[{ confirmed: false }], ['ERR_STATE_REPLAYED']]);
     } finally {
       log.mockRestore();

@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from '@mrtr/core';
+import { StoreUnavailableError } from '@mrtr/core/authoring';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisStore } from '../src/index.js';
@@ -53,15 +53,17 @@ describe.skipIf(skipRedis)('Redis store against a real server', () => {
     const store = createRedisStore({ url, prefix: 'mrtr:test:', namespace: uniqueId('keys') });
     try {
       const id = uniqueId('id');
-      const exp = Date.now() + 5_000.25;
+      // A minute ahead: the PTTL check below cannot be outrun by a loaded machine.
+      const exp = Date.now() + 60_000.25;
       expect(await store.consume(id, exp)).toBe(true);
       const key = store.keyPrefix + id;
-      expect(await admin.get(key)).toBe('1');
+      // The value is this consume's owner value: 16 random bytes, base64url.
+      expect(await admin.get(key)).toMatch(/^[A-Za-z0-9_-]{22}$/);
       const pexpiretime = Number(await admin.call('PEXPIRETIME', key));
       expect(pexpiretime).toBe(Math.ceil(exp));
       const pttl = await admin.pttl(key);
       expect(pttl).toBeGreaterThan(0);
-      expect(pttl).toBeLessThanOrEqual(5_001);
+      expect(pttl).toBeLessThanOrEqual(60_001);
       // A replay does not extend or change the record.
       expect(await store.consume(id, exp + 60_000)).toBe(false);
       expect(Number(await admin.call('PEXPIRETIME', key))).toBe(Math.ceil(exp));
@@ -96,22 +98,31 @@ describe.skipIf(skipRedis)('Redis store against a real server', () => {
   });
 
   it('short real TTL: refused until expiresAtMs, accepted again after it', async () => {
+    // Redis expires keys by its own clock, so this runs in real time; but nothing is asserted about a
+    // moment a loaded machine may have overslept. A refusal is required only of a consume that finished
+    // before expiresAtMs (Redis ran it earlier still); a round that saw none repeats with twice the TTL.
     const store = createRedisStore({ url, namespace: uniqueId('ttl') });
     try {
-      const id = uniqueId('id');
-      const exp = Date.now() + 300;
-      expect(await store.consume(id, exp)).toBe(true);
-      const deadline = exp - 50;
       let refusals = 0;
-      while (Date.now() < deadline && refusals < 100) {
-        expect(await store.consume(id, exp)).toBe(false);
-        refusals++;
-        await sleep(20);
+      for (let round = 0, ttl = 300; round < 5 && refusals === 0; round++, ttl *= 2) {
+        const id = uniqueId('id');
+        const exp = Date.now() + ttl;
+        expect(await store.consume(id, exp)).toBe(true);
+        for (let i = 0; i < 100 && Date.now() < exp; i++) {
+          const result = await store.consume(id, exp);
+          if (Date.now() < exp) {
+            expect(result).toBe(false);
+            refusals++;
+          }
+          await sleep(20);
+        }
+        // Wait (however long it takes) until past expiresAtMs; then the id is accepted again, once.
+        while (Date.now() <= exp) await sleep(exp - Date.now() + 1);
+        await sleep(100);
+        expect(await store.consume(id, Date.now() + 60_000)).toBe(true);
+        expect(await store.consume(id, Date.now() + 60_000)).toBe(false);
       }
       expect(refusals).toBeGreaterThan(0);
-      await sleep(Math.max(0, exp - Date.now()) + 100);
-      expect(await store.consume(id, Date.now() + 300)).toBe(true);
-      expect(await store.consume(id, Date.now() + 300)).toBe(false);
     } finally {
       await store.close();
     }

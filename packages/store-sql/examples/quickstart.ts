@@ -1,16 +1,12 @@
+import { McpServer } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, KeyRing, MrtrError } from '@mrtr/core';
-import { createPostgresStore, createSqliteStore } from '@mrtr/store-sql';
+import { KeyRing } from '@mrtr/core';
+import { createMrtr } from '@mrtr/mcp-server';
+import { createPostgresStore } from '@mrtr/store-sql';
 
+const store = createPostgresStore({ connectionString: process.env.DATABASE_URL ?? 'postgres://localhost/app', table: 'mrtr_replay' });
+await store.ensureSchema(); // idempotent and safe from many instances at once (createSqliteStore for one machine)
 const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // the same ring on every instance
-const store = process.env.DATABASE_URL // a fleet shares PostgreSQL; one machine can use an SQLite file
-  ? createPostgresStore({ connectionString: process.env.DATABASE_URL, table: 'mrtr_replay' })
-  : createSqliteStore({ filename: './mrtr-replay.db' });
-await store.ensureSchema(); // idempotent, safe from many processes at once (also run before the first consume)
-const guard = createStateGuard({ codec: createHmacCodec({ keys }), keys, store, audience: 'https://mcp.example.com/mcp' });
-
-const request = { method: 'tools/call', target: 'delete_files', arguments: { paths: ['/tmp/a'] }, principal: 'alice' };
-const requestState = await guard.mint({ confirmed: false }, request);
-console.log((await guard.open(requestState, request)).data); // first use, on any instance: accepted
-await guard.open(requestState, request).catch((error: unknown) => console.log(MrtrError.is(error) && error.code)); // ERR_STATE_REPLAYED
-await store.close(); // ends the pool / closes the file the store opened (an injected pool or database is left open)
+const mrtr = createMrtr({ keys, codec: createHmacCodec, store, audience: 'https://files.example/mcp' });
+export const server = new McpServer({ name: 'files', version: '1.0.0' }, { ...mrtr.serverOptions });
+// Every state that mrtr.registerTool(server, …) mints is now single-use across every instance.

@@ -1,4 +1,5 @@
-import { MrtrError, type ReplayStore, StoreUnavailableError } from '@mrtr/core';
+import { MrtrError, type ReplayStore } from '@mrtr/core';
+import { base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Options shared by both dialects. */
 export interface SqlStoreCommonOptions {
@@ -37,6 +38,21 @@ export interface SqlStoreCommonOptions {
   now?: () => number;
   /** Receives errors of the background purge (which never throws). @default ignore */
   onError?: (error: unknown) => void;
+  /**
+   * Group commit: consumes that arrive while a statement is running are coalesced into the next one
+   * (PostgreSQL: one `INSERT … SELECT FROM unnest(…)`; SQLite: one `BEGIN IMMEDIATE … COMMIT`), and each
+   * consume still gets its own answer. Nothing waits on a timer: a consume that finds the store idle
+   * starts its statement at once (at the end of the current tick). `false` runs one statement per
+   * consume, as before. @default true
+   */
+  groupCommit?: boolean;
+  /** Most consumes one group-commit statement carries (1–4096). @default 256 */
+  maxBatchSize?: number;
+  /**
+   * Most consumes waiting for a group-commit statement; one more fails closed at once with
+   * `ERR_STORE_UNAVAILABLE` (a backlog that could not be served within the deadline anyway). @default 16384
+   */
+  maxQueued?: number;
 }
 
 /** A replay store on a SQL table. */
@@ -191,4 +207,125 @@ export function once<T>(init: () => Promise<T>): { get(): Promise<T>; readonly d
       return done;
     },
   };
+}
+
+/** A value only the calling consume knows, written with its id so a lost reply can be resolved. */
+export const ownerValue = (): string => base64urlEncode(randomBytes(16));
+
+export { ownerValues } from '@mrtr/core/authoring';
+
+/** One consume waiting for its batch. */
+export interface Waiter {
+  readonly id: string;
+  readonly expires: number;
+  /** `performance.now()` when it was queued (bounds its whole wait by the store's deadline). */
+  readonly queuedAt: number;
+  resolve(value: boolean): void;
+  reject(error: unknown): void;
+}
+
+export interface GroupCommitSettings {
+  /** Most consumes one statement carries. */
+  maxBatch: number;
+  /** Most consumes waiting for a statement; beyond it a consume fails closed at once. */
+  maxQueued: number;
+}
+
+export function groupCommitSettings(label: string, options: SqlStoreCommonOptions): GroupCommitSettings | undefined {
+  if (!boolOption(`${label}: groupCommit`, options.groupCommit, true)) return undefined;
+  return {
+    maxBatch: intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096),
+    maxQueued: intOption(`${label}: maxQueued`, options.maxQueued, 16_384, 1, 1_000_000),
+  };
+}
+
+/**
+ * Group commit: consumes queue here and are handed to `run` in batches of at most `maxBatch`, with at
+ * most one batch at a time. A consume that finds nothing running starts a batch after the current
+ * tick's synchronous work (`'microtask'`: everything queued in the same tick goes together, and
+ * nothing waits on a timer) or after the event loop's pending I/O callbacks (`'immediate'`: for a
+ * synchronous driver, whose statement blocks the loop, so requests that arrived while it ran are
+ * served by the next one). Consumes that arrive while a batch runs go into the next batch, which
+ * starts as soon as the running one ends. `run` must settle every waiter it is given, and must not throw.
+ */
+export class GroupCommit {
+  private queue: Waiter[] = [];
+  private head = 0;
+  private running = false;
+  private scheduled = false;
+  private readonly drain = (): void => {
+    this.scheduled = false;
+    void this.next();
+  };
+
+  private readonly settings: GroupCommitSettings;
+  private readonly mode: 'microtask' | 'immediate';
+  private readonly run: (batch: Waiter[]) => Promise<void> | void;
+
+  constructor(settings: GroupCommitSettings, mode: 'microtask' | 'immediate', run: (batch: Waiter[]) => Promise<void> | void) {
+    this.settings = settings;
+    this.mode = mode;
+    this.run = run;
+  }
+
+  /** Consumes waiting for a batch (not counting the one running). */
+  get pending(): number {
+    return this.queue.length - this.head;
+  }
+
+  push(waiter: Waiter): void {
+    if (this.pending >= this.settings.maxQueued) {
+      waiter.reject(new StoreUnavailableError({ cause: new Error('replay store queue is full') }));
+      return;
+    }
+    this.queue.push(waiter);
+    this.schedule();
+  }
+
+  /** Rejects every queued consume (a batch already running settles by itself). */
+  failAll(error: () => unknown): void {
+    const waiting = this.queue.slice(this.head);
+    this.queue = [];
+    this.head = 0;
+    for (const waiter of waiting) waiter.reject(error());
+  }
+
+  private schedule(): void {
+    if (this.running || this.scheduled) return;
+    this.scheduled = true;
+    if (this.mode === 'microtask') queueMicrotask(this.drain);
+    else setImmediate(this.drain);
+  }
+
+  private take(): Waiter[] {
+    const end = Math.min(this.queue.length, this.head + this.settings.maxBatch);
+    const batch = this.queue.slice(this.head, end);
+    this.head = end;
+    if (this.head === this.queue.length) {
+      this.queue = [];
+      this.head = 0;
+    } else if (this.head >= 4096) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    return batch;
+  }
+
+  private async next(): Promise<void> {
+    if (this.running || this.pending === 0) return;
+    this.running = true;
+    const batch = this.take();
+    try {
+      await this.run(batch);
+    } catch (error) {
+      // `run` settles its waiters itself; this only guards against a bug leaving one hanging.
+      for (const waiter of batch) waiter.reject(toStoreError(error));
+    } finally {
+      this.running = false;
+    }
+    if (this.pending > 0) {
+      if (this.mode === 'microtask') void this.next();
+      else this.schedule();
+    }
+  }
 }

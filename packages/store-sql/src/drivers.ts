@@ -34,6 +34,7 @@ export interface PgPoolLike {
 /** A `better-sqlite3` prepared statement. */
 export interface SqliteStatementLike {
   run(...params: unknown[]): { changes: number };
+  get(...params: unknown[]): unknown;
 }
 
 /** A `better-sqlite3` `Database` (synchronous API). */
@@ -44,14 +45,33 @@ export interface SqliteDatabaseLike {
   readonly open: boolean;
 }
 
-/** Loads an optional peer driver; a missing package becomes a clear error naming it. */
+/**
+ * Loads an optional peer driver. Only a module-not-found error for that very package is reported as
+ * "not installed"; any other failure (a broken install, a native addon built for another Node ABI, an
+ * error thrown while the module initialises, a missing dependency of the driver) says it failed to load
+ * and keeps the original error as `cause`.
+ */
 export async function loadDriver(name: 'pg' | 'better-sqlite3'): Promise<unknown> {
   let mod: unknown;
   try {
     mod = name === 'pg' ? await import('pg') : await import('better-sqlite3');
   } catch (error) {
-    throw new Error(`@mrtr/store-sql: the optional peer dependency "${name}" is not installed`, { cause: error });
+    if (isNotFound(error, name)) {
+      throw new Error(`@mrtr/store-sql: the optional peer dependency "${name}" is not installed`, { cause: error });
+    }
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`@mrtr/store-sql: the peer dependency "${name}" failed to load: ${reason}`, { cause: error });
   }
   const record = mod as { default?: unknown };
   return record.default ?? mod;
+}
+
+/** `ERR_MODULE_NOT_FOUND` (ESM) or `MODULE_NOT_FOUND` (CJS) about `name` itself, not about something it imports. */
+function isNotFound(error: unknown, name: string): boolean {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return false;
+  if (typeof message !== 'string') return false;
+  // Node: "Cannot find package 'pg' imported from …" / "Cannot find module 'pg'". A dependency of the
+  // driver that is missing names that dependency instead.
+  return message.includes(`'${name}'`) || message.includes(`"${name}"`);
 }

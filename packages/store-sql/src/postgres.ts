@@ -1,19 +1,25 @@
 import { createHash } from 'node:crypto';
-import { StoreUnavailableError } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import {
   boolOption,
   checkConsumeArgs,
   checkNamespace,
   DEFAULT_TABLE,
   fnOption,
+  GroupCommit,
+  groupCommitSettings,
   intOption,
   once,
+  ownerValue,
+  ownerValues,
   purgeSettings,
   quoteIdentifier,
   type SqlReplayStore,
   type SqlStoreCommonOptions,
   startPurgeTimer,
   toStoreError,
+  type Waiter,
 } from './common.js';
 import { loadDriver, type PgPoolClientLike, type PgPoolLike } from './drivers.js';
 
@@ -26,7 +32,9 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
   schema?: string;
   /**
    * Upper bound of one statement in ms: sent as `statement_timeout` on a pool the store creates
-   * and as the client-side `query_timeout` of every query. @default 5000
+   * and as the client-side `query_timeout` of every query. When a consume's reply does not arrive in
+   * time (or its connection breaks), the store asks once, with a `SELECT` under the same bounds, whether
+   * the row holds this call's owner value before it fails. @default 5000
    */
   statementTimeoutMs?: number;
   /**
@@ -48,12 +56,20 @@ type PoolConstructor = new (config: Record<string, unknown>) => PgPoolLike & {
   on(event: 'error', listener: (error: Error) => void): unknown;
 };
 
+/** An error reply of the server (pg's DatabaseError carries the SQLSTATE and a severity): the statement did not commit. */
+function isServerError(error: unknown): boolean {
+  const record = error as { code?: unknown; severity?: unknown } | null;
+  return typeof record?.code === 'string' && /^[0-9A-Z]{5}$/.test(record.code) && typeof record.severity === 'string';
+}
+
 /** Arbitrary 32-bit class id ("mrtr") for `pg_advisory_xact_lock(int, int)`. */
 const LOCK_CLASS = 0x6d727472;
 
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
- * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement.
+ * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement
+ * that also writes a random owner value only that call knows; a consume whose reply is lost asks once
+ * (`SELECT owner`) whether the row is its own before it fails.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -94,9 +110,22 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   // small WAL write; in exchange a fresh id (the common case) does the work of a bare
   // INSERT … ON CONFLICT DO NOTHING. (A CTE of INSERT … DO NOTHING plus UPDATE-if-expired avoids the
   // lock but measured about a quarter slower per fresh id in a CPU-bound ad-hoc run.)
+  // Each consume also writes `owner`, a random value only it knows: if its reply is lost, one SELECT
+  // tells whether the row is its own (→ true), someone else's (→ false), or still unknown (→ error).
   const consumeSql =
-    `INSERT INTO ${table} AS t (ns, id, expires_at) VALUES ($1, $2, $3) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at WHERE t.expires_at < $4`;
+    `INSERT INTO ${table} AS t (ns, id, expires_at, owner) VALUES ($1, $2, $3, $5) ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner WHERE t.expires_at < $4`;
+  const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
+  // Group commit: the same upsert for a batch of distinct ids (sorted, so two batches of different
+  // stores that share ids take their row locks in one order and cannot deadlock). RETURNING lists the
+  // ids this statement inserted or took over; ON CONFLICT DO UPDATE may touch a row only once per
+  // statement, so the batch never holds an id twice (a repeated id is answered without the database).
+  const batchSql =
+    `INSERT INTO ${table} AS t (ns, id, expires_at, owner) SELECT $1::text, u.id, u.expires_at, u.owner ` +
+    'FROM unnest($2::text[], $3::bigint[], $4::text[]) AS u(id, expires_at, owner) ' +
+    'ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner WHERE t.expires_at < $5 ' +
+    'RETURNING t.id';
+  const ownersSql = `SELECT id, owner, expires_at FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
   // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
   const purgeSql =
@@ -107,8 +136,14 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     prepared ? { name: `mrtr_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text } : { text };
   const consumeQuery = named(consumeSql);
   const purgeQuery = named(purgeSql);
+  const ownerQuery = named(ownerSql);
+  const batchQuery = named(batchSql);
+  const ownersQuery = named(ownersSql);
+  const groupCommit = groupCommitSettings(label, options);
   const schemaSql = [
-    `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`,
+    `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
+    // Tables created by earlier versions have no owner column (PostgreSQL ≥ 9.6; a metadata-only change).
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS owner text`,
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`,
   ];
 
@@ -136,20 +171,8 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   });
 
   /** Bounds any operation by the overall deadline (the injected pool may have no timeouts of its own). */
-  const withDeadline = <T>(work: Promise<T>): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new StoreUnavailableError({ cause: new Error('replay store deadline exceeded') })), deadlineMs);
-      work.then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
+  const bounded = <T>(work: Promise<T>): Promise<T> =>
+    withDeadline(work, deadlineMs, () => new StoreUnavailableError({ cause: new Error('replay store deadline exceeded') }));
 
   const runEnsureSchema = async (): Promise<void> => {
     const pool = await poolReady.get();
@@ -192,30 +215,164 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     if (closed) throw new StoreUnavailableError({ cause: new Error('replay store is closed') });
   };
 
-  const runConsume = async (id: string, expires: number): Promise<boolean> => {
+  const runConsume = async (id: string, expires: number, mine: string): Promise<boolean> => {
     const pool = readyPool ?? (await ready());
     assertOpen();
     const result = await pool.query({
       ...consumeQuery,
-      values: [namespace, id, expires, Math.floor(now())],
+      values: [namespace, id, expires, Math.floor(now()), mine],
       query_timeout: statementTimeoutMs,
     });
     return result.rowCount === 1;
   };
 
-  const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
-    const expires = checkConsumeArgs(id, expiresAtMs);
-    assertOpen();
-    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
-    if (expires <= now()) return false;
+  /**
+   * The INSERT may have committed although its reply never arrived (timeout, connection lost). Ask
+   * once: the row holds this call's owner → `true`; a live row of another owner (or of an older
+   * version, without one) → `false`; no row, an expired row (this write would have taken it over) or
+   * no answer → still unknown → the original failure.
+   */
+  const resolveLost = async (id: string, mine: string, original: unknown): Promise<boolean> => {
+    let row: { owner?: unknown; expires_at?: unknown } | undefined;
+    try {
+      const pool = await poolReady.get();
+      const result = await bounded(pool.query({ ...ownerQuery, values: [namespace, id], query_timeout: statementTimeoutMs }));
+      row = result.rows[0] as typeof row;
+    } catch {
+      throw toStoreError(original);
+    }
+    if (row !== undefined && row.owner === mine) return true;
+    if (row !== undefined && Number(row.expires_at) >= Math.floor(now())) return false;
+    throw toStoreError(original);
+  };
+
+  const deadlineError = () => new StoreUnavailableError({ cause: new Error('replay store deadline exceeded') });
+
+  /**
+   * One consume, one statement (no group commit, or a batch of one). `budgetMs` is what is left of the
+   * deadline of a consume that waited in the group-commit queue.
+   */
+  const consumeOne = async (id: string, expires: number, mine: string, budgetMs?: number): Promise<boolean> => {
     try {
       // A pool the store created bounds both the connection wait (connectionTimeoutMillis) and the
       // query (query_timeout); an injected pool may bound neither, so the store adds its own timer.
-      const work = runConsume(id, expires);
-      return await (owned !== undefined && readyPool !== undefined ? work : withDeadline(work));
+      const work = runConsume(id, expires, mine);
+      if (budgetMs !== undefined) return await withDeadline(work, budgetMs, deadlineError);
+      return await (owned !== undefined && readyPool !== undefined ? work : bounded(work));
     } catch (error) {
-      throw toStoreError(error);
+      // The server answered with an error (the statement did not commit), or the store never got
+      // as far as sending it: nothing to ask.
+      if (MrtrError.is(error) || isServerError(error) || readyPool === undefined || closed) throw toStoreError(error);
+      return resolveLost(id, mine, error);
     }
+  };
+
+  /**
+   * Runs one batch of queued consumes and settles each waiter. The first waiter of an id goes into the
+   * statement; a later waiter of the same id is answered `false` once the statement has run (only one
+   * of them can be first), and shares its failure otherwise. A failed statement fails every waiter
+   * closed; a lost reply is resolved per id by one `SELECT` of the owners, as for a single consume.
+   */
+  const runBatch = async (batch: Waiter[]): Promise<void> => {
+    if (closed) {
+      for (const waiter of batch) waiter.reject(new StoreUnavailableError({ cause: new Error('replay store is closed') }));
+      return;
+    }
+    // The whole wait of a consume, in the queue included, stays within the store's deadline.
+    const budget = deadlineMs - (performance.now() - (batch[0] as Waiter).queuedAt);
+    if (budget <= 0) {
+      for (const waiter of batch) waiter.reject(deadlineError());
+      return;
+    }
+    if (batch.length === 1) {
+      const waiter = batch[0] as Waiter;
+      try {
+        waiter.resolve(await consumeOne(waiter.id, waiter.expires, ownerValue(), budget));
+      } catch (error) {
+        waiter.reject(toStoreError(error));
+      }
+      return;
+    }
+    const first = new Map<string, Waiter>();
+    const repeated: Waiter[] = [];
+    for (const waiter of batch) {
+      if (first.has(waiter.id)) repeated.push(waiter);
+      else first.set(waiter.id, waiter);
+    }
+    const unique = [...first.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    const ids = unique.map((waiter) => waiter.id);
+    const owners = ownerValues(unique.length);
+    let won: Set<unknown>;
+    try {
+      const work = (async () => {
+        const pool = readyPool ?? (await ready());
+        assertOpen();
+        const result = await pool.query({
+          ...batchQuery,
+          values: [namespace, ids, unique.map((waiter) => waiter.expires), owners, Math.floor(now())],
+          query_timeout: statementTimeoutMs,
+        });
+        return new Set(result.rows.map((row) => (row as { id: unknown }).id));
+      })();
+      won = await withDeadline(work, budget, deadlineError);
+    } catch (error) {
+      if (MrtrError.is(error) || isServerError(error) || readyPool === undefined || closed) {
+        const failure = toStoreError(error);
+        for (const waiter of batch) waiter.reject(failure);
+        return;
+      }
+      await resolveLostBatch(unique, owners, repeated, error);
+      return;
+    }
+    for (const waiter of unique) waiter.resolve(won.has(waiter.id));
+    for (const waiter of repeated) waiter.resolve(false);
+  };
+
+  /** {@link resolveLost} for a batch: one `SELECT` of the owners of its ids. */
+  const resolveLostBatch = async (unique: Waiter[], owners: string[], repeated: Waiter[], original: unknown): Promise<void> => {
+    const failure = toStoreError(original);
+    let rows: Map<unknown, { owner?: unknown; expires_at?: unknown }>;
+    try {
+      const pool = await poolReady.get();
+      const ids = unique.map((waiter) => waiter.id);
+      const result = await bounded(pool.query({ ...ownersQuery, values: [namespace, ids], query_timeout: statementTimeoutMs }));
+      rows = new Map(result.rows.map((row) => [(row as { id: unknown }).id, row as { owner?: unknown; expires_at?: unknown }]));
+    } catch {
+      for (const waiter of unique) waiter.reject(failure);
+      for (const waiter of repeated) waiter.reject(failure);
+      return;
+    }
+    const t = Math.floor(now());
+    unique.forEach((waiter, i) => {
+      const row = rows.get(waiter.id);
+      if (row !== undefined && row.owner === owners[i]) waiter.resolve(true);
+      else if (row !== undefined && Number(row.expires_at) >= t) waiter.resolve(false);
+      else waiter.reject(failure);
+    });
+    // A repeated id: its first waiter was answered (true or false) or failed; either way this one is not first.
+    for (const waiter of repeated) {
+      const row = rows.get(waiter.id);
+      if (row !== undefined && Number(row.expires_at) >= t) waiter.resolve(false);
+      else waiter.reject(failure);
+    }
+  };
+
+  const queue = groupCommit === undefined ? undefined : new GroupCommit(groupCommit, 'microtask', runBatch);
+
+  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
+    let expires: number;
+    try {
+      expires = checkConsumeArgs(id, expiresAtMs);
+      assertOpen();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
+    if (expires <= now()) return Promise.resolve(false);
+    if (queue === undefined) return consumeOne(id, expires, ownerValue());
+    return new Promise<boolean>((resolve, reject) => {
+      queue.push({ id, expires, queuedAt: performance.now(), resolve, reject });
+    });
   };
 
   const runPurge = async (): Promise<number> => {
@@ -223,7 +380,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     const pool = await ready();
     let total = 0;
     for (let batch = 0; batch < purge.maxBatches && !closed; batch++) {
-      const result = await withDeadline(
+      const result = await bounded(
         pool.query({
           ...purgeQuery,
           values: [Math.floor(now()) - purge.graceMs, purge.batchSize],
@@ -253,7 +410,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     async ensureSchema() {
       assertOpen();
       try {
-        await withDeadline(schemaReady.get());
+        await bounded(schemaReady.get());
       } catch (error) {
         throw toStoreError(error);
       }
@@ -269,6 +426,8 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
       if (closing === undefined) {
         closed = true;
         stopPurge();
+        // Consumes still queued fail closed; a statement already sent settles its own.
+        queue?.failAll(() => new StoreUnavailableError({ cause: new Error('replay store is closed') }));
         closing = (async () => {
           if (injected !== undefined) return;
           // Wait for a pool that is still being created, then end it (never twice).

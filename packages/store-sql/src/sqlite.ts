@@ -1,18 +1,24 @@
-import { StoreUnavailableError } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import { StoreUnavailableError } from '@mrtr/core/authoring';
 import {
   boolOption,
   checkConsumeArgs,
   checkNamespace,
   DEFAULT_TABLE,
   fnOption,
+  GroupCommit,
+  groupCommitSettings,
   intOption,
   once,
+  ownerValue,
+  ownerValues,
   purgeSettings,
   quoteIdentifier,
   type SqlReplayStore,
   type SqlStoreCommonOptions,
   startPurgeTimer,
   toStoreError,
+  type Waiter,
 } from './common.js';
 import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
 
@@ -63,7 +69,7 @@ async function switchToWal(db: { pragma(source: string): unknown }, busyTimeoutM
 /**
  * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
  * when this factory is used). Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE
- * expired` statement; its change count is the answer.
+ * expired` statement (with a random owner value, like the PostgreSQL store); its change count is the answer.
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const label = 'createSqliteStore';
@@ -90,18 +96,24 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const purge = purgeSettings(label, options);
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
+  const groupCommit = groupCommitSettings(label, options);
 
   // SQLite runs one write at a time (per database file, across processes), so the upsert is atomic:
   // it inserts a new id, takes over an expired row, or changes nothing (a live duplicate). The
   // change count says which; it is cheaper than RETURNING and needs only SQLite ≥ 3.24.
+  // `owner` is a random value only the writing consume knows (see resolveLost).
   const consumeSql =
-    `INSERT INTO ${table} (ns, id, expires_at) VALUES (?, ?, ?) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at WHERE ${table}.expires_at < ?`;
+    `INSERT INTO ${table} (ns, id, expires_at, owner) VALUES (?, ?, ?, ?) ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner WHERE ${table}.expires_at < ?`;
+  const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
   const purgeSql =
     `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
   const schemaSql =
-    `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (ns, id));` +
+    `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, PRIMARY KEY (ns, id));` +
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at);`;
+  // Tables created by earlier versions have no owner column (SQLite has no ADD COLUMN IF NOT EXISTS).
+  const tableInfoSql = `PRAGMA table_info(${table})`;
+  const addOwnerSql = `ALTER TABLE ${table} ADD COLUMN owner TEXT`;
 
   let closed = false;
   let owned: SqliteDatabaseLike | undefined;
@@ -130,6 +142,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     db.exec('BEGIN IMMEDIATE');
     try {
       db.exec(schemaSql);
+      const columns = (db.prepare(tableInfoSql) as unknown as { all(): { name: string }[] }).all();
+      if (!columns.some((column) => column.name === 'owner')) db.exec(addOwnerSql);
       db.exec('COMMIT');
     } catch (error) {
       try {
@@ -143,28 +157,164 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const schemaReady = once(runEnsureSchema);
 
   // Prepared once per database (statements can only be prepared after the table exists).
-  let statements: { db: SqliteDatabaseLike; consume: SqliteStatementLike; purge: SqliteStatementLike } | undefined;
+  interface Statements {
+    db: SqliteDatabaseLike;
+    consume: SqliteStatementLike;
+    purge: SqliteStatementLike;
+    owner: SqliteStatementLike;
+    begin: SqliteStatementLike;
+    commit: SqliteStatementLike;
+    rollback: SqliteStatementLike;
+  }
+  let statements: Statements | undefined;
   const ready = async () => {
     const db = await dbReady.get();
     if (autoSchema) await schemaReady.get();
-    if (statements?.db !== db) statements = { db, consume: db.prepare(consumeSql), purge: db.prepare(purgeSql) };
+    if (statements?.db !== db) {
+      statements = {
+        db,
+        consume: db.prepare(consumeSql),
+        purge: db.prepare(purgeSql),
+        owner: db.prepare(ownerSql),
+        // BEGIN IMMEDIATE takes the write lock first (waiting up to busy_timeout): the batch cannot
+        // fail half-way on a lock held by another process.
+        begin: db.prepare('BEGIN IMMEDIATE'),
+        commit: db.prepare('COMMIT'),
+        rollback: db.prepare('ROLLBACK'),
+      };
+    }
     return statements;
+  };
+
+  /**
+   * better-sqlite3 runs the statement inside the call: when `run` throws a SQLite error, the statement
+   * did not write, and when it returns, its answer is in hand — no reply can be lost in between. Only a
+   * wrapped database (an injected object that adds timeouts, proxies to another thread or process)
+   * can fail after writing; for any error that is not SQLite's the store asks once, as the PostgreSQL
+   * store does: this call's owner → `true`; a live row of another owner → `false`; else unknown.
+   */
+  const resolveLost = (statement: SqliteStatementLike, id: string, mine: string, original: unknown): boolean => {
+    let row: { owner?: unknown; expires_at?: unknown } | undefined;
+    try {
+      row = statement.get(namespace, id) as typeof row;
+    } catch {
+      throw toStoreError(original);
+    }
+    if (row !== undefined && row.owner === mine) return true;
+    if (row !== undefined && Number(row.expires_at) >= Math.floor(now())) return false;
+    throw toStoreError(original);
+  };
+  const isSqliteError = (error: unknown): boolean => {
+    const code = (error as { code?: unknown } | null)?.code;
+    return typeof code === 'string' && code.startsWith('SQLITE_');
   };
 
   const assertOpen = (): void => {
     if (closed) throw new StoreUnavailableError({ cause: new Error('replay store is closed') });
   };
 
+  /** One consume, one autocommit statement (no group commit, or a batch of one). */
+  const consumeOne = (prepared: Statements, id: string, expires: number, mine: string): boolean => {
+    try {
+      return prepared.consume.run(namespace, id, expires, mine, Math.floor(now())).changes > 0;
+    } catch (error) {
+      if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
+      return resolveLost(prepared.owner, id, mine, error);
+    }
+  };
+
+  const closedError = () => new StoreUnavailableError({ cause: new Error('replay store is closed') });
+
+  /**
+   * Runs one batch of queued consumes in one `BEGIN IMMEDIATE … COMMIT` (one commit, one sync, for the
+   * whole batch) and settles each waiter once the commit has succeeded. A repeated id in the batch is
+   * answered `false` (its first waiter is the only one that can win). A SQLite error (a busy lock past
+   * busy_timeout, a full disk, a failed commit) rolls the batch back and fails every waiter closed.
+   */
+  const runBatch = async (batch: Waiter[]): Promise<void> => {
+    let prepared: Statements;
+    try {
+      prepared = statements ?? (await ready());
+      assertOpen();
+    } catch (error) {
+      const failure = toStoreError(error);
+      for (const waiter of batch) waiter.reject(failure);
+      return;
+    }
+    if (batch.length === 1) {
+      const waiter = batch[0] as Waiter;
+      try {
+        waiter.resolve(consumeOne(prepared, waiter.id, waiter.expires, ownerValue()));
+      } catch (error) {
+        waiter.reject(toStoreError(error));
+      }
+      return;
+    }
+    const owners = ownerValues(batch.length);
+    const answers = new Array<boolean | MrtrError>(batch.length);
+    const seen = new Set<string>();
+    try {
+      prepared.begin.run();
+      try {
+        const t = Math.floor(now());
+        for (let i = 0; i < batch.length; i++) {
+          const waiter = batch[i] as Waiter;
+          if (seen.has(waiter.id)) {
+            answers[i] = false;
+            continue;
+          }
+          seen.add(waiter.id);
+          const mine = owners[i] as string;
+          try {
+            answers[i] = prepared.consume.run(namespace, waiter.id, waiter.expires, mine, t).changes > 0;
+          } catch (error) {
+            if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
+            // A wrapped database failing after the write: asked inside the transaction, like a single consume.
+            try {
+              answers[i] = resolveLost(prepared.owner, waiter.id, mine, error);
+            } catch (unknown) {
+              answers[i] = toStoreError(unknown);
+            }
+          }
+        }
+        prepared.commit.run();
+      } catch (error) {
+        try {
+          prepared.rollback.run();
+        } catch {
+          // SQLite rolled back already (or the database is gone)
+        }
+        throw error;
+      }
+    } catch (error) {
+      const failure = toStoreError(error);
+      for (const waiter of batch) waiter.reject(failure);
+      return;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const answer = answers[i] as boolean | MrtrError;
+      if (typeof answer === 'boolean') (batch[i] as Waiter).resolve(answer);
+      else (batch[i] as Waiter).reject(answer);
+    }
+  };
+
+  const queue = groupCommit === undefined ? undefined : new GroupCommit(groupCommit, 'immediate', runBatch);
+
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
     assertOpen();
     // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
     if (expires <= now()) return false;
+    if (queue !== undefined) {
+      return new Promise<boolean>((resolve, reject) => {
+        queue.push({ id, expires, queuedAt: 0, resolve, reject });
+      });
+    }
     try {
       // After the first successful consume the statement is ready: no await on the hot path.
-      const { consume: statement } = statements ?? (await ready());
+      const prepared = statements ?? (await ready());
       assertOpen();
-      return statement.run(namespace, id, expires, Math.floor(now())).changes > 0;
+      return consumeOne(prepared, id, expires, ownerValue());
     } catch (error) {
       throw toStoreError(error);
     }
@@ -216,6 +366,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
       if (closing === undefined) {
         closed = true;
         stopPurge();
+        // Consumes still queued fail closed.
+        queue?.failAll(closedError);
         closing = (async () => {
           if (injected !== undefined) return;
           await dbReady.get().catch(() => undefined);

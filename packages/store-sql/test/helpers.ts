@@ -218,11 +218,18 @@ export interface Worker {
 }
 
 /** Forks a worker; it reports `ready`, waits for `go`, runs the task and reports its result. */
-export async function spawnWorker(task: WorkerTask, timeoutMs: number, options: { block?: string } = {}): Promise<Worker> {
+export async function spawnWorker(
+  task: WorkerTask,
+  timeoutMs: number,
+  options: { block?: string; blockMode?: 'missing' | 'broken' | 'missing-dep' } = {},
+): Promise<Worker> {
   const script = await workerScript();
   // `block` makes the named package unresolvable in the child, as if it were not installed.
   const execArgv = options.block === undefined ? [] : ['--import', join(here, 'fixtures', 'block-module.mjs')];
-  const env = options.block === undefined ? process.env : { ...process.env, MRTR_TEST_BLOCK_MODULE: options.block };
+  const env =
+    options.block === undefined
+      ? process.env
+      : { ...process.env, MRTR_TEST_BLOCK_MODULE: options.block, MRTR_TEST_BLOCK_MODE: options.blockMode ?? 'missing' };
   const child = fork(script, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv, env });
   let onReady: () => void = () => {};
   const ready = new Promise<void>((resolve) => {

@@ -99,7 +99,6 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
             if (i === 30) await proxy.stop();
             if (i === 60) await proxy.start();
             const id = `outage:${kind}:${i}:${Date.now()}`;
-            const t0 = Date.now();
             try {
               const result = await store.consume(id, Date.now() + 60_000);
               outcomes.push(result ? 'true' : 'false');
@@ -107,10 +106,11 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
             } catch (error) {
               expect(MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE').toBe(true);
               expect((error as Error).cause).toBeDefined();
+              // Fails fast: the connection was refused or cut, no consume waited out a timer. (Asserted
+              // on the cause, not on elapsed time, so a loaded machine cannot fail it.)
+              expect(String((error as Error).cause)).not.toMatch(/time(d)? ?out/i);
               outcomes.push('unavailable');
             }
-            // Bounded: never longer than connection + statement timeout (plus slack).
-            expect(Date.now() - t0).toBeLessThan(3000);
           }
           expect(outcomes.slice(0, 30)).toEqual(Array(30).fill('true'));
           expect(outcomes.slice(30, 60)).toEqual(Array(30).fill('unavailable'));
@@ -160,19 +160,19 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       try {
         await store.ensureSchema();
         const ids = Array.from({ length: 64 }, (_, i) => `inflight:${i}:${Date.now()}`);
-        const started = Date.now();
         const pending = ids.map((id) =>
           store.consume(id, Date.now() + 60_000).then(
             (value) => ({ id, value: value as boolean | 'unavailable' }),
             (error: unknown) => {
               expect(MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE').toBe(true);
+              // Settled by the cut connection, not by waiting out a timer.
+              expect(String((error as Error).cause)).not.toMatch(/time(d)? ?out/i);
               return { id, value: 'unavailable' as const };
             },
           ),
         );
         await proxy.stop();
         const settled = await Promise.all(pending);
-        expect(Date.now() - started).toBeLessThan(5000);
         expect(settled.some((s) => s.value === 'unavailable')).toBe(true);
         await proxy.start();
         // Whatever the outcome was, a committed id is never reported true again.
@@ -199,9 +199,10 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         expect(await store.consume(`hole:a:${Date.now()}`, Date.now() + 60_000)).toBe(true);
         proxy.stall();
         for (let i = 0; i < 3; i++) {
-          const t0 = Date.now();
-          await expectUnavailable(store.consume(`hole:b:${i}:${Date.now()}`, Date.now() + 60_000));
-          expect(Date.now() - t0).toBeLessThan(2500);
+          // Ended by the store's own bounds (query_timeout / connection timeout), asserted on the cause
+          // rather than on elapsed time.
+          const error = await expectUnavailable(store.consume(`hole:b:${i}:${Date.now()}`, Date.now() + 60_000));
+          expect(String(error.cause)).toMatch(/time(d)? ?out/i);
         }
         await proxy.stop();
         await proxy.start();
@@ -236,7 +237,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         expect(proxy.connections).toBeGreaterThan(0);
         await store.close();
         await store.close();
-        expect(await waitFor(() => proxy.connections === 0, 5000)).toBe(true);
+        expect(await waitFor(() => proxy.connections === 0, 30_000)).toBe(true);
         await expectUnavailable(store.consume(`own2:closed:${Date.now()}`, Date.now() + 60_000));
       } finally {
         await proxy.stop();
@@ -273,6 +274,65 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
   });
 
   describe('schema', () => {
+    it('an existing table without the owner column is upgraded by ensureSchema; its old rows still count', async () => {
+      const table = newTable('upg');
+      await admin.query(`CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
+      await admin.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'before-upgrade', 5000)`);
+      let t = 1_000;
+      const unmanaged = createPostgresStore({ connectionString: url, table, now: () => t, ensureSchema: false, purgeIntervalMs: 0 });
+      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0 });
+      try {
+        // Schema managed elsewhere and not migrated yet: fails closed (column "owner" does not exist).
+        const error = await expectUnavailable(unmanaged.consume('new', 5_000));
+        expect(String(error.cause)).toMatch(/owner/);
+        expect(await store.consume('before-upgrade', 5_000)).toBe(false);
+        expect(await store.consume('new', 5_000)).toBe(true);
+        const owner = await admin.query(`SELECT owner FROM "${table}" WHERE id = 'new'`);
+        expect(owner.rows[0].owner).toMatch(/^[A-Za-z0-9_-]{22}$/);
+        expect(await unmanaged.consume('new', 5_000)).toBe(false);
+        // Concurrent upgrades of one old table (eight pools) serialise on the advisory lock.
+        const old = newTable('upg8');
+        await admin.query(`CREATE TABLE "${old}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
+        const stores = Array.from({ length: 8 }, () => createPostgresStore({ connectionString: url, table: old, purgeIntervalMs: 0 }));
+        await Promise.all(stores.map((s) => s.ensureSchema()));
+        await Promise.all(stores.map((s) => s.close()));
+        const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [old]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'id', 'ns', 'owner']);
+        t = 5_001;
+        expect(await store.consume('before-upgrade', 9_000)).toBe(true); // an expired old row is taken over
+      } finally {
+        await store.close();
+        await unmanaged.close();
+      }
+    });
+
+    it('a reply lost after the INSERT committed: its own row → true, a live row of an older version (no owner) → false', async () => {
+      const table = newTable('lost');
+      const target = new URL(url);
+      const { startReplyLosingProxy } = await import('@mrtr/test-suite');
+      const proxy = await startReplyLosingProxy({ host: target.hostname || '127.0.0.1', port: Number(target.port || 5432) });
+      const store = createPostgresStore({
+        connectionString: withHostPort(url, '127.0.0.1', proxy.port),
+        table,
+        statementTimeoutMs: 1000,
+        connectionTimeoutMs: 1000,
+        purgeIntervalMs: 0,
+      });
+      try {
+        expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+        proxy.loseNextReply('late');
+        expect(await store.consume('mine', Date.now() + 60_000)).toBe(true);
+        proxy.restore();
+        await admin.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'old-version', $1)`, [Date.now() + 60_000]);
+        proxy.loseNextReply('late');
+        expect(await store.consume('old-version', Date.now() + 60_000)).toBe(false);
+        proxy.restore();
+      } finally {
+        await store.close();
+        await proxy.close();
+      }
+    });
+
     it('two processes running ensureSchema at once on a new table both succeed (5 rounds)', async () => {
       for (let round = 0; round < 5; round++) {
         const table = newTable('mig');
@@ -370,23 +430,25 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
   describe('purge', () => {
     it('deletes expired rows in bounded batches and keeps live ones', async () => {
       const table = newTable('purge');
-      const store = createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
+      let t = 1_000_000;
+      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
       try {
         await store.ensureSchema();
-        const soon = Date.now() + 200;
+        const soon = t + 200;
         await admin.query(
           `INSERT INTO "${table}" (ns, id, expires_at) SELECT 'p', 'old' || g, $1 FROM generate_series(1, 2500) g`,
           [soon],
         );
         const live = Array.from({ length: 10 }, (_, i) => `live:${i}`);
-        for (const id of live) expect(await store.consume(id, Date.now() + 60_000)).toBe(true);
+        for (const id of live) expect(await store.consume(id, t + 60_000)).toBe(true);
+        t = soon; // live up to and including expiresAtMs
         expect(await store.purge()).toBe(0);
-        await sleep(soon - Date.now() + 50);
+        t = soon + 50;
         expect(await store.purge()).toBe(2000);
         expect(await store.purge()).toBe(500);
         expect(await store.purge()).toBe(0);
         expect(await rowCount(table)).toBe(10);
-        for (const id of live) expect(await store.consume(id, Date.now() + 60_000)).toBe(false);
+        for (const id of live) expect(await store.consume(id, t + 60_000)).toBe(false);
       } finally {
         await store.close();
       }
@@ -394,18 +456,19 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
 
     it('purgeGraceMs keeps recently expired rows; a renewed row is never purged', async () => {
       const table = newTable('grace');
-      const store = createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
-      const plain = createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0 });
+      let t = 1_000_000;
+      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
+      const plain = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0 });
       try {
-        const exp = Date.now() + 100;
+        const exp = t + 100;
         expect(await store.consume('g1', exp)).toBe(true);
         expect(await store.consume('g2', exp)).toBe(true);
-        await sleep(exp - Date.now() + 50);
+        t = exp + 50;
         expect(await store.purge()).toBe(0);
-        expect(await store.consume('g2', Date.now() + 60_000)).toBe(true); // expired → taken over
+        expect(await store.consume('g2', t + 60_000)).toBe(true); // expired → taken over
         expect(await plain.purge()).toBe(1); // only g1
-        expect(await store.consume('g2', Date.now() + 60_000)).toBe(false);
-        expect(await store.consume('g1', Date.now() + 60_000)).toBe(true);
+        expect(await store.consume('g2', t + 60_000)).toBe(false);
+        expect(await store.consume('g1', t + 60_000)).toBe(true);
       } finally {
         await store.close();
         await plain.close();
@@ -415,13 +478,16 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
     it('the background purge runs on its own and reports errors to onError', async () => {
       const table = newTable('bg');
       const errors: unknown[] = [];
-      const store = createPostgresStore({ connectionString: url, table, purgeIntervalMs: 100, onError: (e) => errors.push(e) });
+      let t = 1_000_000;
+      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 100, onError: (e) => errors.push(e) });
       try {
-        const exp = Date.now() + 100;
+        const exp = t + 100;
         for (let i = 0; i < 20; i++) expect(await store.consume(`bg:${i}`, exp)).toBe(true);
-        expect(await waitFor(async () => (await rowCount(table)) === 0, 5000)).toBe(true);
+        t = exp + 1; // expired by the store's clock: only the background run can remove them now
+        // Waits for the events (rows gone, an error reported); 30 s is a liveness bound, not a window.
+        expect(await waitFor(async () => (await rowCount(table)) === 0, 30_000)).toBe(true);
         await admin.query(`DROP TABLE "${table}"`);
-        expect(await waitFor(() => errors.length > 0, 5000)).toBe(true);
+        expect(await waitFor(() => errors.length > 0, 30_000)).toBe(true);
         expect(MrtrError.is(errors[0]) || errors[0] instanceof Error).toBe(true);
       } finally {
         await store.close();

@@ -1,4 +1,4 @@
-import { storeCompliance } from '@mrtr/test-suite';
+import { type LossyStore, startReplyLosingProxy, storeCompliance } from '@mrtr/test-suite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
@@ -37,6 +37,38 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     await dropTables(url, [table, `${table}_inj`]);
   });
 
+  // The store judges expiry by its injected clock (PostgreSQL's own clock is never used), so the
+  // expiry test runs on a fake clock: no real-time window.
+  let t = Date.now();
+  const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
+
+  /** A store through a proxy that can lose the reply to one INSERT (storeCompliance's lostReply). */
+  const lossy = async (kind: 'owned' | 'injected', namespace: string, lossyTable: string): Promise<LossyStore> => {
+    const target = new URL(url);
+    const proxy = await startReplyLosingProxy({ host: target.hostname || '127.0.0.1', port: Number(target.port || 5432) });
+    const proxied = withHostPort(url, '127.0.0.1', proxy.port);
+    const timeouts = { statementTimeoutMs: 1500, connectionTimeoutMs: 1500 };
+    let pool: pg.Pool | undefined;
+    let store: ReturnType<typeof createPostgresStore>;
+    if (kind === 'owned') {
+      store = createPostgresStore({ connectionString: proxied, table: lossyTable, namespace, now: clock.now, ...timeouts });
+    } else {
+      pool = new pg.Pool({ connectionString: proxied, connectionTimeoutMillis: 1500, max: 4 });
+      pool.on('error', () => {});
+      store = createPostgresStore({ pool, table: lossyTable, namespace, now: clock.now, ...timeouts });
+    }
+    return {
+      store,
+      loseNextReply: (mode) => proxy.loseNextReply(mode),
+      restore: () => proxy.restore(),
+      async close() {
+        await store.close();
+        await pool?.end();
+        await proxy.close();
+      },
+    };
+  };
+
   const deadPort = (kind: 'owned' | 'injected') => {
     const deadUrl = withHostPort(url, '127.0.0.1', 1);
     if (kind === 'owned') {
@@ -55,18 +87,20 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   };
 
   describe('owned pool (connectionString)', () => {
-    storeCompliance(it, ({ namespace }) => createPostgresStore({ connectionString: url, table, namespace }), {
+    storeCompliance(it, ({ namespace }) => createPostgresStore({ connectionString: url, table, namespace, now: clock.now }), {
       name: 'postgres(url)',
-      ttlMs: 600,
+      clock,
       unreachable: () => deadPort('owned'),
+      lostReply: ({ namespace }) => lossy('owned', namespace, table),
     });
   });
 
   describe('injected pool', () => {
-    storeCompliance(it, ({ namespace }) => createPostgresStore({ pool: shared, table: `${table}_inj`, namespace }), {
+    storeCompliance(it, ({ namespace }) => createPostgresStore({ pool: shared, table: `${table}_inj`, namespace, now: clock.now }), {
       name: 'postgres(pool)',
-      ttlMs: 600,
+      clock,
       unreachable: () => deadPort('injected'),
+      lostReply: ({ namespace }) => lossy('injected', namespace, `${table}_inj`),
     });
   });
 });

@@ -99,10 +99,12 @@ describe('SQLite store behaviour', () => {
     try {
       await store.ensureSchema();
       other.exec('BEGIN IMMEDIATE');
-      const t0 = Date.now();
-      await expectUnavailable(store.consume('locked', Date.now() + 60_000));
-      expect(Date.now() - t0).toBeGreaterThanOrEqual(150);
-      expect(Date.now() - t0).toBeLessThan(2000);
+      const t0 = performance.now();
+      const error = await expectUnavailable(store.consume('locked', Date.now() + 60_000));
+      // It was the busy timeout that ended the wait (SQLITE_BUSY after busy_timeout), not anything else;
+      // the wait can only be longer than busyTimeoutMs on a loaded machine, never shorter.
+      expect((error.cause as { code?: string }).code).toBe('SQLITE_BUSY');
+      expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
       other.exec('COMMIT');
       expect(await store.consume('locked', Date.now() + 60_000)).toBe(true);
     } finally {
@@ -149,27 +151,32 @@ describe('SQLite store behaviour', () => {
 
   it('purge deletes expired rows in bounded batches, keeps live and renewed ones, honours purgeGraceMs', async () => {
     const filename = newFile();
-    const store = createSqliteStore({ filename, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
-    const graced = createSqliteStore({ filename, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
+    let t = 1_000_000;
+    const now = () => t;
+    const store = createSqliteStore({ filename, now, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
+    const graced = createSqliteStore({ filename, now, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
     const db = new Database(filename);
     try {
       await store.ensureSchema();
-      const soon = Date.now() + 150;
+      const soon = t + 150;
       const insert = db.prepare("INSERT INTO mrtr_replay (ns, id, expires_at) VALUES ('p', ?, ?)");
       db.transaction(() => {
         for (let i = 0; i < 2500; i++) insert.run(`old${i}`, soon);
       })();
-      for (let i = 0; i < 10; i++) expect(await store.consume(`live${i}`, Date.now() + 60_000)).toBe(true);
+      for (let i = 0; i < 10; i++) expect(await store.consume(`live${i}`, t + 60_000)).toBe(true);
       expect(await store.consume('renew', soon)).toBe(true);
+      t = soon; // live up to and including expiresAtMs: nothing to purge yet
       expect(await store.purge()).toBe(0);
-      await sleep(soon - Date.now() + 50);
+      t = soon + 50;
       expect(await graced.purge()).toBe(0);
-      expect(await store.consume('renew', Date.now() + 60_000)).toBe(true);
+      expect(await store.consume('renew', t + 60_000)).toBe(true);
       expect(await store.purge()).toBe(2000);
       expect(await store.purge()).toBe(500);
       expect(await store.purge()).toBe(0);
       expect(db.prepare('SELECT count(*) AS n FROM mrtr_replay').get()).toEqual({ n: 11 });
-      expect(await store.consume('renew', Date.now() + 60_000)).toBe(false);
+      expect(await store.consume('renew', t + 60_000)).toBe(false);
+      t = soon + 60_050; // past the grace period
+      expect(await graced.purge()).toBe(0); // the renewed and live rows are still live
     } finally {
       db.close();
       await store.close();
@@ -179,15 +186,18 @@ describe('SQLite store behaviour', () => {
 
   it('the background purge runs on its own', async () => {
     const filename = newFile();
-    const store = createSqliteStore({ filename, purgeIntervalMs: 50 });
+    let t = 1_000_000;
+    const store = createSqliteStore({ filename, now: () => t, purgeIntervalMs: 50 });
     const db = new Database(filename);
     try {
-      const exp = Date.now() + 100;
+      const exp = t + 100;
       for (let i = 0; i < 20; i++) expect(await store.consume(`bg${i}`, exp)).toBe(true);
       const count = () => (db.prepare('SELECT count(*) AS n FROM mrtr_replay').get() as { n: number }).n;
       expect(count()).toBe(20);
-      const deadline = Date.now() + 5000;
-      while (count() > 0 && Date.now() < deadline) await sleep(25);
+      t = exp + 1; // expired by the store's clock; only the timer's own run may purge them now
+      // Wait for the event (rows gone), bounded generously (300 polls, 30 s): this is a liveness bound, not a window.
+      const deadline = Date.now() + 30_000;
+      for (let i = 0; i < 300 && count() > 0 && Date.now() < deadline; i++) await sleep(100);
       expect(count()).toBe(0);
     } finally {
       db.close();
@@ -216,6 +226,127 @@ describe('SQLite store behaviour', () => {
     );
     expect(pgless.trues).toBe(0);
     expect(pgless.errors).toHaveLength(2);
-    for (const message of pgless.errors) expect(message).toMatch(/^ERR_STORE_UNAVAILABLE: .*optional peer dependency "pg" is not installed/);
+    for (const message of pgless.errors) {
+      expect(message).toMatch(/^ERR_STORE_UNAVAILABLE: .*optional peer dependency "pg" is not installed \| ERR_MODULE_NOT_FOUND: Cannot find package 'pg'/);
+    }
+  });
+
+  it('a driver that is installed but fails to load is reported as failing to load, with the real error as cause', async () => {
+    const run = async (blockMode: 'broken' | 'missing-dep') => {
+      const worker = await spawnWorker(
+        { kind: 'smoke', dialect: 'postgres', target: 'postgres://127.0.0.1:1/none', table: 'smoke', close: true },
+        30_000,
+        { block: 'pg', blockMode },
+      );
+      await worker.ready;
+      worker.go();
+      return worker.result;
+    };
+    const broken = await run('broken');
+    expect(broken.trues).toBe(0);
+    expect(broken.errors).toHaveLength(2);
+    for (const message of broken.errors) {
+      expect(message).not.toMatch(/not installed/);
+      expect(message).toMatch(
+        /^ERR_STORE_UNAVAILABLE: @mrtr\/store-sql: the peer dependency "pg" failed to load: the module did not initialise .* \| Error: the module did not initialise/,
+      );
+    }
+    // The driver is there but one of its own dependencies is missing: that is not "pg is not installed".
+    const missingDep = await run('missing-dep');
+    expect(missingDep.trues).toBe(0);
+    for (const message of missingDep.errors) {
+      expect(message).not.toMatch(/not installed/);
+      expect(message).toMatch(/failed to load: Cannot find package 'pg-protocol'.* \| ERR_MODULE_NOT_FOUND: Cannot find package 'pg-protocol'/);
+    }
+  });
+
+  it('an existing table without the owner column is upgraded by ensureSchema; its old rows still count', async () => {
+    const filename = newFile();
+    const old = new Database(filename);
+    old.exec('CREATE TABLE mrtr_replay (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (ns, id))');
+    old.prepare("INSERT INTO mrtr_replay (ns, id, expires_at) VALUES ('', 'before-upgrade', ?)").run(5_000);
+    let t = 1_000;
+    const unmanaged = createSqliteStore({ filename, now: () => t, ensureSchema: false, purgeIntervalMs: 0 });
+    const store = createSqliteStore({ filename, now: () => t, purgeIntervalMs: 0 });
+    try {
+      // Without ensureSchema (a migration tool manages the schema) the missing column fails closed.
+      const error = await expectUnavailable(unmanaged.consume('new', 5_000));
+      expect(String((error.cause as Error).message)).toMatch(/owner/);
+      expect(await store.consume('before-upgrade', 5_000)).toBe(false);
+      expect(await store.consume('new', 5_000)).toBe(true);
+      const columns = old.prepare('PRAGMA table_info(mrtr_replay)').all() as { name: string }[];
+      expect(columns.map((c) => c.name)).toContain('owner');
+      const row = old.prepare("SELECT owner FROM mrtr_replay WHERE id = 'new'").get() as { owner: string };
+      expect(row.owner).toMatch(/^[A-Za-z0-9_-]{22}$/);
+      // Upgrading twice (another store, another process) is a no-op.
+      const again = createSqliteStore({ filename, now: () => t, purgeIntervalMs: 0 });
+      await again.ensureSchema();
+      await again.close();
+      expect(await unmanaged.consume('new', 5_000)).toBe(false);
+      t = 5_001;
+      expect(await store.consume('before-upgrade', 9_000)).toBe(true); // an expired old row is taken over
+    } finally {
+      old.close();
+      await store.close();
+      await unmanaged.close();
+    }
+  });
+
+  it('a wrapped database that throws a non-SQLite error after writing: the store asks once and answers by owner', async () => {
+    const database = new Database(newFile());
+    let failAfterWrite = false;
+    let failRead = false;
+    const wrapper = {
+      prepare(source: string) {
+        const statement = database.prepare(source);
+        return {
+          run: (...params: unknown[]) => {
+            const result = statement.run(...params);
+            if (failAfterWrite && source.startsWith('INSERT')) throw new Error('worker thread timed out');
+            return result;
+          },
+          get: (...params: unknown[]) => {
+            if (failRead) throw new Error('worker thread timed out');
+            return statement.get(...params);
+          },
+          all: (...params: unknown[]) => statement.all(...params),
+        };
+      },
+      exec: (source: string) => database.exec(source),
+      close: () => database.close(),
+      get open() {
+        return database.open;
+      },
+    };
+    let t = 1_000;
+    const store = createSqliteStore({ database: wrapper, now: () => t, purgeIntervalMs: 0 });
+    try {
+      expect(await store.consume('warm', 9_000)).toBe(true);
+      failAfterWrite = true;
+      expect(await store.consume('mine', 9_000)).toBe(true); // written by this call
+      expect(await store.consume('mine', 9_000)).toBe(false); // someone's live row (this time the earlier call's)
+      failRead = true;
+      const error = await expectUnavailable(store.consume('unknown', 9_000));
+      expect((error.cause as Error).message).toBe('worker thread timed out');
+      failAfterWrite = false;
+      failRead = false;
+      expect(await store.consume('unknown', 9_000)).toBe(false); // it had been written: single use holds
+      // A SQLite error means the statement did not write: no question is asked.
+      database.exec('BEGIN IMMEDIATE');
+      const other = new Database(database.name, { timeout: 0 });
+      other.pragma('busy_timeout = 0');
+      const busy = createSqliteStore({ database: other, now: () => t, purgeIntervalMs: 0, ensureSchema: false });
+      const busyError = await expectUnavailable(busy.consume('locked', 9_000));
+      expect((busyError.cause as { code?: string }).code).toBe('SQLITE_BUSY');
+      database.exec('ROLLBACK');
+      expect(await busy.consume('locked', 9_000)).toBe(true);
+      await busy.close();
+      other.close();
+      t = 9_001;
+      expect(await store.consume('mine', 20_000)).toBe(true);
+    } finally {
+      await store.close();
+      database.close();
+    }
   });
 });

@@ -1,15 +1,78 @@
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { storeCompliance } from '@mrtr/test-suite';
+import { type LossyStore, storeCompliance } from '@mrtr/test-suite';
 import Database from 'better-sqlite3';
 import { afterAll, describe, it } from 'vitest';
-import { createSqliteStore } from '../src/index.js';
+import { createSqliteStore, type SqliteDatabaseLike, type SqliteStatementLike } from '../src/index.js';
 import { tempDir, uniqueTable } from './helpers.js';
-import { rmSync } from 'node:fs';
 
 const dir = tempDir();
 const filename = join(dir, 'replay.db');
 const table = uniqueTable('cmp');
 const injected: Database.Database[] = [];
+
+// The store judges expiry by its injected clock: the expiry test runs on a fake clock.
+let t = Date.now();
+const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
+
+/**
+ * better-sqlite3 itself cannot lose an answer (the statement runs inside the call), so the lost reply is
+ * made by a wrapped database, as an injected driver wrapper could do: the consume statement runs and
+ * then throws a non-SQLite error; with 'lost' the store's follow-up SELECT throws too until restore().
+ */
+function lossySqlite(namespace: string, lossyTable: string): LossyStore {
+  const database = new Database(filename, { timeout: 5000 });
+  injected.push(database);
+  let armed: 'late' | 'lost' | undefined;
+  let answering = true;
+  const lost = () => new Error('the answer was lost (test wrapper)');
+  const wrapper: SqliteDatabaseLike = {
+    prepare(source: string): SqliteStatementLike {
+      const statement = database.prepare(source);
+      if (source.startsWith('INSERT')) {
+        return {
+          run: (...params: unknown[]) => {
+            const result = statement.run(...params);
+            if (armed !== undefined) {
+              answering = armed === 'late';
+              armed = undefined;
+              throw lost();
+            }
+            return result;
+          },
+          get: (...params: unknown[]) => statement.get(...params),
+        };
+      }
+      if (source.startsWith('SELECT owner')) {
+        return {
+          run: (...params: unknown[]) => statement.run(...params),
+          get: (...params: unknown[]) => {
+            if (!answering) throw lost();
+            return statement.get(...params);
+          },
+        };
+      }
+      return statement;
+    },
+    exec: (source: string) => database.exec(source),
+    close: () => database.close(),
+    get open() {
+      return database.open;
+    },
+  };
+  const store = createSqliteStore({ database: wrapper, table: lossyTable, namespace, now: clock.now });
+  return {
+    store,
+    loseNextReply(mode) {
+      armed = mode;
+    },
+    restore() {
+      armed = undefined;
+      answering = true;
+    },
+    close: () => store.close(),
+  };
+}
 
 afterAll(() => {
   for (const db of injected) db.close();
@@ -17,9 +80,10 @@ afterAll(() => {
 });
 
 describe('SQLite store, owned database file', () => {
-  storeCompliance(it, ({ namespace }) => createSqliteStore({ filename, table, namespace }), {
+  storeCompliance(it, ({ namespace }) => createSqliteStore({ filename, table, namespace, now: clock.now }), {
     name: 'sqlite(file)',
-    ttlMs: 600,
+    clock,
+    lostReply: ({ namespace }) => lossySqlite(namespace, table),
     unreachable: () => createSqliteStore({ filename: join(dir, 'missing-dir', 'nested', 'replay.db'), table }),
   });
 });
@@ -30,11 +94,12 @@ describe('SQLite store, injected database', () => {
     ({ namespace }) => {
       const database = new Database(filename, { timeout: 5000 });
       injected.push(database);
-      return createSqliteStore({ database, table: `${table}_inj`, namespace });
+      return createSqliteStore({ database, table: `${table}_inj`, namespace, now: clock.now });
     },
     {
       name: 'sqlite(injected)',
-      ttlMs: 600,
+      clock,
+      lostReply: ({ namespace }) => lossySqlite(namespace, `${table}_inj`),
       unreachable: () => {
         const database = new Database(join(dir, 'closed.db'));
         database.close();

@@ -1,11 +1,11 @@
-import type { KeyRing, ReplayStore, StateCodec } from '@mrtr/core';
+// compliance.test.ts: run with `npx vitest run`. Swap in your own factories; these published ones pass.
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { createMemoryStore } from '@mrtr/store-memory';
 import { codecCompliance, storeCompliance } from '@mrtr/test-suite';
 import { it } from 'vitest';
 
-declare function createMyCodec(options: { keys: KeyRing }): StateCodec;
-declare function createMyStore(options: { namespace: string }): ReplayStore;
-
-codecCompliance(it, (keys) => createMyCodec({ keys }));
-storeCompliance(it, ({ namespace }) => createMyStore({ namespace }), {
-  unreachable: () => createMyStore({ namespace: 'down' }), // point this one at a dead backend
+codecCompliance(it, createHmacCodec, {
+  factoryWithCap: (keys, maxTokenBytes) => createHmacCodec(keys, { maxTokenBytes }), // for the linearity checks
 });
+// sharedBackend: false — two instances of an in-process store do not see each other's ids.
+storeCompliance(it, ({ namespace }) => createMemoryStore({ namespace }), { sharedBackend: false });

@@ -1,4 +1,5 @@
-import { CLAIMS_VERSION, type JsonValue, type StateClaims, base64urlEncode, randomBytes } from '@mrtr/core';
+import type { JsonValue, StateClaims } from '@mrtr/core';
+import { CLAIMS_VERSION, base64urlEncode, randomBytes } from '@mrtr/core/authoring';
 
 /** Claims shaped as the guard mints them, with a fresh jti and flow id. */
 export function sampleClaims<P extends JsonValue>(data: P, overrides: Partial<StateClaims<P>> = {}): StateClaims<P> {

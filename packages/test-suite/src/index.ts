@@ -1,4 +1,6 @@
-export { type CodecComplianceOptions, type CodecFactory, codecCompliance } from './codec.js';
+export type { CodecFactory } from '@mrtr/core';
+export { type CappedCodecFactory, type CodecComplianceOptions, codecCompliance } from './codec.js';
 export { sampleClaims, samplePayloads } from './claims.js';
-export { type StoreComplianceOptions, type StoreFactory, storeCompliance } from './store.js';
+export { type LostReplyMode, type ReplyLosingProxy, startReplyLosingProxy } from './reply-proxy.js';
+export { type LossyStore, type StoreComplianceOptions, type StoreFactory, storeCompliance } from './store.js';
 export type { TestFn } from './types.js';

@@ -1,16 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import {
-  type KeyRing,
-  KeyUnknownError,
-  type ReplayStore,
-  type StateCodec,
-  StateIntegrityError,
-  StateMalformedError,
-  StateTooLargeError,
-  StoreUnavailableError,
-  assertStateClaims,
-  isCanonicalBase64url,
-} from '@mrtr/core';
+import { type KeyRing, MrtrError, type ReplayStore, type StateCodec } from '@mrtr/core';
+import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError, StoreUnavailableError, isCanonicalBase64url, isStateClaims } from '@mrtr/core/authoring';
 import type { TestFn } from '../src/index.js';
 
 export interface CollectedTest {
@@ -45,11 +35,40 @@ export interface ReferenceCodecFlaws {
   lenientBase64?: boolean;
   noSizeCap?: boolean;
   throwsPlainErrors?: boolean;
+  /** Captures a stack trace on every rejection. */
+  stackTraces?: boolean;
+  /** Appends the token to the message of every rejection. */
+  tokenInMessage?: boolean;
+  /** Keeps the cause of an integrity failure: an Error quoting the token. */
+  tokenInCause?: boolean;
+  /** Throws one shared instance per error class. */
+  sharedErrors?: boolean;
+  /** Turns Error.stackTraceLimit off for its rejections and does not put it back. */
+  leaksStackTraceLimit?: boolean;
+  /** Throws the base MrtrError with the right code instead of the concrete class. */
+  untypedErrors?: boolean;
+  /** Refuses padded base64url with an unanchored regular expression: quadratic on long runs of letters. */
+  quadraticScan?: boolean;
 }
 
+const shared = new Map<string, MrtrError>();
+
 /** A small, correct HMAC codec (and, with flaws, deliberately broken ones) to show the suite bites. */
-export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}): StateCodec {
-  const maxTokenBytes = 8192;
+export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}, maxTokenBytes = 8192): StateCodec {
+  /** Every rejection goes through here, where the error-handling flaws are applied. */
+  const reject = (error: MrtrError, token: string): never => {
+    if (flaws.untypedErrors) error = new MrtrError(error.code);
+    if (flaws.sharedErrors) {
+      const first = shared.get(error.code) ?? error;
+      shared.set(error.code, first);
+      error = first;
+    }
+    if (flaws.tokenInCause && error.code === 'ERR_STATE_INTEGRITY') error = new StateIntegrityError({ cause: new Error(`MAC mismatch on ${token}`) });
+    if (flaws.tokenInMessage) error.message = `${error.message}: ${String(token).slice(0, 200)}`;
+    if (flaws.stackTraces) Error.captureStackTrace(error);
+    if (flaws.leaksStackTraceLimit) Error.stackTraceLimit = 0;
+    throw error;
+  };
   const keyFor = (kid: string) => keys.subkeySync(kid, 'test/reference');
   const mac = (key: Uint8Array, text: string) => createHmac('sha256', key).update(text).digest();
   const decode = (text: string) => {
@@ -60,6 +79,7 @@ export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}): 
     id: 'reference',
     confidential: false,
     maxTokenBytes,
+    keys,
     seal(claims) {
       const kid = keys.primaryKid;
       const body = Buffer.from(JSON.stringify(claims)).toString('base64url');
@@ -68,32 +88,33 @@ export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}): 
       return `r1.${kid}.${body}.${tag}`;
     },
     open(token) {
-      if (typeof token !== 'string') throw new StateMalformedError();
-      if (!flaws.noSizeCap && token.length > maxTokenBytes) throw new StateTooLargeError();
+      if (typeof token !== 'string') return reject(new StateMalformedError(), token);
+      if (!flaws.noSizeCap && token.length > maxTokenBytes) return reject(new StateTooLargeError(), token);
+      if (flaws.quadraticScan && /[A-Za-z0-9_-]+=$/.test(token)) return reject(new StateMalformedError(), token);
       const parts = token.split('.');
       if (flaws.ignoresTrailing) parts.length = Math.min(parts.length, 4);
       if (parts.length !== 4 || parts[0] !== 'r1') {
         if (flaws.throwsPlainErrors) throw new Error('bad token');
-        throw new StateMalformedError();
+        return reject(new StateMalformedError(), token);
       }
       const [, kid, body, tag] = parts as [string, string, string, string];
       const key = keyFor(kid);
-      if (key === undefined) throw new KeyUnknownError();
+      if (key === undefined) return reject(new KeyUnknownError(), token);
       if (!flaws.noMac) {
         const got = decode(tag);
         const signed = `r1.${kid}.${body}`;
         const want = mac(key, signed);
-        if (got === undefined || got.length !== want.length || !timingSafeEqual(got, want)) throw new StateIntegrityError();
+        if (got === undefined || got.length !== want.length || !timingSafeEqual(got, want)) return reject(new StateIntegrityError(), token);
       }
       const bytes = decode(body);
-      if (bytes === undefined) throw new StateMalformedError();
+      if (bytes === undefined) return reject(new StateMalformedError(), token);
       let claims: unknown;
       try {
         claims = JSON.parse(bytes.toString('utf8'));
-      } catch (cause) {
-        throw new StateMalformedError({ cause });
+      } catch {
+        return reject(new StateMalformedError(), token);
       }
-      assertStateClaims(claims);
+      if (!isStateClaims(claims)) return reject(new StateMalformedError(), token);
       return { claims, kid };
     },
   };
@@ -122,6 +143,112 @@ export function referenceStore(options: { getThenSet?: boolean; now?: () => numb
     },
     async close() {
       closed = true;
+    },
+  };
+}
+
+/**
+ * A store that batches the consumes of one tick, with a classic batching bug: it answers the batch's
+ * distinct ids in sorted order but hands the answers out in arrival order, so a waiter can get another
+ * id's answer. Correct for any batch of one id (the parallel test), wrong for a mixed burst.
+ */
+export function misansweringBatchStore(options: { now?: () => number } = {}): ReplayStore {
+  const seen = new Map<string, number>();
+  const now = options.now ?? Date.now;
+  let closed = false;
+  let queue: { id: string; exp: number; resolve: (value: boolean) => void }[] = [];
+  const flush = () => {
+    const batch = queue;
+    queue = [];
+    const unique = [...new Set(batch.map((w) => w.id))];
+    const answers = new Map<string, boolean>();
+    for (const id of [...unique].sort()) {
+      const held = seen.get(id);
+      const won = held === undefined || held < now();
+      if (won) seen.set(id, batch.find((w) => w.id === id)?.exp ?? 0);
+      answers.set(id, won);
+    }
+    const sortedAnswers = [...unique].sort().map((id) => answers.get(id) as boolean);
+    const given = new Set<string>();
+    for (const waiter of batch) {
+      if (given.has(waiter.id)) {
+        waiter.resolve(false);
+        continue;
+      }
+      waiter.resolve(sortedAnswers[given.size] as boolean); // the bug: by position, not by id
+      given.add(waiter.id);
+    }
+  };
+  return {
+    consume(id, expiresAtMs) {
+      if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('id must be a non-empty string'));
+      if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) return Promise.reject(new TypeError('expiresAtMs must be finite'));
+      if (closed) return Promise.reject(new StoreUnavailableError());
+      return new Promise<boolean>((resolve) => {
+        if (queue.length === 0) queueMicrotask(flush);
+        queue.push({ id, exp: expiresAtMs, resolve });
+      });
+    },
+    async close() {
+      closed = true;
+    },
+  };
+}
+
+/**
+ * A shared in-memory "backend" with stores whose link can lose one reply, for the lostReply test.
+ * `resolve` says what a store does when its write's reply is lost: 'owner' asks whether the stored owner
+ * value is its own (correct), 'fail' always rejects ERR_STORE_UNAVAILABLE (burns the state), 'exists'
+ * answers true whenever the id is stored (someone else's write counts as its own).
+ */
+export function lossyReferenceBackend(resolve: 'owner' | 'fail' | 'exists', now: () => number) {
+  const rows = new Map<string, { owner: string; expiresAt: number }>();
+  let sequence = 0;
+  const make = (namespace: string, link?: { mode: 'normal' | 'late' | 'lost' }) => {
+    let closed = false;
+    const store: ReplayStore = {
+      async consume(id, expiresAtMs) {
+        if (typeof id !== 'string' || id.length === 0) throw new TypeError('id must be a non-empty string');
+        if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) throw new TypeError('expiresAtMs must be finite');
+        if (closed) throw new StoreUnavailableError();
+        const key = `${namespace}\u0000${id}`;
+        const mine = `owner-${sequence++}`;
+        const row = rows.get(key);
+        const won = row === undefined || row.expiresAt < now();
+        if (won) rows.set(key, { owner: mine, expiresAt: expiresAtMs });
+        const mode = link?.mode ?? 'normal';
+        if (mode === 'normal') return won;
+        // The write ran; its answer is lost.
+        if (link !== undefined && mode === 'late') link.mode = 'normal';
+        if (resolve === 'fail') throw new StoreUnavailableError({ cause: new Error('reply lost') });
+        if (mode === 'lost') throw new StoreUnavailableError({ cause: new Error('reply and check lost') });
+        const stored = rows.get(key);
+        if (resolve === 'exists') return stored !== undefined;
+        if (stored?.owner === mine) return true;
+        if (stored !== undefined && stored.expiresAt >= now()) return false;
+        throw new StoreUnavailableError({ cause: new Error('unknown') });
+      },
+      async close() {
+        closed = true;
+      },
+    };
+    return store;
+  };
+  return {
+    factory: ({ namespace }: { namespace: string }) => make(namespace),
+    lostReply: ({ namespace }: { namespace: string }) => {
+      const link = { mode: 'normal' as 'normal' | 'late' | 'lost' };
+      const store = make(namespace, link);
+      return {
+        store,
+        loseNextReply(mode: 'late' | 'lost') {
+          link.mode = mode;
+        },
+        restore() {
+          link.mode = 'normal';
+        },
+        close: () => store.close(),
+      };
     },
   };
 }

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import { type KeyObject, createCipheriv, createDecipheriv, createSecretKey } from 'node:crypto';
-import { StateIntegrityError, StateMalformedError, randomBytes } from '@mrtr/core';
+import { StateIntegrityError, StateMalformedError, randomBytes } from '@mrtr/core/authoring';
 import type { JweEngine, JweHeader, JweParts } from './types.js';
 
 const IV_BYTES = 12;

@@ -1,4 +1,4 @@
-import { StateIntegrityError, StateMalformedError, utf8Decode, utf8Encode } from '@mrtr/core';
+import { StateIntegrityError, StateMalformedError, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
 import { CompactEncrypt, type CryptoKey, compactDecrypt } from 'jose';
 import type { JweEngine, JweParts } from './types.js';
 

@@ -7,6 +7,8 @@ export type Awaitable<T> = T | Promise<T>;
 export interface CryptoProvider {
   readonly name: 'node' | 'web';
   sha256(data: Uint8Array): Awaitable<Uint8Array>;
+  /** base64url SHA-256 of the UTF-8 of `text` (lone surrogates as U+FFFD, as `TextEncoder` writes them). */
+  sha256Text(text: string): Awaitable<string>;
   hmacSha256(key: Uint8Array, data: Uint8Array): Awaitable<Uint8Array>;
   hkdfSha256(ikm: Uint8Array, salt: Uint8Array, info: Uint8Array, length: number): Awaitable<Uint8Array>;
   /** CSPRNG bytes; on Node drawn from a pooled buffer refilled with `randomFillSync`. */

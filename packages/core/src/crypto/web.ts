@@ -23,6 +23,10 @@ export const cryptoProvider: CryptoProvider = {
   async sha256(data) {
     return new Uint8Array(await webCrypto().subtle.digest('SHA-256', data));
   },
+  async sha256Text(text) {
+    const digest = await webCrypto().subtle.digest('SHA-256', new TextEncoder().encode(text));
+    return encodeBase64urlPortable(new Uint8Array(digest));
+  },
   async hmacSha256(key, data) {
     const subtle = webCrypto().subtle;
     const k = await subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);

@@ -1,0 +1,281 @@
+import { randomBytes } from 'node:crypto';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  type AuthInfo,
+  acceptedContent,
+  createMcpHandler,
+  createRequestStateCodec,
+  inputRequired,
+  McpServer,
+  type ServerOptions,
+} from '@modelcontextprotocol/server';
+import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
+import * as z from 'zod/v4';
+import type { Job } from './harness.js';
+import { loadFunction } from './load.js';
+
+/**
+ * End to end in one process: the official client (`@modelcontextprotocol/client` 2.4.0, auto-fulfil on)
+ * drives `createMcpHandler(...).fetch` of `@modelcontextprotocol/server` 2.4.0 through the Streamable HTTP
+ * client transport with an in-process `fetch` (no sockets). One op = one whole two-round flow of a
+ * confirmation tool: round 1 answers input_required (one form elicitation plus a state), the client answers
+ * the elicitation and retries with the state, round 2 checks the answer and the state and completes.
+ */
+export const E2E_CONCURRENCY = [1, 16] as const;
+
+export interface E2eRow {
+  /** a–g of the issue. */
+  letter: string;
+  id: string;
+  label: string;
+  kind: 'sdk' | 'mrtr';
+  store: 'none' | 'memory' | 'redis' | 'postgres';
+  client: Client;
+  /** Before each round, outside timing (fresh memory store). */
+  prepare?: () => Promise<void>;
+}
+
+export interface E2eSetup {
+  rows: E2eRow[];
+  skipped: { id: string; label: string; reason: string }[];
+  notes: string[];
+  close(): Promise<void>;
+}
+
+const AUDIENCE = 'https://files.example/mcp';
+const PATH = '/srv/app/tmp/cache-1';
+const RUN_TAG = randomBytes(6).toString('hex');
+const AUTH: AuthInfo = { token: 'bench-token', clientId: 'bench-client', scopes: [], extra: { sub: 'user-7f3a9c2e' } };
+const confirmSchema = {
+  type: 'object' as const,
+  properties: { ok: { type: 'boolean' as const, title: 'Really?' } },
+  required: ['ok'],
+};
+const pathSchema = z.object({ path: z.string() });
+
+/** A client connected to an in-process handler, auto-fulfilling the confirmation with `{ ok: true }`. */
+async function connectClient(buildServer: () => McpServer): Promise<Client> {
+  const handler = createMcpHandler(() => buildServer(), { legacy: 'reject' });
+  const transport = new StreamableHTTPClientTransport(new URL('http://bench.local/mcp'), {
+    fetch: (url, init) => handler.fetch(new Request(url, init), { authInfo: AUTH }),
+  });
+  const client = new Client(
+    { name: 'bench', version: '1.0.0' },
+    {
+      versionNegotiation: { mode: 'auto' },
+      capabilities: { elicitation: { form: {} } },
+      inputRequired: { autoFulfill: true, maxRounds: 4 },
+    },
+  );
+  client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { ok: true } }));
+  await client.connect(transport);
+  return client;
+}
+
+/** (a) and (b): the SDK alone; `codec` seals the state with `createRequestStateCodec`, otherwise it travels as plain base64url JSON. */
+function sdkServer(codec: ReturnType<typeof createRequestStateCodec<{ path: string }>> | undefined): () => McpServer {
+  const options: ServerOptions | undefined = codec === undefined ? undefined : { requestState: { verify: codec.verify } };
+  return () => {
+    const server = new McpServer({ name: 'bench', version: '1.0.0' }, options);
+    server.registerTool('delete_files', { inputSchema: pathSchema }, async ({ path }, ctx) => {
+      const confirm = acceptedContent<{ ok: boolean }>(ctx.mcpReq.inputResponses, 'confirm');
+      if (!confirm) {
+        const state = { path };
+        return inputRequired({
+          inputRequests: { confirm: inputRequired.elicit({ message: `Delete ${path}?`, requestedSchema: confirmSchema }) },
+          requestState: codec === undefined ? Buffer.from(JSON.stringify(state)).toString('base64url') : await codec.mint(state),
+        });
+      }
+      const raw = ctx.mcpReq.requestState<unknown>();
+      const state =
+        codec === undefined
+          ? (JSON.parse(Buffer.from(String(raw), 'base64url').toString('utf8')) as { path?: unknown })
+          : (raw as { path?: unknown } | undefined);
+      if (state?.path !== path) return { content: [{ type: 'text', text: 'state mismatch' }], isError: true };
+      return { content: [{ type: 'text', text: confirm.ok ? `Deleted ${path}` : 'Kept.' }] };
+    });
+    return server;
+  };
+}
+
+type CreateMrtr = typeof import('@mrtr/mcp-server').createMrtr;
+type CodecFactory = (keys: KeyRing) => StateCodec;
+
+/** (c)–(g): the mcp-server adapter with a codec and a store. */
+function mrtrServer(createMrtr: CreateMrtr, codec: CodecFactory, store: ReplayStore, keys: KeyRing): () => McpServer {
+  const mrtr = createMrtr({ keys, codec, store, audience: AUDIENCE });
+  return () => {
+    const server = new McpServer({ name: 'bench', version: '1.0.0' }, { ...mrtr.serverOptions });
+    mrtr.registerTool(server, 'delete_files', { inputSchema: pathSchema }, async ({ path }, _ctx, need) => {
+      const confirm = need.elicit('confirm', { message: `Delete ${path}?`, requestedSchema: confirmSchema });
+      if (!confirm) return need.ask();
+      if (confirm.action !== 'accept') return need.fail(`Not deleted: ${confirm.action}`);
+      return { content: [{ type: 'text', text: confirm.content.ok ? `Deleted ${path}` : 'Kept.' }] };
+    });
+    return server;
+  };
+}
+
+type MemoryFactory = (options: { maxEntries?: number; namespace?: string }) => ReplayStore & { close(): Promise<void> | void };
+type RedisFactory = (options: { url: string; namespace?: string }) => ReplayStore & { close(): Promise<void> };
+type PostgresFactory = (options: { connectionString: string; table?: string; namespace?: string }) => ReplayStore & {
+  ensureSchema(): Promise<void>;
+  close(): Promise<void>;
+};
+
+export interface E2eEnv {
+  redisUrl?: string | undefined;
+  databaseUrl?: string | undefined;
+}
+
+/** Every e2e row; Redis and PostgreSQL rows need `REDIS_URL` / `DATABASE_URL` and are skipped with a note otherwise. */
+export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
+  const rows: E2eRow[] = [];
+  const skipped: E2eSetup['skipped'] = [];
+  const notes: string[] = [];
+  const closers: (() => Promise<unknown> | unknown)[] = [];
+  const add = async (row: Omit<E2eRow, 'client'>, build: () => McpServer): Promise<void> => {
+    const client = await connectClient(build);
+    closers.push(() => client.close());
+    rows.push({ ...row, client });
+  };
+
+  await add({ letter: 'a', id: 'sdk-plain', label: 'SDK only, state unprotected (base64url JSON)', kind: 'sdk', store: 'none' }, sdkServer(undefined));
+  const sdkCodec = createRequestStateCodec<{ path: string }>({ key: randomBytes(32) });
+  await add({ letter: 'b', id: 'sdk-codec', label: 'SDK createRequestStateCodec (HMAC, no bind)', kind: 'sdk', store: 'none' }, sdkServer(sdkCodec));
+
+  const adapter = await loadFunction<CreateMrtr>('@mrtr/mcp-server', 'createMrtr');
+  const memory = await loadFunction<MemoryFactory>('@mrtr/store-memory', 'createMemoryStore');
+  if (!adapter.ok || !memory.ok) {
+    const reason = adapter.ok ? (memory as { reason: string }).reason : adapter.reason;
+    skipped.push({ id: 'mrtr', label: '@mrtr/mcp-server rows', reason });
+    return { rows, skipped, notes, close: async () => closeAll(closers) };
+  }
+  const keys = new KeyRing([{ kid: 'k1', secret: new Uint8Array(randomBytes(32)) }]);
+  const codecs: { letter: string; id: string; specifier: string; factory: string }[] = [
+    { letter: 'c', id: 'hmac', specifier: '@mrtr/codec-hmac', factory: 'createHmacCodec' },
+    { letter: 'd', id: 'jwe', specifier: '@mrtr/codec-jwe', factory: 'createJweCodec' },
+    { letter: 'e', id: 'aead', specifier: '@mrtr/codec-aead', factory: 'createAeadCodec' },
+  ];
+  let hmac: CodecFactory | undefined;
+  for (const spec of codecs) {
+    const codec = await loadFunction<CodecFactory>(spec.specifier, spec.factory);
+    if (!codec.ok) {
+      skipped.push({ id: `mrtr-${spec.id}`, label: spec.specifier, reason: codec.reason });
+      continue;
+    }
+    if (spec.id === 'hmac') hmac = codec.value;
+    // A fresh memory store per round; the adapter reaches it through this delegate.
+    let store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}` });
+    const delegate: ReplayStore = { consume: (id, expiresAtMs) => store.consume(id, expiresAtMs), close: async () => {} };
+    closers.push(() => store.close());
+    await add(
+      {
+        letter: spec.letter,
+        id: `mrtr-${spec.id}`,
+        label: `mrtr ${spec.specifier} + @mrtr/store-memory`,
+        kind: 'mrtr',
+        store: 'memory',
+        async prepare() {
+          await store.close();
+          store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}` });
+        },
+      },
+      mrtrServer(adapter.value, codec.value, delegate, keys),
+    );
+  }
+  if (hmac === undefined) return { rows, skipped, notes, close: async () => closeAll(closers) };
+
+  if (env.redisUrl === undefined || env.redisUrl === '') {
+    notes.push('REDIS_URL is not set: e2e row f (hmac + Redis) skipped.');
+  } else {
+    const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
+    if (redis.ok) {
+      const store = redis.value({ url: env.redisUrl, namespace: `mrtr-bench-e2e:${RUN_TAG}` });
+      closers.push(() => store.close());
+      await add(
+        { letter: 'f', id: 'mrtr-hmac-redis', label: 'mrtr @mrtr/codec-hmac + @mrtr/store-redis', kind: 'mrtr', store: 'redis' },
+        mrtrServer(adapter.value, hmac, store, keys),
+      );
+    } else {
+      skipped.push({ id: 'mrtr-hmac-redis', label: '@mrtr/store-redis', reason: redis.reason });
+    }
+  }
+  if (env.databaseUrl === undefined || env.databaseUrl === '') {
+    notes.push('DATABASE_URL is not set: e2e row g (hmac + PostgreSQL) skipped.');
+  } else {
+    const pg = await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
+    if (pg.ok) {
+      const table = `mrtr_bench_e2e_${RUN_TAG}`;
+      const store = pg.value({ connectionString: env.databaseUrl, table, namespace: 'e2e' });
+      await store.ensureSchema();
+      closers.push(async () => {
+        const { default: pgModule } = await import('pg');
+        const client = new pgModule.Client({ connectionString: env.databaseUrl });
+        try {
+          await client.connect();
+          await client.query(`DROP TABLE IF EXISTS "${table}"`);
+        } catch {
+          // best effort: the table is named after this run
+        } finally {
+          await client.end().catch(() => {});
+        }
+      });
+      closers.push(() => store.close());
+      await add(
+        { letter: 'g', id: 'mrtr-hmac-postgres', label: 'mrtr @mrtr/codec-hmac + @mrtr/store-sql (PostgreSQL)', kind: 'mrtr', store: 'postgres' },
+        mrtrServer(adapter.value, hmac, store, keys),
+      );
+    } else {
+      skipped.push({ id: 'mrtr-hmac-postgres', label: '@mrtr/store-sql', reason: pg.reason });
+    }
+  }
+  return { rows, skipped, notes, close: async () => closeAll(closers) };
+}
+
+async function closeAll(closers: (() => Promise<unknown> | unknown)[]): Promise<void> {
+  // Last opened, first closed (clients before their stores, the table drop after its store).
+  for (const close of closers.reverse()) {
+    try {
+      await close();
+    } catch {
+      // closing is best effort
+    }
+  }
+}
+
+export class E2eCheckFailure extends Error {}
+
+const flow = (client: Client) => client.callTool({ name: 'delete_files', arguments: { path: PATH } });
+
+/** Before timing: every row completes the flow with the confirmed text (two rounds, the state checked). */
+export async function checkE2e(setup: E2eSetup): Promise<string[]> {
+  const checks: string[] = [];
+  for (const row of setup.rows) {
+    const result = (await flow(row.client)) as { content?: { type: string; text?: string }[]; isError?: boolean };
+    const text = result.content?.[0]?.text;
+    if (result.isError === true || text !== `Deleted ${PATH}`) {
+      throw new E2eCheckFailure(`e2e ${row.id}: expected "Deleted ${PATH}", got ${JSON.stringify(result)}`);
+    }
+    checks.push(`${row.letter} ${row.id}: two-round flow completes`);
+  }
+  return checks;
+}
+
+/** One job per row and concurrency: one op = one whole flow. */
+export function e2eJobs(setup: E2eSetup): Job[] {
+  const jobs: Job[] = [];
+  for (const c of E2E_CONCURRENCY) {
+    for (const row of setup.rows) {
+      jobs.push({
+        key: `e2e|${row.id}|c${c}`,
+        concurrency: c,
+        // A flow takes ~0.1–1 ms in process and more with a network store: larger samples.
+        batchMs: row.store === 'redis' || row.store === 'postgres' ? 60 : 40,
+        ...(row.prepare === undefined ? {} : { prepare: row.prepare }),
+        op: () => flow(row.client),
+      });
+    }
+  }
+  return jobs;
+}

@@ -1,0 +1,630 @@
+// The playground page: a real MCP client in the browser (the official SDK, pinned to 2026-07-28) driving this
+// server's POST /mcp one round at a time, showing every round, and sending what a client must not get away with.
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import {
+  CLIENT_CAPABILITIES,
+  describeQuestion,
+  describeToken,
+  type Json,
+  PROTOCOL_VERSION,
+  requestOf,
+  resultText,
+  scriptedAnswer,
+  sendRound,
+  TARGETS,
+  type Target,
+  optionsOf,
+  type PlaygroundConfig,
+} from '../flows.js';
+
+interface RecordedRejection {
+  seq: number;
+  code: string;
+  method: string;
+  target?: string;
+}
+
+/** One flow in progress. */
+interface Flow {
+  /** The MCP endpoint (one per codec with --codec all). */
+  path: string;
+  target: Target;
+  args: Json;
+  round: number;
+  /** The state the server handed out last and that has not been presented yet. */
+  state: string | undefined;
+  /** The questions of the last `input_required` result. */
+  asked: Record<string, Json>;
+  /** The last state presented with answers (spent), for the replay button. */
+  spent: { state: string; responses: Json } | undefined;
+  done: boolean;
+}
+
+/** The longest wait the expiry button accepts (ttl + skew): past it the page explains instead. */
+const MAX_EXPIRY_WAIT_MS = 65_000;
+
+const $ = <T extends HTMLElement>(id: string): T => {
+  const el = document.getElementById(id);
+  if (el === null) throw new Error(`playground: #${id} is missing`);
+  return el as T;
+};
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, props: Partial<Record<string, string>> = {}, ...children: (Node | string)[]) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) if (value !== undefined) node.setAttribute(name, value);
+  node.append(...children);
+  return node;
+}
+
+const pretty = (value: unknown): HTMLPreElement => el('pre', {}, JSON.stringify(value, null, 2));
+
+/** A folded block (native <details>: keyboard-usable, readable without script styling). */
+const folded = (summary: string, value: unknown, open = false): HTMLDetailsElement => {
+  const box = el('details', {}, el('summary', {}, summary), pretty(value));
+  box.open = open;
+  return box;
+};
+
+let config: PlaygroundConfig;
+/** One client per endpoint, with the token it was made with. */
+const clients = new Map<string, { client: Client; token: string | undefined }>();
+let flow: Flow | undefined;
+let lastSeq = 0;
+let busy = false;
+
+const status = (text: string) => {
+  $('status').textContent = text;
+};
+
+function authHeaders(): Record<string, string> {
+  const token = config.auth === 'bearer' ? $<HTMLInputElement>('token').value.trim() : '';
+  return token === '' ? {} : { authorization: `Bearer ${token}` };
+}
+
+/** The endpoint chosen on the page (with --codec all), else the one endpoint. */
+const selectedPath = (): string => (config.endpoints.length > 1 ? $<HTMLSelectElement>('endpoint').value : config.mcpPath);
+
+async function connected(path: string = flow?.path ?? selectedPath()): Promise<Client> {
+  const token = authHeaders().authorization;
+  const known = clients.get(path);
+  if (known !== undefined && known.token === token) return known.client;
+  await known?.client.close().catch(() => {});
+  const transport = new StreamableHTTPClientTransport(new URL(path, location.origin), { requestInit: { headers: authHeaders() } });
+  const next = new Client(
+    { name: 'mrtr-playground', version: '0.1.0' },
+    { versionNegotiation: { mode: { pin: PROTOCOL_VERSION } }, capabilities: CLIENT_CAPABILITIES, inputRequired: { autoFulfill: false } },
+  );
+  await next.connect(transport);
+  clients.set(path, { client: next, token });
+  lastSeq = (await recordedRejections()).reduce((max, r) => Math.max(max, r.seq), lastSeq);
+  return next;
+}
+
+/** This principal's rejection codes recorded by the server (GET /rejections). */
+async function recordedRejections(): Promise<RecordedRejection[]> {
+  const response = await fetch('/rejections', { headers: authHeaders(), cache: 'no-store' });
+  if (!response.ok) return [];
+  const body = (await response.json()) as { rejections?: RecordedRejection[] };
+  return Array.isArray(body.rejections) ? body.rejections : [];
+}
+
+/** The codes recorded since the last look. */
+async function newRejections(): Promise<RecordedRejection[]> {
+  const fresh = (await recordedRejections()).filter((r) => r.seq > lastSeq);
+  for (const r of fresh) lastSeq = Math.max(lastSeq, r.seq);
+  return fresh;
+}
+
+// ------------------------------------------------------------------ timeline
+
+function entry(kind: string, title: string, ...children: (Node | string)[]): HTMLLIElement {
+  const li = el('li', { 'data-kind': kind }, el('h3', {}, title), ...children);
+  $('timeline').append(li);
+  li.scrollIntoView({ block: 'nearest' });
+  return li;
+}
+
+function stateDetails(state: string): HTMLElement {
+  const view = describeToken(state);
+  const box = el('div', { class: 'state' });
+  box.append(
+    el(
+      'p',
+      { class: 'state-info', 'data-codec': view.codec, 'data-bytes': String(view.bytes) },
+      `requestState: ${view.bytes} bytes · codec ${view.codec} · kid ${view.kid ?? '?'}`,
+    ),
+  );
+  if (view.claims !== undefined) {
+    box.append(
+      el(
+        'p',
+        { class: 'note' },
+        'Readable: the HMAC codec protects integrity, not confidentiality. This client (and anyone who sees the token) can ' +
+          'read these claims; it cannot change them. The answers of earlier rounds travel here too.',
+      ),
+      folded('Decoded claims', view.claims),
+    );
+  } else if (view.codec === 'jwe' || view.codec === 'aead') {
+    box.append(
+      el(
+        'p',
+        { class: 'note' },
+        `Sealed: the ${view.codec} codec encrypts the state. This client cannot read what it carries` +
+          `${view.header === undefined ? ' (only the format and the key id are visible)' : '; only the JWE header is visible'}.`,
+      ),
+    );
+    if (view.header !== undefined) box.append(folded('JWE protected header', view.header));
+  }
+  return box;
+}
+
+function errorJson(error: unknown): Json {
+  if (error instanceof ProtocolError) return { code: error.code, message: error.message, ...(error.data !== undefined && { data: error.data }) };
+  return { message: error instanceof Error ? error.message : String(error) };
+}
+
+/** Text shown for the server's recorded codes (or their absence). */
+function recordedText(codes: RecordedRejection[]): string {
+  if (codes.length === 0) return 'The server recorded no rejection code for this request.';
+  return `The server recorded: ${codes.map((r) => r.code).join(', ')} (from its onReject hook; the client only saw -32602).`;
+}
+
+// ------------------------------------------------------------------ forms
+
+function fieldFor(question: string, name: string, schema: Json, required: boolean): HTMLElement {
+  const id = `q-${question}-${name}`;
+  const title = `${typeof schema.title === 'string' ? schema.title : name}${required ? ' (required)' : ''}`;
+  const wrap = el('div', { class: 'field' });
+  const items = (schema.items ?? {}) as Json;
+  const itemOptions = schema.type === 'array' ? (optionsOf(items) ?? (items.anyOf as Json[] | undefined)?.map((o) => o.const)) : undefined;
+  if (itemOptions !== undefined) {
+    const set = el('fieldset', { 'data-field': name, 'data-type': 'multi' }, el('legend', {}, title));
+    itemOptions.forEach((option, i) => {
+      const optionId = `${id}-${i}`;
+      set.append(el('div', {}, el('input', { type: 'checkbox', id: optionId, value: String(option) }), ' ', el('label', { for: optionId }, String(option))));
+    });
+    wrap.append(set);
+    return wrap;
+  }
+  const options = optionsOf(schema);
+  let input: HTMLElement;
+  if (options !== undefined) {
+    input = el('select', { id, 'data-field': name, 'data-type': 'enum' }, ...options.map((o) => el('option', { value: String(o) }, String(o))));
+  } else if (schema.type === 'boolean') {
+    input = el('input', { id, type: 'checkbox', 'data-field': name, 'data-type': 'boolean' });
+    if (schema.default === true) (input as HTMLInputElement).checked = true;
+  } else if (schema.type === 'number' || schema.type === 'integer') {
+    input = el('input', { id, type: 'number', 'data-field': name, 'data-type': schema.type, step: schema.type === 'integer' ? '1' : 'any' });
+  } else {
+    input = el('input', { id, type: 'text', 'data-field': name, 'data-type': 'string', size: '40' });
+    if (typeof schema.maxLength === 'number') input.setAttribute('maxlength', String(schema.maxLength));
+  }
+  if (typeof schema.description === 'string') input.setAttribute('title', schema.description);
+  wrap.append(el('label', { for: id }, title), ' ', input);
+  return wrap;
+}
+
+function renderQuestions(asked: Record<string, Json>): void {
+  const box = $('questions');
+  box.replaceChildren();
+  for (const [key, request] of Object.entries(asked)) {
+    const params = (request.params ?? {}) as Json;
+    const set = el('fieldset', { 'data-question': key }, el('legend', {}, `Question "${key}" (${String(request.method)})`));
+    if (request.method === 'sampling/createMessage') {
+      const messages = (params.messages ?? []) as { content?: { text?: string } }[];
+      set.append(
+        el('p', {}, 'The server asks the client\'s model (sampling). You stand in for the model:'),
+        pretty(messages.map((m) => m.content?.text ?? '')),
+        el('label', { for: `q-${key}-text` }, 'Your reply'),
+        el('br'),
+        el('textarea', { id: `q-${key}-text`, rows: '3', cols: '70', 'data-kind': 'sampling' }, 'MRTR keeps mid-request questions safe.'),
+      );
+    } else if (request.method === 'roots/list') {
+      set.append(
+        el('p', {}, 'The server asks which roots (folders) this client shares. One root per line: a URI, then optionally a name.'),
+        el('label', { for: `q-${key}-roots` }, 'Roots'),
+        el('br'),
+        el('textarea', { id: `q-${key}-roots`, rows: '3', cols: '70', 'data-kind': 'roots' }, 'file:///work/demo demo'),
+      );
+    } else if (params.mode === 'url') {
+      const url = String(params.url);
+      let safe = false;
+      try {
+        const parsed = new URL(url);
+        safe = parsed.protocol === 'http:' || parsed.protocol === 'https:';
+      } catch {
+        safe = false;
+      }
+      set.append(el('p', {}, String(params.message ?? '')));
+      if (safe) {
+        set.append(
+          el('p', {}, el('a', { id: `q-${key}-link`, href: url, target: '_blank', rel: 'noopener noreferrer' }, 'Open the connect page (new tab)'), ` ${url}`),
+          el(
+            'p',
+            { class: 'note' },
+            new URL(url).origin === location.origin
+              ? 'Complete the page, then send "accept": accept is consent, the server learns completion from its own ledger.'
+              : 'Careful: this link leads to another origin than this server.',
+          ),
+        );
+      } else {
+        set.append(el('p', {}, 'The server sent a URL this page will not open (not http or https).'));
+      }
+    } else {
+      set.append(el('p', {}, String(params.message ?? '')));
+      const schema = (params.requestedSchema ?? {}) as Json;
+      const required = new Set((schema.required ?? []) as string[]);
+      for (const [name, field] of Object.entries((schema.properties ?? {}) as Record<string, Json>)) {
+        set.append(fieldFor(key, name, field, required.has(name)));
+      }
+    }
+    box.append(set);
+  }
+  $('answer-buttons').hidden = Object.keys(asked).length === 0;
+}
+
+/** The answers as the forms are filled; `action` applies to the elicitations. */
+function collectAnswers(action: 'accept' | 'decline' | 'cancel'): Json {
+  const responses: Json = {};
+  if (flow === undefined) return responses;
+  for (const [key, request] of Object.entries(flow.asked)) {
+    const set = document.querySelector<HTMLFieldSetElement>(`fieldset[data-question="${CSS.escape(key)}"]`);
+    if (set === null) continue;
+    if (request.method === 'sampling/createMessage') {
+      const text = set.querySelector<HTMLTextAreaElement>('textarea')?.value ?? '';
+      responses[key] = { role: 'assistant', content: { type: 'text', text }, model: 'a person in the playground' };
+    } else if (request.method === 'roots/list') {
+      const lines = (set.querySelector<HTMLTextAreaElement>('textarea')?.value ?? '').split('\n').map((l) => l.trim());
+      const roots = lines
+        .filter((l) => l.length > 0)
+        .slice(0, 100)
+        .map((l) => {
+          const space = l.indexOf(' ');
+          return space < 0 ? { uri: l } : { uri: l.slice(0, space), name: l.slice(space + 1).trim() };
+        });
+      responses[key] = { roots };
+    } else if (action !== 'accept') {
+      responses[key] = { action };
+    } else if (((request.params ?? {}) as Json).mode === 'url') {
+      responses[key] = { action: 'accept' };
+    } else {
+      const content: Json = {};
+      for (const input of set.querySelectorAll<HTMLElement>('[data-field]')) {
+        const name = input.dataset.field!;
+        const type = input.dataset.type;
+        if (type === 'multi') {
+          content[name] = [...input.querySelectorAll<HTMLInputElement>('input:checked')].map((c) => c.value);
+        } else if (type === 'boolean') {
+          content[name] = (input as HTMLInputElement).checked;
+        } else if (type === 'number' || type === 'integer') {
+          const raw = (input as HTMLInputElement).value;
+          if (raw !== '') content[name] = Number(raw);
+        } else {
+          const raw = (input as HTMLInputElement | HTMLSelectElement).value;
+          if (raw !== '') content[name] = raw;
+        }
+      }
+      responses[key] = { action: 'accept', content };
+    }
+  }
+  return responses;
+}
+
+// ------------------------------------------------------------------ rounds
+
+/** Sends one round of the current flow and shows it; `label` names an attack. */
+async function round(extra: { inputResponses?: Json; requestState?: string }, args: Json, label?: string): Promise<Json | undefined> {
+  const current = flow!;
+  const c = await connected();
+  const request = requestOf(current.target, args, extra);
+  const children: (Node | string)[] = [folded(`Request sent: ${request.method}`, request.params)];
+  let result: Json;
+  try {
+    result = await sendRound(c, current.target, args, extra);
+  } catch (error) {
+    const codes = await newRejections();
+    const json = errorJson(error);
+    const verdict = el(
+      'p',
+      { class: 'verdict', 'data-code': codes.map((r) => r.code).join(' '), 'data-error': String(json.code ?? '') },
+      `✗ REJECTED: ${String(json.code ?? '')} ${String(json.message ?? '')}. ${recordedText(codes)}`,
+    );
+    const li = entry('rejected', label ?? `Round ${current.round + 1}: error`, ...children, folded('Error received', json, true), verdict);
+    if (label !== undefined) li.dataset.attack = label;
+    return undefined;
+  }
+  const codes = await newRejections();
+  current.round++;
+  if (extra.requestState !== undefined) current.spent = { state: extra.requestState, responses: extra.inputResponses ?? {} };
+  if (result.resultType === 'input_required') {
+    const state = typeof result.requestState === 'string' ? result.requestState : undefined;
+    current.state = state;
+    current.asked = (result.inputRequests ?? {}) as Record<string, Json>;
+    const verdict = label === undefined ? [] : [el('p', { class: 'verdict', 'data-code': codes.map((r) => r.code).join(' ') }, `Not rejected. ${recordedText(codes)}`)];
+    const li = entry(
+      'input_required',
+      `${label === undefined ? '' : `${label}: `}Round ${current.round}: InputRequiredResult`,
+      ...children,
+      ...verdict,
+      folded(`InputRequiredResult received: asks ${Object.entries(current.asked).map(([k, r]) => describeQuestion(k, r)).join(', ') || 'nothing'}`, result),
+      ...(state === undefined ? [] : [stateDetails(state)]),
+    );
+    if (label !== undefined) li.dataset.attack = label;
+    renderQuestions(current.asked);
+  } else {
+    current.state = undefined;
+    current.asked = {};
+    current.done = true;
+    const li = entry(
+      'complete',
+      `${label === undefined ? '' : `${label}: `}Round ${current.round}: complete${result.isError === true ? ' (isError)' : ''}`,
+      ...children,
+      el('p', { class: 'verdict' }, `✓ COMPLETE after ${current.round} round(s).`),
+      el('p', { class: 'result-text' }, resultText(result)),
+      folded('Result received', result),
+    );
+    if (label !== undefined) li.dataset.attack = label;
+    renderQuestions({});
+  }
+  return result;
+}
+
+function parseArgs(): Json | undefined {
+  try {
+    const value: unknown = JSON.parse($<HTMLTextAreaElement>('args').value || '{}');
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value as Json;
+  } catch {
+    // reported below
+  }
+  status('The arguments must be a JSON object.');
+  return undefined;
+}
+
+function selectedTarget(): Target {
+  return TARGETS[Number($<HTMLSelectElement>('target').value)] ?? TARGETS[0]!;
+}
+
+/** Any of the page's actions, one at a time; errors end up on the page. */
+function action(run: () => Promise<void>): () => void {
+  return () => {
+    if (busy) return;
+    busy = true;
+    refresh();
+    run()
+      .catch((error: unknown) => {
+        entry('rejected', 'Error', pretty(errorJson(error)));
+        status(`Error: ${error instanceof Error ? error.message : String(error)}`);
+      })
+      .finally(() => {
+        busy = false;
+        refresh();
+      });
+  };
+}
+
+const answersFor = (asked: Record<string, Json>, args: Json): Json =>
+  Object.fromEntries(Object.entries(asked).map(([key, request]) => [key, scriptedAnswer(request, args)]));
+
+/** One character changed in the middle of the token, staying in the base64url alphabet. */
+function flipOne(token: string): string {
+  let i = Math.floor(token.length / 2);
+  while (i < token.length - 1 && token[i] === '.') i++;
+  const c = token[i] === 'A' ? 'B' : 'A';
+  return token.slice(0, i) + c + token.slice(i + 1);
+}
+
+/** Other arguments of the same shape: a string changed, a path added, or a new argument. */
+function changedArgs(args: Json): Json {
+  for (const [name, value] of Object.entries(args)) {
+    if (typeof value === 'string') return { ...args, [name]: `${value}-other` };
+    if (Array.isArray(value)) return { ...args, [name]: [...value, 'etc/passwd'] };
+  }
+  return { ...args, extra: 'added' };
+}
+
+function refresh(): void {
+  const hasState = flow?.state !== undefined && !busy;
+  for (const id of ['attack-flip', 'attack-other', 'attack-args', 'attack-unasked']) $<HTMLButtonElement>(id).disabled = !hasState;
+  $<HTMLButtonElement>('attack-replay').disabled = busy || flow?.spent === undefined;
+  $<HTMLButtonElement>('attack-expire').disabled = !hasState || config.ttlMs + config.skewMs > MAX_EXPIRY_WAIT_MS;
+  for (const id of ['call', 'reset', 'send', 'decline', 'cancel', 'compare']) $<HTMLButtonElement>(id).disabled = busy;
+}
+
+async function wait(ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  // Bounded: one tick per second until the deadline, at most ms/1000 + 1 ticks.
+  for (let tick = 0; tick <= ms / 1000 + 1 && Date.now() < end; tick++) {
+    status(`Waiting ${Math.ceil((end - Date.now()) / 1000)} s for the state to expire (TTL ${config.ttlMs} ms + ${config.skewMs} ms skew)…`);
+    await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(0, end - Date.now()))));
+  }
+}
+
+/** The first round of the selected call, five times per codec endpoint: state size and median round trip. */
+async function compare(): Promise<void> {
+  const target = selectedTarget();
+  const args = parseArgs();
+  if (args === undefined) return;
+  const body = $('comparison').querySelector('tbody')!;
+  body.replaceChildren();
+  for (const endpoint of config.endpoints) {
+    status(`Comparing: ${endpoint.codec}…`);
+    const c = await connected(endpoint.path);
+    const times: number[] = [];
+    let bytes = 0;
+    let readable = false;
+    for (let i = 0; i < 5; i++) {
+      const t0 = performance.now();
+      const result = await sendRound(c, target, args);
+      times.push(performance.now() - t0);
+      if (typeof result.requestState === 'string') {
+        const view = describeToken(result.requestState);
+        bytes = view.bytes;
+        readable = view.readable;
+      }
+    }
+    times.sort((a, b) => a - b);
+    const median = times[2]!;
+    body.append(
+      el(
+        'tr',
+        { 'data-codec': endpoint.codec, 'data-bytes': String(bytes) },
+        el('td', {}, endpoint.codec),
+        el('td', {}, endpoint.path),
+        el('td', {}, bytes === 0 ? 'no state (complete at once)' : `${bytes} B`),
+        el('td', {}, `${median.toFixed(1)} ms`),
+        el('td', {}, readable ? 'yes (integrity only)' : 'no (sealed)'),
+      ),
+    );
+  }
+  status(`Compared ${target.name} on ${config.endpoints.length} codecs.`);
+}
+
+// ------------------------------------------------------------------ start
+
+async function start(): Promise<void> {
+  const response = await fetch('/playground.json', { cache: 'no-store' });
+  config = (await response.json()) as PlaygroundConfig;
+  const ttl = config.ttlMs >= 60_000 ? `${config.ttlMs / 60_000} min` : `${config.ttlMs / 1000} s`;
+  $('server-info').textContent =
+    `This server: ${
+      config.codec === 'all'
+        ? `codecs ${config.endpoints.map((e) => e.codec).join(', ')} (one endpoint each)`
+        : `codec ${config.codec} (${config.codec === 'hmac' ? 'readable by the client, integrity-protected' : 'confidential'})`
+    }, ` +
+    `state lifetime ${ttl} (+${config.skewMs / 1000} s clock skew), auth ${config.auth}.`;
+  $('server-info').dataset.codec = config.codec;
+  $('token-row').hidden = config.auth !== 'bearer';
+  $('expire-note').textContent =
+    config.ttlMs + config.skewMs > MAX_EXPIRY_WAIT_MS
+      ? `— unavailable here: states live ${ttl} plus ${config.skewMs / 1000} s of tolerated clock skew. ` +
+        'Start the demo with a short lifetime (pnpm demo -- --ttl-ms 2000) to try it.'
+      : `— waits ${Math.ceil((config.ttlMs + config.skewMs) / 1000) + 1} s (TTL + skew), then presents the state.`;
+
+  if (config.endpoints.length > 1) {
+    const endpoint = $<HTMLSelectElement>('endpoint');
+    for (const e of config.endpoints) endpoint.append(el('option', { value: e.path }, `${e.codec} (${e.path})`));
+    $('endpoint-row').hidden = false;
+    $('compare-section').hidden = false;
+  }
+  $('compare').addEventListener('click', action(compare));
+
+  const select = $<HTMLSelectElement>('target');
+  TARGETS.forEach((t, i) => {
+    select.append(el('option', { value: String(i) }, `${t.kind} ${t.name}`));
+  });
+  const showTarget = () => {
+    const t = selectedTarget();
+    $<HTMLTextAreaElement>('args').value = JSON.stringify(t.args);
+    $('target-summary').textContent = `asks: ${t.summary}`;
+  };
+  select.addEventListener('change', showTarget);
+  showTarget();
+
+  $('call').addEventListener(
+    'click',
+    action(async () => {
+      const args = parseArgs();
+      if (args === undefined) return;
+      flow = { path: selectedPath(), target: selectedTarget(), args, round: 0, state: undefined, asked: {}, spent: undefined, done: false };
+      $('timeline').replaceChildren();
+      status(`Calling ${flow.target.name}…`);
+      await round({}, args);
+      status(flow.done ? 'The flow is complete.' : 'Answer the question(s) above, or break the flow below.');
+    }),
+  );
+  $('reset').addEventListener('click', () => {
+    flow = undefined;
+    $('timeline').replaceChildren();
+    renderQuestions({});
+    $('questions').replaceChildren(el('p', {}, 'No question yet: call something first.'));
+    status('');
+    refresh();
+  });
+  const answer = (kind: 'accept' | 'decline' | 'cancel') =>
+    action(async () => {
+      if (flow?.state === undefined && Object.keys(flow?.asked ?? {}).length === 0) return;
+      const responses = collectAnswers(kind);
+      await round({ inputResponses: responses, ...(flow!.state !== undefined && { requestState: flow!.state }) }, flow!.args);
+      status(flow!.done ? 'The flow is complete. Try "Replay the last state".' : 'Answer the next question(s).');
+    });
+  $('answer-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    answer('accept')();
+  });
+  $('decline').addEventListener('click', answer('decline'));
+  $('cancel').addEventListener('click', answer('cancel'));
+
+  const current = () => flow as Flow & { state: string };
+  $('attack-flip').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: flipOne(f.state) }, f.args, 'Attack: one character flipped');
+    }),
+  );
+  $('attack-other').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      const other = TARGETS.find((t) => t.name === (f.target.name === 'delete_files' ? 'deploy' : 'delete_files'))!;
+      const c = await connected();
+      const first = await sendRound(c, other, other.args);
+      const foreign = String(first.requestState);
+      entry('input_required', `Another call: ${other.name} ${JSON.stringify(other.args)}, round 1`, stateDetails(foreign));
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: foreign }, f.args, `Attack: the state of ${other.name} presented to ${f.target.name}`);
+    }),
+  );
+  $('attack-replay').addEventListener(
+    'click',
+    action(async () => {
+      const f = flow!;
+      const spent = f.spent!;
+      await round({ inputResponses: spent.responses, requestState: spent.state }, f.args, 'Attack: the last spent state replayed');
+    }),
+  );
+  $('attack-args').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: f.state }, changedArgs(f.args), 'Attack: other arguments');
+    }),
+  );
+  $('attack-unasked').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      const result = await round(
+        { inputResponses: { not_asked: { action: 'accept', content: { confirm: true } } }, requestState: f.state },
+        f.args,
+        'Attack: an answer to a question that was not asked',
+      );
+      if (result !== undefined) {
+        entry(
+          'note',
+          'Why this one is not an error',
+          el(
+            'p',
+            {},
+            'The server ignores an answer to a question it did not ask (its state pins the questions it sent) and asks its own ' +
+              'question again with a fresh state. Nothing was taken from the unasked answer; the presented state is spent.',
+          ),
+        );
+      }
+    }),
+  );
+  $('attack-expire').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      const state = f.state;
+      await wait(config.ttlMs + config.skewMs + 1000);
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: state }, f.args, 'Attack: an expired state');
+      status('');
+    }),
+  );
+  refresh();
+}
+
+start().catch((error: unknown) => {
+  document.getElementById('server-info')!.textContent = `The playground could not start: ${error instanceof Error ? error.message : String(error)}`;
+});

@@ -1,0 +1,166 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prettyLine, roundLine } from '../src/observe.js';
+import {
+  accept,
+  type Connected,
+  callTool,
+  connectClient,
+  expectStateRejected,
+  freshKeys,
+  type RunningDemo,
+  startDemo,
+  tamper,
+} from './helpers.js';
+
+const ALICE = 'alice-token-obs-0123456789abcdef';
+const KEYS = freshKeys();
+const SECRET_PATH = 'notes/obs-secret-7a1c.txt';
+
+let demo: RunningDemo;
+let alice: Connected;
+
+beforeAll(async () => {
+  demo = await startDemo(['--log', 'json'], { env: { MRTR_KEYS: KEYS, MRTR_DEMO_TOKENS: `alice:${ALICE}` } });
+  alice = await connectClient(demo.url, { token: ALICE });
+});
+afterAll(async () => {
+  await alice?.close();
+  expect(await demo?.stop()).toBe(0);
+});
+
+const metricsUrl = () => new URL('/metrics', demo.url).href;
+
+/** `name{labels} value` lines of a scrape → value by `name{labels}` (labels as printed). */
+function parse(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '') continue;
+    const at = line.lastIndexOf(' ');
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
+}
+/** Sum of the samples of `name` whose labels include every `label="value"` in `want`. */
+function sum(samples: Map<string, number>, name: string, want: Record<string, string> = {}): number {
+  let total = 0;
+  for (const [key, value] of samples) {
+    const brace = key.indexOf('{');
+    if ((brace === -1 ? key : key.slice(0, brace)) !== name) continue;
+    if (Object.entries(want).every(([k, v]) => key.includes(`${k}="${v}"`))) total += value;
+  }
+  return total;
+}
+
+async function scrape(): Promise<{ text: string; samples: Map<string, number> }> {
+  const response = await fetch(metricsUrl(), { headers: { authorization: `Bearer ${ALICE}` } });
+  expect(response.status).toBe(200);
+  expect(response.headers.get('content-type')).toContain('text/plain');
+  const text = await response.text();
+  return { text, samples: parse(text) };
+}
+
+describe('GET /metrics and the round log', () => {
+  it('is protected by the bearer tokens, like /mcp', async () => {
+    expect((await fetch(metricsUrl())).status).toBe(401);
+    expect((await fetch(metricsUrl(), { headers: { authorization: 'Bearer not-a-token-0000000000' } })).status).toBe(401);
+    expect((await fetch(metricsUrl(), { method: 'POST', headers: { authorization: `Bearer ${ALICE}` } })).status).toBe(405);
+  });
+
+  it('counts a completed flow, a tampered state and a replay; logs one line per state event, nothing secret', async () => {
+    const args = { paths: [SECRET_PATH] };
+    const answer = { confirm: accept({ confirm: true }) };
+    const r1 = await callTool(alice.client, 'delete_files', args);
+    const state = r1.requestState as string;
+    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: tamper(state) }));
+    await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state });
+    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state }));
+
+    const { text, samples } = await scrape();
+    const tool = { mcp_method_name: 'tools/call', gen_ai_tool_name: 'delete_files', mrtr_codec: 'hmac' };
+    const counts = {
+      started: sum(samples, 'mrtr_flows_started_total', tool),
+      completed: sum(samples, 'mrtr_flows_completed_total', tool),
+      minted: sum(samples, 'mrtr_states_minted_total', tool),
+      opened: sum(samples, 'mrtr_states_opened_total', tool),
+      integrity: sum(samples, 'mrtr_states_rejected_total', { ...tool, error_type: 'ERR_STATE_INTEGRITY' }),
+      replayed: sum(samples, 'mrtr_states_rejected_total', { ...tool, error_type: 'ERR_STATE_REPLAYED' }),
+      storeErrors: sum(samples, 'mrtr_store_errors_total'),
+      rounds: sum(samples, 'mrtr_flow_rounds_sum', tool),
+      sizes: sum(samples, 'mrtr_state_size_count', { ...tool, mrtr_operation: 'mint' }),
+    };
+    expect(counts, text).toEqual({
+      started: 1,
+      completed: 1,
+      minted: 1,
+      opened: 1,
+      integrity: 1,
+      replayed: 1,
+      storeErrors: 0,
+      rounds: 2,
+      sizes: 1,
+    });
+    expect(text).toContain('# TYPE mrtr_states_rejected_total counter');
+    expect(text).toContain('# TYPE mrtr_state_duration histogram');
+
+    const lines = demo
+      .stderr()
+      .split('\n')
+      .filter((line) => line.startsWith('{'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .filter((line) => line.msg === 'mrtr round');
+    expect(lines.map((l) => [l.outcome, l.round ?? null, l.code ?? null])).toEqual([
+      ['minted', 1, null],
+      ['rejected', null, 'ERR_STATE_INTEGRITY'],
+      ['opened', 2, null],
+      ['completed', 2, null],
+      ['rejected', 2, 'ERR_STATE_REPLAYED'],
+    ]);
+    const flow = lines[0]!.flow as string;
+    expect(flow).toMatch(/^[0-9a-f]{16}$/);
+    expect(lines[0]).toMatchObject({ level: 'info', method: 'tools/call', target: 'delete_files', codec: 'hmac', kid: KEYS.split(':')[0], bytes: state.length });
+    expect(lines[4]).toMatchObject({ level: 'warn', flow, bytes: state.length });
+    expect(Object.keys(lines[0]!).sort()).toEqual(['bytes', 'codec', 'flow', 'kid', 'level', 'method', 'ms', 'msg', 'outcome', 'round', 'target', 'time']);
+
+    const everything = `${demo.stderr()}\n${text}`;
+    const secrets = KEYS.split(',').map((entry) => entry.split(':')[1]!);
+    for (const s of [state, tamper(state), ...state.split('.').filter((p) => p.length > 8), SECRET_PATH, ALICE, ...secrets, 'alice"']) {
+      expect(everything).not.toContain(s);
+    }
+  });
+
+  it('pretty lines carry the same fields', () => {
+    const line = roundLine({
+      type: 'state.rejected',
+      method: 'tools/call',
+      target: 'deploy',
+      codec: 'aead',
+      flow: '0123456789abcdef',
+      round: 3,
+      kid: 'k2',
+      code: 'ERR_STATE_REPLAYED',
+      operation: 'open',
+      tokenBytes: 321,
+      durationMs: 0.12345,
+    })!;
+    expect(prettyLine(line)).toBe('mrtr-demo: flow 0123456789abcdef r3 rejected ERR_STATE_REPLAYED tools/call deploy (aead, kid k2, 321 B, 0.123 ms)');
+    expect(roundLine({ type: 'flow.started', method: 'm', target: 't', codec: 'c', flow: 'f', round: 1, kid: 'k' })).toBeUndefined();
+  });
+});
+
+describe('--log off', () => {
+  it('prints no round line, and /metrics still counts', async () => {
+    const quiet = await startDemo(['--log', 'off'], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: undefined } });
+    try {
+      const client = await connectClient(quiet.url);
+      const r1 = await callTool(client.client, 'delete_files', { paths: ['a'] });
+      await expectStateRejected(callTool(client.client, 'delete_files', { paths: ['a'] }, { requestState: tamper(r1.requestState as string) }));
+      await client.close();
+      const text = await (await fetch(new URL('/metrics', quiet.url))).text();
+      expect(sum(parse(text), 'mrtr_states_rejected_total', { error_type: 'ERR_STATE_INTEGRITY' })).toBe(1);
+      expect(quiet.stderr()).not.toContain('mrtr round');
+      expect(quiet.stderr()).not.toContain('ERR_STATE_INTEGRITY');
+    } finally {
+      expect(await quiet.stop()).toBe(0);
+    }
+  });
+});

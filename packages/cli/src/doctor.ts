@@ -1,0 +1,365 @@
+import { randomBytes } from 'node:crypto';
+import { createStateGuard, KeyRing, type ReplayStore } from '@mrtr/core';
+import { withDeadline } from '@mrtr/core/authoring';
+import { CODECS, type CodecName, codecFactory } from './codecs.js';
+import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parse, type Status, statusLine, style, UsageError, writeJson } from './io.js';
+import { checkRing, DEFAULT_SKEW_MS, splitEntries } from './keys.js';
+import { duration } from './time.js';
+
+const STORES = ['memory', 'redis', 'postgres'] as const;
+type StoreName = (typeof STORES)[number];
+
+export const DOCTOR_HELP = `Usage: mrtr doctor [--codec NAME] [--store NAME] [options]
+
+Checks a deployment before it takes traffic, with the environment its server uses, and prints one
+line per check with ok, warn or fail:
+  keys          MRTR_KEYS parses; how many keys, which one seals
+  codec NAME    a real seal/open round trip through the state guard; a token sealed by every other key
+                of the ring opens too
+  STORE         a real consume of a throwaway id (first accepted, the replay refused), then removed
+  redis policy  maxmemory-policy: anything but noeviction may evict consumed ids (replays accepted)
+  redis clock   Redis TIME against this host (Redis expires ids by its own clock)
+  sql schema    the table's columns, primary key (ns, id) and expiry index
+  sql clock     the database clock against this host
+
+Environment: MRTR_KEYS (required), REDIS_URL, DATABASE_URL, MRTR_CODEC, MRTR_STORE.
+
+Options:
+  --codec NAME    hmac, jwe, aead or all (default: MRTR_CODEC, else all)
+  --store NAME    memory, redis, postgres or none; repeatable as a comma list (default: MRTR_STORE, else
+                  redis when REDIS_URL is set and postgres when DATABASE_URL is set, else memory)
+  --table NAME    the SQL store's table (default mrtr_replay)
+  --skew-ms MS    the guard's clockSkewMs: a store clock further off fails, half of it warns (default ${DEFAULT_SKEW_MS})
+  --timeout-ms MS longest wait for a store to connect or answer (default 5000)
+  --strict        exit 1 on a warning too
+  --json          print the checks as JSON
+  -h, --help      this help
+
+Exit codes: 0 no check failed, 1 a check failed (or warned, with --strict), 2 usage error.
+`;
+
+interface Check {
+  name: string;
+  status: Status;
+  detail: string;
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return withDeadline(promise, ms, () => new Error(`${what} did not answer within ${ms} ms`));
+}
+
+const errorText = (error: unknown): string => {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
+  const code = (error as { code?: unknown }).code;
+  return `${typeof code === 'string' && code.startsWith('ERR_') ? `${code} ` : ''}${error.message}${cause}`;
+};
+
+/** `redis://user:secret@host` → `redis://user:***@host`. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password !== '') u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparsable URL)';
+  }
+}
+
+function skewCheck(name: string, skew: number, rtt: number, skewMs: number, note: string): Check {
+  const abs = Math.abs(skew);
+  const status: Status = abs > skewMs ? 'fail' : abs > skewMs / 2 ? 'warn' : 'ok';
+  const where = skew === 0 ? 'in step with this host' : `${duration(abs)} ${skew > 0 ? 'ahead of' : 'behind'} this host`;
+  return { name, status, detail: `${where} (round trip ${duration(rtt)}; tolerated ${duration(skewMs)})${status === 'ok' ? '' : `; ${note}`}` };
+}
+
+/**
+ * This host's clock. `MRTR_CLOCK_OFFSET_MS` (a testing aid, documented as such) shifts it, to see the
+ * clock checks warn and fail without a skewed machine.
+ */
+let clockOffsetMs = 0;
+const hostNow = (): number => Date.now() + clockOffsetMs;
+
+async function consumeTwice(store: ReplayStore, timeoutMs: number, label: string): Promise<{ id: string; check: Check }> {
+  const id = `doctor-${randomBytes(16).toString('base64url')}`;
+  const started = performance.now();
+  const first = await withTimeout(store.consume(id, Date.now() + 60_000), timeoutMs, label);
+  const second = await withTimeout(store.consume(id, Date.now() + 60_000), timeoutMs, label);
+  const ms = performance.now() - started;
+  if (first === true && second === false) {
+    return { id, check: { name: label, status: 'ok', detail: `consume of a throwaway id: first accepted, replay refused (${duration(ms)} for both)` } };
+  }
+  return { id, check: { name: label, status: 'fail', detail: `single use is broken: first consume ${String(first)}, second ${String(second)} (expected true, then false)` } };
+}
+
+export async function doctor(io: Io, args: string[]): Promise<number> {
+  const { values, positionals } = parse(
+    args,
+    {
+      ...COMMON_OPTIONS,
+      codec: { type: 'string' },
+      store: { type: 'string' },
+      table: { type: 'string' },
+      'skew-ms': { type: 'string' },
+      'timeout-ms': { type: 'string' },
+      strict: { type: 'boolean' },
+    },
+    true,
+  );
+  if (values.help) {
+    io.stdout.write(DOCTOR_HELP);
+    return EXIT_OK;
+  }
+  if (positionals.length > 0) throw new UsageError(`doctor takes no arguments (got "${positionals[0]}")`);
+  const env = io.env;
+  const codecText = (values.codec as string | undefined) ?? env.MRTR_CODEC ?? 'all';
+  if (codecText !== 'all' && !(CODECS as readonly string[]).includes(codecText)) throw new UsageError('--codec (or MRTR_CODEC) must be hmac, jwe, aead or all');
+  const codecs: CodecName[] = codecText === 'all' ? [...CODECS] : [codecText as CodecName];
+  const redisUrl = env.REDIS_URL === '' ? undefined : env.REDIS_URL;
+  const databaseUrl = env.DATABASE_URL === '' ? undefined : env.DATABASE_URL;
+  const storeText = (values.store as string | undefined) ?? env.MRTR_STORE;
+  let stores: StoreName[];
+  if (storeText === undefined || storeText === '') {
+    stores = [...(redisUrl === undefined ? [] : ['redis' as const]), ...(databaseUrl === undefined ? [] : ['postgres' as const])];
+    if (stores.length === 0) stores = ['memory'];
+  } else if (storeText === 'none') {
+    stores = [];
+  } else {
+    const names = storeText.split(',').map((n) => n.trim());
+    for (const n of names) if (!(STORES as readonly string[]).includes(n)) throw new UsageError(`--store (or MRTR_STORE): unknown store "${n}" (memory, redis, postgres or none)`);
+    stores = [...new Set(names as StoreName[])];
+  }
+  const table = (values.table as string | undefined) ?? 'mrtr_replay';
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(table)) throw new UsageError('--table must be letters, digits and _, starting with a letter or _, at most 48 characters');
+  const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
+  const timeoutMs = intValue('timeout-ms', values['timeout-ms'], 5000, 100, 120_000);
+
+  const offset = env.MRTR_CLOCK_OFFSET_MS;
+  if (offset !== undefined && offset !== '') {
+    if (!/^-?\d{1,10}$/.test(offset)) throw new UsageError('MRTR_CLOCK_OFFSET_MS must be an integer (milliseconds)');
+    clockOffsetMs = Number(offset);
+  }
+  const checks: Check[] = [];
+  const add = (c: Check) => checks.push(c);
+
+  // 1. The key ring.
+  const keysText = env.MRTR_KEYS;
+  let ring: KeyRing | undefined;
+  if (keysText === undefined || keysText.trim() === '') {
+    add({ name: 'keys', status: 'fail', detail: 'MRTR_KEYS is not set (make one with "mrtr keygen")' });
+  } else {
+    const report = checkRing(keysText.trim());
+    if (!report.ok) {
+      const reasons = [...report.problems, ...report.entries.flatMap((e) => e.problems.map((p) => `${e.kid ?? `entry ${e.index}`}: ${p}`))];
+      add({ name: 'keys', status: 'fail', detail: `MRTR_KEYS is invalid: ${reasons.join('; ')}` });
+    } else {
+      ring = KeyRing.parse(keysText);
+      const detail = `${ring.kids.length} key${ring.kids.length === 1 ? '' : 's'} (${ring.kids.join(', ')}); "${ring.primaryKid}" seals, all open`;
+      add({ name: 'keys', status: report.warnings.length > 0 ? 'warn' : 'ok', detail: report.warnings.length > 0 ? `${detail}; ${report.warnings.join('; ')}` : detail });
+    }
+  }
+
+  // 2. A seal/open round trip per codec, through the guard; and every other key's tokens open.
+  if (ring !== undefined) {
+    const entries = splitEntries(keysText!.trim());
+    const request = { method: 'tools/call', target: 'mrtr-doctor', arguments: { check: true }, principal: 'mrtr-doctor' };
+    for (const name of codecs) {
+      const label = `codec ${name}`;
+      try {
+        const factory = await codecFactory(name);
+        const guard = createStateGuard({ keys: ring, codec: factory, audience: 'mrtr-doctor' });
+        const token = await guard.mint({ doctor: true }, request);
+        const opened = await guard.verify(token, request);
+        if (opened.kid !== ring.primaryKid) throw new Error(`sealed with "${opened.kid}", not the primary`);
+        const others: string[] = [];
+        for (const entry of entries.slice(1)) {
+          const single = new KeyRing([entry]);
+          const other = await createStateGuard({ keys: single, codec: factory, audience: 'mrtr-doctor' }).mint({ doctor: true }, request);
+          const back = await guard.verify(other, request);
+          if (back.kid !== entry.kid) throw new Error(`a token of "${entry.kid}" opened as "${back.kid}"`);
+          others.push(entry.kid);
+        }
+        add({
+          name: label,
+          status: 'ok',
+          detail: `sealed with "${ring.primaryKid}" and opened (${token.length} characters)${others.length === 0 ? '' : `; tokens sealed by ${others.map((k) => `"${k}"`).join(', ')} open too`}`,
+        });
+      } catch (error) {
+        add({ name: label, status: 'fail', detail: `round trip failed: ${errorText(error)}` });
+      }
+    }
+  } else {
+    for (const name of codecs) add({ name: `codec ${name}`, status: 'fail', detail: 'skipped: no valid key ring' });
+  }
+
+  // 3. The stores.
+  for (const store of stores) {
+    if (store === 'memory') await checkMemory(add, timeoutMs);
+    else if (store === 'redis') {
+      if (redisUrl === undefined) add({ name: 'redis', status: 'fail', detail: 'REDIS_URL is not set' });
+      else await checkRedis(add, redisUrl, timeoutMs, skewMs);
+    } else if (databaseUrl === undefined) add({ name: 'postgres', status: 'fail', detail: 'DATABASE_URL is not set' });
+    else await checkPostgres(add, databaseUrl, table, timeoutMs, skewMs);
+  }
+  if (stores.length === 0) add({ name: 'store', status: 'warn', detail: 'none: without a replay store a state can be replayed until it expires' });
+
+  const counts = { ok: 0, warn: 0, fail: 0, info: 0 };
+  for (const c of checks) counts[c.status]++;
+  const failed = counts.fail > 0 || (values.strict === true && counts.warn > 0);
+  if (values.json) {
+    writeJson(io, { ok: !failed, codecs, stores, checks, counts: { ok: counts.ok, warn: counts.warn, fail: counts.fail } });
+  } else {
+    const s = style(colourEnabled(io.stdout, io.env));
+    const lines = checks.map((c) => statusLine(s, c.status, c.name, c.detail));
+    lines.push(`${counts.ok} ok, ${counts.warn} warn, ${counts.fail} fail`);
+    io.stdout.write(`${lines.join('\n')}\n`);
+  }
+  return failed ? EXIT_BAD : EXIT_OK;
+}
+
+async function checkMemory(add: (c: Check) => void, timeoutMs: number): Promise<void> {
+  const { createMemoryStore } = await import('@mrtr/store-memory');
+  const store = createMemoryStore({ maxEntries: 1000 });
+  try {
+    const { check } = await consumeTwice(store, timeoutMs, 'memory');
+    if (check.status === 'ok') check.detail += '; one process only: a fleet of instances needs redis or postgres';
+    check.status = check.status === 'ok' ? 'warn' : check.status;
+    add(check);
+  } finally {
+    await store.close();
+  }
+}
+
+async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: number, skewMs: number): Promise<void> {
+  const { createRedisStore } = await import('@mrtr/store-redis');
+  const where = redactUrl(url);
+  let store: Awaited<ReturnType<typeof createRedisStore>> | undefined;
+  try {
+    store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs });
+    const { id, check } = await consumeTwice(store, timeoutMs * 2, 'redis');
+    check.detail += ` at ${where}`;
+    add(check);
+    const client = store.client as unknown as {
+      config(...args: string[]): Promise<unknown>;
+      time(): Promise<[string, string]>;
+      del(key: string): Promise<number>;
+    };
+    await withTimeout(client.del(`${store.keyPrefix}${id}`), timeoutMs, 'redis').catch(() => {});
+    try {
+      const reply = await withTimeout(client.config('GET', 'maxmemory-policy'), timeoutMs, 'redis');
+      const policy = Array.isArray(reply) ? reply[1] : undefined;
+      if (policy === 'noeviction') add({ name: 'redis policy', status: 'ok', detail: 'maxmemory-policy noeviction: consumed ids are never evicted' });
+      else if (typeof policy === 'string') {
+        add({ name: 'redis policy', status: 'warn', detail: `maxmemory-policy ${policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again; use noeviction` });
+      } else add({ name: 'redis policy', status: 'warn', detail: 'maxmemory-policy not reported; check that it is noeviction' });
+    } catch (error) {
+      add({ name: 'redis policy', status: 'warn', detail: `cannot read maxmemory-policy (${errorText(error)}; CONFIG may be disabled): check that it is noeviction` });
+    }
+    try {
+      const t0 = hostNow();
+      const [sec, usec] = await withTimeout(client.time(), timeoutMs, 'redis');
+      const t1 = hostNow();
+      const redisMs = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
+      add(skewCheck('redis clock', redisMs - Math.round((t0 + t1) / 2), t1 - t0, skewMs, 'Redis expires consumed ids by its own clock: fix NTP, or set extraRetentionMs of the store to the bound'));
+    } catch (error) {
+      add({ name: 'redis clock', status: 'warn', detail: `cannot read TIME: ${errorText(error)}` });
+    }
+  } catch (error) {
+    add({ name: 'redis', status: 'fail', detail: `${where}: ${errorText(error)}` });
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
+interface PgPool {
+  query(text: string, values?: unknown[]): Promise<{ rows: Record<string, unknown>[] }>;
+  end(): Promise<void>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
+  const { rows: columns } = await withTimeout(
+    pool.query(
+      'SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1',
+      [table],
+    ),
+    timeoutMs,
+    'postgres',
+  );
+  if (columns.length === 0) return undefined;
+  const problems: string[] = [];
+  const want: Record<string, string> = { ns: 'text', id: 'text', expires_at: 'bigint' };
+  for (const [name, type] of Object.entries(want)) {
+    const col = columns.find((c) => c.column_name === name);
+    if (col === undefined) problems.push(`column ${name} is missing`);
+    else if (col.data_type !== type) problems.push(`column ${name} is ${String(col.data_type)}, not ${type}`);
+    else if (col.is_nullable !== 'NO') problems.push(`column ${name} allows NULL`);
+  }
+  const { rows: keys } = await withTimeout(
+    pool.query(
+      `SELECT i.indisprimary AS primary, i.indisunique AS unique, array_to_string(array_agg(a.attname ORDER BY k.ord), ',') AS cols
+         FROM pg_index i
+         JOIN pg_class t ON t.oid = i.indrelid
+         JOIN pg_namespace n ON n.oid = t.relnamespace
+         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+        WHERE t.relname = $1 AND n.nspname = current_schema()
+        GROUP BY i.indexrelid, i.indisprimary, i.indisunique`,
+      [table],
+    ),
+    timeoutMs,
+    'postgres',
+  );
+  if (!keys.some((k) => k.primary === true && k.cols === 'ns,id')) problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
+  const warnings = keys.some((k) => typeof k.cols === 'string' && k.cols.split(',')[0] === 'expires_at') ? [] : ['no index on expires_at (purges scan the table)'];
+  const owner = columns.find((c) => c.column_name === 'owner');
+  if (owner === undefined) {
+    warnings.push(
+      `no owner column (a table of an earlier version): the store adds it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE "${table}" ADD COLUMN owner text`,
+    );
+  } else if (owner.data_type !== 'text') problems.push(`column owner is ${String(owner.data_type)}, not text`);
+  if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
+  if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
+  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, owner), primary key (ns, id), expiry index` };
+}
+
+async function checkPostgres(add: (c: Check) => void, url: string, table: string, timeoutMs: number, skewMs: number): Promise<void> {
+  const where = redactUrl(url);
+  const pg = ((await import('pg')) as unknown as { default: { Pool: new (config: Record<string, unknown>) => PgPool } }).default;
+  const pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, max: 2 });
+  pool.on('error', () => {});
+  const { createPostgresStore } = await import('@mrtr/store-sql');
+  const store = createPostgresStore({ pool: pool as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0, statementTimeoutMs: timeoutMs });
+  try {
+    const before = await schemaCheck(pool, table, timeoutMs);
+    const schema: Check = before ?? {
+      name: 'sql schema',
+      status: 'warn',
+      detail: `table "${table}" was missing: the store creates it on its first consume (ensureSchema, the default), so the server's role needs CREATE on the schema (or create it in a migration)`,
+    };
+    add(schema);
+    const { id, check } = await consumeTwice(store, timeoutMs * 2, 'postgres');
+    check.detail += ` at ${where}`;
+    add(check);
+    await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND id = $2`, ['mrtr-doctor', id]), timeoutMs, 'postgres').catch(() => {});
+    if (before === undefined) {
+      const after = await schemaCheck(pool, table, timeoutMs);
+      if (after === undefined) {
+        schema.status = 'fail';
+        schema.detail += '; it was not created';
+      } else {
+        if (after.status === 'fail') schema.status = 'fail';
+        schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
+      }
+    }
+    const t0 = hostNow();
+    const { rows } = await withTimeout(pool.query('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now'), timeoutMs, 'postgres');
+    const t1 = hostNow();
+    add(skewCheck('sql clock', Number(rows[0]!.now) - Math.round((t0 + t1) / 2), t1 - t0, skewMs, 'the SQL store judges expiry by the servers\' clocks, so this host or the database is off: fix NTP'));
+  } catch (error) {
+    add({ name: 'postgres', status: 'fail', detail: `${where}: ${errorText(error)}` });
+  } finally {
+    await store.close().catch(() => {});
+    await pool.end().catch(() => {});
+  }
+}

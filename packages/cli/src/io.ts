@@ -1,0 +1,107 @@
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+/** Exit codes (documented in the README and in `mrtr --help`). */
+export const EXIT_OK = 0;
+/** The thing checked is bad: an invalid key ring, a refused or unreadable token, a failed doctor check. */
+export const EXIT_BAD = 1;
+/** Usage error: unknown command or option, a missing or malformed argument. */
+export const EXIT_USAGE = 2;
+
+/** A usage error: printed with a hint to `--help`, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** What a command needs from the outside world (injected so every path is testable). */
+export interface Io {
+  argv: string[];
+  env: NodeJS.ProcessEnv;
+  stdout: NodeJS.WriteStream;
+  stderr: NodeJS.WriteStream;
+  readStdin(): Promise<string>;
+}
+
+/** Colour only on a TTY, never with NO_COLOR (any value); FORCE_COLOR (non-empty, not "0") forces it on. */
+export function colourEnabled(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv): boolean {
+  if (env.NO_COLOR !== undefined && env.NO_COLOR !== '') return false;
+  if (env.FORCE_COLOR !== undefined && env.FORCE_COLOR !== '' && env.FORCE_COLOR !== '0') return true;
+  return stream.isTTY === true;
+}
+
+export interface Style {
+  ok(text: string): string;
+  warn(text: string): string;
+  fail(text: string): string;
+  dim(text: string): string;
+  bold(text: string): string;
+}
+
+export function style(enabled: boolean): Style {
+  const wrap = (open: number, close: number) => (text: string) => (enabled ? `\u001b[${open}m${text}\u001b[${close}m` : text);
+  return { ok: wrap(32, 39), warn: wrap(33, 39), fail: wrap(31, 39), dim: wrap(2, 22), bold: wrap(1, 22) };
+}
+
+export type Status = 'ok' | 'warn' | 'fail' | 'info';
+
+/** One `ok`/`warn`/`fail` line, the status padded to a column. */
+export function statusLine(s: Style, status: Status, name: string, detail: string): string {
+  const label = status.padEnd(4);
+  const coloured = status === 'ok' ? s.ok(label) : status === 'warn' ? s.warn(label) : status === 'fail' ? s.fail(label) : s.dim(label);
+  return `${coloured}  ${name.padEnd(14)} ${detail}`;
+}
+
+/** `util.parseArgs` with usage errors as `UsageError` (exit 2) instead of a thrown TypeError. */
+export function parse<T extends NonNullable<ParseArgsConfig['options']>>(
+  args: string[],
+  options: T,
+  allowPositionals: boolean,
+): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+  try {
+    const { values, positionals } = parseArgs({ args, options, allowPositionals, strict: true });
+    return { values: values as Record<string, string | boolean | undefined>, positionals };
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message.replace(/\. To specify .*$/s, '.') : String(error));
+  }
+}
+
+/** Options every command takes. */
+export const COMMON_OPTIONS = {
+  help: { type: 'boolean', short: 'h' },
+  json: { type: 'boolean' },
+} as const;
+
+/** A positive integer option in [min, max]. */
+export function intValue(name: string, value: string | boolean | undefined, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !/^\d+$/.test(value)) throw new UsageError(`--${name} must be an integer`);
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < min || n > max) throw new UsageError(`--${name} must be between ${min} and ${max}`);
+  return n;
+}
+
+/** Reads all of stdin as text (bounded: 1 MiB). */
+export function readStream(stream: NodeJS.ReadableStream): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (chunk: Buffer | string) => {
+      const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      size += buffer.length;
+      if (size > 1024 * 1024) {
+        reject(new UsageError('stdin is larger than 1 MiB'));
+        return;
+      }
+      chunks.push(buffer);
+    });
+    stream.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    stream.on('error', reject);
+  });
+}
+
+/** Writes a JSON document (one line per value, 2-space indent) to stdout. */
+export function writeJson(io: Io, value: unknown): void {
+  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** A string option's value (`undefined` when absent). */
+export const str = (value: string | boolean | undefined): string | undefined => (typeof value === 'string' ? value : undefined);

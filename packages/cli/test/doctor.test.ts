@@ -1,0 +1,277 @@
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { connect, createServer } from 'node:net';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DATABASE_URL, gateService, K1, KEYS, REDIS_URL, REQUIRE_SERVICES, runCli } from './helpers.js';
+
+gateService('doctor.test.ts', 'REDIS_URL');
+gateService('doctor.test.ts', 'DATABASE_URL');
+
+const lines = (stdout: string) => stdout.trimEnd().split('\n');
+const suffix = `${process.pid}_${Date.now().toString(36)}`;
+const tables: string[] = [];
+const table = (name: string) => {
+  const t = `cli_doctor_${name}_${suffix}`;
+  tables.push(t);
+  return t;
+};
+
+async function sql(text: string): Promise<void> {
+  const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 5000 });
+  await client.connect();
+  try {
+    await client.query(text);
+  } finally {
+    await client.end();
+  }
+}
+
+afterAll(async () => {
+  if (DATABASE_URL !== undefined && tables.length > 0) await sql(`DROP TABLE IF EXISTS ${tables.map((t) => `"${t}"`).join(', ')}`);
+});
+
+describe('mrtr doctor without services', () => {
+  it('memory store: keys and every codec ok, the one-process store warns; exit 0 (1 with --strict)', async () => {
+    const r = await runCli(['doctor', '--store', 'memory'], { env: { MRTR_KEYS: KEYS } });
+    expect(r.code).toBe(0);
+    const out = lines(r.stdout);
+    expect(out[0]).toBe('ok    keys           2 keys (k2, k1); "k2" seals, all open');
+    for (const [i, codec] of ['hmac', 'jwe', 'aead'].entries()) {
+      expect(out[i + 1]).toMatch(new RegExp(`^ok    codec ${codec} +sealed with "k2" and opened \\(\\d+ characters\\); tokens sealed by "k1" open too$`));
+    }
+    expect(out[4]).toMatch(/^warn {2}memory +consume of a throwaway id: first accepted, replay refused .*one process only/);
+    expect(out[5]).toBe('4 ok, 1 warn, 0 fail');
+    const strict = await runCli(['doctor', '--store', 'memory', '--strict'], { env: { MRTR_KEYS: KEYS } });
+    expect(strict.code).toBe(1);
+  });
+
+  it('defaults to the memory store when neither REDIS_URL nor DATABASE_URL is set; MRTR_CODEC picks a codec', async () => {
+    const r = await runCli(['doctor', '--json'], { env: { MRTR_KEYS: K1, MRTR_CODEC: 'aead' } });
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j).toMatchObject({ ok: true, codecs: ['aead'], stores: ['memory'], counts: { ok: 2, warn: 1, fail: 0 } });
+    expect(j.checks.map((c: { name: string }) => c.name)).toEqual(['keys', 'codec aead', 'memory']);
+  });
+
+  it('--store none warns that states can be replayed', async () => {
+    const r = await runCli(['doctor', '--store', 'none', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/warn +store +none: without a replay store a state can be replayed/);
+  });
+
+  it('no MRTR_KEYS → keys fail, codecs skipped, exit 1', async () => {
+    const r = await runCli(['doctor', '--store', 'none']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/fail +keys +MRTR_KEYS is not set \(make one with "mrtr keygen"\)/);
+    expect(r.stdout).toMatch(/fail +codec jwe +skipped: no valid key ring/);
+  });
+
+  it('an invalid MRTR_KEYS → fail with the reasons, no secret printed', async () => {
+    const short = Buffer.alloc(20, 7).toString('base64url');
+    const r = await runCli(['doctor', '--store', 'none', '--codec', 'hmac'], { env: { MRTR_KEYS: `k1:${short}` } });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/fail +keys +MRTR_KEYS is invalid: k1: secret is 20 bytes; at least 32 are required/);
+    expect(r.stdout).not.toContain(short);
+  });
+
+  it('a store whose URL is missing fails', async () => {
+    const r = await runCli(['doctor', '--store', 'redis,postgres', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS } });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/fail +redis +REDIS_URL is not set/);
+    expect(r.stdout).toMatch(/fail +postgres +DATABASE_URL is not set/);
+  });
+
+  it('unreachable Redis and PostgreSQL fail within the timeout, the password redacted', async () => {
+    const port = await freePort();
+    const started = Date.now();
+    const r = await runCli(['doctor', '--codec', 'hmac', '--timeout-ms', '500'], {
+      env: { MRTR_KEYS: KEYS, REDIS_URL: `redis://:hunter2@127.0.0.1:${port}`, DATABASE_URL: `postgres://u:hunter2@127.0.0.1:${port}/db` },
+    });
+    expect(r.code).toBe(1);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(r.stdout).toMatch(new RegExp(`fail +redis +redis://:\\*\\*\\*@127.0.0.1:${port}: ERR_STORE_UNAVAILABLE`));
+    expect(r.stdout).toMatch(new RegExp(`fail +postgres +postgres://u:\\*\\*\\*@127.0.0.1:${port}/db: `));
+    expect(r.stdout).not.toContain('hunter2');
+  });
+
+  it.each([
+    [['--codec', 'rot13'], {}, /--codec \(or MRTR_CODEC\) must be/],
+    [[], { MRTR_CODEC: 'rot13' }, /--codec \(or MRTR_CODEC\) must be/],
+    [['--store', 'mongo'], {}, /unknown store "mongo"/],
+    [['--table', 'drop table;'], {}, /--table must be/],
+    [['--timeout-ms', '5'], {}, /--timeout-ms must be between 100/],
+    [['extra'], {}, /doctor takes no arguments/],
+    [[], { MRTR_CLOCK_OFFSET_MS: 'soon' }, /MRTR_CLOCK_OFFSET_MS must be an integer/],
+  ])('usage error %# → exit 2', async (args, env, message) => {
+    const r = await runCli(['doctor', ...args], { env: { MRTR_KEYS: KEYS, ...env } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+});
+
+describe.skipIf(REDIS_URL === undefined)('mrtr doctor on Redis', () => {
+  it('consume, eviction policy and clock: ok', async () => {
+    const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL! } });
+    const out = lines(r.stdout);
+    expect(out[2]).toMatch(/^ok {4}redis +consume of a throwaway id: first accepted, replay refused \(.+ for both\) at redis:\/\//);
+    expect(out[4]).toMatch(/^ok {4}redis clock +(in step with|\d+ ms (ahead of|behind)) this host \(round trip .+; tolerated 5 s\)$/);
+    // The shared Redis of the test environment is expected to be noeviction; the policy line follows it.
+    expect(out[3]).toMatch(/^(ok {2}|warn) {2}redis policy +maxmemory-policy /);
+    expect(r.code).toBe(0);
+  });
+
+  it('a skewed host clock warns past half the skew and fails past it', async () => {
+    const warn = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '-3500' } });
+    const clock = (stdout: string) => JSON.parse(stdout).checks.find((c: { name: string }) => c.name === 'redis clock');
+    // The estimate moves by up to half a round trip (slow on a loaded machine): assert the band, not the digits.
+    expect(clock(warn.stdout)).toMatchObject({ status: 'warn', detail: expect.stringMatching(/^\d+(\.\d)? s ahead of this host .*extraRetentionMs/) });
+    const fail = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '60000' } });
+    expect(clock(fail.stdout)).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^(\d+ s|1m( \d+ s)?) behind this host/) });
+    expect(fail.code).toBe(1);
+  });
+});
+
+/** A free TCP port on 127.0.0.1. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function redisServer(): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', 'command -v redis-server'], { encoding: 'utf8' }).trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+const REDIS_SERVER = redisServer();
+if (REDIS_SERVER === undefined) {
+  if (REQUIRE_SERVICES) {
+    it('redis-server is required (MRTR_REQUIRE_SERVICES=1) for the eviction-policy tests but is not on PATH', () => {
+      throw new Error('redis-server must be on PATH when MRTR_REQUIRE_SERVICES=1');
+    });
+  } else console.warn('[cli] doctor.test.ts: eviction-policy tests skipped because redis-server is not on PATH');
+}
+
+describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-server', () => {
+  const servers: ChildProcess[] = [];
+  const start = async (...args: string[]): Promise<string> => {
+    const port = await freePort();
+    const child = spawn(REDIS_SERVER!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], { stdio: 'ignore' });
+    servers.push(child);
+    const url = `redis://127.0.0.1:${port}`;
+    for (let i = 0; i < 100; i++) {
+      const ok = await new Promise<boolean>((resolve) => {
+        const socket = connect(port, '127.0.0.1');
+        socket.once('connect', () => {
+          socket.destroy();
+          resolve(true);
+        });
+        socket.once('error', () => resolve(false));
+      });
+      if (ok) return url;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('redis-server did not start');
+  };
+  afterAll(() => {
+    for (const s of servers) s.kill('SIGKILL');
+  });
+
+  it('an evicting maxmemory-policy warns: consumed ids may be evicted and replays accepted', async () => {
+    const url = await start('--maxmemory-policy', 'allkeys-lru');
+    const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/warn +redis policy +maxmemory-policy allkeys-lru: under memory pressure Redis may evict consumed ids .* use noeviction/);
+    const volatile = await start('--maxmemory-policy', 'volatile-ttl');
+    const v = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--strict'], { env: { MRTR_KEYS: KEYS, REDIS_URL: volatile } });
+    expect(v.code).toBe(1);
+    expect(v.stdout).toMatch(/warn +redis policy +maxmemory-policy volatile-ttl/);
+  });
+
+  it('CONFIG disabled (managed Redis): the policy cannot be read, a warning says to check it', async () => {
+    const url = await start('--rename-command', 'CONFIG', '');
+    const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/warn +redis policy +cannot read maxmemory-policy .*check that it is noeviction/);
+  });
+});
+
+describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
+  it('a missing table is created by the store (warn: the role needs CREATE); then ok', async () => {
+    const t = table('fresh');
+    const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t], { env });
+    expect(r.code).toBe(0);
+    const out = lines(r.stdout);
+    expect(out[2]).toMatch(new RegExp(`^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner\\), primary key \\(ns, id\\), expiry index$`));
+    expect(out[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused .* at postgres:\/\//);
+    expect(out[4]).toMatch(/^ok {4}sql clock +.* this host \(round trip .*; tolerated 5 s\)$/);
+    const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t], { env });
+    expect(again.code).toBe(0);
+    expect(lines(again.stdout)[2]).toMatch(new RegExp(`^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner\\), primary key \\(ns, id\\), expiry index$`));
+    expect(lines(again.stdout).at(-1)).toBe('5 ok, 0 warn, 0 fail');
+  });
+
+  it('a table without its primary key fails (single use is not enforced); without the expiry index warns', async () => {
+    const noPk = table('nopk');
+    await sql(`CREATE TABLE "${noPk}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL)`);
+    const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noPk, '--json'], { env });
+    expect(r.code).toBe(1);
+    const checks = JSON.parse(r.stdout).checks as { name: string; status: string; detail: string }[];
+    expect(checks.find((c) => c.name === 'sql schema')).toMatchObject({ status: 'fail', detail: expect.stringContaining('no PRIMARY KEY (ns, id): single use is not enforced') });
+    const noIndex = table('noidx');
+    await sql(`CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
+    const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noIndex], { env });
+    expect(w.stdout).toMatch(/warn +sql schema +table ".*": no index on expires_at/);
+    const wrongType = table('wrongtype');
+    await sql(`CREATE TABLE "${wrongType}" (ns text NOT NULL, id text NOT NULL, expires_at integer NOT NULL, PRIMARY KEY (ns, id))`);
+    const f = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', wrongType], { env });
+    expect(f.code).toBe(1);
+    expect(f.stdout).toMatch(/column expires_at is integer, not bigint/);
+  });
+
+  it('a table of an earlier version (no owner column) warns with the migration; the store adds the column', async () => {
+    const old = table('noowner');
+    await sql(`CREATE TABLE "${old}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
+    await sql(`CREATE INDEX "${old}_exp" ON "${old}" (expires_at)`);
+    const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
+    expect(r.code).toBe(0);
+    expect(lines(r.stdout)[2]).toMatch(
+      new RegExp(`^warn  sql schema +table "${old}": no owner column .*ALTER TABLE "${old}" ADD COLUMN owner text$`),
+    );
+    const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
+    expect(lines(again.stdout)[2]).toMatch(/^ok {4}sql schema +table ".*": columns \(ns, id, expires_at, owner\)/);
+    const wrongOwner = table('wrongowner');
+    await sql(`CREATE TABLE "${wrongOwner}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner bytea, PRIMARY KEY (ns, id))`);
+    const f = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', wrongOwner], { env });
+    expect(f.code).toBe(1);
+    expect(f.stdout).toMatch(/column owner is bytea, not text/);
+  });
+
+  it('a skewed host clock fails the SQL clock check', async () => {
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', table('clock'), '--skew-ms', '1000'], {
+      env: { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL!, MRTR_CLOCK_OFFSET_MS: '-5000' },
+    });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/fail +sql clock +\d+(\.\d)? s ahead of this host .*tolerated 1 s\); the SQL store judges expiry/);
+  });
+});
+
+describe.skipIf(REDIS_URL === undefined || DATABASE_URL === undefined)('mrtr doctor with the full server environment', () => {
+  it('REDIS_URL and DATABASE_URL both set: both stores are checked by default', async () => {
+    const r = await runCli(['doctor', '--table', table('both')], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! } });
+    const names = lines(r.stdout)
+      .slice(0, -1)
+      .map((l) => l.slice(6, 20).trim());
+    expect(names).toEqual(['keys', 'codec hmac', 'codec jwe', 'codec aead', 'redis', 'redis policy', 'redis clock', 'sql schema', 'postgres', 'sql clock']);
+    expect(r.stdout).not.toMatch(/^fail/m);
+  });
+});

@@ -1,0 +1,198 @@
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { createStateGuard, KeyRing } from '@mrtr/core';
+import { describe, expect, it } from 'vitest';
+import { K1, K2, KEYS, REQUEST, runCli } from './helpers.js';
+
+const ENTRY = /^([A-Za-z0-9_-]{1,32}):([A-Za-z0-9_-]+)$/;
+
+describe('mrtr keygen', () => {
+  it('prints one MRTR_KEYS entry with a date-based kid and a 32-byte secret that core accepts', async () => {
+    const r = await runCli(['keygen']);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    const line = r.stdout.trim();
+    const [, kid, secret] = ENTRY.exec(line)!;
+    expect(kid).toMatch(/^k\d{8}$/);
+    expect(Buffer.from(secret!, 'base64url')).toHaveLength(32);
+    expect(KeyRing.parse(line).primaryKid).toBe(kid);
+  });
+
+  it('takes --kid and --bytes, and --env prints MRTR_KEYS=… for a .env file', async () => {
+    const r = await runCli(['keygen', '--kid', 'prod-1', '--bytes', '48', '--env']);
+    expect(r.code).toBe(0);
+    const m = /^MRTR_KEYS=prod-1:([A-Za-z0-9_-]+)\n$/.exec(r.stdout);
+    expect(Buffer.from(m![1]!, 'base64url')).toHaveLength(48);
+  });
+
+  it('--json prints kid, bytes and entry; two runs never repeat a secret', async () => {
+    const [a, b] = await Promise.all([runCli(['keygen', '--json']), runCli(['keygen', '--json'])]);
+    const ja = JSON.parse(a.stdout);
+    const jb = JSON.parse(b.stdout);
+    expect(ja).toEqual({ kid: expect.stringMatching(/^k\d{8}$/), bytes: 32, entry: expect.stringMatching(ENTRY) });
+    expect(ja.entry).not.toBe(jb.entry);
+  });
+
+  it.each([
+    [['--kid', 'bad kid'], /--kid must be/],
+    [['--kid', 'x'.repeat(33)], /--kid must be/],
+    [['--bytes', '16'], /--bytes must be between 32 and 1024/],
+    [['--bytes', 'lots'], /--bytes must be an integer/],
+    [['--nope'], /Unknown option '--nope'/],
+    [['extra'], /keygen takes no arguments/],
+  ])('usage error %j → exit 2', async (args, message) => {
+    const r = await runCli(['keygen', ...args]);
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+  });
+});
+
+describe('mrtr keys check', () => {
+  it('a valid ring: one line per key, how many keys open, which one seals; never a secret', async () => {
+    const r = await runCli(['keys', 'check'], { env: { MRTR_KEYS: KEYS } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('k2             32 bytes, base64url; primary: seals and opens');
+    expect(r.stdout).toContain('k1             32 bytes, base64; opens only');
+    expect(r.stdout).toContain('valid (MRTR_KEYS): 2 keys can open, "k2" seals');
+    expect(r.stdout).not.toContain(K2.slice(3, 20));
+    expect(r.stdout).not.toContain(K1.slice(3, 20));
+  });
+
+  it('reads the value from stdin with "-"', async () => {
+    const r = await runCli(['keys', 'check', '-'], { input: `${K1}\n` });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('valid (stdin): 1 key can open, "k1" seals');
+  });
+
+  it('reports every problem: short secret, bad encoding, bad kid, duplicate kid, missing colon → exit 1', async () => {
+    const short = Buffer.alloc(16, 1).toString('base64url');
+    const value = `a:${short},b:not*base64,bad kid:${K2.slice(3)},k1:${K2.slice(3)},${K1},nocolon,`;
+    const r = await runCli(['keys', 'check'], { env: { MRTR_KEYS: value } });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/fail +a +16 bytes, base64url; secret is 16 bytes; at least 32 are required/);
+    expect(r.stdout).toMatch(/fail +b +secret is not valid base64url or standard base64/);
+    expect(r.stdout).toMatch(/fail +entry 3 +32 bytes, base64url; kid must be 1-32 characters/);
+    expect(r.stdout).toMatch(/fail +k1 +32 bytes, base64; duplicate kid "k1"/);
+    expect(r.stdout).toMatch(/fail +entry 6 +not "kid:<secret>"/);
+    expect(r.stdout).toMatch(/warn +ring +1 empty entry \(stray comma\) ignored/);
+    expect(r.stdout).toMatch(/fail +ring +invalid \(MRTR_KEYS\)/);
+    expect(r.stdout).not.toContain(short);
+  });
+
+  it('warns when one secret serves two kids (still valid)', async () => {
+    const r = await runCli(['keys', 'check'], { env: { MRTR_KEYS: `${K2},k3:${K2.slice(3)}` } });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/warn +k3 +32 bytes, base64url; opens only; same secret as "k2"/);
+  });
+
+  it('--json gives the report', async () => {
+    const r = await runCli(['keys', 'check', '--json'], { env: { MRTR_KEYS: `${K2},k2:${K1.slice(3)}` } });
+    expect(r.code).toBe(1);
+    const report = JSON.parse(r.stdout);
+    expect(report).toMatchObject({ ok: false, source: 'MRTR_KEYS', openers: 0 });
+    expect(report.entries[1].problems).toEqual(['duplicate kid "k2"']);
+  });
+
+  it('an empty value is invalid', async () => {
+    const r = await runCli(['keys', 'check', '-'], { input: ' , ' });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('no key: the value is empty');
+  });
+
+  it.each([
+    [[], {}, /MRTR_KEYS is not set/],
+    [[KEYS], { MRTR_KEYS: KEYS }, /no key value on the command line/],
+    [['-', '-'], {}, /at most one argument/],
+  ])('usage error %# → exit 2', async (args, env, message) => {
+    const r = await runCli(['keys', 'check', ...args], { env });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+});
+
+describe('mrtr keys rotate', () => {
+  const parseSteps = (stdout: string) => [...stdout.matchAll(/^ {2}MRTR_KEYS=(.+)$/gm)].map((m) => m[1]!);
+
+  it('prints three steps with real values: new key non-primary, then primary, then the oldest dropped (--keep 2)', async () => {
+    const r = await runCli(['keys', 'rotate', '--kid', 'k3'], { env: { MRTR_KEYS: KEYS } });
+    expect(r.code).toBe(0);
+    const [step1, step2, step3] = parseSteps(r.stdout);
+    const kids = (v: string) => KeyRing.parse(v).kids;
+    expect(kids(step1!)).toEqual(['k2', 'k1', 'k3']);
+    expect(kids(step2!)).toEqual(['k3', 'k2', 'k1']);
+    expect(kids(step3!)).toEqual(['k3', 'k2']);
+    expect(step1!.startsWith(`${K2},${K1},k3:`)).toBe(true);
+    expect(r.stdout).toContain('Step 1: add k3 on every instance as a NON-primary key (k2 still seals)');
+    expect(r.stdout).toContain('Step 2: only when step 1 is on every instance: make k3 the primary');
+    expect(r.stdout).toContain('Step 3: when step 2 has been on every instance for 10m 5s (ttl 10m + skew 5 s): drop k1');
+    expect(r.stdout).toContain(`Next value (after step 3): MRTR_KEYS=${step3}`);
+    expect(r.stdout).toMatch(/contain secrets/);
+  });
+
+  it('the steps are safe: at every step, every ring opens what every other live ring seals', async () => {
+    const r = await runCli(['keys', 'rotate', '--kid', 'k3', '--json'], { env: { MRTR_KEYS: KEYS } });
+    const plan = JSON.parse(r.stdout);
+    const rings = [KEYS, ...plan.steps.map((s: { value: string }) => s.value)];
+    // During a rollout two neighbouring rings are live at once: each must open the other's tokens.
+    for (let i = 0; i + 1 < rings.length - 1; i++) {
+      for (const [a, b] of [
+        [rings[i], rings[i + 1]],
+        [rings[i + 1], rings[i]],
+      ]) {
+        const sealer = createStateGuard({ keys: KeyRing.parse(a), codec: createHmacCodec, audience: 'x' });
+        const opener = createStateGuard({ keys: KeyRing.parse(b), codec: createHmacCodec, audience: 'x' });
+        await expect(opener.verify(await sealer.mint({}, REQUEST), REQUEST)).resolves.toBeDefined();
+      }
+    }
+    // Skipping step 1 is what the output warns about: the old ring cannot open the new primary's tokens.
+    const sealer = createStateGuard({ keys: KeyRing.parse(rings[2]), codec: createHmacCodec, audience: 'x' });
+    const old = createStateGuard({ keys: KeyRing.parse(KEYS), codec: createHmacCodec, audience: 'x' });
+    await expect(old.verify(await sealer.mint({}, REQUEST), REQUEST)).rejects.toMatchObject({ code: 'ERR_KEY_UNKNOWN' });
+    expect(plan).toMatchObject({ ok: true, newKid: 'k3', keep: 2, ttlMs: 600000, skewMs: 5000 });
+    expect(plan.steps.map((s: { waitMs: number }) => s.waitMs)).toEqual([0, 0, 605000]);
+    expect(plan.steps[2].dropped).toEqual(['k1']);
+  });
+
+  it('--keep, --ttl-ms and --skew-ms shape step 3; a date kid is made unique', async () => {
+    const r = await runCli(['keys', 'rotate', '--keep', '1', '--ttl-ms', '60000', '--skew-ms', '0', '--json'], { env: { MRTR_KEYS: K2 } });
+    const plan = JSON.parse(r.stdout);
+    expect(plan.newKid).toMatch(/^k\d{8}$/);
+    expect(plan.steps[2]).toMatchObject({ dropped: ['k2'], waitMs: 60000, kids: [plan.newKid] });
+    const again = await runCli(['keys', 'rotate', '--json'], { env: { MRTR_KEYS: plan.steps[1].value } });
+    expect(JSON.parse(again.stdout).newKid).toBe(`${plan.newKid}-2`);
+    const keepAll = await runCli(['keys', 'rotate', '--keep', '5'], { env: { MRTR_KEYS: KEYS } });
+    expect(keepAll.stdout).toContain('nothing to drop (--keep 5 keeps all 3 keys)');
+  });
+
+  it('reads stdin with "-"', async () => {
+    const r = await runCli(['keys', 'rotate', '-', '--kid', 'n', '--json'], { input: K1 });
+    expect(JSON.parse(r.stdout).steps[1].kids).toEqual(['n', 'k1']);
+  });
+
+  it('an invalid current value → exit 1 with the reasons', async () => {
+    const r = await runCli(['keys', 'rotate'], { env: { MRTR_KEYS: 'k1:short' } });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/the current value \(MRTR_KEYS\) is invalid: k1: secret is not valid base64url/);
+    const j = await runCli(['keys', 'rotate', '--json'], { env: { MRTR_KEYS: `${K1},${K1}` } });
+    expect(j.code).toBe(1);
+    expect(JSON.parse(j.stdout)).toEqual({ ok: false, source: 'MRTR_KEYS', problems: ['k1: duplicate kid "k1"'] });
+  });
+
+  it.each([
+    [['--kid', 'k2'], /--kid "k2" is already in the ring/],
+    [['--kid', 'no way'], /--kid must be/],
+    [['--keep', '0'], /--keep must be between 1 and 32/],
+    [['--ttl-ms=-5'], /--ttl-ms must be an integer/],
+    [['--skew-ms', '700000'], /--skew-ms must be between 0 and 600000/],
+  ])('usage error %j → exit 2', async (args, message) => {
+    const r = await runCli(['keys', 'rotate', ...args], { env: { MRTR_KEYS: KEYS } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it('needs a value: no MRTR_KEYS → exit 2', async () => {
+    const r = await runCli(['keys', 'rotate']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/MRTR_KEYS is not set/);
+  });
+});

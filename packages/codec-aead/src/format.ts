@@ -1,0 +1,146 @@
+import type { KeyRing, StateClaims } from '@mrtr/core';
+import {
+  StateMalformedError,
+  StateTooLargeError,
+  base64urlDecode,
+  isStateClaims,
+  parseCodecOptions,
+  readTokenPrefix,
+} from '@mrtr/core/authoring';
+import { MAX_NESTING, type Slicer, decodeClaims } from './decode.js';
+
+/** Options of {@link createAeadCodec} (after the key ring). */
+export interface AeadCodecOptions {
+  /**
+   * Largest token (in characters) that `open` accepts and `seal` produces. Longer input is refused
+   * with `ERR_STATE_TOO_LARGE` before any decoding. Integer, 256 – 524 288. @default 16384
+   */
+  maxTokenBytes?: number;
+}
+
+/** Format version tag: the first segment of every token, bound as associated data. */
+export const AEAD_FORMAT_VERSION = 'x1' as const;
+/** HKDF purpose of the encryption subkey (`KeyRing.subkey(kid, purpose)`). */
+export const AEAD_KEY_PURPOSE = 'mrtr/codec/aead/v1' as const;
+/** Default and allowed range of `maxTokenBytes`. */
+export const AEAD_DEFAULT_MAX_TOKEN_BYTES = 16_384;
+export const AEAD_MIN_MAX_TOKEN_BYTES = 256;
+export const AEAD_MAX_MAX_TOKEN_BYTES = 524_288;
+
+const PREFIX = `${AEAD_FORMAT_VERSION}.`;
+const PREFIX_LENGTH = PREFIX.length;
+export const NONCE_BYTES = 24;
+export const TAG_BYTES = 16;
+
+/** Characters of unpadded base64url for `bytes` bytes. */
+const base64urlLength = (bytes: number): number => Math.floor((bytes * 4 + 2) / 3);
+
+/** Option parsing shared by both builds. */
+export function parseAeadOptions(keys: KeyRing, options: AeadCodecOptions | undefined): { maxTokenBytes: number } {
+  return parseCodecOptions('createAeadCodec', keys, options, {
+    defaultMaxTokenBytes: AEAD_DEFAULT_MAX_TOKEN_BYTES,
+    minMaxTokenBytes: AEAD_MIN_MAX_TOKEN_BYTES,
+    maxMaxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES,
+  });
+}
+
+/** The associated data `x1.<kid>` (ASCII) and the token prefix `x1.<kid>.` of a key id. */
+export const adTextFor = (kid: string): string => `${PREFIX}${kid}`;
+export const prefixFor = (kid: string): string => `${PREFIX}${kid}.`;
+
+/** Largest nonce ‖ ciphertext ‖ tag whose token (with `prefix`) fits `maxTokenBytes`. */
+export const maxSealedBytesFor = (maxTokenBytes: number, prefix: string): number =>
+  Math.floor(((maxTokenBytes - prefix.length) * 3) / 4);
+
+const isWellFormed = (text: string): boolean => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
+
+/**
+ * True when `value` is already exactly what the JSON data model would give back: finite numbers,
+ * well-formed strings, plain arrays without holes or `undefined`, plain objects (prototype
+ * `Object.prototype` or `null`) without `undefined`/function members and without `toJSON`, nesting
+ * ≤ {@link MAX_NESTING}. Such a tree packs to MessagePack that `decodeClaims` returns unchanged.
+ */
+function isPlainJson(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+      return isWellFormed(value);
+    case 'number':
+      return Number.isFinite(value);
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (value === null) return true;
+      if (depth >= MAX_NESTING) return false;
+      if (Array.isArray(value)) {
+        if (Object.getPrototypeOf(value) !== Array.prototype) return false;
+        for (let i = 0; i < value.length; i++) {
+          if (!(i in value) || !isPlainJson(value[i], depth + 1)) return false;
+        }
+        return true;
+      }
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const record = value as Record<string, unknown>;
+      if (typeof record['toJSON'] === 'function') return false;
+      const names = Object.keys(record);
+      for (let i = 0; i < names.length; i++) {
+        const name = names[i]!;
+        if (!isWellFormed(name) || !isPlainJson(record[name], depth + 1)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/** The value to pack for `claims` (both builds): the claims themselves, or the JSON data model's answer. */
+export function packableClaims(claims: StateClaims): unknown {
+  if (!isStateClaims(claims) || claims.data === undefined) {
+    throw new TypeError('AeadCodec.seal: claims must be StateClaims');
+  }
+  let value: unknown = claims;
+  if (!isPlainJson(claims, 0)) {
+    // Rare path: give the JSON data model's answer (toJSON, dropped undefined members, …), as the
+    // HMAC and JWE codecs do; JSON.stringify throws the TypeError for bigint and cycles.
+    value = JSON.parse(JSON.stringify(claims));
+    if (!isStateClaims(value) || !isPlainJson(value, 0)) {
+      throw new TypeError(
+        `AeadCodec.seal: claims must be JSON with well-formed Unicode strings, nested at most ${MAX_NESTING} deep`,
+      );
+    }
+  }
+  return value;
+}
+
+/** Throws `ERR_STATE_TOO_LARGE` when the sealed bytes would not fit. */
+export function checkSealedLength(sealedLength: number, maxSealedBytes: number): void {
+  if (sealedLength > maxSealedBytes) throw new StateTooLargeError();
+}
+
+/**
+ * Steps 1–2 of `open`, shared by both builds: type and size cap before anything looks at the content,
+ * then the format "x1." kid "." body, with a body of strict canonical base64url long enough for a
+ * nonce, a tag and at least one byte of plaintext.
+ */
+export function parseAeadToken(token: string, maxTokenBytes: number): { kid: string; sealed: Uint8Array } {
+  if (typeof token !== 'string') throw new StateMalformedError();
+  const n = token.length;
+  if (n > maxTokenBytes) throw new StateTooLargeError();
+  if (n < PREFIX_LENGTH + 2 + base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
+  const prefix = readTokenPrefix(token, AEAD_FORMAT_VERSION);
+  if (prefix === undefined) throw new StateMalformedError();
+  const body = token.slice(prefix.end);
+  if (body.length < base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
+  // Canonical: one byte string has exactly one text (also refuses a second '.').
+  const sealed = base64urlDecode(body);
+  if (sealed === undefined) throw new StateMalformedError();
+  return { kid: prefix.kid, sealed };
+}
+
+/** Step 5 of `open`: bounded unpacking of authentic bytes, then the shape. */
+export function claimsFromPlaintext(plaintext: Uint8Array, makeSlicer?: (bytes: Uint8Array) => Slicer): StateClaims {
+  const claims = decodeClaims(plaintext, makeSlicer);
+  if (!isStateClaims(claims)) throw new StateMalformedError();
+  return claims;
+}

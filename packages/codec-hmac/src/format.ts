@@ -1,0 +1,95 @@
+import type { KeyRing, StateClaims } from '@mrtr/core';
+import {
+  StateMalformedError,
+  StateTooLargeError,
+  base64urlDecode,
+  isStateClaims,
+  parseCodecOptions,
+  readTokenPrefix,
+} from '@mrtr/core/authoring';
+
+/** Options of {@link createHmacCodec} (after the key ring). */
+export interface HmacCodecOptions {
+  /**
+   * Largest token (in characters) that `open` accepts and `seal` produces. Longer input is refused
+   * with `ERR_STATE_TOO_LARGE` before any decoding. Integer, 256 – 524 288. @default 16384
+   */
+  maxTokenBytes?: number;
+}
+
+/** Format version tag: the first segment of every token, covered by the MAC. */
+export const HMAC_FORMAT_VERSION = 'm1' as const;
+/** HKDF purpose of the MAC subkey (`KeyRing.subkey(kid, purpose)`). */
+export const HMAC_KEY_PURPOSE = 'mrtr/codec/hmac/v1' as const;
+/** Default and allowed range of `maxTokenBytes`. */
+export const HMAC_DEFAULT_MAX_TOKEN_BYTES = 16_384;
+export const HMAC_MIN_MAX_TOKEN_BYTES = 256;
+export const HMAC_MAX_MAX_TOKEN_BYTES = 524_288;
+
+const PREFIX = `${HMAC_FORMAT_VERSION}.`;
+const PREFIX_LENGTH = PREFIX.length;
+/** base64url of a 32-byte HMAC-SHA256 tag. */
+export const MAC_CHARS = 43;
+const DOT = 0x2e;
+
+/** Option parsing shared by both builds. */
+export function parseHmacOptions(keys: KeyRing, options: HmacCodecOptions | undefined): { maxTokenBytes: number } {
+  return parseCodecOptions('createHmacCodec', keys, options, {
+    defaultMaxTokenBytes: HMAC_DEFAULT_MAX_TOKEN_BYTES,
+    minMaxTokenBytes: HMAC_MIN_MAX_TOKEN_BYTES,
+    maxMaxTokenBytes: HMAC_MAX_MAX_TOKEN_BYTES,
+  });
+}
+
+/** `m1.<kid>.`: what every token sealed with `kid` starts with. */
+export const sealPrefixFor = (kid: string): string => `${PREFIX}${kid}.`;
+
+/** The claims check before sealing (both builds). */
+export function checkSealClaims(claims: StateClaims): void {
+  if (!isStateClaims(claims) || claims.data === undefined) {
+    throw new TypeError('HmacCodec.seal: claims must be StateClaims');
+  }
+}
+
+/** The parts of a token whose format is right; nothing in it is authenticated yet. */
+export interface HmacTokenParts {
+  kid: string;
+  /** End of the MAC'd text `m1.<kid>.<body>` (index of the last dot). */
+  signedEnd: number;
+  body: Uint8Array;
+  mac: Uint8Array;
+}
+
+/**
+ * Steps 1–2 of `open`, shared by both builds: type and size cap before anything looks at the content,
+ * then the format ("m1." kid "." body "." mac), each segment in its own strict alphabet.
+ */
+export function parseHmacToken(token: string, maxTokenBytes: number): HmacTokenParts {
+  if (typeof token !== 'string') throw new StateMalformedError();
+  const n = token.length;
+  if (n > maxTokenBytes) throw new StateTooLargeError();
+  if (n < PREFIX_LENGTH + 1 + 1 + 1 + 1 + 1 + MAC_CHARS) throw new StateMalformedError();
+  const prefix = readTokenPrefix(token, HMAC_FORMAT_VERSION);
+  if (prefix === undefined) throw new StateMalformedError();
+  const { kid, end: bodyStart } = prefix;
+  const macStart = n - MAC_CHARS;
+  if (macStart - 1 <= bodyStart || token.charCodeAt(macStart - 1) !== DOT) throw new StateMalformedError();
+  // Strict canonical base64url for both (one byte string, one text; also refuses a fifth '.').
+  const body = base64urlDecode(token.slice(bodyStart, macStart - 1));
+  const mac = base64urlDecode(token.slice(macStart));
+  if (body === undefined || mac === undefined) throw new StateMalformedError();
+  return { kid, signedEnd: macStart - 1, body, mac };
+}
+
+/** Step 5 of `open`: only authentic text is parsed. */
+export function parseClaimsJson(text: string): StateClaims {
+  let claims: unknown;
+  try {
+    claims = JSON.parse(text);
+  } catch {
+    // No cause: a JSON.parse message can quote the payload.
+    throw new StateMalformedError();
+  }
+  if (!isStateClaims(claims)) throw new StateMalformedError();
+  return claims;
+}

@@ -1,0 +1,40 @@
+/**
+ * `@mrtr/core/authoring`: what codec, store and integration authors need beyond the application API —
+ * the concrete error classes to throw, option parsing, strict base64url, random bytes, UTF-8, the claims
+ * shape check, the token prefix scanner, canonical JSON, a deadline helper and the capability helpers.
+ */
+export { allowedKinds, capabilitiesFor, type InputRequestKind, requiredKind } from './capabilities.js';
+export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
+export {
+  type CodecOptionLimits,
+  type CodecOptions,
+  type ParsedCodecOptions,
+  parseCodecOptions,
+} from './codec-options.js';
+export { isCanonicalBase64url } from './crypto/base64url.js';
+export { withDeadline } from './deadline.js';
+export {
+  CapabilityMissingError,
+  FlowExpiredError,
+  FlowRoundsError,
+  KeyUnknownError,
+  PrincipalRequiredError,
+  QuotaExceededError,
+  SealFailedError,
+  StateAudienceError,
+  StateBindingError,
+  StateExpiredError,
+  StateIntegrityError,
+  StateMalformedError,
+  StatePrincipalError,
+  StateReplayedError,
+  StateTooLargeError,
+  StoreFullError,
+  StoreUnavailableError,
+} from './errors.js';
+export { createFlowTagger, safeEmitter } from './events.js';
+export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
+export { MIN_KEY_BYTES } from './keys.js';
+export type { ClientCapabilities, InputRequest } from './protocol.js';
+export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
+export { readTokenPrefix, type TokenPrefix } from './token.js';

@@ -1,0 +1,261 @@
+import { cryptoProvider } from '#crypto';
+import type { Awaitable } from './crypto/types.js';
+import type { MrtrErrorCode } from './errors.js';
+import { MrtrError } from './errors.js';
+import type { MintOptions, OpenedState, RequestContext, StateGuard } from './guard.js';
+import { utf8Encode } from './json.js';
+import type { KeyRing } from './keys.js';
+
+/**
+ * Fields every event carries. Never a token, a key, a jti, a principal, an argument value or an answer:
+ * only sizes, names chosen by the server, key ids and a keyed hash of the flow id.
+ */
+export interface EventBase {
+  /** `tools/call`, `prompts/get` or `resources/read`. */
+  method: string;
+  /** Tool or prompt name, or resource URI; `undefined` only when refused before dispatch (adapter's early check). */
+  target: string | undefined;
+  /** The codec's id (`hmac`, `jwe`, `aead`, …). */
+  codec: string;
+  /**
+   * Short flow id: the first 8 bytes (hex) of HMAC-SHA256 of the flow id under a key derived from the ring's
+   * primary key. The same for every round of a flow while the primary key stays; it reveals nothing sealed.
+   */
+  flow?: string | undefined;
+  /** The request's round in its flow: 1 for the call without a state, n + 1 for the call presenting state n (= `need.round`). */
+  round?: number | undefined;
+  /** The id of the key that sealed or opened the state. */
+  kid?: string | undefined;
+}
+
+/** A flow's first state was minted (round 1). Emitted just before its `state.minted`. */
+export interface FlowStartedEvent extends EventBase {
+  type: 'flow.started';
+  flow: string;
+  round: 1;
+  kid: string;
+}
+/** A state was sealed for the next round. */
+export interface StateMintedEvent extends EventBase {
+  type: 'state.minted';
+  flow: string;
+  round: number;
+  kid: string;
+  /** Length of the token (ASCII, so bytes). */
+  tokenBytes: number;
+  /** Time `mint` took, ms. */
+  durationMs: number;
+}
+/** A presented state passed every check (and was consumed when a store is set). */
+export interface StateOpenedEvent extends EventBase {
+  type: 'state.opened';
+  flow: string;
+  round: number;
+  kid: string;
+  tokenBytes: number;
+  /** Time `open` took, store included, ms. */
+  durationMs: number;
+  /** Time the replay store's `consume` took, ms (absent without a store, or with `verify` alone). */
+  storeMs?: number | undefined;
+}
+/** A state was refused (open) or could not be minted; the wire got an opaque error. */
+export interface StateRejectedEvent extends EventBase {
+  type: 'state.rejected';
+  /** The real reason. */
+  code: MrtrErrorCode;
+  /** Which step refused: presenting a state (`open`) or sealing the next one (`mint`). */
+  operation: 'open' | 'mint';
+  /** Length of the presented token, when it was a string. */
+  tokenBytes?: number | undefined;
+  durationMs: number;
+}
+/** The replay store failed (outage, full); followed by the `state.rejected` of the same request. */
+export interface StoreErrorEvent extends EventBase {
+  type: 'store.error';
+  code: MrtrErrorCode;
+  flow: string;
+  round: number;
+  kid: string;
+  /** Time until the store failed, ms. */
+  storeMs: number;
+}
+
+/** What the state guard reports through `StateGuardOptions.onEvent`. */
+export type GuardEvent = FlowStartedEvent | StateMintedEvent | StateOpenedEvent | StateRejectedEvent | StoreErrorEvent;
+
+/**
+ * An answer found in a request's `inputResponses` for a question the handler asked (reported by an adapter such
+ * as `@mrtr/mcp-server`): counted (`answered`: it answers the question sent last round; `presupplied`: accepted
+ * before being asked) or ignored (`not_asked`: the question was not sent yet; `other_question`: a different
+ * question was sent under this key; `invalid`: it failed validation). Carries the key and kind, never the answer.
+ */
+export interface AnswerEvent extends EventBase {
+  type: 'answer.accepted' | 'answer.ignored';
+  /** The handler's question key (chosen by the server). */
+  key: string;
+  /** `elicitation.form`, `elicitation.url`, `sampling`, `sampling.tools` or `roots`. */
+  kind: string;
+  reason: 'answered' | 'presupplied' | 'not_asked' | 'other_question' | 'invalid';
+  round: number;
+}
+
+/** A call that presented a state ended with a result, not another round (reported by an adapter). */
+export interface FlowCompletedEvent extends EventBase {
+  type: 'flow.completed';
+  flow: string;
+  /** The final request's round: the number of requests the flow took. */
+  round: number;
+  kid: string;
+}
+
+/** Every event: the guard's, plus the adapter's answers and completions (`createMrtr({ onEvent })`). */
+export type MrtrEvent = GuardEvent | AnswerEvent | FlowCompletedEvent;
+
+/** A hook for events: called synchronously; a throw (or a rejected promise) is swallowed. Queue slow work. */
+export type EventHook<E> = (event: E) => void;
+
+/** Private `MintOptions` key through which the guard reports the flow id it sealed (to the event wrapper only). */
+export const FLOW_ID_SINK: unique symbol = Symbol('mrtr.flowIdSink');
+
+const FLOW_TAG_PURPOSE = 'mrtr/flow-tag/v1';
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+
+/**
+ * The short flow id of events: HMAC-SHA256(subkey(primary, "mrtr/flow-tag/v1"), flow id), first 8 bytes in hex.
+ * Keyed, so a log reader cannot link it to the flow id sealed in tokens. Synchronous where the crypto is (Node).
+ */
+export function createFlowTagger(keys: KeyRing): (flowId: string) => Awaitable<string> {
+  const kid = keys.primaryKid;
+  const hex = (mac: Uint8Array): string => {
+    let out = '';
+    for (let i = 0; i < 8; i++) out += HEX[mac[i]!];
+    return out;
+  };
+  const withKey = (key: Uint8Array, flowId: string): Awaitable<string> => {
+    const mac = cryptoProvider.hmacSha256(key, utf8Encode(flowId));
+    return mac instanceof Promise ? mac.then(hex) : hex(mac);
+  };
+  return (flowId) => {
+    const key = keys.subkey(kid, FLOW_TAG_PURPOSE)!;
+    return key instanceof Promise ? key.then((k) => withKey(k, flowId)) : withKey(key, flowId);
+  };
+}
+
+/** Calls `hook` so that it can never throw into, nor reject beside, the request. */
+export function safeEmitter<E>(hook: EventHook<E>): (event: E) => void {
+  return (event) => {
+    try {
+      const result = hook(event) as unknown;
+      if (result !== null && typeof result === 'object' && typeof (result as Promise<unknown>).then === 'function') {
+        (result as Promise<unknown>).then(undefined, () => {});
+      }
+    } catch {
+      // An observer must never change the answer.
+    }
+  };
+}
+
+const elapsed = (start: number): number => performance.now() - start;
+const sizeOf = (token: unknown): number | undefined => (typeof token === 'string' ? token.length : undefined);
+const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(error) ? error.code : undefined);
+
+/**
+ * Wraps a guard with events. `open` is `verify` then `consume`, exactly as the guard's own; only built when a hook
+ * is set, so the guard without a hook runs unchanged.
+ */
+export function observeGuard(guard: StateGuard, keys: KeyRing, hook: EventHook<GuardEvent>): StateGuard {
+  const emit = safeEmitter(hook);
+  const tag = createFlowTagger(keys);
+  const codec = guard.codec.id;
+  const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec });
+
+  /** Consume with store timing; emits `store.error` on a store failure. */
+  const consume = async (state: OpenedState, request: RequestContext, flow: string): Promise<number | undefined> => {
+    if (guard.store === undefined) return undefined;
+    const start = performance.now();
+    try {
+      await guard.consume(state);
+    } catch (error) {
+      const code = codeOf(error);
+      if (code !== undefined && code !== 'ERR_STATE_REPLAYED') {
+        emit({ type: 'store.error', ...base(request), code, flow, round: state.flow.round + 1, kid: state.kid, storeMs: elapsed(start) });
+      }
+      throw error;
+    }
+    return elapsed(start);
+  };
+
+  const rejected = async (
+    error: unknown,
+    request: RequestContext,
+    operation: 'open' | 'mint',
+    start: number,
+    token: unknown,
+    state: OpenedState | undefined,
+  ): Promise<void> => {
+    const code = codeOf(error);
+    if (code === undefined) return;
+    const durationMs = elapsed(start);
+    const known = state === undefined ? {} : { flow: await tag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
+    emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes: sizeOf(token), durationMs });
+  };
+
+  const openWith = async <P extends Parameters<StateGuard['open']>[0]>(token: P, request: RequestContext, single: boolean) => {
+    const start = performance.now();
+    let state: OpenedState | undefined;
+    try {
+      state = await guard.verify(token, request);
+      const tagged = tag(state.flow.id);
+      const flow = typeof tagged === 'string' ? tagged : await tagged;
+      const storeMs = single ? await consume(state, request, flow) : undefined;
+      emit({
+        type: 'state.opened',
+        ...base(request),
+        flow,
+        round: state.flow.round + 1,
+        kid: state.kid,
+        tokenBytes: (token as string).length,
+        durationMs: elapsed(start),
+        ...(storeMs !== undefined && { storeMs }),
+      });
+      return state;
+    } catch (error) {
+      await rejected(error, request, 'open', start, token, state);
+      throw error;
+    }
+  };
+
+  return {
+    codec: guard.codec,
+    store: guard.store,
+    maxTokenBytes: guard.maxTokenBytes,
+    maxRounds: guard.maxRounds,
+    bind: guard.bind,
+    open: (token, request) => openWith(token, request, true) as never,
+    verify: (token, request) => openWith(token, request, false) as never,
+    consume: guard.consume,
+    async mint(data, request, options) {
+      const start = performance.now();
+      const previous = options?.continues;
+      let token: string;
+      // The guard hands this call the flow id it sealed (a new one in round 1) through a private option.
+      let flowId = previous?.flow.id ?? '';
+      const sink: MintOptions = { ...options, [FLOW_ID_SINK]: (id: string) => (flowId = id) } as MintOptions;
+      try {
+        token = await guard.mint(data, request, sink);
+      } catch (error) {
+        await rejected(error, request, 'mint', start, undefined, previous);
+        throw error;
+      }
+      const durationMs = elapsed(start);
+      const round = previous === undefined ? 1 : previous.flow.round + 1;
+      const tagged = tag(flowId);
+      const flow = typeof tagged === 'string' ? tagged : await tagged;
+      const kid = keys.primaryKid;
+      if (round === 1) emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
+      emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: token.length, durationMs });
+      return token;
+    },
+  };
+}
+

@@ -1,0 +1,131 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'esbuild';
+import { describe, expect, it } from 'vitest';
+import * as authoring from '../src/authoring.js';
+import * as core from '../src/index.js';
+
+// The public surface is pinned: a widening (or narrowing) of either entry is a visible diff here.
+describe('exported names', () => {
+  it('@mrtr/core holds what application authors use', () => {
+    expect(Object.keys(core).sort()).toEqual(['KeyRing', 'MRTR_ERROR_CODES', 'MrtrError', 'createStateGuard', 'generateKey', 'isServerFault']);
+  });
+
+  it('@mrtr/core/authoring holds what codec, store and integration authors use', () => {
+    expect(Object.keys(authoring).sort()).toEqual([
+      'CLAIMS_VERSION',
+      'CapabilityMissingError',
+      'FlowExpiredError',
+      'FlowRoundsError',
+      'KeyUnknownError',
+      'MIN_KEY_BYTES',
+      'PrincipalRequiredError',
+      'QuotaExceededError',
+      'SealFailedError',
+      'StateAudienceError',
+      'StateBindingError',
+      'StateExpiredError',
+      'StateIntegrityError',
+      'StateMalformedError',
+      'StatePrincipalError',
+      'StateReplayedError',
+      'StateTooLargeError',
+      'StoreFullError',
+      'StoreUnavailableError',
+      'allowedKinds',
+      'assertStateClaims',
+      'base64urlDecode',
+      'base64urlEncode',
+      'canonicalJson',
+      'capabilitiesFor',
+      'createFlowTagger',
+      'isCanonicalBase64url',
+      'isStateClaims',
+      'ownerValues',
+      'parseCodecOptions',
+      'randomBytes',
+      'readTokenPrefix',
+      'requiredKind',
+      'safeEmitter',
+      'utf8Decode',
+      'utf8Encode',
+      'withDeadline',
+    ]);
+  });
+
+  it('has one error class per code and the code set derives from the same list', () => {
+    const codes = Object.values(authoring as Record<string, unknown>)
+      .filter((v) => typeof v === 'function' && (v as { code?: unknown }).code !== undefined)
+      .map((v) => (v as { code: string }).code);
+    expect(codes.sort()).toEqual([...core.MRTR_ERROR_CODES].sort());
+  });
+
+  it('gives every exported name a one-line TSDoc', () => {
+    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline']
+      .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
+      .join('\n');
+    const undocumented: string[] = [];
+    for (const name of [...Object.keys(core), ...Object.keys(authoring)]) {
+      const at = new RegExp(`export (?:declare )?(?:async )?(?:function|class|const|interface|type) ${name}\\b`).exec(sources);
+      if (at === null) continue; // re-exported under another file's name
+      const before = sources.slice(0, at.index).trimEnd();
+      if (!before.endsWith('*/')) undocumented.push(name);
+    }
+    expect(undocumented).toEqual([]);
+  });
+});
+
+// The dual-package hazard: an error thrown by the CommonJS build must still be recognised by the ESM build
+// (and the reverse), or `catch (e) { if (e instanceof MrtrError) … }` silently misses real errors.
+describe('the ESM and CJS builds recognise each other', () => {
+  it('MrtrError, its subclasses and KeyRing, by brand', async () => {
+    const esm = (await import('../dist/authoring.js')) as unknown as typeof authoring;
+    const esmCore = (await import('../dist/index.js')) as unknown as typeof core;
+    const require = createRequire(import.meta.url);
+    const cjs = require('../dist/authoring.cjs') as typeof authoring;
+    const cjsCore = require('../dist/index.cjs') as typeof core;
+    expect(cjsCore.MrtrError).not.toBe(esmCore.MrtrError);
+    const fromCjs = new cjs.StateReplayedError();
+    const fromEsm = new esm.StoreUnavailableError();
+    expect(fromCjs).toBeInstanceOf(esmCore.MrtrError);
+    expect(fromCjs).toBeInstanceOf(esm.StateReplayedError);
+    expect(fromCjs).not.toBeInstanceOf(esm.StoreUnavailableError);
+    expect(esmCore.MrtrError.is(fromCjs)).toBe(true);
+    expect(cjsCore.MrtrError.is(fromEsm)).toBe(true);
+    expect(fromEsm).toBeInstanceOf(cjs.StoreUnavailableError);
+    expect(cjsCore.KeyRing.generate()).toBeInstanceOf(esmCore.KeyRing);
+    expect(new Error('x')).not.toBeInstanceOf(esmCore.MrtrError);
+  });
+});
+
+// Review finding: three processes started from one Node startup snapshot printed the same randomBytes(24),
+// because the pool filled while the snapshot was built was carried into every process started from it.
+describe('the random pool and startup snapshots', () => {
+  it('processes started from one snapshot draw different bytes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mrtr-snapshot-'));
+    const entry = join(dir, 'entry.ts');
+    writeFileSync(
+      entry,
+      `import { startupSnapshot } from 'node:v8';
+import { randomBytes } from ${JSON.stringify(new URL('../src/random.ts', import.meta.url).pathname)};
+randomBytes(24); // fill the pool while the snapshot is built
+startupSnapshot.setDeserializeMainFunction(() => {
+  process.stdout.write(Buffer.from(randomBytes(24)).toString('hex'));
+});
+`,
+    );
+    const bundle = join(dir, 'entry.cjs');
+    // The node build of core (#crypto → node:crypto), as one CommonJS file: what a snapshot entry must be.
+    await build({ entryPoints: [entry], bundle: true, platform: 'node', format: 'cjs', outfile: bundle, logLevel: 'silent' });
+    const blob = join(dir, 'snap.blob');
+    execFileSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', bundle], { cwd: dir, timeout: 60_000 });
+    const outputs = [1, 2, 3].map(() =>
+      execFileSync(process.execPath, ['--snapshot-blob', blob], { cwd: dir, encoding: 'utf8', timeout: 60_000 }),
+    );
+    for (const out of outputs) expect(out).toMatch(/^[0-9a-f]{48}$/);
+    expect(new Set(outputs).size).toBe(3);
+  });
+});

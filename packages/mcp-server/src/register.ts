@@ -1,0 +1,107 @@
+import type {
+  CallToolResult,
+  GetPromptResult,
+  InputRequiredResult,
+  McpServer,
+  ReadResourceResult,
+  RegisteredPrompt,
+  RegisteredResource,
+  RegisteredResourceTemplate,
+  RegisteredTool,
+  ResourceTemplate,
+  ServerContext,
+  Variables,
+} from '@modelcontextprotocol/server';
+import type { RoundResult, Rounds } from './round.js';
+import type { MrtrPromptHandler, MrtrResourceHandler, MrtrToolHandler, PromptConfig, ResourceConfig, ToolConfig } from './types.js';
+import { WireError, escapeToWire } from './wire.js';
+
+const checkName = (kind: string, name: unknown): void => {
+  if (typeof name !== 'string' || name.length === 0) throw new TypeError(`mrtr.${kind}: name must be a non-empty string`);
+};
+const checkHandler = (kind: string, handler: unknown): void => {
+  if (typeof handler !== 'function') throw new TypeError(`mrtr.${kind}: handler must be a function`);
+};
+const checkServer = (kind: string, server: unknown): void => {
+  if (server === null || typeof server !== 'object' || typeof (server as Record<string, unknown>)[kind] !== 'function') {
+    throw new TypeError(`mrtr.${kind}: server must be an McpServer`);
+  }
+};
+
+/** `registerTool`/`registerPrompt` call `(ctx)` without an input schema and `(args, ctx)` with one. */
+const argsAndContext = (a: unknown, b: unknown): [unknown, ServerContext] =>
+  b === undefined ? [{}, a as ServerContext] : [a ?? {}, b as ServerContext];
+
+/**
+ * Registration through the SDK's own `registerTool`/`registerPrompt`/`registerResource`, with every state
+ * bound to the name (or read URI) the call was registered under: the name is given once.
+ */
+export function createRegistration(rounds: Rounds) {
+  const rethrow = (error: unknown): never => {
+    throw error instanceof WireError ? error.error : error;
+  };
+  return {
+    registerTool(server: McpServer, name: string, config: ToolConfig, handler: MrtrToolHandler<unknown>): RegisteredTool {
+      checkServer('registerTool', server);
+      checkName('registerTool', name);
+      checkHandler('registerTool', handler);
+      const callback = async (a: unknown, b?: unknown): Promise<CallToolResult | InputRequiredResult> => {
+        const [args, ctx] = argsAndContext(a, b);
+        try {
+          return (await rounds.run({
+            method: 'tools/call',
+            target: name,
+            args,
+            ctx,
+            invoke: (need) => handler(args, ctx, need) as RoundResult | undefined,
+          })) as CallToolResult | InputRequiredResult;
+        } catch (error) {
+          // McpServer would turn a thrown error into an `isError` tool result: escape to the wire instead.
+          if (error instanceof WireError) return escapeToWire(error.error);
+          throw error;
+        }
+      };
+      return server.registerTool(name, config as never, callback as never);
+    },
+
+    registerPrompt(server: McpServer, name: string, config: PromptConfig, handler: MrtrPromptHandler<unknown>): RegisteredPrompt {
+      checkServer('registerPrompt', server);
+      checkName('registerPrompt', name);
+      checkHandler('registerPrompt', handler);
+      const callback = async (a: unknown, b?: unknown): Promise<GetPromptResult | InputRequiredResult> => {
+        const [args, ctx] = argsAndContext(a, b);
+        return (await rounds
+          .run({ method: 'prompts/get', target: name, args, ctx, invoke: (need) => handler(args, ctx, need) as RoundResult | undefined })
+          .catch(rethrow)) as GetPromptResult | InputRequiredResult;
+      };
+      return server.registerPrompt(name, config as never, callback as never);
+    },
+
+    registerResource(
+      server: McpServer,
+      name: string,
+      uriOrTemplate: string | ResourceTemplate,
+      config: ResourceConfig,
+      handler: MrtrResourceHandler,
+    ): RegisteredResource | RegisteredResourceTemplate {
+      checkServer('registerResource', server);
+      checkName('registerResource', name);
+      checkHandler('registerResource', handler);
+      // A fixed resource is read with (uri, ctx); a template with (uri, variables, ctx). States bind to the URI read.
+      const callback = async (uri: URL, a: unknown, b?: unknown): Promise<ReadResourceResult | InputRequiredResult> => {
+        const [variables, ctx] = b === undefined ? [undefined, a as ServerContext] : [a as Variables, b as ServerContext];
+        if (!(uri instanceof URL)) throw new TypeError('mrtr.registerResource: expected a URL');
+        return (await rounds
+          .run({
+            method: 'resources/read',
+            target: uri.href,
+            args: undefined,
+            ctx,
+            invoke: (need) => handler(uri, ctx, need, variables) as RoundResult | undefined,
+          })
+          .catch(rethrow)) as ReadResourceResult | InputRequiredResult;
+      };
+      return server.registerResource(name, uriOrTemplate as never, config, callback as never);
+    },
+  };
+}

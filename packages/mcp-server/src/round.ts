@@ -1,0 +1,174 @@
+import type {
+  CallToolResult,
+  GetPromptResult,
+  InputRequiredResult,
+  ReadResourceResult,
+  ServerContext,
+} from '@modelcontextprotocol/server';
+import { CLIENT_CAPABILITIES_META_KEY } from '@modelcontextprotocol/server';
+import type { JsonValue, MrtrErrorCode, OpenedState, RequestContext, StateGuard } from '@mrtr/core';
+import {
+  allowedKinds,
+  createFlowTagger,
+  type InputRequestKind,
+  PrincipalRequiredError,
+  StateMalformedError,
+  safeEmitter,
+} from '@mrtr/core/authoring';
+import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData } from './need.js';
+import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
+import { missingCapabilityError, toWire } from './wire.js';
+
+type Awaitable<T> = T | Promise<T>;
+/** What a protected handler may produce. */
+export type RoundResult = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult;
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/** One protected call: the method, its target and arguments, and the handler to run with a `Need`. */
+export interface Call {
+  method: 'tools/call' | 'prompts/get' | 'resources/read';
+  target: string;
+  args: unknown;
+  ctx: ServerContext;
+  invoke: (need: NeedState) => Awaitable<RoundResult | undefined>;
+}
+
+/** Runs rounds of protected calls on one guard. */
+export interface Rounds {
+  run(call: Call): Promise<RoundResult>;
+  /** Reports a code to `onReject` and `onEvent` (never throws). */
+  report(code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs?: number): void;
+}
+
+/** The kinds this request may receive; `undefined` on a 2025-era request (no envelope: the SDK shim gates). */
+function allowedFor(ctx: ServerContext): ReadonlySet<InputRequestKind> | undefined {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  if (envelope === undefined) return undefined;
+  return allowedKinds(envelope[CLIENT_CAPABILITIES_META_KEY] as Parameters<typeof allowedKinds>[0]);
+}
+
+/**
+ * The round: open the presented state (every check of the guard, then single use), run the handler with the
+ * ask-style view of the flow, and either return its result or send the questions this client may receive
+ * with a freshly sealed state. Every `MrtrError` leaves as its opaque wire error, reported to `onReject`.
+ */
+export function createRounds(guard: StateGuard, options: ResolvedOptions): Rounds {
+  const { onReject } = options;
+  const emit = options.onEvent === undefined ? undefined : safeEmitter(options.onEvent);
+  const tag = emit === undefined ? undefined : createFlowTagger(options.guard.keys);
+  const codec = guard.codec.id;
+  /** Errors the (event-wrapped) guard has already reported as `state.rejected`. */
+  const reported = new WeakSet<object>();
+  const fromGuard = (error: unknown): never => {
+    if (emit !== undefined && error !== null && typeof error === 'object') reported.add(error);
+    throw error;
+  };
+  const report = (code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs = 0): void => {
+    if (emit !== undefined) emit({ type: 'state.rejected', method, target, codec, code, operation: 'open', tokenBytes, durationMs });
+    if (onReject === undefined) return;
+    try {
+      onReject({ code, method, target });
+    } catch {
+      // A logging hook must never change the answer.
+    }
+  };
+  const unauthenticated = options.guard.unauthenticated ?? 'reject';
+
+  async function round(call: Call, request: RequestContext): Promise<RoundResult> {
+    const { ctx, target } = call;
+    // 1. The presented state.
+    const raw: unknown = ctx.mcpReq.requestState();
+    let opened: OpenedState | undefined;
+    let prior: FlowData | undefined;
+    if (raw !== undefined) {
+      if (typeof raw !== 'string') throw new StateMalformedError();
+      opened = await guard.open(raw, request).catch(fromGuard);
+      prior = parseFlowData(opened.data);
+      if (prior === undefined) throw new StateMalformedError();
+    }
+
+    // 2. The handler, with this round's view of the flow.
+    const allowed = allowedFor(ctx);
+    const need = new NeedState({
+      round: opened === undefined ? 1 : opened.flow.round + 1,
+      maxRounds: guard.maxRounds,
+      prior,
+      responses: isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {},
+      allowed,
+      presupplied: options.presupplied,
+      maxAnswerChars: options.maxAnswerChars,
+    });
+    const result = await call.invoke(need);
+    let flow: string | undefined;
+    if (emit !== undefined && opened !== undefined) {
+      const tagged = tag!(opened.flow.id);
+      flow = typeof tagged === 'string' ? tagged : await tagged;
+    }
+    if (emit !== undefined) {
+      const at = { method: call.method, target, codec, flow, round: need.round, kid: opened?.kid };
+      for (const { key, kind, accepted, reason } of need.seen.values()) {
+        emit({ type: accepted ? 'answer.accepted' : 'answer.ignored', ...at, key, kind, reason });
+      }
+    }
+    let policy: MissingCapabilityPolicy = options.missingCapability;
+    if (result === undefined) {
+      if (need.questions.size === 0) throw new TypeError(`mrtr: handler for ${target} returned nothing and asked nothing`);
+    } else if (isAskMarker(result)) {
+      policy = askOptionsOf(result).missingCapability ?? policy;
+    } else if (isObject(result) && result.resultType === 'input_required') {
+      throw new TypeError(`mrtr: handler for ${target} must return need.ask() instead of its own input_required result`);
+    } else {
+      if (flow !== undefined) emit!({ type: 'flow.completed', method: call.method, target, codec, flow, round: need.round, kid: opened!.kid });
+      return result;
+    }
+
+    // 3. Input needed: the questions this client may receive, with a freshly sealed state.
+    const inputRequests: Record<string, unknown> = {};
+    const pins: Record<string, string> = {};
+    const denied: InputRequestKind[] = [];
+    for (const [key, question] of need.questions) {
+      if (allowed !== undefined && !allowed.has(question.kind)) {
+        denied.push(question.kind);
+        continue;
+      }
+      inputRequests[key] = question.request;
+      pins[key] = question.pin;
+    }
+    const asked = Object.keys(pins).length;
+    if (denied.length > 0 && (policy === 'fail' || asked === 0)) throw missingCapabilityError(denied);
+    const data: FlowData = { a: Object.fromEntries(need.answers), p: pins };
+    const kept = need.keptForNext;
+    if (kept !== undefined) data.k = kept.value;
+    const requestState = await guard.mint(data as unknown as JsonValue, request, { continues: opened }).catch(fromGuard);
+    const out: InputRequiredResult = { resultType: 'input_required', requestState };
+    if (asked > 0) out.inputRequests = inputRequests as NonNullable<InputRequiredResult['inputRequests']>;
+    return out;
+  }
+
+  return {
+    report,
+    async run(call) {
+      const { ctx, method, target } = call;
+      if (!isObject(ctx) || !isObject(ctx.mcpReq)) throw new TypeError('mrtr: called without a ServerContext');
+      const start = emit === undefined ? 0 : performance.now();
+      try {
+        const principal = options.principal(ctx);
+        if (principal !== undefined && typeof principal !== 'string') throw new TypeError('createMrtr: principal() must return a string');
+        // Every protected call needs a principal (or the fixed unauthenticated one), also one that asks nothing.
+        if ((principal === undefined || principal === '') && unauthenticated === 'reject') throw new PrincipalRequiredError();
+        return await round(call, { method, target, arguments: call.args, principal: principal || undefined });
+      } catch (error) {
+        throw toWire(error, (code) => {
+          if (emit !== undefined && reported.has(error as object)) {
+            // The guard sent its own state.rejected (with flow, round and timing): only onReject remains.
+            if (onReject !== undefined) safeEmitter(onReject)({ code, method, target });
+            return;
+          }
+          const raw = emit === undefined ? undefined : ctx.mcpReq.requestState();
+          report(code, method, target, typeof raw === 'string' ? raw.length : undefined, emit === undefined ? 0 : performance.now() - start);
+        });
+      }
+    },
+  };
+}

@@ -1,0 +1,206 @@
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { createStateGuard, generateKey, KeyRing, MrtrError, type MrtrEvent, type RequestContext, type ReplayStore } from '@mrtr/core';
+import { createMemoryStore } from '@mrtr/store-memory';
+import { context, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  AggregationTemporality,
+  type DataPoint,
+  type Histogram,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createMrtrTelemetry, METRICS, SPANS } from '../src/index.js';
+
+const SECRET_ARG = 'argument-value-5c1e';
+const request: RequestContext = { method: 'tools/call', target: 'deploy', arguments: { env: SECRET_ARG }, principal: 'alice-91' };
+const tool = { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'deploy', 'mrtr.codec': 'hmac' };
+
+const contextManager = new AsyncLocalStorageContextManager();
+beforeAll(() => {
+  context.setGlobalContextManager(contextManager.enable());
+});
+afterAll(() => {
+  context.disable();
+});
+
+function setup(store: ReplayStore | undefined = createMemoryStore()) {
+  const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  // A long interval: data is collected only by forceFlush, never by a timer.
+  const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  const spanExporter = new InMemorySpanExporter();
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
+  const hook = createMrtrTelemetry({ meterProvider, tracerProvider });
+  const events: MrtrEvent[] = [];
+  const onEvent = (event: MrtrEvent): void => {
+    events.push(event);
+    hook(event);
+  };
+  const secret = generateKey();
+  const keys = new KeyRing([{ kid: 'k1', secret }]);
+  const guard = createStateGuard({ keys, codec: createHmacCodec, store, audience: 'https://t.example', onEvent });
+  /** Every metric's points, by name: `[attributes, value]` (histograms: count, sum). */
+  const collect = async () => {
+    await reader.forceFlush();
+    const out = new Map<string, { attributes: Record<string, unknown>; value: unknown }[]>();
+    for (const rm of metricExporter.getMetrics().at(-1)?.scopeMetrics ?? []) {
+      for (const metric of rm.metrics) {
+        const points = (metric.dataPoints as DataPoint<number | Histogram>[]).map((p) => ({
+          attributes: p.attributes,
+          value: typeof p.value === 'number' ? p.value : { count: p.value.count, sum: p.value.sum },
+        }));
+        out.set(metric.descriptor.name, points);
+      }
+    }
+    return out;
+  };
+  const total = (points: { value: unknown }[] | undefined): number =>
+    (points ?? []).reduce((n, p) => n + (typeof p.value === 'number' ? p.value : (p.value as { count: number }).count), 0);
+  return { guard, events, onEvent, collect, total, spans: () => spanExporter.getFinishedSpans(), tracerProvider, secret, keys };
+}
+
+async function code(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    if (MrtrError.is(error)) return error.code;
+    throw error;
+  }
+  throw new Error('expected a rejection');
+}
+
+describe('createMrtrTelemetry', () => {
+  it('a full flow: counters, histograms and one span per mint and open, children of the active span', async () => {
+    const t = setup();
+    const parent = t.tracerProvider.getTracer('test');
+    await parent.startActiveSpan('tools/call deploy', async (requestSpan) => {
+      const s1 = await t.guard.open(await t.guard.mint({ a: 1 }, request), request);
+      const s2 = await t.guard.open(await t.guard.mint({ a: 2 }, request, { continues: s1 }), request);
+      // The adapter reports completion (createMrtr does this itself).
+      t.onEvent({ type: 'flow.completed', method: 'tools/call', target: 'deploy', codec: 'hmac', flow: 'f', round: 3, kid: s2.kid });
+      t.onEvent({ type: 'answer.accepted', method: 'tools/call', target: 'deploy', codec: 'hmac', key: 'ok', kind: 'elicitation.form', reason: 'answered', round: 2 });
+      requestSpan.end();
+    });
+    const m = await t.collect();
+    expect(m.get(METRICS.flowsStarted)).toEqual([{ attributes: tool, value: 1 }]);
+    expect(m.get(METRICS.statesMinted)).toEqual([{ attributes: tool, value: 2 }]);
+    expect(m.get(METRICS.statesOpened)).toEqual([{ attributes: tool, value: 2 }]);
+    expect(m.get(METRICS.flowsCompleted)).toEqual([{ attributes: tool, value: 1 }]);
+    expect(m.get(METRICS.flowRounds)).toEqual([{ attributes: tool, value: { count: 1, sum: 3 } }]);
+    expect(m.get(METRICS.answers)).toEqual([
+      {
+        attributes: { ...tool, 'mrtr.answer.outcome': 'accepted', 'mrtr.answer.reason': 'answered', 'mrtr.answer.kind': 'elicitation.form' },
+        value: 1,
+      },
+    ]);
+    expect(m.get(METRICS.statesRejected)).toBeUndefined();
+    const sizes = m.get(METRICS.stateSize)!;
+    expect(sizes.map((p) => [p.attributes['mrtr.operation'], (p.value as { count: number }).count])).toEqual([
+      ['mint', 2],
+      ['open', 2],
+    ]);
+    const minted = t.events.filter((e) => e.type === 'state.minted').reduce((n, e) => n + e.tokenBytes, 0);
+    expect((sizes[0]!.value as { sum: number }).sum).toBe(minted);
+    expect(t.total(m.get(METRICS.stateDuration))).toBe(4);
+    expect(t.total(m.get(METRICS.storeDuration))).toBe(2);
+
+    const spans = t.spans();
+    const request_ = spans.find((s) => s.name === 'tools/call deploy')!;
+    const ours = spans.filter((s) => s !== request_);
+    expect(ours.map((s) => s.name)).toEqual([SPANS.mint, SPANS.open, SPANS.mint, SPANS.open]);
+    const flow = t.events[0]!.flow;
+    for (const [i, s] of ours.entries()) {
+      expect(s.parentSpanContext?.spanId).toBe(request_.spanContext().spanId);
+      expect(s.status.code).toBe(SpanStatusCode.UNSET);
+      expect(s.attributes).toEqual({
+        ...tool,
+        'mrtr.key.id': 'k1',
+        'mrtr.flow.id': flow,
+        'mrtr.round': [1, 2, 2, 3][i],
+        'mrtr.state.size': expect.any(Number),
+      });
+    }
+  });
+
+  it('a replay and a tamper: rejections by error.type, error spans with the code', async () => {
+    const t = setup();
+    const token = await t.guard.mint(null, request);
+    await t.guard.open(token, request);
+    expect(await code(t.guard.open(token, request))).toBe('ERR_STATE_REPLAYED');
+    expect(await code(t.guard.open(`${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`, request))).toBe('ERR_STATE_INTEGRITY');
+    const m = await t.collect();
+    expect(m.get(METRICS.statesRejected)).toEqual([
+      { attributes: { ...tool, 'mrtr.operation': 'open', 'error.type': 'ERR_STATE_REPLAYED' }, value: 1 },
+      { attributes: { ...tool, 'mrtr.operation': 'open', 'error.type': 'ERR_STATE_INTEGRITY' }, value: 1 },
+    ]);
+    expect(m.get(METRICS.statesOpened)).toEqual([{ attributes: tool, value: 1 }]);
+    expect(m.get(METRICS.storeErrors)).toBeUndefined();
+    const failed = t.spans().filter((s) => s.status.code === SpanStatusCode.ERROR);
+    expect(failed.map((s) => [s.name, s.status.message, s.attributes['error.type']])).toEqual([
+      [SPANS.open, 'ERR_STATE_REPLAYED', 'ERR_STATE_REPLAYED'],
+      [SPANS.open, 'ERR_STATE_INTEGRITY', 'ERR_STATE_INTEGRITY'],
+    ]);
+    expect(failed[0]!.attributes['mrtr.flow.id']).toBe(t.events[0]!.flow);
+    expect(failed[1]!.attributes['mrtr.flow.id']).toBeUndefined();
+  });
+
+  it('a store outage: a store error and a rejection, each counted once', async () => {
+    const down: ReplayStore = {
+      consume: () => Promise.reject(new Error('ECONNREFUSED')),
+      close: async () => {},
+    };
+    const t = setup(down);
+    const token = await t.guard.mint(null, request);
+    expect(await code(t.guard.open(token, request))).toBe('ERR_STORE_UNAVAILABLE');
+    const m = await t.collect();
+    expect(m.get(METRICS.storeErrors)).toEqual([{ attributes: { ...tool, 'error.type': 'ERR_STORE_UNAVAILABLE' }, value: 1 }]);
+    expect(m.get(METRICS.statesRejected)).toEqual([
+      { attributes: { ...tool, 'mrtr.operation': 'open', 'error.type': 'ERR_STORE_UNAVAILABLE' }, value: 1 },
+    ]);
+    expect(t.total(m.get(METRICS.storeDuration))).toBe(1);
+    expect(m.get(METRICS.statesOpened)).toBeUndefined();
+  });
+
+  it('keeps resource URIs and flow ids off metrics, on spans only', async () => {
+    const t = setup();
+    const read: RequestContext = { method: 'resources/read', target: 'report://42', principal: 'alice-91' };
+    await t.guard.open(await t.guard.mint(null, read), read);
+    const m = await t.collect();
+    const text = JSON.stringify([...m.values()]);
+    expect(text).not.toContain('report://42');
+    expect(text).not.toContain(t.events[0]!.flow!);
+    expect(t.spans()[0]!.attributes['mcp.resource.uri']).toBe('report://42');
+  });
+
+  it('records no token, key, principal, argument or data in any attribute', async () => {
+    const t = setup();
+    const data = { answer: 'answer-value-0d7e' };
+    const t1 = await t.guard.mint(data, request);
+    const s1 = await t.guard.open(t1, request);
+    const t2 = await t.guard.mint(data, request, { continues: s1 });
+    await code(t.guard.open(t1, request));
+    await code(t.guard.open(`${t2}x`, request));
+    await code(t.guard.open(t2, { ...request, arguments: { env: 'other-3e' } }));
+    const m = await t.collect();
+    const text = JSON.stringify({ metrics: [...m.values()], spans: t.spans().map((s) => [s.name, s.attributes, s.status]) });
+    const subkey = Buffer.from((await t.keys.subkey('k1', 'mrtr/principal-tag/v1'))!).toString('base64url');
+    for (const secret of [t.secret, subkey, SECRET_ARG, 'other-3e', 'alice-91', data.answer, s1.claims.jti, s1.flow.id, s1.claims.sub, t1, t2]) {
+      expect(text).not.toContain(secret);
+    }
+    for (const part of [...t1.split('.'), ...t2.split('.')].filter((p) => p.length > 8)) expect(text).not.toContain(part);
+  });
+
+  it('is a no-op without an SDK, never throws, and validates its options', () => {
+    const hook = createMrtrTelemetry();
+    expect(() => hook({ type: 'flow.started' } as never)).not.toThrow();
+    expect(() => hook(null as never)).not.toThrow();
+    expect(() => createMrtrTelemetry({ meterProvider: {} as never })).toThrow(TypeError);
+    expect(() => createMrtrTelemetry({ tracerProvider: 1 as never })).toThrow(TypeError);
+    expect(() => createMrtrTelemetry(null as never)).toThrow(TypeError);
+    expect(trace.getActiveSpan()).toBeUndefined();
+  });
+});

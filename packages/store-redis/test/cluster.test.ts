@@ -1,0 +1,234 @@
+// The store on a real local Redis Cluster: three masters (redis-server --cluster-enabled yes on loopback
+// ports, joined with redis-cli --cluster create … --cluster-replicas 0), started and stopped by this file.
+// A race of two clients across the cluster (batches split by hash slot), and a master killed mid-run:
+// its consumes fail closed, the other masters keep answering, and after a restart it answers again.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import * as net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisStore, hashSlot, type RedisReplayStore } from '../src/index.js';
+import { freePort, outcome, REQUIRE_SERVICES, redisServerBinary, sleep, type ThrowawayRedis, throwawayRedis, uniqueId } from './helpers.js';
+
+const run = promisify(execFile);
+
+async function hasRedisCli(): Promise<boolean> {
+  try {
+    await run('redis-cli', ['--version'], { timeout: 5000 });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const present = redisServerBinary() !== undefined && (await hasRedisCli());
+if (!present) {
+  if (REQUIRE_SERVICES) {
+    it('redis-server and redis-cli are required (MRTR_REQUIRE_SERVICES=1) for the cluster tests but are not on PATH', () => {
+      throw new Error('redis-server and redis-cli must be on PATH when MRTR_REQUIRE_SERVICES=1');
+    });
+  } else {
+    console.warn('[store-redis] cluster.test.ts: cluster tests skipped because redis-server or redis-cli is not on PATH');
+  }
+}
+
+const listenable = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+
+/** A free port whose cluster bus port (port + 10000) is free too; bounded attempts. */
+async function clusterPort(taken: Set<number>): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = await freePort();
+    if (port > 55_000 || taken.has(port) || taken.has(port + 10_000)) continue;
+    if (await listenable(port + 10_000)) return port;
+  }
+  throw new Error('no free port pair for a cluster node');
+}
+
+/** Polls until `check` holds: bounded in count and time; waits for a state, never for a fixed time. */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let attempt = 0; attempt < 3000 && Date.now() < deadline; attempt++) {
+    if (await check().catch(() => false)) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const COMMAND_TIMEOUT_MS = 500;
+
+describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_000 }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mrtr-redis-cluster-'));
+  const nodes: ThrowawayRedis[] = [];
+  const clients: Cluster[] = [];
+  /** Master port of each slot, from CLUSTER SLOTS. */
+  const owner = new Map<number, number>();
+
+  const nodeArgs = (port: number) => [
+    '--cluster-enabled',
+    'yes',
+    '--cluster-config-file',
+    join(dir, `nodes-${port}.conf`),
+    '--dir',
+    dir,
+    '--cluster-node-timeout',
+    '2000',
+    // The masters that are up keep serving their slots while one is down.
+    '--cluster-require-full-coverage',
+    'no',
+  ];
+
+  const clusterOk = async (port: number): Promise<boolean> => {
+    const client = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {});
+    try {
+      await client.connect();
+      const info = String(await client.call('CLUSTER', 'INFO'));
+      return info.includes('cluster_state:ok') && info.includes('cluster_slots_assigned:16384');
+    } finally {
+      client.disconnect();
+    }
+  };
+
+  const newCluster = (): Cluster => {
+    const cluster = new Cluster(
+      nodes.map((node) => ({ host: '127.0.0.1', port: node.port })),
+      {
+        clusterRetryStrategy: () => 100,
+        enableOfflineQueue: true,
+        slotsRefreshTimeout: 1000,
+        redisOptions: { connectTimeout: 1000, maxRetriesPerRequest: 1 },
+      },
+    );
+    cluster.on('error', () => {});
+    clients.push(cluster);
+    return cluster;
+  };
+  /** Keys of every script call the stores sent (to check that each touched one slot). */
+  const scripts: string[][] = [];
+  const newStore = (cluster: Cluster, namespace: string): RedisReplayStore => {
+    const recorded = new Proxy(cluster, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        if (prop !== 'evalsha' && prop !== 'eval') return value.bind(target);
+        return (...args: unknown[]) => {
+          scripts.push(args.slice(2, 2 + Number(args[1])) as string[]);
+          return value.apply(target, args);
+        };
+      },
+    });
+    return createRedisStore({ client: recorded, namespace, commandTimeoutMs: COMMAND_TIMEOUT_MS, evictionPolicyCheck: 'off' });
+  };
+
+  beforeAll(async () => {
+    const taken = new Set<number>();
+    for (let i = 0; i < 3; i++) {
+      const port = await clusterPort(taken);
+      taken.add(port);
+      taken.add(port + 10_000);
+      nodes.push(throwawayRedis(port, nodeArgs(port)));
+    }
+    await Promise.all(nodes.map((node) => node.start()));
+    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
+      timeout: 60_000,
+    });
+    for (const node of nodes) await until(`cluster_state:ok on ${node.port}`, () => clusterOk(node.port));
+    const probe = new Redis(nodes[0]!.port, '127.0.0.1');
+    try {
+      const slots = (await probe.call('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+      for (const [from, to, [, port]] of slots) for (let slot = from; slot <= to; slot++) owner.set(slot, Number(port));
+    } finally {
+      probe.disconnect();
+    }
+    expect(owner.size).toBe(16384);
+  });
+
+  afterAll(async () => {
+    for (const client of clients) client.disconnect();
+    await Promise.all(nodes.map((node) => node.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a race across the cluster: 2 clients × 32 consumers over the same 600 ids → exactly 600 trues', async () => {
+    const namespace = uniqueId('race');
+    const stores = [newStore(newCluster(), namespace), newStore(newCluster(), namespace)];
+    // A third of the ids share a few hash tags (batches of one slot carry many keys); the rest spread out.
+    const ids = Array.from({ length: 600 }, (_, i) => (i % 3 === 0 ? `{tag${i % 4}}:${i}` : `spread:${i}:${uniqueId('r')}`));
+    const keyPrefix = stores[0]!.keyPrefix;
+    const masters = new Set(ids.map((id) => owner.get(hashSlot(keyPrefix + id))));
+    expect(masters.size).toBe(3);
+    const exp = Date.now() + 600_000;
+    const deadline = Date.now() + 60_000;
+    let trues = 0;
+    let falses = 0;
+    await Promise.all(
+      stores.flatMap((store) =>
+        Array.from({ length: 32 }, async (_, worker) => {
+          const order = worker % 2 === 0 ? ids : [...ids].reverse();
+          for (const id of order) {
+            if (Date.now() > deadline) throw new Error('race exceeded its time limit');
+            if (await store.consume(id, exp)) trues++;
+            else falses++;
+          }
+        }),
+      ),
+    );
+    expect(trues).toBe(600);
+    expect(trues + falses).toBe(64 * 600);
+    // Batches went out as scripts of several keys, each script within one hash slot.
+    expect(scripts.some((keys) => keys.length > 1)).toBe(true);
+    for (const keys of scripts) expect(new Set(keys.map(hashSlot)).size).toBe(1);
+  });
+
+  it('a master killed mid-run: its consumes fail closed, the others keep answering; restarted, it answers again', async () => {
+    const store = newStore(newCluster(), uniqueId('kill'));
+    const victim = nodes[1]!;
+    const onVictim = (id: string) => owner.get(hashSlot(store.keyPrefix + id)) === victim.port;
+    // Warm: every master answers.
+    const warm = Array.from({ length: 30 }, (_, i) => uniqueId(`warm${i}`));
+    expect(await Promise.all(warm.map((id) => store.consume(id, Date.now() + 600_000)))).toEqual(warm.map(() => true));
+
+    await victim.kill();
+    const during: { id: string; result: boolean | string }[] = [];
+    // Bursts of 30 fresh ids (one batch each) until the victim's ids have failed and the others answered.
+    await until(
+      'the outage to show on both sides',
+      async () => {
+        const burst = Array.from({ length: 30 }, (_, i) => uniqueId(`during${i}`));
+        const results = await Promise.all(burst.map((id) => outcome(store.consume(id, Date.now() + 600_000))));
+        for (let i = 0; i < burst.length; i++) during.push({ id: burst[i] as string, result: results[i] as boolean | string });
+        const victimFailed = during.some((d) => onVictim(d.id) && d.result === 'ERR_STORE_UNAVAILABLE');
+        const othersServed = during.some((d) => !onVictim(d.id) && d.result === true);
+        return victimFailed && othersServed;
+      },
+      60_000,
+    );
+    for (const { id, result } of during) {
+      // Fail closed: an id on the dead master is never accepted; a fresh id is never false.
+      if (onVictim(id)) expect(result).toBe('ERR_STORE_UNAVAILABLE');
+      else expect([true, 'ERR_STORE_UNAVAILABLE']).toContain(result);
+    }
+    // Ids on the masters that stayed up are still consumed.
+    for (const id of warm.filter((w) => !onVictim(w))) expect(await store.consume(id, Date.now() + 600_000)).toBe(false);
+
+    await victim.start(); // same port and nodes.conf: it rejoins with its slots (and, without persistence, no keys)
+    await until(`cluster_state:ok on ${victim.port}`, () => clusterOk(victim.port));
+    const probe = Array.from({ length: 60 }, (_, i) => uniqueId(`after${i}`)).filter(onVictim);
+    expect(probe.length).toBeGreaterThan(0);
+    await until('the restarted master to answer through the store', async () => {
+      const id = uniqueId('recover');
+      return onVictim(id) && (await outcome(store.consume(id, Date.now() + 600_000))) === true;
+    });
+    const results = await Promise.all(probe.map((id) => store.consume(id, Date.now() + 600_000)));
+    expect(results.every((r) => r === true)).toBe(true);
+    expect(await Promise.all(probe.map((id) => store.consume(id, Date.now() + 600_000)))).toEqual(probe.map(() => false));
+  });
+});

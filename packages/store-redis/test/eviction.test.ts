@@ -1,0 +1,165 @@
+// The start-up maxmemory-policy check, against a real redis-server. It runs on a throwaway server (never
+// the shared one, which other test runs use at the same time); each test sets the policy with CONFIG SET
+// and the server's policy is restored afterwards.
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisStore, type RedisStoreOptions } from '../src/index.js';
+import { freePort, gateRedisServer, outcome, type ThrowawayRedis, throwawayRedis, uniqueId } from './helpers.js';
+
+const present = gateRedisServer('eviction.test.ts');
+
+const EVICTING = ['allkeys-lru', 'allkeys-lfu', 'allkeys-random', 'volatile-lru', 'volatile-lfu', 'volatile-random', 'volatile-ttl'];
+
+describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () => {
+  let server: ThrowawayRedis;
+  let admin: Redis;
+  let original: string;
+  beforeAll(async () => {
+    server = throwawayRedis(await freePort());
+    await server.start();
+    admin = new Redis(server.url);
+    original = ((await admin.config('GET', 'maxmemory-policy')) as string[])[1] as string;
+  });
+  afterAll(async () => {
+    await admin?.config('SET', 'maxmemory-policy', original).catch(() => {});
+    await admin?.quit().catch(() => admin.disconnect());
+    await server?.kill();
+  });
+
+  const withStore = async (options: RedisStoreOptions, fn: (store: ReturnType<typeof createRedisStore>, warnings: string[]) => Promise<void>) => {
+    const warnings: string[] = [];
+    const store = createRedisStore({ url: server.url, namespace: uniqueId('ev'), onWarning: (m) => warnings.push(m), ...options });
+    try {
+      await fn(store, warnings);
+    } finally {
+      await store.close();
+    }
+  };
+
+  it('noeviction is safe: no warning, consumes work', async () => {
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await withStore({}, async (store, warnings) => {
+      expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+      expect(await store.checkEvictionPolicy()).toEqual({ status: 'safe', policy: 'noeviction' });
+      expect(warnings).toEqual([]);
+    });
+  });
+
+  it('every allkeys-* and volatile-* policy is reported as evicting (our keys all have an expiry)', async () => {
+    await withStore({ evictionPolicyCheck: 'off' }, async (store) => {
+      for (const policy of EVICTING) {
+        await admin.config('SET', 'maxmemory-policy', policy);
+        expect(await store.checkEvictionPolicy()).toEqual({ status: 'evicting', policy });
+      }
+    });
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+  });
+
+  it("warn (default): an evicting policy at start-up gives one warning naming it; consumes still work", async () => {
+    await admin.config('SET', 'maxmemory-policy', 'volatile-lru');
+    try {
+      await withStore({}, async (store, warnings) => {
+        expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+        // The check started on `ready`; awaiting it here waits for that same check (an event, not a delay).
+        expect((await store.checkEvictionPolicy()).status).toBe('evicting');
+        expect(warnings).toHaveLength(1);
+        expect(warnings[0]).toMatch(/maxmemory-policy is "volatile-lru".*noeviction/);
+      });
+    } finally {
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    }
+  });
+
+  it('an injected client is checked before its first consume', async () => {
+    await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    const client = new Redis(server.url);
+    try {
+      const warnings: string[] = [];
+      const store = createRedisStore({ client, namespace: uniqueId('inj'), onWarning: (m) => warnings.push(m) });
+      expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+      expect((await store.checkEvictionPolicy()).status).toBe('evicting');
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/"allkeys-lru"/);
+      await store.close();
+    } finally {
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+      await client.quit();
+    }
+  });
+
+  it("refuse: an evicting policy → every consume rejects ERR_STORE_UNAVAILABLE and writes nothing; noeviction → it works", async () => {
+    await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    try {
+      await withStore({ evictionPolicyCheck: 'refuse' }, async (store, warnings) => {
+        for (let i = 0; i < 3; i++) {
+          const error = await store.consume(`r${i}`, Date.now() + 60_000).catch((e: unknown) => e);
+          expect((error as { code?: string }).code).toBe('ERR_STORE_UNAVAILABLE');
+          expect(String((error as { cause?: unknown }).cause)).toMatch(/allkeys-lru/);
+          expect(await admin.exists(`${store.keyPrefix}r${i}`)).toBe(0);
+        }
+        expect(warnings).toEqual([]); // refusing is the outcome; it does not also warn
+        await admin.config('SET', 'maxmemory-policy', 'noeviction');
+        expect(await store.consume('r0', Date.now() + 60_000)).toBe(true); // re-checked while refusing
+        expect(await store.consume('r0', Date.now() + 60_000)).toBe(false);
+      });
+    } finally {
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    }
+  });
+
+  it('CONFIG not permitted (ACL without +config, as on managed Redis): warn says so, refuse refuses, off works', async () => {
+    const user = `app${Date.now().toString(36)}`;
+    await admin.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '+@all', '-config');
+    const url = `redis://${user}:pw@127.0.0.1:${server.port}`;
+    try {
+      const warnings: string[] = [];
+      const warn = createRedisStore({ url, namespace: uniqueId('acl'), onWarning: (m) => warnings.push(m) });
+      expect(await warn.consume('a', Date.now() + 60_000)).toBe(true);
+      const result = await warn.checkEvictionPolicy();
+      expect(result.status).toBe('unknown');
+      expect(String((result as { error: unknown }).error)).toMatch(/NOPERM/);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/could not read Redis maxmemory-policy.*evictionPolicyCheck: 'off'/);
+      await warn.close();
+
+      const refuse = createRedisStore({ url, namespace: uniqueId('acl'), evictionPolicyCheck: 'refuse' });
+      expect(await outcome(refuse.consume('a', Date.now() + 60_000))).toBe('ERR_STORE_UNAVAILABLE');
+      await refuse.close();
+
+      const quiet: string[] = [];
+      const off = createRedisStore({ url, namespace: uniqueId('acl'), evictionPolicyCheck: 'off', onWarning: (m) => quiet.push(m) });
+      expect(await off.consume('a', Date.now() + 60_000)).toBe(true);
+      expect(quiet).toEqual([]);
+      await off.close();
+    } finally {
+      await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
+  it('CONFIG renamed away (unknown command): the policy is unknown, reported with the reason', async () => {
+    const hidden = throwawayRedis(await freePort(), ['--rename-command', 'CONFIG', '']);
+    await hidden.start();
+    try {
+      const warnings: string[] = [];
+      const store = createRedisStore({ url: hidden.url, namespace: uniqueId('hidden'), onWarning: (m) => warnings.push(m) });
+      expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+      const result = await store.checkEvictionPolicy();
+      expect(result.status).toBe('unknown');
+      expect(String((result as { error: unknown }).error)).toMatch(/unknown command/i);
+      expect(warnings).toHaveLength(1);
+      await store.close();
+    } finally {
+      await hidden.kill();
+    }
+  });
+
+  it('rejects a bad evictionPolicyCheck / onWarning', () => {
+    const client = new Redis({ lazyConnect: true });
+    try {
+      expect(() => createRedisStore({ client, evictionPolicyCheck: 'maybe' as never })).toThrow(TypeError);
+      expect(() => createRedisStore({ client, onWarning: 1 as never })).toThrow(TypeError);
+    } finally {
+      client.disconnect();
+    }
+  });
+});

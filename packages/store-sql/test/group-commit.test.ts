@@ -1,0 +1,453 @@
+// Group commit: consumes started in the same tick go into one statement (PostgreSQL: one INSERT … SELECT
+// FROM unnest; SQLite: one BEGIN IMMEDIATE … COMMIT), each gets its own answer, a repeated id in one
+// batch is true at most once, a failed batch fails every waiter closed, close() fails queued consumes
+// closed, nothing waits on a timer. Batches are made by starting consumes in one tick, never by timing.
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { MrtrError } from '@mrtr/core';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createPostgresStore, createSqliteStore, type PgPoolLike, type PgQueryConfigLike } from '../src/index.js';
+import {
+  assertPostgresReachable,
+  DATABASE_URL,
+  dropTables,
+  postgresSkipReason,
+  REQUIRE_SERVICES,
+  skipPostgres,
+  tempDir,
+  uniqueTable,
+} from './helpers.js';
+
+postgresSkipReason('group-commit.test.ts');
+if (skipPostgres && REQUIRE_SERVICES) {
+  it('PostgreSQL is required (MRTR_REQUIRE_SERVICES=1) but DATABASE_URL is not set', () => {
+    throw new Error('DATABASE_URL must be set when MRTR_REQUIRE_SERVICES=1');
+  });
+}
+
+async function settle<T>(promise: Promise<T>): Promise<T | MrtrError> {
+  return promise.then(
+    (value) => value,
+    (error: unknown) => {
+      if (!MrtrError.is(error)) throw error;
+      return error;
+    },
+  );
+}
+
+const unavailable = (value: unknown): boolean => MrtrError.is(value) && value.code === 'ERR_STORE_UNAVAILABLE';
+const isBatch = (config: PgQueryConfigLike) => config.text.includes('unnest(');
+const isSingle = (config: PgQueryConfigLike) => config.text.startsWith('INSERT') && !isBatch(config);
+
+/** A pg.Pool (or a fake) whose queries are recorded and can be held back or made to fail. */
+function recording(inner: PgPoolLike) {
+  const queries: PgQueryConfigLike[] = [];
+  let hold: Promise<void> | undefined;
+  let failNext: ((config: PgQueryConfigLike) => Error | undefined) | undefined;
+  let afterNext: ((config: PgQueryConfigLike) => Error | undefined) | undefined;
+  const pool: PgPoolLike = {
+    async query(config) {
+      queries.push(config);
+      if (hold !== undefined && config.text.startsWith('INSERT')) await hold;
+      const before = failNext?.(config);
+      if (before !== undefined) {
+        failNext = undefined;
+        throw before;
+      }
+      const result = await inner.query(config);
+      const after = afterNext?.(config);
+      if (after !== undefined) {
+        afterNext = undefined;
+        throw after;
+      }
+      return result;
+    },
+    connect: () => inner.connect(),
+    end: () => inner.end(),
+  };
+  return {
+    pool,
+    queries,
+    /** INSERTs wait until the returned function is called. */
+    holdInserts(): () => void {
+      let release: () => void = () => {};
+      hold = new Promise<void>((resolve) => {
+        release = () => {
+          hold = undefined;
+          resolve();
+        };
+      });
+      return release;
+    },
+    failBefore(check: (config: PgQueryConfigLike) => Error | undefined) {
+      failNext = check;
+    },
+    failAfter(check: (config: PgQueryConfigLike) => Error | undefined) {
+      afterNext = check;
+    },
+  };
+}
+
+/** A fake pool that answers the store's statements from a Map (for the queue mechanics, without a server). */
+function fakePool(): PgPoolLike {
+  const rows = new Map<string, number>();
+  return {
+    async query(config) {
+      const values = config.values ?? [];
+      if (isBatch(config)) {
+        const [, ids, expires, , t] = values as [string, string[], number[], string[], number];
+        const won: { id: string }[] = [];
+        ids.forEach((id, i) => {
+          const held = rows.get(id);
+          if (held === undefined || held < t) {
+            rows.set(id, expires[i] as number);
+            won.push({ id });
+          }
+        });
+        return { rows: won, rowCount: won.length };
+      }
+      if (isSingle(config)) {
+        const [, id, expires, t] = values as [string, string, number, number];
+        const held = rows.get(id);
+        if (held !== undefined && held >= t) return { rows: [], rowCount: 0 };
+        rows.set(id, expires);
+        return { rows: [], rowCount: 1 };
+      }
+      return { rows: [], rowCount: 0 };
+    },
+    connect: () => Promise.reject(new Error('not used: ensureSchema is off')),
+    end: async () => {},
+  };
+}
+
+describe('group commit mechanics (fake pool)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('nothing waits on a timer: with every timer frozen, a lone consume and a batch both resolve', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'setInterval', 'setImmediate', 'clearTimeout', 'clearInterval'] });
+    const { pool, queries } = recording(fakePool());
+    const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0 });
+    expect(await store.consume('alone', Date.now() + 60_000)).toBe(true);
+    const burst = await Promise.all(['a', 'b', 'a'].map((id) => store.consume(id, Date.now() + 60_000)));
+    expect(burst).toEqual([true, true, false]);
+    expect(queries.filter(isSingle)).toHaveLength(1);
+    expect(queries.filter(isBatch)).toHaveLength(1);
+    await store.close();
+  });
+
+  it('a batch holds at most maxBatchSize consumes; the rest follow as soon as it ends', async () => {
+    const { pool, queries } = recording(fakePool());
+    const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, maxBatchSize: 256 });
+    const ids = Array.from({ length: 600 }, (_, i) => `bound:${i}`);
+    const results = await Promise.all(ids.map((id) => store.consume(id, Date.now() + 60_000)));
+    expect(results.every((r) => r === true)).toBe(true);
+    expect(queries.filter(isBatch).map((q) => ((q.values ?? [])[1] as string[]).length)).toEqual([256, 256, 88]);
+    // Ids go in sorted (one lock order for every batch) with their own expiry and distinct owners.
+    const first = queries.find(isBatch) as PgQueryConfigLike;
+    const [, sent, , owners] = first.values as [string, string[], number[], string[]];
+    expect([...sent].sort()).toEqual(sent);
+    expect(new Set(owners).size).toBe(256);
+    for (const owner of owners) expect(owner).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    await store.close();
+  });
+
+  it('consumes that arrive while a statement is in flight go into the next one, together', async () => {
+    const recorder = recording(fakePool());
+    const store = createPostgresStore({ pool: recorder.pool, ensureSchema: false, purgeIntervalMs: 0 });
+    expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+    const release = recorder.holdInserts();
+    const first = store.consume('first', Date.now() + 60_000);
+    await Promise.resolve(); // the microtask that sends the lone consume
+    await Promise.resolve();
+    const later = ['x', 'y', 'z', 'x'].map((id) => store.consume(id, Date.now() + 60_000));
+    release();
+    expect(await first).toBe(true);
+    expect(await Promise.all(later)).toEqual([true, true, true, false]);
+    expect(recorder.queries.filter(isSingle)).toHaveLength(2);
+    const batches = recorder.queries.filter(isBatch);
+    expect(batches).toHaveLength(1);
+    expect(batches[0]?.values?.[1]).toEqual(['x', 'y', 'z']);
+    await store.close();
+  });
+
+  it('groupCommit: false sends one statement per consume', async () => {
+    const { pool, queries } = recording(fakePool());
+    const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, groupCommit: false });
+    const results = await Promise.all(['p', 'q', 'p'].map((id) => store.consume(id, Date.now() + 60_000)));
+    expect(results.filter((r) => r).length).toBe(2);
+    expect(queries.filter(isSingle)).toHaveLength(3);
+    expect(queries.filter(isBatch)).toHaveLength(0);
+    await store.close();
+  });
+
+  it('maxQueued bounds the queue: one more consume fails closed at once', async () => {
+    const recorder = recording(fakePool());
+    const store = createPostgresStore({ pool: recorder.pool, ensureSchema: false, purgeIntervalMs: 0, maxQueued: 4 });
+    const release = recorder.holdInserts();
+    const pending = Array.from({ length: 9 }, (_, i) => settle(store.consume(`q:${i}`, Date.now() + 60_000)));
+    release();
+    const results = await Promise.all(pending);
+    // 4 queued and sent together; the 5th to 9th found the queue full.
+    expect(results.slice(0, 4)).toEqual([true, true, true, true]);
+    for (const result of results.slice(4)) expect(unavailable(result)).toBe(true);
+    await store.close();
+  });
+
+  it('close() fails queued consumes closed; the statement in flight settles by itself', async () => {
+    const recorder = recording(fakePool());
+    const store = createPostgresStore({ pool: recorder.pool, ensureSchema: false, purgeIntervalMs: 0 });
+    expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+    const release = recorder.holdInserts();
+    const inFlight = settle(store.consume('sent', Date.now() + 60_000));
+    await Promise.resolve();
+    await Promise.resolve();
+    const queued = ['u', 'v'].map((id) => settle(store.consume(id, Date.now() + 60_000)));
+    const closing = store.close();
+    for (const result of await Promise.all(queued)) expect(unavailable(result)).toBe(true);
+    release();
+    expect(await inFlight).toBe(true);
+    await closing;
+    expect(recorder.queries.filter(isBatch)).toHaveLength(0);
+  });
+
+  it('rejects bad group-commit options at construction', () => {
+    const pool = fakePool();
+    expect(() => createPostgresStore({ pool, groupCommit: 'yes' as unknown as boolean })).toThrow(TypeError);
+    expect(() => createPostgresStore({ pool, maxBatchSize: 0 })).toThrow(RangeError);
+    expect(() => createSqliteStore({ filename: 'x.db', maxBatchSize: 4097 })).toThrow(RangeError);
+    expect(() => createSqliteStore({ filename: 'x.db', maxQueued: 1.5 })).toThrow(TypeError);
+  });
+});
+
+describe.skipIf(skipPostgres)('PostgreSQL group commit (real server)', () => {
+  const url = DATABASE_URL as string;
+  const tables: string[] = [];
+  let shared: pg.Pool;
+  const newTable = (tag: string) => {
+    const table = uniqueTable(tag);
+    tables.push(table);
+    return table;
+  };
+  beforeAll(async () => {
+    await assertPostgresReachable(url);
+    shared = new pg.Pool({ connectionString: url, max: 4 });
+    shared.on('error', () => {});
+  });
+  afterAll(async () => {
+    await shared?.end();
+    await dropTables(url, tables);
+  });
+
+  it('one batch holding the same id twice (and three times): exactly one true per id, each waiter its own answer', async () => {
+    const recorder = recording(shared);
+    const store = createPostgresStore({ pool: recorder.pool, table: newTable('gcdup'), purgeIntervalMs: 0 });
+    try {
+      await store.ensureSchema();
+      expect(await store.consume('live', Date.now() + 60_000)).toBe(true);
+      const order = ['d', 'e', 'd', 'live', 'f', 'd', 'e'];
+      const results = await Promise.all(order.map((id) => store.consume(id, Date.now() + 60_000)));
+      expect(results).toEqual([true, true, false, false, true, false, false]);
+      const batches = recorder.queries.filter(isBatch);
+      expect(batches).toHaveLength(1);
+      expect(batches[0]?.values?.[1]).toEqual(['d', 'e', 'f', 'live']);
+      // Written, and single use holds afterwards.
+      expect(await Promise.all(['d', 'e', 'f'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([false, false, false]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a batch takes over expired rows and leaves live ones (the ON CONFLICT … WHERE expired path)', async () => {
+    let t = 1_000;
+    const table = newTable('gcexp');
+    const store = createPostgresStore({ pool: shared, table, now: () => t, purgeIntervalMs: 0 });
+    try {
+      expect(await Promise.all(['old', 'young'].map((id, i) => store.consume(id, i === 0 ? 2_000 : 9_000)))).toEqual([true, true]);
+      t = 2_001;
+      const results = await Promise.all(['old', 'young', 'old'].map((id) => store.consume(id, 20_000)));
+      expect(results).toEqual([true, false, false]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a batch the server refuses fails every waiter closed, repeated ids included; nothing was written', async () => {
+    const recorder = recording(shared);
+    const store = createPostgresStore({ pool: recorder.pool, table: newTable('gcfail'), purgeIntervalMs: 0 });
+    try {
+      await store.ensureSchema();
+      recorder.failBefore((config) =>
+        isBatch(config) ? Object.assign(new Error('canceling statement'), { code: '57014', severity: 'ERROR' }) : undefined,
+      );
+      const ids = ['g', 'h', 'g'];
+      const results = await Promise.all(ids.map((id) => settle(store.consume(id, Date.now() + 60_000))));
+      for (const result of results) expect(unavailable(result)).toBe(true);
+      // The statement never ran: the ids are still fresh.
+      expect(await Promise.all(['g', 'h'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([true, true]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('a batch whose reply is lost: each waiter is answered by owner (own → true, repeated → false, live → false)', async () => {
+    const recorder = recording(shared);
+    const store = createPostgresStore({ pool: recorder.pool, table: newTable('gclost'), purgeIntervalMs: 0 });
+    try {
+      await store.ensureSchema();
+      expect(await store.consume('taken', Date.now() + 60_000)).toBe(true);
+      recorder.failAfter((config) => (isBatch(config) ? new Error('Connection terminated unexpectedly') : undefined));
+      const results = await Promise.all(['m', 'n', 'm', 'taken'].map((id) => store.consume(id, Date.now() + 60_000)));
+      expect(results).toEqual([true, true, false, false]);
+      expect(recorder.queries.filter((q) => q.text.includes('ANY('))).toHaveLength(1);
+    } finally {
+      await store.close();
+    }
+  });
+});
+
+describe('SQLite group commit', () => {
+  const dir = tempDir();
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  let sequence = 0;
+  const newFile = () => join(dir, `gc-${sequence++}.sqlite`);
+
+  /** A better-sqlite3 database whose statement runs are counted by source. */
+  function counted(database: Database.Database) {
+    const runs = new Map<string, number>();
+    const wrapper = {
+      prepare(source: string) {
+        const statement = database.prepare(source);
+        return {
+          run: (...params: unknown[]) => {
+            runs.set(source, (runs.get(source) ?? 0) + 1);
+            return statement.run(...params);
+          },
+          get: (...params: unknown[]) => statement.get(...params),
+          all: (...params: unknown[]) => statement.all(...params),
+        };
+      },
+      exec: (source: string) => database.exec(source),
+      close: () => database.close(),
+      get open() {
+        return database.open;
+      },
+    };
+    const count = (prefix: string) => [...runs].filter(([source]) => source.startsWith(prefix)).reduce((n, [, c]) => n + c, 0);
+    return { wrapper, count };
+  }
+
+  it('one batch holding the same id twice: one transaction, exactly one true per id, each waiter its own answer', async () => {
+    const database = new Database(newFile());
+    const { wrapper, count } = counted(database);
+    const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0 });
+    try {
+      expect(await store.consume('live', Date.now() + 60_000)).toBe(true);
+      expect(count('BEGIN')).toBe(0); // a lone consume is one autocommit statement
+      const results = await Promise.all(['d', 'e', 'd', 'live', 'f', 'd'].map((id) => store.consume(id, Date.now() + 60_000)));
+      expect(results).toEqual([true, true, false, false, true, false]);
+      expect(count('BEGIN IMMEDIATE')).toBe(1);
+      expect(count('COMMIT')).toBe(1);
+      // The repeated id is answered without a statement: four upserts for d, e, live, f.
+      expect(count('INSERT')).toBe(1 + 4);
+      expect(await Promise.all(['d', 'e', 'f'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([false, false, false]);
+    } finally {
+      await store.close();
+      database.close();
+    }
+  });
+
+  it('a batch that cannot take the write lock fails every waiter closed (SQLITE_BUSY); nothing is written', async () => {
+    const filename = newFile();
+    const holder = new Database(filename);
+    const other = new Database(filename, { timeout: 0 });
+    other.pragma('busy_timeout = 0');
+    const store = createSqliteStore({ database: other, purgeIntervalMs: 0 });
+    try {
+      await store.ensureSchema();
+      holder.exec('BEGIN IMMEDIATE');
+      const results = await Promise.all(['a', 'b', 'a'].map((id) => settle(store.consume(id, Date.now() + 60_000))));
+      for (const result of results) {
+        expect(unavailable(result)).toBe(true);
+        expect(((result as MrtrError).cause as { code?: string }).code).toBe('SQLITE_BUSY');
+      }
+      holder.exec('ROLLBACK');
+      expect(await Promise.all(['a', 'b', 'a'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([true, true, false]);
+    } finally {
+      await store.close();
+      other.close();
+      holder.close();
+    }
+  });
+
+  it('a batch failing at COMMIT is rolled back and fails every waiter closed', async () => {
+    const database = new Database(newFile());
+    let failCommit = false;
+    const wrapper = {
+      prepare(source: string) {
+        const statement = database.prepare(source);
+        return {
+          run: (...params: unknown[]) => {
+            if (failCommit && source === 'COMMIT') {
+              failCommit = false;
+              throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+            }
+            return statement.run(...params);
+          },
+          get: (...params: unknown[]) => statement.get(...params),
+          all: (...params: unknown[]) => statement.all(...params),
+        };
+      },
+      exec: (source: string) => database.exec(source),
+      close: () => database.close(),
+      get open() {
+        return database.open;
+      },
+    };
+    const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0 });
+    try {
+      await store.ensureSchema();
+      failCommit = true;
+      const results = await Promise.all(['c1', 'c2'].map((id) => settle(store.consume(id, Date.now() + 60_000))));
+      for (const result of results) expect(unavailable(result)).toBe(true);
+      expect(database.inTransaction).toBe(false);
+      expect(await Promise.all(['c1', 'c2'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([true, true]);
+    } finally {
+      await store.close();
+      database.close();
+    }
+  });
+
+  it('close() fails consumes still queued closed; none of them is written', async () => {
+    const filename = newFile();
+    const store = createSqliteStore({ filename, purgeIntervalMs: 0 });
+    await store.ensureSchema();
+    const queued = ['s', 't'].map((id) => settle(store.consume(id, Date.now() + 60_000)));
+    await store.close();
+    for (const result of await Promise.all(queued)) expect(unavailable(result)).toBe(true);
+    const again = createSqliteStore({ filename, purgeIntervalMs: 0 });
+    try {
+      expect(await Promise.all(['s', 't'].map((id) => again.consume(id, Date.now() + 60_000)))).toEqual([true, true]);
+    } finally {
+      await again.close();
+    }
+  });
+
+  it('groupCommit: false runs one autocommit statement per consume', async () => {
+    const database = new Database(newFile());
+    const { wrapper, count } = counted(database);
+    const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0, groupCommit: false });
+    try {
+      const results = await Promise.all(['p', 'q', 'p'].map((id) => store.consume(id, Date.now() + 60_000)));
+      expect(results).toEqual([true, true, false]);
+      expect(count('BEGIN')).toBe(0);
+      expect(count('INSERT')).toBe(3);
+    } finally {
+      await store.close();
+      database.close();
+    }
+  });
+});

@@ -1,0 +1,118 @@
+import * as net from 'node:net';
+
+/** How {@link ReplyLosingProxy.loseNextReply} loses the reply to the next request. */
+export type LostReplyMode =
+  /** The reply is held back until the client sends anything else (on any connection) after it came, then delivered. */
+  | 'late'
+  /** The reply and every later byte from the server are discarded until `restore()`. */
+  | 'lost';
+
+/** A TCP proxy in front of a database server that can lose the reply to one request, deterministically. */
+export interface ReplyLosingProxy {
+  /** Port on 127.0.0.1 to point the store at. */
+  readonly port: number;
+  /**
+   * The next chunk the client sends (the write) is forwarded to the server, which runs it; its reply is
+   * lost as `mode` says. Warm the store up first (connection open, schema ready) so that the next
+   * chunk is the consume itself.
+   */
+  loseNextReply(mode: LostReplyMode): void;
+  /** Forwards normally again. After `'lost'` every open connection is cut (its byte stream is broken), so clients reconnect. */
+  restore(): void;
+  /** Stops listening and cuts every connection. */
+  close(): Promise<void>;
+}
+
+interface Pair {
+  client: net.Socket;
+  upstream: net.Socket;
+}
+
+/**
+ * Starts a {@link ReplyLosingProxy} to `target` on a free port of 127.0.0.1. Works for any protocol
+ * with one request and one reply per round trip on a connection (Redis, PostgreSQL): the lost reply is
+ * decided by the order of events, never by time.
+ */
+export async function startReplyLosingProxy(target: { host: string; port: number }): Promise<ReplyLosingProxy> {
+  const pairs = new Set<Pair>();
+  let state: { kind: 'normal' } | { kind: 'armed'; mode: LostReplyMode } | { kind: 'holding'; pair: Pair; held: Buffer[] } | { kind: 'dropping' } =
+    { kind: 'normal' };
+
+  const flush = (): void => {
+    if (state.kind !== 'holding') return;
+    const { pair, held } = state;
+    state = { kind: 'normal' };
+    if (!pair.client.destroyed) for (const chunk of held) pair.client.write(chunk);
+  };
+
+  const server = net.createServer((client) => {
+    const upstream = net.connect(target.port, target.host);
+    const pair: Pair = { client, upstream };
+    pairs.add(pair);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      pairs.delete(pair);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.on('data', (chunk: Buffer) => {
+      if (state.kind === 'armed') {
+        state = state.mode === 'late' ? { kind: 'holding', pair, held: [] } : { kind: 'dropping' };
+      } else if (state.kind === 'holding' && state.held.length > 0) {
+        // The client asks something else after the reply came (and was held): deliver it first, in
+        // order. Chunks before any reply are the rest of the same request (a driver may write one
+        // request in several pieces).
+        flush();
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (state.kind === 'dropping') return;
+      if (state.kind === 'holding' && state.pair === pair) {
+        state.held.push(chunk);
+        return;
+      }
+      client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const cutAll = () => {
+    for (const pair of pairs) {
+      pair.client.destroy();
+      pair.upstream.destroy();
+    }
+    pairs.clear();
+  };
+  return {
+    port,
+    loseNextReply(mode) {
+      if (mode !== 'late' && mode !== 'lost') throw new TypeError('loseNextReply: mode must be "late" or "lost"');
+      if (state.kind !== 'normal') throw new Error('loseNextReply: the previous lost reply has not been resolved (call restore())');
+      state = { kind: 'armed', mode };
+    },
+    restore() {
+      if (state.kind === 'dropping') {
+        state = { kind: 'normal' };
+        cutAll();
+      } else if (state.kind === 'holding') {
+        flush();
+      } else {
+        state = { kind: 'normal' };
+      }
+    },
+    async close() {
+      state = { kind: 'normal' };
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      cutAll();
+      await closed;
+    },
+  };
+}
