@@ -81,15 +81,17 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
       };
     }
     case 'sqlite': {
-      const [sqlite, { createSqliteStore }] = await Promise.all([import('better-sqlite3'), import('@mrtr/store-sql')]);
+      const [sqlite, { configureSqliteDatabase, createSqliteStore }] = await Promise.all([
+        import('better-sqlite3'),
+        import('@mrtr/store-sql'),
+      ]);
       // better-sqlite3 is CommonJS (`export =`): under ESM its constructor is the default export.
       const Database = ((sqlite as { default?: unknown }).default ?? sqlite) as typeof sqlite;
       let db: InstanceType<typeof Database>;
       try {
-        db = new Database(options.sqliteFile);
-        db.pragma('journal_mode = WAL');
-        db.pragma('busy_timeout = 5000');
-        db.pragma('synchronous = FULL');
+        // Several instances may open one new file at the same moment: configureSqliteDatabase retries
+        // the switch to WAL, which SQLite can refuse at once (SQLITE_BUSY) while another one converts it.
+        db = await configureSqliteDatabase(new Database(options.sqliteFile));
       } catch (error) {
         throw new BackendError(`cannot open SQLite file ${options.sqliteFile}: ${errorText(error)}`);
       }

@@ -525,11 +525,16 @@ export function createSqliteLedger(db: SqliteLike, options: SqlLedgerOptions = {
   const limits = resolveLimits(options);
   const now = options.now ?? Date.now;
   const table = tableName(options);
-  db.exec(
-    `CREATE TABLE IF NOT EXISTS ${table} (nonce TEXT PRIMARY KEY, principal TEXT NOT NULL, provider TEXT NOT NULL, status TEXT NOT NULL, expires_at INTEGER NOT NULL, settled_expires_at INTEGER NOT NULL);` +
-      `CREATE INDEX IF NOT EXISTS ${table}_principal_idx ON ${table} (principal, expires_at);` +
-      `CREATE INDEX IF NOT EXISTS ${table}_expires_idx ON ${table} (expires_at);`,
-  );
+  // In one IMMEDIATE transaction (takes the write lock first, waiting up to busy_timeout): a deferred
+  // CREATE … IF NOT EXISTS reads the schema before it writes and can fail at once with SQLITE_BUSY
+  // when another instance creates the same tables at that moment.
+  db.transaction(() => {
+    db.exec(
+      `CREATE TABLE IF NOT EXISTS ${table} (nonce TEXT PRIMARY KEY, principal TEXT NOT NULL, provider TEXT NOT NULL, status TEXT NOT NULL, expires_at INTEGER NOT NULL, settled_expires_at INTEGER NOT NULL);` +
+        `CREATE INDEX IF NOT EXISTS ${table}_principal_idx ON ${table} (principal, expires_at);` +
+        `CREATE INDEX IF NOT EXISTS ${table}_expires_idx ON ${table} (expires_at);`,
+    );
+  }).immediate();
   const purgeOwn = db.prepare(`DELETE FROM ${table} WHERE principal = ? AND expires_at <= ?`);
   const selectOwn = db.prepare(
     `SELECT nonce, provider, status, expires_at, settled_expires_at FROM ${table} WHERE principal = ? ORDER BY expires_at LIMIT ?`,

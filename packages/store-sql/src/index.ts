@@ -8,4 +8,9 @@ export type {
   SqliteStatementLike,
 } from './drivers.js';
 export { createPostgresStore, type PostgresStoreOptions } from './postgres.js';
-export { createSqliteStore, type SqliteStoreOptions } from './sqlite.js';
+export {
+  type ConfigureSqliteOptions,
+  configureSqliteDatabase,
+  createSqliteStore,
+  type SqliteStoreOptions,
+} from './sqlite.js';

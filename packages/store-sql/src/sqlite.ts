@@ -23,7 +23,7 @@ import {
 import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
 
 export interface SqliteStoreOptions extends SqlStoreCommonOptions {
-  /** An open `better-sqlite3` database. The store never closes it; set WAL and `busy_timeout` on it yourself. */
+  /** An open `better-sqlite3` database. The store never closes it; configure it with {@link configureSqliteDatabase} (WAL, `busy_timeout`). */
   database?: SqliteDatabaseLike;
   /** Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`. */
   filename?: string;
@@ -48,22 +48,54 @@ type DatabaseConstructor = new (filename: string, options?: Record<string, unkno
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/** Options of {@link configureSqliteDatabase}. */
+export interface ConfigureSqliteOptions {
+  /** `busy_timeout` in ms: how long a statement waits for another connection's write lock. @default 5000 */
+  busyTimeoutMs?: number;
+  /** `synchronous` pragma (see {@link SqliteStoreOptions.synchronous}). @default "full" */
+  synchronous?: 'full' | 'normal';
+}
+
 /**
+ * Configures a `better-sqlite3` database the way the store configures a file it opens itself:
+ * `busy_timeout`, WAL and `synchronous`. Use it when the store shares a database with your own tables
+ * (pass the result as `database`).
+ *
  * `PRAGMA journal_mode = WAL` can answer SQLITE_BUSY at once, without the busy handler, while another
- * process is creating or converting the same new file; retry it within the busy timeout.
+ * process creates or converts the same new file; this retries it until the busy timeout has passed,
+ * so several processes may open one new file at the same moment.
  */
-async function switchToWal(db: { pragma(source: string): unknown }, busyTimeoutMs: number): Promise<void> {
+export async function configureSqliteDatabase<T extends { pragma(source: string): unknown }>(
+  db: T,
+  options: ConfigureSqliteOptions = {},
+): Promise<T> {
+  const label = 'configureSqliteDatabase';
+  if (db === null || typeof db !== 'object' || typeof db.pragma !== 'function') {
+    throw new TypeError(`${label}: db must be a better-sqlite3 Database`);
+  }
+  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
+  const synchronous = synchronousOption(label, options.synchronous);
+  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
   const deadline = Date.now() + busyTimeoutMs;
   for (;;) {
     try {
       db.pragma('journal_mode = WAL');
-      return;
+      break;
     } catch (error) {
       const code = (error as { code?: unknown }).code;
       if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || Date.now() >= deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   }
+  db.pragma(`synchronous = ${synchronous.toUpperCase()}`);
+  return db;
+}
+
+function synchronousOption(label: string, value: unknown): 'full' | 'normal' {
+  const synchronous = value ?? 'full';
+  if (synchronous !== 'full' && synchronous !== 'normal') throw new TypeError(`${label}: synchronous must be "full" or "normal"`);
+  return synchronous;
 }
 
 /**
@@ -91,8 +123,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const namespace = checkNamespace(label, options.namespace);
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
-  const synchronous = options.synchronous ?? 'full';
-  if (synchronous !== 'full' && synchronous !== 'normal') throw new TypeError(`${label}: synchronous must be "full" or "normal"`);
+  const synchronous = synchronousOption(label, options.synchronous);
   const purge = purgeSettings(label, options);
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
@@ -124,9 +155,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     if (closed) throw new StoreUnavailableError();
     const db = new Database(filename as string, { timeout: busyTimeoutMs });
     try {
-      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      await switchToWal(db, busyTimeoutMs);
-      db.pragma(`synchronous = ${synchronous.toUpperCase()}`);
+      await configureSqliteDatabase(db, { busyTimeoutMs, synchronous });
     } catch (error) {
       db.close();
       throw error;

@@ -1,11 +1,11 @@
 // SQLite specifics on real files: ownership, an unopenable file that later becomes openable, a
-// locked database, two processes creating the schema at once, quoting, purge, lazy driver loading.
+// locked database, two processes creating the schema at once, a database shared with other tables, quoting, purge, lazy driver loading.
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { MrtrError } from '@mrtr/core';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createSqliteStore } from '../src/index.js';
+import { configureSqliteDatabase, createSqliteStore } from '../src/index.js';
 import { removeBundles, sleep, spawnWorker, tempDir, uniqueTable } from './helpers.js';
 
 const dir = tempDir();
@@ -348,5 +348,79 @@ describe('SQLite store behaviour', () => {
       await store.close();
       database.close();
     }
+  });
+
+  describe('configureSqliteDatabase (a database shared with your own tables)', () => {
+    /** A database whose pragma calls are recorded; `onBusy` runs after each SQLITE_BUSY of the WAL switch. */
+    function recording(filename: string, onBusy: () => void) {
+      const db = new Database(filename);
+      const busy: string[] = [];
+      const wrapped = {
+        pragma(source: string): unknown {
+          try {
+            return db.pragma(source);
+          } catch (error) {
+            if ((error as { code?: string }).code === 'SQLITE_BUSY') {
+              busy.push(source);
+              onBusy();
+            }
+            throw error;
+          }
+        },
+      };
+      return { db, busy, wrapped };
+    }
+
+    it('retries the switch to WAL that SQLite refuses at once while another connection writes', async () => {
+      const filename = newFile();
+      const writer = new Database(filename);
+      writer.exec('CREATE TABLE other (x INTEGER)');
+      // Another process creating its tables: a write transaction in the rollback journal. SQLite answers
+      // journal_mode = WAL with SQLITE_BUSY at once here, without waiting for busy_timeout.
+      writer.exec('BEGIN IMMEDIATE');
+      writer.exec('INSERT INTO other VALUES (1)');
+      // The writer commits only after the first refusal, so the retry is what makes this pass.
+      const { db, busy, wrapped } = recording(filename, () => {
+        if (writer.inTransaction) writer.exec('COMMIT');
+      });
+      try {
+        expect(await configureSqliteDatabase(wrapped)).toBe(wrapped);
+        expect(busy).toEqual(['journal_mode = WAL']);
+        expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+        expect(db.pragma('busy_timeout', { simple: true })).toBe(5000);
+        expect(db.pragma('synchronous', { simple: true })).toBe(2); // FULL
+        const store = createSqliteStore({ database: db, purgeIntervalMs: 0 });
+        expect(await store.consume('shared', Date.now() + 60_000)).toBe(true);
+        await store.close();
+      } finally {
+        db.close();
+        writer.close();
+      }
+    });
+
+    it('gives up with the SQLite error once busyTimeoutMs has passed; checks its arguments', async () => {
+      const filename = newFile();
+      const writer = new Database(filename);
+      writer.exec('CREATE TABLE other (x INTEGER)');
+      writer.exec('BEGIN IMMEDIATE');
+      writer.exec('INSERT INTO other VALUES (1)');
+      const { db, busy, wrapped } = recording(filename, () => {});
+      try {
+        await expect(configureSqliteDatabase(wrapped, { busyTimeoutMs: 0 })).rejects.toMatchObject({ code: 'SQLITE_BUSY' });
+        expect(busy).toEqual(['journal_mode = WAL']);
+        await expect(configureSqliteDatabase(db, { synchronous: 'off' as 'full' })).rejects.toThrow(
+          /configureSqliteDatabase: synchronous must be "full" or "normal"/,
+        );
+        await expect(configureSqliteDatabase(db, { busyTimeoutMs: -1 })).rejects.toThrow(RangeError);
+        await expect(configureSqliteDatabase({} as typeof db)).rejects.toThrow(TypeError);
+        writer.exec('COMMIT');
+        await configureSqliteDatabase(db, { synchronous: 'normal', busyTimeoutMs: 250 });
+        expect(db.pragma('synchronous', { simple: true })).toBe(1); // NORMAL
+        expect(db.pragma('busy_timeout', { simple: true })).toBe(250);
+      } finally {
+        db.close();
+        writer.close();
+      }
+    });
   });
 });
