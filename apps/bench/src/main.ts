@@ -9,7 +9,8 @@ import { FULL, type HarnessOptions, type JobResult, QUICK, runInterleaved } from
 import { PAYLOADS } from './payload.js';
 import { packageFacts } from './facts.js';
 import { updateReadme } from './readme.js';
-import { type BenchResult, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock, rootBlock } from './report.js';
+import { renderChart } from './chart.js';
+import { type BenchResult, CHART_PATH, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock, rootBlock } from './report.js';
 import { checkStores, setupStores, storeJobs } from './stores.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from './guard.js';
 import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
@@ -22,7 +23,7 @@ const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/benc
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
   --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md, apps/bench/README.md and the
-                       root README.md (codec and store tables)
+                       root README.md (codec and store tables), and draw apps/bench/results/chart.svg
   --strict             exit with code 2 when a target is missed
   --help
 
@@ -248,6 +249,9 @@ async function main(): Promise<number> {
       const outcome = updateReadme(file, readmeBlock(result, pkg));
       log(`${outcome.startsWith('skipped') ? 'note' : 'readme'}: ${path.relative(REPO_DIR, file)}: ${outcome}`);
     }
+    const chart = path.join(APP_DIR, CHART_PATH);
+    writeFileSync(chart, renderChart(result));
+    log(`chart: ${path.relative(REPO_DIR, chart)}`);
     const root = path.join(REPO_DIR, 'README.md');
     log(`readme: README.md: ${updateReadme(root, rootBlock(result))}`);
   }
