@@ -65,9 +65,38 @@ export function parseFlowData(data: unknown): FlowData | undefined {
   return out;
 }
 
-/** 128-bit digest of the canonical JSON of an embedded request: what an answer is pinned to. */
-export function questionPin(request: InputRequest): string {
-  return base64urlEncode(sha256(utf8Encode(canonicalJson(request))).subarray(0, 16));
+type Sha256Utf8 = (text: string) => Uint8Array;
+interface NodeCryptoLike {
+  createHash(algorithm: 'sha256'): { update(text: string, encoding: 'utf8'): { digest(): Uint8Array } };
+}
+
+/** SHA-256 of the UTF-8 bytes of `text` (lone surrogates as U+FFFD), portable: `@noble/hashes`. */
+export const portableSha256Utf8: Sha256Utf8 = (text) => sha256(utf8Encode(text));
+
+/**
+ * The same digest through the runtime's native `node:crypto` where there is one (Node, Bun, Deno, workerd with
+ * nodejs_compat), reached without a static import so the package still loads where there is none.
+ */
+export function nativeSha256Utf8(): Sha256Utf8 | undefined {
+  const process = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  let crypto: NodeCryptoLike | undefined;
+  try {
+    crypto = process?.getBuiltinModule?.('node:crypto') as NodeCryptoLike | undefined;
+  } catch {
+    return undefined;
+  }
+  if (typeof crypto?.createHash !== 'function') return undefined;
+  return (text) => crypto.createHash('sha256').update(text, 'utf8').digest();
+}
+
+const sha256Utf8: Sha256Utf8 = nativeSha256Utf8() ?? portableSha256Utf8;
+
+/**
+ * 128-bit digest of the canonical JSON of an embedded request: what an answer is pinned to. Pins are sealed in
+ * states that other instances open, so the value never depends on which digest implementation computed it.
+ */
+export function questionPin(request: InputRequest, digest: Sha256Utf8 = sha256Utf8): string {
+  return base64urlEncode(digest(canonicalJson(request)).subarray(0, 16));
 }
 
 export interface Question {

@@ -5,7 +5,7 @@ import { KeyRing } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
 import { createMrtr, type FormSchema } from '../src/index.js';
 import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/answers.js';
-import { type NeedInit, NeedState, questionPin } from '../src/need.js';
+import { type NeedInit, NeedState, nativeSha256Utf8, portableSha256Utf8, questionPin } from '../src/need.js';
 import { callTool, connect, fixture } from './harness.js';
 
 /** Default answer limits, as `createMrtr` sets them. */
@@ -23,6 +23,18 @@ describe('answer pins', () => {
     const canonical = '{"method":"elicitation/create","params":{"message":"Sure?\u00e9\u{1f600}","requestedSchema":{"properties":{},"type":"object"}}}';
     const expected = createHash('sha256').update(canonical).digest().subarray(0, 16).toString('base64url');
     expect(questionPin(request as never)).toBe(expected);
+    expect(questionPin(request as never, portableSha256Utf8)).toBe(expected);
+  });
+
+  it('are the same through the native and the portable SHA-256, lone surrogates included (U+FFFD)', () => {
+    const native = nativeSha256Utf8();
+    expect(native, 'Node has node:crypto through process.getBuiltinModule').toBeTypeOf('function');
+    const messages = ['', 'plain', 'caf\u00e9 \u{1f600}', 'lone \ud800 high', 'lone \udc00 low', 'pair \ud83d\ude00', '\u0000\u2028'];
+    for (const message of messages) {
+      const request = { method: 'elicitation/create', params: { message, requestedSchema: { type: 'object', properties: {} } } };
+      expect(questionPin(request as never, native)).toBe(questionPin(request as never, portableSha256Utf8));
+    }
+    expect(Buffer.from(native!('lone \ud800')).toString('hex')).toBe(createHash('sha256').update('lone \ufffd').digest('hex'));
   });
 });
 
