@@ -15,7 +15,7 @@ const FONT = 'font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial,
 const INK = '#1f2328';
 const MUTED = '#59636e';
 const GRID = '#d1d9e0';
-/** Colour by what a row is: the primitive (or plain SDK), a library, or mrtr. */
+/** Colour by what a row is: a bare primitive or client, a bare batched client, another library, or mrtr. */
 const KIND_COLOUR: Record<string, string> = {
   bare: '#8c959f',
   'bare-batch': '#bf8700',
@@ -166,9 +166,7 @@ function storePanel(result: BenchResult): Panel | undefined {
         const height = max > 0 ? (value / max) * plotHeight : 0;
         const x = gx + ri * barWidth;
         parts.push(bar(x + 1, baseY - height, barWidth - 2, height, KIND_COLOUR[r.kind] ?? MUTED, value, `${r.id}, c=${c}: ${fmtOps(value)} ops/s`));
-        parts.push(
-          `<text x="${num(x + barWidth / 2)}" y="${num(baseY - height - 4)}" font-size="10" fill="${MUTED}" text-anchor="middle">${escapeXml(fmtOps(value))}</text>`,
-        );
+        parts.push(text(x + barWidth / 2, baseY - height - 4, fmtOps(value), `font-size="10" text-anchor="middle" fill="${MUTED}"`));
       });
       parts.push(text(x0 + li * groupWidth + groupWidth / 2, baseY + 15, `c=${c}`, `font-size="12" text-anchor="middle" fill="${INK}"`));
     });
