@@ -120,22 +120,37 @@ export const FLOW_ID_SINK: unique symbol = Symbol('mrtr.flowIdSink');
 const FLOW_TAG_PURPOSE = 'mrtr/flow-tag/v1';
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
+/** Flow tags remembered per tagger (the oldest is dropped first). */
+const FLOW_TAGS_CACHED = 1024;
+
 /**
  * The short flow id of events: HMAC-SHA256(subkey(primary, "mrtr/flow-tag/v1"), flow id), first 8 bytes in hex.
  * Keyed, so a log reader cannot link it to the flow id sealed in tokens. Synchronous where the crypto is (Node).
+ *
+ * A flow is tagged at every open and every mint (two or three times per round) with the same answer, so the
+ * last {@link FLOW_TAGS_CACHED} tags are remembered: a pure function of the flow id under this tagger's key,
+ * bounded in entries (flow ids come only from verified or freshly minted states, at most 128 characters).
  */
 export function createFlowTagger(keys: KeyRing): (flowId: string) => Awaitable<string> {
   const kid = keys.primaryKid;
-  const hex = (mac: Uint8Array): string => {
+  const known = new Map<string, string>();
+  const remember = (flowId: string, tag: string): string => {
+    if (known.size >= FLOW_TAGS_CACHED) known.delete(known.keys().next().value!);
+    known.set(flowId, tag);
+    return tag;
+  };
+  const hex = (flowId: string, mac: Uint8Array): string => {
     let out = '';
     for (let i = 0; i < 8; i++) out += HEX[mac[i]!];
-    return out;
+    return remember(flowId, out);
   };
   const withKey = (key: Uint8Array, flowId: string): Awaitable<string> => {
     const mac = cryptoProvider.hmacSha256(key, utf8Encode(flowId));
-    return mac instanceof Promise ? mac.then(hex) : hex(mac);
+    return mac instanceof Promise ? mac.then((m) => hex(flowId, m)) : hex(flowId, mac);
   };
   return (flowId) => {
+    const tag = known.get(flowId);
+    if (tag !== undefined) return tag;
     const key = keys.subkey(kid, FLOW_TAG_PURPOSE)!;
     return key instanceof Promise ? key.then((k) => withKey(k, flowId)) : withKey(key, flowId);
   };

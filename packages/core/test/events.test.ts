@@ -1,4 +1,5 @@
-import { describe, expect, it } from 'vitest';
+import { createHmac } from 'node:crypto';
+import { describe, expect, it, vi } from 'vitest';
 import { createFlowTagger } from '../src/authoring.js';
 import {
   type GuardEvent,
@@ -202,5 +203,29 @@ describe('guard events', () => {
     const observed = createStateGuard({ codec: testCodec, keys, audience: 'a', onEvent: () => {} });
     expect(plain.open).not.toBe(observed.open);
     expect(plain.open.name).toBe('open');
+  });
+});
+
+describe('createFlowTagger', () => {
+  it('is HMAC-SHA256 under the flow-tag subkey (8 bytes, hex); remembers the last 1024 flows, the oldest dropped first', () => {
+    const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
+    const subkey = keys.subkeySync('k1', 'mrtr/flow-tag/v1')!;
+    const expected = (id: string) => createHmac('sha256', subkey).update(id).digest().subarray(0, 8).toString('hex');
+    const tag = createFlowTagger(keys);
+    const derivations = vi.spyOn(keys, 'subkey');
+    const ids = Array.from({ length: 1024 + 10 }, (_, i) => `flow-${i}-\u00e9`);
+    for (const id of ids.slice(0, 1024)) expect(tag(id)).toBe(expected(id));
+    expect(derivations).toHaveBeenCalledTimes(1024);
+    // Remembered: the same answers, nothing derived or hashed again.
+    for (const id of ids.slice(0, 1024)) expect(tag(id)).toBe(expected(id));
+    expect(derivations).toHaveBeenCalledTimes(1024);
+    // Ten more flows push out the ten oldest; those are computed again, with the same answer.
+    for (const id of ids.slice(1024)) expect(tag(id)).toBe(expected(id));
+    for (const id of ids.slice(0, 10)) expect(tag(id)).toBe(expected(id));
+    expect(derivations).toHaveBeenCalledTimes(1024 + 10 + 10);
+    expect(tag(ids[1023]!)).toBe(expected(ids[1023]!));
+    expect(derivations).toHaveBeenCalledTimes(1024 + 10 + 10);
+    // Another ring tags the same flow differently.
+    expect(createFlowTagger(new KeyRing([{ kid: 'k1', secret: generateKey() }]))(ids[0]!)).not.toBe(expected(ids[0]!));
   });
 });
