@@ -1,4 +1,4 @@
-import { type BenchResult, fmtOps, fmtRatio } from './report.js';
+import { type BenchResult, fmtOps, fmtRatio, ops } from './report.js';
 
 /**
  * One SVG drawn from a run's JSON (no other input, so the picture and the tables cannot disagree):
@@ -52,8 +52,6 @@ interface Panel {
   height: number;
   body: string;
 }
-
-const ops = (result: BenchResult, key: string): number | undefined => result.jobs[key]?.opsPerSec;
 
 /** Horizontal bars: one line per item, grouped, on one scale. */
 function horizontalPanel(

@@ -100,7 +100,7 @@ function table(header: string[], rows: string[][], align?: ('l' | 'r')[]): strin
 // ---------------------------------------------------------------------------------------------
 // Targets
 
-const ops = (result: BenchResult, key: string): number | undefined => result.jobs[key]?.opsPerSec;
+export const ops = (result: BenchResult, key: string): number | undefined => result.jobs[key]?.opsPerSec;
 
 /** Ratio a/b per round (rounds are paired: both jobs ran in the same round). */
 function roundRange(result: BenchResult, a: string, b: string, invert = false): [number, number] | undefined {
