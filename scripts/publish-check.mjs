@@ -304,6 +304,39 @@ async function main() {
     .map(({ dir, manifest }) => ({ dir, name: manifest.name, version: manifest.version, exports: manifest.exports, bin: manifest.bin }));
   const pendingNote = /No unreleased changesets/.test(versioned.out) ? ' (no pending changesets: current versions)' : '';
   log(`changeset version: ${packages.map((p) => `${p.name}@${p.version}`).join(', ')}${pendingNote}`);
+  {
+    // The versions we mean: the highest bump that the pending changesets (read from the repository, which
+    // `changeset version` did not touch) name for a package, applied once to its version; a `fixed` group moves
+    // together from its highest version. Anything else (a peer-range cascade to 1.0.0) fails here.
+    const LEVEL = { patch: 1, minor: 2, major: 3 };
+    const parts = (v) => v.split('.').map(Number);
+    const newer = (a, b) => (parts(a).reduce((d, n, i) => d || n - parts(b)[i], 0) >= 0 ? a : b);
+    const bump = (v, level) => {
+      const [x, y, z] = parts(v);
+      return [v, `${x}.${y}.${z + 1}`, `${x}.${y + 1}.0`, `${x + 1}.0.0`][level];
+    };
+    const asked = new Map();
+    for (const file of readdirSync(join(repo, '.changeset')).filter((f) => f.endsWith('.md') && f !== 'README.md')) {
+      const front = /^---\r?\n([\s\S]*?)\r?\n---/.exec(readFileSync(join(repo, '.changeset', file), 'utf8'))?.[1] ?? '';
+      for (const [, name, type] of front.matchAll(/^\s*["']?([^"'\s:]+)["']?\s*:\s*(patch|minor|major)\s*$/gm)) {
+        asked.set(name, Math.max(asked.get(name) ?? 0, LEVEL[type]));
+      }
+    }
+    const before = new Map(readdirSync(join(repo, 'packages')).map((n) => JSON.parse(readFileSync(join(repo, 'packages', n, 'package.json'), 'utf8'))).map((m) => [m.name, m.version]));
+    const expected = new Map([...before].map(([name, version]) => [name, bump(version, asked.get(name) ?? 0)]));
+    for (const group of JSON.parse(readFileSync(join(repo, '.changeset', 'config.json'), 'utf8')).fixed ?? []) {
+      const level = Math.max(0, ...group.map((n) => asked.get(n) ?? 0));
+      const top = group.map((n) => before.get(n) ?? '0.0.0').reduce(newer);
+      if (level > 0) for (const name of group) expected.set(name, bump(top, level));
+    }
+    const wrong = packages.filter((p) => expected.get(p.name) !== p.version);
+    if (wrong.length > 0) {
+      for (const p of wrong) log(`FAIL  version ${p.name}@${p.version}: expected ${expected.get(p.name)} from the pending changesets`);
+      log('publish check: FAIL, `changeset version` planned other versions than the changesets ask for (see .changeset/README.md)');
+      process.exit(1);
+    }
+    log(`ok    versions: ${[...new Set(packages.map((p) => p.version))].join(', ')}, as the pending changesets ask`);
+  }
 
   writeFileSync(join(scratch, '.npmrc'), `${existsSync(join(repo, '.npmrc')) ? readFileSync(join(repo, '.npmrc'), 'utf8') : ''}\n${registryLines}`);
   const rootManifest = JSON.parse(readFileSync(join(scratch, 'package.json'), 'utf8'));
