@@ -50,7 +50,9 @@ export class KeyRing {
       const bytes = toSecretBytes(secret, kid);
       secrets.set(kid, bytes);
     }
-    if (secrets.size === 0) throw new RangeError('KeyRing: at least one key is required');
+    if (secrets.size === 0) {
+      throw new RangeError('KeyRing: at least one key is required: set MRTR_KEYS (make one with `npx @mrtr/cli keygen`)');
+    }
     this.#secrets = secrets;
     this.kids = Object.freeze([...secrets.keys()]);
     this.primaryKid = this.kids[0]!;

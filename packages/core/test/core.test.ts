@@ -142,6 +142,11 @@ describe('KeyRing', () => {
   it('refuses short, malformed and duplicate keys with labelled errors', () => {
     expect(() => new KeyRing([{ kid: 'k1', secret: new Uint8Array(MIN_KEY_BYTES - 1) }])).toThrow(RangeError);
     expect(() => new KeyRing([])).toThrow(RangeError);
+    // An empty MRTR_KEYS says what to set and how to make a key.
+    for (const empty of ['', ' , ']) {
+      expect(() => KeyRing.parse(empty)).toThrow(RangeError);
+      expect(() => KeyRing.parse(empty)).toThrow(/MRTR_KEYS.*npx @mrtr\/cli keygen/);
+    }
     expect(() => KeyRing.parse('k1')).toThrow(TypeError);
     expect(() => KeyRing.parse('k1:not base64!')).toThrow(TypeError);
     expect(() => new KeyRing([{ kid: 'bad kid', secret: generateKey() }])).toThrow(TypeError);
