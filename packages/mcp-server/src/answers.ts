@@ -175,38 +175,59 @@ const isWellFormed = (text: string): boolean => (text as unknown as { isWellForm
 const validString = (value: unknown, limits: AnswerLimits): value is string =>
   typeof value === 'string' && value.length <= limits.maxChars && isWellFormed(value);
 
-function validField(field: FormField, value: unknown, limits: AnswerLimits): boolean {
+const oneOf = (allowed: readonly string[]): string =>
+  allowed.length <= 8 ? `one of ${allowed.map((a) => JSON.stringify(a)).join(', ')}` : 'one of the offered values';
+
+/**
+ * What is wrong with one field's value, in words for the person answering (built from the server's own schema,
+ * never from the answer), or `undefined` when it is valid.
+ */
+function fieldProblem(field: FormField, value: unknown, limits: AnswerLimits): string | undefined {
   switch (field.type) {
     case 'string': {
-      if (!validString(value, limits)) return false;
+      if (!validString(value, limits)) return `must be text of at most ${limits.maxChars} characters`;
       const allowed = allowedStrings(field);
-      if (allowed !== undefined && !allowed.includes(value)) return false;
+      if (allowed !== undefined && !allowed.includes(value)) return `must be ${oneOf(allowed)}`;
       if (field.minLength !== undefined || field.maxLength !== undefined) {
         const len = codePoints(value);
-        if (field.minLength !== undefined && len < field.minLength) return false;
-        if (field.maxLength !== undefined && len > field.maxLength) return false;
+        if (field.minLength !== undefined && len < field.minLength) return `must be at least ${field.minLength} characters long`;
+        if (field.maxLength !== undefined && len > field.maxLength) return `must be at most ${field.maxLength} characters long`;
       }
-      return field.format === undefined || checkFormat(field.format, value);
+      return field.format === undefined || checkFormat(field.format, value) ? undefined : `must be a valid ${field.format}`;
     }
     case 'number':
     case 'integer': {
-      if (typeof value !== 'number' || !Number.isFinite(value)) return false;
-      if (field.type === 'integer' && !Number.isInteger(value)) return false;
-      if (field.minimum !== undefined && value < field.minimum) return false;
-      return field.maximum === undefined || value <= field.maximum;
+      if (typeof value !== 'number' || !Number.isFinite(value)) return 'must be a number';
+      if (field.type === 'integer' && !Number.isInteger(value)) return 'must be a whole number';
+      if (field.minimum !== undefined && value < field.minimum) return `must be at least ${field.minimum}`;
+      return field.maximum === undefined || value <= field.maximum ? undefined : `must be at most ${field.maximum}`;
     }
     case 'boolean':
-      return typeof value === 'boolean';
+      return typeof value === 'boolean' ? undefined : 'must be true or false';
     case 'array': {
-      if (!Array.isArray(value) || !value.every((v) => validString(v, limits))) return false;
+      if (!Array.isArray(value) || !value.every((v) => validString(v, limits))) return 'must be a list of choices';
       const allowed = allowedStrings(field);
-      if (allowed !== undefined && !value.every((v) => allowed.includes(v as string))) return false;
-      if (field.minItems !== undefined && value.length < field.minItems) return false;
-      return field.maxItems === undefined || value.length <= field.maxItems;
+      if (allowed !== undefined && !value.every((v) => allowed.includes(v as string))) return `may hold only ${oneOf(allowed)}`;
+      if (field.minItems !== undefined && value.length < field.minItems) return `needs at least ${field.minItems} choices`;
+      return field.maxItems === undefined || value.length <= field.maxItems ? undefined : `allows at most ${field.maxItems} choices`;
     }
     default:
-      return false;
+      return 'has a type this server cannot check';
   }
+}
+
+/** Why an accepted form answer is invalid (first problem found), or `undefined` when it is valid. */
+function formProblem(schema: FormSchema, content: Record<string, unknown>, limits: AnswerLimits): string | undefined {
+  for (const [name, field] of Object.entries(schema.properties)) {
+    if (!own(content, name) || content[name] === undefined) continue;
+    const problem = fieldProblem(field, content[name], limits);
+    if (problem !== undefined) return `"${field.title ?? name}" ${problem}.`;
+  }
+  for (const name of schema.required ?? []) {
+    const field = own(schema.properties, name) ? schema.properties[name] : undefined;
+    if (field === undefined || !own(content, name) || content[name] === undefined) return `"${field?.title ?? name}" is required.`;
+  }
+  return undefined;
 }
 
 /** Validates an answer to a form elicitation. Unrequested content keys are dropped. */
@@ -216,18 +237,23 @@ export function validateFormAnswer(schema: FormSchema, answer: unknown, limits: 
   if (action === 'decline' || action === 'cancel') return { action };
   if (action !== 'accept') return undefined;
   const content = answer.content;
-  if (!isObject(content)) return undefined;
+  if (!isObject(content) || formProblem(schema, content, limits) !== undefined) return undefined;
   const out: Record<string, JsonValue> = {};
-  for (const [name, field] of Object.entries(schema.properties)) {
+  for (const name of Object.keys(schema.properties)) {
     if (!own(content, name) || content[name] === undefined) continue;
     const value = content[name];
-    if (!validField(field, value, limits)) return undefined;
     out[name] = Array.isArray(value) ? [...(value as string[])] : (value as JsonValue);
   }
-  for (const name of schema.required ?? []) {
-    if (!own(out, name)) return undefined;
-  }
   return { action: 'accept', content: out };
+}
+
+/**
+ * Why {@link validateFormAnswer} refused an answer, for the person answering: the question is sent again with
+ * this in front of its message. Built from the server's schema only; the answer's text is never quoted.
+ */
+export function explainFormAnswer(schema: FormSchema, answer: unknown, limits: AnswerLimits): string {
+  if (!isObject(answer) || !isObject(answer.content) || answer.action !== 'accept') return 'The answer could not be read.';
+  return formProblem(schema, answer.content, limits) ?? 'The answer could not be read.';
 }
 
 /** Validates an answer to a URL elicitation (`content` is ignored). */

@@ -53,4 +53,5 @@ export type {
   ToolNeed,
   UrlAnswer,
 } from './types.js';
+export { createHttpHandler, type HttpHandler, type HttpHandlerOptions, type LegacySessionOptions } from './http.js';
 export { INVALID_STATE_MESSAGE } from './wire.js';

@@ -17,6 +17,7 @@ import {
 import { sha256 } from '@noble/hashes/sha2.js';
 import {
   type AnswerLimits,
+  explainFormAnswer,
   type FormContent,
   type FormSchema,
   validateFormAnswer,
@@ -103,6 +104,18 @@ export interface Question {
   request: InputRequest;
   pin: string;
   kind: InputRequestKind;
+  /** Why this round's answer to it was refused, for the person answering (form elicitations). */
+  reason?: string;
+}
+
+/**
+ * The embedded request to send for a question: as asked, or, when the last answer was refused, with the
+ * reason in front of its message (the pin stays the question's own, so the next answer still counts).
+ */
+export function requestToSend(question: Question): InputRequest {
+  if (question.reason === undefined || question.request.method !== 'elicitation/create') return question.request;
+  const params = question.request.params as { message: string };
+  return { ...question.request, params: { ...params, message: `${question.reason} ${params.message}` } } as InputRequest;
 }
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
@@ -125,8 +138,8 @@ export interface NeedInit {
   maxRounds: number;
   prior: FlowData | undefined;
   responses: Record<string, unknown>;
-  /** `undefined` = capabilities not visible (2025-era connection): everything is allowed here. */
-  allowed: ReadonlySet<InputRequestKind> | undefined;
+  /** The kinds this request may be asked (from its envelope, or its 2025-era session's `initialize`). */
+  allowed: ReadonlySet<InputRequestKind>;
   /** Default for answers to questions not sent yet. */
   presupplied: PresuppliedPolicy;
   /** Longest string in an answer. */
@@ -151,7 +164,7 @@ export class NeedState implements ToolNeed {
   readonly #stored: ReadonlyMap<string, [string, JsonValue]>;
   readonly #pendingPins: ReadonlyMap<string, string>;
   readonly #responses: Record<string, unknown>;
-  readonly #allowed: ReadonlySet<InputRequestKind> | undefined;
+  readonly #allowed: ReadonlySet<InputRequestKind>;
   readonly #presupplied: PresuppliedPolicy;
   readonly #limits: AnswerLimits;
   /** Every question passed this round (for `again` and the same-key check). */
@@ -188,7 +201,7 @@ export class NeedState implements ToolNeed {
   }
 
   can(kind: InputRequestKind): boolean {
-    return this.#allowed === undefined || this.#allowed.has(kind);
+    return this.#allowed.has(kind);
   }
 
   elicit<const S extends FormSchema>(
@@ -207,9 +220,9 @@ export class NeedState implements ToolNeed {
     const params: Record<string, unknown> = { message: question.message, requestedSchema: schema };
     if (question.mode === 'form') params.mode = 'form';
     const request = { method: 'elicitation/create', params } as unknown as InputRequest;
-    return this.#resolve(key, request, (answer, limits) => validateFormAnswer(schema, answer, limits), options) as
-      | ElicitAnswer<FormContent<S>>
-      | undefined;
+    return this.#resolve(key, request, (answer, limits) => validateFormAnswer(schema, answer, limits), options, (answer, limits) =>
+      explainFormAnswer(schema, answer, limits),
+    ) as ElicitAnswer<FormContent<S>> | undefined;
   }
 
   elicitUrl(key: string, question: ElicitUrlQuestion, options?: QuestionOptions): UrlAnswer | undefined {
@@ -274,6 +287,7 @@ export class NeedState implements ToolNeed {
     request: InputRequest,
     validate: (answer: unknown, limits: AnswerLimits) => JsonValue | undefined,
     options: QuestionOptions | undefined,
+    explain?: (answer: unknown, limits: AnswerLimits) => string,
   ): JsonValue | undefined {
     if (typeof key !== 'string' || !KEY_PATTERN.test(key)) {
       throw new TypeError('need: key must be 1-128 printable ASCII characters');
@@ -312,6 +326,12 @@ export class NeedState implements ToolNeed {
           return answer;
         }
         this.seen.set(key, { key, kind, accepted: false, reason: 'invalid' });
+        // Asked again with the reason: an honest user learns what to fix instead of seeing the same form.
+        if (explain !== undefined) {
+          this.answers.delete(key);
+          this.questions.set(key, { ...this.#asked.get(key)!, reason: explain(current, this.#limits) });
+          return undefined;
+        }
       } else {
         this.seen.set(key, { key, kind, accepted: false, reason: pendingPin === undefined ? 'not_asked' : 'other_question' });
       }

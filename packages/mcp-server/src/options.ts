@@ -51,8 +51,12 @@ export interface MrtrOptions {
   /** This server's identity (name or URL); a state minted for another audience is rejected. */
   audience: string;
   /**
-   * Reads the authenticated principal of a request.
-   * @default `ctx.http?.authInfo?.extra?.sub` (a non-empty string), else `ctx.http?.authInfo?.clientId`
+   * Reads the authenticated principal of a request: the user every state is bound to. It must name one user,
+   * never something many users share. The SDK's `AuthInfo` carries `token`, `clientId` (the client
+   * application: shared by all its users, so never a principal), `scopes`, `expiresAt`, `resource` and `extra`,
+   * where a token verifier puts the user's claims; the default reads the subject from `extra.sub`. Return
+   * `undefined` when there is none (then `unauthenticated` decides).
+   * @default `sub:` + `ctx.http?.authInfo?.extra?.sub` (a non-empty string), else `undefined`
    */
   principal?: ((ctx: ServerContext) => string | undefined) | undefined;
   /**
@@ -110,14 +114,14 @@ export interface ResolvedOptions {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** The default principal: the bearer token's `sub` claim, else its client id. */
-function defaultPrincipal(ctx: ServerContext): string | undefined {
-  const auth = ctx.http?.authInfo;
-  if (auth === undefined) return undefined;
-  const sub = (auth.extra as Record<string, unknown> | undefined)?.sub;
-  if (typeof sub === 'string' && sub.length > 0) return `sub:${sub}`;
-  if (typeof auth.clientId === 'string' && auth.clientId.length > 0) return `client:${auth.clientId}`;
-  return undefined;
+/**
+ * The default principal: the token's subject (`authInfo.extra.sub`), prefixed `sub:`. Never the client id: it
+ * names the client application, which many users share, so one user could redeem another's state and all of
+ * them would share one mint quota. Without a subject the request has no principal.
+ */
+export function defaultPrincipal(ctx: ServerContext): string | undefined {
+  const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
+  return typeof sub === 'string' && sub.length > 0 ? `sub:${sub}` : undefined;
 }
 
 function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[], fallback: T): T {

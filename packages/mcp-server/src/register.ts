@@ -53,6 +53,7 @@ export function createRegistration(rounds: Rounds) {
             target: name,
             args,
             ctx,
+            sessionCapabilities: () => server.server.getClientCapabilities(),
             invoke: (need) => handler(args, ctx, need) as RoundResult | undefined,
           })) as CallToolResult | InputRequiredResult;
         } catch (error) {
@@ -71,7 +72,14 @@ export function createRegistration(rounds: Rounds) {
       const callback = async (a: unknown, b?: unknown): Promise<GetPromptResult | InputRequiredResult> => {
         const [args, ctx] = argsAndContext(a, b);
         return (await rounds
-          .run({ method: 'prompts/get', target: name, args, ctx, invoke: (need) => handler(args, ctx, need) as RoundResult | undefined })
+          .run({
+            method: 'prompts/get',
+            target: name,
+            args,
+            ctx,
+            sessionCapabilities: () => server.server.getClientCapabilities(),
+            invoke: (need) => handler(args, ctx, need) as RoundResult | undefined,
+          })
           .catch(rethrow)) as GetPromptResult | InputRequiredResult;
       };
       return server.registerPrompt(name, config as never, callback as never);
@@ -97,6 +105,7 @@ export function createRegistration(rounds: Rounds) {
             target: uri.href,
             args: undefined,
             ctx,
+            sessionCapabilities: () => server.server.getClientCapabilities(),
             invoke: (need) => handler(uri, ctx, need, variables) as RoundResult | undefined,
           })
           .catch(rethrow)) as ReadResourceResult | InputRequiredResult;

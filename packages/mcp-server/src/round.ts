@@ -1,12 +1,13 @@
 import type {
   CallToolResult,
+  ClientCapabilities,
   GetPromptResult,
   InputRequiredResult,
   ReadResourceResult,
   ServerContext,
 } from '@modelcontextprotocol/server';
 import { CLIENT_CAPABILITIES_META_KEY } from '@modelcontextprotocol/server';
-import type { JsonValue, MrtrErrorCode, OpenedState, RequestContext, StateGuard } from '@mrtr/core';
+import { type JsonValue, MrtrError, type MrtrErrorCode, type OpenedState, type RequestContext, type StateGuard } from '@mrtr/core';
 import {
   allowedKinds,
   createFlowTagger,
@@ -15,9 +16,9 @@ import {
   StateMalformedError,
   safeEmitter,
 } from '@mrtr/core/authoring';
-import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData } from './need.js';
+import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
-import { missingCapabilityError, toWire } from './wire.js';
+import { flowLimitError, type Lane, missingCapabilityError, toWire } from './wire.js';
 
 type Awaitable<T> = T | Promise<T>;
 /** What a protected handler may produce. */
@@ -31,6 +32,12 @@ export interface Call {
   target: string;
   args: unknown;
   ctx: ServerContext;
+  /**
+   * The capabilities the client declared in `initialize` on this server instance (`server.getClientCapabilities()`),
+   * read only for a 2025-era request; `undefined` there means no `initialize` reached this instance: the
+   * stateless HTTP fallback.
+   */
+  sessionCapabilities: () => ClientCapabilities | undefined;
   invoke: (need: NeedState) => Awaitable<RoundResult | undefined>;
 }
 
@@ -41,11 +48,22 @@ export interface Rounds {
   report(code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs?: number): void;
 }
 
-/** The kinds this request may receive; `undefined` on a 2025-era request (no envelope: the SDK shim gates). */
-function allowedFor(ctx: ServerContext): ReadonlySet<InputRequestKind> | undefined {
-  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
-  if (envelope === undefined) return undefined;
-  return allowedKinds(envelope[CLIENT_CAPABILITIES_META_KEY] as Parameters<typeof allowedKinds>[0]);
+const NOTHING: ReadonlySet<InputRequestKind> = new Set();
+
+/**
+ * The kinds this request may be asked, and how it came (see {@link Lane}). A 2026-07-28 request declares its
+ * capabilities in its own envelope; a 2025-era request has none, and its connection's `initialize` declared them,
+ * which the SDK's legacy shim then serves. Without either (a 2025-era request on the stateless HTTP fallback, a
+ * fresh instance that never saw `initialize`) nothing can be asked.
+ */
+function allowedFor(call: Call): { allowed: ReadonlySet<InputRequestKind>; lane: Lane } {
+  const envelope = call.ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  if (envelope !== undefined) {
+    return { allowed: allowedKinds(envelope[CLIENT_CAPABILITIES_META_KEY] as Parameters<typeof allowedKinds>[0]), lane: 'request' };
+  }
+  const declared = call.sessionCapabilities();
+  if (declared === undefined) return { allowed: NOTHING, lane: 'stateless' };
+  return { allowed: allowedKinds(declared as Parameters<typeof allowedKinds>[0]), lane: 'session' };
 }
 
 /**
@@ -89,7 +107,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     }
 
     // 2. The handler, with this round's view of the flow.
-    const allowed = allowedFor(ctx);
+    const { allowed, lane } = allowedFor(call);
     const need = new NeedState({
       round: opened === undefined ? 1 : opened.flow.round + 1,
       maxRounds: guard.maxRounds,
@@ -128,19 +146,28 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     const pins: Record<string, string> = {};
     const denied: InputRequestKind[] = [];
     for (const [key, question] of need.questions) {
-      if (allowed !== undefined && !allowed.has(question.kind)) {
+      if (!allowed.has(question.kind)) {
         denied.push(question.kind);
         continue;
       }
-      inputRequests[key] = question.request;
+      inputRequests[key] = requestToSend(question);
       pins[key] = question.pin;
     }
     const asked = Object.keys(pins).length;
-    if (denied.length > 0 && (policy === 'fail' || asked === 0)) throw missingCapabilityError(denied);
+    if (denied.length > 0 && (policy === 'fail' || asked === 0)) throw missingCapabilityError(denied, lane);
     const data: FlowData = { a: Object.fromEntries(need.answers), p: pins };
     const kept = need.keptForNext;
     if (kept !== undefined) data.k = kept.value;
-    const requestState = await guard.mint(data as unknown as JsonValue, request, { continues: opened }).catch(fromGuard);
+    const requestState = await guard.mint(data as unknown as JsonValue, request, { continues: opened }).catch((error: unknown) => {
+      // An honest flow that asks once more than its round limit allows, or past its deadline, is told so: this
+      // state was genuine (it was just opened), so the reason is no secret. The code still reaches onReject.
+      if (opened !== undefined && MrtrError.is(error) && (error.code === 'ERR_FLOW_ROUNDS' || error.code === 'ERR_FLOW_EXPIRED')) {
+        const wire = flowLimitError(error.code, guard.maxRounds);
+        if (emit !== undefined) reported.add(wire);
+        throw wire;
+      }
+      return fromGuard(error);
+    });
     const out: InputRequiredResult = { resultType: 'input_required', requestState };
     if (asked > 0) out.inputRequests = inputRequests as NonNullable<InputRequiredResult['inputRequests']>;
     return out;

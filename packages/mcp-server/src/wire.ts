@@ -12,9 +12,12 @@ const INTERNAL_ERROR = -32603;
 /** An error that must reach the wire as a JSON-RPC error (not as a tool `isError` result). */
 export class WireError extends Error {
   readonly error: ProtocolError;
-  constructor(error: ProtocolError) {
+  /** The code to report to `onReject`/`onEvent` for this answer, if it stands for an `MrtrError`. */
+  readonly code: MrtrErrorCode | undefined;
+  constructor(error: ProtocolError, code?: MrtrErrorCode) {
     super(error.message);
     this.error = error;
+    this.code = code;
   }
 }
 
@@ -25,24 +28,76 @@ export class WireError extends Error {
  */
 export function wireErrorFor(code: MrtrErrorCode): WireError {
   if (isServerFault(code)) return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error'));
-  if (code === 'ERR_PRINCIPAL_REQUIRED') return new WireError(new ProtocolError(INVALID_REQUEST, 'Authentication required'));
+  if (code === 'ERR_PRINCIPAL_REQUIRED') return new WireError(new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE));
   if (code === 'ERR_QUOTA_EXCEEDED') return new WireError(new ProtocolError(INVALID_REQUEST, 'Too many requests in flight; try again later'));
   return new WireError(new ProtocolError(INVALID_PARAMS, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }));
 }
 
-/** `-32021` with `data.requiredCapabilities` for the kinds the client did not declare. */
-export function missingCapabilityError(kinds: Iterable<InputRequestKind>): WireError {
-  return new WireError(
-    new MissingRequiredClientCapabilityError(
-      { requiredCapabilities: capabilitiesFor(kinds) as never },
-      'The client did not declare a capability this request needs',
-    ),
-  );
+/**
+ * The wire text for a protected call without a principal. It says what is missing, for the client's user, and
+ * where the server reads it from, for the operator (clients such as the Inspector CLI show only the message).
+ */
+export const PRINCIPAL_REQUIRED_MESSAGE =
+  'Authentication required: this request carries no user identity, and the server binds every request state to one ' +
+  "(it reads authInfo.extra.sub; see createMrtr's principal and unauthenticated options)";
+
+/**
+ * How this request reached the server, for the capability check:
+ * - `request`: a 2026-07-28 request, whose own `_meta` declares the client's capabilities;
+ * - `session`: a 2025-era connection (stdio, or Streamable HTTP with sessions), whose `initialize` declared them
+ *   and over which the SDK's legacy shim sends the questions;
+ * - `stateless`: a 2025-era request served statelessly over HTTP (the SDK's default fallback), where the server
+ *   cannot send a request back to the client, so nothing can be asked whatever the client declared.
+ */
+export type Lane = 'request' | 'session' | 'stateless';
+
+const KIND_NAMES: Record<InputRequestKind, string> = {
+  'elicitation.form': 'elicitation (form)',
+  'elicitation.url': 'elicitation (url)',
+  sampling: 'sampling',
+  'sampling.tools': 'sampling with tools',
+  roots: 'roots',
+};
+
+/** `elicitation (form) and sampling`: the kinds in the order given, without repeats. */
+export function kindNames(kinds: Iterable<InputRequestKind>): string {
+  const names = [...new Set([...kinds].map((kind) => KIND_NAMES[kind]))];
+  return names.length <= 1 ? (names[0] ?? '') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)}`;
+}
+
+/**
+ * `-32021` with `data.requiredCapabilities` for the kinds this request cannot be asked. The message leads with
+ * the real reason and names the capabilities: many clients show only the message, not `data`.
+ */
+export function missingCapabilityError(kinds: Iterable<InputRequestKind>, lane: Lane = 'request'): WireError {
+  const list = [...kinds];
+  const names = kindNames(list);
+  const message =
+    lane === 'stateless'
+      ? `This request needs ${names}, but it came from a 2025-era client over stateless HTTP, where the server cannot ` +
+        'send requests back to the client. Connect with a 2026-07-28 client, or serve 2025-era clients with sessions ' +
+        "(createHttpHandler from @mrtr/mcp-server, legacy: 'sessions')"
+      : `The client did not declare the ${names} capability this request needs (declare it in the client's capabilities)`;
+  return new WireError(new MissingRequiredClientCapabilityError({ requiredCapabilities: capabilitiesFor(list) as never }, message));
+}
+
+/** The wire error for an honest flow that ran out of rounds or time while asking (not a forged state). */
+export function flowLimitError(code: 'ERR_FLOW_ROUNDS' | 'ERR_FLOW_EXPIRED', maxRounds: number): WireError {
+  const message =
+    code === 'ERR_FLOW_ROUNDS'
+      ? `This request ran out of rounds: ${maxRounds} rounds of questions without a complete, valid answer. Start it again`
+      : 'This request ran out of time: its questions were not all answered before the deadline. Start it again';
+  const reason = code === 'ERR_FLOW_ROUNDS' ? 'flow_rounds_exhausted' : 'flow_expired';
+  return new WireError(new ProtocolError(INVALID_REQUEST, message, { reason }), code);
 }
 
 /** Maps anything a round threw: `MrtrError`s to their wire answer (reported first), anything else unchanged. */
 export function toWire(error: unknown, report: (code: MrtrErrorCode) => void): unknown {
-  if (error instanceof WireError || !MrtrError.is(error)) return error;
+  if (error instanceof WireError) {
+    if (error.code !== undefined) report(error.code);
+    return error;
+  }
+  if (!MrtrError.is(error)) return error;
   report(error.code);
   return wireErrorFor(error.code);
 }

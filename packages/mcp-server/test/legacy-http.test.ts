@@ -1,15 +1,16 @@
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { createMcpHandler } from '@modelcontextprotocol/server';
 import { expect, it } from 'vitest';
 import { fixture } from './harness.js';
 
 /**
  * A 2025-era client over `createMcpHandler`'s default `legacy: 'stateless'` fallback: each request gets a fresh
- * instance with no initialize-time capabilities and no channel for server→client requests, so the SDK's legacy
- * shim refuses to fulfil `input_required` (tools/call → `isError`). The protected handler ran its first round
- * only; nothing was executed and no state was accepted. (Over stdio the shim works: see stdio.test.ts.)
+ * instance with no initialize-time capabilities and no channel for server→client requests, so nothing can be
+ * asked there. mrtr treats that lane as "no capability" and answers `-32021` whose message says why and names
+ * the fix (sessions: `createHttpHandler`); nothing ran, no state was minted. (Over sessions and stdio the shim
+ * works: see http-handler.test.ts and stdio.test.ts.)
  */
-it('a 2025-era client over stateless HTTP gets the SDK shim’s isError, and nothing runs', async () => {
+it('a 2025-era client over stateless HTTP gets a -32021 that names the lane and the fix, and nothing runs', async () => {
   const f = fixture();
   const handler = createMcpHandler(() => f.buildServer());
   const transport = new StreamableHTTPClientTransport(new URL('http://test.local/mcp'), {
@@ -24,11 +25,14 @@ it('a 2025-era client over stateless HTTP gets the SDK shim’s isError, and not
   });
   await client.connect(transport);
   expect(client.getProtocolEra()).toBe('legacy');
-  const result = await client.callTool({ name: 'delete_files', arguments: { path: '/x' } });
-  expect(result.isError).toBe(true);
-  expect(JSON.stringify(result.content)).toContain('per-request legacy serving cannot receive server-to-client requests');
+  const error = (await client.callTool({ name: 'delete_files', arguments: { path: '/x' } }).catch((e: unknown) => e)) as ProtocolError;
+  expect(error).toBeInstanceOf(ProtocolError);
+  expect(error.code).toBe(-32021);
+  expect(error.message).toMatch(/This request needs elicitation \(form\), but it came from a 2025-era client over stateless HTTP/);
+  expect(error.data).toEqual({ requiredCapabilities: { elicitation: { form: {} } } });
   expect(elicited).toBe(0);
   expect(f.effects).toEqual([]);
   expect(f.rejects).toEqual([]);
+  expect(f.events.filter((e) => e.type === 'state.minted')).toEqual([]);
   await client.close();
 });

@@ -4,12 +4,13 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
 import { createMrtr, type FormSchema } from '../src/index.js';
-import { validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/answers.js';
+import { explainFormAnswer, validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/answers.js';
 import { type NeedInit, NeedState, nativeSha256Utf8, portableSha256Utf8, questionPin } from '../src/need.js';
 import { callTool, connect, fixture } from './harness.js';
 
 /** Default answer limits, as `createMrtr` sets them. */
 const L = { maxChars: 4096 };
+const ALL: NeedInit['allowed'] = new Set(['elicitation.form', 'elicitation.url', 'sampling', 'sampling.tools', 'roots']);
 const init = (over: Omit<NeedInit, 'presupplied' | 'maxAnswerChars' | 'maxRounds'> & Partial<NeedInit>): NeedInit => ({
   maxRounds: 8,
   presupplied: 'ignore',
@@ -138,10 +139,10 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
   it('returns an earlier answer only for the same question (a changed question is asked again)', () => {
     const prior = { a: { confirm: [pinOf('Delete /a?'), yes] as [string, never] }, p: {} };
-    const same = new NeedState(init({ round: 2, prior, responses: {}, allowed: undefined }));
+    const same = new NeedState(init({ round: 2, prior, responses: {}, allowed: ALL }));
     expect(same.elicit('confirm', q('Delete /a?'))).toEqual(yes);
     expect(same.pending).toEqual([]);
-    const changed = new NeedState(init({ round: 2, prior, responses: {}, allowed: undefined }));
+    const changed = new NeedState(init({ round: 2, prior, responses: {}, allowed: ALL }));
     expect(changed.elicit('confirm', q('Delete /b?'))).toBeUndefined();
     expect(changed.pending).toEqual(['confirm']);
     expect(changed.answers.has('confirm')).toBe(false);
@@ -149,16 +150,16 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
   it('ignores this round’s answer to a pending key when it answered another question', () => {
     const prior = { a: {}, p: { confirm: pinOf('v1?') } };
-    const need = new NeedState(init({ round: 2, prior, responses: { confirm: yes }, allowed: undefined }));
+    const need = new NeedState(init({ round: 2, prior, responses: { confirm: yes }, allowed: ALL }));
     expect(need.elicit('confirm', q('v2?'))).toBeUndefined();
-    const ok = new NeedState(init({ round: 2, prior, responses: { confirm: yes }, allowed: undefined }));
+    const ok = new NeedState(init({ round: 2, prior, responses: { confirm: yes }, allowed: ALL }));
     expect(ok.elicit('confirm', q('v1?'))).toEqual(yes);
   });
 
   it('with a state, ignores answers to questions that were not sent (no pre-answering a later round)', () => {
     // Round 1 sent only `env`; the retry also carries an answer to `approve`, which was never shown.
     const prior = { a: {}, p: { env: pinOf('Which environment?') } };
-    const need = new NeedState(init({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: undefined }));
+    const need = new NeedState(init({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: ALL }));
     expect(need.elicit('env', q('Which environment?'))).toEqual(yes);
     expect(need.elicit('approve', q('Transfer $10,000?'))).toBeUndefined();
     expect(need.pending).toEqual(['approve']);
@@ -166,7 +167,7 @@ describe('NeedState: pins, pending keys and misuse', () => {
 
   it('with a state, ignores a re-sent answer to a question whose wording changed', () => {
     const prior = { a: { confirm: [pinOf('Transfer $10?'), yes] as [string, never] }, p: {} };
-    const need = new NeedState(init({ round: 3, prior, responses: { confirm: yes }, allowed: undefined }));
+    const need = new NeedState(init({ round: 3, prior, responses: { confirm: yes }, allowed: ALL }));
     expect(need.elicit('confirm', q('Transfer $10,000?'))).toBeUndefined();
     expect(need.pending).toEqual(['confirm']);
   });
@@ -176,7 +177,7 @@ describe('NeedState: pins, pending keys and misuse', () => {
   // permissive than sending one: a pre-supplied answer counts only where the question or server opts in.
   it('without a state (first call), ignores a pre-supplied answer unless the question or server opts in', () => {
     const first = (presupplied: 'ignore' | 'accept') =>
-      new NeedState(init({ round: 1, prior: undefined, responses: { confirm: yes }, allowed: undefined, presupplied }));
+      new NeedState(init({ round: 1, prior: undefined, responses: { confirm: yes }, allowed: ALL, presupplied }));
     const ignored = first('ignore');
     expect(ignored.elicit('confirm', q('Delete /a?'))).toBeUndefined();
     expect(ignored.pending).toEqual(['confirm']);
@@ -189,7 +190,7 @@ describe('NeedState: pins, pending keys and misuse', () => {
   it('with a state, a question not sent yet takes a pre-supplied answer only under the same opt-in', () => {
     const prior = { a: {}, p: { env: pinOf('Which environment?') } };
     const later = (presupplied: 'ignore' | 'accept') =>
-      new NeedState(init({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: undefined, presupplied }));
+      new NeedState(init({ round: 2, prior, responses: { env: yes, approve: yes }, allowed: ALL, presupplied }));
     const strict = later('ignore');
     expect(strict.elicit('env', q('Which environment?'))).toEqual(yes);
     expect(strict.elicit('approve', q('Transfer $10,000?'))).toBeUndefined();
@@ -199,7 +200,7 @@ describe('NeedState: pins, pending keys and misuse', () => {
   });
 
   it('again() re-asks an answered key and drops its answer', () => {
-    const need = new NeedState(init({ round: 1, prior: undefined, responses: { confirm: { action: 'decline' } }, allowed: undefined }));
+    const need = new NeedState(init({ round: 1, prior: undefined, responses: { confirm: { action: 'decline' } }, allowed: ALL }));
     expect(need.elicit('confirm', q('x?'), { presupplied: 'accept' })).toEqual({ action: 'decline' });
     need.again('confirm');
     expect(need.pending).toEqual(['confirm']);
@@ -364,5 +365,48 @@ describe('handler results', () => {
     const c2 = await callTool(client, 'changing', {}, { inputResponses: { a: { action: 'accept', content: {} } }, requestState: c1.requestState as string });
     expect(c2.resultType).toBe('input_required');
     expect((c2.inputRequests as Record<string, { params: { message: string } }>).a!.params.message).toBe('Version 2?');
+  });
+});
+
+describe('why an answer was refused (sent back in front of the question)', () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', title: 'Name', minLength: 2, maxLength: 5 },
+      mail: { type: 'string', format: 'email' },
+      size: { type: 'integer', minimum: 1, maximum: 3 },
+      env: { type: 'string', enum: ['dev', 'prod'] },
+      tags: { type: 'array', items: { type: 'string', enum: ['a', 'b'] }, maxItems: 1 },
+      ok: { type: 'boolean' },
+    },
+    required: ['ok'],
+  } as const satisfies FormSchema;
+  const why = (content: unknown) => explainFormAnswer(schema, { action: 'accept', content }, L);
+  it('names the field (its title when it has one) and the rule, never the answer', () => {
+    expect(why({ ok: true, name: 'x' })).toBe('"Name" must be at least 2 characters long.');
+    expect(why({ ok: true, name: 'toolong' })).toBe('"Name" must be at most 5 characters long.');
+    expect(why({ ok: true, mail: 'secret-not-an-email' })).toBe('"mail" must be a valid email.');
+    expect(why({ ok: true, size: 2.5 })).toBe('"size" must be a whole number.');
+    expect(why({ ok: true, size: 9 })).toBe('"size" must be at most 3.');
+    expect(why({ ok: true, env: 'staging' })).toBe('"env" must be one of "dev", "prod".');
+    expect(why({ ok: true, tags: ['a', 'b'] })).toBe('"tags" allows at most 1 choices.');
+    expect(why({ ok: 'yes' })).toBe('"ok" must be true or false.');
+    expect(why({})).toBe('"ok" is required.');
+    expect(explainFormAnswer(schema, { action: 'maybe' }, L)).toBe('The answer could not be read.');
+    for (const content of [{ ok: true, name: 'x' }, { ok: 'yes' }, {}]) expect(validateFormAnswer(schema, { action: 'accept', content }, L)).toBeUndefined();
+    expect(validateFormAnswer(schema, { action: 'accept', content: { ok: true, name: 'abc' } }, L)).toEqual({ action: 'accept', content: { ok: true, name: 'abc' } });
+  });
+
+  it('a refused answer re-asks the question with the reason; a valid answer to it then counts (same pin)', async () => {
+    const f = fixture();
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/r' });
+    const r2 = await callTool(client, 'delete_files', { path: '/r' }, { inputResponses: { confirm: { action: 'accept', content: {} } }, requestState: r1.requestState as string });
+    expect(r2.resultType).toBe('input_required');
+    const asked = (r2.inputRequests as Record<string, { params: { message: string } }>).confirm!.params.message;
+    expect(asked).toMatch(/^".+" is required\. Delete \/r\?$/);
+    const r3 = await callTool(client, 'delete_files', { path: '/r' }, { inputResponses: { confirm: { action: 'accept', content: { ok: true } } }, requestState: r2.requestState as string });
+    expect(r3.resultType).toBeUndefined();
+    expect(f.effects).toEqual(['deleted /r']);
   });
 });

@@ -41,14 +41,20 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     expect(f.effects).toEqual([]);
   });
 
-  it('the same principal under another auth field is another user (sub vs clientId)', async () => {
+  it('a token without a subject has no principal: the shared client id never stands in for a user', async () => {
     const f = fixture();
-    const bySub = await connect(f, { sub: 'test-client' });
-    const r1 = await callTool(bySub, 'delete_files', { path: '/x' });
-    // A token without `extra.sub` falls back to clientId "test-client": same text, different principal.
-    const byClient = await connect(f, { sub: '' });
-    expectOpaque(await wireError(callTool(byClient, 'delete_files', { path: '/x' }, { inputResponses: yes, requestState: r1.requestState as string })));
-    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_PRINCIPAL']);
+    // Both tokens come from the same client application ("test-client"); only alice's names a user.
+    const alice = await connect(f, { sub: 'alice' });
+    const r1 = await callTool(alice, 'delete_files', { path: '/x' });
+    const noSubject = await connect(f, { sub: '' });
+    const error = await wireError(callTool(noSubject, 'delete_files', { path: '/x' }, { inputResponses: yes, requestState: r1.requestState as string }));
+    expect(error.code).toBe(-32600);
+    expect(error.message).toMatch(/^Authentication required: .*authInfo\.extra\.sub/);
+    // Not even a first round: without a user there is nothing to bind a state to.
+    const fresh = await wireError(callTool(noSubject, 'delete_files', { path: '/y' }));
+    expect(fresh.code).toBe(-32600);
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_PRINCIPAL_REQUIRED', 'ERR_PRINCIPAL_REQUIRED']);
+    expect(f.effects).toEqual([]);
   });
 
   it('the same state with other arguments → ERR_STATE_BINDING', async () => {
@@ -165,8 +171,27 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const r1 = await callTool(client, 'steps', { rounds: 5 });
     const r2 = await callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
     expect(r2.resultType).toBe('input_required');
-    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step2'), requestState: r2.requestState as string })));
+    // An honest flow that runs out of rounds is told so (its state was genuine), not given the forgery error.
+    const error = await wireError(callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step2'), requestState: r2.requestState as string }));
+    expect(error.code).toBe(-32600);
+    expect(error.message).toContain('This request ran out of rounds: 2 rounds');
+    expect(error.data).toEqual({ reason: 'flow_rounds_exhausted' });
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_FLOW_ROUNDS']);
+  });
+
+  it('a state whose round is past this instance’s limit (minted under a higher one) stays opaque → ERR_FLOW_ROUNDS', async () => {
+    const keys = KeyRing.generate();
+    const generous = fixture({ keys, maxRounds: 5 });
+    const strict = fixture({ keys, maxRounds: 2 });
+    const client = await connect(generous);
+    let r = await callTool(client, 'steps', { rounds: 5 });
+    for (const step of ['step1', 'step2']) {
+      r = await callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok(step), requestState: r.requestState as string });
+    }
+    // r carries round 3: opened where the limit is 2 it is refused like any forged state.
+    const other = await connect(strict);
+    expectOpaque(await wireError(callTool(other, 'steps', { rounds: 5 }, { inputResponses: ok('step3'), requestState: r.requestState as string })));
+    expect(strict.rejects.map((x) => x.code)).toEqual(['ERR_FLOW_ROUNDS']);
   });
 
   it('need.maxRounds lets a handler end the flow itself in round maxRounds + 1, with no rejection', async () => {
