@@ -361,30 +361,34 @@ export function createHttpServer(options: HttpOptions): Server {
       jsonError(res, 404, 'Not found');
       return;
     }
-    // 3. Only POST: no standalone SSE stream (GET) and no sessions to delete (DELETE) in 2026-07-28.
-    if (req.method !== 'POST') {
-      jsonError(res, 405, 'Method not allowed', { allow: 'POST' });
+    // 3. POST for every request; GET (a session's stream) and DELETE (its end) only for 2025-era sessions, which
+    //    carry an Mcp-Session-Id (2026-07-28 has neither: the handler answers any other GET/DELETE itself).
+    if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+      jsonError(res, 405, 'Method not allowed', { allow: 'POST, GET, DELETE' });
       return;
     }
     // 4. Bearer auth when tokens are configured.
     const who = authenticate(req, res);
     if (who === undefined) return;
     const { authInfo } = who;
-    // 5. Body cap, before anything is parsed.
-    const declared = Number(req.headers['content-length'] ?? '0');
-    if (!Number.isFinite(declared) || declared > MAX_BODY_BYTES) {
-      refuseBody(req, res);
-      return;
-    }
-    const body = await readBody(req, MAX_BODY_BYTES);
-    if (body === undefined) {
-      refuseBody(req, res);
-      return;
-    }
-    // 6. Nesting cap, before anything is parsed: JSON.parse of deeply nested input is far costlier than its size.
-    if (jsonDepthExceeds(body, MAX_JSON_DEPTH)) {
-      jsonError(res, 400, `Parse error: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {}, -32700);
-      return;
+    let body: Buffer | undefined;
+    if (req.method === 'POST') {
+      // 5. Body cap, before anything is parsed.
+      const declared = Number(req.headers['content-length'] ?? '0');
+      if (!Number.isFinite(declared) || declared > MAX_BODY_BYTES) {
+        refuseBody(req, res);
+        return;
+      }
+      body = await readBody(req, MAX_BODY_BYTES);
+      if (body === undefined) {
+        refuseBody(req, res);
+        return;
+      }
+      // 6. Nesting cap, before anything is parsed: JSON.parse of deeply nested input is far costlier than its size.
+      if (jsonDepthExceeds(body, MAX_JSON_DEPTH)) {
+        jsonError(res, 400, `Parse error: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, {}, -32700);
+        return;
+      }
     }
     const abort = new AbortController();
     res.once('close', () => {

@@ -1,8 +1,8 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { createMcpHandler, type McpHttpHandler, type ServerContext } from '@modelcontextprotocol/server';
-import { createMrtr } from '@mrtr/mcp-server';
+import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
+import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
 import { type Backend, BackendError, openBackend } from './backend.js';
 import { createCodec } from './codecs.js';
 import {
@@ -152,7 +152,9 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
         return url === undefined ? pageOrigin : new URL(url).origin;
       },
     });
-    if (!cli.stdio) handler = createMcpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError });
+    // 2026-07-28 clients statelessly; 2025-era clients (SDK 1.x, the v2 client's defaults) on sessions, where the
+    // SDK's legacy shim can ask them the tools' questions (the SDK's own stateless fallback cannot ask anything).
+    if (!cli.stdio) handler = createHttpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError });
     const name = codecNames[i]!;
     return { codec: name, path: cli.codec === 'all' ? `${MCP_PATH}/${name}` : MCP_PATH, factory, handler };
   });

@@ -120,12 +120,17 @@ describe('Origin check', () => {
 });
 
 describe('methods, paths, auth and body size', () => {
-  it('answers GET, DELETE and PUT on /mcp with 405 and Allow: POST', async () => {
-    for (const method of ['GET', 'DELETE', 'PUT']) {
+  it('answers PUT on /mcp with 405; GET and DELETE without a 2025-era session with 400 (they exist only for sessions)', async () => {
+    const put = await send({ method: 'PUT', headers: { host: `127.0.0.1:${demo.port}`, authorization: `Bearer ${TOKEN}` } });
+    expect(put.status).toBe(405);
+    expect(put.headers.allow).toBe('POST, GET, DELETE');
+    for (const method of ['GET', 'DELETE']) {
       const reply = await send({ method, headers: { host: `127.0.0.1:${demo.port}`, authorization: `Bearer ${TOKEN}` } });
-      expect(reply.status, method).toBe(405);
-      expect(reply.headers.allow).toBe('POST');
+      expect(reply.status, method).toBe(400);
     }
+    // An unknown (or another user's) session: 404, which tells a 2025-era client to start a new one.
+    const stale = await send({ method: 'GET', headers: { host: `127.0.0.1:${demo.port}`, authorization: `Bearer ${TOKEN}`, 'mcp-session-id': 'gone' } });
+    expect(stale.status).toBe(404);
   });
 
   it('answers unknown paths with 404', async () => {
