@@ -1,12 +1,14 @@
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { createStateGuard, KeyRing, type ReplayStore } from '@mrtr/core';
 import { withDeadline } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory } from './codecs.js';
 import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parse, type Status, statusLine, style, UsageError, writeJson } from './io.js';
 import { checkRing, DEFAULT_SKEW_MS, splitEntries } from './keys.js';
+import { loadOptional, STORE_PACKAGES } from './optional.js';
 import { duration } from './time.js';
 
-const STORES = ['memory', 'redis', 'postgres'] as const;
+const STORES = ['memory', 'redis', 'postgres', 'sqlite'] as const;
 type StoreName = (typeof STORES)[number];
 
 export const DOCTOR_HELP = `Usage: mrtr doctor [--codec NAME] [--store NAME] [options]
@@ -19,16 +21,20 @@ line per check with ok, warn or fail:
   STORE         a real consume of a throwaway id (first accepted, the replay refused), then removed
   redis policy  maxmemory-policy: anything but noeviction may evict consumed ids (replays accepted)
   redis clock   Redis TIME against this host (Redis expires ids by its own clock)
-  sql schema    the table's columns, primary key (ns, id) and expiry index
-  sql clock     the database clock against this host
+  sql schema    the table's columns, primary key (ns, id) and expiry index (PostgreSQL and SQLite)
+  sql clock     the database clock against this host (PostgreSQL)
 
-Environment: MRTR_KEYS (required), REDIS_URL, DATABASE_URL, MRTR_CODEC, MRTR_STORE.
+Environment: MRTR_KEYS (required), REDIS_URL, DATABASE_URL, MRTR_SQLITE_FILE, MRTR_CODEC, MRTR_STORE.
+The stores' packages are optional: redis needs @mrtr/store-redis and ioredis, postgres @mrtr/store-sql
+and pg, sqlite @mrtr/store-sql and better-sqlite3, installed next to @mrtr/cli.
 
 Options:
   --codec NAME    hmac, jwe, aead or all (default: MRTR_CODEC, else all)
-  --store NAME    memory, redis, postgres or none; repeatable as a comma list (default: MRTR_STORE, else
-                  redis when REDIS_URL is set and postgres when DATABASE_URL is set, else memory)
+  --store NAME    memory, redis, postgres, sqlite or none; repeatable as a comma list (default: MRTR_STORE,
+                  else redis when REDIS_URL is set, postgres when DATABASE_URL is set and sqlite when
+                  MRTR_SQLITE_FILE is set, else memory)
   --table NAME    the SQL store's table (default mrtr_replay)
+  --sqlite-file PATH  the SQLite store's database file (default: MRTR_SQLITE_FILE)
   --skew-ms MS    the guard's clockSkewMs: a store clock further off fails, half of it warns (default ${DEFAULT_SKEW_MS})
   --timeout-ms MS longest wait for a store to connect or answer (default 5000)
   --strict        exit 1 on a warning too
@@ -100,6 +106,7 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
       codec: { type: 'string' },
       store: { type: 'string' },
       table: { type: 'string' },
+      'sqlite-file': { type: 'string' },
       'skew-ms': { type: 'string' },
       'timeout-ms': { type: 'string' },
       strict: { type: 'boolean' },
@@ -117,16 +124,22 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
   const codecs: CodecName[] = codecText === 'all' ? [...CODECS] : [codecText as CodecName];
   const redisUrl = env.REDIS_URL === '' ? undefined : env.REDIS_URL;
   const databaseUrl = env.DATABASE_URL === '' ? undefined : env.DATABASE_URL;
+  const sqliteText = (values['sqlite-file'] as string | undefined) ?? env.MRTR_SQLITE_FILE;
+  const sqliteFile = sqliteText === '' ? undefined : sqliteText;
   const storeText = (values.store as string | undefined) ?? env.MRTR_STORE;
   let stores: StoreName[];
   if (storeText === undefined || storeText === '') {
-    stores = [...(redisUrl === undefined ? [] : ['redis' as const]), ...(databaseUrl === undefined ? [] : ['postgres' as const])];
+    stores = [
+      ...(redisUrl === undefined ? [] : ['redis' as const]),
+      ...(databaseUrl === undefined ? [] : ['postgres' as const]),
+      ...(sqliteFile === undefined ? [] : ['sqlite' as const]),
+    ];
     if (stores.length === 0) stores = ['memory'];
   } else if (storeText === 'none') {
     stores = [];
   } else {
     const names = storeText.split(',').map((n) => n.trim());
-    for (const n of names) if (!(STORES as readonly string[]).includes(n)) throw new UsageError(`--store (or MRTR_STORE): unknown store "${n}" (memory, redis, postgres or none)`);
+    for (const n of names) if (!(STORES as readonly string[]).includes(n)) throw new UsageError(`--store (or MRTR_STORE): unknown store "${n}" (memory, redis, postgres, sqlite or none)`);
     stores = [...new Set(names as StoreName[])];
   }
   const table = (values.table as string | undefined) ?? 'mrtr_replay';
@@ -198,6 +211,9 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
     else if (store === 'redis') {
       if (redisUrl === undefined) add({ name: 'redis', status: 'fail', detail: 'REDIS_URL is not set' });
       else await checkRedis(add, redisUrl, timeoutMs, skewMs);
+    } else if (store === 'sqlite') {
+      if (sqliteFile === undefined) add({ name: 'sqlite', status: 'fail', detail: 'no database file: pass --sqlite-file PATH (or set MRTR_SQLITE_FILE)' });
+      else await checkSqlite(add, sqliteFile, table, timeoutMs);
     } else if (databaseUrl === undefined) add({ name: 'postgres', status: 'fail', detail: 'DATABASE_URL is not set' });
     else await checkPostgres(add, databaseUrl, table, timeoutMs, skewMs);
   }
@@ -231,10 +247,10 @@ async function checkMemory(add: (c: Check) => void, timeoutMs: number): Promise<
 }
 
 async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: number, skewMs: number): Promise<void> {
-  const { createRedisStore } = await import('@mrtr/store-redis');
   const where = redactUrl(url);
-  let store: Awaited<ReturnType<typeof createRedisStore>> | undefined;
+  let store: import('@mrtr/store-redis').RedisReplayStore | undefined;
   try {
+    const { createRedisStore } = await loadOptional(() => import('@mrtr/store-redis'), STORE_PACKAGES.redis, 'doctor --store redis');
     store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs });
     const { id, check } = await consumeTwice(store, timeoutMs * 2, 'redis');
     check.detail += ` at ${where}`;
@@ -325,12 +341,15 @@ async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Prom
 
 async function checkPostgres(add: (c: Check) => void, url: string, table: string, timeoutMs: number, skewMs: number): Promise<void> {
   const where = redactUrl(url);
-  const pg = ((await import('pg')) as unknown as { default: { Pool: new (config: Record<string, unknown>) => PgPool } }).default;
-  const pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, max: 2 });
-  pool.on('error', () => {});
-  const { createPostgresStore } = await import('@mrtr/store-sql');
-  const store = createPostgresStore({ pool: pool as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0, statementTimeoutMs: timeoutMs });
+  let pool: PgPool | undefined;
+  let store: import('@mrtr/store-sql').SqlReplayStore | undefined;
   try {
+    const what = 'doctor --store postgres';
+    const pg = ((await loadOptional(() => import('pg'), STORE_PACKAGES.postgres, what)) as unknown as { default: { Pool: new (config: Record<string, unknown>) => PgPool } }).default;
+    const { createPostgresStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.postgres, what);
+    pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, max: 2 });
+    pool.on('error', () => {});
+    store = createPostgresStore({ pool: pool as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0, statementTimeoutMs: timeoutMs });
     const before = await schemaCheck(pool, table, timeoutMs);
     const schema: Check = before ?? {
       name: 'sql schema',
@@ -359,7 +378,106 @@ async function checkPostgres(add: (c: Check) => void, url: string, table: string
   } catch (error) {
     add({ name: 'postgres', status: 'fail', detail: `${where}: ${errorText(error)}` });
   } finally {
-    await store.close().catch(() => {});
-    await pool.end().catch(() => {});
+    await store?.close().catch(() => {});
+    await pool?.end().catch(() => {});
+  }
+}
+
+interface SqliteDb {
+  prepare(sql: string): { all(...params: unknown[]): Record<string, unknown>[]; run(...params: unknown[]): unknown };
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  close(): unknown;
+}
+
+/** The SQLite table's shape, as the store creates it; `undefined` when the table does not exist. */
+function sqliteSchemaCheck(db: SqliteDb, table: string): Check | undefined {
+  const quoted = `"${table}"`;
+  const columns = db.prepare(`PRAGMA table_info(${quoted})`).all() as { name: string; type: string; notnull: number; pk: number }[];
+  if (columns.length === 0) return undefined;
+  const problems: string[] = [];
+  const want: Record<string, string> = { ns: 'TEXT', id: 'TEXT', expires_at: 'INTEGER' };
+  for (const [name, type] of Object.entries(want)) {
+    const col = columns.find((c) => c.name === name);
+    if (col === undefined) problems.push(`column ${name} is missing`);
+    else if (col.type.toUpperCase() !== type) problems.push(`column ${name} is ${col.type || 'untyped'}, not ${type}`);
+    else if (col.notnull !== 1) problems.push(`column ${name} allows NULL`);
+  }
+  const pk = columns.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name);
+  if (pk.join(',') !== 'ns,id') problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
+  const indexes = db.prepare(`PRAGMA index_list(${quoted})`).all() as { name: string }[];
+  const expiryIndex = indexes.some((i) => {
+    const cols = db.prepare(`PRAGMA index_info("${i.name.replaceAll('"', '""')}")`).all() as { seqno: number; name: string }[];
+    return cols.find((c) => c.seqno === 0)?.name === 'expires_at';
+  });
+  const warnings = expiryIndex ? [] : ['no index on expires_at (purges scan the table)'];
+  const owner = columns.find((c) => c.name === 'owner');
+  if (owner === undefined) {
+    warnings.push(
+      `no owner column (a table of an earlier version): the store adds it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE ${quoted} ADD COLUMN owner TEXT`,
+    );
+  } else if (owner.type.toUpperCase() !== 'TEXT') problems.push(`column owner is ${owner.type || 'untyped'}, not TEXT`);
+  if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
+  if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
+  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, owner), primary key (ns, id), expiry index` };
+}
+
+/**
+ * The SQLite store on the server's database file, opened here with the driver the server uses. A file that does
+ * not exist yet is not created: the driver and a consume are checked on an in-memory database instead.
+ */
+async function checkSqlite(add: (c: Check) => void, file: string, table: string, timeoutMs: number): Promise<void> {
+  let db: SqliteDb | undefined;
+  let store: import('@mrtr/store-sql').SqlReplayStore | undefined;
+  const where = file === ':memory:' ? 'an in-memory database' : file;
+  try {
+    const what = 'doctor --store sqlite';
+    const sqlite = await loadOptional(() => import('better-sqlite3'), STORE_PACKAGES.sqlite, what);
+    const { createSqliteStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.sqlite, what);
+    // better-sqlite3 is CommonJS (`export =`): under ESM its constructor is the default export.
+    const Database = ((sqlite as { default?: unknown }).default ?? sqlite) as unknown as new (file: string, options?: Record<string, unknown>) => SqliteDb;
+    const exists = file === ':memory:' || existsSync(file);
+    db = new Database(exists ? file : ':memory:', { timeout: timeoutMs });
+    db.pragma(`busy_timeout = ${timeoutMs}`);
+    const before = sqliteSchemaCheck(db, table);
+    const schema: Check = before ?? {
+      name: 'sql schema',
+      status: 'warn',
+      detail: exists
+        ? `table "${table}" was missing: the store creates it on its first consume (ensureSchema, the default)`
+        : `${file} does not exist: the store creates the file and the table when the server starts (check the path); the driver and a consume were checked on an in-memory database instead`,
+    };
+    add(schema);
+    store = createSqliteStore({ database: db as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0 });
+    const { id, check } = await consumeTwice(store, timeoutMs * 2, 'sqlite');
+    check.detail += ` in ${exists ? where : 'an in-memory database'}`;
+    add(check);
+    try {
+      db.prepare(`DELETE FROM "${table}" WHERE ns = ? AND id = ?`).run('mrtr-doctor', id);
+    } catch {
+      // best effort, like the other stores
+    }
+    if (before === undefined && exists) {
+      const after = sqliteSchemaCheck(db, table);
+      if (after === undefined) {
+        schema.status = 'fail';
+        schema.detail += '; it was not created';
+      } else {
+        if (after.status === 'fail') schema.status = 'fail';
+        schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
+      }
+    }
+    const mode = String(db.pragma('journal_mode', { simple: true }) ?? '');
+    if (exists && file !== ':memory:' && mode.toLowerCase() !== 'wal') {
+      add({ name: 'sqlite mode', status: 'warn', detail: `journal_mode ${mode}: the store switches a file it opens to WAL; a database you pass it should go through configureSqliteDatabase(db)` });
+    }
+  } catch (error) {
+    add({ name: 'sqlite', status: 'fail', detail: `${where}: ${errorText(error)}` });
+  } finally {
+    await store?.close().catch(() => {});
+    try {
+      db?.close();
+    } catch {
+      // already closed
+    }
   }
 }

@@ -1,5 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DATABASE_URL, gateService, K1, KEYS, REDIS_URL, REQUIRE_SERVICES, runCli } from './helpers.js';
@@ -97,7 +101,7 @@ describe('mrtr doctor without services', () => {
   it.each([
     [['--codec', 'rot13'], {}, /--codec \(or MRTR_CODEC\) must be/],
     [[], { MRTR_CODEC: 'rot13' }, /--codec \(or MRTR_CODEC\) must be/],
-    [['--store', 'mongo'], {}, /unknown store "mongo"/],
+    [['--store', 'mongo'], {}, /unknown store "mongo" \(memory, redis, postgres, sqlite or none\)/],
     [['--table', 'drop table;'], {}, /--table must be/],
     [['--timeout-ms', '5'], {}, /--timeout-ms must be between 100/],
     [['extra'], {}, /doctor takes no arguments/],
@@ -273,5 +277,89 @@ describe.skipIf(REDIS_URL === undefined || DATABASE_URL === undefined)('mrtr doc
       .map((l) => l.slice(6, 20).trim());
     expect(names).toEqual(['keys', 'codec hmac', 'codec jwe', 'codec aead', 'redis', 'redis policy', 'redis clock', 'sql schema', 'postgres', 'sql clock']);
     expect(r.stdout).not.toMatch(/^fail/m);
+  });
+});
+
+describe('mrtr doctor on SQLite (--store sqlite)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mrtr-cli-doctor-sqlite-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string) => join(dir, `${name}.sqlite`);
+  const run = (args: string[], env: Record<string, string> = {}) => runCli(['doctor', '--codec', 'hmac', ...args], { env: { MRTR_KEYS: KEYS, ...env } });
+  /** A database file prepared with `setup` (WAL, as the store leaves a file it owns). */
+  const prepared = (name: string, setup: string) => {
+    const path = file(name);
+    const db = new Database(path);
+    db.pragma('journal_mode = WAL');
+    db.exec(setup);
+    db.close();
+    return path;
+  };
+
+  it('a new file: the table is created as the store would, then the same file checks clean', async () => {
+    const path = prepared('fresh', 'SELECT 1');
+    const r = await run(['--store', 'sqlite', '--sqlite-file', path]);
+    expect(r.code).toBe(0);
+    const out = lines(r.stdout);
+    expect(out[2]).toMatch(/^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner\), primary key \(ns, id\), expiry index$/);
+    expect(out[3]).toMatch(new RegExp(`^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused \\(.*\\) in ${path.replaceAll('.', '\\.')}$`));
+    const again = await run(['--store', 'sqlite', '--sqlite-file', path, '--strict']);
+    expect(again.code).toBe(0);
+    expect(lines(again.stdout).slice(2)).toEqual([
+      expect.stringMatching(/^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner\), primary key \(ns, id\), expiry index$/),
+      expect.stringMatching(/^ok {4}sqlite +consume of a throwaway id/),
+      '4 ok, 0 warn, 0 fail',
+    ]);
+    // The throwaway ids are gone again.
+    const db = new Database(path, { readonly: true });
+    expect(db.prepare('SELECT count(*) AS n FROM mrtr_replay').get()).toEqual({ n: 0 });
+    db.close();
+  });
+
+  it('MRTR_SQLITE_FILE selects the store by default and names the file; --table picks the table', async () => {
+    const path = prepared('env', 'SELECT 1');
+    const r = await run(['--table', 'replay_ids', '--json'], { MRTR_SQLITE_FILE: path });
+    expect(r.code).toBe(0);
+    const report = JSON.parse(r.stdout) as { stores: string[]; checks: { name: string; status: string; detail: string }[] };
+    expect(report.stores).toEqual(['sqlite']);
+    expect(report.checks.find((c) => c.name === 'sqlite')?.status).toBe('ok');
+    expect(report.checks.find((c) => c.name === 'sql schema')?.detail).toMatch(/^table "replay_ids" was missing/);
+  });
+
+  it('a file that does not exist is not created: the driver and a consume are checked in memory (warn)', async () => {
+    const path = file('missing');
+    const r = await run(['--store', 'sqlite', '--sqlite-file', path]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^warn {2}sql schema +.*missing\.sqlite does not exist: the store creates the file and the table when the server starts \(check the path\)/m);
+    expect(r.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused .* in an in-memory database$/m);
+    expect(existsSync(path)).toBe(false);
+    expect((await run(['--store', 'sqlite', '--sqlite-file', path, '--strict'])).code).toBe(1);
+  });
+
+  it('without a file: fail, naming --sqlite-file and MRTR_SQLITE_FILE', async () => {
+    const r = await run(['--store', 'sqlite']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^fail {2}sqlite +no database file: pass --sqlite-file PATH \(or set MRTR_SQLITE_FILE\)$/m);
+  });
+
+  it('schema problems: no primary key fails, no owner column warns with the migration, a rollback journal warns', async () => {
+    const noPk = prepared('nopk', 'CREATE TABLE mrtr_replay (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT)');
+    const f = await run(['--store', 'sqlite', '--sqlite-file', noPk]);
+    expect(f.code).toBe(1);
+    expect(f.stdout).toMatch(/^fail {2}sql schema +table "mrtr_replay": no PRIMARY KEY \(ns, id\): single use is not enforced$/m);
+    expect(f.stdout).toMatch(/^fail {2}sqlite +.*nopk\.sqlite: ERR_STORE_UNAVAILABLE /m);
+
+    const old = prepared(
+      'old',
+      'CREATE TABLE mrtr_replay (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (ns, id)); CREATE INDEX mrtr_replay_exp ON mrtr_replay (expires_at)',
+    );
+    const w = await run(['--store', 'sqlite', '--sqlite-file', old]);
+    expect(w.code).toBe(0);
+    expect(w.stdout).toMatch(/^warn {2}sql schema +table "mrtr_replay": no owner column .* ALTER TABLE "mrtr_replay" ADD COLUMN owner TEXT$/m);
+    expect(w.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id/m);
+
+    const rollback = file('rollback');
+    new Database(rollback).close();
+    const j = await run(['--store', 'sqlite', '--sqlite-file', rollback]);
+    expect(j.stdout).toMatch(/^warn {2}sqlite mode +journal_mode delete: the store switches a file it opens to WAL; a database you pass it should go through configureSqliteDatabase\(db\)$/m);
   });
 });
