@@ -18,10 +18,22 @@ it('every README code block marked with a file is identical to that (type-checke
   }
 });
 
-it("the repository README's quick start is examples/root-quickstart.ts (type-checked here), at most 15 lines", () => {
+it("the repository README's quick start is examples/root-quickstart.ts and examples/root-quickstart-client.ts (type-checked by tsconfig.root-quickstart.json), and its install line names every package they import", () => {
   const readme = readFileSync(join(root, '..', '..', 'README.md'), 'utf8');
-  const block = /## Quick start: protect a tool\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)?.[1];
-  const example = readFileSync(join(root, 'examples', 'root-quickstart.ts'), 'utf8');
-  expect(block).toBe(example);
-  expect(example.trimEnd().split('\n').length).toBeLessThanOrEqual(15);
+  const section = /## Quick start: protect a tool\n([\s\S]*?)\n## /.exec(readme)?.[1] ?? '';
+  const blocks = [...section.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  const files = [
+    ['examples/root-quickstart.ts', 35],
+    ['examples/root-quickstart-client.ts', 16],
+  ] as const;
+  expect(blocks).toHaveLength(files.length);
+  for (const [i, [file, maxLines]] of files.entries()) {
+    const example = readFileSync(join(root, file), 'utf8');
+    expect(blocks[i], file).toBe(example);
+    expect(example.trimEnd().split('\n').length, file).toBeLessThanOrEqual(maxLines);
+  }
+  const install = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  const installed = new Set([...install.matchAll(/^npm i(?:nstall)? (.+)$/gm)].flatMap((m) => m[1]!.replace(/\s+#.*$/, '').split(/\s+/)));
+  const imported = new Set(blocks.flatMap((code) => [...code!.matchAll(/from '((?:@[^/']+\/)?[^/']+)[^']*'/g)].map((m) => m[1]!)).filter((name) => !name.startsWith('node:')));
+  expect([...imported].filter((name) => !installed.has(name))).toEqual([]);
 });
