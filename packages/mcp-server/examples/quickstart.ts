@@ -25,5 +25,5 @@ export const handler = createMcpHandler(() => {
   return server;
 });
 // Serve `handler.fetch(request, { authInfo })` behind your bearer-auth middleware (the principal is
-// authInfo.extra.sub, else authInfo.clientId). For stdio: `serveStdio(factory)` with
+// "sub:" + authInfo.extra.sub; never the shared client id). For stdio: `serveStdio(factory)` with
 // `unauthenticated: { principal: 'local' }`.
