@@ -98,7 +98,7 @@ steps, each with its full MRTR_KEYS value (the output contains secrets: treat it
 
   1. add the new key on every instance as a NON-primary key (the current primary still seals);
   2. when step 1 is everywhere, make the new key the primary (the old keys still open);
-  3. when step 2 has been everywhere for ttl + skew, drop the keys past --keep.
+  3. when step 2 has been everywhere for ttl + 2 × skew, drop the keys past --keep.
 
 Why step 1: an instance still on the old ring cannot open a state sealed with a key it does not
 have (ERR_KEY_UNKNOWN). Deploying step 2 directly is only safe with a single instance.
@@ -110,7 +110,7 @@ Options:
   --keep N      keys left after step 3, the new primary included, 1-32 (default ${DEFAULT_KEEP}: the new primary
                 and the previous one. The previous primary stays so that step 2 can be rolled back
                 without refusals; older keys have not sealed since an earlier rotation, and with
-                rotations further apart than ttl + skew no live state needs them. Every key kept is one
+                rotations further apart than ttl + 2 × skew no live state needs them. Every key kept is one
                 more secret that can forge states if it leaks)
   --ttl-ms MS   the guard's ttlMs (default ${DEFAULT_TTL_MS}, the guard's default)
   --skew-ms MS  the guard's clockSkewMs (default ${DEFAULT_SKEW_MS}, the guard's default)

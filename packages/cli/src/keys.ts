@@ -185,7 +185,9 @@ export function planRotation(
   const step2 = [newKey, ...entries];
   const step3 = step2.slice(0, keep);
   const dropped = step2.slice(keep).map((e) => e.kid);
-  const waitMs = ttlMs + skewMs;
+  // The last state the old primary sealed may come from an instance whose clock runs `skewMs` ahead (its exp is
+  // skewMs late), and an instance accepts it until its own clock passes exp + skewMs: ttl + 2 × skew in all.
+  const waitMs = ttlMs + 2 * skewMs;
   const steps: RotationStep[] = [
     {
       step: 1,
@@ -212,11 +214,11 @@ export function planRotation(
       title:
         dropped.length === 0
           ? `nothing to drop (--keep ${keep} keeps all ${step2.length} keys); the ring stays as in step 2`
-          : `when step 2 has been on every instance for ${duration(waitMs)} (ttl ${duration(ttlMs)} + skew ${duration(skewMs)}): drop ${dropped.join(', ')}`,
+          : `when step 2 has been on every instance for ${duration(waitMs)} (ttl ${duration(ttlMs)} + 2 × skew ${duration(skewMs)}): drop ${dropped.join(', ')}`,
       why:
         dropped.length === 0
           ? 'every key is kept for opening'
-          : `every round re-seals with the primary and a state is accepted for at most ttl + skew after it was sealed, so once ${newKey.kid} has been the only key sealing for ${duration(waitMs)} no live state was sealed by ${dropped.join(' or ')}; dropping earlier refuses such states with ERR_KEY_UNKNOWN`,
+          : `every round re-seals with the primary and a state is accepted for at most ttl + 2 × skew after it was sealed (its exp may come from a clock running skew ahead, and it is accepted until exp + skew), so once ${newKey.kid} has been the only key sealing for ${duration(waitMs)} no live state was sealed by ${dropped.join(' or ')}; dropping earlier refuses such states with ERR_KEY_UNKNOWN`,
       value: fmt(step3),
       kids: step3.map((e) => e.kid),
       primary: newKey.kid,

@@ -124,7 +124,7 @@ describe('mrtr keys rotate', () => {
     expect(step1!.startsWith(`${K2},${K1},k3:`)).toBe(true);
     expect(r.stdout).toContain('Step 1: add k3 on every instance as a NON-primary key (k2 still seals)');
     expect(r.stdout).toContain('Step 2: only when step 1 is on every instance: make k3 the primary');
-    expect(r.stdout).toContain('Step 3: when step 2 has been on every instance for 10m 5s (ttl 10m + skew 5 s): drop k1');
+    expect(r.stdout).toContain('Step 3: when step 2 has been on every instance for 10m 10s (ttl 10m + 2 × skew 5 s): drop k1');
     expect(r.stdout).toContain(`Next value (after step 3): MRTR_KEYS=${step3}`);
     expect(r.stdout).toMatch(/contain secrets/);
   });
@@ -149,8 +149,31 @@ describe('mrtr keys rotate', () => {
     const old = createStateGuard({ keys: KeyRing.parse(KEYS), codec: createHmacCodec, audience: 'x' });
     await expect(old.verify(await sealer.mint({}, REQUEST), REQUEST)).rejects.toMatchObject({ code: 'ERR_KEY_UNKNOWN' });
     expect(plan).toMatchObject({ ok: true, newKid: 'k3', keep: 2, ttlMs: 600000, skewMs: 5000 });
-    expect(plan.steps.map((s: { waitMs: number }) => s.waitMs)).toEqual([0, 0, 605000]);
+    expect(plan.steps.map((s: { waitMs: number }) => s.waitMs)).toEqual([0, 0, 610000]);
     expect(plan.steps[2].dropped).toEqual(['k1']);
+  });
+
+  // Review finding (issue 19, item 8): the wait was ttl + skew, one skew short. The last state the old primary
+  // sealed can come from an instance whose clock runs one skew ahead, and an instance on time accepts it until
+  // exp + skew by its own clock: ttl + 2 × skew after it was sealed. Dropping the key earlier refuses it.
+  it('step 3 waits ttl + 2 × skew: long enough for a state sealed by an instance running one skew ahead', async () => {
+    const ttlMs = 60_000;
+    const skewMs = 4_000;
+    const r = await runCli(['keys', 'rotate', '--kid', 'k3', '--ttl-ms', String(ttlMs), '--skew-ms', String(skewMs), '--json'], { env: { MRTR_KEYS: KEYS } });
+    const plan = JSON.parse(r.stdout);
+    const waitMs = plan.steps[2].waitMs as number;
+    expect(waitMs).toBe(ttlMs + 2 * skewMs);
+    // Real time 0: the last instance still sealing with k2 (step 1's ring) runs skewMs ahead.
+    let real = 0;
+    const ahead = createStateGuard({ keys: KeyRing.parse(plan.steps[0].value), codec: createHmacCodec, audience: 'x', ttlMs, clockSkewMs: skewMs, now: () => real + skewMs });
+    const onTime = createStateGuard({ keys: KeyRing.parse(plan.steps[1].value), codec: createHmacCodec, audience: 'x', ttlMs, clockSkewMs: skewMs, now: () => real });
+    const state = await ahead.mint({}, REQUEST);
+    // Accepted until the printed wait ends (so no shorter wait is safe), refused 1 ms later.
+    real = waitMs;
+    await expect(onTime.verify(state, REQUEST)).resolves.toMatchObject({ kid: 'k2' });
+    real = waitMs + 1;
+    await expect(onTime.verify(state, REQUEST)).rejects.toMatchObject({ code: 'ERR_STATE_EXPIRED' });
+    expect(waitMs).toBeGreaterThan(ttlMs + skewMs);
   });
 
   it('--keep, --ttl-ms and --skew-ms shape step 3; a date kid is made unique', async () => {
