@@ -1,7 +1,9 @@
-import { createMcpHandler, McpServer } from '@modelcontextprotocol/server';
+import { createServer } from 'node:http';
+import { toNodeHandler } from '@modelcontextprotocol/node';
+import { McpServer } from '@modelcontextprotocol/server';
 import { createAeadCodec } from '@mrtr/codec-aead';
 import { KeyRing } from '@mrtr/core';
-import { createMrtr } from '@mrtr/mcp-server';
+import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
 import { createRedisStore } from '@mrtr/store-redis';
 
 const mrtr = createMrtr({
@@ -11,7 +13,8 @@ const mrtr = createMrtr({
   audience: 'https://files.example/mcp',
 });
 
-export const handler = createMcpHandler(() => {
+// A fresh McpServer per request, never one shared between requests; 2025-era clients are served on sessions.
+const handler = createHttpHandler(() => {
   const server = new McpServer({ name: 'files', version: '1.0.0' }, { ...mrtr.serverOptions });
   mrtr.registerTool(server, 'whoami', {}, async (_args, _ctx, need) => {
     const name = need.elicit('name', {
@@ -24,6 +27,9 @@ export const handler = createMcpHandler(() => {
   });
   return server;
 });
-// Serve `handler.fetch(request, { authInfo })` behind your bearer-auth middleware (the principal is
-// "sub:" + authInfo.extra.sub; never the shared client id). For stdio: `serveStdio(factory)` with
-// `unauthenticated: { principal: 'local' }`.
+
+// The principal is "sub:" + authInfo.extra.sub. toNodeHandler passes req.auth on as authInfo: put your bearer-auth
+// middleware in front to verify the token and set req.auth; without it every call is refused (-32600).
+// For stdio: `serveStdio(factory)` with `unauthenticated: { principal: 'local' }`.
+const serve = toNodeHandler(handler);
+createServer((req, res) => void serve(req, res)).listen(Number(process.env.PORT ?? 3000), '127.0.0.1');

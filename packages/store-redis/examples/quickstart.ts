@@ -10,3 +10,4 @@ const keys = KeyRing.parse(process.env.MRTR_KEYS ?? ''); // the same ring on eve
 const mrtr = createMrtr({ keys, codec: createHmacCodec, store, audience: 'https://files.example/mcp' });
 export const server = new McpServer({ name: 'files', version: '1.0.0' }, { ...mrtr.serverOptions });
 // Every state that mrtr.registerTool(server, …) mints is now single-use across every instance.
+await store.close(); // on shutdown (here at once, so that this example exits)
