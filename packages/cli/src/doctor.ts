@@ -251,7 +251,8 @@ async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: numbe
   let store: import('@mrtr/store-redis').RedisReplayStore | undefined;
   try {
     const { createRedisStore } = await loadOptional(() => import('@mrtr/store-redis'), STORE_PACKAGES.redis, 'doctor --store redis');
-    store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs });
+    // The checks below report a Redis that is down or evicting themselves: no second report on stderr.
+    store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onWarning: () => {} });
     const { id, check } = await consumeTwice(store, timeoutMs * 2, 'redis');
     check.detail += ` at ${where}`;
     add(check);

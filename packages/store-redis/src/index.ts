@@ -55,7 +55,11 @@ export interface RedisStoreOptions {
    * policy yourself).
    */
   evictionPolicyCheck?: 'warn' | 'refuse' | 'off' | undefined;
-  /** Receives the eviction-policy warnings. Default `console.warn`. */
+  /**
+   * Receives the eviction-policy warnings and, for an owned client, the start-up connection report: one
+   * warning when Redis cannot be reached at start-up (the first connection error, or no connection within
+   * `connectTimeoutMs`), and one more when it is reached after that. Default `console.warn`.
+   */
   onWarning?: ((message: string) => void) | undefined;
   /**
    * Batching: consumes that arrive while a batch is in flight are sent together as one script call
@@ -87,6 +91,13 @@ export interface RedisReplayStore extends ReplayStore {
    * and before the first consume on an injected one) and resolves its result; never rejects.
    */
   checkEvictionPolicy(): Promise<EvictionCheck>;
+  /**
+   * Resolves when the store can consume: an owned client has its connection (waiting, at start-up only, up
+   * to `connectTimeoutMs` for the first one); an injected client answers a `PING` within `commandTimeoutMs`.
+   * Otherwise rejects with `ERR_STORE_UNAVAILABLE` (the connection error as `cause`). Await it at boot to
+   * fail fast on a Redis that is down; consumes fail closed either way.
+   */
+  ready(): Promise<void>;
 }
 
 interface SetNxPxat {
@@ -163,6 +174,17 @@ async function readEvictionPolicy(commands: SetNxPxat, timeoutMs: number): Promi
 
 const DEFAULT_URL = 'redis://127.0.0.1:6379';
 const timedOut = (): Error => new Error('redis command timed out');
+
+/** `redis://user:secret@host` → `redis://user:***@host`, for messages. */
+function redact(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'the configured URL';
+  }
+}
 const DEFAULT_PREFIX = 'mrtr:replay:';
 const DEFAULT_NAMESPACE = 'default';
 
@@ -265,16 +287,41 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   let everReady = false;
   let startup: Promise<void> | undefined;
 
+  const warn = (message: string): void => {
+    try {
+      onWarning(message);
+    } catch {
+      // a throwing warning sink must not break the store
+    }
+  };
+
+  // Owned client: a Redis that is down at start-up is reported at once (through onWarning), not only by the
+  // first consume; consumes still fail closed until it is reachable.
+  let startupTimer: ReturnType<typeof setTimeout> | undefined;
   if (owned) {
     const redis = client as Redis;
+    const where = redact(url ?? DEFAULT_URL);
+    let reportedDown = false;
+    const reportDown = (cause: unknown): void => {
+      clearTimeout(startupTimer);
+      if (reportedDown || everReady || closed) return;
+      reportedDown = true;
+      const reason = cause instanceof Error ? cause.message || cause.name : String(cause);
+      warn(`@mrtr/store-redis: cannot reach Redis at ${where} at start-up (${reason}); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`);
+    };
     // Without a listener ioredis prints every connection error; keep the last one as the `cause`.
     redis.on('error', (error: unknown) => {
       lastError = error;
+      if (!everReady) reportDown(error);
     });
     redis.on('ready', () => {
+      clearTimeout(startupTimer);
+      if (reportedDown && !everReady) warn(`@mrtr/store-redis: Redis at ${where} is reachable now.`);
       everReady = true;
       lastError = undefined;
     });
+    startupTimer = setTimeout(() => reportDown(lastError ?? new Error(`no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
+    startupTimer.unref?.();
   }
 
   /** Owned client only: at start-up, wait (bounded) for the first connection; afterwards never wait. */
@@ -516,11 +563,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
             : undefined;
       if (message !== undefined && message !== warned && evictionPolicyCheck === 'warn') {
         warned = message;
-        try {
-          onWarning(message);
-        } catch {
-          // a throwing warning sink must not break the store
-        }
+        warn(message);
       }
       return result;
     });
@@ -578,6 +621,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
 
   const close = (): Promise<void> => {
     closed = true;
+    clearTimeout(startupTimer);
     if (closing !== undefined) return closing;
     // Consumes still queued fail closed; a batch in flight settles by itself.
     const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
@@ -626,5 +670,18 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     return checkEvictionPolicy();
   };
 
-  return { consume, close, client, keyPrefix, checkEvictionPolicy: checkNow };
+  const ready = async (): Promise<void> => {
+    if (closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+    if (owned) {
+      await whenUsable();
+      return;
+    }
+    try {
+      await bounded((client as unknown as { ping(): Promise<unknown> }).ping());
+    } catch (cause) {
+      fail(cause);
+    }
+  };
+
+  return { consume, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
 }

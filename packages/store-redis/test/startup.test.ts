@@ -1,0 +1,134 @@
+// A Redis that is down when the store starts is reported at once through onWarning (not only by the first
+// consume), `ready()` rejects ERR_STORE_UNAVAILABLE, and consumes still fail closed. Against a closed port on
+// 127.0.0.1 (nothing listens there), so no service is needed; the live half needs REDIS_URL.
+import { MrtrError } from '@mrtr/core';
+import { Redis } from 'ioredis';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createRedisStore, type RedisReplayStore } from '../src/index.js';
+import { freePort, gateRedis, outcome, REDIS_URL, redisServerBinary, skipRedis, throwawayRedis, uniqueId } from './helpers.js';
+
+gateRedis('startup.test.ts');
+
+const stores: RedisReplayStore[] = [];
+afterEach(async () => {
+  await Promise.all(stores.splice(0).map((store) => store.close()));
+});
+
+/** A store whose warnings arrive as a queue; `next()` resolves the next one. */
+function watched(options: Parameters<typeof createRedisStore>[0]) {
+  const warnings: string[] = [];
+  const waiting: ((message: string) => void)[] = [];
+  const store = createRedisStore({
+    ...options,
+    onWarning: (message) => {
+      const waiter = waiting.shift();
+      if (waiter === undefined) warnings.push(message);
+      else waiter(message);
+    },
+  });
+  stores.push(store);
+  const next = (): Promise<string> => {
+    const queued = warnings.shift();
+    return queued !== undefined ? Promise.resolve(queued) : new Promise((resolve) => waiting.push(resolve));
+  };
+  return { store, next, warnings };
+}
+
+describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
+  it('warns at once through onWarning, naming the URL (password masked) and the reason', async () => {
+    const port = await freePort();
+    const { next } = watched({ url: `redis://user:hunter2@127.0.0.1:${port}`, namespace: uniqueId('down'), connectTimeoutMs: 60_000 });
+    const message = await next();
+    expect(message).toMatch(new RegExp(`^@mrtr/store-redis: cannot reach Redis at redis://user:\\*\\*\\*@127\\.0\\.0\\.1:${port} at start-up \\(.*ECONNREFUSED.*\\); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable\\.$`));
+    expect(message).not.toContain('hunter2');
+  });
+
+  it('ready() rejects ERR_STORE_UNAVAILABLE with the connection error as cause; consumes still fail closed', async () => {
+    const port = await freePort();
+    const { store, next } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('down'), connectTimeoutMs: 60_000 });
+    await next(); // the connection was refused
+    const error = await store.ready().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(MrtrError.is(error) && error.code).toBe('ERR_STORE_UNAVAILABLE');
+    expect(String((error as Error).cause)).toMatch(/ECONNREFUSED/);
+    expect(await outcome(store.consume(uniqueId('id'), Date.now() + 60_000))).toBe('ERR_STORE_UNAVAILABLE');
+  });
+
+  it('reports once, however many reconnects fail; close() ends the reports and the retries', async () => {
+    const port = await freePort();
+    const { store, next, warnings } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('down'), connectTimeoutMs: 60_000, maxReconnectDelayMs: 1 });
+    await next();
+    // Let several reconnect attempts fail (each is another 'error' event).
+    let errors = 0;
+    await new Promise<void>((resolve) => {
+      const onError = () => {
+        if (++errors < 5) return;
+        store.client.off('error', onError);
+        resolve();
+      };
+      store.client.on('error', onError);
+    });
+    await store.close();
+    expect(warnings).toEqual([]);
+    const error = await store.ready().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(MrtrError.is(error) && error.code).toBe('ERR_STORE_UNAVAILABLE');
+  });
+
+  it('an injected client: ready() PINGs, bounded by commandTimeoutMs, and rejects ERR_STORE_UNAVAILABLE', async () => {
+    const port = await freePort();
+    const client = new Redis(`redis://127.0.0.1:${port}`, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on('error', () => {});
+    try {
+      const store = createRedisStore({ client, namespace: uniqueId('inj'), commandTimeoutMs: 200, evictionPolicyCheck: 'off' });
+      stores.push(store);
+      const error = await store.ready().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(MrtrError.is(error) && error.code).toBe('ERR_STORE_UNAVAILABLE');
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe.skipIf(redisServerBinary() === undefined)('Redis started after the store (throwaway redis-server)', () => {
+  it('the down warning is followed by one "reachable now"; ready() then resolves and consumes work', async () => {
+    const port = await freePort();
+    const { store, next } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('late'), connectTimeoutMs: 60_000, maxReconnectDelayMs: 50, evictionPolicyCheck: 'off' });
+    expect(await next()).toMatch(/cannot reach Redis at .* at start-up/);
+    const server = throwawayRedis(port);
+    try {
+      await server.start();
+      expect(await next()).toBe(`@mrtr/store-redis: Redis at redis://127.0.0.1:${port} is reachable now.`);
+      await store.ready();
+      expect(await store.consume(uniqueId('id'), Date.now() + 60_000)).toBe(true);
+    } finally {
+      await store.close();
+      await server.kill();
+    }
+  });
+});
+
+describe.skipIf(skipRedis)('Redis up at start-up', () => {
+  it('ready() resolves, no connection warning; an injected client too', async () => {
+    const { store, warnings } = watched({ url: REDIS_URL!, namespace: uniqueId('up'), evictionPolicyCheck: 'off' });
+    await store.ready();
+    expect(await store.consume(uniqueId('id'), Date.now() + 60_000)).toBe(true);
+    expect(warnings).toEqual([]);
+
+    const client = new Redis(REDIS_URL!);
+    try {
+      const injected = createRedisStore({ client, namespace: uniqueId('inj'), evictionPolicyCheck: 'off' });
+      stores.push(injected);
+      await injected.ready();
+    } finally {
+      client.disconnect();
+    }
+  });
+});
