@@ -241,17 +241,19 @@ export function groupCommitSettings(label: string, options: SqlStoreCommonOption
 
 /**
  * Group commit: consumes queue here and are handed to `run` in batches of at most `maxBatch`, with at
- * most one batch at a time. A consume that finds nothing running starts a batch after the current
- * tick's synchronous work (`'microtask'`: everything queued in the same tick goes together, and
- * nothing waits on a timer) or after the event loop's pending I/O callbacks (`'immediate'`: for a
- * synchronous driver, whose statement blocks the loop, so requests that arrived while it ran are
- * served by the next one). Consumes that arrive while a batch runs go into the next batch, which
- * starts as soon as the running one ends. `run` must settle every waiter it is given, and must not throw.
+ * most `maxInFlight` batches running at once (PostgreSQL: up to the pool size, so one slow statement —
+ * a locked row, a dead connection — does not hold up consumes that arrive after it; SQLite: one, its
+ * writes are serial anyway). A consume that finds a free slot starts a batch after the current tick's
+ * synchronous work (`'microtask'`: everything queued in the same tick goes together, and nothing waits
+ * on a timer) or after the event loop's pending I/O callbacks (`'immediate'`: for a synchronous driver,
+ * whose statement blocks the loop, so requests that arrived while it ran are served by the next one).
+ * Consumes that arrive while every slot is busy go into the next batch, which starts as soon as a
+ * running one ends. `run` must settle every waiter it is given, and must not throw.
  */
 export class GroupCommit {
   private queue: Waiter[] = [];
   private head = 0;
-  private running = false;
+  private running = 0;
   private scheduled = false;
   private readonly drain = (): void => {
     this.scheduled = false;
@@ -261,11 +263,23 @@ export class GroupCommit {
   private readonly settings: GroupCommitSettings;
   private readonly mode: 'microtask' | 'immediate';
   private readonly run: (batch: Waiter[]) => Promise<void> | void;
+  private readonly maxInFlight: number;
 
-  constructor(settings: GroupCommitSettings, mode: 'microtask' | 'immediate', run: (batch: Waiter[]) => Promise<void> | void) {
+  constructor(
+    settings: GroupCommitSettings,
+    mode: 'microtask' | 'immediate',
+    run: (batch: Waiter[]) => Promise<void> | void,
+    maxInFlight = 1,
+  ) {
     this.settings = settings;
     this.mode = mode;
     this.run = run;
+    this.maxInFlight = maxInFlight;
+  }
+
+  /** Batches running now. */
+  get inFlight(): number {
+    return this.running;
   }
 
   /** Consumes waiting for a batch (not counting the one running). */
@@ -291,7 +305,7 @@ export class GroupCommit {
   }
 
   private schedule(): void {
-    if (this.running || this.scheduled) return;
+    if (this.running >= this.maxInFlight || this.scheduled) return;
     this.scheduled = true;
     if (this.mode === 'microtask') queueMicrotask(this.drain);
     else setImmediate(this.drain);
@@ -312,16 +326,18 @@ export class GroupCommit {
   }
 
   private async next(): Promise<void> {
-    if (this.running || this.pending === 0) return;
-    this.running = true;
+    if (this.running >= this.maxInFlight || this.pending === 0) return;
+    this.running++;
     const batch = this.take();
+    // More waiting than one batch holds, and a slot free: start the next one too.
+    if (this.pending > 0) this.schedule();
     try {
       await this.run(batch);
     } catch (error) {
       // `run` settles its waiters itself; this only guards against a bug leaving one hanging.
       for (const waiter of batch) waiter.reject(toStoreError(error));
     } finally {
-      this.running = false;
+      this.running--;
     }
     if (this.pending > 0) {
       if (this.mode === 'microtask') void this.next();

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { MrtrError } from '@mrtr/core';
 import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import {
   boolOption,
@@ -21,7 +20,7 @@ import {
   toStoreError,
   type Waiter,
 } from './common.js';
-import { loadDriver, type PgPoolClientLike, type PgPoolLike } from './drivers.js';
+import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
 
 export interface PostgresStoreOptions extends SqlStoreCommonOptions {
   /** An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself. */
@@ -31,18 +30,30 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
   /** Schema that holds the table (must exist). @default the connection's search_path */
   schema?: string;
   /**
-   * Upper bound of one statement in ms: sent as `statement_timeout` on a pool the store creates
-   * and as the client-side `query_timeout` of every query. When a consume's reply does not arrive in
-   * time (or its connection breaks), the store asks once, with a `SELECT` under the same bounds, whether
-   * the row holds this call's owner value before it fails. @default 5000
+   * Upper bound of one statement in ms, enforced by the server: sent as `statement_timeout` on a pool
+   * the store creates; on an injected pool whose connections have no `statement_timeout` of at most this
+   * (checked once per connection), each consume runs in a transaction with `SET LOCAL statement_timeout`.
+   * The client waits for a reply up to this plus `min(statementTimeoutMs, 1000)` (so the server's own
+   * cancel arrives first); when none arrives (or the connection breaks), the store asks once, with a
+   * `SELECT` under the same bounds, whether the row holds this call's owner value before it fails. @default 5000
    */
   statementTimeoutMs?: number;
+  /**
+   * Server-side `lock_timeout` in ms, set with `statementTimeoutMs` on a pool the store creates, on every
+   * consume that runs in its own transaction, and around the DDL of `ensureSchema()`: a statement that
+   * waits this long for a lock (a row held by another transaction, a table locked by `pg_dump` or an
+   * idle transaction) is cancelled by the server instead of queueing. @default min(2000, statementTimeoutMs)
+   */
+  lockTimeoutMs?: number;
   /**
    * Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool). A consume
    * on any pool rejects after `connectionTimeoutMs + statementTimeoutMs` at the latest. @default 5000
    */
   connectionTimeoutMs?: number;
-  /** Size of an owned pool. @default 10 */
+  /**
+   * Size of an owned pool, and the most consume statements the store has in flight at once (on an
+   * injected pool too: give that pool at least this many connections). @default 10
+   */
   maxConnections?: number;
   /**
    * Use named prepared statements (parsed once per connection). Turn off behind a connection pooler
@@ -60,6 +71,35 @@ type PoolConstructor = new (config: Record<string, unknown>) => PgPoolLike & {
 function isServerError(error: unknown): boolean {
   const record = error as { code?: unknown; severity?: unknown } | null;
   return typeof record?.code === 'string' && /^[0-9A-Z]{5}$/.test(record.code) && typeof record.severity === 'string';
+}
+
+/** pg's `lock_not_available` (lock_timeout) and `query_canceled` (statement_timeout) SQLSTATEs. */
+const LOCK_NOT_AVAILABLE = '55P03';
+
+/** A consume statement that failed before it was sent: nothing can have been written, nothing to ask. */
+class Unsent {
+  readonly error: unknown;
+  constructor(error: unknown) {
+    this.error = error;
+  }
+}
+
+/**
+ * While a connection is checked out, an error it emits between queries (the server or the network ends
+ * it) must not crash the process: pg.Pool listens only on idle clients. The next query on it fails and
+ * the store releases it with that error (destroyed). Returns the function that removes the listener.
+ */
+function holdErrors(client: PgPoolClientLike): () => void {
+  const emitter = client as {
+    on?: (event: 'error', listener: () => void) => unknown;
+    removeListener?: (event: 'error', listener: () => void) => unknown;
+  };
+  const ignore = () => {};
+  if (typeof emitter.on !== 'function') return () => {};
+  emitter.on('error', ignore);
+  return () => {
+    emitter.removeListener?.('error', ignore);
+  };
 }
 
 /** Arbitrary 32-bit class id ("mrtr") for `pg_advisory_xact_lock(int, int)`. */
@@ -94,12 +134,19 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
   const connectionTimeoutMs = intOption(`${label}: connectionTimeoutMs`, options.connectionTimeoutMs, 5000, 1, 600_000);
+  const lockTimeoutMs = intOption(`${label}: lockTimeoutMs`, options.lockTimeoutMs, Math.min(2000, statementTimeoutMs), 1, 600_000);
   const maxConnections = intOption(`${label}: maxConnections`, options.maxConnections, 10, 1, 10_000);
   const purge = purgeSettings(label, options);
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
   const prepared = boolOption(`${label}: preparedStatements`, options.preparedStatements, true);
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
+  // How long the client waits for the reply to a consume statement it has sent: longer than the
+  // server's own statement_timeout, so that by then the server has committed or cancelled it and the
+  // owner lookup that follows a missing reply sees the outcome (an abandoned statement cannot commit later).
+  const replyWaitMs = statementTimeoutMs + Math.min(statementTimeoutMs, 1000);
+  // Numbers validated above, so they can be written into the SQL text.
+  const localTimeoutsSql = `SET LOCAL statement_timeout = ${statementTimeoutMs}; SET LOCAL lock_timeout = ${lockTimeoutMs}`;
 
   // One upsert: a new id is inserted; a row whose expiry has passed is taken over; a live row is
   // left alone. The command tag counts inserted plus updated rows, so rowCount is 1 exactly when
@@ -140,12 +187,20 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const batchQuery = named(batchSql);
   const ownersQuery = named(ownersSql);
   const groupCommit = groupCommitSettings(label, options);
-  const schemaSql = [
-    `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
-    // Tables created by earlier versions have no owner column (PostgreSQL ≥ 9.6; a metadata-only change).
-    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS owner text`,
-    `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`,
-  ];
+  // What ensureSchema() looks up before it changes anything: reading the catalog takes no lock on the
+  // table, whereas ALTER TABLE … IF NOT EXISTS / CREATE INDEX IF NOT EXISTS lock it even when nothing is
+  // missing, and a lock request queued behind any reader (pg_dump, an idle transaction) holds up every
+  // consume of every instance behind it.
+  const catalogSql =
+    'SELECT c.oid IS NOT NULL AS has_table, ' +
+    "EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'owner' AND a.attnum > 0 AND NOT a.attisdropped) AS has_owner, " +
+    'EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $2) AS has_index ' +
+    'FROM (SELECT to_regclass($1::text)::oid AS oid) AS c';
+  const catalogValues = [table, `${tableName}_expires_at_idx`];
+  const createTableSql = `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`;
+  // Tables created by earlier versions have no owner column (PostgreSQL ≥ 9.6; a metadata-only change).
+  const addOwnerSql = `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS owner text`;
+  const createIndexSql = `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`;
 
   let closed = false;
   let closing: Promise<void> | undefined;
@@ -159,8 +214,11 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
       connectionString,
       max: maxConnections,
       connectionTimeoutMillis: connectionTimeoutMs,
+      // Server-side bounds: the server cancels a statement (or a lock wait) that runs too long, so a
+      // statement the client gave up on cannot commit later.
       statement_timeout: statementTimeoutMs,
-      query_timeout: statementTimeoutMs,
+      lock_timeout: lockTimeoutMs,
+      query_timeout: replyWaitMs,
       idleTimeoutMillis: 30_000,
       allowExitOnIdle: true,
       keepAlive: true,
@@ -174,28 +232,58 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const bounded = <T>(work: Promise<T>): Promise<T> =>
     withDeadline(work, deadlineMs, () => new StoreUnavailableError({ cause: new Error('replay store deadline exceeded') }));
 
+  type Catalog = { has_table?: unknown; has_owner?: unknown; has_index?: unknown };
+  const readCatalog = async (run: (config: PgQueryConfigLike) => Promise<PgQueryResultLike>): Promise<Catalog> =>
+    ((await run({ text: catalogSql, values: catalogValues, query_timeout: replyWaitMs })).rows[0] ?? {}) as Catalog;
+  const complete = (catalog: Catalog): boolean =>
+    catalog.has_table === true && catalog.has_owner === true && catalog.has_index === true;
+
   const runEnsureSchema = async (): Promise<void> => {
     const pool = await poolReady.get();
+    // Nothing missing (every start but the first): no DDL, so no lock on the table at all.
+    if (complete(await readCatalog((config) => pool.query(config)))) return;
     let client: PgPoolClientLike | undefined;
+    let unhold = () => {};
     let failure: unknown;
     try {
       client = await pool.connect();
-      await client.query({ text: 'BEGIN', query_timeout: statementTimeoutMs });
+      unhold = holdErrors(client);
+      const query = (client as PgPoolClientLike).query.bind(client);
+      await query({ text: `BEGIN; SET LOCAL statement_timeout = ${statementTimeoutMs}`, query_timeout: replyWaitMs });
       // Two processes running CREATE TABLE IF NOT EXISTS at once can both pass the existence check
-      // and one then fails on the type catalog; a transaction-scoped advisory lock serialises them.
-      await client.query({
+      // and one then fails on the type catalog; a transaction-scoped advisory lock serialises them
+      // (waiting for another instance's migration is bounded by statement_timeout only).
+      await query({
         text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))',
         values: [LOCK_CLASS, `mrtr:${table}`],
-        query_timeout: statementTimeoutMs,
+        query_timeout: replyWaitMs,
       });
-      for (const text of schemaSql) await client.query({ text, query_timeout: statementTimeoutMs });
-      await client.query({ text: 'COMMIT', query_timeout: statementTimeoutMs });
+      // lock_timeout: DDL that waits for a lock on the table fails after lockTimeoutMs instead of
+      // queueing (and holding up every consume queued behind it) for as long as the holder stays.
+      await query({ text: `SET LOCAL lock_timeout = ${lockTimeoutMs}`, query_timeout: replyWaitMs });
+      // Another instance may have finished while this one waited for the advisory lock.
+      const catalog = await readCatalog(query);
+      if (catalog.has_table !== true) await query({ text: createTableSql, query_timeout: replyWaitMs });
+      if (catalog.has_owner !== true) await query({ text: addOwnerSql, query_timeout: replyWaitMs });
+      if (catalog.has_index !== true) await query({ text: createIndexSql, query_timeout: replyWaitMs });
+      await query({ text: 'COMMIT', query_timeout: replyWaitMs });
     } catch (error) {
       failure = error;
-      if (client !== undefined) await client.query({ text: 'ROLLBACK', query_timeout: statementTimeoutMs }).catch(() => {});
+      if (client !== undefined) await client.query({ text: 'ROLLBACK', query_timeout: replyWaitMs }).catch(() => {});
+      if ((error as { code?: unknown } | null)?.code === LOCK_NOT_AVAILABLE) {
+        throw new StoreUnavailableError({
+          cause: new Error(
+            `ensureSchema: gave up after lockTimeoutMs (${lockTimeoutMs} ms) waiting for a lock on ${table} held by another session ` +
+              '(an open transaction, pg_dump, another migration); nothing was changed. Retry when it ends, or run the schema ' +
+              'statements from your migration tool and pass ensureSchema: false',
+            { cause: error },
+          ),
+        });
+      }
       throw error;
     } finally {
       // A client that failed mid-transaction is destroyed rather than returned to the pool.
+      unhold();
       client?.release(failure instanceof Error ? failure : failure !== undefined);
     }
   };
@@ -215,14 +303,131 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     if (closed) throw new StoreUnavailableError({ cause: new Error('replay store is closed') });
   };
 
-  const runConsume = async (id: string, expires: number, mine: string): Promise<boolean> => {
-    const pool = readyPool ?? (await ready());
-    assertOpen();
-    const result = await pool.query({
-      ...consumeQuery,
-      values: [namespace, id, expires, Math.floor(now()), mine],
-      query_timeout: statementTimeoutMs,
-    });
+  /** Connections of an injected pool, checked once each: does the server bound their statements? */
+  const checkedConnections = new WeakMap<object, boolean>();
+  const settingsSql = "SELECT name, setting FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout')";
+
+  /**
+   * Whether the server cancels this connection's statements and lock waits within statementTimeoutMs by
+   * itself (`statement_timeout` and `lock_timeout` both set, neither above it). A pool the store created
+   * sends both as startup parameters; an injected pool's connection is asked once.
+   */
+  const serverBounded = async (client: PgPoolClientLike): Promise<boolean> => {
+    const known = checkedConnections.get(client);
+    if (known !== undefined) return known;
+    const result = await client.query({ text: settingsSql, query_timeout: replyWaitMs });
+    const settings = new Map<unknown, number>();
+    for (const row of result.rows) {
+      const { name, setting } = row as { name?: unknown; setting?: unknown };
+      settings.set(name, Number(setting));
+    }
+    const within = (value: number | undefined) => value !== undefined && value > 0 && value <= statementTimeoutMs;
+    const answer = within(settings.get('statement_timeout')) && within(settings.get('lock_timeout'));
+    checkedConnections.set(client, answer);
+    return answer;
+  };
+
+  /**
+   * A consume statement on a connection without server-side bounds: in a transaction whose
+   * `SET LOCAL statement_timeout` / `lock_timeout` make the server cancel it; one that the client gave
+   * up on cannot commit later either, as its COMMIT is never sent.
+   */
+  const inTransaction = async (client: PgPoolClientLike, config: PgQueryConfigLike): Promise<PgQueryResultLike> => {
+    try {
+      await client.query({ text: `BEGIN; ${localTimeoutsSql}`, query_timeout: replyWaitMs });
+    } catch (error) {
+      throw new Unsent(error);
+    }
+    const result = await client.query({ ...config, query_timeout: replyWaitMs });
+    await client.query({ text: 'COMMIT', query_timeout: replyWaitMs });
+    return result;
+  };
+
+  const replyDeadlineError = () =>
+    new StoreUnavailableError({ cause: new Error(`replay store deadline exceeded: no reply within ${replyWaitMs} ms`) });
+
+  /**
+   * Sends one consume statement (a single upsert or a batch) on a connection of its own, so a slow
+   * statement holds up only its own consumes. Until it is sent (set-up, connection, the settings check)
+   * it is bounded by `budgetMs` and a failure is an {@link Unsent}; once sent, the server bounds it
+   * (statement_timeout, lock_timeout) and the client waits for the reply at most `replyWaitMs`. A
+   * connection that failed is destroyed, not returned to the pool.
+   */
+  const send = async (config: PgQueryConfigLike, budgetMs: number): Promise<PgQueryResultLike> => {
+    const sendBy = performance.now() + budgetMs;
+    const left = () => Math.max(1, sendBy - performance.now());
+    let client: PgPoolClientLike;
+    let unhold = () => {};
+    let serverSide: boolean;
+    try {
+      const pool = readyPool ?? (await withDeadline(ready(), left(), deadlineError));
+      assertOpen();
+      if (performance.now() >= sendBy) throw deadlineError();
+      const connecting = pool.connect();
+      try {
+        client = await withDeadline(connecting, left(), deadlineError);
+        unhold = holdErrors(client);
+      } catch (error) {
+        // A connection that arrives after the deadline goes back to the pool unused.
+        connecting.then(
+          (late) => late.release(),
+          () => {},
+        );
+        throw error;
+      }
+      try {
+        assertOpen();
+        serverSide = owned !== undefined || (await withDeadline(serverBounded(client), left(), deadlineError));
+      } catch (error) {
+        unhold();
+        client.release(error instanceof Error ? error : true);
+        throw error;
+      }
+    } catch (error) {
+      throw new Unsent(error);
+    }
+    try {
+      let result: PgQueryResultLike;
+      if (owned !== undefined) {
+        // The pool the store created: pg's query_timeout (replyWaitMs) bounds the wait.
+        result = await client.query({ ...config, query_timeout: replyWaitMs });
+      } else {
+        const work = serverSide ? client.query({ ...config, query_timeout: replyWaitMs }) : inTransaction(client, config);
+        result = await withDeadline(work, replyWaitMs, replyDeadlineError);
+      }
+      unhold();
+      client.release();
+      return result;
+    } catch (error) {
+      unhold();
+      client.release(error instanceof Error ? error : true);
+      throw error;
+    }
+  };
+
+  /**
+   * One query on a connection of its own (the owner lookups). A connection of an injected pool is checked
+   * on first use, as for a consume, so that a consume sent on it later is the next thing it sends.
+   */
+  const queryOnConnection = async (config: PgQueryConfigLike): Promise<PgQueryResultLike> => {
+    const pool = await poolReady.get();
+    const client = await pool.connect();
+    const unhold = holdErrors(client);
+    try {
+      if (owned === undefined) await serverBounded(client);
+      const result = await client.query(config);
+      unhold();
+      client.release();
+      return result;
+    } catch (error) {
+      unhold();
+      client.release(error instanceof Error ? error : true);
+      throw error;
+    }
+  };
+
+  const runConsume = async (id: string, expires: number, mine: string, budgetMs: number): Promise<boolean> => {
+    const result = await send({ ...consumeQuery, values: [namespace, id, expires, Math.floor(now()), mine] }, budgetMs);
     return result.rowCount === 1;
   };
 
@@ -235,8 +440,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const resolveLost = async (id: string, mine: string, original: unknown): Promise<boolean> => {
     let row: { owner?: unknown; expires_at?: unknown } | undefined;
     try {
-      const pool = await poolReady.get();
-      const result = await bounded(pool.query({ ...ownerQuery, values: [namespace, id], query_timeout: statementTimeoutMs }));
+      const result = await bounded(queryOnConnection({ ...ownerQuery, values: [namespace, id], query_timeout: statementTimeoutMs }));
       row = result.rows[0] as typeof row;
     } catch {
       throw toStoreError(original);
@@ -252,17 +456,14 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
    * One consume, one statement (no group commit, or a batch of one). `budgetMs` is what is left of the
    * deadline of a consume that waited in the group-commit queue.
    */
-  const consumeOne = async (id: string, expires: number, mine: string, budgetMs?: number): Promise<boolean> => {
+  const consumeOne = async (id: string, expires: number, mine: string, budgetMs = deadlineMs): Promise<boolean> => {
     try {
-      // A pool the store created bounds both the connection wait (connectionTimeoutMillis) and the
-      // query (query_timeout); an injected pool may bound neither, so the store adds its own timer.
-      const work = runConsume(id, expires, mine);
-      if (budgetMs !== undefined) return await withDeadline(work, budgetMs, deadlineError);
-      return await (owned !== undefined && readyPool !== undefined ? work : bounded(work));
+      return await runConsume(id, expires, mine, budgetMs);
     } catch (error) {
-      // The server answered with an error (the statement did not commit), or the store never got
-      // as far as sending it: nothing to ask.
-      if (MrtrError.is(error) || isServerError(error) || readyPool === undefined || closed) throw toStoreError(error);
+      // Never sent, or the server answered with an error (the statement did not commit): nothing to
+      // ask. Otherwise — no reply in time, a connection lost — the owner lookup tells.
+      if (error instanceof Unsent) throw toStoreError(error.error);
+      if (isServerError(error) || closed) throw toStoreError(error);
       return resolveLost(id, mine, error);
     }
   };
@@ -304,20 +505,14 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     const owners = ownerValues(unique.length);
     let won: Set<unknown>;
     try {
-      const work = (async () => {
-        const pool = readyPool ?? (await ready());
-        assertOpen();
-        const result = await pool.query({
-          ...batchQuery,
-          values: [namespace, ids, unique.map((waiter) => waiter.expires), owners, Math.floor(now())],
-          query_timeout: statementTimeoutMs,
-        });
-        return new Set(result.rows.map((row) => (row as { id: unknown }).id));
-      })();
-      won = await withDeadline(work, budget, deadlineError);
+      const result = await send(
+        { ...batchQuery, values: [namespace, ids, unique.map((waiter) => waiter.expires), owners, Math.floor(now())] },
+        budget,
+      );
+      won = new Set(result.rows.map((row) => (row as { id: unknown }).id));
     } catch (error) {
-      if (MrtrError.is(error) || isServerError(error) || readyPool === undefined || closed) {
-        const failure = toStoreError(error);
+      if (error instanceof Unsent || isServerError(error) || closed) {
+        const failure = toStoreError(error instanceof Unsent ? error.error : error);
         for (const waiter of batch) waiter.reject(failure);
         return;
       }
@@ -333,9 +528,8 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     const failure = toStoreError(original);
     let rows: Map<unknown, { owner?: unknown; expires_at?: unknown }>;
     try {
-      const pool = await poolReady.get();
       const ids = unique.map((waiter) => waiter.id);
-      const result = await bounded(pool.query({ ...ownersQuery, values: [namespace, ids], query_timeout: statementTimeoutMs }));
+      const result = await bounded(queryOnConnection({ ...ownersQuery, values: [namespace, ids], query_timeout: statementTimeoutMs }));
       rows = new Map(result.rows.map((row) => [(row as { id: unknown }).id, row as { owner?: unknown; expires_at?: unknown }]));
     } catch {
       for (const waiter of unique) waiter.reject(failure);
@@ -357,7 +551,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     }
   };
 
-  const queue = groupCommit === undefined ? undefined : new GroupCommit(groupCommit, 'microtask', runBatch);
+  const queue = groupCommit === undefined ? undefined : new GroupCommit(groupCommit, 'microtask', runBatch, maxConnections);
 
   const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
     let expires: number;

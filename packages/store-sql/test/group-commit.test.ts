@@ -8,7 +8,7 @@ import { MrtrError } from '@mrtr/core';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createPostgresStore, createSqliteStore, type PgPoolLike, type PgQueryConfigLike } from '../src/index.js';
+import { createPostgresStore, createSqliteStore, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from '../src/index.js';
 import {
   assertPostgresReachable,
   DATABASE_URL,
@@ -41,30 +41,37 @@ const unavailable = (value: unknown): boolean => MrtrError.is(value) && value.co
 const isBatch = (config: PgQueryConfigLike) => config.text.includes('unnest(');
 const isSingle = (config: PgQueryConfigLike) => config.text.startsWith('INSERT') && !isBatch(config);
 
-/** A pg.Pool (or a fake) whose queries are recorded and can be held back or made to fail. */
+/**
+ * A pg.Pool (or a fake) whose queries are recorded and can be held back or made to fail: those sent with
+ * `pool.query` and those sent on a connection taken with `pool.connect()` (how the store sends consumes).
+ */
 function recording(inner: PgPoolLike) {
   const queries: PgQueryConfigLike[] = [];
   let hold: Promise<void> | undefined;
   let failNext: ((config: PgQueryConfigLike) => Error | undefined) | undefined;
   let afterNext: ((config: PgQueryConfigLike) => Error | undefined) | undefined;
+  const run = async (config: PgQueryConfigLike, query: (config: PgQueryConfigLike) => Promise<PgQueryResultLike>) => {
+    queries.push(config);
+    if (hold !== undefined && config.text.startsWith('INSERT')) await hold;
+    const before = failNext?.(config);
+    if (before !== undefined) {
+      failNext = undefined;
+      throw before;
+    }
+    const result = await query(config);
+    const after = afterNext?.(config);
+    if (after !== undefined) {
+      afterNext = undefined;
+      throw after;
+    }
+    return result;
+  };
   const pool: PgPoolLike = {
-    async query(config) {
-      queries.push(config);
-      if (hold !== undefined && config.text.startsWith('INSERT')) await hold;
-      const before = failNext?.(config);
-      if (before !== undefined) {
-        failNext = undefined;
-        throw before;
-      }
-      const result = await inner.query(config);
-      const after = afterNext?.(config);
-      if (after !== undefined) {
-        afterNext = undefined;
-        throw after;
-      }
-      return result;
+    query: (config) => run(config, (c) => inner.query(c)),
+    async connect() {
+      const client = await inner.connect();
+      return { query: (config) => run(config, (c) => client.query(c)), release: (error) => client.release(error) };
     },
-    connect: () => inner.connect(),
     end: () => inner.end(),
   };
   return {
@@ -90,10 +97,19 @@ function recording(inner: PgPoolLike) {
   };
 }
 
+/** Resolves once an INSERT carrying `id` has been sent (waits for the event, bounded: 2,000 turns of the event loop). */
+async function sent(queries: PgQueryConfigLike[], id: string): Promise<void> {
+  for (let turn = 0; turn < 2000; turn++) {
+    if (queries.some((q) => q.text.startsWith('INSERT') && JSON.stringify(q.values ?? []).includes(JSON.stringify(id)))) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  throw new Error(`no INSERT of ${id} was sent`);
+}
+
 /** A fake pool that answers the store's statements from a Map (for the queue mechanics, without a server). */
 function fakePool(): PgPoolLike {
   const rows = new Map<string, number>();
-  return {
+  const pool: PgPoolLike = {
     async query(config) {
       const values = config.values ?? [];
       if (isBatch(config)) {
@@ -115,11 +131,22 @@ function fakePool(): PgPoolLike {
         rows.set(id, expires);
         return { rows: [], rowCount: 1 };
       }
+      // pg_settings of a server that bounds statements (5 s), as the store checks on each connection.
+      if (config.text.includes('pg_settings')) {
+        const rows = [
+          { name: 'lock_timeout', setting: '2000' },
+          { name: 'statement_timeout', setting: '5000' },
+        ];
+        return { rows, rowCount: rows.length };
+      }
       return { rows: [], rowCount: 0 };
     },
-    connect: () => Promise.reject(new Error('not used: ensureSchema is off')),
+    async connect() {
+      return { query: (config: PgQueryConfigLike) => pool.query(config), release: () => {} };
+    },
     end: async () => {},
   };
+  return pool;
 }
 
 describe('group commit mechanics (fake pool)', () => {
@@ -161,8 +188,7 @@ describe('group commit mechanics (fake pool)', () => {
     expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
     const release = recorder.holdInserts();
     const first = store.consume('first', Date.now() + 60_000);
-    await Promise.resolve(); // the microtask that sends the lone consume
-    await Promise.resolve();
+    await sent(recorder.queries, 'first'); // the lone consume's statement is on its way
     const later = ['x', 'y', 'z', 'x'].map((id) => store.consume(id, Date.now() + 60_000));
     release();
     expect(await first).toBe(true);
@@ -171,6 +197,24 @@ describe('group commit mechanics (fake pool)', () => {
     const batches = recorder.queries.filter(isBatch);
     expect(batches).toHaveLength(1);
     expect(batches[0]?.values?.[1]).toEqual(['x', 'y', 'z']);
+    await store.close();
+  });
+
+  it('several batches in flight, up to maxConnections: a statement that hangs does not hold up the next consumes', async () => {
+    const recorder = recording(fakePool());
+    const store = createPostgresStore({ pool: recorder.pool, ensureSchema: false, purgeIntervalMs: 0, maxConnections: 2 });
+    expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+    const release = recorder.holdInserts();
+    const first = store.consume('one', Date.now() + 60_000);
+    await sent(recorder.queries, 'one');
+    const second = store.consume('two', Date.now() + 60_000);
+    await sent(recorder.queries, 'two'); // sent while the first is still held: two statements in flight
+    const third = store.consume('three', Date.now() + 60_000);
+    // Both connections busy: the third waits for a free one (checked over many turns of the event loop).
+    for (let turn = 0; turn < 50; turn++) await new Promise<void>((resolve) => setImmediate(resolve));
+    expect(recorder.queries.filter(isSingle).map((q) => q.values?.[1])).toEqual(['warm', 'one', 'two']);
+    release();
+    expect(await Promise.all([first, second, third])).toEqual([true, true, true]);
     await store.close();
   });
 
@@ -203,8 +247,7 @@ describe('group commit mechanics (fake pool)', () => {
     expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
     const release = recorder.holdInserts();
     const inFlight = settle(store.consume('sent', Date.now() + 60_000));
-    await Promise.resolve();
-    await Promise.resolve();
+    await sent(recorder.queries, 'sent');
     const queued = ['u', 'v'].map((id) => settle(store.consume(id, Date.now() + 60_000)));
     const closing = store.close();
     for (const result of await Promise.all(queued)) expect(unavailable(result)).toBe(true);
@@ -234,7 +277,8 @@ describe.skipIf(skipPostgres)('PostgreSQL group commit (real server)', () => {
   };
   beforeAll(async () => {
     await assertPostgresReachable(url);
-    shared = new pg.Pool({ connectionString: url, max: 4 });
+    // Server-side bounds on every connection (what the README asks of an injected pool): consumes are single statements.
+    shared = new pg.Pool({ connectionString: url, max: 4, statement_timeout: 5000, lock_timeout: 2000 });
     shared.on('error', () => {});
   });
   afterAll(async () => {

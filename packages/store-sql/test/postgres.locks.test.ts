@@ -1,0 +1,347 @@
+// Issue 19, items 2 and 3, against a real server: a starting instance's ensureSchema takes no table lock
+// when nothing is missing (so an open reader of the table cannot stall the fleet through it), DDL that
+// is needed gives up after lockTimeoutMs, one locked row holds up only the consumes that need it, a
+// statement that timed out burns none of its states, and a missing reply after the deadline is resolved
+// by owner. Every wait is for an event, bounded by a generous limit; nothing asserts on elapsed time.
+import { MrtrError } from '@mrtr/core';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPostgresStore, type PgPoolLike, type PgQueryConfigLike, type SqlReplayStore } from '../src/index.js';
+import { assertPostgresReachable, DATABASE_URL, dropTables, postgresSkipReason, REQUIRE_SERVICES, skipPostgres, sleep, uniqueTable } from './helpers.js';
+
+postgresSkipReason('postgres.locks.test.ts');
+if (skipPostgres && REQUIRE_SERVICES) {
+  it('PostgreSQL is required (MRTR_REQUIRE_SERVICES=1) but DATABASE_URL is not set', () => {
+    throw new Error('DATABASE_URL must be set when MRTR_REQUIRE_SERVICES=1');
+  });
+}
+
+/** A liveness bound, not a timing window: generous, so only a hang (the bug) reaches it. */
+const BOUND_MS = 20_000;
+
+function within<T>(promise: Promise<T>, what: string, ms = BOUND_MS): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms (blocked)`)), ms);
+  });
+  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+}
+
+/** Waits (bounded) until `condition` holds; polls the server, never asserts on time. */
+async function waitFor(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + BOUND_MS;
+  while (Date.now() < deadline) {
+    if (await condition()) return;
+    await sleep(20);
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+async function settle<T>(promise: Promise<T>): Promise<T | MrtrError> {
+  return promise.then(
+    (value) => value,
+    (error: unknown) => {
+      if (!MrtrError.is(error)) throw error;
+      return error;
+    },
+  );
+}
+
+const unavailable = (value: unknown): boolean => MrtrError.is(value) && value.code === 'ERR_STORE_UNAVAILABLE';
+
+/** Records every statement text a store sends (through `pool.query` or on a checked-out connection). */
+function recorded(inner: PgPoolLike) {
+  const texts: string[] = [];
+  const pool: PgPoolLike = {
+    query: (config) => {
+      texts.push(config.text);
+      return inner.query(config);
+    },
+    async connect() {
+      const client = await inner.connect();
+      return {
+        query: (config: PgQueryConfigLike) => {
+          texts.push(config.text);
+          return client.query(config);
+        },
+        release: (error?: Error | boolean) => client.release(error),
+      };
+    },
+    end: () => inner.end(),
+  };
+  return { pool, texts };
+}
+
+describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line blocking', () => {
+  const url = DATABASE_URL as string;
+  const tables: string[] = [];
+  const cleanups: Array<() => Promise<unknown>> = [];
+  let admin: pg.Pool;
+  const newTable = (tag: string) => {
+    const table = uniqueTable(tag);
+    tables.push(table);
+    return table;
+  };
+  /** A session of its own holding a transaction open (ended by the test, or at the latest in afterAll). */
+  const holder = async (): Promise<pg.Client> => {
+    const client = new pg.Client({ connectionString: url });
+    client.on('error', () => {});
+    await client.connect();
+    cleanups.push(() => client.end().catch(() => {}));
+    return client;
+  };
+  /** A pool like the demo's before this fix: no server-side statement_timeout or lock_timeout. */
+  const barePool = (): pg.Pool => {
+    const pool = new pg.Pool({ connectionString: url, max: 4 });
+    pool.on('error', () => {});
+    cleanups.push(() => pool.end().catch(() => {}));
+    return pool;
+  };
+  const track = (store: SqlReplayStore): SqlReplayStore => {
+    cleanups.push(() => store.close());
+    return store;
+  };
+  const waitingOnLock = (table: string) => async () =>
+    Number(
+      (
+        await admin.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%' || $1 || '%'",
+          [table],
+        )
+      ).rows[0].n,
+    ) > 0;
+
+  beforeAll(async () => {
+    await assertPostgresReachable(url);
+    admin = new pg.Pool({ connectionString: url, max: 2 });
+    admin.on('error', () => {});
+  });
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await admin?.end();
+    await dropTables(url, tables);
+  });
+
+  describe('ensureSchema', () => {
+    it('on a complete schema it takes no table lock: behind an open transaction reading the table, a starting store is ready at once and consumes keep flowing', async () => {
+      const table = newTable('lkread');
+      const running = track(createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0 }));
+      await running.ensureSchema();
+      expect(await running.consume('warm', Date.now() + 60_000)).toBe(true);
+      // pg_dump or an idle transaction: ACCESS SHARE on the table, held until the test ends it.
+      const reader = await holder();
+      await reader.query('BEGIN');
+      await reader.query(`SELECT count(*) FROM "${table}"`);
+      // A new instance starts: its pool has no server-side bounds (like the demo's had none) and a long
+      // client timeout, so any DDL it sent would queue behind the reader and every consume behind that.
+      const { pool, texts } = recorded(barePool());
+      const starting = track(createPostgresStore({ pool, table, statementTimeoutMs: 60_000, purgeIntervalMs: 0 }));
+      const [, first, second] = await within(
+        Promise.all([
+          starting.ensureSchema(),
+          running.consume('during-start', Date.now() + 60_000),
+          starting.consume('from-new-instance', Date.now() + 60_000),
+        ]),
+        'ensureSchema and consumes next to an open reader',
+      );
+      expect([first, second]).toEqual([true, true]);
+      expect(texts.filter((text) => /^\s*(ALTER|CREATE)\b/i.test(text) || text.includes('pg_advisory'))).toEqual([]);
+      // The reader is still there, and still nothing waits.
+      expect(await within(running.consume('after-start', Date.now() + 60_000), 'a consume after the start')).toBe(true);
+      await reader.query('ROLLBACK');
+    });
+
+    it('a missing owner column or expiry index is still created, and only what is missing', async () => {
+      const noOwner = newTable('lkold');
+      await admin.query(`CREATE TABLE "${noOwner}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
+      await admin.query(`CREATE INDEX "${noOwner}_expires_at_idx" ON "${noOwner}" (expires_at)`);
+      const noIndex = newTable('lknoix');
+      await admin.query(
+        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
+      );
+      for (const [table, missing] of [
+        [noOwner, 'ALTER'],
+        [noIndex, 'CREATE INDEX'],
+      ] as const) {
+        const { pool, texts } = recorded(barePool());
+        const store = track(createPostgresStore({ pool, table, purgeIntervalMs: 0 }));
+        await store.ensureSchema();
+        const ddl = texts.filter((text) => /^\s*(ALTER|CREATE)\b/i.test(text));
+        expect(ddl).toHaveLength(1);
+        expect(ddl[0]?.startsWith(missing)).toBe(true);
+        const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'id', 'ns', 'owner']);
+        const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
+        expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
+        expect(await store.consume('works', Date.now() + 60_000)).toBe(true);
+      }
+    });
+
+    // ADD COLUMN needs ACCESS EXCLUSIVE (blocked by any reader); CREATE INDEX needs SHARE (blocked by any
+    // open write). Either request, while queued, holds up every consume behind it.
+    for (const missing of ['owner column', 'expiry index'] as const) {
+      it(`DDL that waits for a lock (missing ${missing}) gives up after lockTimeoutMs with an error that says so, instead of hanging; writes keep flowing`, async () => {
+        const table = newTable('lkddl');
+        await admin.query(
+          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text'}, PRIMARY KEY (ns, id))`,
+        );
+        if (missing === 'owner column') await admin.query(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
+        const other = await holder();
+        await other.query('BEGIN');
+        if (missing === 'owner column') await other.query(`SELECT count(*) FROM "${table}"`);
+        else await other.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'held', $1)`, [Date.now() + 60_000]);
+        const starting = track(
+          createPostgresStore({ connectionString: url, table, statementTimeoutMs: 60_000, lockTimeoutMs: 300, purgeIntervalMs: 0 }),
+        );
+        const failed = await within(settle(starting.ensureSchema()), 'ensureSchema behind a lock');
+        expect(unavailable(failed)).toBe(true);
+        const cause = String((failed as MrtrError).cause);
+        expect(cause).toMatch(/lockTimeoutMs \(300 ms\)/);
+        expect(cause).toContain(`"${table}"`);
+        expect(cause).toMatch(/nothing was changed/);
+        // The rest of the fleet (here: a plain write, as an instance of an older version would send) is not held up.
+        await within(admin.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'meanwhile', $1)`, [Date.now() + 60_000]), 'a write');
+        // This store's consumes fail closed until its schema is ensured.
+        expect(unavailable(await within(settle(starting.consume('early', Date.now() + 60_000)), 'an early consume'))).toBe(true);
+        await other.query('ROLLBACK');
+        await within(starting.ensureSchema(), 'ensureSchema once the lock is gone');
+        const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'id', 'ns', 'owner']);
+        const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
+        expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
+        expect(await starting.consume('after', Date.now() + 60_000)).toBe(true);
+      });
+    }
+  });
+
+  describe('group commit', () => {
+    it('a row locked by another transaction holds up only the consumes that need it: consumes sent meanwhile, in other batches, resolve', async () => {
+      const table = newTable('lkhol');
+      // Long server and client bounds: the consume of the locked row waits for as long as the holder stays.
+      const store = track(createPostgresStore({ connectionString: url, table, statementTimeoutMs: 60_000, lockTimeoutMs: 60_000, purgeIntervalMs: 0 }));
+      expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+      const locker = await holder();
+      await locker.query('BEGIN');
+      await locker.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'locked', $1)`, [Date.now() + 60_000]);
+      let settled = false;
+      const blocked = store.consume('locked', Date.now() + 60_000).finally(() => {
+        settled = true;
+      });
+      await waitFor(waitingOnLock(table), 'the consume of the locked row to wait on its lock');
+      expect(await within(store.consume('free', Date.now() + 60_000), 'an unrelated consume')).toBe(true);
+      const burst = ['f1', 'f2', 'f3', 'f1'].map((id) => store.consume(id, Date.now() + 60_000));
+      expect(await within(Promise.all(burst), 'an unrelated batch')).toEqual([true, true, true, false]);
+      expect(settled).toBe(false);
+      await locker.query('ROLLBACK');
+      expect(await within(blocked, 'the consume of the once-locked row')).toBe(true);
+    });
+
+    for (const kind of ['owned pool', 'injected pool without server-side timeouts', 'injected pool with server-side timeouts'] as const) {
+      it(`${kind}: a batch that times out on a locked row fails closed and burns none of its states (each is consumable exactly once afterwards)`, async () => {
+        const table = newTable('lkburn');
+        const bounds = { statementTimeoutMs: 1000, connectionTimeoutMs: 1000, lockTimeoutMs: 200, purgeIntervalMs: 0, table };
+        let store: SqlReplayStore;
+        if (kind === 'owned pool') {
+          store = createPostgresStore({ connectionString: url, ...bounds });
+        } else if (kind === 'injected pool with server-side timeouts') {
+          const pool = new pg.Pool({ connectionString: url, max: 4, statement_timeout: 1000, lock_timeout: 200 });
+          pool.on('error', () => {});
+          cleanups.push(() => pool.end().catch(() => {}));
+          store = createPostgresStore({ pool, ...bounds });
+        } else {
+          store = createPostgresStore({ pool: barePool(), ...bounds });
+        }
+        track(store);
+        expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+        const locker = await holder();
+        await locker.query('BEGIN');
+        // Sorts last: the batch has written the other two ids (uncommitted) when it reaches this one.
+        await locker.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'zz:locked', $1)`, [Date.now() + 60_000]);
+        const ids = ['aa:one', 'bb:two', 'zz:locked'];
+        const results = await within(Promise.all(ids.map((id) => settle(store.consume(id, Date.now() + 60_000)))), 'the batch');
+        for (const result of results) expect(unavailable(result)).toBe(true);
+        // The holder goes away; a statement the store abandoned would now get the lock and commit.
+        await locker.query('ROLLBACK');
+        for (const id of ids) {
+          expect(await within(store.consume(id, Date.now() + 60_000), `a retry of ${id}`)).toBe(true);
+          expect(await store.consume(id, Date.now() + 60_000)).toBe(false);
+        }
+      });
+    }
+
+    for (const shape of ['a lone consume', 'a batch'] as const) {
+      it(`${shape} whose statement committed but whose reply never comes is resolved by owner after the deadline (not failed, not burned)`, async () => {
+        const table = newTable('lkreply');
+        const inner = new pg.Pool({ connectionString: url, max: 4, statement_timeout: 500, lock_timeout: 500 });
+        inner.on('error', () => {});
+        cleanups.push(() => inner.end().catch(() => {}));
+        let swallow = false;
+        // Runs the consume statement for real, then never answers (a reply lost on a stalled connection).
+        const pool: PgPoolLike = {
+          query: (config) => inner.query(config),
+          async connect() {
+            const client = await inner.connect();
+            return {
+              async query(config: PgQueryConfigLike) {
+                const result = await client.query(config);
+                if (swallow && config.text.startsWith('INSERT')) {
+                  swallow = false;
+                  return new Promise<never>(() => {});
+                }
+                return result;
+              },
+              release: (error?: Error | boolean) => client.release(error),
+            };
+          },
+          end: () => inner.end(),
+        };
+        const store = track(
+          createPostgresStore({ pool, table, statementTimeoutMs: 500, connectionTimeoutMs: 500, purgeIntervalMs: 0 }),
+        );
+        expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+        const ids = shape === 'a lone consume' ? ['mine'] : ['m1', 'm2', 'm3'];
+        swallow = true;
+        const results = await within(Promise.all(ids.map((id) => settle(store.consume(id, Date.now() + 60_000)))), 'the consume');
+        expect(results).toEqual(ids.map(() => true));
+        expect(swallow).toBe(false); // the reply was indeed swallowed
+        for (const id of ids) expect(await store.consume(id, Date.now() + 60_000)).toBe(false);
+      });
+    }
+
+    it('injected pool without server-side timeouts: a consume whose reply is lost mid-transaction never commits; it fails closed and a retry is true exactly once', async () => {
+      const table = newTable('lktx');
+      const inner = barePool();
+      let cut = false;
+      const pool: PgPoolLike = {
+        query: (config) => inner.query(config),
+        async connect() {
+          const client = await inner.connect();
+          return {
+            async query(config: PgQueryConfigLike) {
+              const result = await client.query(config);
+              if (cut && config.text.startsWith('INSERT')) {
+                cut = false;
+                throw new Error('Connection terminated unexpectedly');
+              }
+              return result;
+            },
+            release: (error?: Error | boolean) => client.release(error),
+          };
+        },
+        end: () => inner.end(),
+      };
+      const store = track(createPostgresStore({ pool, table, statementTimeoutMs: 1000, connectionTimeoutMs: 1000, purgeIntervalMs: 0 }));
+      expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+      for (const ids of [['lone'], ['b1', 'b2']]) {
+        cut = true;
+        const results = await within(Promise.all(ids.map((id) => settle(store.consume(id, Date.now() + 60_000)))), 'the consume');
+        for (const result of results) expect(unavailable(result)).toBe(true);
+        expect(cut).toBe(false);
+        for (const id of ids) {
+          expect(await within(store.consume(id, Date.now() + 60_000), `a retry of ${id}`)).toBe(true);
+          expect(await store.consume(id, Date.now() + 60_000)).toBe(false);
+        }
+      }
+    });
+  });
+});
