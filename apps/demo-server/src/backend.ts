@@ -149,7 +149,16 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
         throw new BackendError('--store postgres needs DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test)');
       }
       const [{ default: pg }, { createPostgresStore }] = await Promise.all([import('pg'), import('@mrtr/store-sql')]);
-      const pool = new pg.Pool({ connectionString: options.databaseUrl, max: 10, connectionTimeoutMillis: 5000 });
+      // Server-side bounds on every connection (sent as startup parameters): the server cancels a statement
+      // or a lock wait that runs too long, so one the client gave up on cannot commit later, and the replay
+      // store sends each consume as one statement (without them it wraps each in SET LOCAL bounds).
+      const pool = new pg.Pool({
+        connectionString: options.databaseUrl,
+        max: 10,
+        connectionTimeoutMillis: 5000,
+        statement_timeout: 5000,
+        lock_timeout: 2000,
+      });
       pool.on('error', () => {
         // Idle-client errors surface on the next query (as ERR_STORE_UNAVAILABLE); never crash the process.
       });
