@@ -12,17 +12,29 @@
 //    The repository itself is never modified.
 // 3. Checks every published tarball: LICENSE, README.md, CHANGELOG.md, repository/homepage/bugs/engines/
 //    keywords, no `workspace:` ranges, no relative README links.
-// 4. For npm and for pnpm (isolated, no hoisting, strict peers), per package a fresh consumer project:
-//    - install: the `npm install …` lines of the README's Install section, verbatim (`pnpm add …` for pnpm);
+// 4. For npm and for pnpm (isolated, no hoisting, strict peers), per package a fresh consumer project made with
+//    `npm init -y` (so "type" is the default, commonjs, unless the README's own lines change it):
+//    - install: the README's Install section, verbatim: its `npm install …` lines (`pnpm add …` for pnpm) and
+//      its `npm pkg …` / `npm init …` lines (such as `npm pkg set type=module`), in order;
 //    - esm / cjs: `import()` and `require()` of every subpath in the package's `exports`, and
 //      `require('@mrtr/core').MrtrError` is a class;
-//    - tsc:node16 / tsc:bundler: the README's Quick start ```ts block, verbatim, as quickstart.mts, under
-//      `tsc --noEmit` with module node16 and with moduleResolution bundler;
-//    - run: that file transpiled with esbuild (types stripped, nothing bundled) and imported by Node with
-//      MRTR_KEYS set to a fresh key. It passes when it exits 0, or when its top-level code finished and the
-//      process was still up QUICKSTART_GRACE_MS later (a server, an open connection): it is then stopped and
-//      counted as "started and stayed up". A quick start that imports `vitest` is a test file and is run with
-//      the consumer's own `vitest run` instead.
+//    - tsc:node16 / tsc:bundler: the README's Quick start ```ts block, verbatim, saved under the name its first
+//      line gives (`// compliance.test.ts: …`) or else as quickstart.ts, under `tsc --noEmit` with module node16
+//      (which reads the project's "type", as a user's editor does) and with moduleResolution bundler;
+//    - run: that file run by Node through tsx, as a user runs a .ts file (`npx tsx quickstart.ts`): it is ESM or
+//      CommonJS as the project's "type" says, so top-level await in a commonjs project fails here as it would
+//      for the user. MRTR_KEYS is set to a fresh key and PORT to a free port. It passes when it exits 0, or when
+//      its top-level code finished and QUICKSTART_GRACE_MS later it is still up *serving* (a listening socket):
+//      it is then stopped and counted as "started a server". Still up without serving anything (an open
+//      connection, a timer) fails: a quick start exits when it is done. A quick start that imports `vitest` is a
+//      test file and is run with the consumer's own `vitest run` instead.
+// 5. The repository README's "Quick start" (npm, in a fresh `npm init -y` project, no MRTR_KEYS in the
+//    environment): its first ```sh block is run verbatim with `sh -e` (install lines, `npm pkg set …`, the
+//    keygen into .env); every ```ts block is saved under the name its first line gives (`// server.ts`) and
+//    type-checked as above; of the second ```sh block (how to run them), every line but the last is started in
+//    the background and must listen on PORT (a free port on 127.0.0.1; the programs default to the documented
+//    one) within 60 s, then the last line (the client) is run verbatim and must exit 0 within 60 s printing
+//    every line of the README's ```text block (what the client prints), in order.
 // Prints one line per package per package manager and a summary; exits 1 on any failure.
 //
 // Known README failures: scripts/publish-check.known-failures lists packages whose README quick start is known
@@ -42,10 +54,10 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** A setting of this script (not a turbo task, so none of these belong in turbo.json). */
 const setting = (name) => process.env[name];
@@ -53,10 +65,11 @@ const setting = (name) => process.env[name];
 // Pinned tools, all installed from the registry at run time (nothing here is a workspace dependency).
 // 6.8.0 is the newest Verdaccio that runs on Node 20 (6.9+ needs Node 22).
 const VERDACCIO = 'verdaccio@6.8.0';
-const TOOLS = ['typescript@5.9.3', '@types/node@20.19.43', 'esbuild@0.27.7'];
+const TOOLS = ['typescript@5.9.3', '@types/node@20.19.43', 'tsx@4.23.15'];
 const CONCURRENCY = Number(setting('PUBLISH_CHECK_CONCURRENCY') ?? 4);
 const GRACE_MS = Number(setting('QUICKSTART_GRACE_MS') ?? 3000);
 const TOTAL_TIMEOUT_MS = 20 * 60_000;
+const ROOT_README = 'README.md (repository)';
 const MIN = 60_000;
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -157,19 +170,27 @@ function section(markdown, heading) {
   return lines.slice(start + 1, end < 0 ? undefined : end).join('\n');
 }
 
-/** The `npm install …` lines of the Install section's sh blocks, comments removed, as argument lists. */
+/**
+ * The commands of the Install section's sh blocks that set up a consumer project, comments removed, in order:
+ * `npm install …` lines as `{ install: args }` (a package manager adds `args`), and `npm pkg …` / `npm init …`
+ * lines as `{ npm: args }` (run with npm whatever the package manager: they only edit package.json). A line may
+ * chain several with `&&`.
+ */
 function installLines(readme) {
   const body = section(readme, 'Install');
   if (body === undefined) return { error: 'the README has no "## Install" section' };
   const lines = [];
   for (const [, code] of body.matchAll(/```(?:sh|bash|shell|console)\n([\s\S]*?)```/g)) {
     for (const raw of code.split('\n')) {
-      const line = raw.replace(/^\$\s*/, '').replace(/\s+#.*$/, '').trim();
-      const m = /^npm\s+(?:i|install|add)\s+(.+)$/.exec(line);
-      if (m) lines.push(m[1].split(/\s+/));
+      for (const part of raw.replace(/^\$\s*/, '').replace(/\s+#.*$/, '').split('&&')) {
+        const line = part.trim();
+        const m = /^npm\s+(?:i|install|add)\s+(.+)$/.exec(line);
+        if (m) lines.push({ install: m[1].split(/\s+/) });
+        else if (/^npm\s+(?:pkg|init)\b/.test(line)) lines.push({ npm: line.split(/\s+/).slice(1) });
+      }
     }
   }
-  if (lines.length === 0) return { error: 'the README\'s Install section has no ```sh block with an `npm install …` line' };
+  if (!lines.some((line) => line.install)) return { error: 'the README\'s Install section has no ```sh block with an `npm install …` line' };
   return { lines };
 }
 
@@ -366,14 +387,16 @@ async function main() {
   // PostgreSQL when DATABASE_URL is set. PUBLISH_CHECK_INSTALL_SCRIPTS=1 runs them.
   const consumerEnv = { ...env, MRTR_KEYS: keys };
   if (setting('PUBLISH_CHECK_INSTALL_SCRIPTS') !== '1') consumerEnv.npm_config_ignore_scripts = 'true';
-  const jobs = ['npm', 'pnpm'].flatMap((pm) => packages.map((pkg) => ({ pm, pkg })));
+  // The repository README's quick start gets no MRTR_KEYS: it makes its own .env, as a user does.
+  const { MRTR_KEYS: _, ...rootEnv } = consumerEnv;
+  const jobs = [{ pm: 'npm', pkg: { name: ROOT_README }, root: true }, ...['npm', 'pnpm'].flatMap((pm) => packages.map((pkg) => ({ pm, pkg })))];
   const done = new Map();
   const queue = [...jobs];
-  log(`consumers: ${jobs.length} projects (npm and pnpm × ${packages.length} packages), ${CONCURRENCY} at a time`);
+  log(`consumers: ${jobs.length} projects (the repository README's quick start with npm; npm and pnpm × ${packages.length} packages), ${CONCURRENCY} at a time`);
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
-        done.set(job, await checkConsumer({ ...job, env: consumerEnv, tools, scratch }));
+        done.set(job, job.root ? await checkRootQuickStart({ env: rootEnv, tools, scratch }) : await checkConsumer({ ...job, env: consumerEnv, tools, scratch }));
       }
     }),
   );
@@ -511,7 +534,9 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
   const short = pkg.name.replace(/^@mrtr\//, '');
   const dir = join(tmp, 'consumers', pm, short);
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'package.json'), `${JSON.stringify({ name: `consumer-${short}`, version: '0.0.0', private: true }, null, 2)}\n`);
+  // A default project, as `npm init -y` makes it for a user: "type" is commonjs unless the README changes it.
+  const init = await run('npm', ['init', '-y'], { cwd: dir, env, timeoutMs: MIN });
+  if (init.code !== 0) return { pm, pkg, checks: [{ name: 'npm init', ok: false, why: `\`npm init -y\` exited ${init.code}`, detail: init.out }], ms: Date.now() - t0 };
   if (pm === 'pnpm') {
     // Strict: isolated node_modules, nothing hoisted (not even into .pnpm/node_modules), peers must fit.
     writeFileSync(join(dir, '.npmrc'), 'node-linker=isolated\nhoist=false\npublic-hoist-pattern=\nshamefully-hoist=false\nstrict-peer-dependencies=true\nauto-install-peers=true\n');
@@ -528,17 +553,17 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
     let ok = true;
     let detail = '';
     let why = '';
-    for (const args of install.lines) {
-      const command = pm === 'npm' ? ['install', ...args] : ['add', ...args];
-      const result = await run(pm, command, { cwd: dir, env, timeoutMs: 6 * MIN });
+    for (const line of install.lines) {
+      const [tool, command] = line.npm ? ['npm', line.npm] : [pm, pm === 'npm' ? ['install', ...line.install] : ['add', ...line.install]];
+      const result = await run(tool, command, { cwd: dir, env, timeoutMs: 6 * MIN });
       if (result.code !== 0) {
         ok = false;
-        why = `\`${pm} ${command.join(' ')}\` (from the README) exited ${result.code}${result.timedOut ? ' (timed out)' : ''}`;
+        why = `\`${tool} ${command.join(' ')}\` (from the README) exited ${result.code}${result.timedOut ? ' (timed out)' : ''}`;
         detail = result.out;
         break;
       }
     }
-    if (ok && !install.lines.some((args) => args.includes(pkg.name))) {
+    if (ok && !install.lines.some((line) => line.install?.includes(pkg.name))) {
       ok = false;
       why = `the README's install lines do not install ${pkg.name} itself`;
     }
@@ -585,22 +610,10 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
     return { pm, pkg, checks, ms: Date.now() - t0 };
   }
   const isTest = /from\s+['"]vitest['"]/.test(qs.code);
-  const file = isTest ? 'quickstart.test.mts' : 'quickstart.mts';
+  const file = namedFile(qs.code) ?? (isTest ? 'quickstart.test.ts' : 'quickstart.ts');
   writeFileSync(join(dir, file), qs.code);
   const hint = /^declare\s/m.test(qs.code) ? ' (the quick start `declare`s values it does not define: a fragment, not a program)' : '';
-  const tsc = join(tools, 'node_modules/typescript/bin/tsc');
-  for (const [name, options] of [
-    ['tsc:node16', { module: 'node16', moduleResolution: 'node16' }],
-    ['tsc:bundler', { module: 'esnext', moduleResolution: 'bundler' }],
-  ]) {
-    const config = `tsconfig.${name.split(':')[1]}.json`;
-    writeFileSync(
-      join(dir, config),
-      `${JSON.stringify({ compilerOptions: { ...options, target: 'es2022', lib: ['es2022'], strict: true, noEmit: true, skipLibCheck: true, types: ['node'], typeRoots: [join(tools, 'node_modules/@types')] }, files: [file] }, null, 2)}\n`,
-    );
-    const result = await run(process.execPath, [tsc, '-p', config, '--pretty', 'false'], { cwd: dir, env, timeoutMs: 2 * MIN });
-    checks.push({ name, ok: result.code === 0, quickStart: true, why: `type errors in the README quick start${hint}`, detail: result.out });
-  }
+  checks.push(...(await typeCheck(dir, [file], tools, env)).map((c) => ({ ...c, quickStart: true, why: `${c.why}${hint}` })));
   let runResult;
   let note = '';
   if (isTest) {
@@ -612,32 +625,188 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
     runResult = await run(vitest, ['run', file], { cwd: dir, env, timeoutMs: 3 * MIN });
     note = 'vitest';
   } else {
-    const esbuild = join(tools, 'node_modules/.bin/esbuild');
-    const transpiled = await run(esbuild, [file, '--format=esm', '--platform=node', '--target=node20', '--outfile=quickstart.mjs', '--log-level=warning'], { cwd: dir, env, timeoutMs: MIN });
-    if (transpiled.code !== 0) {
-      checks.push({ name: 'run', ok: false, quickStart: true, why: 'esbuild could not transpile the quick start', detail: transpiled.out });
-      return { pm, pkg, checks, ms: Date.now() - t0 };
-    }
-    writeFileSync(
-      join(dir, 'run-quickstart.mjs'),
-      [
-        "await import('./quickstart.mjs');",
-        `setTimeout(() => { console.log('[publish-check] still up ${GRACE_MS} ms after the top level finished: stopped'); process.exit(process.exitCode ?? 0); }, ${GRACE_MS}).unref();`,
-        '',
-      ].join('\n'),
-    );
-    runResult = await run(process.execPath, ['run-quickstart.mjs'], { cwd: dir, env, timeoutMs: 2 * MIN });
-    if (runResult.code === 0 && runResult.out.includes('[publish-check] still up')) note = 'started and stayed up';
+    writeFileSync(join(dir, 'run-quickstart.mjs'), graceWrapper(file));
+    const port = await freePort();
+    runResult = await run(process.execPath, ['--import', tsxLoader(tools), 'run-quickstart.mjs'], { cwd: dir, env: { ...env, PORT: String(port) }, timeoutMs: 2 * MIN });
+    if (runResult.code === 0 && runResult.out.includes('[publish-check] still up')) note = 'started a server';
+    if (runResult.code === STILL_UP_EXIT) note = 'still up, serving nothing';
   }
   checks.push({
     name: 'run',
     ok: runResult.code === 0,
     quickStart: true,
     note,
-    why: `the quick start ${runResult.timedOut ? 'did not finish its top level in time' : `exited ${runResult.code}`}${hint}`,
+    why: `the quick start ${runResult.timedOut ? 'did not finish its top level in time' : runResult.code === STILL_UP_EXIT ? `was still running ${GRACE_MS} ms after its top level finished without serving anything (close what it opens, so it exits when done)` : `exited ${runResult.code}`}${hint}`,
     detail: runResult.out,
   });
   return { pm, pkg, checks, ms: Date.now() - t0 };
+}
+
+// ------------------------------------------------------------------------------------ the repository README
+
+/** Starts a long-running command in its own process group (killed at exit); collects its output. */
+function startBackground(command, args, { cwd, env }) {
+  const child = spawn(command, args, { cwd, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  const state = { child, out: '', exited: undefined };
+  child.stdout.on('data', (chunk) => (state.out += chunk));
+  child.stderr.on('data', (chunk) => (state.out += chunk));
+  child.on('error', (error) => (state.out += String(error)));
+  child.on('exit', (code, signal) => (state.exited = code ?? signal ?? 'error'));
+  return state;
+}
+
+/** Resolves true once something accepts a TCP connection on 127.0.0.1:port. */
+function accepts(port) {
+  return new Promise((resolvePromise) => {
+    const socket = connect({ host: '127.0.0.1', port });
+    socket.setTimeout(1000, () => socket.destroy());
+    socket.on('connect', () => {
+      socket.destroy();
+      resolvePromise(true);
+    });
+    socket.on('close', () => resolvePromise(false));
+    socket.on('error', () => {});
+  });
+}
+
+/**
+ * The repository README's quick start, as a new user follows it (see step 5 at the top): a fresh `npm init -y`
+ * project, the install block verbatim, the programs under their own names, the server started and the client run
+ * with the README's own command lines, and the client's output compared with the README's.
+ */
+async function checkRootQuickStart({ env, tools, scratch }) {
+  const t0 = Date.now();
+  const result = { pm: 'npm', pkg: { name: ROOT_README }, checks: [] };
+  const { checks } = result;
+  const finish = () => ({ ...result, ms: Date.now() - t0 });
+  const dir = join(tmp, 'consumers', 'npm', 'root-quickstart');
+  mkdirSync(dir, { recursive: true });
+  const init = await run('npm', ['init', '-y'], { cwd: dir, env, timeoutMs: MIN });
+  if (init.code !== 0) {
+    checks.push({ name: 'npm init', ok: false, why: `\`npm init -y\` exited ${init.code}`, detail: init.out });
+    return finish();
+  }
+  const readme = readFileSync(join(scratch, 'README.md'), 'utf8');
+  const heading = /^## (Quick start\b.*?)\s*$/m.exec(readme)?.[1];
+  const body = heading === undefined ? undefined : section(readme, heading);
+  const blocks = [...(body ?? '').matchAll(/```(\w*)\n([\s\S]*?)```/g)].map(([, lang, code]) => ({ lang, code }));
+  const sh = blocks.filter((b) => /^(?:sh|bash|shell|console)$/.test(b.lang)).map((b) => b.code);
+  const programs = blocks.filter((b) => /^(?:ts|typescript)$/.test(b.lang)).map((b) => b.code);
+  const expected = (blocks.find((b) => b.lang === 'text')?.code ?? '').split('\n').map((line) => line.trim()).filter(Boolean);
+  const runLines = (sh[1] ?? '').split('\n').map((line) => line.replace(/^\$\s*/, '').trim()).filter((line) => line && !line.startsWith('#'));
+  const files = programs.map(namedFile);
+  if (body === undefined || sh.length < 2 || programs.length === 0 || files.includes(undefined) || runLines.length < 2 || expected.length === 0) {
+    checks.push({
+      name: 'quick start',
+      ok: false,
+      why: 'the README\'s "## Quick start…" section needs, in order: a ```sh block that installs, ```ts programs that name their file on their first line (`// server.ts`), a ```sh block that runs them (server lines first, the client last) and a ```text block with what the client prints',
+    });
+    return finish();
+  }
+
+  // install: the first sh block, verbatim
+  const install = await run('sh', ['-e', '-c', sh[0]], { cwd: dir, env, timeoutMs: 8 * MIN });
+  checks.push({ name: 'install', ok: install.code === 0, why: `the install block exited ${install.code}${install.timedOut ? ' (timed out)' : ''}`, detail: install.out.trimEnd().split('\n').slice(-6).join('\n') });
+  if (install.code !== 0) return finish();
+  for (const [i, code] of programs.entries()) writeFileSync(join(dir, files[i]), code);
+  checks.push(...(await typeCheck(dir, files, tools, env)));
+
+  // run: every line but the last in the background (the servers), then the last (the client)
+  const port = await freePort();
+  const runEnv = { ...env, PORT: String(port) };
+  const servers = runLines.slice(0, -1).map((line) => startBackground('sh', ['-c', line], { cwd: dir, env: runEnv }));
+  const serverOutput = () => servers.map((s) => s.out).join('\n');
+  try {
+    const started = Date.now();
+    let listening = false;
+    while (!listening && Date.now() - started < MIN && servers.every((s) => s.exited === undefined)) {
+      listening = await accepts(port);
+      if (!listening) await sleep(250);
+    }
+    const exited = servers.find((s) => s.exited !== undefined);
+    checks.push({
+      name: 'server',
+      ok: listening,
+      note: listening ? `listening after ${((Date.now() - started) / 1000).toFixed(1)}s` : '',
+      why: exited ? `\`${runLines[servers.indexOf(exited)]}\` exited ${exited.exited} before listening on PORT=${port}` : `nothing listened on 127.0.0.1:${port} (PORT) within 60 s`,
+      detail: serverOutput(),
+    });
+    if (!listening) return finish();
+    const client = await run('sh', ['-c', runLines.at(-1)], { cwd: dir, env: runEnv, timeoutMs: MIN });
+    const printed = client.out.split('\n').map((line) => line.trim());
+    let at = 0;
+    for (const line of printed) if (line === expected[at]) at++;
+    const missing = expected.slice(at);
+    checks.push({
+      name: 'client',
+      ok: client.code === 0 && missing.length === 0,
+      note: client.code === 0 && missing.length === 0 ? `printed ${JSON.stringify(expected.at(-1))}` : '',
+      why:
+        client.code !== 0
+          ? `\`${runLines.at(-1)}\` ${client.timedOut ? 'did not finish within 60 s' : `exited ${client.code}`}`
+          : `\`${runLines.at(-1)}\` did not print ${JSON.stringify(missing[0])} (the README's expected output, in order)`,
+      detail: `${client.out}\n--- server:\n${serverOutput()}`,
+    });
+  } finally {
+    for (const server of servers) {
+      killTree(server.child);
+      children.delete(server.child);
+    }
+  }
+  return finish();
+}
+
+// ------------------------------------------------------------------------------------------- quick-start helpers
+
+/** The file name a code block gives itself on its first line (`// server.ts` or `// compliance.test.ts: …`). */
+function namedFile(code) {
+  return /^\/\/\s*([\w.-]+\.(?:[cm]?ts|[cm]?js))(?::|\s|$)/.exec(code)?.[1];
+}
+
+/** tsx's loader (`node --import tsx`), from the tools: runs a .ts file as ESM or CommonJS per the project's "type". */
+function tsxLoader(tools) {
+  return pathToFileURL(join(tools, 'node_modules/tsx/dist/loader.mjs')).href;
+}
+
+const STILL_UP_EXIT = 3;
+/**
+ * A wrapper module that imports the quick start and, GRACE_MS after its top level finished, stops a process that
+ * is still up: exit 0 when it is serving (a listening TCP socket), STILL_UP_EXIT with what keeps it alive when not.
+ */
+function graceWrapper(file) {
+  return [
+    `await import(${JSON.stringify(`./${file}`)});`,
+    'setTimeout(() => {',
+    "  const held = process.getActiveResourcesInfo().filter((r) => r !== 'Timeout');",
+    "  if (held.includes('TCPServerWrap')) {",
+    `    console.log('[publish-check] still up ${GRACE_MS} ms after the top level finished, serving: stopped');`,
+    '    process.exit(process.exitCode ?? 0);',
+    '  }',
+    `  console.log('[publish-check] still up ${GRACE_MS} ms after the top level finished, serving nothing, holding: ' + held.join(', '));`,
+    `  process.exit(${STILL_UP_EXIT});`,
+    `}, ${GRACE_MS}).unref();`,
+    '',
+  ].join('\n');
+}
+
+/** tsc --noEmit of `files` in `dir`, with module node16 (reads the project's "type") and with bundler resolution. */
+async function typeCheck(dir, files, tools, env) {
+  const tsc = join(tools, 'node_modules/typescript/bin/tsc');
+  const checks = [];
+  for (const [name, options] of [
+    ['tsc:node16', { module: 'node16', moduleResolution: 'node16' }],
+    ['tsc:bundler', { module: 'esnext', moduleResolution: 'bundler' }],
+  ]) {
+    const config = `tsconfig.${name.split(':')[1]}.json`;
+    writeFileSync(
+      join(dir, config),
+      `${JSON.stringify({ compilerOptions: { ...options, target: 'es2022', lib: ['es2022'], strict: true, noEmit: true, skipLibCheck: true, types: ['node'], typeRoots: [join(tools, 'node_modules/@types')] }, files }, null, 2)}\n`,
+    );
+    const result = await run(process.execPath, [tsc, '-p', config, '--pretty', 'false'], { cwd: dir, env, timeoutMs: 2 * MIN });
+    checks.push({ name, ok: result.code === 0, why: 'type errors in the README quick start', detail: result.out });
+  }
+  return checks;
 }
 
 main().catch((error) => {
