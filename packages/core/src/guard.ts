@@ -36,13 +36,29 @@ export interface RequestContext {
   principal?: string | undefined;
 }
 
-/** A per-principal bound on minting: at most `max` states per principal in each window of `windowMs`. */
+/**
+ * A per-principal bound on minting, so that no principal can fill a bounded store that others depend on.
+ *
+ * **Guarantee.** Let `H` = max(`windowMs`, `ttlMs` + 2 × `clockSkewMs`): the window is never shorter than the
+ * lifetime of a state (a replay store holds its id until `exp` + 2 × skew). For each principal, this guard mints
+ * at most `max` states in any interval of length `H`, both ends included, by its clock (a clock that goes back
+ * counts as standing still). So at most `max` of one principal's states minted here are alive at any moment,
+ * whatever `ttlMs` is: unexpired, or held by a replay store on the same clock (`@mrtr/store-memory`). Each
+ * instance of a fleet keeps its own counts.
+ *
+ * **Cost.** O(1) memory per principal (the window is counted in 10 sub-windows of `H` / 10) and at most
+ * `maxPrincipals` principals. Counting by sub-window only errs on the safe side: a state minted at `t` frees its
+ * place between `t + H` and `t + H + H / 10`.
+ */
 export interface MintQuota {
-  /** States one principal may mint per window. */
+  /** States one principal may mint in any window, hence may hold alive at once. */
   max: number;
-  /** Window length in ms. */
-  windowMs: number;
-  /** Most principals tracked at once; past it (after dropping ended windows) new principals are refused. @default 100_000 */
+  /**
+   * Window length in ms; raised to the state lifetime (`ttlMs` + 2 × `clockSkewMs`) when shorter, which is
+   * also the default. @default ttlMs + 2 × clockSkewMs
+   */
+  windowMs?: number;
+  /** Most principals tracked at once; past it (after dropping those with nothing in the window) new principals are refused. @default 100_000 */
   maxPrincipals?: number;
 }
 
@@ -177,7 +193,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   ) {
     throw new TypeError('createStateGuard: unauthenticated must be "reject" or { principal: string }');
   }
-  const quota = options.mintQuota === undefined ? undefined : createQuota(options.mintQuota);
+  const quota = options.mintQuota === undefined ? undefined : createQuota(options.mintQuota, ttlMs + 2 * clockSkewMs);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createStateGuard: now must be a function');
   const { onEvent } = options;
@@ -370,38 +386,62 @@ function buildCodec(codec: unknown, keys: KeyRing): StateCodec {
   return c as StateCodec;
 }
 
-/** Fixed-window counters per principal tag, bounded in the number of principals. */
-function createQuota(options: MintQuota): { take(principal: string, t: number): boolean } {
+/** Sub-windows of a mint quota's window: its memory per principal and its slack (a place frees up to H / this late). */
+const QUOTA_SUB_WINDOWS = 10;
+
+/** Sliding-window counters per principal tag (see {@link MintQuota}), bounded in the number of principals. */
+function createQuota(options: MintQuota, lifetimeMs: number): { take(principal: string, t: number): boolean } {
   if (options === null || typeof options !== 'object') throw new TypeError('createStateGuard: mintQuota must be an object');
+  if (options.max === undefined) throw new TypeError('createStateGuard: mintQuota needs max');
   const max = intOption('mintQuota.max', options.max, 0, 1, 1_000_000_000);
-  const windowMs = intOption('mintQuota.windowMs', options.windowMs, 0, 1, YEAR_MS);
+  const windowMs = intOption('mintQuota.windowMs', options.windowMs, lifetimeMs, 1, YEAR_MS);
   const maxPrincipals = intOption('mintQuota.maxPrincipals', options.maxPrincipals, 100_000, 1, 100_000_000);
-  if (options.max === undefined || options.windowMs === undefined) {
-    throw new TypeError('createStateGuard: mintQuota needs max and windowMs');
+  // H: the window, never shorter than a state's lifetime, so that `max` also bounds the states alive at once.
+  const span = Math.max(windowMs, lifetimeMs);
+  // Sub-window j covers [j·width, (j+1)·width). A mint at t counts every sub-window from floor((t − H) / width)
+  // to floor(t / width): all mints at t' ≥ t − H (and some a little older). That is at most
+  // ceil(H / width) + 1 ≤ SLOTS sub-windows, kept in a ring of SLOTS counters indexed by j mod SLOTS.
+  const width = Math.ceil(span / QUOTA_SUB_WINDOWS);
+  const SLOTS = QUOTA_SUB_WINDOWS + 1;
+  const slot = (j: number): number => ((j % SLOTS) + SLOTS) % SLOTS;
+  interface Entry {
+    /** The newest sub-window with a mint (counters of later ones are 0). */
+    last: number;
+    counts: number[];
   }
-  // Insertion order is window-start order (a principal whose window ended is re-inserted at the end),
-  // so ended windows are dropped from the front in time proportional to what is dropped.
-  const windows = new Map<string, { start: number; count: number }>();
+  // Insertion order is last-mint order (an entry moves to the end when it mints), so principals with nothing
+  // left in the window are dropped from the front in time proportional to what is dropped.
+  const entries = new Map<string, Entry>();
   return {
     take(principal, t) {
-      let entry = windows.get(principal);
-      if (entry !== undefined && t - entry.start >= windowMs) {
-        windows.delete(principal);
-        entry = undefined;
-      }
+      if (!Number.isFinite(t)) return false;
+      const oldest = Math.floor((t - span) / width);
+      let entry = entries.get(principal);
       if (entry === undefined) {
-        if (windows.size >= maxPrincipals) {
-          for (const [key, old] of windows) {
-            if (t - old.start < windowMs) break;
-            windows.delete(key);
+        if (entries.size >= maxPrincipals) {
+          for (const [key, old] of entries) {
+            if (old.last >= oldest) break;
+            entries.delete(key);
           }
-          if (windows.size >= maxPrincipals) return false;
+          if (entries.size >= maxPrincipals) return false;
         }
-        entry = { start: t, count: 0 };
-        windows.set(principal, entry);
+        entry = { last: Number.NEGATIVE_INFINITY, counts: new Array<number>(SLOTS).fill(0) };
       }
-      if (entry.count >= max) return false;
-      entry.count++;
+      const { counts } = entry;
+      // A clock that went back counts as standing still: never earlier than the newest mint.
+      const current = Math.max(Math.floor(t / width), entry.last);
+      let used = 0;
+      for (let j = Math.max(oldest, entry.last - SLOTS + 1); j <= entry.last; j++) used += counts[slot(j)]!;
+      if (used >= max) return false;
+      if (current > entry.last) {
+        // Clear the slots of the sub-windows between the newest mint and now (they held older sub-windows).
+        const from = Math.max(entry.last + 1, current - SLOTS + 1);
+        for (let j = from; j <= current; j++) counts[slot(j)] = 0;
+        entry.last = current;
+      }
+      counts[slot(current)]!++;
+      entries.delete(principal);
+      entries.set(principal, entry);
       return true;
     },
   };

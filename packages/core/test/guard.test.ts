@@ -164,7 +164,11 @@ describe('createStateGuard', () => {
     await expect(guard.mint(1, req({ principal: 'bob' }))).resolves.toBeTypeOf('string');
     // A third principal while two windows are open: the tracked set is bounded, so it is refused.
     expect(await rejectCode(guard.mint(1, req({ principal: 'carol' })))).toBe('ERR_QUOTA_EXCEEDED');
+    // The window is never shorter than a state's lifetime (ttl 600 s + 2 × 5 s skew): at 60 s alice's three
+    // states are still alive, so she is still refused; her places free up within a tenth of the window after it.
     clock.advance(60_000);
+    expect(await rejectCode(guard.mint(5, req()))).toBe('ERR_QUOTA_EXCEEDED');
+    clock.advance(610_000 + 61_000 - 60_000);
     await expect(guard.mint(5, req())).resolves.toBeTypeOf('string');
     await expect(guard.mint(1, req({ principal: 'carol' }))).resolves.toBeTypeOf('string');
     expect(() => createStateGuard({ codec: testCodec, keys, audience: 'a', mintQuota: { max: 0, windowMs: 1 } })).toThrow(RangeError);
