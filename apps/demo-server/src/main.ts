@@ -112,10 +112,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   const rejections = new RejectionLog();
   const flowTtlMs = Math.max(1_800_000, cli.ttlMs);
   let pageOrigin: string | undefined;
-  const onError = (error: unknown) => {
-    const message = error instanceof Error ? error.message : String(error);
-    io.err(`mrtr-demo: error: ${message}`);
-  };
+  // SDK rejections quote client text (params.name, params.uri): logged as a field, escaped and cut short.
+  const onError = (error: unknown) => observability.error(error);
   // One adapter, server factory and SDK handler per codec; with --codec all one principal's mint quota is shared
   // out between the three so that its share of the replay store stays what it is with one codec.
   const quota = cli.mintQuota === undefined ? undefined : Math.max(1, Math.floor(cli.mintQuota / codecs.length));

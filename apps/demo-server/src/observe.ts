@@ -64,9 +64,43 @@ export function prettyLine(line: RoundLine): string {
   return `mrtr-demo: flow ${line.flow ?? '-'} r${line.round ?? '-'} ${outcome} ${line.method} ${line.target ?? '-'} (${details.join(', ')})`;
 }
 
+/** Longest run of quoted text (`"…"`) kept from an error message, and of a whole message; the rest is marked. */
+export const MAX_QUOTED_CHARS = 200;
+export const MAX_MESSAGE_CHARS = 1_000;
+
+// C0 and C1 controls, DEL, line/paragraph separators and the bidi controls (embeddings, overrides, isolates, marks).
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const hex = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/** Makes untrusted text safe for a terminal: every control and bidi character becomes a visible `\uXXXX`. */
+export function escapeForTerminal(text: string): string {
+  return text.replace(UNSAFE, hex);
+}
+
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = max;
+  const code = text.charCodeAt(end - 1);
+  if (code >= 0xd800 && code <= 0xdbff) end--;
+  return `${text.slice(0, end)}…[+${text.length - end} chars]`;
+}
+
+/** An error message with each quoted run (attacker text the SDK quotes, e.g. params.name) and the whole cut short. */
+export function truncateQuoted(message: string, maxQuoted = MAX_QUOTED_CHARS, maxMessage = MAX_MESSAGE_CHARS): string {
+  return cut(
+    message.replace(/"([^"]*)"/g, (_m, inner: string) => `"${cut(inner, maxQuoted)}"`),
+    maxMessage,
+  );
+}
+
 export interface Observability {
   /** The `onEvent` hook: logs a line per state event (unless `off`) and records the metrics. */
   onEvent(event: MrtrEvent): void;
+  /**
+   * Logs a server-side error (SDK rejections quote client text such as `params.name`): a JSON line with the
+   * message as a field under `--log json`, else one escaped line; quoted text cut at {@link MAX_QUOTED_CHARS}.
+   */
+  error(error: unknown): void;
   /** Answers a scrape with the Prometheus text format. */
   serveMetrics(req: IncomingMessage, res: ServerResponse): void;
   close(): Promise<void>;
@@ -85,11 +119,12 @@ export function createObservability(options: { log: LogMode; write: (line: strin
   const destination = {
     write(json: string): void {
       if (options.log === 'json') {
-        write(json.trimEnd());
+        // JSON escapes C0 controls only; C1 and bidi characters become \uXXXX too (the same JSON value).
+        write(escapeForTerminal(json.trimEnd()));
         return;
       }
-      const { level: _l, time: _t, msg: _m, ...line } = JSON.parse(json) as RoundLine & Record<string, unknown>;
-      write(prettyLine(line));
+      const { level: _l, time: _t, msg, ...line } = JSON.parse(json) as RoundLine & Record<string, unknown>;
+      write(msg === 'error' ? `mrtr-demo: error: ${escapeForTerminal(String(line.error))}` : escapeForTerminal(prettyLine(line)));
     },
   };
   const logger =
@@ -112,6 +147,11 @@ export function createObservability(options: { log: LogMode; write: (line: strin
       if (line === undefined) return;
       const level = line.outcome === 'store_error' ? 'error' : line.outcome === 'rejected' ? 'warn' : 'info';
       logger[level](line, 'mrtr round');
+    },
+    error(error) {
+      const message = truncateQuoted(error instanceof Error ? error.message : String(error));
+      if (logger === undefined) write(`mrtr-demo: error: ${escapeForTerminal(message)}`);
+      else logger.error({ error: message }, 'error');
     },
     serveMetrics(req, res) {
       exporter.getMetricsRequestHandler(req, res);
