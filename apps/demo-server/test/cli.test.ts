@@ -227,18 +227,24 @@ describe('2025-era clients', () => {
     }
   });
 
-  it('over HTTP (stateless legacy serving): tools that need input answer with a clear isError result', async () => {
+  it('over HTTP: served on a session, the SDK legacy shim asks the question and the tool completes', async () => {
     const demo = await startDemo([], { env: { MRTR_KEYS: freshKeys() } });
     const { StreamableHTTPClientTransport } = await import('@modelcontextprotocol/client');
     const client = new Client({ name: 'legacy-http', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    const asked: Json[] = [];
+    client.setRequestHandler('elicitation/create', async (request) => {
+      asked.push(request.params as Json);
+      return { action: 'accept', content: { confirm: true } } as never;
+    });
+    const transport = new StreamableHTTPClientTransport(new URL(demo.url));
     try {
-      await client.connect(new StreamableHTTPClientTransport(new URL(demo.url)));
+      await client.connect(transport);
       expect(client.getNegotiatedProtocolVersion()).toBe('2025-11-25');
-      const { tools } = await client.listTools();
-      expect(tools.map((t) => t.name)).toContain('delete_files');
+      expect(transport.sessionId).toMatch(/^[0-9a-f-]{36}$/);
       const result = (await client.callTool({ name: 'delete_files', arguments: { paths: ['x'] } })) as Json;
-      expect(result.isError).toBe(true);
-      expect(textOf(result)).toContain('per-request legacy serving cannot receive server-to-client requests');
+      expect(textOf(result)).toContain('Deleted 1 file');
+      expect(asked).toHaveLength(1);
+      expect(String(asked[0]!.message)).toContain('x');
     } finally {
       await client.close();
       expect(await demo.stop()).toBe(0);
