@@ -194,7 +194,8 @@ const lines = [
   `load: ${stats.requests} requests (${(stats.requests / elapsed).toFixed(0)} req/s), ${stats.completed} flows completed (${(stats.completed / elapsed).toFixed(0)} flows/s), latency p50 ${pct(50).toFixed(2)} ms, p99 ${pct(99).toFixed(2)} ms, max ${pct(100).toFixed(1)} ms`,
   `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.errors} errors`,
   `load: server /metrics: ${server.completed} flows completed, ${server.rejected} states rejected (${
-    Object.entries(server.byCode).map(([code, n]) => `${code} ${n}`).join(', ') || 'none'
+    // Every code has a series from the start (at 0): only those that counted something are printed.
+    Object.entries(server.byCode).filter(([, n]) => n > 0).map(([code, n]) => `${code} ${n}`).join(', ') || 'none'
   }), ${server.storeErrors} store errors`,
   `load: server RSS after warm-up ${mib(baseline)}, at the end ${mib(final)} (growth ${(growth * 100).toFixed(1)}%, limit ${(maxGrowth * 100).toFixed(0)}%), peak after warm-up ${mib(afterWarmupPeak)}, overall peak ${mib(peak)}`,
   `load: server exit code on SIGTERM ${exitCode}`,

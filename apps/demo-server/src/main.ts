@@ -24,6 +24,7 @@ import { createObservability } from './observe.js';
 import { loadPlayground } from './playground.js';
 import { RejectionLog, requestPrincipal } from './rejections.js';
 import { createServerFactory } from './server.js';
+import { demoTargets } from './tools.js';
 
 /** Audience bound into every state: every instance of one fleet uses the same one. */
 export const AUDIENCE = 'mrtr-demo';
@@ -105,8 +106,14 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     );
   }
 
-  // One log line per request-state event on stderr, and the metrics behind GET /metrics.
-  const observability = createObservability({ log: cli.log ?? (io.errIsTTY ? 'pretty' : 'json'), write: io.err });
+  // One log line per request-state event on stderr, and the metrics behind GET /metrics. Their counters start
+  // at 0 for each codec served and each of the demo's protected tools, prompts and resources (not the conformance
+  // fixtures': too many series; theirs appear with their first event), so the first scrape already has them.
+  const observability = createObservability({
+    log: cli.log ?? (io.errIsTTY ? 'pretty' : 'json'),
+    write: io.err,
+    known: { codecs: codecs.map((codec) => codec.id), ...demoTargets() },
+  });
   const fixedPrincipal = cli.stdio ? 'local' : 'anonymous';
   // The playground page's view of its own rejections: codes per principal, bounded (GET /rejections).
   const rejections = new RejectionLog();

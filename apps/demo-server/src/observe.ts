@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { MrtrEvent } from '@mrtr/core';
-import { createMrtrTelemetry } from '@mrtr/otel';
+import { createMrtrTelemetry, type MrtrKnownLabels } from '@mrtr/otel';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { pino } from 'pino';
@@ -111,10 +111,15 @@ export interface Observability {
  * `@mrtr/otel` into an OpenTelemetry MeterProvider read by the Prometheus exporter (no server of its own:
  * the demo's HTTP server serves `GET /metrics`).
  */
-export function createObservability(options: { log: LogMode; write: (line: string) => void }): Observability {
+export function createObservability(options: {
+  log: LogMode;
+  write: (line: string) => void;
+  /** The codecs and protected names served: the counters start at 0 for them, so the first scrape has every series. */
+  known?: MrtrKnownLabels | undefined;
+}): Observability {
   const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true });
   const meterProvider = new MeterProvider({ readers: [exporter] });
-  const telemetry = createMrtrTelemetry({ meterProvider, traces: false });
+  const telemetry = createMrtrTelemetry({ meterProvider, traces: false, known: options.known });
   const { write } = options;
   const destination = {
     write(json: string): void {

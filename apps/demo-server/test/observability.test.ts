@@ -1,3 +1,4 @@
+import { MRTR_ERROR_CODES } from '@mrtr/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prettyLine, roundLine } from '../src/observe.js';
 import {
@@ -144,6 +145,58 @@ describe('GET /metrics and the round log', () => {
     })!;
     expect(prettyLine(line)).toBe('mrtr-demo: flow 0123456789abcdef r3 rejected ERR_STATE_REPLAYED tools/call deploy (aead, kid k2, 321 B, 0.123 ms)');
     expect(roundLine({ type: 'flow.started', method: 'm', target: 't', codec: 'c', flow: 'f', round: 1, kid: 'k' })).toBeUndefined();
+  });
+});
+
+// Issue 19: a fresh demo answered `# no registered metrics` until its first flow, so rate() and absence alerts
+// had nothing to work with from the first scrape (and rate() lost each series' first increment).
+describe('the first scrape, before any request', () => {
+  it('has every mrtr counter series at 0: each codec served × each protected tool, prompt and resource', async () => {
+    const fresh = await startDemo(['--codec', 'all', '--log', 'off'], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: undefined } });
+    try {
+      const text = await (await fetch(new URL('/metrics', fresh.url))).text();
+      expect(text).not.toContain('# no registered metrics');
+      const samples = parse(text);
+      const codecs = ['hmac', 'jwe', 'aead'];
+      const targets = [
+        ...['delete_files', 'deploy', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({ mcp_method_name: 'tools/call', gen_ai_tool_name: name })),
+        { mcp_method_name: 'prompts/get', gen_ai_prompt_name: 'incident_report' },
+        { mcp_method_name: 'resources/read' },
+      ];
+      /** The samples of `name` with exactly these labels (besides otel_scope_name). */
+      const exactly = (name: string, labels: Record<string, string>) =>
+        [...samples].filter(([key]) => {
+          const brace = key.indexOf('{');
+          if ((brace === -1 ? key : key.slice(0, brace)) !== name) return false;
+          const found = [...key.slice(brace).matchAll(/(\w+)="([^"]*)"/g)].filter(([, k]) => k !== 'otel_scope_name');
+          return found.length === Object.keys(labels).length && found.every(([, k, v]) => labels[k!] === v);
+        });
+      const counters = ['mrtr_flows_started_total', 'mrtr_flows_completed_total', 'mrtr_states_minted_total', 'mrtr_states_opened_total'];
+      for (const target of targets) {
+        for (const codec of codecs) {
+          const labels = { ...target, mrtr_codec: codec };
+          for (const name of counters) expect(exactly(name, labels), `${name} ${JSON.stringify(labels)}`).toEqual([[expect.any(String), 0]]);
+          for (const operation of ['open', 'mint']) {
+            for (const code of MRTR_ERROR_CODES) {
+              const rejected = { ...labels, mrtr_operation: operation, error_type: code };
+              expect(exactly('mrtr_states_rejected_total', rejected), JSON.stringify(rejected)).toEqual([[expect.any(String), 0]]);
+            }
+          }
+          for (const code of ['ERR_STORE_UNAVAILABLE', 'ERR_STORE_FULL']) {
+            expect(exactly('mrtr_store_errors_total', { ...labels, error_type: code })).toEqual([[expect.any(String), 0]]);
+          }
+        }
+      }
+      // Those and nothing else: every sample is 0, one per label set.
+      const count = (name: string) => [...samples.keys()].filter((key) => key.startsWith(`${name}{`)).length;
+      for (const name of counters) expect(count(name)).toBe(targets.length * codecs.length);
+      expect(count('mrtr_states_rejected_total')).toBe(targets.length * codecs.length * 2 * MRTR_ERROR_CODES.size);
+      expect(count('mrtr_store_errors_total')).toBe(targets.length * codecs.length * 2);
+      expect([...samples.values()].every((value) => value === 0)).toBe(true);
+      expect(text).toContain('# TYPE mrtr_flows_started_total counter');
+    } finally {
+      expect(await fresh.stop()).toBe(0);
+    }
   });
 });
 

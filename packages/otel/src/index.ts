@@ -1,10 +1,10 @@
 /**
  * @mrtr/otel: OpenTelemetry metrics and spans for MRTR request states, as an `onEvent` hook for `createMrtr`
- * (`@mrtr/mcp-server`) or `createStateGuard` (`@mrtr/core`). Depends only on `@opentelemetry/api`: the
+ * (`@mrtr/mcp-server`) or `createStateGuard` (`@mrtr/core`). Depends only on `@opentelemetry/api` and `@mrtr/core`: the
  * application's SDK decides where the data goes. Nothing secret is recorded: events carry no token, key,
  * principal, argument or answer, and flow ids and resource URIs stay off metrics (cardinality).
  */
-import type { MrtrEvent } from '@mrtr/core';
+import { MRTR_ERROR_CODES, type MrtrEvent } from '@mrtr/core';
 import {
   type Attributes,
   type Counter,
@@ -30,7 +30,42 @@ export interface MrtrTelemetryOptions {
   metrics?: boolean | undefined;
   /** Record a span per open and per mint. @default true */
   traces?: boolean | undefined;
+  /**
+   * Label values known at creation: every counter but `mrtr.answers` starts at 0 for each label set they give,
+   * so its series exist from the first scrape (`rate()`, `increase()` and absence alerts work from the start).
+   * At most {@link MAX_KNOWN_SERIES} series per counter (`RangeError` beyond). @default none (a series appears with its first event)
+   */
+  known?: MrtrKnownLabels | undefined;
 }
+
+/**
+ * The label values a server knows at start (see {@link MrtrTelemetryOptions.known}). With T = tools + prompts
+ * (+ 1 with `resources`), C = codecs and E = error types, the counters start with T × C series each
+ * (`mrtr.flows.started`, `mrtr.flows.completed`, `mrtr.states.minted`, `mrtr.states.opened`), T × C × 2 × E
+ * (`mrtr.states.rejected`: `open` and `mint`) and T × C × the store codes among E (`mrtr.store.errors`).
+ */
+export interface MrtrKnownLabels {
+  /** The ids of the codecs served (`StateCodec.id`: `hmac`, `jwe`, `aead`, …); at least one. */
+  codecs: readonly string[];
+  /** Protected tool names (`tools/call`, `gen_ai.tool.name`). */
+  tools?: readonly string[] | undefined;
+  /** Protected prompt names (`prompts/get`, `gen_ai.prompt.name`). */
+  prompts?: readonly string[] | undefined;
+  /** Whether protected resources are served (`resources/read`: one label set per codec, URIs stay off metrics). @default false */
+  resources?: boolean | undefined;
+  /**
+   * The `error.type` values `mrtr.states.rejected` starts at 0 for, each with `mrtr.operation` `open` and `mint`;
+   * `mrtr.store.errors` starts at 0 for the store codes among them (`ERR_STORE_UNAVAILABLE`, `ERR_STORE_FULL`).
+   * @default every code of `MRTR_ERROR_CODES` (`@mrtr/core`)
+   */
+  errorTypes?: readonly string[] | undefined;
+}
+
+/**
+ * Most series {@link MrtrTelemetryOptions.known} may start per counter: half the OpenTelemetry SDK's default
+ * cardinality limit (2000 per metric), so that label sets not known at start still get series of their own.
+ */
+export const MAX_KNOWN_SERIES = 1000;
 
 /** The instrumentation scope name of the meter and the tracer. */
 export const SCOPE_NAME = '@mrtr/otel';
@@ -109,13 +144,57 @@ function instruments(meter: Meter): Instruments {
 }
 
 /** Low-cardinality attributes (metrics): method, tool or prompt name (never a resource URI), codec. */
-function metricAttributes(event: MrtrEvent): Attributes {
+function metricAttributes(event: Pick<MrtrEvent, 'method' | 'target' | 'codec'>): Attributes {
   const attributes: Attributes = { [ATTRIBUTES.method]: event.method, [ATTRIBUTES.codec]: event.codec };
   if (event.target !== undefined) {
     if (event.method === 'tools/call') attributes[ATTRIBUTES.toolName] = event.target;
     else if (event.method === 'prompts/get') attributes[ATTRIBUTES.promptName] = event.target;
   }
   return attributes;
+}
+
+/** The replay store's codes (`store.error` events carry one of these). */
+const STORE_ERROR_TYPES: readonly string[] = ['ERR_STORE_UNAVAILABLE', 'ERR_STORE_FULL'];
+
+function names(value: unknown, what: string, nonEmpty: boolean): string[] {
+  if (!Array.isArray(value) || (nonEmpty && value.length === 0)) {
+    throw new TypeError(`createMrtrTelemetry: known.${what} must be ${nonEmpty ? 'a non-empty' : 'an'} array of strings`);
+  }
+  for (const name of value) {
+    if (typeof name !== 'string' || name === '') throw new TypeError(`createMrtrTelemetry: known.${what} must hold non-empty strings`);
+  }
+  return [...new Set(value as string[])];
+}
+
+/** The label sets {@link MrtrTelemetryOptions.known} starts at 0, per counter; validated and bounded. */
+function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: Attributes[]; storeErrors: Attributes[] } {
+  if (known === null || typeof known !== 'object') throw new TypeError('createMrtrTelemetry: known must be an object');
+  const codecs = names(known.codecs, 'codecs', true);
+  const tools = known.tools === undefined ? [] : names(known.tools, 'tools', false);
+  const prompts = known.prompts === undefined ? [] : names(known.prompts, 'prompts', false);
+  if (known.resources !== undefined && typeof known.resources !== 'boolean') throw new TypeError('createMrtrTelemetry: known.resources must be a boolean');
+  const errorTypes = known.errorTypes === undefined ? [...MRTR_ERROR_CODES] : names(known.errorTypes, 'errorTypes', false);
+  const targets: { method: string; target: string | undefined }[] = [
+    ...tools.map((target) => ({ method: 'tools/call', target })),
+    ...prompts.map((target) => ({ method: 'prompts/get', target })),
+    ...(known.resources === true ? [{ method: 'resources/read', target: undefined }] : []),
+  ];
+  const largest = targets.length * codecs.length * 2 * errorTypes.length;
+  if (largest > MAX_KNOWN_SERIES) {
+    throw new RangeError(`createMrtrTelemetry: known gives ${largest} series of ${METRICS.statesRejected}, more than ${MAX_KNOWN_SERIES}`);
+  }
+  const common = targets.flatMap(({ method, target }) => codecs.map((codec) => metricAttributes({ method, target, codec })));
+  return {
+    common,
+    rejected: common.flatMap((attributes) =>
+      (['open', 'mint'] as const).flatMap((operation) =>
+        errorTypes.map((code) => ({ ...attributes, [ATTRIBUTES.operation]: operation, [ATTRIBUTES.errorType]: code })),
+      ),
+    ),
+    storeErrors: common.flatMap((attributes) =>
+      errorTypes.filter((code) => STORE_ERROR_TYPES.includes(code)).map((code) => ({ ...attributes, [ATTRIBUTES.errorType]: code })),
+    ),
+  };
 }
 
 /** Span attributes: the metric ones plus the resource URI, key id, short flow id, round and state size. */
@@ -144,8 +223,17 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
   if (tracerProvider !== undefined && typeof tracerProvider?.getTracer !== 'function') {
     throw new TypeError('createMrtrTelemetry: tracerProvider must be a TracerProvider');
   }
+  const zero = options.known === undefined ? undefined : knownSeries(options.known);
   const m: Instruments | undefined =
     options.metrics === false ? undefined : instruments((meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME));
+  if (m !== undefined && zero !== undefined) {
+    // Adding 0 creates each series at 0: an exporter then reports it before the first event.
+    for (const attributes of zero.common) {
+      for (const counter of [m.flowsStarted, m.flowsCompleted, m.statesMinted, m.statesOpened]) counter.add(0, attributes);
+    }
+    for (const attributes of zero.rejected) m.statesRejected.add(0, attributes);
+    for (const attributes of zero.storeErrors) m.storeErrors.add(0, attributes);
+  }
   const tracer: Tracer | undefined = options.traces === false ? undefined : (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
 
   const span = (name: string, event: MrtrEvent, durationMs: number, tokenBytes: number | undefined, code?: string): void => {

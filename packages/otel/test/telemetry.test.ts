@@ -1,5 +1,5 @@
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, generateKey, KeyRing, MrtrError, type MrtrEvent, type RequestContext, type ReplayStore } from '@mrtr/core';
+import { createStateGuard, generateKey, KeyRing, MRTR_ERROR_CODES, MrtrError, type MrtrEvent, type RequestContext, type ReplayStore } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -13,7 +13,7 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMrtrTelemetry, METRICS, SPANS } from '../src/index.js';
+import { createMrtrTelemetry, MAX_KNOWN_SERIES, METRICS, type MrtrTelemetryOptions, SPANS } from '../src/index.js';
 
 const SECRET_ARG = 'argument-value-5c1e';
 const request: RequestContext = { method: 'tools/call', target: 'deploy', arguments: { env: SECRET_ARG }, principal: 'alice-91' };
@@ -27,14 +27,14 @@ afterAll(() => {
   context.disable();
 });
 
-function setup(store: ReplayStore | undefined = createMemoryStore()) {
+function setup(store: ReplayStore | undefined = createMemoryStore(), options: MrtrTelemetryOptions = {}) {
   const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
   // A long interval: data is collected only by forceFlush, never by a timer.
   const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
   const meterProvider = new MeterProvider({ readers: [reader] });
   const spanExporter = new InMemorySpanExporter();
   const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
-  const hook = createMrtrTelemetry({ meterProvider, tracerProvider });
+  const hook = createMrtrTelemetry({ ...options, meterProvider, tracerProvider });
   const events: MrtrEvent[] = [];
   const onEvent = (event: MrtrEvent): void => {
     events.push(event);
@@ -196,6 +196,77 @@ describe('createMrtrTelemetry', () => {
       expect(text).not.toContain(secret);
     }
     for (const part of [...t1.split('.'), ...t2.split('.')].filter((p) => p.length > 8)) expect(text).not.toContain(part);
+  });
+
+  // Issue 19: a fresh server exported no mrtr series until its first flow, so rate() and absence alerts saw
+  // nothing from the first scrape, and the first increment of each series was lost to rate().
+  it('known: every counter but mrtr.answers starts at 0 for the label sets known at start, before any event', async () => {
+    const t = setup(undefined, { known: { codecs: ['hmac', 'aead'], tools: ['deploy', 'deploy'], prompts: ['brief'], resources: true } });
+    const common = [
+      ...['hmac', 'aead'].map((codec) => ({ ...tool, 'mrtr.codec': codec })),
+      ...['hmac', 'aead'].map((codec) => ({ 'mcp.method.name': 'prompts/get', 'gen_ai.prompt.name': 'brief', 'mrtr.codec': codec })),
+      ...['hmac', 'aead'].map((codec) => ({ 'mcp.method.name': 'resources/read', 'mrtr.codec': codec })),
+    ];
+    const key = (attributes: Record<string, unknown>) => JSON.stringify(Object.entries(attributes).sort());
+    const values = (points: { attributes: Record<string, unknown>; value: unknown }[] | undefined) =>
+      new Map((points ?? []).map((p) => [key(p.attributes), p.value]));
+    const zeros = (sets: Record<string, unknown>[]) => new Map(sets.map((a) => [key(a), 0]));
+    const codes = [...MRTR_ERROR_CODES];
+    const rejected = common.flatMap((a) =>
+      ['open', 'mint'].flatMap((operation) => codes.map((code) => ({ ...a, 'mrtr.operation': operation, 'error.type': code }))),
+    );
+    const storeErrors = common.flatMap((a) => ['ERR_STORE_UNAVAILABLE', 'ERR_STORE_FULL'].map((code) => ({ ...a, 'error.type': code })));
+
+    let m = await t.collect();
+    for (const name of [METRICS.flowsStarted, METRICS.flowsCompleted, METRICS.statesMinted, METRICS.statesOpened]) {
+      expect(values(m.get(name)), name).toEqual(zeros(common));
+    }
+    expect(values(m.get(METRICS.statesRejected))).toEqual(zeros(rejected));
+    expect(m.get(METRICS.statesRejected)).toHaveLength(6 * 2 * MRTR_ERROR_CODES.size);
+    expect(values(m.get(METRICS.storeErrors))).toEqual(zeros(storeErrors));
+    // Answers (reason × kind of each question) and histograms (no observation yet) start with no series.
+    for (const name of [METRICS.answers, METRICS.stateSize, METRICS.stateDuration, METRICS.storeDuration, METRICS.flowRounds]) {
+      expect(m.get(name), name).toBeUndefined();
+    }
+
+    // Events count into those very series: no second series for the same labels.
+    const token = await t.guard.mint(null, request);
+    await t.guard.open(token, request);
+    expect(await code(t.guard.open(token, request))).toBe('ERR_STATE_REPLAYED');
+    m = await t.collect();
+    expect(values(m.get(METRICS.flowsStarted))).toEqual(new Map([...zeros(common), [key(tool), 1]]));
+    expect(values(m.get(METRICS.statesOpened))).toEqual(new Map([...zeros(common), [key(tool), 1]]));
+    const replayed = key({ ...tool, 'mrtr.operation': 'open', 'error.type': 'ERR_STATE_REPLAYED' });
+    expect(values(m.get(METRICS.statesRejected))).toEqual(new Map([...zeros(rejected), [replayed, 1]]));
+  });
+
+  it('known: errorTypes narrows the codes, metrics: false starts nothing, and it is validated and bounded', async () => {
+    const t = setup(undefined, { known: { codecs: ['hmac'], tools: ['deploy'], errorTypes: ['ERR_STATE_REPLAYED', 'ERR_STORE_FULL'] } });
+    const m = await t.collect();
+    expect(m.get(METRICS.statesRejected)?.map((p) => [p.attributes['mrtr.operation'], p.attributes['error.type'], p.value])).toEqual([
+      ['open', 'ERR_STATE_REPLAYED', 0],
+      ['open', 'ERR_STORE_FULL', 0],
+      ['mint', 'ERR_STATE_REPLAYED', 0],
+      ['mint', 'ERR_STORE_FULL', 0],
+    ]);
+    expect(m.get(METRICS.storeErrors)).toEqual([{ attributes: { ...tool, 'error.type': 'ERR_STORE_FULL' }, value: 0 }]);
+    // No target known: nothing to start (a series needs its method and codec, and a name for tools and prompts).
+    expect((await setup(undefined, { known: { codecs: ['hmac'] } }).collect()).size).toBe(0);
+    expect((await setup(undefined, { metrics: false, known: { codecs: ['hmac'], tools: ['deploy'] } }).collect()).size).toBe(0);
+
+    const bad = (known: unknown) => () => createMrtrTelemetry({ known: known as never });
+    expect(bad(null)).toThrow(TypeError);
+    expect(bad({ tools: ['x'] })).toThrow(/known\.codecs/);
+    expect(bad({ codecs: [] })).toThrow(/known\.codecs/);
+    expect(bad({ codecs: ['hmac'], tools: 'deploy' })).toThrow(/known\.tools/);
+    expect(bad({ codecs: ['hmac'], prompts: [''] })).toThrow(/known\.prompts/);
+    expect(bad({ codecs: ['hmac'], resources: 'yes' })).toThrow(/known\.resources/);
+    expect(bad({ codecs: ['hmac'], errorTypes: [1] })).toThrow(/known\.errorTypes/);
+    // Bounded: the rejection counter's pre-started series stay within MAX_KNOWN_SERIES.
+    const perTool = 2 * MRTR_ERROR_CODES.size;
+    const fits = Array.from({ length: Math.floor(MAX_KNOWN_SERIES / perTool) }, (_, i) => `t${i}`);
+    expect(() => createMrtrTelemetry({ known: { codecs: ['hmac'], tools: fits } })).not.toThrow();
+    expect(bad({ codecs: ['hmac'], tools: [...fits, 'one-more'] })).toThrow(RangeError);
   });
 
   it('is a no-op without an SDK, never throws, and validates its options', () => {
