@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KeyRing } from '@mrtr/core';
+import { KeyRing, type MintQuota } from '@mrtr/core';
 
 export const CODECS = ['hmac', 'jwe', 'aead'] as const;
 export const STORES = ['memory', 'sqlite', 'redis', 'postgres'] as const;
@@ -26,12 +26,20 @@ const PRINCIPAL_STORE_SHARE = 0.25;
 export const CLOCK_SKEW_MS = 5_000;
 
 /**
- * The default per-principal mint quota per minute: one principal's consumed states, each kept for
- * ttl + 2 × skew, never fill more than a quarter of the memory store's entries.
+ * The default --mint-quota: states one principal may hold at once, a quarter of the memory store's entries
+ * (25,000), whatever --ttl-ms. Core's quota counts mints in a sliding window never shorter than a state's
+ * lifetime (ttl + 2 × skew, which is also how long a replay store keeps a consumed state), so at most this
+ * many of one principal's states are alive, or held by the store, at any moment.
  */
-export function defaultMintQuota(ttlMs: number): number {
-  const minutesKept = (ttlMs + 2 * CLOCK_SKEW_MS) / 60_000;
-  return Math.max(1, Math.floor((MEMORY_STORE_ENTRIES * PRINCIPAL_STORE_SHARE) / minutesKept));
+export const DEFAULT_MINT_QUOTA = Math.floor(MEMORY_STORE_ENTRIES * PRINCIPAL_STORE_SHARE);
+
+/**
+ * The guard's `mintQuota` for each of `codecs` adapters that share one replay store (--codec all): the
+ * principal's quota shared out between them (at least 1 each), so that together they allow at most the quota
+ * at once. No `windowMs`: the guard's default, one state lifetime. `undefined` (--mint-quota off): no bound.
+ */
+export function mintQuotaFor(quota: number | undefined, codecs: number): MintQuota | undefined {
+  return quota === undefined ? undefined : { max: Math.max(1, Math.floor(quota / codecs)) };
 }
 
 /** Pending connect links one principal may hold (see ledger.ts). */
@@ -57,8 +65,9 @@ Options:
                        the guard tolerates 5 s of clock skew, so a state is accepted up to 5 s past its exp
   --max-connections N  open HTTP connections accepted at once, 1-${MAX_MAX_CONNECTIONS} (default ${DEFAULT_MAX_CONNECTIONS});
                        further connections are closed on arrival
-  --mint-quota N|off   request states one principal may mint per minute (default: what keeps one principal
-                       under a quarter of the ${MEMORY_STORE_ENTRIES.toLocaleString('en-US')}-entry memory store at --ttl-ms, e.g. 2459 at the default TTL);
+  --mint-quota N|off   request states one principal may hold at once: at most N minted in any state lifetime
+                       (--ttl-ms + 10 s of clock skew), 1-1000000000 (default ${DEFAULT_MINT_QUOTA}, a quarter of the
+                       ${MEMORY_STORE_ENTRIES.toLocaleString('en-US')}-entry memory store, whatever --ttl-ms; --codec all gives each codec N/3);
                        past it a call answers -32600 "Too many requests"; off removes the bound
   --fixtures conformance
                        also register the tools and prompts of the official conformance suite
@@ -108,7 +117,7 @@ export interface CliOptions {
   sqliteFile: string;
   ttlMs: number;
   maxConnections: number;
-  /** States one principal may mint per minute; `undefined` = no bound (--mint-quota off). */
+  /** States one principal may hold at once (minted in any state lifetime); `undefined` = no bound (--mint-quota off). */
   mintQuota: number | undefined;
   fixtures: 'conformance' | undefined;
   stdio: boolean;
@@ -174,7 +183,7 @@ export function parseCli(argv: readonly string[]): CliOptions {
   }
   const ttlMs = integer('--ttl-ms', str('ttl-ms'), DEFAULT_TTL_MS, MIN_TTL_MS, MAX_TTL_MS);
   const quota = str('mint-quota');
-  const mintQuota = quota === 'off' ? undefined : integer('--mint-quota', quota, defaultMintQuota(ttlMs), 1, 1_000_000_000);
+  const mintQuota = quota === 'off' ? undefined : integer('--mint-quota', quota, DEFAULT_MINT_QUOTA, 1, 1_000_000_000);
   return {
     host,
     hostGiven: str('host') !== undefined,

@@ -10,6 +10,7 @@ import {
   CODECS,
   type CodecName,
   DEFAULT_REDIS_URL,
+  mintQuotaFor,
   parseCli,
   readAllowedHosts,
   readConnectWaitMs,
@@ -121,9 +122,9 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   let pageOrigin: string | undefined;
   // SDK rejections quote client text (params.name, params.uri): logged as a field, escaped and cut short.
   const onError = (error: unknown) => observability.error(error);
-  // One adapter, server factory and SDK handler per codec; with --codec all one principal's mint quota is shared
-  // out between the three so that its share of the replay store stays what it is with one codec.
-  const quota = cli.mintQuota === undefined ? undefined : Math.max(1, Math.floor(cli.mintQuota / codecs.length));
+  // One adapter, server factory and SDK handler per codec; with --codec all one principal's mint quota (states held
+  // at once) is shared out between the three so that its share of the replay store stays what it is with one codec.
+  const quota = mintQuotaFor(cli.mintQuota, codecs.length);
   const endpoints = codecs.map((codec, i) => {
     const mrtr = createMrtr({
       codec,
@@ -134,7 +135,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       flowTtlMs,
       unauthenticated: cli.stdio || tokens === undefined ? { principal: fixedPrincipal } : 'reject',
       // No single principal can fill the replay store that every other user depends on.
-      ...(quota !== undefined && { mintQuota: { max: quota, windowMs: 60_000 } }),
+      // At most `max` minted in any state lifetime (the guard's window), so at most `max` alive at once.
+      ...(quota !== undefined && { mintQuota: quota }),
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,
