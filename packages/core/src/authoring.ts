@@ -20,6 +20,7 @@ export {
   KeyUnknownError,
   PrincipalRequiredError,
   QuotaExceededError,
+  RoundInProgressError,
   SealFailedError,
   StateAudienceError,
   StateBindingError,

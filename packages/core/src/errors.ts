@@ -22,6 +22,7 @@ const MESSAGES = {
   ERR_CAPABILITY_MISSING: 'the client did not declare a capability this request needs',
   ERR_QUOTA_EXCEEDED: 'the principal has minted too many states in this window',
   ERR_SEAL_FAILED: 'the state could not be sealed',
+  ERR_ROUND_IN_PROGRESS: 'this round is still being processed',
 } as const;
 
 /** The stable code of every `MrtrError`. */
@@ -203,6 +204,17 @@ export class SealFailedError extends MrtrError<'ERR_SEAL_FAILED'> {
   }
 }
 
+/**
+ * An identical retry of a round whose first attempt has not recorded its outcome yet (still running on some
+ * instance, or it died before recording), after waiting for it as long as the guard's `retryWaitMs` allows.
+ */
+export class RoundInProgressError extends MrtrError<'ERR_ROUND_IN_PROGRESS'> {
+  static override readonly code = 'ERR_ROUND_IN_PROGRESS' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_ROUND_IN_PROGRESS', options);
+  }
+}
+
 /** Discriminated union of every concrete error: `switch (err.code)` narrows. */
 export type AnyMrtrError =
   | StateMalformedError
@@ -221,7 +233,8 @@ export type AnyMrtrError =
   | PrincipalRequiredError
   | CapabilityMissingError
   | QuotaExceededError
-  | SealFailedError;
+  | SealFailedError
+  | RoundInProgressError;
 
 /** True for server-side faults (store outage, full store, a failed seal): answer `-32603`, never "invalid state". */
 export function isServerFault(code: MrtrErrorCode): boolean {

@@ -5,6 +5,8 @@ import { MrtrError } from './errors.js';
 import type { MintOptions, OpenedState, RequestContext, StateGuard } from './guard.js';
 import { utf8Encode } from './json.js';
 import type { KeyRing } from './keys.js';
+import type { Admission } from './outcomes.js';
+import type { JsonValue } from './protocol.js';
 
 /**
  * Fields every event carries. Never a token, a key, a jti, a principal, an argument value or an answer:
@@ -80,8 +82,30 @@ export interface StoreErrorEvent extends EventBase {
   storeMs: number;
 }
 
+/**
+ * An identical retry of a round (same state, principal and answers) got the outcome its first attempt recorded
+ * (`admit`): nothing ran again. Emitted instead of `state.opened`.
+ */
+export interface StateRetriedEvent extends EventBase {
+  type: 'state.retried';
+  flow: string;
+  round: number;
+  kid: string;
+  tokenBytes: number;
+  /** Time `admit` took, waiting for a first attempt still running included, ms. */
+  durationMs: number;
+  /** Time the replay store's part took, ms. */
+  storeMs: number;
+}
+
 /** What the state guard reports through `StateGuardOptions.onEvent`. */
-export type GuardEvent = FlowStartedEvent | StateMintedEvent | StateOpenedEvent | StateRejectedEvent | StoreErrorEvent;
+export type GuardEvent =
+  | FlowStartedEvent
+  | StateMintedEvent
+  | StateOpenedEvent
+  | StateRetriedEvent
+  | StateRejectedEvent
+  | StoreErrorEvent;
 
 /**
  * An answer found in a request's `inputResponses` for a question the handler asked (reported by an adapter such
@@ -184,20 +208,18 @@ export function observeGuard(guard: StateGuard, keys: KeyRing, hook: EventHook<G
   const codec = guard.codec.id;
   const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec });
 
-  /** Consume with store timing; emits `store.error` on a store failure. */
-  const consume = async (state: OpenedState, request: RequestContext, flow: string): Promise<number | undefined> => {
-    if (guard.store === undefined) return undefined;
+  /** A store step (`consume`, `claim`, an admission's `record`) timed; emits `store.error` on a store failure. */
+  const storeStep = async <T>(step: () => Promise<T>, state: OpenedState, request: RequestContext, flow: string): Promise<[T, number]> => {
     const start = performance.now();
     try {
-      await guard.consume(state);
+      return [await step(), elapsed(start)];
     } catch (error) {
       const code = codeOf(error);
-      if (code !== undefined && code !== 'ERR_STATE_REPLAYED') {
+      if (code !== undefined && code !== 'ERR_STATE_REPLAYED' && code !== 'ERR_ROUND_IN_PROGRESS') {
         emit({ type: 'store.error', ...base(request), code, flow, round: state.flow.round + 1, kid: state.kid, storeMs: elapsed(start) });
       }
       throw error;
     }
-    return elapsed(start);
   };
 
   const rejected = async (
@@ -215,24 +237,32 @@ export function observeGuard(guard: StateGuard, keys: KeyRing, hook: EventHook<G
     emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes: sizeOf(token), durationMs });
   };
 
-  const openWith = async <P extends Parameters<StateGuard['open']>[0]>(token: P, request: RequestContext, single: boolean) => {
+  /** `verify`, then nothing (`verify`), `consume` (`open`) or `claim` (`admit`), with its events. */
+  const openWith = async (token: unknown, request: RequestContext, single: 'verify' | 'consume' | 'claim', answers?: JsonValue) => {
     const start = performance.now();
     let state: OpenedState | undefined;
     try {
       state = await guard.verify(token, request);
       const tagged = tag(state.flow.id);
       const flow = typeof tagged === 'string' ? tagged : await tagged;
-      const storeMs = single ? await consume(state, request, flow) : undefined;
-      emit({
-        type: 'state.opened',
-        ...base(request),
-        flow,
-        round: state.flow.round + 1,
-        kid: state.kid,
-        tokenBytes: (token as string).length,
-        durationMs: elapsed(start),
-        ...(storeMs !== undefined && { storeMs }),
-      });
+      const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
+      const opened = state;
+      if (single === 'claim') {
+        const [admission, storeMs] = await storeStep(() => guard.claim(opened, answers ?? null), opened, request, flow);
+        if (admission.replay) {
+          emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
+          return admission;
+        }
+        emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(guard.store !== undefined && { storeMs }) });
+        return {
+          state: admission.state,
+          replay: false,
+          record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
+        } satisfies Admission<OpenedState>;
+      }
+      const storeMs =
+        single === 'consume' && guard.store !== undefined ? (await storeStep(() => guard.consume(opened), opened, request, flow))[1] : undefined;
+      emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
       return state;
     } catch (error) {
       await rejected(error, request, 'open', start, token, state);
@@ -246,9 +276,11 @@ export function observeGuard(guard: StateGuard, keys: KeyRing, hook: EventHook<G
     maxTokenBytes: guard.maxTokenBytes,
     maxRounds: guard.maxRounds,
     bind: guard.bind,
-    open: (token, request) => openWith(token, request, true) as never,
-    verify: (token, request) => openWith(token, request, false) as never,
+    open: (token, request) => openWith(token, request, 'consume') as never,
+    verify: (token, request) => openWith(token, request, 'verify') as never,
+    admit: (token, request, answers) => openWith(token, request, 'claim', answers) as never,
     consume: guard.consume,
+    claim: guard.claim,
     async mint(data, request, options) {
       const start = performance.now();
       const previous = options?.continues;

@@ -22,6 +22,7 @@ import type { Awaitable } from './crypto/types.js';
 import { type EventHook, FLOW_ID_SINK, type GuardEvent, observeGuard } from './events.js';
 import { assertJson, canonicalJson, timingSafeEqualText, utf8Encode } from './json.js';
 import { KeyRing } from './keys.js';
+import { type Admission, createOutcomes } from './outcomes.js';
 import type { JsonValue } from './protocol.js';
 
 /** The request a state is minted for or presented with. */
@@ -95,6 +96,12 @@ export interface StateGuardOptions {
   unauthenticated?: 'reject' | { principal: string };
   /** Per-principal bound on minting (no single principal can fill a bounded store others depend on). @default none */
   mintQuota?: MintQuota | undefined;
+  /**
+   * How long `admit`/`claim` waits for the first attempt of a round when an identical retry arrives while it is
+   * still running (locally: until it records; on another instance: polling the store), before
+   * `ERR_ROUND_IN_PROGRESS`. @default 10_000
+   */
+  retryWaitMs?: number;
   /** Clock in ms since the epoch. @default Date.now */
   now?: () => number;
   /**
@@ -132,6 +139,16 @@ export interface StateGuard {
   verify<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext): Promise<OpenedState<P>>;
   /** Marks a verified state used: `ERR_STATE_REPLAYED` if it was, `ERR_STORE_UNAVAILABLE` on outage. */
   consume(state: OpenedState): Promise<void>;
+  /**
+   * Single use that tells an identical retry from a replay (see {@link Admission}): the first attempt of a round
+   * owns it and records its outcome; the same state presented again by the same principal with the same `answers`
+   * gets that outcome (after waiting up to `retryWaitMs` for a first attempt still running, else
+   * `ERR_ROUND_IN_PROGRESS`); other answers are a replay (`ERR_STATE_REPLAYED`). With a store that does not
+   * record outcomes it is `consume`; without a store every attempt owns the round.
+   */
+  claim<P extends JsonValue = JsonValue>(state: OpenedState<P>, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  /** `verify`, then `claim`. */
+  admit<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
   /** The binding of a request (method, target, arguments digest). */
   bind(request: RequestContext): Promise<RequestBinding>;
 }
@@ -196,6 +213,10 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const quota = options.mintQuota === undefined ? undefined : createQuota(options.mintQuota, ttlMs + 2 * clockSkewMs);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createStateGuard: now must be a function');
+  const retryWaitMs = intOption('retryWaitMs', options.retryWaitMs, 10_000, 0, 600_000);
+  if (store !== undefined && (typeof store.claim === 'function') !== (typeof store.record === 'function')) {
+    throw new TypeError('createStateGuard: a store implements claim and record, both or neither');
+  }
   const { onEvent } = options;
   if (onEvent !== undefined && typeof onEvent !== 'function') throw new TypeError('createStateGuard: onEvent must be a function');
 
@@ -251,19 +272,25 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   };
   const bind = async (request: RequestContext): Promise<RequestBinding> => bindNow(request);
 
+  // The ledger entry must outlive every instance's view of the token's validity: an instance accepts
+  // until its own clock passes exp + skew, and its clock may lag the store's by up to the skew.
+  const ledger = (state: { claims: StateClaims }) => ({
+    id: `${state.claims.aud}:${state.claims.jti}`,
+    expiresAtMs: state.claims.exp + 2 * clockSkewMs,
+  });
   const consume = async (state: OpenedState): Promise<void> => {
     if (store === undefined) return;
     let first: boolean;
     try {
-      // The ledger entry must outlive every instance's view of the token's validity: an instance accepts
-      // until its own clock passes exp + skew, and its clock may lag the store's by up to the skew.
-      first = await store.consume(`${state.claims.aud}:${state.claims.jti}`, state.claims.exp + 2 * clockSkewMs);
+      const { id, expiresAtMs } = ledger(state);
+      first = await store.consume(id, expiresAtMs);
     } catch (cause) {
       if (MrtrError.is(cause)) throw cause;
       throw new StoreUnavailableError({ cause });
     }
     if (first !== true) throw new StateReplayedError();
   };
+  const claim = createOutcomes({ store, codec, audience, ledger, consume, now, retryWaitMs }) as StateGuard['claim'];
 
   const verify = async <P extends JsonValue>(token: unknown, request: RequestContext): Promise<OpenedState<P>> => {
     // 1. size cap, before any decoding (string length ≥ UTF-8 byte length for ASCII; non-ASCII is malformed anyway)
@@ -311,6 +338,10 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     bind,
     verify,
     consume,
+    claim,
+    async admit<P extends JsonValue>(token: unknown, request: RequestContext, answers: JsonValue) {
+      return claim(await verify<P>(token, request), answers);
+    },
     async open<P extends JsonValue>(token: unknown, request: RequestContext): Promise<OpenedState<P>> {
       const state = await verify<P>(token, request);
       // 8. single use

@@ -17,6 +17,7 @@ export {
   type MrtrErrorOptions,
   type PrincipalRequiredError,
   type QuotaExceededError,
+  type RoundInProgressError,
   type SealFailedError,
   type StateAudienceError,
   type StateBindingError,
@@ -40,6 +41,7 @@ export type {
   StateMintedEvent,
   StateOpenedEvent,
   StateRejectedEvent,
+  StateRetriedEvent,
   StoreErrorEvent,
 } from './events.js';
 export {
@@ -51,6 +53,7 @@ export {
   type StateGuard,
   type StateGuardOptions,
 } from './guard.js';
-export type { CodecFactory, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
+export type { Admission } from './outcomes.js';
+export type { ClaimResult, CodecFactory, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
 export { generateKey, type KeyInput, KeyRing } from './keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';

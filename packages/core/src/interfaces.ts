@@ -38,13 +38,44 @@ export interface StateCodec {
 export type CodecFactory = (keys: KeyRing) => StateCodec;
 
 /**
+ * What {@link ReplayStore.claim} found:
+ * - `first`: the id was not held; it is now, with this fingerprint and no outcome yet (the caller runs the round);
+ * - `pending`: held with the same fingerprint, and its outcome is not recorded yet (the first call is still running,
+ *   or died before recording);
+ * - `recorded`: held with the same fingerprint, with the outcome the first call recorded;
+ * - `replayed`: held by a plain `consume`, with another fingerprint, or with an outcome recorded as not kept (`''`).
+ */
+export type ClaimResult =
+  | { readonly status: 'first' }
+  | { readonly status: 'pending' }
+  | { readonly status: 'recorded'; readonly outcome: string }
+  | { readonly status: 'replayed' };
+
+/**
  * Single-use ledger. `consume` is one atomic operation: it records `id` until at least `expiresAtMs`
  * and resolves `true` only for the first call; every later call before expiry resolves `false`.
  * A backend failure rejects with `ERR_STORE_UNAVAILABLE`, never resolves `true`.
+ *
+ * A store may also record outcomes (`claim` and `record`, both or neither), so that an identical retry of a
+ * round whose response was lost gets that response instead of a replay error: `claim` is `consume` that keeps a
+ * fingerprint of the request with the id, `record` stores the round's (sealed) outcome against it. A store
+ * without them still works: every retry is a replay.
  */
 export interface ReplayStore {
   /** Records `id` until at least `expiresAtMs`; `true` only for the first call. */
   consume(id: string, expiresAtMs: number): Promise<boolean>;
+  /**
+   * One atomic operation, like `consume`: holds `id` until at least `expiresAtMs` with `fingerprint` (a short
+   * opaque string) if it is not held, else reports how it is held (see {@link ClaimResult}). `consume` and `claim`
+   * share one ledger: an id taken by either is taken for both.
+   */
+  claim?(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  /**
+   * Stores `outcome` for an id held by `claim` with this `fingerprint` and no outcome yet, until the id's expiry;
+   * `true` when stored, `false` otherwise (another fingerprint, already recorded, expired, or more than the store
+   * keeps — a store that cannot keep an outcome records `''`, "done, not kept", so retries become replays).
+   */
+  record?(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   /** Releases connections; calling it twice is harmless. */
   close(): Promise<void>;
 }

@@ -24,6 +24,7 @@ describe('exported names', () => {
       'MIN_KEY_BYTES',
       'PrincipalRequiredError',
       'QuotaExceededError',
+      'RoundInProgressError',
       'SealFailedError',
       'StateAudienceError',
       'StateBindingError',

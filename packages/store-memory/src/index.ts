@@ -1,4 +1,4 @@
-import type { ReplayStore } from '@mrtr/core';
+import type { ClaimResult, ReplayStore } from '@mrtr/core';
 import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Options of {@link createMemoryStore}. */
@@ -9,6 +9,12 @@ export interface MemoryStoreOptions {
    * Default `100_000`.
    */
   maxEntries?: number | undefined;
+  /**
+   * Most characters of recorded outcomes held at once (sealed responses for identical retries, see `claim` and
+   * `record`). Past it a new outcome is recorded as "done, not kept", so its retries are replays: memory stays
+   * bounded. Default `64 MiB` worth (67_108_864 characters; sealed outcomes are ASCII).
+   */
+  maxOutcomeBytes?: number | undefined;
   /** Label of this ledger (diagnostics only: every memory store owns its own map, so stores are always isolated). */
   namespace?: string | undefined;
   /** Clock in epoch milliseconds, for tests. Default `Date.now`. */
@@ -18,7 +24,12 @@ export interface MemoryStoreOptions {
 /** A {@link ReplayStore} held in this process's memory. */
 export interface MemoryReplayStore extends ReplayStore {
   readonly maxEntries: number;
+  readonly maxOutcomeBytes: number;
   readonly namespace: string;
+  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  /** Characters of recorded outcomes currently held. */
+  readonly outcomeBytes: number;
   /** Ids currently held (live ones plus expired ones the incremental sweep has not reached yet). */
   readonly size: number;
 }
@@ -26,6 +37,21 @@ export interface MemoryReplayStore extends ReplayStore {
 /** Entries examined by the incremental sweep on every `consume`. */
 const SWEEP_PER_CALL = 2;
 const DEFAULT_MAX_ENTRIES = 100_000;
+const DEFAULT_MAX_OUTCOME_BYTES = 64 * 1024 * 1024;
+
+/** An id taken by `claim`: its fingerprint and, once recorded, its outcome (`''`: done, not kept). */
+interface Claimed {
+  exp: number;
+  fp: string;
+  outcome: string | undefined;
+}
+/** A plain `consume` holds only the expiry (no object per id on the hot path). */
+type Held = number | Claimed;
+const expiryOf = (held: Held): number => (typeof held === 'number' ? held : held.exp);
+
+const FIRST: Promise<ClaimResult> = Promise.resolve({ status: 'first' });
+const PENDING: Promise<ClaimResult> = Promise.resolve({ status: 'pending' });
+const REPLAYED: Promise<ClaimResult> = Promise.resolve({ status: 'replayed' });
 
 const TRUE: Promise<boolean> = Promise.resolve(true);
 const FALSE: Promise<boolean> = Promise.resolve(false);
@@ -48,12 +74,22 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
   if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
     throw new RangeError('createMemoryStore: maxEntries must be a positive safe integer');
   }
+  const maxOutcomeBytes = options.maxOutcomeBytes ?? DEFAULT_MAX_OUTCOME_BYTES;
+  if (!Number.isSafeInteger(maxOutcomeBytes) || maxOutcomeBytes < 0) {
+    throw new RangeError('createMemoryStore: maxOutcomeBytes must be a non-negative safe integer');
+  }
   const namespace = options.namespace ?? '';
   if (typeof namespace !== 'string') throw new TypeError('createMemoryStore: namespace must be a string');
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMemoryStore: now must be a function');
 
-  const entries = new Map<string, number>();
+  const entries = new Map<string, Held>();
+  let outcomeBytes = 0;
+  /** Drops an entry, and its outcome from the budget. */
+  const drop = (key: string, held: Held): void => {
+    entries.delete(key);
+    if (typeof held !== 'number' && held.outcome !== undefined) outcomeBytes -= held.outcome.length;
+  };
   let closed = false;
   // Incremental sweep state. `floor` is a lower bound of every held expiry: exact after a completed
   // pass, and lowered by every insert since. `passMin` collects the minimum of the pass in progress.
@@ -83,9 +119,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
         continue;
       }
       const key = step.value;
-      const expiresAt = entries.get(key)!;
+      const held = entries.get(key)!;
+      const expiresAt = expiryOf(held);
       if (expiresAt < t) {
-        entries.delete(key);
+        drop(key, held);
         if (untilRoom && entries.size < maxEntries) return;
       } else if (expiresAt < passMin) {
         passMin = expiresAt;
@@ -93,46 +130,105 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     }
   };
 
-  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
-    if (closed) return Promise.reject(new StoreUnavailableError());
-    if (typeof id !== 'string' || id.length === 0) {
-      return Promise.reject(new TypeError('consume: id must be a non-empty string'));
-    }
+  const checkArguments = (id: unknown, expiresAtMs: unknown): TypeError | undefined => {
+    if (typeof id !== 'string' || id.length === 0) return new TypeError('consume: id must be a non-empty string');
     if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return Promise.reject(new TypeError('consume: expiresAtMs must be a finite number'));
+      return new TypeError('consume: expiresAtMs must be a finite number');
     }
-    const t = now();
+    return undefined;
+  };
+
+  /**
+   * The one write path of `consume` and `claim`: `undefined` when `id` was taken now with `value`, else what
+   * holds it (`null`: an expiry not in the future, never remembered). Rejects only when full.
+   */
+  const take = (id: string, expiresAtMs: number, value: Held, t: number): Held | null | undefined => {
     const held = entries.get(id);
-    if (held !== undefined && held >= t) {
+    if (held !== undefined && expiryOf(held) >= t) {
       // `floor >= t` proves no held id has expired: the sweep step would find nothing.
       if (floor < t) sweep(SWEEP_PER_CALL, t, false);
-      return FALSE;
+      return held;
     }
-    if (expiresAtMs <= t) return FALSE;
+    if (expiresAtMs <= t) return null;
     if (held === undefined && entries.size >= maxEntries) {
       // Full: reclaim an expired id if one exists. `floor >= t` proves none does (O(1) refusal).
       // Otherwise finish the pass in progress and, if needed, run one more: at most two passes, and
       // the next refusal is O(1) again because the completed pass made `floor` exact.
       if (floor < t) sweep(2 * entries.size + 2, t, true);
-      if (entries.size >= maxEntries) return Promise.reject(new StoreFullError());
+      if (entries.size >= maxEntries) throw new StoreFullError();
     }
-    entries.set(id, expiresAtMs);
+    if (held !== undefined) drop(id, held);
+    entries.set(id, value);
     if (expiresAtMs < floor) floor = expiresAtMs;
     if (expiresAtMs < passMin) passMin = expiresAtMs;
     if (floor < t) sweep(SWEEP_PER_CALL, t, false);
-    return TRUE;
+    return undefined;
+  };
+
+  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
+    if (closed) return Promise.reject(new StoreUnavailableError());
+    const misuse = checkArguments(id, expiresAtMs);
+    if (misuse !== undefined) return Promise.reject(misuse);
+    try {
+      return take(id, expiresAtMs, expiresAtMs, now()) === undefined ? TRUE : FALSE;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  };
+
+  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    if (closed) return Promise.reject(new StoreUnavailableError());
+    const misuse = checkArguments(id, expiresAtMs);
+    if (misuse !== undefined) return Promise.reject(misuse);
+    if (typeof fingerprint !== 'string' || fingerprint.length === 0) {
+      return Promise.reject(new TypeError('claim: fingerprint must be a non-empty string'));
+    }
+    let held: Held | null | undefined;
+    try {
+      held = take(id, expiresAtMs, { exp: expiresAtMs, fp: fingerprint, outcome: undefined }, now());
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (held === undefined) return FIRST;
+    if (held === null || typeof held === 'number' || held.fp !== fingerprint) return REPLAYED;
+    if (held.outcome === undefined) return PENDING;
+    return held.outcome === '' ? REPLAYED : Promise.resolve({ status: 'recorded', outcome: held.outcome });
+  };
+
+  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    if (closed) return Promise.reject(new StoreUnavailableError());
+    if (typeof id !== 'string' || typeof fingerprint !== 'string' || typeof outcome !== 'string') {
+      return Promise.reject(new TypeError('record: id, fingerprint and outcome must be strings'));
+    }
+    const held = entries.get(id);
+    if (held === undefined || typeof held === 'number' || held.fp !== fingerprint || held.outcome !== undefined) return FALSE;
+    if (held.exp < now()) return FALSE;
+    if (outcomeBytes + outcome.length > maxOutcomeBytes) {
+      held.outcome = '';
+      return FALSE;
+    }
+    held.outcome = outcome;
+    outcomeBytes += outcome.length;
+    return outcome === '' ? FALSE : TRUE;
   };
 
   return {
     consume,
+    claim,
+    record,
     close(): Promise<void> {
       closed = true;
       entries.clear();
+      outcomeBytes = 0;
       cursor = undefined;
       return Promise.resolve();
     },
     maxEntries,
+    maxOutcomeBytes,
     namespace,
+    get outcomeBytes(): number {
+      return outcomeBytes;
+    },
     get size(): number {
       return entries.size;
     },

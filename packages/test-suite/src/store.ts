@@ -1,4 +1,13 @@
-import { createStateGuard, KeyRing, MrtrError, type MrtrEvent, type ReplayStore, type StateCodec } from '@mrtr/core';
+import {
+  type ClaimResult,
+  createStateGuard,
+  type JsonValue,
+  KeyRing,
+  MrtrError,
+  type MrtrEvent,
+  type ReplayStore,
+  type StateCodec,
+} from '@mrtr/core';
 import { base64urlDecode, base64urlEncode, StateMalformedError, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
 import { fail, ok, rejectsMrtr } from './assert.js';
 import type { TestFn } from './types.js';
@@ -296,6 +305,128 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   }
 
+  // Outcome recording (`claim` + `record`): registered for every store, which must implement both or neither.
+  test('implements claim and record both or neither', async () => {
+    await withStore(async (store) => {
+      ok((typeof store.claim === 'function') === (typeof store.record === 'function'), 'claim and record come together');
+    });
+  });
+
+  const withOutcomes = async (fn: (store: Required<ReplayStore>, namespace: string) => Promise<void>): Promise<void> => {
+    await withStore(async (store, namespace) => {
+      if (typeof store.claim !== 'function' || typeof store.record !== 'function') return;
+      await fn(store as Required<ReplayStore>, namespace);
+    });
+  };
+  const status = (r: ClaimResult): string => (r.status === 'recorded' ? `recorded:${r.outcome}` : r.status);
+  // A sealed outcome is an ASCII token up to a codec's cap (16 KiB by default, up to ~1 MiB); 64 KiB here.
+  const bigOutcome = (tag: string) => `${tag}.${'x'.repeat(64 * 1024 - tag.length - 1)}`;
+
+  test('claim: first, then pending for the same fingerprint, recorded after record, replayed for another', async () => {
+    await withOutcomes(async (store) => {
+      const id = uniqueId('claim');
+      const exp = now() + 60_000;
+      ok(status(await store.claim(id, exp, 'fp-a')) === 'first', 'the first claim must be first');
+      ok(status(await store.claim(id, exp, 'fp-a')) === 'pending', 'the same fingerprint before record must be pending');
+      ok(status(await store.claim(id, exp, 'fp-b')) === 'replayed', 'another fingerprint must be replayed');
+      ok((await store.record(id, 'fp-b', 'theirs')) === false, 'record with another fingerprint must be refused');
+      ok(status(await store.claim(id, exp, 'fp-a')) === 'pending', 'a refused record changes nothing');
+      const outcome = bigOutcome('mine');
+      ok((await store.record(id, 'fp-a', outcome)) === true, 'record by the fingerprint that claimed must be stored');
+      ok((await store.record(id, 'fp-a', 'again')) === false, 'a second record must be refused');
+      const again = await store.claim(id, exp, 'fp-a');
+      ok(again.status === 'recorded' && again.outcome === outcome, 'an identical claim after record gets the outcome, unchanged');
+      ok(status(await store.claim(id, exp, 'fp-b')) === 'replayed', 'another fingerprint stays replayed');
+      ok((await store.consume(id, exp)) === false, 'a claimed id is consumed for consume too');
+    });
+  });
+
+  test('claim and consume share one ledger; an outcome recorded as not kept makes retries replays', async () => {
+    await withOutcomes(async (store) => {
+      const exp = now() + 60_000;
+      const consumed = uniqueId('consumed');
+      ok((await store.consume(consumed, exp)) === true, 'consume first');
+      ok(status(await store.claim(consumed, exp, 'fp')) === 'replayed', 'a consumed id must be replayed for claim');
+      ok((await store.record(consumed, 'fp', 'x')) === false, 'record on a consumed id must be refused');
+      const unkept = uniqueId('unkept');
+      ok(status(await store.claim(unkept, exp, 'fp')) === 'first', 'claim first');
+      ok((await store.record(unkept, 'fp', '')) === false, "record of '' (done, not kept) resolves false");
+      ok(status(await store.claim(unkept, exp, 'fp')) === 'replayed', "after '' an identical claim is replayed");
+      ok((await store.record(uniqueId('never'), 'fp', 'x')) === false, 'record on an id never claimed must be refused');
+    });
+  });
+
+  test(`${parallel} parallel claims of one id: one first; identical ones pending, then all the same outcome`, async () => {
+    await withOutcomes(async (store) => {
+      const id = uniqueId('claim-race');
+      const exp = now() + 60_000;
+      const results = await Promise.all(Array.from({ length: parallel }, (_, i) => store.claim(id, exp, i % 2 === 0 ? 'same' : `other-${i}`)));
+      const firsts = results.filter((r) => r.status === 'first').length;
+      ok(firsts === 1, `exactly one claim must be first, got ${firsts}`);
+      const winner = results.findIndex((r) => r.status === 'first');
+      const winnerFp = winner % 2 === 0 ? 'same' : `other-${winner}`;
+      results.forEach((r, i) => {
+        if (i === winner) return;
+        const fp = i % 2 === 0 ? 'same' : `other-${i}`;
+        const expected = fp === winnerFp ? 'pending' : 'replayed';
+        ok(r.status === expected, `claim ${i} (${fp}) must be ${expected}, got ${r.status}`);
+      });
+      ok((await store.record(id, winnerFp, 'the-outcome')) === true, 'the winner records');
+      const after = await Promise.all(Array.from({ length: parallel }, () => store.claim(id, exp, winnerFp)));
+      ok(after.every((r) => r.status === 'recorded' && r.outcome === 'the-outcome'), 'every identical claim gets the one outcome');
+    });
+  });
+
+  test('a claimed id with its outcome expires with the id and is claimable again', async () => {
+    await withOutcomes(async (store) => {
+      if (!clock) {
+        // Real time: one TTL, doubled when a loaded machine overslept (nothing asserted about that moment).
+        for (let round = 0, ttl = ttlMs; round < 5; round++, ttl *= 2) {
+          const id = uniqueId('claim-exp');
+          const exp = Date.now() + ttl;
+          ok(status(await store.claim(id, exp, 'fp')) === 'first', 'first claim');
+          const recorded = await store.record(id, 'fp', 'out');
+          if (Date.now() >= exp) continue;
+          ok(recorded === true, 'record before expiry must be stored');
+          while (Date.now() <= exp) await sleep(exp - Date.now() + 1);
+          await sleep(Math.min(250, ttl));
+          ok(status(await store.claim(id, Date.now() + 60_000, 'fp2')) === 'first', 'an expired id must be claimable again');
+          return;
+        }
+        fail('the machine never recorded within the TTL (5 rounds, TTL doubled each time)');
+      }
+      const id = uniqueId('claim-exp');
+      const exp = now() + 60_000;
+      ok(status(await store.claim(id, exp, 'fp')) === 'first', 'first claim');
+      ok((await store.record(id, 'fp', 'out')) === true, 'record');
+      await clock.advance(60_000);
+      ok(status(await store.claim(id, exp, 'fp')) === 'recorded:out', 'still recorded at exactly expiresAtMs');
+      await clock.advance(1);
+      ok(status(await store.claim(id, now() + 60_000, 'fp2')) === 'first', 'an expired id must be claimable again');
+      ok(status(await store.claim(id, now() + 60_000, 'fp')) === 'replayed', 'the old outcome is gone with it');
+    });
+  });
+
+  if (options.sharedBackend !== false) {
+    test('two instances on one namespace share claims and outcomes', async () => {
+      const namespace = uniqueId('shared-claim');
+      const a = await factory({ namespace });
+      const b = await factory({ namespace });
+      try {
+        if (typeof a.claim !== 'function' || typeof a.record !== 'function' || typeof b.claim !== 'function') return;
+        const id = uniqueId('fleet-claim');
+        const exp = now() + 60_000;
+        ok(status(await a.claim(id, exp, 'fp')) === 'first', 'A claims first');
+        ok(status(await b.claim(id, exp, 'fp')) === 'pending', 'B sees it pending');
+        ok((await a.record(id, 'fp', 'done')) === true, 'A records');
+        ok(status(await b.claim(id, exp, 'fp')) === 'recorded:done', 'B gets the outcome');
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+  }
+
   /** A guard over `store` with a plain (unprotected) codec, recording its events: the store's part is what is tested. */
   const observed = (store: ReplayStore) => {
     const events: MrtrEvent[] = [];
@@ -323,6 +454,65 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       const opened = events[2];
       ok(opened?.type === 'state.opened' && typeof opened.storeMs === 'number' && opened.storeMs >= 0, 'state.opened must carry storeMs');
     });
+  });
+
+  test('under two state guards, 50 identical retries run the round once and all get its outcome; other answers are replays', async () => {
+    const namespace = uniqueId('admit');
+    const storeA = await factory({ namespace });
+    const storeB = options.sharedBackend === false ? storeA : await factory({ namespace });
+    try {
+      if (typeof storeA.claim !== 'function') return;
+      const keys = KeyRing.generate();
+      const make = (store: ReplayStore) => createStateGuard({ keys, codec: plainCodec, store, audience: 'store-admit', retryWaitMs: 20_000 });
+      const guards = [make(storeA), make(storeB)];
+      const request = { method: 'tools/call', target: 'delete', arguments: { paths: ['a'] }, principal: 'p' };
+      const token = await guards[0]!.mint(null, request);
+      const answers: JsonValue = { confirm: { action: 'accept', content: { ok: true } } };
+      let executions = 0;
+      const attempt = async (i: number, a: JsonValue): Promise<JsonValue> => {
+        const admission = await guards[i % 2]!.admit(token, request, a);
+        if (admission.replay) return admission.outcome;
+        executions++;
+        // The round's effect, after the claim: identical retries arrive while it is still running.
+        await sleep(20);
+        const outcome: JsonValue = { content: [{ type: 'text', text: `deleted once (${executions})` }] };
+        await admission.record(outcome);
+        return outcome;
+      };
+      const identical = await Promise.all(Array.from({ length: 50 }, (_, i) => attempt(i, answers)));
+      ok(executions === 1, `the round must run once, ran ${executions} times`);
+      const first = JSON.stringify(identical[0]);
+      ok(identical.every((r) => JSON.stringify(r) === first), 'all 50 identical retries must get the same outcome');
+
+      const other = await factory({ namespace: uniqueId('admit-other') });
+      try {
+        const guard = make(other);
+        const fresh = await guard.mint(null, request);
+        executions = 0;
+        const codes = await Promise.all(
+          Array.from({ length: 50 }, (_, i) =>
+            guard.admit(fresh, request, { confirm: { action: 'accept', content: { n: i } } }).then(
+              async (admission) => {
+                if (admission.replay) return 'replay';
+                executions++;
+                await admission.record({ n: i });
+                return 'ran';
+              },
+              (error: unknown) => (MrtrError.is(error) ? error.code : String(error)),
+            ),
+          ),
+        );
+        ok(executions === 1, `with 50 different answers the round must run once, ran ${executions}`);
+        ok(codes.filter((c) => c === 'ERR_STATE_REPLAYED').length === 49, `49 must be replays, got ${JSON.stringify(codes)}`);
+        const otherPrincipal = await codeOf(guard.admit(fresh, { ...request, principal: 'q' }, { confirm: { action: 'accept', content: { n: 0 } } }));
+        ok(otherPrincipal === 'ERR_STATE_PRINCIPAL', `another principal must be refused, got ${String(otherPrincipal)}`);
+      } finally {
+        await other.close();
+      }
+    } finally {
+      await storeA.close();
+      if (storeB !== storeA) await storeB.close();
+    }
   });
 
   if (options.unreachable) {
