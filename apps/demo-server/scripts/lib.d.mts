@@ -22,7 +22,7 @@ export interface RunningDemo {
 
 export declare function startDemo(
   args: readonly string[],
-  options?: { env?: Record<string, string | undefined>; timeoutMs?: number },
+  options?: { env?: Record<string, string | undefined>; timeoutMs?: number; nodeArgs?: readonly string[] },
 ): Promise<RunningDemo>;
 
 export declare function serviceUrl(name: string): { url: string; skip?: undefined; error?: undefined } | { skip: string; url?: undefined; error?: undefined } | { error: string; url?: undefined; skip?: undefined };

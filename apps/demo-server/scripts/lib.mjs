@@ -14,10 +14,11 @@ export function freshKeys() {
 /**
  * Starts `node dist/cli.js <args>` and resolves once it printed its URL line.
  * Returns { url, origin, port, child, stderr(), stop() }; stop() sends SIGTERM and resolves the exit code.
+ * `nodeArgs` go to node before the script (e.g. `--expose-gc`).
  */
-export function startDemo(args, { env = {}, timeoutMs = 15_000 } = {}) {
+export function startDemo(args, { env = {}, timeoutMs = 15_000, nodeArgs = [] } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, '--port', '0', ...args], {
+    const child = spawn(process.execPath, [...nodeArgs, CLI, '--port', '0', ...args], {
       cwd: APP_DIR,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
