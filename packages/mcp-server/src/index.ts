@@ -54,4 +54,4 @@ export type {
   UrlAnswer,
 } from './types.js';
 export { createHttpHandler, type HttpHandler, type HttpHandlerOptions, type LegacySessionOptions } from './http.js';
-export { INVALID_STATE_MESSAGE } from './wire.js';
+export { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from './wire.js';

@@ -87,6 +87,21 @@ export interface MrtrOptions {
   presupplied?: PresuppliedPolicy | undefined;
   /** Longest string (UTF-16 units) in any answer; a longer one makes the answer invalid, before any format check. @default 4096 */
   maxAnswerChars?: number | undefined;
+  /**
+   * Identical retries get the first answer: when a round's response is lost and the client sends the same state
+   * with the same answers again (same principal), it gets the response the round produced the first time
+   * (sealed by the codec and kept in the store until the state expires) instead of "invalid state", and the
+   * handler does not run again. Needs a store that records outcomes (`claim`/`record`: memory, Redis, SQL);
+   * with `false`, or a store without them, every retry is a replay (`-32602`). Different answers, or another
+   * principal, are always a replay.
+   * @default true
+   */
+  recordOutcomes?: boolean | undefined;
+  /**
+   * How long an identical retry waits for a first attempt still running before it gets `-32600` with
+   * `data.reason: 'round_in_progress'` (retry later). 0–600000. @default 10_000
+   */
+  retryWaitMs?: number | undefined;
   /** Clock in ms since the epoch (tests). @default Date.now */
   now?: (() => number) | undefined;
   /** Called once for every rejected state and every server fault, with the real code. Must not throw. */
@@ -108,6 +123,8 @@ export interface ResolvedOptions {
   missingCapability: MissingCapabilityPolicy;
   presupplied: PresuppliedPolicy;
   maxAnswerChars: number;
+  /** Whether a round is admitted with `guard.admit` (its outcome recorded for identical retries). */
+  recordOutcomes: boolean;
   onReject: ((event: RejectEvent) => void) | undefined;
   onEvent: ((event: MrtrEvent) => void) | undefined;
 }
@@ -143,6 +160,8 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
     throw new TypeError('createMrtr: maxAnswerChars must be an integer');
   }
   if (maxAnswerChars < 1 || maxAnswerChars > 1_048_576) throw new RangeError('createMrtr: maxAnswerChars must be between 1 and 1048576');
+  const recordOutcomes = options.recordOutcomes ?? true;
+  if (typeof recordOutcomes !== 'boolean') throw new TypeError('createMrtr: recordOutcomes must be a boolean');
   const guard: StateGuardOptions = {
     keys: options.keys,
     codec: options.codec,
@@ -156,6 +175,7 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
     ...(options.maxRounds !== undefined && { maxRounds: options.maxRounds }),
     ...(options.clockSkewMs !== undefined && { clockSkewMs: options.clockSkewMs }),
     ...(options.maxTokenBytes !== undefined && { maxTokenBytes: options.maxTokenBytes }),
+    ...(options.retryWaitMs !== undefined && { retryWaitMs: options.retryWaitMs }),
     ...(options.now !== undefined && { now: options.now }),
   };
   return {
@@ -164,6 +184,7 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
     missingCapability: oneOf('missingCapability', options.missingCapability, ['fail', 'degrade'], 'fail'),
     presupplied: oneOf('presupplied', options.presupplied, ['ignore', 'accept'], 'ignore'),
     maxAnswerChars,
+    recordOutcomes: recordOutcomes && typeof options.store?.claim === 'function',
     onReject,
     onEvent,
   };

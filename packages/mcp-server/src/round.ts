@@ -6,19 +6,28 @@ import type {
   ReadResourceResult,
   ServerContext,
 } from '@modelcontextprotocol/server';
-import { CLIENT_CAPABILITIES_META_KEY } from '@modelcontextprotocol/server';
-import { type JsonValue, MrtrError, type MrtrErrorCode, type OpenedState, type RequestContext, type StateGuard } from '@mrtr/core';
+import { CLIENT_CAPABILITIES_META_KEY, ProtocolError } from '@modelcontextprotocol/server';
+import {
+  type Admission,
+  type JsonValue,
+  MrtrError,
+  type MrtrErrorCode,
+  type OpenedState,
+  type RequestContext,
+  type StateGuard,
+} from '@mrtr/core';
 import {
   allowedKinds,
   createFlowTagger,
   type InputRequestKind,
   PrincipalRequiredError,
   StateMalformedError,
+  StateReplayedError,
   safeEmitter,
 } from '@mrtr/core/authoring';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
-import { flowLimitError, type Lane, missingCapabilityError, toWire } from './wire.js';
+import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
 
 type Awaitable<T> = T | Promise<T>;
 /** What a protected handler may produce. */
@@ -67,6 +76,45 @@ function allowedFor(call: Call): { allowed: ReadonlySet<InputRequestKind>; lane:
 }
 
 /**
+ * A round's outcome as recorded for identical retries (a JSON value, sealed by the codec in the store):
+ * `r` the result; `e` a JSON-RPC error the wire got; `x` any other error the handler threw (rebuilt with its
+ * message, and its code and data when it had them, so the SDK answers the retry as it answered the first attempt).
+ */
+type Outcome =
+  | { r: JsonValue }
+  | { e: { code: number; message: string; data?: JsonValue } }
+  | { x: { message: string; code?: number; data?: JsonValue } };
+
+function outcomeOfError(error: unknown): Outcome {
+  const wire = error instanceof WireError ? error.error : MrtrError.is(error) ? wireErrorFor(error.code).error : undefined;
+  if (wire !== undefined) {
+    return { e: { code: wire.code, message: wire.message, ...(wire.data !== undefined && { data: wire.data as JsonValue }) } };
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  if (error instanceof ProtocolError) {
+    return { x: { message, code: error.code, ...(error.data !== undefined && { data: error.data as JsonValue }) } };
+  }
+  return { x: { message } };
+}
+
+/** What an identical retry gets: the first attempt's result, or the same error thrown again. */
+function replayOutcome(outcome: JsonValue): RoundResult {
+  if (isObject(outcome)) {
+    if (isObject(outcome.r)) return outcome.r as unknown as RoundResult;
+    const e = outcome.e;
+    if (isObject(e) && typeof e.code === 'number' && typeof e.message === 'string') {
+      throw new WireError(new ProtocolError(e.code, e.message, e.data));
+    }
+    const x = outcome.x;
+    if (isObject(x) && typeof x.message === 'string') {
+      throw typeof x.code === 'number' ? new ProtocolError(x.code, x.message, x.data) : new Error(x.message);
+    }
+  }
+  // Sealed by this server's codec, so never reached unless a key was shared with something else: fail closed.
+  throw new StateReplayedError();
+}
+
+/**
  * The round: open the presented state (every check of the guard, then single use), run the handler with the
  * ask-style view of the flow, and either return its result or send the questions this client may receive
  * with a freshly sealed state. Every `MrtrError` leaves as its opaque wire error, reported to `onReject`.
@@ -94,14 +142,36 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
   const unauthenticated = options.guard.unauthenticated ?? 'reject';
 
   async function round(call: Call, request: RequestContext): Promise<RoundResult> {
-    const { ctx, target } = call;
-    // 1. The presented state.
+    const { ctx } = call;
+    // 1. The presented state: every check of the guard, then single use. With outcome recording, an identical
+    // retry of a round that already ran gets what that round produced, and nothing runs again.
     const raw: unknown = ctx.mcpReq.requestState();
-    let opened: OpenedState | undefined;
+    if (raw === undefined) return rest(call, request, undefined);
+    if (typeof raw !== 'string') throw new StateMalformedError();
+    const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
+    if (!options.recordOutcomes) return rest(call, request, await guard.open(raw, request).catch(fromGuard));
+    const admission: Admission<OpenedState> = await guard.admit(raw, request, responses as JsonValue).catch(fromGuard);
+    if (admission.replay) return replayOutcome(admission.outcome);
+    let outcome: Outcome | undefined;
+    try {
+      const result = await rest(call, request, admission.state);
+      outcome = { r: result as unknown as JsonValue };
+      return result;
+    } catch (error) {
+      outcome = outcomeOfError(error);
+      throw error;
+    } finally {
+      // The round ran: it is answered whatever the store does (a failure reaches onEvent as store.error, and
+      // an identical retry then waits for this attempt, or is refused, never runs the round again).
+      await admission.record(outcome as JsonValue).catch(() => false);
+    }
+  }
+
+  /** A round from the opened state on: the handler, then its result or the next questions with a new state. */
+  async function rest(call: Call, request: RequestContext, opened: OpenedState | undefined): Promise<RoundResult> {
+    const { ctx, target } = call;
     let prior: FlowData | undefined;
-    if (raw !== undefined) {
-      if (typeof raw !== 'string') throw new StateMalformedError();
-      opened = await guard.open(raw, request).catch(fromGuard);
+    if (opened !== undefined) {
       prior = parseFlowData(opened.data);
       if (prior === undefined) throw new StateMalformedError();
     }

@@ -24,14 +24,23 @@ export class WireError extends Error {
 /**
  * The wire answer for an `MrtrError`. Every rejected state gets the same opaque `-32602`; server faults
  * (store outage, a failed seal) get `-32603`; a missing principal `-32600`; a spent quota `-32600` with
- * its own text (the client can only wait). Never the real reason: that goes to `onReject`.
+ * its own text (the client can only wait); an identical retry of a round still running `-32600` with
+ * `data.reason: 'round_in_progress'` (the client sends it again). Never the real reason: that goes to `onReject`.
  */
 export function wireErrorFor(code: MrtrErrorCode): WireError {
   if (isServerFault(code)) return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error'));
   if (code === 'ERR_PRINCIPAL_REQUIRED') return new WireError(new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE));
   if (code === 'ERR_QUOTA_EXCEEDED') return new WireError(new ProtocolError(INVALID_REQUEST, 'Too many requests in flight; try again later'));
+  // Only an identical retry (the same genuine state, principal and answers) of a round still running gets here.
+  if (code === 'ERR_ROUND_IN_PROGRESS') {
+    return new WireError(new ProtocolError(INVALID_REQUEST, ROUND_IN_PROGRESS_MESSAGE, { reason: 'round_in_progress' }));
+  }
   return new WireError(new ProtocolError(INVALID_PARAMS, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }));
 }
+
+/** The wire text for an identical retry of a round whose first attempt is still running. */
+export const ROUND_IN_PROGRESS_MESSAGE =
+  'This round is still being processed (an earlier attempt with the same state and answers is running); send the same request again shortly';
 
 /**
  * The wire text for a protected call without a principal. It says what is missing, for the client's user, and

@@ -70,7 +70,8 @@ describe('onEvent', () => {
     const again = { requestState: r1.requestState as string, inputResponses: ok('step1') };
     await callTool(client, 'steps', { rounds: 1 }, again);
     f.events.length = 0;
-    await fails(callTool(client, 'steps', { rounds: 1 }, again));
+    // The same state with other answers (an identical retry would get the first result: see below).
+    await fails(callTool(client, 'steps', { rounds: 1 }, { ...again, inputResponses: { ...ok('step1'), other: { action: 'decline' } } }));
     expect(shapes(f.events)).toEqual([
       {
         type: 'state.rejected',
@@ -84,6 +85,27 @@ describe('onEvent', () => {
       },
     ]);
     expect(f.rejects).toEqual([{ code: 'ERR_STATE_REPLAYED', method: 'tools/call', target: 'steps' }]);
+  });
+
+  it('reports an identical retry as state.retried (nothing runs again, no rejection)', async () => {
+    const f = fixture({ store: createMemoryStore() });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'steps', { rounds: 1 });
+    const again = { requestState: r1.requestState as string, inputResponses: ok('step1') };
+    const first = await callTool(client, 'steps', { rounds: 1 }, again);
+    f.events.length = 0;
+    expect(await callTool(client, 'steps', { rounds: 1 }, again)).toEqual(first);
+    expect(shapes(f.events)).toEqual([
+      {
+        type: 'state.retried',
+        ...base,
+        flow: expect.stringMatching(/^[0-9a-f]{16}$/),
+        round: 2,
+        kid: f.keys.primaryKid,
+        tokenBytes: (r1.requestState as string).length,
+      },
+    ]);
+    expect(f.rejects).toEqual([]);
   });
 
   it('reports a tampered state and an early refusal (before dispatch) once each', async () => {
@@ -151,10 +173,11 @@ describe('onEvent', () => {
     const answer = { note: { action: 'accept', content: { note: 'answer-text-8b0f' } } };
     const state = r1.requestState as string;
     await callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: answer });
-    await fails(callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: answer }));
+    await callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: answer });
+    await fails(callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: { ...answer, other: { action: 'decline' } } }));
     await fails(callTool(client, 'keep_text', { text: 'other-arg-77aa' }, { requestState: `${state}A`, inputResponses: answer }));
     const types = new Set(f.events.map((e) => e.type));
-    expect(types).toEqual(new Set(['flow.started', 'state.minted', 'state.opened', 'answer.accepted', 'flow.completed', 'state.rejected']));
+    expect(types).toEqual(new Set(['flow.started', 'state.minted', 'state.opened', 'answer.accepted', 'flow.completed', 'state.retried', 'state.rejected']));
     const text = JSON.stringify(f.events);
     for (const secret of [path, 'answer-text-8b0f', 'alice-sub-93c1', 'other-arg-77aa', state, ...state.split('.').filter((p) => p.length > 8)]) {
       expect(text).not.toContain(secret);
@@ -167,7 +190,7 @@ describe('onEvent', () => {
     const r1 = await callTool(client, 'steps', { rounds: 1 });
     const again = { requestState: r1.requestState as string, inputResponses: ok('step1') };
     await callTool(client, 'steps', { rounds: 1 }, again);
-    await fails(callTool(client, 'steps', { rounds: 1 }, again));
+    await fails(callTool(client, 'steps', { rounds: 1 }, { ...again, inputResponses: { ...ok('step1'), other: { action: 'decline' } } }));
     expect(f.events).toEqual([]);
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_REPLAYED']);
   });

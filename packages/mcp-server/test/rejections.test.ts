@@ -107,8 +107,24 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /a' }]);
   });
 
-  it('a replayed state (with a store) → ERR_STATE_REPLAYED, and the action ran once', async () => {
+  it('a replayed state (with a store) → ERR_STATE_REPLAYED, and the action ran once; an identical retry gets the first result', async () => {
     const f = fixture({ store: createMemoryStore() });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/d' });
+    const params = { inputResponses: yes, requestState: r1.requestState as string };
+    const first = await callTool(client, 'delete_files', { path: '/d' }, params);
+    expect(first.content).toEqual([{ type: 'text', text: 'Deleted /d' }]);
+    // The same state, principal and answers (a retry after a lost response): the same result, nothing runs again.
+    expect(await callTool(client, 'delete_files', { path: '/d' }, params)).toEqual(first);
+    // The same state with other answers is a replay.
+    const other = { confirm: { action: 'accept', content: { ok: true } }, extra: { action: 'decline' } };
+    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/d' }, { ...params, inputResponses: other })));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_REPLAYED']);
+    expect(f.effects).toEqual(['deleted /d']);
+  });
+
+  it('recordOutcomes: false → an identical retry is a replay too', async () => {
+    const f = fixture({ store: createMemoryStore(), recordOutcomes: false });
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/d' });
     const params = { inputResponses: yes, requestState: r1.requestState as string };
@@ -118,12 +134,39 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     expect(f.effects).toEqual(['deleted /d']);
   });
 
-  it('concurrent retries with one state (double submit): exactly one runs, the others are replays', async () => {
+  it('another user retrying with the same answers gets no recorded result → ERR_STATE_PRINCIPAL', async () => {
+    const f = fixture({ store: createMemoryStore() });
+    const alice = await connect(f, { sub: 'alice' });
+    const mallory = await connect(f, { sub: 'mallory' });
+    const r1 = await callTool(alice, 'delete_files', { path: '/a' });
+    const params = { inputResponses: yes, requestState: r1.requestState as string };
+    await callTool(alice, 'delete_files', { path: '/a' }, params);
+    expectOpaque(await wireError(callTool(mallory, 'delete_files', { path: '/a' }, params)));
+    expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_PRINCIPAL']);
+    expect(f.effects).toEqual(['deleted /a']);
+  });
+
+  it('concurrent identical retries (double submit): the action runs once and every retry gets its result', async () => {
     const f = fixture({ store: createMemoryStore() });
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/race' });
     const params = { inputResponses: yes, requestState: r1.requestState as string };
-    const outcomes = await Promise.allSettled(Array.from({ length: 8 }, () => callTool(client, 'delete_files', { path: '/race' }, params)));
+    const outcomes = await Promise.all(Array.from({ length: 8 }, () => callTool(client, 'delete_files', { path: '/race' }, params)));
+    for (const o of outcomes) expect(o).toEqual(outcomes[0]);
+    expect(outcomes[0]!.content).toEqual([{ type: 'text', text: 'Deleted /race' }]);
+    expect(f.effects).toEqual(['deleted /race']);
+    expect(f.rejects).toEqual([]);
+  });
+
+  it('concurrent retries with one state and different answers: exactly one runs, the others are replays', async () => {
+    const f = fixture({ store: createMemoryStore() });
+    const client = await connect(f);
+    const r1 = await callTool(client, 'delete_files', { path: '/race' });
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        callTool(client, 'delete_files', { path: '/race' }, { inputResponses: { ...yes, [`extra${i}`]: { action: 'decline' } }, requestState: r1.requestState as string }),
+      ),
+    );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     for (const o of outcomes) if (o.status === 'rejected') expectOpaque(o.reason as ProtocolError);
     expect(f.effects).toEqual(['deleted /race']);
@@ -140,13 +183,17 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     expect(f.effects).toEqual(['deleted /d', 'deleted /d']);
   });
 
-  it("an older round's state after the next round was issued → ERR_STATE_REPLAYED", async () => {
+  it("an older round's state after the next round was issued → ERR_STATE_REPLAYED (an identical retry gets the same next round)", async () => {
     const f = fixture({ store: createMemoryStore() });
     const client = await connect(f);
     const r1 = await callTool(client, 'steps', { rounds: 3 });
     const r2 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
     expect(Object.keys(r2.inputRequests as object)).toEqual(['step2']);
-    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string })));
+    // Retried as it was sent: the recorded answer, with the same next state (still single use).
+    expect(await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string })).toEqual(r2);
+    // With other answers: a replay.
+    const other = { ...ok('step1'), step9: { action: 'decline' } };
+    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: other, requestState: r1.requestState as string })));
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_REPLAYED']);
     // The current round still works.
     const r3 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step2'), requestState: r2.requestState as string });

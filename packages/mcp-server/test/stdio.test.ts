@@ -61,7 +61,7 @@ async function start(modern: boolean, autoFulfill: boolean) {
 }
 
 describe('over stdio (serveStdio + StdioClientTransport)', () => {
-  it('2026-07-28 client, manual mode: interim result, tampered retry → -32602, untampered retry completes', async () => {
+  it('2026-07-28 client, manual mode: interim result, tampered retry → -32602, untampered retry completes, identical retry gets the same result', async () => {
     const { client, rejects } = await start(true, false);
     expect(client.getProtocolEra()).toBe('modern');
     const call = (extra: Record<string, unknown> = {}) =>
@@ -78,7 +78,11 @@ describe('over stdio (serveStdio + StdioClientTransport)', () => {
     expect([(error as ProtocolError).code, (error as ProtocolError).message]).toEqual([-32602, INVALID_STATE_MESSAGE]);
     const done = await call({ inputResponses: yes, requestState: r1.requestState });
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /s in round 2' }]);
-    const replay = await call({ inputResponses: yes, requestState: r1.requestState }).catch((e: unknown) => e);
+    // An identical retry (the response was lost) gets the same answer; the same state with other answers is a replay.
+    const retry = await call({ inputResponses: yes, requestState: r1.requestState });
+    expect(retry).toEqual(done);
+    const no = { confirm: { action: 'accept', content: { ok: false } } };
+    const replay = await call({ inputResponses: no, requestState: r1.requestState }).catch((e: unknown) => e);
     expect((replay as ProtocolError).code).toBe(-32602);
     await client.close();
     expect(rejects().map((r) => r.code)).toEqual(['ERR_STATE_MALFORMED', 'ERR_STATE_REPLAYED']);

@@ -77,6 +77,7 @@ export const METRICS = {
   statesMinted: 'mrtr.states.minted',
   statesOpened: 'mrtr.states.opened',
   statesRejected: 'mrtr.states.rejected',
+  statesRetried: 'mrtr.states.retried',
   storeErrors: 'mrtr.store.errors',
   answers: 'mrtr.answers',
   stateSize: 'mrtr.state.size',
@@ -116,6 +117,7 @@ interface Instruments {
   statesMinted: Counter;
   statesOpened: Counter;
   statesRejected: Counter;
+  statesRetried: Counter;
   storeErrors: Counter;
   answers: Counter;
   stateSize: Histogram;
@@ -134,6 +136,11 @@ function instruments(meter: Meter): Instruments {
     statesMinted: counter(METRICS.statesMinted, 'States sealed', '{state}'),
     statesOpened: counter(METRICS.statesOpened, 'Presented states that passed every check', '{state}'),
     statesRejected: counter(METRICS.statesRejected, 'States refused (open) or not sealed (mint), by error.type', '{state}'),
+    statesRetried: counter(
+      METRICS.statesRetried,
+      'Identical retries of a round (same state, principal and answers) answered with its recorded outcome, nothing run again',
+      '{state}',
+    ),
     storeErrors: counter(METRICS.storeErrors, 'Replay store failures', '{error}'),
     answers: counter(METRICS.answers, 'Answers received, accepted or ignored, by reason', '{answer}'),
     stateSize: histogram(METRICS.stateSize, 'Size of request states, minted and presented', 'By', SIZE_BUCKETS),
@@ -229,7 +236,7 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
   if (m !== undefined && zero !== undefined) {
     // Adding 0 creates each series at 0: an exporter then reports it before the first event.
     for (const attributes of zero.common) {
-      for (const counter of [m.flowsStarted, m.flowsCompleted, m.statesMinted, m.statesOpened]) counter.add(0, attributes);
+      for (const counter of [m.flowsStarted, m.flowsCompleted, m.statesMinted, m.statesOpened, m.statesRetried]) counter.add(0, attributes);
     }
     for (const attributes of zero.rejected) m.statesRejected.add(0, attributes);
     for (const attributes of zero.storeErrors) m.storeErrors.add(0, attributes);
@@ -266,6 +273,16 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
         m?.stateSize.record(event.tokenBytes, op);
         m?.stateDuration.record(event.durationMs / 1000, op);
         if (event.storeMs !== undefined) m?.storeDuration.record(event.storeMs / 1000, attributes);
+        if (tracer !== undefined) span(SPANS.open, event, event.durationMs, event.tokenBytes);
+        return;
+      }
+      case 'state.retried': {
+        const attributes = metricAttributes(event);
+        m?.statesRetried.add(1, attributes);
+        const op = { ...attributes, [ATTRIBUTES.operation]: 'retry' };
+        m?.stateSize.record(event.tokenBytes, op);
+        m?.stateDuration.record(event.durationMs / 1000, op);
+        m?.storeDuration.record(event.storeMs / 1000, attributes);
         if (tracer !== undefined) span(SPANS.open, event, event.durationMs, event.tokenBytes);
         return;
       }

@@ -152,6 +152,24 @@ describe('createMrtrTelemetry', () => {
     expect(failed[1]!.attributes['mrtr.flow.id']).toBeUndefined();
   });
 
+  it('an identical retry (admit): counted in mrtr.states.retried, not as opened or rejected, with an open span', async () => {
+    const t = setup();
+    const token = await t.guard.mint(null, request);
+    const answers = { confirm: { action: 'accept' } };
+    const first = await t.guard.admit(token, request, answers);
+    expect(first.replay).toBe(false);
+    if (!first.replay) expect(await first.record({ r: 'done' })).toBe(true);
+    const retry = await t.guard.admit(token, request, answers);
+    expect(retry).toMatchObject({ replay: true, outcome: { r: 'done' } });
+    const m = await t.collect();
+    expect(m.get(METRICS.statesRetried)).toEqual([{ attributes: tool, value: 1 }]);
+    expect(m.get(METRICS.statesOpened)).toEqual([{ attributes: tool, value: 1 }]);
+    expect(m.get(METRICS.statesRejected)).toBeUndefined();
+    const retries = m.get(METRICS.stateDuration)?.filter((p) => p.attributes['mrtr.operation'] === 'retry');
+    expect(retries).toEqual([{ attributes: { ...tool, 'mrtr.operation': 'retry' }, value: { count: 1, sum: expect.any(Number) } }]);
+    expect(t.spans().filter((s) => s.name === SPANS.open)).toHaveLength(2);
+  });
+
   it('a store outage: a store error and a rejection, each counted once', async () => {
     const down: ReplayStore = {
       consume: () => Promise.reject(new Error('ECONNREFUSED')),
@@ -218,7 +236,7 @@ describe('createMrtrTelemetry', () => {
     const storeErrors = common.flatMap((a) => ['ERR_STORE_UNAVAILABLE', 'ERR_STORE_FULL'].map((code) => ({ ...a, 'error.type': code })));
 
     let m = await t.collect();
-    for (const name of [METRICS.flowsStarted, METRICS.flowsCompleted, METRICS.statesMinted, METRICS.statesOpened]) {
+    for (const name of [METRICS.flowsStarted, METRICS.flowsCompleted, METRICS.statesMinted, METRICS.statesOpened, METRICS.statesRetried]) {
       expect(values(m.get(name)), name).toEqual(zeros(common));
     }
     expect(values(m.get(METRICS.statesRejected))).toEqual(zeros(rejected));
