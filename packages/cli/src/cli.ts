@@ -2,7 +2,7 @@
 import { createRequire } from 'node:module';
 import { doctor, DOCTOR_HELP } from './doctor.js';
 import { INSPECT_HELP, inspect } from './inspect.js';
-import { EXIT_BAD, EXIT_OK, EXIT_USAGE, type Io, readStream, UsageError } from './io.js';
+import { EXIT_BAD, EXIT_OK, EXIT_USAGE, escapeText, type Io, readStream, UsageError } from './io.js';
 import { KEYGEN_HELP, KEYS_CHECK_HELP, KEYS_HELP, KEYS_ROTATE_HELP, keygen, keysCheck, keysRotate } from './keys-commands.js';
 
 const HELP = `Usage: mrtr <command> [options]
@@ -94,12 +94,13 @@ run(io).then(
     process.exitCode = code;
   },
   (error: unknown) => {
+    // Messages quote arguments, options and the environment (MRTR_STORE, MRTR_KEYS' parse errors): escaped here.
     if (error instanceof UsageError) {
-      process.stderr.write(`mrtr: ${error.message}\nRun "mrtr --help" or "mrtr <command> --help".\n`);
+      process.stderr.write(`mrtr: ${escapeText(error.message)}\nRun "mrtr --help" or "mrtr <command> --help".\n`);
       process.exitCode = EXIT_USAGE;
       return;
     }
-    process.stderr.write(`mrtr: unexpected error: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`mrtr: unexpected error: ${escapeText(error instanceof Error ? error.message : String(error))}\n`);
     process.exitCode = EXIT_BAD;
   },
 );

@@ -43,6 +43,15 @@ const decodeJson = (segment: string): unknown => {
   }
 };
 
+/** A JWE kid worth showing: short and printable (a ring's kids are 1-32 characters of [A-Za-z0-9_-]). */
+const JWE_KID_PATTERN = /^[A-Za-z0-9._~-]{1,64}$/;
+/** A JOSE algorithm name worth showing (`dir`, `A256GCM`, `RSA-OAEP-256`, `PBES2-HS256+A128KW`). */
+const ALG_PATTERN = /^[A-Za-z0-9._~+-]{1,64}$/;
+
+/** A protected-header field as shown: itself when it matches `pattern`, else `(none)` or `(malformed)`. */
+const headerField = (value: unknown, pattern: RegExp): string =>
+  value === undefined ? '(none)' : typeof value === 'string' && pattern.test(value) ? value : '(malformed)';
+
 /** Reads the codec, format version and kid of a token (the kid is authenticated only once opened). */
 export function detect(token: string): Detected {
   if (token.startsWith('m1.')) {
@@ -64,10 +73,20 @@ export function detect(token: string): Detected {
   if (segments.length === 5) {
     const header = decodeJson(segments[0]!);
     if (header !== null && typeof header === 'object' && !Array.isArray(header)) {
+      // The header is not authenticated until the token opens: a field is shown only when it is a short
+      // printable token, and a kid that is not one is reported as malformed, never echoed.
       const { alg, enc, kid } = header as Record<string, unknown>;
-      const format = `JWE compact (alg ${String(alg)}, enc ${String(enc)})`;
-      const problem = alg !== 'dir' || enc !== 'A256GCM' ? 'only alg "dir" with enc "A256GCM" is accepted' : typeof kid !== 'string' ? 'no kid in the protected header' : undefined;
-      return { codec: 'jwe', format, kid: typeof kid === 'string' ? kid : undefined, ...(problem === undefined ? {} : { problem }) };
+      const format = `JWE compact (alg ${headerField(alg, ALG_PATTERN)}, enc ${headerField(enc, ALG_PATTERN)})`;
+      const validKid = typeof kid === 'string' && JWE_KID_PATTERN.test(kid) ? kid : undefined;
+      const problem =
+        alg !== 'dir' || enc !== 'A256GCM'
+          ? 'only alg "dir" with enc "A256GCM" is accepted'
+          : kid === undefined
+            ? 'no kid in the protected header'
+            : validKid === undefined
+              ? `the kid in the protected header is malformed (${typeof kid === 'string' ? `${kid.length} characters, ` : 'not a string, '}not 1-64 characters of [A-Za-z0-9._~-])`
+              : undefined;
+      return { codec: 'jwe', format, kid: validKid, ...(problem === undefined ? {} : { problem }) };
     }
   }
   return { codec: undefined, format: undefined, kid: undefined, problem: 'not a token of any mrtr codec (m1.…, x1.… or a five-part compact JWE)' };

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateClaims } from '@mrtr/core';
 import { canonicalJson, isStateClaims } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory, detect } from './codecs.js';
-import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parse, type Style, str, style, UsageError, writeJson } from './io.js';
+import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, type Piece, parse, render, str, style, toned, UsageError, writeJson } from './io.js';
 import { DEFAULT_SKEW_MS } from './keys.js';
 import { duration, parseInstant, when } from './time.js';
 
@@ -128,8 +128,9 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
     length: token.length,
   };
   const lines: string[] = [];
-  const row = (name: string, text: string): void => {
-    lines.push(`${s.dim(name.padEnd(10))} ${text}`);
+  // Every row goes through render: claims, header fields, options and reasons quoting them are escaped there.
+  const row: Row = (name, ...pieces) => {
+    lines.push(render(s, toned('dim', name.padEnd(10)), ' ', ...pieces));
   };
   const tokenLine = (): void =>
     row(
@@ -155,10 +156,10 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
       return problem === undefined ? EXIT_OK : EXIT_BAD;
     }
     tokenLine();
-    if (problem !== undefined) row('problem', s.fail(problem));
+    if (problem !== undefined) row('problem', toned('fail', problem));
     if (claims !== undefined) {
-      row('claims', s.warn('NOT VERIFIED: MRTR_KEYS is not set, and anyone can edit an HMAC body; only the MAC proves it'));
-      printClaims(row, s, claims, now, maxRounds, values.data === true);
+      row('claims', toned('warn', 'NOT VERIFIED: MRTR_KEYS is not set, and anyone can edit an HMAC body; only the MAC proves it'));
+      printClaims(row, claims, now, maxRounds, values.data === true);
     } else if (problem === undefined) {
       row('claims', 'encrypted: set MRTR_KEYS to open them');
     }
@@ -171,7 +172,7 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
     if (values.json) writeJson(io, { token: head, verified: false, problem: detected.problem ?? null, verdict: { accepted: false, code: 'ERR_STATE_MALFORMED', reason: `${detected.problem}; pass --codec if you know it` } });
     else {
       tokenLine();
-      row('verdict', `${s.fail('REFUSED')} ERR_STATE_MALFORMED: ${detected.problem}; pass --codec if you know it`);
+      row('verdict', toned('fail', 'REFUSED'), ` ERR_STATE_MALFORMED: ${detected.problem}; pass --codec if you know it`);
       io.stdout.write(`${lines.join('\n')}\n`);
     }
     return EXIT_BAD;
@@ -193,7 +194,7 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
     else {
       tokenLine();
       if (codecOption !== undefined && codecOption !== detected.codec) row('codec', `opened as ${codec} (--codec)`);
-      row('verdict', `${s.fail('REFUSED')} ${verdict.code}: ${verdict.reason}`);
+      row('verdict', toned('fail', 'REFUSED'), ` ${verdict.code}: ${verdict.reason}`);
       io.stdout.write(`${lines.join('\n')}\n`);
     }
     return EXIT_BAD;
@@ -271,24 +272,28 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   }
   tokenLine();
   if (codecOption !== undefined && codecOption !== detected.codec) row('codec', `opened as ${codec} (--codec)`);
-  row('opened', `${s.ok('integrity verified')} with key "${kid}"${kid === ring.primaryKid ? ' (the primary)' : ' (an older key of the ring)'}`);
-  printClaims(row, s, claims, now, maxRounds, values.data === true);
+  row('opened', toned('ok', 'integrity verified'), ` with key "${kid}"${kid === ring.primaryKid ? ' (the primary)' : ' (an older key of the ring)'}`);
+  printClaims(row, claims, now, maxRounds, values.data === true);
   if (binding !== undefined) {
-    const part = (name: string, p: { token: string; request: string; given: boolean; match: boolean }, show: (v: string) => string) =>
-      row(name, !p.given ? s.dim(`${show(p.token)} (from the token, not checked)`) : p.match ? `${s.ok('matches')} ${show(p.request)}` : `${s.fail('differs')}: token ${show(p.token)}, request ${show(p.request)}`);
+    const part = (name: string, p: { token: string; request: string; given: boolean; match: boolean }, show: (v: string) => string): void => {
+      if (!p.given) row(name, toned('dim', `${show(p.token)} (from the token, not checked)`));
+      else if (p.match) row(name, toned('ok', 'matches'), ` ${show(p.request)}`);
+      else row(name, toned('fail', 'differs'), `: token ${show(p.token)}, request ${show(p.request)}`);
+    };
     part('method', binding.method, (v) => v);
     part('target', binding.target, (v) => v);
     part('args', binding.arguments, (v) => `sha256 ${v}`);
     if (binding.principal !== undefined) {
       const who = `${binding.principal.namespace === 'u' ? 'unauthenticated ' : ''}"${binding.principal.name}"`;
-      row('principal', binding.principal.match ? `${s.ok('matches')} ${who}` : `${s.fail('differs')}: the tag is not ${who}'s for this audience`);
+      if (binding.principal.match) row('principal', toned('ok', 'matches'), ` ${who}`);
+      else row('principal', toned('fail', 'differs'), `: the tag is not ${who}'s for this audience`);
     }
   }
   if (verdict.accepted) {
-    row('verdict', `${s.ok(verdict.unchecked.length === 0 ? 'ACCEPTED' : 'NOT REFUSED')} ${verdict.reason}`);
-    if (verdict.unchecked.length > 0) row('', s.dim(`not checked: ${verdict.unchecked.join('; ')}`));
+    row('verdict', toned('ok', verdict.unchecked.length === 0 ? 'ACCEPTED' : 'NOT REFUSED'), ` ${verdict.reason}`);
+    if (verdict.unchecked.length > 0) row('', toned('dim', `not checked: ${verdict.unchecked.join('; ')}`));
   } else {
-    row('verdict', `${s.fail('REFUSED')} ${verdict.code}: ${verdict.reason}`);
+    row('verdict', toned('fail', 'REFUSED'), ` ${verdict.code}: ${verdict.reason}`);
   }
   io.stdout.write(`${lines.join('\n')}\n`);
   return verdict.accepted ? EXIT_OK : EXIT_BAD;
@@ -362,6 +367,8 @@ function openReason(code: string, codec: CodecName, detected: ReturnType<typeof 
   const kid = detected.kid;
   switch (code) {
     case 'ERR_KEY_UNKNOWN':
+      // A kid that detect() would not show (too long, not a string, unprintable) is reported as malformed.
+      if (kid === undefined && detected.problem !== undefined) return `the token names no key of MRTR_KEYS (${ring.kids.join(', ')}): ${detected.problem}`;
       return `the token names key "${kid ?? '?'}", which is not in MRTR_KEYS (${ring.kids.join(', ')}): it was sealed by another ring, or by a key already dropped`;
     case 'ERR_STATE_INTEGRITY':
       return `the ${codec === 'hmac' ? 'MAC' : 'authentication tag'} does not verify with key "${kid ?? '?'}": the token was modified, or "${kid ?? '?'}" in MRTR_KEYS is not the secret that sealed it`;
@@ -391,17 +398,21 @@ function claimsJson(claims: StateClaims, now: number, withData: boolean) {
   };
 }
 
-function printClaims(row: (n: string, t: string) => void, s: Style, claims: StateClaims, now: number, maxRounds: number, withData: boolean): void {
+/** One row of the text output: a name, then pieces that {@link render} escapes and colours. */
+type Row = (name: string, ...pieces: Piece[]) => void;
+
+function printClaims(row: Row, claims: StateClaims, now: number, maxRounds: number, withData: boolean): void {
   row('version', `claims v${claims.v}`);
-  row('principal', `tag ${claims.sub} ${s.dim('(a keyed hash; the principal itself is not in the token)')}`);
+  row('principal', `tag ${claims.sub} `, toned('dim', '(a keyed hash; the principal itself is not in the token)'));
   row('audience', claims.aud);
   row('request', `${claims.req.m} ${claims.req.t}`);
-  row('args', `sha256 ${claims.req.d} ${s.dim('(base64url SHA-256 of the canonical JSON arguments)')}`);
+  row('args', `sha256 ${claims.req.d} `, toned('dim', '(base64url SHA-256 of the canonical JSON arguments)'));
   row('flow', `id ${claims.flow.id}, round ${claims.flow.round} of at most ${maxRounds}`);
   row('state id', claims.jti);
   row('issued', when(claims.iat, now));
   row('expires', `${when(claims.exp, now)}, lifetime ${duration(claims.exp - claims.iat)}`);
-  row('deadline', `${when(claims.flow.deadline, now)} ${s.dim('(flow deadline)')}`);
+  row('deadline', `${when(claims.flow.deadline, now)} `, toned('dim', '(flow deadline)'));
   const dataJson = canonicalJson(claims.data);
-  row('data', withData ? dataJson : `${Buffer.byteLength(dataJson)} bytes of JSON ${s.dim('(--data shows it)')}`);
+  if (withData) row('data', dataJson);
+  else row('data', `${Buffer.byteLength(dataJson)} bytes of JSON `, toned('dim', '(--data shows it)'));
 }

@@ -41,13 +41,42 @@ export function style(enabled: boolean): Style {
   return { ok: wrap(32, 39), warn: wrap(33, 39), fail: wrap(31, 39), dim: wrap(2, 22), bold: wrap(1, 22) };
 }
 
+// C0 and C1 controls, DEL, the line and paragraph separators, and the bidi controls (marks, the Arabic letter
+// mark, embeddings, overrides, isolates): what can move the cursor, erase a line or reorder what a terminal shows.
+const UNSAFE_TEXT = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+// The same but the C0 controls, for JSON text: JSON.stringify escapes those inside strings, and the newlines
+// outside strings are its layout.
+const UNSAFE_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const hex = (c: string): string => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+
+/**
+ * Text that came from outside (a token, a header, a store's reply or error, the environment, an option) made
+ * safe to print: every control and bidi character, a newline too, becomes a visible `\uXXXX`. One pass, linear.
+ */
+export function escapeText(text: string): string {
+  return text.replace(UNSAFE_TEXT, hex);
+}
+
+/** A piece of a line of terminal output: plain text, or text in one of the {@link Style}'s tones. */
+export type Piece = string | { tone: keyof Style; text: string };
+
+/** Text in a tone of the {@link Style}, for {@link render}. */
+export const toned = (tone: keyof Style, text: string): Piece => ({ tone, text });
+
+/**
+ * The one way a line reaches the terminal: every piece is escaped ({@link escapeText}), then coloured, so the only
+ * escape sequences written are the Style's own colours, never one that came with the text.
+ */
+export function render(s: Style, ...pieces: Piece[]): string {
+  return pieces.map((p) => (typeof p === 'string' ? escapeText(p) : s[p.tone](escapeText(p.text)))).join('');
+}
+
 export type Status = 'ok' | 'warn' | 'fail' | 'info';
 
-/** One `ok`/`warn`/`fail` line, the status padded to a column. */
+/** One `ok`/`warn`/`fail` line, the status padded to a column; the name and detail are escaped ({@link render}). */
 export function statusLine(s: Style, status: Status, name: string, detail: string): string {
-  const label = status.padEnd(4);
-  const coloured = status === 'ok' ? s.ok(label) : status === 'warn' ? s.warn(label) : status === 'fail' ? s.fail(label) : s.dim(label);
-  return `${coloured}  ${name.padEnd(14)} ${detail}`;
+  const tone = status === 'info' ? 'dim' : status;
+  return render(s, toned(tone, status.padEnd(4)), '  ', escapeText(name).padEnd(14), ' ', detail);
 }
 
 /** `util.parseArgs` with usage errors as `UsageError` (exit 2) instead of a thrown TypeError. */
@@ -98,9 +127,12 @@ export function readStream(stream: NodeJS.ReadableStream): Promise<string> {
   });
 }
 
-/** Writes a JSON document (one line per value, 2-space indent) to stdout. */
+/**
+ * Writes a JSON document (one line per value, 2-space indent) to stdout. C1 controls, DEL, U+2028/2029 and the bidi
+ * controls, which JSON.stringify leaves raw, are written as `\uXXXX` escapes too: the same JSON value.
+ */
 export function writeJson(io: Io, value: unknown): void {
-  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  io.stdout.write(`${JSON.stringify(value, null, 2).replace(UNSAFE_JSON, hex)}\n`);
 }
 
 /** A string option's value (`undefined` when absent). */
