@@ -1,4 +1,4 @@
-import { MrtrError, type ReplayStore } from '@mrtr/core';
+import { type ClaimResult, MrtrError, type ReplayStore } from '@mrtr/core';
 import { base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Options shared by both dialects. */
@@ -53,6 +53,12 @@ export interface SqlStoreCommonOptions {
    * `ERR_STORE_UNAVAILABLE` (a backlog that could not be served within the deadline anyway). @default 16384
    */
   maxQueued?: number;
+  /**
+   * Largest outcome `record` keeps, in UTF-8 bytes (a sealed response for identical retries, stored in the
+   * row's `outcome` column until the id expires). A larger one is recorded as `''` ("done, not kept": its
+   * retries are replays) and `record` resolves `false`. `0` keeps none. @default 65536
+   */
+  maxOutcomeBytes?: number;
 }
 
 /** A replay store on a SQL table. */
@@ -67,7 +73,23 @@ export interface SqlReplayStore extends ReplayStore {
    * Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never resolves `true` then).
    */
   consume(id: string, expiresAtMs: number): Promise<boolean>;
-  /** Creates the table and its expiry index when missing. Idempotent and safe to run concurrently. */
+  /**
+   * `consume` that keeps `fingerprint` with the id (same ledger, same atomic upsert, an expired row is taken
+   * over): `first` when this call took the id; else how it is held — `pending` (same fingerprint, no outcome
+   * yet), `recorded` (same fingerprint, with its outcome), `replayed` (taken by `consume`, another fingerprint,
+   * or an outcome recorded as not kept). Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never
+   * resolves `first` then).
+   */
+  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  /**
+   * Stores `outcome` for an id held by `claim` with this `fingerprint`, with no outcome yet and not expired:
+   * one `UPDATE`; `true` when stored. An outcome over `maxOutcomeBytes` (or one the database cannot hold
+   * unchanged: NUL characters, lone surrogates) is recorded as `''` and resolves `false`, as does `''` itself.
+   */
+  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  /** Largest outcome `record` keeps, in UTF-8 bytes. */
+  readonly maxOutcomeBytes: number;
+  /** Creates the table, its columns and its expiry index when missing. Idempotent and safe to run concurrently. */
   ensureSchema(): Promise<void>;
   /** Deletes expired rows (all namespaces), bounded by `purgeBatchSize × purgeMaxBatches`; resolves the count. */
   purge(): Promise<number>;
@@ -79,6 +101,8 @@ export const DEFAULT_TABLE = 'mrtr_replay';
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 const MAX_ID_BYTES = 1024;
 const MAX_NAMESPACE_BYTES = 256;
+const MAX_FINGERPRINT_BYTES = 256;
+const DEFAULT_MAX_OUTCOME_BYTES = 65_536;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** Validates an SQL identifier against a strict pattern and returns it double-quoted. */
@@ -103,15 +127,75 @@ export function checkNamespace(label: string, value: unknown): string {
   return value === undefined ? '' : checkKeyText(`${label}: namespace`, value, MAX_NAMESPACE_BYTES, true);
 }
 
-/** Argument checks of `consume`; misuse is a TypeError/RangeError, never a store error. */
-export function checkConsumeArgs(id: unknown, expiresAtMs: unknown): number {
-  checkKeyText('consume: id', id, MAX_ID_BYTES, false);
-  if (typeof expiresAtMs !== 'number') throw new TypeError('consume: expiresAtMs must be a number (epoch ms)');
-  if (!Number.isFinite(expiresAtMs)) throw new RangeError('consume: expiresAtMs must be finite');
+/** Argument checks of `consume` (and `claim`); misuse is a TypeError/RangeError, never a store error. */
+export function checkConsumeArgs(id: unknown, expiresAtMs: unknown, op: 'consume' | 'claim' = 'consume'): number {
+  checkKeyText(`${op}: id`, id, MAX_ID_BYTES, false);
+  if (typeof expiresAtMs !== 'number') throw new TypeError(`${op}: expiresAtMs must be a number (epoch ms)`);
+  if (!Number.isFinite(expiresAtMs)) throw new RangeError(`${op}: expiresAtMs must be finite`);
   const rounded = Math.ceil(expiresAtMs);
-  if (!Number.isSafeInteger(rounded)) throw new RangeError('consume: expiresAtMs is out of range');
+  if (!Number.isSafeInteger(rounded)) throw new RangeError(`${op}: expiresAtMs is out of range`);
   return rounded;
 }
+
+/** Argument checks of `claim`: those of `consume` plus a fingerprint (non-empty, at most 256 UTF-8 bytes). */
+export function checkClaimArgs(id: unknown, expiresAtMs: unknown, fingerprint: unknown): number {
+  const expires = checkConsumeArgs(id, expiresAtMs, 'claim');
+  checkKeyText('claim: fingerprint', fingerprint, MAX_FINGERPRINT_BYTES, false);
+  return expires;
+}
+
+/**
+ * Argument checks of `record`; returns the text to store: `outcome` itself, or `''` ("done, not kept") when it
+ * is over `maxBytes` UTF-8 bytes or would not come back unchanged (a NUL character, which PostgreSQL's `text`
+ * cannot hold, or a lone surrogate, which UTF-8 encoding replaces).
+ */
+export function checkRecordArgs(id: unknown, fingerprint: unknown, outcome: unknown, maxBytes: number): string {
+  checkKeyText('record: id', id, MAX_ID_BYTES, false);
+  checkKeyText('record: fingerprint', fingerprint, MAX_FINGERPRINT_BYTES, false);
+  if (typeof outcome !== 'string') throw new TypeError('record: outcome must be a string');
+  // A string has between 1 and 3 UTF-8 bytes per UTF-16 code unit: count the bytes only when that leaves doubt.
+  if (outcome.length > maxBytes) return '';
+  if (outcome.length * 3 > maxBytes && Buffer.byteLength(outcome, 'utf8') > maxBytes) return '';
+  if (outcome.includes('\u0000') || LONE_SURROGATE.test(outcome)) return '';
+  return outcome;
+}
+
+export function maxOutcomeBytesOption(label: string, options: SqlStoreCommonOptions): number {
+  return intOption(`${label}: maxOutcomeBytes`, options.maxOutcomeBytes, DEFAULT_MAX_OUTCOME_BYTES, 0, 67_108_864);
+}
+
+/** A row as `claim` and its lookups read it. */
+export interface HeldRow {
+  owner?: unknown;
+  fp?: unknown;
+  outcome?: unknown;
+  expires_at?: unknown;
+}
+
+const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
+export const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
+export const FIRST: ClaimResult = Object.freeze({ status: 'first' });
+
+/**
+ * How a live row that this claim did not take is held: taken by `consume` (no fingerprint) or with another
+ * fingerprint → replayed; same fingerprint and no outcome yet → pending; outcome `''` (done, not kept) →
+ * replayed; else recorded with the outcome.
+ */
+export function heldStatus(row: HeldRow, fingerprint: string): ClaimResult {
+  if (typeof row.fp !== 'string' || row.fp !== fingerprint) return REPLAYED;
+  if (row.outcome === null || row.outcome === undefined) return PENDING;
+  if (typeof row.outcome !== 'string' || row.outcome === '') return REPLAYED;
+  return { status: 'recorded', outcome: row.outcome };
+}
+
+/** Whether a row read back is live at `t` (an expired row counts as absent, as for `consume`). */
+export const isLive = (row: HeldRow | undefined, t: number): row is HeldRow => row !== undefined && Number(row.expires_at) >= t;
+
+/** Tries of one `claim` whose upsert found a row that its read did not (concurrently removed or taken over). */
+export const CLAIM_TRIES = 3;
+
+export const unsettledClaimError = (): MrtrError =>
+  new StoreUnavailableError({ cause: new Error(`claim: the row changed under ${CLAIM_TRIES} tries in a row; not claimed`) });
 
 export function intOption(label: string, value: unknown, fallback: number, min: number, max: number): number {
   if (value === undefined) return fallback;

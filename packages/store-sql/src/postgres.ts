@@ -1,23 +1,34 @@
 import { createHash } from 'node:crypto';
+import type { ClaimResult } from '@mrtr/core';
 import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import {
   boolOption,
+  CLAIM_TRIES,
+  checkClaimArgs,
   checkConsumeArgs,
   checkNamespace,
+  checkRecordArgs,
   DEFAULT_TABLE,
+  FIRST,
   fnOption,
   GroupCommit,
   groupCommitSettings,
+  type HeldRow,
+  heldStatus,
   intOption,
+  isLive,
+  maxOutcomeBytesOption,
   once,
   ownerValue,
   ownerValues,
   purgeSettings,
   quoteIdentifier,
+  REPLAYED,
   type SqlReplayStore,
   type SqlStoreCommonOptions,
   startPurgeTimer,
   toStoreError,
+  unsettledClaimError,
   type Waiter,
 } from './common.js';
 import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
@@ -109,7 +120,8 @@ const LOCK_CLASS = 0x6d727472;
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
  * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement
  * that also writes a random owner value only that call knows; a consume whose reply is lost asks once
- * (`SELECT owner`) whether the row is its own before it fails.
+ * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`):
+ * the same upsert keeping a fingerprint, read back in the same statement, and one `UPDATE` of the outcome.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -140,6 +152,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
   const prepared = boolOption(`${label}: preparedStatements`, options.preparedStatements, true);
+  const maxOutcomeBytes = maxOutcomeBytesOption(label, options);
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
   // How long the client waits for the reply to a consume statement it has sent: longer than the
   // server's own statement_timeout, so that by then the server has committed or cancelled it and the
@@ -159,9 +172,12 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   // lock but measured about a quarter slower per fresh id in a CPU-bound ad-hoc run.)
   // Each consume also writes `owner`, a random value only it knows: if its reply is lost, one SELECT
   // tells whether the row is its own (→ true), someone else's (→ false), or still unknown (→ error).
+  // Taking over an expired row clears what a `claim` kept with it (fingerprint, outcome): the id is now held
+  // by a plain consume, and its old outcome is gone with the old row.
+  const takeOver = 'expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner, fp = NULL, outcome = NULL';
   const consumeSql =
     `INSERT INTO ${table} AS t (ns, id, expires_at, owner) VALUES ($1, $2, $3, $5) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner WHERE t.expires_at < $4`;
+    `ON CONFLICT (ns, id) DO UPDATE SET ${takeOver} WHERE t.expires_at < $4`;
   const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
   // Group commit: the same upsert for a batch of distinct ids (sorted, so two batches of different
   // stores that share ids take their row locks in one order and cannot deadlock). RETURNING lists the
@@ -170,9 +186,26 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const batchSql =
     `INSERT INTO ${table} AS t (ns, id, expires_at, owner) SELECT $1::text, u.id, u.expires_at, u.owner ` +
     'FROM unnest($2::text[], $3::bigint[], $4::text[]) AS u(id, expires_at, owner) ' +
-    'ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner WHERE t.expires_at < $5 ' +
+    `ON CONFLICT (ns, id) DO UPDATE SET ${takeOver} WHERE t.expires_at < $5 ` +
     'RETURNING t.id';
   const ownersSql = `SELECT id, owner, expires_at FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
+  // claim: the consume upsert that also keeps the fingerprint (and clears an expired row's outcome), and in the
+  // same statement the row it conflicted with when it took nothing. The SELECT reads the statement's snapshot:
+  // a row that a concurrent transaction inserted or took over and committed after the snapshot was taken (the
+  // upsert waited for it, then found it live) is missing from it, or still shows the old expired version; the
+  // claim then runs the statement again (CLAIM_TRIES at most, then it fails closed), never answering `first`
+  // for a row it did not write. One row comes back: `first`, or the fingerprint and outcome of the live row.
+  const claimSql =
+    `WITH ins AS (INSERT INTO ${table} AS t (ns, id, expires_at, owner, fp) VALUES ($1, $2, $3, $5, $6) ` +
+    'ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner, fp = EXCLUDED.fp, outcome = NULL ' +
+    'WHERE t.expires_at < $4 RETURNING 1) ' +
+    'SELECT true AS first, NULL::text AS fp, NULL::text AS outcome, NULL::bigint AS expires_at FROM ins ' +
+    `UNION ALL SELECT false, r.fp, r.outcome, r.expires_at FROM ${table} AS r WHERE r.ns = $1 AND r.id = $2 AND NOT EXISTS (SELECT 1 FROM ins)`;
+  // record: only the claim's own fingerprint, only once, only while the id is live.
+  const recordSql =
+    `UPDATE ${table} SET outcome = $4 WHERE ns = $1 AND id = $2 AND fp = $3 AND outcome IS NULL AND expires_at >= $5`;
+  // What a claim or record whose reply was lost asks.
+  const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
   // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
   const purgeSql =
@@ -186,20 +219,35 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const ownerQuery = named(ownerSql);
   const batchQuery = named(batchSql);
   const ownersQuery = named(ownersSql);
+  const claimQuery = named(claimSql);
+  const recordQuery = named(recordSql);
+  const rowQuery = named(rowSql);
   const groupCommit = groupCommitSettings(label, options);
   // What ensureSchema() looks up before it changes anything: reading the catalog takes no lock on the
   // table, whereas ALTER TABLE … IF NOT EXISTS / CREATE INDEX IF NOT EXISTS lock it even when nothing is
   // missing, and a lock request queued behind any reader (pg_dump, an idle transaction) holds up every
   // consume of every instance behind it.
+  // Columns added after the first version, in the order they came: `owner` (lost replies), `fp` and `outcome`
+  // (outcome recording). All nullable text without a default: adding them is a catalog-only change.
+  const addedColumns = ['owner', 'fp', 'outcome'] as const;
   const catalogSql =
     'SELECT c.oid IS NOT NULL AS has_table, ' +
-    "EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'owner' AND a.attnum > 0 AND NOT a.attisdropped) AS has_owner, " +
+    addedColumns
+      .map(
+        (column) =>
+          `EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = '${column}' AND a.attnum > 0 AND NOT a.attisdropped) AS has_${column}, `,
+      )
+      .join('') +
     'EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $2) AS has_index ' +
     'FROM (SELECT to_regclass($1::text)::oid AS oid) AS c';
   const catalogValues = [table, `${tableName}_expires_at_idx`];
-  const createTableSql = `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`;
-  // Tables created by earlier versions have no owner column (PostgreSQL ≥ 9.6; a metadata-only change).
-  const addOwnerSql = `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS owner text`;
+  const createTableSql =
+    `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, ` +
+    'PRIMARY KEY (ns, id))';
+  // A table created by an earlier version lacks some of them (PostgreSQL ≥ 9.6): one ALTER TABLE adds
+  // exactly the missing ones.
+  const addColumnsSql = (missing: readonly string[]) =>
+    `ALTER TABLE ${table} ${missing.map((column) => `ADD COLUMN IF NOT EXISTS ${column} text`).join(', ')}`;
   const createIndexSql = `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`;
 
   let closed = false;
@@ -232,11 +280,12 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const bounded = <T>(work: Promise<T>): Promise<T> =>
     withDeadline(work, deadlineMs, () => new StoreUnavailableError({ cause: new Error('replay store deadline exceeded') }));
 
-  type Catalog = { has_table?: unknown; has_owner?: unknown; has_index?: unknown };
+  type Catalog = Record<string, unknown>;
   const readCatalog = async (run: (config: PgQueryConfigLike) => Promise<PgQueryResultLike>): Promise<Catalog> =>
     ((await run({ text: catalogSql, values: catalogValues, query_timeout: replyWaitMs })).rows[0] ?? {}) as Catalog;
+  const missingColumns = (catalog: Catalog): string[] => addedColumns.filter((column) => catalog[`has_${column}`] !== true);
   const complete = (catalog: Catalog): boolean =>
-    catalog.has_table === true && catalog.has_owner === true && catalog.has_index === true;
+    catalog.has_table === true && missingColumns(catalog).length === 0 && catalog.has_index === true;
 
   const runEnsureSchema = async (): Promise<void> => {
     const pool = await poolReady.get();
@@ -263,8 +312,9 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
       await query({ text: `SET LOCAL lock_timeout = ${lockTimeoutMs}`, query_timeout: replyWaitMs });
       // Another instance may have finished while this one waited for the advisory lock.
       const catalog = await readCatalog(query);
+      const missing = missingColumns(catalog);
       if (catalog.has_table !== true) await query({ text: createTableSql, query_timeout: replyWaitMs });
-      if (catalog.has_owner !== true) await query({ text: addOwnerSql, query_timeout: replyWaitMs });
+      else if (missing.length > 0) await query({ text: addColumnsSql(missing), query_timeout: replyWaitMs });
       if (catalog.has_index !== true) await query({ text: createIndexSql, query_timeout: replyWaitMs });
       await query({ text: 'COMMIT', query_timeout: replyWaitMs });
     } catch (error) {
@@ -569,6 +619,96 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     });
   };
 
+  /**
+   * One claim statement: `first`, how the live row is held, or `undefined` when the statement's snapshot
+   * did not show the row its upsert conflicted with (see claimSql: run it again).
+   */
+  const runClaim = async (id: string, expires: number, fingerprint: string, mine: string): Promise<ClaimResult | undefined> => {
+    const t = Math.floor(now());
+    const result = await send({ ...claimQuery, values: [namespace, id, expires, t, mine, fingerprint] }, deadlineMs);
+    const row = result.rows[0] as (HeldRow & { first?: unknown }) | undefined;
+    if (row?.first === true) return FIRST;
+    return isLive(row, t) ? heldStatus(row, fingerprint) : undefined;
+  };
+
+  /** A row read on a connection of its own, under the same bounds (after a lost reply). */
+  const readRow = async (id: string): Promise<HeldRow | undefined> =>
+    (await bounded(queryOnConnection({ ...rowQuery, values: [namespace, id], query_timeout: statementTimeoutMs }))).rows[0] as
+      | HeldRow
+      | undefined;
+
+  /**
+   * A claim whose reply was lost, asked once like a consume: the row holds this call's owner → `first`; a live
+   * row of another → how it is held; no row, an expired one or no answer → the original failure.
+   */
+  const resolveLostClaim = async (id: string, fingerprint: string, mine: string, original: unknown): Promise<ClaimResult> => {
+    let row: HeldRow | undefined;
+    try {
+      row = await readRow(id);
+    } catch {
+      throw toStoreError(original);
+    }
+    if (row !== undefined && row.owner === mine) return FIRST;
+    if (isLive(row, Math.floor(now()))) return heldStatus(row, fingerprint);
+    throw toStoreError(original);
+  };
+
+  /**
+   * A claim whose expiry is not in the future: as for consume, such an id cannot be remembered, so it is never
+   * a first use and nothing is written; a live row of the id still answers how it is held (read only).
+   */
+  const claimExpired = async (id: string, fingerprint: string): Promise<ClaimResult> => {
+    try {
+      const row = (await send({ ...rowQuery, values: [namespace, id] }, deadlineMs)).rows[0] as HeldRow | undefined;
+      return isLive(row, Math.floor(now())) ? heldStatus(row, fingerprint) : REPLAYED;
+    } catch (error) {
+      throw toStoreError(error instanceof Unsent ? error.error : error);
+    }
+  };
+
+  /** Not part of group commit (claims are per round, far rarer than consumes): one statement of its own. */
+  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
+    assertOpen();
+    if (expires <= now()) return claimExpired(id, fingerprint);
+    for (let attempt = 0; attempt < CLAIM_TRIES; attempt++) {
+      const mine = ownerValue();
+      let found: ClaimResult | undefined;
+      try {
+        found = await runClaim(id, expires, fingerprint, mine);
+      } catch (error) {
+        if (error instanceof Unsent) throw toStoreError(error.error);
+        if (isServerError(error) || closed) throw toStoreError(error);
+        return resolveLostClaim(id, fingerprint, mine, error);
+      }
+      if (found !== undefined) return found;
+    }
+    throw unsettledClaimError();
+  };
+
+  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
+    assertOpen();
+    try {
+      const result = await send({ ...recordQuery, values: [namespace, id, fingerprint, stored, Math.floor(now())] }, deadlineMs);
+      return result.rowCount === 1 && stored !== '';
+    } catch (error) {
+      if (error instanceof Unsent) throw toStoreError(error.error);
+      if (isServerError(error) || closed) throw toStoreError(error);
+      // Lost reply: this outcome on the row → it was stored; a row that this update cannot have changed
+      // (another fingerprint, another outcome) → false; anything else is unknown → the original failure.
+      let row: HeldRow | undefined;
+      try {
+        row = await readRow(id);
+      } catch {
+        throw toStoreError(error);
+      }
+      if (row !== undefined && row.fp === fingerprint && row.outcome === stored) return stored !== '';
+      if (row !== undefined && (row.fp !== fingerprint || (row.outcome !== null && row.outcome !== undefined))) return false;
+      throw toStoreError(error);
+    }
+  };
+
   const runPurge = async (): Promise<number> => {
     assertOpen();
     const pool = await ready();
@@ -600,7 +740,10 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   return {
     dialect: 'postgres',
     table,
+    maxOutcomeBytes,
     consume,
+    claim,
+    record,
     async ensureSchema() {
       assertOpen();
       try {

@@ -1,23 +1,33 @@
-import { MrtrError } from '@mrtr/core';
+import { type ClaimResult, MrtrError } from '@mrtr/core';
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import {
   boolOption,
+  CLAIM_TRIES,
+  checkClaimArgs,
   checkConsumeArgs,
   checkNamespace,
+  checkRecordArgs,
   DEFAULT_TABLE,
+  FIRST,
   fnOption,
   GroupCommit,
   groupCommitSettings,
+  type HeldRow,
+  heldStatus,
   intOption,
+  isLive,
+  maxOutcomeBytesOption,
   once,
   ownerValue,
   ownerValues,
   purgeSettings,
   quoteIdentifier,
+  REPLAYED,
   type SqlReplayStore,
   type SqlStoreCommonOptions,
   startPurgeTimer,
   toStoreError,
+  unsettledClaimError,
   type Waiter,
 } from './common.js';
 import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
@@ -102,6 +112,7 @@ function synchronousOption(label: string, value: unknown): 'full' | 'normal' {
  * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
  * when this factory is used). Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE
  * expired` statement (with a random owner value, like the PostgreSQL store); its change count is the answer.
+ * It records outcomes too (`claim`, `record`), like the PostgreSQL store.
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const label = 'createSqliteStore';
@@ -128,23 +139,38 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
   const groupCommit = groupCommitSettings(label, options);
+  const maxOutcomeBytes = maxOutcomeBytesOption(label, options);
 
   // SQLite runs one write at a time (per database file, across processes), so the upsert is atomic:
   // it inserts a new id, takes over an expired row, or changes nothing (a live duplicate). The
   // change count says which; it is cheaper than RETURNING and needs only SQLite ≥ 3.24.
-  // `owner` is a random value only the writing consume knows (see resolveLost).
+  // `owner` is a random value only the writing consume knows (see resolveLost). Taking over an expired row
+  // clears what a claim kept with it (fingerprint, outcome).
   const consumeSql =
     `INSERT INTO ${table} (ns, id, expires_at, owner) VALUES (?, ?, ?, ?) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner WHERE ${table}.expires_at < ?`;
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner, fp = NULL, outcome = NULL ` +
+    `WHERE ${table}.expires_at < ?`;
   const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
+  // claim: the same upsert keeping the fingerprint; when it changed nothing, the live row is read next (in the
+  // same synchronous call: no other statement of this connection runs in between).
+  const claimSql =
+    `INSERT INTO ${table} (ns, id, expires_at, owner, fp) VALUES (?, ?, ?, ?, ?) ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner, fp = excluded.fp, outcome = NULL ` +
+    `WHERE ${table}.expires_at < ?`;
+  const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
+  const recordSql = `UPDATE ${table} SET outcome = ? WHERE ns = ? AND id = ? AND fp = ? AND outcome IS NULL AND expires_at >= ?`;
   const purgeSql =
     `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
-  const schemaSql =
-    `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, PRIMARY KEY (ns, id));` +
-    `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at);`;
-  // Tables created by earlier versions have no owner column (SQLite has no ADD COLUMN IF NOT EXISTS).
+  const createTableSql =
+    `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, fp TEXT, outcome TEXT, ` +
+    'PRIMARY KEY (ns, id))';
+  const createIndexSql = `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`;
+  // Columns added after the first version (`owner`; `fp` and `outcome` for outcome recording): a table created
+  // by an earlier version lacks some. SQLite has no ADD COLUMN IF NOT EXISTS, so the catalog says which.
+  const addedColumns = ['owner', 'fp', 'outcome'] as const;
   const tableInfoSql = `PRAGMA table_info(${table})`;
-  const addOwnerSql = `ALTER TABLE ${table} ADD COLUMN owner TEXT`;
+  const indexSql = "SELECT 1 AS found FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE AND tbl_name = ? COLLATE NOCASE";
+  const addColumnSql = (column: string) => `ALTER TABLE ${table} ADD COLUMN ${column} TEXT`;
 
   let closed = false;
   let owned: SqliteDatabaseLike | undefined;
@@ -164,15 +190,30 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     return db;
   });
 
+  /** What exists of the schema, read from the catalog (no write lock). */
+  const readCatalog = (db: SqliteDatabaseLike) => {
+    const columns = new Set((db.prepare(tableInfoSql) as unknown as { all(): { name: string }[] }).all().map((column) => column.name));
+    return {
+      table: columns.size > 0,
+      missing: addedColumns.filter((column) => !columns.has(column)),
+      index: db.prepare(indexSql).get(`${tableName}_expires_at_idx`, tableName) !== undefined,
+    };
+  };
+
   const runEnsureSchema = async (): Promise<void> => {
     const db = await dbReady.get();
+    // Nothing missing (every start but the first): no DDL and no write lock.
+    const found = readCatalog(db);
+    if (found.table && found.missing.length === 0 && found.index) return;
     // BEGIN IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two processes
     // creating the schema at once run one after the other.
     db.exec('BEGIN IMMEDIATE');
     try {
-      db.exec(schemaSql);
-      const columns = (db.prepare(tableInfoSql) as unknown as { all(): { name: string }[] }).all();
-      if (!columns.some((column) => column.name === 'owner')) db.exec(addOwnerSql);
+      // Another process may have finished while this one waited for the lock.
+      const catalog = readCatalog(db);
+      if (!catalog.table) db.exec(createTableSql);
+      else for (const column of catalog.missing) db.exec(addColumnSql(column));
+      if (!catalog.index) db.exec(createIndexSql);
       db.exec('COMMIT');
     } catch (error) {
       try {
@@ -191,6 +232,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     consume: SqliteStatementLike;
     purge: SqliteStatementLike;
     owner: SqliteStatementLike;
+    claim: SqliteStatementLike;
+    row: SqliteStatementLike;
+    record: SqliteStatementLike;
     begin: SqliteStatementLike;
     commit: SqliteStatementLike;
     rollback: SqliteStatementLike;
@@ -205,6 +249,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
         consume: db.prepare(consumeSql),
         purge: db.prepare(purgeSql),
         owner: db.prepare(ownerSql),
+        claim: db.prepare(claimSql),
+        row: db.prepare(rowSql),
+        record: db.prepare(recordSql),
         // BEGIN IMMEDIATE takes the write lock first (waiting up to busy_timeout): the batch cannot
         // fail half-way on a lock held by another process.
         begin: db.prepare('BEGIN IMMEDIATE'),
@@ -349,6 +396,86 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     }
   };
 
+  /**
+   * One claim: the upsert, then (when it changed nothing) the row it met. Synchronous from the upsert to the
+   * read, so no statement of this connection comes in between; another process can still remove or take over
+   * the row in between (its clock saw it expired), and then the claim runs again (CLAIM_TRIES at most, then it
+   * fails closed), never answering `first` for a row it did not write.
+   */
+  const claimOne = (prepared: Statements, id: string, expires: number, fingerprint: string): ClaimResult => {
+    for (let attempt = 0; attempt < CLAIM_TRIES; attempt++) {
+      const mine = ownerValue();
+      const t = Math.floor(now());
+      let changes: number;
+      try {
+        changes = prepared.claim.run(namespace, id, expires, mine, fingerprint, t).changes;
+      } catch (error) {
+        if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
+        // A wrapped database failing after the write: asked once, as for a consume.
+        let row: HeldRow | undefined;
+        try {
+          row = prepared.row.get(namespace, id) as HeldRow | undefined;
+        } catch {
+          throw toStoreError(error);
+        }
+        if (row !== undefined && row.owner === mine) return FIRST;
+        if (isLive(row, Math.floor(now()))) return heldStatus(row, fingerprint);
+        throw toStoreError(error);
+      }
+      if (changes > 0) return FIRST;
+      const row = prepared.row.get(namespace, id) as HeldRow | undefined;
+      if (isLive(row, t)) return heldStatus(row, fingerprint);
+    }
+    throw unsettledClaimError();
+  };
+
+  /** Not part of group commit (claims are per round, far rarer than consumes): one statement of its own. */
+  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
+    assertOpen();
+    try {
+      const prepared = statements ?? (await ready());
+      assertOpen();
+      // As for consume: an id already past its expiry cannot be remembered, so it is never a first use and
+      // nothing is written; a live row of the id still answers how it is held (read only).
+      if (expires <= now()) {
+        const row = prepared.row.get(namespace, id) as HeldRow | undefined;
+        return isLive(row, Math.floor(now())) ? heldStatus(row, fingerprint) : REPLAYED;
+      }
+      return claimOne(prepared, id, expires, fingerprint);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  };
+
+  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
+    assertOpen();
+    let prepared: Statements;
+    try {
+      prepared = statements ?? (await ready());
+      assertOpen();
+    } catch (error) {
+      throw toStoreError(error);
+    }
+    try {
+      return prepared.record.run(stored, namespace, id, fingerprint, Math.floor(now())).changes > 0 && stored !== '';
+    } catch (error) {
+      if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw toStoreError(error);
+      // A wrapped database failing after the write: this outcome on the row → stored; a row this update cannot
+      // have changed → false; else unknown.
+      let row: HeldRow | undefined;
+      try {
+        row = prepared.row.get(namespace, id) as HeldRow | undefined;
+      } catch {
+        throw toStoreError(error);
+      }
+      if (row !== undefined && row.fp === fingerprint && row.outcome === stored) return stored !== '';
+      if (row !== undefined && (row.fp !== fingerprint || (row.outcome !== null && row.outcome !== undefined))) return false;
+      throw toStoreError(error);
+    }
+  };
+
   const runPurge = async (): Promise<number> => {
     assertOpen();
     const { purge: statement } = await ready();
@@ -375,7 +502,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   return {
     dialect: 'sqlite',
     table,
+    maxOutcomeBytes,
     consume,
+    claim,
+    record,
     async ensureSchema() {
       assertOpen();
       try {

@@ -151,16 +151,24 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
       await reader.query('ROLLBACK');
     });
 
-    it('a missing owner column or expiry index is still created, and only what is missing', async () => {
+    it('missing columns or a missing expiry index are still created, and only what is missing (one ALTER TABLE for all missing columns)', async () => {
+      // 0.1: no owner, fp or outcome.
       const noOwner = newTable('lkold');
       await admin.query(`CREATE TABLE "${noOwner}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
       await admin.query(`CREATE INDEX "${noOwner}_expires_at_idx" ON "${noOwner}" (expires_at)`);
+      // Before outcome recording: owner, no fp or outcome.
+      const noOutcome = newTable('lknofp');
+      await admin.query(
+        `CREATE TABLE "${noOutcome}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
+      );
+      await admin.query(`CREATE INDEX "${noOutcome}_expires_at_idx" ON "${noOutcome}" (expires_at)`);
       const noIndex = newTable('lknoix');
       await admin.query(
-        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
+        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, PRIMARY KEY (ns, id))`,
       );
       for (const [table, missing] of [
         [noOwner, 'ALTER'],
+        [noOutcome, 'ALTER'],
         [noIndex, 'CREATE INDEX'],
       ] as const) {
         const { pool, texts } = recorded(barePool());
@@ -170,7 +178,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         expect(ddl).toHaveLength(1);
         expect(ddl[0]?.startsWith(missing)).toBe(true);
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'id', 'ns', 'owner']);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'fp', 'id', 'ns', 'outcome', 'owner']);
         const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
         expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
         expect(await store.consume('works', Date.now() + 60_000)).toBe(true);
@@ -183,7 +191,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
       it(`DDL that waits for a lock (missing ${missing}) gives up after lockTimeoutMs with an error that says so, instead of hanging; writes keep flowing`, async () => {
         const table = newTable('lkddl');
         await admin.query(
-          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text'}, PRIMARY KEY (ns, id))`,
+          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text, fp text, outcome text'}, PRIMARY KEY (ns, id))`,
         );
         if (missing === 'owner column') await admin.query(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
         const other = await holder();
@@ -206,7 +214,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         await other.query('ROLLBACK');
         await within(starting.ensureSchema(), 'ensureSchema once the lock is gone');
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'id', 'ns', 'owner']);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'fp', 'id', 'ns', 'outcome', 'owner']);
         const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
         expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
         expect(await starting.consume('after', Date.now() + 60_000)).toBe(true);
