@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MrtrError, type ReplayStore } from '@mrtr/core';
+import { type ClaimResult, MrtrError, type ReplayStore } from '@mrtr/core';
 import { base64urlEncode, ownerValues, randomBytes, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import { type Cluster, Redis, type RedisOptions, ReplyError } from 'ioredis';
 
@@ -11,9 +11,10 @@ export interface RedisStoreOptions {
    */
   url?: string | undefined;
   /**
-   * An existing ioredis `Redis` or `Cluster` instance. The store only sends `SET … NX PXAT`, `GET`, and for
-   * batches `EVALSHA`/`EVAL` of its one script and `MGET`, on it and never quits it: its owner closes it. Its own options (offline queue, retries) stay in force; the
-   * store bounds every command with `commandTimeoutMs` itself.
+   * An existing ioredis `Redis` or `Cluster` instance. The store only sends `SET … NX PXAT`, `GET`, for
+   * batches `EVALSHA`/`EVAL` of its batch script and `MGET`, and for `claim`/`record` `EVALSHA`/`EVAL` of
+   * their one-key scripts, on it and never quits it: its owner closes it. Its own options (offline queue,
+   * retries) stay in force; the store bounds every command with `commandTimeoutMs` itself.
    */
   client?: Redis | Cluster | undefined;
   /** Raw key prefix. Default `"mrtr:replay:"`. */
@@ -48,7 +49,7 @@ export interface RedisStoreOptions {
   /**
    * What to do at start-up when Redis reports a `maxmemory-policy` that may evict keys (`allkeys-*` or
    * `volatile-*`: every key of this store has an expiry, so `volatile-*` policies target exactly them).
-   * An evicted id can be used again. `'warn'` (default) calls `onWarning`; `'refuse'` makes every consume
+   * An evicted id can be used again. `'warn'` (default) calls `onWarning`; `'refuse'` makes every consume (and claim)
    * reject `ERR_STORE_UNAVAILABLE` until a later check (on reconnect) sees a safe policy; `'off'` skips
    * the check. When `CONFIG GET` is not allowed (managed Redis, ACLs) the policy is unknown: `'warn'`
    * warns that it could not be checked, `'refuse'` refuses (set `'off'` once you have verified the
@@ -72,6 +73,13 @@ export interface RedisStoreOptions {
   maxBatchSize?: number | undefined;
   /** Most consumes waiting for a batch; one more fails closed at once with `ERR_STORE_UNAVAILABLE`. Default `16384`. */
   maxQueued?: number | undefined;
+  /**
+   * Largest outcome `record` keeps, in UTF-8 bytes (sealed outcomes are ASCII tokens, so characters). A larger
+   * one is recorded as `''`, "done, not kept": `record` resolves `false` and identical retries of that round
+   * are replays. Every kept outcome lives in Redis memory until the state's expiry. `0` keeps none.
+   * @default 65536
+   */
+  maxOutcomeBytes?: number | undefined;
 }
 
 /** Result of the start-up `maxmemory-policy` check. */
@@ -82,6 +90,18 @@ export type EvictionCheck =
 
 /** A {@link ReplayStore} on Redis. */
 export interface RedisReplayStore extends ReplayStore {
+  /**
+   * One atomic script on the id's key (the key `consume` uses): takes it with `p:<fingerprint>:<owner>` and the
+   * same expiry as `consume` if it is free, else reports how it is held. See {@link ReplayStore.claim}.
+   */
+  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  /**
+   * One atomic script on the id's key: replaces `p:<fingerprint>:…` with `d:<fingerprint>:<outcome>`, keeping
+   * the key's expiry (`KEEPTTL`). See {@link ReplayStore.record}.
+   */
+  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  /** Largest outcome kept, in bytes (see {@link RedisStoreOptions.maxOutcomeBytes}). */
+  readonly maxOutcomeBytes: number;
   /** The connection in use (owned unless it was passed in as `client`). */
   readonly client: Redis | Cluster;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
@@ -119,6 +139,38 @@ const BATCH_SCRIPT =
   "local r = {} for i = 1, #KEYS do if redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'PXAT', ARGV[2 * i], 'NX') " +
   'then r[i] = 1 else r[i] = 0 end end return r';
 const BATCH_SHA = createHash('sha1').update(BATCH_SCRIPT).digest('hex');
+
+/**
+ * `claim` on one key. ARGV: the value to write (`p:<fp>:<owner>`), the absolute expiry (ms), the pending
+ * prefix `p:<fp>:` and the done prefix `d:<fp>:`. Free key → written, `'first'`; held by this fingerprint with
+ * no outcome → `'pending'`; with a non-empty outcome → the whole stored value (`d:<fp>:<outcome>`); anything
+ * else (a `consume` owner value, another fingerprint, `d:<fp>:` = done, not kept) → `'replayed'`.
+ */
+const CLAIM_SCRIPT =
+  "local v = redis.call('GET', KEYS[1]) " +
+  "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2]) return 'first' end " +
+  "if string.sub(v, 1, #ARGV[3]) == ARGV[3] then return 'pending' end " +
+  'if #v > #ARGV[4] and string.sub(v, 1, #ARGV[4]) == ARGV[4] then return v end ' +
+  "return 'replayed'";
+const CLAIM_SHA = createHash('sha1').update(CLAIM_SCRIPT).digest('hex');
+/**
+ * `record` on one key. ARGV: the pending prefix `p:<fp>:` and the value to write (`d:<fp>:<outcome>`). Only a
+ * key held by `claim` with this fingerprint and no outcome is replaced, keeping its expiry: 1; else 0.
+ */
+const RECORD_SCRIPT =
+  "local v = redis.call('GET', KEYS[1]) " +
+  'if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return 0 end ' +
+  "redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL') return 1";
+const RECORD_SHA = createHash('sha1').update(RECORD_SCRIPT).digest('hex');
+const DEFAULT_MAX_OUTCOME_BYTES = 65_536;
+/** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
+const MAX_FINGERPRINT_LENGTH = 256;
+/** Redis's largest string (512 MiB). */
+const MAX_MAX_OUTCOME_BYTES = 512 * 1024 * 1024;
+
+const FIRST: ClaimResult = Object.freeze({ status: 'first' });
+const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
+const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
 /** Batches one store keeps in flight at once. */
 const MAX_IN_FLIGHT = 2;
 
@@ -212,6 +264,13 @@ function positiveInteger(value: number | undefined, fallback: number, name: stri
  * An `expiresAtMs` at or before this process's `Date.now()` resolves `false` without a command:
  * Redis would accept `SET … PXAT <past>` and drop the key at once, so every call would look like a
  * first use.
+ *
+ * Outcome recording (`claim`, `record`): each is one `EVALSHA` (`EVAL` on `NOSCRIPT`) of a Lua script on the
+ * id's one key — the key `consume` uses, so an id taken by either is taken for both — and so runs unchanged on
+ * a Cluster. `claim` writes `p:<fingerprint>:<owner>` with the expiry `consume` would give; `record` replaces
+ * it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done, not
+ * kept) when the outcome exceeds `maxOutcomeBytes`. A lost reply is resolved with one `GET`, as for `consume`:
+ * a claim is `first` only when the key holds this call's own owner value.
  */
 export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
   if (options === null || typeof options !== 'object') {
@@ -253,6 +312,10 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   const maxQueued = options.maxQueued ?? 16_384;
   if (!Number.isSafeInteger(maxQueued) || maxQueued < 1 || maxQueued > 1_000_000) {
     throw new RangeError('createRedisStore: maxQueued must be an integer from 1 to 1000000');
+  }
+  const maxOutcomeBytes = options.maxOutcomeBytes ?? DEFAULT_MAX_OUTCOME_BYTES;
+  if (!Number.isSafeInteger(maxOutcomeBytes) || maxOutcomeBytes < 0 || maxOutcomeBytes > MAX_MAX_OUTCOME_BYTES) {
+    throw new RangeError(`createRedisStore: maxOutcomeBytes must be an integer from 0 to ${MAX_MAX_OUTCOME_BYTES} (bytes)`);
   }
   const redisOptions = options.redisOptions ?? {};
   if (redisOptions === null || typeof redisOptions !== 'object') {
@@ -397,17 +460,18 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
 
   const isCluster = (client as { isCluster?: unknown }).isCluster === true;
 
-  const runScript = async (args: (string | number)[], count: number): Promise<unknown> => {
+  const evalScript = async (script: string, sha: string, args: (string | number)[], count: number): Promise<unknown> => {
     try {
-      return await bounded(commands.evalsha(BATCH_SHA, count, ...args));
+      return await bounded(commands.evalsha(sha, count, ...args));
     } catch (error) {
       // Not cached on this server (first use, a restart, SCRIPT FLUSH): nothing ran; EVAL loads it.
       if (error instanceof ReplyError && String((error as Error).message).startsWith('NOSCRIPT')) {
-        return bounded(commands.eval(BATCH_SCRIPT, count, ...args));
+        return bounded(commands.eval(script, count, ...args));
       }
       throw error;
     }
   };
+  const runScript = (args: (string | number)[], count: number): Promise<unknown> => evalScript(BATCH_SCRIPT, BATCH_SHA, args, count);
 
   /**
    * {@link resolveLost} for a script call whose reply is lost or that failed part-way: one `MGET` (one
@@ -619,6 +683,134 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     }
   };
 
+  // Outcome recording. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
+  // `p:<fp>:<owner>` and `record` turns it into `d:<fp>:<outcome>`: one key per id, so the two share the ledger.
+
+  const checkFingerprint = (fingerprint: unknown, method: string): Error | undefined => {
+    if (typeof fingerprint !== 'string' || fingerprint.length === 0 || fingerprint.includes(':')) {
+      return new TypeError(`${method}: fingerprint must be a non-empty string without ":"`);
+    }
+    if (fingerprint.length > MAX_FINGERPRINT_LENGTH) {
+      return new RangeError(`${method}: fingerprint must be at most ${MAX_FINGERPRINT_LENGTH} characters`);
+    }
+    return undefined;
+  };
+
+  /** `d:<fp>:<outcome>` with a non-empty outcome → `recorded`; else `undefined`. */
+  const recordedIn = (value: string, fp: string): ClaimResult | undefined => {
+    const done = `d:${fp}:`;
+    if (value.length > done.length && value.startsWith(done)) return { status: 'recorded', outcome: value.slice(done.length) };
+    return undefined;
+  };
+
+  const interpretClaim = (reply: unknown, fp: string): ClaimResult => {
+    if (reply === 'first') return FIRST;
+    if (reply === 'pending') return PENDING;
+    if (reply === 'replayed') return REPLAYED;
+    const recorded = typeof reply === 'string' ? recordedIn(reply, fp) : undefined;
+    if (recorded !== undefined) return recorded;
+    throw new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') });
+  };
+
+  /**
+   * The claim script may have run although its reply never arrived. One `GET` (on one connection Redis answers
+   * in order, so it sees the script if it ran): this call's own value → `first`; another value → what the
+   * script would have answered on it (someone else took the id first); no key or no answer → unknown →
+   * `ERR_STORE_UNAVAILABLE`, never `first`.
+   */
+  const resolveLostClaim = async (key: string, mine: string, fp: string, original: unknown): Promise<ClaimResult> => {
+    let stored: string | null;
+    try {
+      stored = await bounded(commands.get(key));
+    } catch {
+      return fail(original);
+    }
+    if (stored === mine) return FIRST;
+    if (typeof stored !== 'string') return fail(original);
+    if (stored.startsWith(`p:${fp}:`)) return PENDING;
+    return recordedIn(stored, fp) ?? REPLAYED;
+  };
+
+  const sendClaim = (key: string, at: number, fp: string): Promise<ClaimResult> => {
+    const mine = `p:${fp}:${base64urlEncode(randomBytes(16))}`; // a value only this claim knows
+    return evalScript(CLAIM_SCRIPT, CLAIM_SHA, [key, mine, at, `p:${fp}:`, `d:${fp}:`], 1).then(
+      (reply) => interpretClaim(reply, fp),
+      (error: unknown) => (notWritten(error) ? fail(error) : resolveLostClaim(key, mine, fp, error)),
+    );
+  };
+
+  /** A lost reply to `record`: one `GET`; the key holds exactly the value this call wrote → it was stored. */
+  const resolveLostRecord = async (key: string, value: string, kept: boolean, original: unknown): Promise<boolean> => {
+    let stored: string | null;
+    try {
+      stored = await bounded(commands.get(key));
+    } catch {
+      return fail(original);
+    }
+    return stored === value && kept;
+  };
+
+  const sendRecord = (key: string, fp: string, value: string, kept: boolean): Promise<boolean> =>
+    evalScript(RECORD_SCRIPT, RECORD_SHA, [key, `p:${fp}:`, value], 1).then(
+      (reply) => {
+        if (reply === 1) return kept;
+        if (reply === 0) return false;
+        throw new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') });
+      },
+      (error: unknown) => (notWritten(error) ? fail(error) : resolveLostRecord(key, value, kept, error)),
+    );
+
+  /**
+   * Runs `op` once the store may talk to Redis: an owned client's start-up wait and, when `gated`, the eviction
+   * gate. With nothing to wait for, `op` runs (and its command is sent) synchronously, as a lone consume's is.
+   */
+  const whenOpen = <T>(op: () => Promise<T>, gated: boolean): Promise<T> => {
+    const go = (): Promise<T> => {
+      if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+      const gate = gated ? policyGate() : undefined;
+      if (gate === undefined) return op().catch(fail);
+      return gate.then(() => (closed ? fail(new Error('store is closed')) : op()), fail).catch(fail);
+    };
+    try {
+      const wait = owned ? whenUsable() : undefined;
+      return wait === undefined ? go() : wait.then(go, fail);
+    } catch (cause) {
+      // ioredis may throw synchronously (e.g. a Cluster with no nodes): never first.
+      return Promise.reject(new StoreUnavailableError({ cause }));
+    }
+  };
+
+  /** UTF-8 bytes ≤ 3 × UTF-16 code units: the exact count only when that bound does not settle it. */
+  const outcomeFits = (outcome: string): boolean =>
+    outcome.length <= maxOutcomeBytes && (outcome.length * 3 <= maxOutcomeBytes || Buffer.byteLength(outcome, 'utf8') <= maxOutcomeBytes);
+
+  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('claim: id must be a non-empty string'));
+    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
+      return Promise.reject(new TypeError('claim: expiresAtMs must be a finite number'));
+    }
+    const misuse = checkFingerprint(fingerprint, 'claim');
+    if (misuse !== undefined) return Promise.reject(misuse);
+    // As for consume: an id that could not be remembered is never a first use.
+    if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
+    const key = keyPrefix + id;
+    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
+    return whenOpen(() => sendClaim(key, at, fingerprint), true);
+  };
+
+  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
+    const misuse = checkFingerprint(fingerprint, 'record');
+    if (misuse !== undefined) return Promise.reject(misuse);
+    if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
+    // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
+    const kept = outcome !== '' && outcomeFits(outcome);
+    const value = `d:${fingerprint}:${kept ? outcome : ''}`;
+    return whenOpen(() => sendRecord(keyPrefix + id, fingerprint, value, kept), false);
+  };
+
   const close = (): Promise<void> => {
     closed = true;
     clearTimeout(startupTimer);
@@ -683,5 +875,5 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     }
   };
 
-  return { consume, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
+  return { consume, claim, record, maxOutcomeBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
 }

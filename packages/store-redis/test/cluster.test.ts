@@ -188,6 +188,31 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
     for (const keys of scripts) expect(new Set(keys.map(hashSlot)).size).toBe(1);
   });
 
+  it('claim and record across the cluster: 2 clients × 25 identical claims of each of 30 ids (every master) → one first each; the outcome reaches the other client', async () => {
+    const namespace = uniqueId('claims');
+    const stores = [newStore(newCluster(), namespace), newStore(newCluster(), namespace)];
+    const ids = Array.from({ length: 30 }, (_, i) => `claim:${i}:${uniqueId('c')}`);
+    const keyPrefix = stores[0]!.keyPrefix;
+    expect(new Set(ids.map((id) => owner.get(hashSlot(keyPrefix + id)))).size).toBe(3);
+    const exp = Date.now() + 600_000;
+    const before = scripts.length;
+    await Promise.all(
+      ids.map(async (id) => {
+        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => stores[i % 2]!.claim(id, exp, 'fp')));
+        expect(results.filter((r) => r.status === 'first')).toHaveLength(1);
+        expect(results.filter((r) => r.status === 'pending')).toHaveLength(49);
+        const winner = results.findIndex((r) => r.status === 'first') % 2;
+        expect(await stores[winner]!.record(id, 'fp', `out:${id}`)).toBe(true);
+        expect(await stores[1 - winner]!.claim(id, exp, 'fp')).toEqual({ status: 'recorded', outcome: `out:${id}` });
+        expect(await stores[1 - winner]!.claim(id, exp, 'other')).toEqual({ status: 'replayed' });
+        expect(await stores[1 - winner]!.consume(id, exp)).toBe(false);
+      }),
+    );
+    // Each claim and record was one single-key script call (so one slot, on the master owning it).
+    const single = scripts.slice(before).filter((keys) => keys.length === 1 && ids.some((id) => keys[0] === keyPrefix + id));
+    expect(single.length).toBeGreaterThanOrEqual(ids.length * 53);
+  });
+
   it('a master killed mid-run: its consumes fail closed, the others keep answering; restarted, it answers again', async () => {
     const store = newStore(newCluster(), uniqueId('kill'));
     const victim = nodes[1]!;

@@ -1,7 +1,7 @@
 import { type LossyStore, startReplyLosingProxy, storeCompliance } from '@mrtr/test-suite';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { createRedisStore } from '../src/index.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisStore, type RedisReplayStore } from '../src/index.js';
 import { assertRedisReachable, gateRedis, REDIS_URL, skipRedis } from './helpers.js';
 
 gateRedis('compliance.test.ts');
@@ -25,11 +25,46 @@ async function lossyRedis(url: string, make: (proxiedUrl: string) => { store: Lo
   };
 }
 
+/**
+ * The suite's outcome tests return early for a store without `claim`/`record`: this wrapper notes which tests
+ * called them, so that a test after the suite can check that every outcome test really ran against Redis.
+ */
+function outcomeCalls() {
+  const tests = new Set<string>();
+  const note = () => tests.add(expect.getState().currentTestName ?? '');
+  const watch = (store: RedisReplayStore): RedisReplayStore => ({
+    ...store,
+    claim: (...args) => {
+      note();
+      return store.claim(...args);
+    },
+    record: (...args) => {
+      note();
+      return store.record(...args);
+    },
+  });
+  const expectEveryOutcomeTest = (label: string): void => {
+    it(`${label}: every outcome test of the suite called claim and record on this store`, () => {
+      const expected = [
+        'claim: first, then pending for the same fingerprint',
+        'claim and consume share one ledger',
+        '64 parallel claims of one id: one first',
+        'a claimed id with its outcome expires with the id',
+        'two instances on one namespace share claims and outcomes',
+        'under two state guards, 50 identical retries run the round once',
+      ];
+      for (const name of expected) expect([...tests].some((test) => test.includes(`${label} compliance: ${name}`)), name).toBe(true);
+    });
+  };
+  return { watch, expectEveryOutcomeTest };
+}
+
 describe.skipIf(skipRedis)('Redis store (owned connection per store)', () => {
   const url = REDIS_URL as string;
   beforeAll(() => assertRedisReachable(url));
+  const calls = outcomeCalls();
 
-  storeCompliance(it, ({ namespace }) => createRedisStore({ url, namespace }), {
+  storeCompliance(it, ({ namespace }) => calls.watch(createRedisStore({ url, namespace })), {
     name: 'redis',
     ttlMs: 400,
     unreachable: () => createRedisStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 500, commandTimeoutMs: 500 }),
@@ -39,6 +74,7 @@ describe.skipIf(skipRedis)('Redis store (owned connection per store)', () => {
         return { store, close: () => store.close() };
       }),
   });
+  calls.expectEveryOutcomeTest('redis');
 });
 
 describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
@@ -46,6 +82,7 @@ describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
   const clients: Redis[] = [];
   let shared: Redis | undefined;
   beforeAll(() => assertRedisReachable(url));
+  const calls = outcomeCalls();
   afterAll(async () => {
     for (const client of clients) client.disconnect();
     await shared?.quit();
@@ -55,7 +92,7 @@ describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
     it,
     ({ namespace }) => {
       shared ??= new Redis(url);
-      return createRedisStore({ client: shared, namespace });
+      return calls.watch(createRedisStore({ client: shared, namespace }));
     },
     {
       name: 'redis injected',
@@ -83,4 +120,5 @@ describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
         }),
     },
   );
+  calls.expectEveryOutcomeTest('redis injected');
 });
