@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyRing, type MintQuota } from '@mrtr/core';
+import { escapeForTerminal } from './observe.js';
 
 export const CODECS = ['hmac', 'jwe', 'aead'] as const;
 export const STORES = ['memory', 'sqlite', 'redis', 'postgres'] as const;
@@ -286,12 +287,16 @@ export function readLedgerLimits(env: NodeJS.ProcessEnv): { maxPendingPerPrincip
   return { maxPendingPerPrincipal, maxLinksPerPrincipal: Math.max(20, 4 * maxPendingPerPrincipal), pendingTtlMs };
 }
 
-/** `redis://user:secret@host` → `redis://user:***@host` for log lines. */
+/**
+ * Where a store is, for the start line: scheme, host, port and database (the path) only, e.g.
+ * `postgres://u:pw@db:5432/app?sslpassword=x` → `postgres://db:5432/app`. The user, the password, the query
+ * (`?password=`, `?sslpassword=`) and the fragment are left out; an unparsable URL is a fixed placeholder, never the
+ * text itself. Escaped for the terminal (the URL serializer percent-encodes already: this is belt and braces).
+ */
 export function redactUrl(url: string): string {
   try {
     const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
+    return escapeForTerminal(`${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`);
   } catch {
     return '(unparsable URL)';
   }

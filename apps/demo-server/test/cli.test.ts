@@ -7,6 +7,7 @@ import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI } from '../scripts/lib.mjs';
+import { redactUrl } from '../src/config.js';
 import {
   accept,
   callTool,
@@ -15,6 +16,7 @@ import {
   freshKeys,
   type Json,
   PROTOCOL_VERSION,
+  serviceUrl,
   startDemo,
   textOf,
   runCli,
@@ -144,6 +146,57 @@ describe('SQLite store', () => {
       expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
     }
   });
+});
+
+// Issue 19 item 6: redactUrl masked only the userinfo password, so the start line printed `?password=`,
+// `?sslpassword=`, the user and the fragment. Now a store is named by scheme, host, port and database only.
+describe('the start line names a store by scheme, host, port and database only (issue 19 item 6)', () => {
+  it('redactUrl drops the user, the password, the query and the fragment; an unparsable URL is a placeholder', () => {
+    expect(redactUrl('postgres://alice:hunter2@db.internal:5432/app?password=secret&sslpassword=xsslpw#frag')).toBe('postgres://db.internal:5432/app');
+    expect(redactUrl('redis://:hunter2@127.0.0.1:6379/0?password=secret#frag')).toBe('redis://127.0.0.1:6379/0');
+    expect(redactUrl('redis://127.0.0.1:6379')).toBe('redis://127.0.0.1:6379');
+    expect(redactUrl('rediss://alice@[::1]:6380/?password=secret')).toBe('rediss://[::1]:6380');
+    expect(redactUrl('postgresql:///app?host=/run/postgresql&password=secret')).toBe('postgresql:///app');
+    for (const bad of ['hunter2', 'postgres://alice:hunter2@[bad/db', 'redis://h\u001b[2K\u202e:1/x']) expect(redactUrl(bad)).toBe('(unparsable URL)');
+    // What is printed is printable ASCII: controls and non-ASCII in the path are percent-encoded.
+    expect(redactUrl('postgres://db/a\u001b[2K\u202eb')).toBe('postgres://db/a%1B[2K%E2%80%AEb');
+  });
+
+  for (const backend of [
+    { store: 'redis', env: 'REDIS_URL', db: '/0' },
+    { store: 'postgres', env: 'DATABASE_URL', db: undefined },
+  ] as const) {
+    const service = serviceUrl(backend.env);
+    if (service.error !== undefined) {
+      it(`start line on ${backend.store}`, () => {
+        throw new Error(service.error);
+      });
+      continue;
+    }
+    if (service.skip !== undefined) console.warn(`skipping the ${backend.store} start-line test: ${service.skip}`);
+
+    it.skipIf(service.url === undefined)(`--store ${backend.store}: no password, user, query or fragment of ${backend.env} in the start line`, async () => {
+      const base = new URL(service.url as string);
+      // The server's real password when it has one (a query password overrides the userinfo one in pg and ioredis).
+      const password = base.password === '' ? 'hunter2' : decodeURIComponent(base.password);
+      const url = new URL(base.toString());
+      if (backend.store === 'postgres' && url.username === '') url.username = 'postgres';
+      url.password = encodeURIComponent(password);
+      if (backend.db !== undefined) url.pathname = backend.db;
+      url.searchParams.append('password', password);
+      url.searchParams.append('sslpassword', 'xsslpw');
+      url.hash = 'frag';
+      const demo = await startDemo(['--store', backend.store], { env: { MRTR_KEYS: freshKeys(), [backend.env]: url.toString() } });
+      try {
+        expect(demo.line).toContain(`, store: ${backend.store} (${base.protocol}//${base.host}${url.pathname}), auth: `);
+        for (const text of [demo.line, demo.stderr()]) {
+          for (const secret of [password, encodeURIComponent(password), 'sslpassword', 'xsslpw', '#frag', '?', '@']) expect(text).not.toContain(secret);
+        }
+      } finally {
+        await demo.stop();
+      }
+    });
+  }
 });
 
 describe('--stdio', () => {

@@ -61,12 +61,16 @@ const errorText = (error: unknown): string => {
   return `${typeof code === 'string' && code.startsWith('ERR_') ? `${code} ` : ''}${error.message}${cause}`;
 };
 
-/** `redis://user:secret@host` → `redis://user:***@host`. */
+/**
+ * Where a store is, for the output: scheme, host, port and database (the path) only, e.g.
+ * `postgres://u:pw@db:5432/app?sslpassword=x` → `postgres://db:5432/app`. The user, the password, the query
+ * (`?password=`, `?sslpassword=`) and the fragment are left out; an unparsable URL is a fixed placeholder, never the
+ * text itself. The result is percent-encoded and is escaped again where it is printed.
+ */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    return u.toString();
+    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
   } catch {
     return '(unparsable URL)';
   }

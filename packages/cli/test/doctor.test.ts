@@ -93,9 +93,35 @@ describe('mrtr doctor without services', () => {
     });
     expect(r.code).toBe(1);
     expect(Date.now() - started).toBeLessThan(15_000);
-    expect(r.stdout).toMatch(new RegExp(`fail +redis +redis://:\\*\\*\\*@127.0.0.1:${port}: ERR_STORE_UNAVAILABLE`));
-    expect(r.stdout).toMatch(new RegExp(`fail +postgres +postgres://u:\\*\\*\\*@127.0.0.1:${port}/db: `));
+    expect(r.stdout).toMatch(new RegExp(`fail +redis +redis://127.0.0.1:${port}: ERR_STORE_UNAVAILABLE`));
+    expect(r.stdout).toMatch(new RegExp(`fail +postgres +postgres://127.0.0.1:${port}/db: `));
     expect(r.stdout).not.toContain('hunter2');
+  });
+
+  // Issue 19 item 6: redactUrl masked only the userinfo password, so `?password=` (and `?sslpassword=`, a fragment,
+  // the user name) were printed. Now only scheme, host, port and database are, in the text and the JSON output.
+  it('store URLs show only scheme, host, port and database: no user, password, query or fragment (issue 19 item 6)', async () => {
+    const port = await freePort();
+    const secrets = ['hunter2', 'secret', 'sslpassword', 'xsslpw', 'frag', 'alice', '?', '#'];
+    const env = {
+      MRTR_KEYS: KEYS,
+      REDIS_URL: `redis://alice:hunter2@127.0.0.1:${port}/3?password=secret&sslpassword=xsslpw#frag`,
+      DATABASE_URL: `postgres://alice:hunter2@127.0.0.1:${port}/db?password=secret&sslpassword=xsslpw#frag`,
+    };
+    const r = await runCli(['doctor', '--codec', 'hmac', '--timeout-ms', '500'], { env });
+    expect(r.code).toBe(1);
+    const stores = lines(r.stdout).filter((l) => /^fail +(redis|postgres) /.test(l));
+    expect(stores).toHaveLength(2);
+    expect(stores[0]).toMatch(new RegExp(`^fail {2}redis +redis://127\\.0\\.0\\.1:${port}/3: `));
+    expect(stores[1]).toMatch(new RegExp(`^fail {2}postgres +postgres://127\\.0\\.0\\.1:${port}/db: `));
+    const j = await runCli(['doctor', '--codec', 'hmac', '--timeout-ms', '500', '--json'], { env });
+    const details = (JSON.parse(j.stdout).checks as { name: string; detail: string }[]).filter((c) => c.name === 'redis' || c.name === 'postgres').map((c) => c.detail);
+    expect(details).toEqual([expect.stringMatching(new RegExp(`^redis://127\\.0\\.0\\.1:${port}/3: `)), expect.stringMatching(new RegExp(`^postgres://127\\.0\\.0\\.1:${port}/db: `))]);
+    for (const text of [r.stdout, r.stderr, j.stdout, j.stderr]) for (const secret of secrets) expect(text).not.toContain(secret);
+    // An unparsable URL is a fixed placeholder, never the text itself.
+    const bad = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--timeout-ms', '500'], { env: { MRTR_KEYS: KEYS, DATABASE_URL: 'postgres://alice:hunter2@[bad' } });
+    expect(bad.stdout).toMatch(/^fail {2}postgres +\(unparsable URL\): /m);
+    expect(bad.stdout + bad.stderr).not.toContain('hunter2');
   });
 
   it.each([
