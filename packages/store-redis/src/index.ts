@@ -227,12 +227,14 @@ async function readEvictionPolicy(commands: SetNxPxat, timeoutMs: number): Promi
 const DEFAULT_URL = 'redis://127.0.0.1:6379';
 const timedOut = (): Error => new Error('redis command timed out');
 
-/** `redis://user:secret@host` → `redis://user:***@host`, for messages. */
+/**
+ * A URL as messages show it: scheme, host, port and database only (`redis://user:pw@host:6379/0?password=x#f` →
+ * `redis://host:6379/0`): no user, password, query or fragment, where secrets also travel.
+ */
 function redact(url: string): string {
   try {
     const parsed = new URL(url);
-    if (parsed.password !== '') parsed.password = '***';
-    return parsed.toString();
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
   } catch {
     return 'the configured URL';
   }
