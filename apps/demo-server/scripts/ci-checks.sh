@@ -6,4 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 npx tsup --silent
 node scripts/conformance.mjs
-node scripts/load.mjs --duration 30 --warmup 10 --concurrency 32
+# Warm-up 20 s: the replay ledger (and its recorded outcomes) fills for a state lifetime, ttl 5 s + 2 × 5 s skew,
+# before it is steady; memory is compared from then on.
+node scripts/load.mjs --duration 45 --warmup 20 --concurrency 32

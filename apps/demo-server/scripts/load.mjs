@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Bounded load test of the built mrtr-demo on 127.0.0.1: concurrent MRTR round trips for a fixed time.
 // Each worker loops over flows: delete_files (2 rounds) and, every 4th flow, a staging deploy (3 rounds).
-// Deliberate rejections are mixed in and must be rejected: every 10th flow replays its final state, every
-// 10th (offset 5) first sends a tampered state. Anything else that is not the expected answer is an error.
+// Deliberate rejections are mixed in and must be rejected: every 10th flow replays its final state with other
+// answers, every 10th (offset 5) first sends a tampered state. Every 10th (offset 3) retries its final round
+// identically, as after a lost response, and must get the same result. Anything else that is not the expected answer is an error.
 // The server's memory after full collections (scripts/gc-probe.cjs), at the end of the warm-up and at the end,
 // must not grow by more than --max-growth, in RSS and in heap used; RSS is also sampled and its peaks reported.
 // The completion, rejection and store-error counts printed are the server's own, scraped from GET /metrics
@@ -86,7 +87,7 @@ function probeMemory() {
 
 let nextId = 1;
 const latencies = [];
-const stats = { requests: 0, flows: 0, completed: 0, deliberate: 0, errors: 0 };
+const stats = { requests: 0, flows: 0, completed: 0, deliberate: 0, retried: 0, errors: 0 };
 const errorSamples = [];
 
 function error(message) {
@@ -139,11 +140,18 @@ async function flow(name, args, answers, n) {
     }
   }
   stats.completed += 1;
+  const last = answers[answers.length - 1];
   if (n % 10 === 0) {
-    // Deliberate: replaying the final round's state after the flow completed is rejected (single use).
-    const replay = await rpc(name, args, { inputResponses: answers[answers.length - 1], requestState: state });
+    // Deliberate: replaying the final round's state with other answers after the flow completed is rejected
+    // (single use; only an identical retry gets the recorded answer).
+    const replay = await rpc(name, args, { inputResponses: { ...last, extra: { action: 'decline' } }, requestState: state });
     if (replay.error?.code === -32602) stats.deliberate += 1;
     else error(`replay not rejected: ${JSON.stringify(replay).slice(0, 200)}`);
+  } else if (n % 10 === 3) {
+    // An identical retry (as after a lost response) gets the very same result, and nothing runs again.
+    const retry = await rpc(name, args, { inputResponses: last, requestState: state });
+    if (JSON.stringify(retry.result) === JSON.stringify(message.result)) stats.retried += 1;
+    else error(`identical retry got another answer: ${JSON.stringify(retry).slice(0, 200)}`);
   }
 }
 
@@ -192,12 +200,13 @@ const elapsed = (Date.now() - started) / 1000;
 /** The server's counters from GET /metrics (Prometheus text): totals by metric name, rejections by code. */
 async function serverCounts() {
   const text = await (await fetch(new URL('/metrics', demo.origin))).text();
-  const counts = { completed: 0, rejected: 0, storeErrors: 0, byCode: {} };
+  const counts = { completed: 0, rejected: 0, retried: 0, storeErrors: 0, byCode: {} };
   for (const line of text.split('\n')) {
-    const match = /^(mrtr_flows_completed_total|mrtr_states_rejected_total|mrtr_store_errors_total)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    const match = /^(mrtr_flows_completed_total|mrtr_states_rejected_total|mrtr_states_retried_total|mrtr_store_errors_total)(?:\{([^}]*)\})? (\S+)$/.exec(line);
     if (match === null) continue;
     const value = Number(match[3]);
     if (match[1] === 'mrtr_flows_completed_total') counts.completed += value;
+    else if (match[1] === 'mrtr_states_retried_total') counts.retried += value;
     else if (match[1] === 'mrtr_store_errors_total') counts.storeErrors += value;
     else {
       counts.rejected += value;
@@ -233,11 +242,11 @@ const percent = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
 const lines = [
   `load: mrtr-demo codec=${values.codec} store=${values.store} ttl-ms=${values['ttl-ms']} on ${demo.origin}, ${concurrency} concurrent clients, ${elapsed.toFixed(1)} s (warm-up ${warmupMs / 1000} s)`,
   `load: ${stats.requests} requests (${(stats.requests / elapsed).toFixed(0)} req/s), ${stats.completed} flows completed (${(stats.completed / elapsed).toFixed(0)} flows/s), latency p50 ${pct(50).toFixed(2)} ms, p99 ${pct(99).toFixed(2)} ms, max ${pct(100).toFixed(1)} ms`,
-  `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.errors} errors`,
+  `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.retried} identical retries (each got the first answer), ${stats.errors} errors`,
   `load: server /metrics: ${server.completed} flows completed, ${server.rejected} states rejected (${
     // Every code has a series from the start (at 0): only those that counted something are printed.
     Object.entries(server.byCode).filter(([, n]) => n > 0).map(([code, n]) => `${code} ${n}`).join(', ') || 'none'
-  }), ${server.storeErrors} store errors`,
+  }), ${server.retried} identical retries answered from the record, ${server.storeErrors} store errors`,
   `load: server memory after full collections: RSS ${mib(heldAfterWarmup.rss / 1024)} after warm-up, ${mib(heldAtEnd.rss / 1024)} at the end (growth ${percent(rssGrowth)}), heap used ${mib(heldAfterWarmup.heapUsed / 1024)} → ${mib(heldAtEnd.heapUsed / 1024)} (growth ${percent(heapGrowth)}); limit ${(maxGrowth * 100).toFixed(0)}% each`,
   `load: server RSS sampled every 250 ms: ${mib(baseline)} after warm-up, ${mib(final)} at the end (${percent(sampledGrowth)}), peak after warm-up ${mib(afterWarmupPeak)}, overall peak ${mib(peak)}`,
   `load: server exit code on SIGTERM ${exitCode}`,
@@ -251,6 +260,10 @@ if (stats.errors === 0 && server.completed !== stats.completed) {
 if (stats.errors === 0 && server.rejected !== stats.deliberate) {
   problems.push(`the server counted ${server.rejected} rejections, the clients ${stats.deliberate} deliberate ones`);
 }
+if (stats.errors === 0 && server.retried !== stats.retried) {
+  problems.push(`the server counted ${server.retried} identical retries, the clients ${stats.retried}`);
+}
+if (stats.retried === 0) problems.push('no identical retry was exercised');
 if (stats.completed === 0) problems.push('no flow completed');
 if (stats.deliberate === 0) problems.push('no deliberate rejection was exercised');
 if (!(rssGrowth <= maxGrowth)) problems.push(`RSS after full collections grew ${percent(rssGrowth)} after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);

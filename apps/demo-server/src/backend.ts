@@ -1,6 +1,7 @@
 import type { ReplayStore } from '@mrtr/core';
 import { randomBytes, base64urlEncode } from '@mrtr/core/authoring';
 import { MEMORY_STORE_ENTRIES, redactUrl, type StoreName } from './config.js';
+import { escapeForTerminal } from './observe.js';
 import {
   type ConnectLedger,
   createMemoryLedger,
@@ -103,7 +104,8 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
           name,
           store,
           ledger,
-          detail: options.sqliteFile,
+          // A path from the command line, shown on the operator's terminal: control and bidi characters escaped.
+          detail: escapeForTerminal(options.sqliteFile),
           close: onceAsync(async () => {
             await ledger.close();
             await store.close();

@@ -149,6 +149,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       ledger: backend.ledger,
       connectWaitMs,
       linkTtlMs: flowTtlMs,
+      effect: observability.effect,
       principalOf(ctx: ServerContext): string {
         const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
         return typeof sub === 'string' && sub.length > 0 ? sub : fixedPrincipal;

@@ -4,12 +4,15 @@ import { createMrtrTelemetry, type MrtrKnownLabels } from '@mrtr/otel';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { pino } from 'pino';
+import { DEMO_EFFECTS, type DemoEffect } from './tools.js';
 
 export const LOG_MODES = ['pretty', 'json', 'off'] as const;
 export type LogMode = (typeof LOG_MODES)[number];
 
 /** The path of the Prometheus scrape endpoint. */
 export const METRICS_PATH = '/metrics';
+/** The demo's own counter of tool side effects (Prometheus: `mrtr_demo_effects_total{tool="delete_files"}`). */
+export const DEMO_EFFECTS_METRIC = 'mrtr.demo.effects';
 
 /** One log line per state event: only these fields, never a token, key, argument value or answer. */
 export interface RoundLine {
@@ -20,7 +23,7 @@ export interface RoundLine {
   codec: string;
   kid: string | undefined;
   bytes: number | undefined;
-  outcome: 'minted' | 'opened' | 'rejected' | 'store_error' | 'completed';
+  outcome: 'minted' | 'opened' | 'retried' | 'rejected' | 'store_error' | 'completed';
   code?: string | undefined;
   ms: number | undefined;
 }
@@ -41,6 +44,8 @@ export function roundLine(event: MrtrEvent): RoundLine | undefined {
       return { ...at, bytes: event.tokenBytes, outcome: 'minted', ms: ms(event.durationMs) };
     case 'state.opened':
       return { ...at, bytes: event.tokenBytes, outcome: 'opened', ms: ms(event.durationMs) };
+    case 'state.retried':
+      return { ...at, bytes: event.tokenBytes, outcome: 'retried', ms: ms(event.durationMs) };
     case 'state.rejected':
       return { ...at, bytes: event.tokenBytes, outcome: 'rejected', code: event.code, ms: ms(event.durationMs) };
     case 'store.error':
@@ -101,6 +106,8 @@ export interface Observability {
    * message as a field under `--log json`, else one escaped line; quoted text cut at {@link MAX_QUOTED_CHARS}.
    */
   error(error: unknown): void;
+  /** Counts a demo tool's (simulated) side effect: `mrtr_demo_effects_total{tool}` on `/metrics`. */
+  effect(tool: DemoEffect, count: number): void;
   /** Answers a scrape with the Prometheus text format. */
   serveMetrics(req: IncomingMessage, res: ServerResponse): void;
   close(): Promise<void>;
@@ -120,6 +127,10 @@ export function createObservability(options: {
   const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true });
   const meterProvider = new MeterProvider({ readers: [exporter] });
   const telemetry = createMrtrTelemetry({ meterProvider, traces: false, known: options.known });
+  const effects = meterProvider
+    .getMeter('mrtr-demo')
+    .createCounter(DEMO_EFFECTS_METRIC, { description: 'Side effects the demo tools performed: files deleted, deployments made', unit: '{effect}' });
+  for (const tool of DEMO_EFFECTS) effects.add(0, { tool });
   const { write } = options;
   const destination = {
     write(json: string): void {
@@ -157,6 +168,9 @@ export function createObservability(options: {
       const message = truncateQuoted(error instanceof Error ? error.message : String(error));
       if (logger === undefined) write(`mrtr-demo: error: ${escapeForTerminal(message)}`);
       else logger.error({ error: message }, 'error');
+    },
+    effect(tool, count) {
+      effects.add(count, { tool });
     },
     serveMetrics(req, res) {
       exporter.getMetricsRequestHandler(req, res);

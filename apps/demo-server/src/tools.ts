@@ -16,7 +16,16 @@ export interface DemoDeps {
   connectWaitMs: number;
   /** Lifetime of a connect link in ms. */
   linkTtlMs: number;
+  /**
+   * Called when a destructive tool performs its (simulated) effect: files deleted, a deployment made. The demo
+   * counts them on `/metrics` (`mrtr_demo_effects_total`), which shows that a retried round ran once.
+   */
+  effect?: ((tool: DemoEffect, count: number) => void) | undefined;
 }
+
+/** The tools whose effects the demo counts. */
+export type DemoEffect = 'delete_files' | 'deploy';
+export const DEMO_EFFECTS: readonly DemoEffect[] = ['delete_files', 'deploy'];
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
@@ -90,6 +99,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       if (answer.action === 'decline') return need.fail('Deletion declined: no file was deleted.');
       if (answer.action === 'cancel') return need.fail('Deletion cancelled: no file was deleted.');
       if (!answer.content.confirm) return text('Not confirmed: no file was deleted.');
+      deps.effect?.('delete_files', paths.length);
       return {
         ...text(`Deleted ${paths.length} file${paths.length === 1 ? '' : 's'} (simulated):\n${list}`),
         structuredContent: { deleted: paths },
@@ -156,6 +166,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         if (typed.content.service !== service) return need.fail(`The typed name did not match "${service}": production deployment aborted.`);
       }
       const version = base64urlEncode(randomBytes(4));
+      deps.effect?.('deploy', 1);
       return {
         ...text(`Deployed ${service} to ${environment} (simulated, release ${version}) after ${need.round} round(s).`),
         structuredContent: { service, environment, release: version, rounds: need.round },

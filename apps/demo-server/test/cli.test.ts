@@ -139,8 +139,11 @@ describe('SQLite store', () => {
       const toolArgs = { paths: ['x/y'] };
       const r1 = await callTool(onA.client, 'delete_files', toolArgs);
       const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
-      expect(textOf(await callTool(onB.client, 'delete_files', toolArgs, retry))).toContain('Deleted 1 file');
-      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, retry));
+      const done = await callTool(onB.client, 'delete_files', toolArgs, retry);
+      expect(textOf(done)).toContain('Deleted 1 file');
+      // The identical retry on A gets B's recorded result from the shared file; other answers are a replay.
+      expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(done);
+      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }));
       await Promise.all([onA.close(), onB.close()]);
     } finally {
       expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
@@ -227,8 +230,10 @@ describe('--stdio', () => {
       const r1 = await callTool(client, 'delete_files', args);
       expect(r1.resultType).toBe('input_required');
       const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
-      expect(textOf(await callTool(client, 'delete_files', args, retry))).toContain('Deleted 1 file');
-      await expectStateRejected(callTool(client, 'delete_files', args, retry));
+      const done = await callTool(client, 'delete_files', args, retry);
+      expect(textOf(done)).toContain('Deleted 1 file');
+      expect(await callTool(client, 'delete_files', args, retry)).toEqual(done);
+      await expectStateRejected(callTool(client, 'delete_files', args, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }));
 
       const c1 = await callTool(client, 'connect_account', { provider: 'github' });
       const url = String(((c1.inputRequests as Record<string, Json>).connect!.params as Json).url);

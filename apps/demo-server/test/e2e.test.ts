@@ -44,7 +44,7 @@ afterAll(async () => {
 describe('delete_files: a single confirmation over real HTTP', () => {
   const args = { paths: ['notes/a.txt', 'notes/b.txt'] };
 
-  it('returns an interim result that validates as InputRequiredResult; tampered state is rejected; the untampered retry completes; a replay is rejected', async () => {
+  it('returns an interim result that validates as InputRequiredResult; tampered state is rejected; the untampered retry completes; an identical retry gets the same result; a replay is rejected', async () => {
     const r1 = await callTool(alice.client, 'delete_files', args);
     const wire = lastResult(alice.wire);
     expect(InputRequiredResultSchema.safeParse(wire).success).toBe(true);
@@ -64,8 +64,11 @@ describe('delete_files: a single confirmation over real HTTP', () => {
     expect(r2.isError).not.toBe(true);
     expect(textOf(r2)).toContain('Deleted 2 files');
 
-    // Single use: the same state again (the flow already completed) is refused.
-    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state }));
+    // An identical retry (as after a lost response) gets the same result; nothing is deleted again.
+    expect(await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state })).toEqual(r2);
+    // Single use: the same state with other answers (the flow already completed) is refused.
+    const other = { confirm: accept({ confirm: false }) };
+    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: other, requestState: state }));
     expect(demo.stderr()).toContain('ERR_STATE_REPLAYED');
   });
 
@@ -148,9 +151,13 @@ describe('deploy: several rounds, earlier answers only in the sealed state', () 
       requestState: r2.requestState as string,
     });
     expect(Object.keys(r3.inputRequests as Json)).toEqual(['type_service_name']);
-    // Going back to round 2's state after round 3 was issued is refused (each round's state is single-use).
+    // Going back to round 2's state after round 3 was issued: as sent (a retry), it gets round 3 again, with the same
+    // state; with another answer it is refused (each round's state is single-use).
+    expect(
+      await callTool(alice.client, 'deploy', args, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r2.requestState as string }),
+    ).toEqual(r3);
     await expectStateRejected(
-      callTool(alice.client, 'deploy', args, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r2.requestState as string }),
+      callTool(alice.client, 'deploy', args, { inputResponses: { confirm: accept({ confirm: false }) }, requestState: r2.requestState as string }),
     );
     const r4 = await callTool(alice.client, 'deploy', args, {
       inputResponses: { type_service_name: accept({ service: 'web' }) },
@@ -159,10 +166,16 @@ describe('deploy: several rounds, earlier answers only in the sealed state', () 
     expect(r4.resultType ?? lastResult(alice.wire).resultType).toBe('complete');
     expect(textOf(r4)).toMatch(/Deployed web to production .* after 4 round/);
     expect(r4.structuredContent).toMatchObject({ service: 'web', environment: 'production', rounds: 4 });
-    // Replaying the final round is refused too.
+    // Retrying the final round as sent gets the same deployment (the same release: nothing deployed again);
+    // replaying it with another answer is refused.
+    const again = await callTool(alice.client, 'deploy', args, {
+      inputResponses: { type_service_name: accept({ service: 'web' }) },
+      requestState: r3.requestState as string,
+    });
+    expect(again.structuredContent).toEqual(r4.structuredContent);
     await expectStateRejected(
       callTool(alice.client, 'deploy', args, {
-        inputResponses: { type_service_name: accept({ service: 'web' }) },
+        inputResponses: { type_service_name: accept({ service: 'api' }) },
         requestState: r3.requestState as string,
       }),
     );

@@ -15,7 +15,7 @@ import {
 
 /**
  * Two `mrtr-demo` processes sharing MRTR_KEYS and one replay store (Redis, then PostgreSQL): a flow started on
- * A continues on B, a replay on A afterwards is refused, and an instance with other keys refuses the states.
+ * A continues on B, an identical retry on A gets B's result from the shared store, a replay with other answers is refused, and an instance with other keys refuses the states.
  */
 const TOKENS = 'alice:alice-token-0123456789abcdef';
 const ALICE = 'alice-token-0123456789abcdef';
@@ -65,15 +65,18 @@ for (const backend of backends) {
       expect(codes).toEqual([0, 0, 0]);
     });
 
-    it('round 1 on A, round 2 on B completes; replaying on A afterwards is refused', async () => {
+    it('round 1 on A, round 2 on B completes; an identical retry on A gets B\'s result; replaying with other answers is refused', async () => {
       const toolArgs = { paths: ['shared/report.pdf'] };
       const r1 = await callTool(onA.client, 'delete_files', toolArgs);
       expect(r1.resultType).toBe('input_required');
       const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
       const r2 = await callTool(onB.client, 'delete_files', toolArgs, retry);
       expect(textOf(r2)).toContain('Deleted 1 file');
-      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, retry));
-      await expectStateRejected(callTool(onB.client, 'delete_files', toolArgs, retry));
+      // An identical retry on the other instance gets the result B recorded in the shared store; nothing runs again.
+      expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(r2);
+      const replay = { ...retry, inputResponses: { confirm: accept({ confirm: false }) } };
+      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, replay));
+      await expectStateRejected(callTool(onB.client, 'delete_files', toolArgs, replay));
       expect(a.stderr()).toContain('ERR_STATE_REPLAYED');
     });
 

@@ -73,8 +73,11 @@ describe('GET /metrics and the round log', () => {
     const r1 = await callTool(alice.client, 'delete_files', args);
     const state = r1.requestState as string;
     await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: tamper(state) }));
-    await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state });
-    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state }));
+    const done = await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state });
+    // An identical retry gets the same result (counted as retried); the same state with other answers is a replay.
+    expect(await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state })).toEqual(done);
+    const other = { confirm: accept({ confirm: false }) };
+    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: other, requestState: state }));
 
     const { text, samples } = await scrape();
     const tool = { mcp_method_name: 'tools/call', gen_ai_tool_name: 'delete_files', mrtr_codec: 'hmac' };
@@ -83,6 +86,8 @@ describe('GET /metrics and the round log', () => {
       completed: sum(samples, 'mrtr_flows_completed_total', tool),
       minted: sum(samples, 'mrtr_states_minted_total', tool),
       opened: sum(samples, 'mrtr_states_opened_total', tool),
+      retried: sum(samples, 'mrtr_states_retried_total', tool),
+      effects: sum(samples, 'mrtr_demo_effects_total', { tool: 'delete_files' }),
       integrity: sum(samples, 'mrtr_states_rejected_total', { ...tool, error_type: 'ERR_STATE_INTEGRITY' }),
       replayed: sum(samples, 'mrtr_states_rejected_total', { ...tool, error_type: 'ERR_STATE_REPLAYED' }),
       storeErrors: sum(samples, 'mrtr_store_errors_total'),
@@ -94,6 +99,8 @@ describe('GET /metrics and the round log', () => {
       completed: 1,
       minted: 1,
       opened: 1,
+      retried: 1,
+      effects: 1,
       integrity: 1,
       replayed: 1,
       storeErrors: 0,
@@ -114,12 +121,14 @@ describe('GET /metrics and the round log', () => {
       ['rejected', null, 'ERR_STATE_INTEGRITY'],
       ['opened', 2, null],
       ['completed', 2, null],
+      ['retried', 2, null],
       ['rejected', 2, 'ERR_STATE_REPLAYED'],
     ]);
     const flow = lines[0]!.flow as string;
     expect(flow).toMatch(/^[0-9a-f]{16}$/);
     expect(lines[0]).toMatchObject({ level: 'info', method: 'tools/call', target: 'delete_files', codec: 'hmac', kid: KEYS.split(':')[0], bytes: state.length });
-    expect(lines[4]).toMatchObject({ level: 'warn', flow, bytes: state.length });
+    expect(lines[4]).toMatchObject({ level: 'info', flow, bytes: state.length });
+    expect(lines[5]).toMatchObject({ level: 'warn', flow, bytes: state.length });
     expect(Object.keys(lines[0]!).sort()).toEqual(['bytes', 'codec', 'flow', 'kid', 'level', 'method', 'ms', 'msg', 'outcome', 'round', 'target', 'time']);
 
     const everything = `${demo.stderr()}\n${text}`;

@@ -579,7 +579,10 @@ async function start(): Promise<void> {
     action(async () => {
       const f = flow!;
       const spent = f.spent!;
-      await round({ inputResponses: spent.responses, requestState: spent.state }, f.args, 'Attack: the last spent state replayed');
+      // With other answers: an identical retry of a spent state gets its first answer again (nothing runs twice),
+      // any other use of it is a replay.
+      const other = { ...spent.responses, replayed: { action: 'decline' } };
+      await round({ inputResponses: other, requestState: spent.state }, f.args, 'Attack: the last spent state replayed with other answers');
     }),
   );
   $('attack-args').addEventListener(

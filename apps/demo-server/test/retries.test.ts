@@ -1,0 +1,113 @@
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { accept, freshKeys, type Json, PROTOCOL_VERSION, type RunningDemo, rawRpc, startDemo } from './helpers.js';
+
+// Issue 20: a client whose response was lost retries the same round with the same state and answers. It gets the
+// answer the round produced the first time, and the side effect happened once (the demo counts effects on /metrics).
+
+const ALICE = 'alice-token-retries-0123456789ab';
+const BOB = 'bob-token-retries-0123456789abcd';
+let demo: RunningDemo;
+
+beforeAll(async () => {
+  demo = await startDemo([], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` } });
+});
+afterAll(async () => {
+  expect(await demo?.stop()).toBe(0);
+});
+
+/** `mrtr_demo_effects_total{tool="…"}` from a scrape. */
+async function effects(tool: string): Promise<number> {
+  const text = await (await fetch(new URL('/metrics', demo.url), { headers: { authorization: `Bearer ${ALICE}` } })).text();
+  const line = text.split('\n').find((l) => l.startsWith(`mrtr_demo_effects_total{tool="${tool}",`));
+  expect(line, `no mrtr_demo_effects_total series for ${tool}`).toBeDefined();
+  return Number(line!.slice(line!.lastIndexOf(' ') + 1));
+}
+
+/** The opaque answer to a replayed (or another user's) state. */
+function expectReplayed(body: Json): void {
+  expect(body.error).toMatchObject({ code: -32602, message: 'Invalid or expired requestState', data: { reason: 'invalid_request_state' } });
+}
+
+const call = async (name: string, args: Json, extra: Json = {}, token = ALICE) => {
+  const r = await rawRpc(demo.url, 'tools/call', { name, arguments: args, ...extra }, { token, capabilities: { elicitation: { form: {} } } });
+  expect(r.status).toBe(200);
+  return r.body!;
+};
+
+/**
+ * Sends a tools/call round and drops the connection as soon as the response starts, never reading it: the
+ * server has answered (its handler ran and the outcome was recorded), the client has lost the answer.
+ */
+function sendAndLoseResponse(name: string, args: Json, extra: Json): Promise<void> {
+  const body = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 7,
+    method: 'tools/call',
+    params: {
+      name,
+      arguments: args,
+      ...extra,
+      _meta: {
+        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+        'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } },
+        'io.modelcontextprotocol/clientInfo': { name: 'lossy', version: '1.0.0' },
+      },
+    },
+  });
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(demo.url, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': PROTOCOL_VERSION,
+        'mcp-method': 'tools/call',
+        'mcp-name': name,
+        authorization: `Bearer ${ALICE}`,
+      },
+    });
+    req.on('response', (res) => {
+      expect(res.statusCode).toBe(200);
+      res.destroy();
+      req.destroy();
+      resolve();
+    });
+    req.on('error', (error) => ((error as NodeJS.ErrnoException).code === 'ECONNRESET' ? resolve() : reject(error)));
+    req.end(body);
+  });
+}
+
+describe('a retry after a lost response gets the same answer; the effect happens once (issue 20)', () => {
+  it('deploy: the connection dies after the server answered; the retry gets the same release, deployed once', async () => {
+    const before = await effects('deploy');
+    const r1 = await call('deploy', { service: 'web' });
+    const r2 = await call('deploy', { service: 'web' }, { requestState: (r1.result as Json).requestState, inputResponses: { environment: accept({ environment: 'staging' }) } });
+    const final = { requestState: (r2.result as Json).requestState, inputResponses: { confirm: accept({ confirm: true }) } };
+    await sendAndLoseResponse('deploy', { service: 'web' }, final);
+    const retry = (await call('deploy', { service: 'web' }, final)).result as Json;
+    expect(retry.resultType ?? 'complete').toBe('complete');
+    const deployed = retry.structuredContent as Json;
+    expect(deployed).toMatchObject({ service: 'web', environment: 'staging', rounds: 3 });
+    // Every further identical retry: the same release, not a new deployment.
+    expect(((await call('deploy', { service: 'web' }, final)).result as Json).structuredContent).toEqual(deployed);
+    expect(await effects('deploy')).toBe(before + 1);
+    // The same state with other answers, or by another user, is still a replay.
+    expectReplayed(await call('deploy', { service: 'web' }, { ...final, inputResponses: { confirm: accept({ confirm: false }) } }));
+    expectReplayed(await call('deploy', { service: 'web' }, final, BOB));
+    expect(await effects('deploy')).toBe(before + 1);
+  });
+
+  it('delete_files: three files, the response lost, two retries: one deletion of three files', async () => {
+    const before = await effects('delete_files');
+    const paths = ['a.txt', 'b.txt', 'c.txt'];
+    const r1 = await call('delete_files', { paths });
+    const final = { requestState: (r1.result as Json).requestState, inputResponses: { confirm: accept({ confirm: true }) } };
+    await sendAndLoseResponse('delete_files', { paths }, final);
+    const [x, y] = await Promise.all([call('delete_files', { paths }, final), call('delete_files', { paths }, final)]);
+    expect((x.result as Json).structuredContent).toEqual({ deleted: paths });
+    expect(y.result).toEqual(x.result);
+    expect(await effects('delete_files')).toBe(before + 3);
+  });
+});
+
