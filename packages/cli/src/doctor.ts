@@ -333,15 +333,19 @@ async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Prom
   );
   if (!keys.some((k) => k.primary === true && k.cols === 'ns,id')) problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
   const warnings = keys.some((k) => typeof k.cols === 'string' && k.cols.split(',')[0] === 'expires_at') ? [] : ['no index on expires_at (purges scan the table)'];
-  const owner = columns.find((c) => c.column_name === 'owner');
-  if (owner === undefined) {
-    warnings.push(
-      `no owner column (a table of an earlier version): the store adds it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE "${table}" ADD COLUMN owner text`,
-    );
-  } else if (owner.data_type !== 'text') problems.push(`column owner is ${String(owner.data_type)}, not text`);
+  laterColumns(
+    (name) => {
+      const col = columns.find((c) => c.column_name === name);
+      return col === undefined ? undefined : String(col.data_type);
+    },
+    'text',
+    `"${table}"`,
+    problems,
+    warnings,
+  );
   if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
   if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, owner), primary key (ns, id), expiry index` };
+  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index` };
 }
 
 async function checkPostgres(add: (c: Check) => void, url: string, table: string, timeoutMs: number, skewMs: number): Promise<void> {
@@ -415,15 +419,19 @@ function sqliteSchemaCheck(db: SqliteDb, table: string): Check | undefined {
     return cols.find((c) => c.seqno === 0)?.name === 'expires_at';
   });
   const warnings = expiryIndex ? [] : ['no index on expires_at (purges scan the table)'];
-  const owner = columns.find((c) => c.name === 'owner');
-  if (owner === undefined) {
-    warnings.push(
-      `no owner column (a table of an earlier version): the store adds it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE ${quoted} ADD COLUMN owner TEXT`,
-    );
-  } else if (owner.type.toUpperCase() !== 'TEXT') problems.push(`column owner is ${owner.type || 'untyped'}, not TEXT`);
+  laterColumns(
+    (name) => {
+      const col = columns.find((c) => c.name === name);
+      return col === undefined ? undefined : col.type.toUpperCase() || 'untyped';
+    },
+    'TEXT',
+    quoted,
+    problems,
+    warnings,
+  );
   if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
   if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, owner), primary key (ns, id), expiry index` };
+  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index` };
 }
 
 /**
@@ -485,4 +493,33 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
       // already closed
     }
   }
+}
+
+/** Nullable text columns later versions of the store added: `owner` (lost replies), `fp` and `outcome` (outcome recording). */
+const LATER_COLUMNS = ['owner', 'fp', 'outcome'] as const;
+
+/**
+ * Checks the columns later versions added: one of another type fails; missing ones warn with the migration (the
+ * store adds them before its first consume with ensureSchema, the default; with ensureSchema: false every consume
+ * fails until they exist).
+ */
+function laterColumns(
+  typeOf: (name: string) => string | undefined,
+  type: 'text' | 'TEXT',
+  quotedTable: string,
+  problems: string[],
+  warnings: string[],
+): void {
+  const missing: string[] = [];
+  for (const name of LATER_COLUMNS) {
+    const actual = typeOf(name);
+    if (actual === undefined) missing.push(name);
+    else if (actual !== type) problems.push(`column ${name} is ${actual}, not ${type}`);
+  }
+  if (missing.length === 0) return;
+  const columns = missing.length === 1 ? `no ${missing[0]} column` : `no ${missing.join(', ')} columns`;
+  const alter = missing.map((name) => `ADD COLUMN ${name} ${type}`).join(', ');
+  warnings.push(
+    `${columns} (a table of an earlier version): the store adds ${missing.length === 1 ? 'it' : 'them'} before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE ${quotedTable} ${alter}`,
+  );
 }

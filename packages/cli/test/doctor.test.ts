@@ -239,12 +239,12 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t], { env });
     expect(r.code).toBe(0);
     const out = lines(r.stdout);
-    expect(out[2]).toMatch(new RegExp(`^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner\\), primary key \\(ns, id\\), expiry index$`));
+    expect(out[2]).toMatch(new RegExp(`^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`));
     expect(out[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused .* at postgres:\/\//);
     expect(out[4]).toMatch(/^ok {4}sql clock +.* this host \(round trip .*; tolerated 5 s\)$/);
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t], { env });
     expect(again.code).toBe(0);
-    expect(lines(again.stdout)[2]).toMatch(new RegExp(`^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner\\), primary key \\(ns, id\\), expiry index$`));
+    expect(lines(again.stdout)[2]).toMatch(new RegExp(`^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`));
     expect(lines(again.stdout).at(-1)).toBe('5 ok, 0 warn, 0 fail');
   });
 
@@ -267,7 +267,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     expect(f.stdout).toMatch(/column expires_at is integer, not bigint/);
   });
 
-  it('a table of an earlier version (no owner column) warns with the migration; the store adds the column', async () => {
+  it('a table of an earlier version (no owner, fp, outcome columns) warns with the migration; the store adds the columns', async () => {
     const old = table('noowner');
     await sql(`CREATE TABLE "${old}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
     await sql(`CREATE INDEX "${old}_exp" ON "${old}" (expires_at)`);
@@ -275,10 +275,18 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
     expect(r.code).toBe(0);
     expect(lines(r.stdout)[2]).toMatch(
-      new RegExp(`^warn  sql schema +table "${old}": no owner column .*ALTER TABLE "${old}" ADD COLUMN owner text$`),
+      new RegExp(`^warn  sql schema +table "${old}": no owner, fp, outcome columns .*ALTER TABLE "${old}" ADD COLUMN owner text, ADD COLUMN fp text, ADD COLUMN outcome text$`),
     );
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
-    expect(lines(again.stdout)[2]).toMatch(/^ok {4}sql schema +table ".*": columns \(ns, id, expires_at, owner\)/);
+    expect(lines(again.stdout)[2]).toMatch(/^ok {4}sql schema +table ".*": columns \(ns, id, expires_at, owner, fp, outcome\)/);
+    // The version before outcome recording: owner but no fp and outcome.
+    const noOutcome = table('nooutcome');
+    await sql(`CREATE TABLE "${noOutcome}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`);
+    await sql(`CREATE INDEX "${noOutcome}_exp" ON "${noOutcome}" (expires_at)`);
+    const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noOutcome], { env });
+    expect(lines(w.stdout)[2]).toMatch(
+      new RegExp(`^warn  sql schema +table "${noOutcome}": no fp, outcome columns .*ALTER TABLE "${noOutcome}" ADD COLUMN fp text, ADD COLUMN outcome text$`),
+    );
     const wrongOwner = table('wrongowner');
     await sql(`CREATE TABLE "${wrongOwner}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner bytea, PRIMARY KEY (ns, id))`);
     const f = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', wrongOwner], { env });
@@ -326,12 +334,12 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const r = await run(['--store', 'sqlite', '--sqlite-file', path]);
     expect(r.code).toBe(0);
     const out = lines(r.stdout);
-    expect(out[2]).toMatch(/^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner\), primary key \(ns, id\), expiry index$/);
+    expect(out[2]).toMatch(/^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/);
     expect(out[3]).toMatch(new RegExp(`^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused \\(.*\\) in ${path.replaceAll('.', '\\.')}$`));
     const again = await run(['--store', 'sqlite', '--sqlite-file', path, '--strict']);
     expect(again.code).toBe(0);
     expect(lines(again.stdout).slice(2)).toEqual([
-      expect.stringMatching(/^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner\), primary key \(ns, id\), expiry index$/),
+      expect.stringMatching(/^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/),
       expect.stringMatching(/^ok {4}sqlite +consume of a throwaway id/),
       '4 ok, 0 warn, 0 fail',
     ]);
@@ -367,7 +375,7 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     expect(r.stdout).toMatch(/^fail {2}sqlite +no database file: pass --sqlite-file PATH \(or set MRTR_SQLITE_FILE\)$/m);
   });
 
-  it('schema problems: no primary key fails, no owner column warns with the migration, a rollback journal warns', async () => {
+  it('schema problems: no primary key fails, missing owner/fp/outcome columns warn with the migration, a rollback journal warns', async () => {
     const noPk = prepared('nopk', 'CREATE TABLE mrtr_replay (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT)');
     const f = await run(['--store', 'sqlite', '--sqlite-file', noPk]);
     expect(f.code).toBe(1);
@@ -380,7 +388,9 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     );
     const w = await run(['--store', 'sqlite', '--sqlite-file', old]);
     expect(w.code).toBe(0);
-    expect(w.stdout).toMatch(/^warn {2}sql schema +table "mrtr_replay": no owner column .* ALTER TABLE "mrtr_replay" ADD COLUMN owner TEXT$/m);
+    expect(w.stdout).toMatch(
+      /^warn {2}sql schema +table "mrtr_replay": no owner, fp, outcome columns .* ALTER TABLE "mrtr_replay" ADD COLUMN owner TEXT, ADD COLUMN fp TEXT, ADD COLUMN outcome TEXT$/m,
+    );
     expect(w.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id/m);
 
     const rollback = file('rollback');
