@@ -4,6 +4,7 @@ import { MrtrError, RoundInProgressError, StateReplayedError, StoreUnavailableEr
 import type { Awaitable } from './crypto/types.js';
 import type { ClaimResult, ReplayStore, StateCodec } from './interfaces.js';
 import { canonicalJson } from './json.js';
+import { base64urlEncode, randomBytes } from './random.js';
 import type { OpenedState } from './guard.js';
 import type { JsonValue } from './protocol.js';
 
@@ -60,8 +61,19 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
   const inflight = new Map<string, Promise<Settled>>();
   const notRecorded = async (): Promise<boolean> => false;
 
-  const fingerprint = (sub: string, answers: JsonValue): Awaitable<string> =>
-    cryptoProvider.sha256Text(canonicalJson(['mrtr/outcome/v1', sub, answers]));
+  /**
+   * The attempt's fingerprint. Answers that have no canonical form (nested past canonicalJson's depth, or not
+   * JSON) get a random one that no retry can match: that round runs once and its retries are replays.
+   */
+  const fingerprint = (sub: string, answers: JsonValue): Awaitable<string> => {
+    let canonical: string;
+    try {
+      canonical = canonicalJson(['mrtr/outcome/v1', sub, answers]);
+    } catch {
+      canonical = `mrtr/outcome/v1/unmatchable/${base64urlEncode(randomBytes(16))}`;
+    }
+    return cryptoProvider.sha256Text(canonical);
+  };
 
   const fromStore = async <T>(call: () => Promise<T>): Promise<T> => {
     try {
