@@ -88,6 +88,21 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     }
   };
 
+  /** Two instances, on the given namespaces (one shared namespace by default), closed afterwards. */
+  const withTwo = async (
+    fn: (a: ReplayStore, b: ReplayStore) => Promise<void>,
+    namespaces: [string, string] = [uniqueId('shared'), ''],
+  ): Promise<void> => {
+    const a = await factory({ namespace: namespaces[0] });
+    const b = await factory({ namespace: namespaces[1] === '' ? namespaces[0] : namespaces[1] });
+    try {
+      await fn(a, b);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  };
+
   test('consume is true the first time and false every later time', async () => {
     await withStore(async (store) => {
       const id = uniqueId('first');
@@ -171,32 +186,24 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   test('namespaces do not collide', async () => {
     const id = uniqueId('ns-shared-id');
     const exp = now() + 60_000;
-    const a = await factory({ namespace: uniqueId('nsA') });
-    const b = await factory({ namespace: uniqueId('nsB') });
-    try {
-      ok((await a.consume(id, exp)) === true, 'namespace A: first consume true');
-      ok((await b.consume(id, exp)) === true, 'namespace B: the same id is independent');
-      ok((await a.consume(id, exp)) === false, 'namespace A: second consume false');
-    } finally {
-      await a.close();
-      await b.close();
-    }
+    await withTwo(
+      async (a, b) => {
+        ok((await a.consume(id, exp)) === true, 'namespace A: first consume true');
+        ok((await b.consume(id, exp)) === true, 'namespace B: the same id is independent');
+        ok((await a.consume(id, exp)) === false, 'namespace A: second consume false');
+      },
+      [uniqueId('nsA'), uniqueId('nsB')],
+    );
   });
 
   if (options.sharedBackend !== false) {
     test('two instances on one namespace share the ledger', async () => {
-      const namespace = uniqueId('shared');
-      const a = await factory({ namespace });
-      const b = await factory({ namespace });
-      try {
+      await withTwo(async (a, b) => {
         const id = uniqueId('fleet');
         const exp = now() + 60_000;
         ok((await a.consume(id, exp)) === true, 'instance A consumes first');
         ok((await b.consume(id, exp)) === false, 'instance B must see the id as used');
-      } finally {
-        await a.close();
-        await b.close();
-      }
+      });
     });
   }
 
@@ -409,10 +416,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
   if (options.sharedBackend !== false) {
     test('two instances on one namespace share claims and outcomes', async () => {
-      const namespace = uniqueId('shared-claim');
-      const a = await factory({ namespace });
-      const b = await factory({ namespace });
-      try {
+      await withTwo(async (a, b) => {
         if (typeof a.claim !== 'function' || typeof a.record !== 'function' || typeof b.claim !== 'function') return;
         const id = uniqueId('fleet-claim');
         const exp = now() + 60_000;
@@ -420,10 +424,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         ok(status(await b.claim(id, exp, 'fp')) === 'pending', 'B sees it pending');
         ok((await a.record(id, 'fp', 'done')) === true, 'A records');
         ok(status(await b.claim(id, exp, 'fp')) === 'recorded:done', 'B gets the outcome');
-      } finally {
-        await a.close();
-        await b.close();
-      }
+      });
     });
   }
 
