@@ -53,5 +53,21 @@ export type {
   ToolNeed,
   UrlAnswer,
 } from './types.js';
+export {
+  createMemoryTaskStore,
+  isTerminalStatus,
+  type MemoryTaskStoreOptions,
+  TASKS_EXTENSION,
+  type TaskError,
+  type TaskHandle,
+  type TaskInputRequest,
+  TaskLimitError,
+  type TaskOptions,
+  type TaskRecord,
+  type TaskStartOptions,
+  type TaskStatus,
+  type TaskStore,
+  type TaskWork,
+} from './tasks.js';
 export { createHttpHandler, type HttpHandler, type HttpHandlerOptions, type LegacySessionOptions } from './http.js';
 export { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from './wire.js';

@@ -4,6 +4,7 @@ import { StateMalformedError, StateTooLargeError } from '@mrtr/core/authoring';
 import { type MrtrOptions, resolveOptions } from './options.js';
 import { createRegistration } from './register.js';
 import { createRounds } from './round.js';
+import { createTaskRuntime } from './tasks.js';
 import type { Mrtr, MrtrServerOptions } from './types.js';
 
 /** Characters a token may contain (printable ASCII); anything else is rejected before decoding. */
@@ -43,5 +44,16 @@ export function createMrtr(options: MrtrOptions): Mrtr {
     },
   };
 
-  return { serverOptions, guard, ...createRegistration(rounds) } as Mrtr;
+  // Tasks are bound to the principal states are bound to (the fixed unauthenticated one included).
+  const fixed = typeof resolved.guard.unauthenticated === 'object' ? resolved.guard.unauthenticated.principal : undefined;
+  const taskPrincipal = (ctx: ServerContext): string | undefined => {
+    const principal = resolved.principal(ctx);
+    if (typeof principal === 'string' && principal !== '') return `p:${principal}`;
+    return fixed === undefined ? undefined : `u:${fixed}`;
+  };
+  const tasks =
+    options.tasks === undefined
+      ? undefined
+      : { runtime: createTaskRuntime(options.tasks, taskPrincipal, resolved.maxAnswerChars), principal: taskPrincipal };
+  return { serverOptions, guard, ...createRegistration(rounds, tasks) } as Mrtr;
 }

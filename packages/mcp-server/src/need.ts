@@ -26,6 +26,7 @@ import {
   validateUrlAnswer,
 } from './answers.js';
 import type { PresuppliedPolicy } from './options.js';
+import { type TaskStartOptions, type TaskWork, taskMarker } from './tasks.js';
 import type {
   AskOptions,
   ElicitAnswer,
@@ -280,6 +281,10 @@ export class NeedState implements ToolNeed {
   fail(message: string): CallToolResult {
     if (typeof message !== 'string') throw new TypeError('need.fail: message must be a string');
     return { content: [{ type: 'text', text: message }], isError: true };
+  }
+
+  task(work: TaskWork, options?: TaskStartOptions): CallToolResult {
+    return taskMarker(work, options);
   }
 
   #resolve(

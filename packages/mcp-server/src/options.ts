@@ -11,6 +11,7 @@ import type {
   StateCodec,
   StateGuardOptions,
 } from '@mrtr/core';
+import type { TaskOptions } from './tasks.js';
 
 /** What `onReject` receives: the real reason behind an opaque wire error (for logs and metrics). */
 export interface RejectEvent {
@@ -114,6 +115,11 @@ export interface MrtrOptions {
    * `onReject` is sugar for the `state.rejected` events. @default none (the guard is then not wrapped)
    */
   onEvent?: ((event: MrtrEvent) => void) | undefined;
+  /**
+   * Task support (tasks extension, `io.modelcontextprotocol/tasks`) for tools registered with `task`:
+   * `{ store: createMemoryTaskStore(), ttlMs?, pollIntervalMs? }`. Tasks are bound to the same principal as states.
+   */
+  tasks?: TaskOptions | undefined;
 }
 
 /** The validated options the adapter runs on. */

@@ -14,6 +14,7 @@ import type {
 } from '@modelcontextprotocol/server';
 import type { RoundResult, Rounds } from './round.js';
 import type { MrtrPromptHandler, MrtrResourceHandler, MrtrToolHandler, PromptConfig, ResourceConfig, ToolConfig } from './types.js';
+import { declaresTasks, isTaskMarker, missingTasksExtensionError, type TaskRuntime } from './tasks.js';
 import { WireError, escapeToWire } from './wire.js';
 
 const checkName = (kind: string, name: unknown): void => {
@@ -36,7 +37,10 @@ const argsAndContext = (a: unknown, b: unknown): [unknown, ServerContext] =>
  * Registration through the SDK's own `registerTool`/`registerPrompt`/`registerResource`, with every state
  * bound to the name (or read URI) the call was registered under: the name is given once.
  */
-export function createRegistration(rounds: Rounds) {
+export function createRegistration(
+  rounds: Rounds,
+  tasks?: { runtime: TaskRuntime; principal: (ctx: ServerContext) => string | undefined },
+) {
   const rethrow = (error: unknown): never => {
     throw error instanceof WireError ? error.error : error;
   };
@@ -45,16 +49,33 @@ export function createRegistration(rounds: Rounds) {
       checkServer('registerTool', server);
       checkName('registerTool', name);
       checkHandler('registerTool', handler);
+      const { task: taskSupport, ...sdkConfig } = (config ?? {}) as ToolConfig;
+      if (taskSupport !== undefined && taskSupport !== 'optional' && taskSupport !== 'required') {
+        throw new TypeError('mrtr.registerTool: task must be "optional" or "required"');
+      }
+      if (taskSupport !== undefined && tasks === undefined) {
+        throw new TypeError('mrtr.registerTool: a tool with task support needs createMrtr({ tasks: { store } })');
+      }
+      if (taskSupport !== undefined) tasks!.runtime.install(server);
+      const session = () => server.server.getClientCapabilities();
       const callback = async (a: unknown, b?: unknown): Promise<CallToolResult | InputRequiredResult> => {
         const [args, ctx] = argsAndContext(a, b);
         try {
+          const declared = taskSupport !== undefined && declaresTasks(ctx, session);
+          if (taskSupport === 'required' && !declared) throw new WireError(missingTasksExtensionError(`The tool ${name}`));
           return (await rounds.run({
             method: 'tools/call',
             target: name,
             args,
             ctx,
-            sessionCapabilities: () => server.server.getClientCapabilities(),
-            invoke: (need) => handler(args, ctx, need) as RoundResult | undefined,
+            sessionCapabilities: session,
+            invoke: async (need) => {
+              const result = await handler(args, ctx, need);
+              if (!isTaskMarker(result)) return result as RoundResult | undefined;
+              if (taskSupport === undefined) throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
+              // The task is created inside the round, so an identical retry of this round gets the same task.
+              return (await tasks!.runtime.start(result, ctx, tasks!.principal(ctx) ?? '', declared)) as RoundResult;
+            },
           })) as CallToolResult | InputRequiredResult;
         } catch (error) {
           // McpServer would turn a thrown error into an `isError` tool result: escape to the wire instead.
@@ -62,7 +83,7 @@ export function createRegistration(rounds: Rounds) {
           throw error;
         }
       };
-      return server.registerTool(name, config as never, callback as never);
+      return server.registerTool(name, sdkConfig as never, callback as never);
     },
 
     registerPrompt(server: McpServer, name: string, config: PromptConfig, handler: MrtrPromptHandler<unknown>): RegisteredPrompt {

@@ -24,6 +24,7 @@ import type { JsonValue, StateGuard } from '@mrtr/core';
 import type { InputRequestKind } from '@mrtr/core/authoring';
 import type { FormContent, FormSchema } from './answers.js';
 import type { MissingCapabilityPolicy, PresuppliedPolicy } from './options.js';
+import type { TaskStartOptions, TaskWork } from './tasks.js';
 
 /** An answer to a form elicitation. `decline`/`cancel` reach the handler as such. */
 export type ElicitAnswer<T> = { action: 'accept'; content: T } | { action: 'decline' } | { action: 'cancel' };
@@ -124,6 +125,14 @@ export interface Need {
 export interface ToolNeed extends Need {
   /** `{ content: [{ type: 'text', text: message }], isError: true }`, e.g. after a `decline`. */
   fail(message: string): CallToolResult;
+  /**
+   * Ends the protected rounds and turns the call into a task (tasks extension, SEP-2663): return its value.
+   * When this request's client capabilities declare `io.modelcontextprotocol/tasks`, the client gets a
+   * `CreateTaskResult` at once and `work` runs in the background (its result, or error, is read with `tasks/get`;
+   * it may ask with `task.elicit`). Otherwise `work` runs now and its result is the call's result. Only for tools
+   * registered with `task: 'optional' | 'required'`.
+   */
+  task(work: TaskWork, options?: TaskStartOptions): CallToolResult;
 }
 
 type Awaitable<T> = T | Promise<T>;
@@ -164,6 +173,12 @@ export interface ToolConfig<
   icons?: Icon[];
   scopeChallenge?: ScopeChallengeHandler;
   _meta?: Record<string, unknown>;
+  /**
+   * Task support (tasks extension): `'optional'` becomes a task only when the request declares the extension
+   * (else it runs synchronously); `'required'` answers `-32021` (with `data.requiredCapabilities.extensions`)
+   * to a request that does not declare it, before the handler runs. Needs `tasks` in `createMrtr`.
+   */
+  task?: 'optional' | 'required';
 }
 /** The config of `mrtr.registerPrompt`: the SDK's `registerPrompt` config. */
 export interface PromptConfig<A extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined> {

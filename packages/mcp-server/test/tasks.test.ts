@@ -1,0 +1,386 @@
+import { type AuthInfo, createMcpHandler, McpServer, ProtocolError } from '@modelcontextprotocol/server';
+import { createHmacCodec } from '@mrtr/codec-hmac';
+import { KeyRing } from '@mrtr/core';
+import { createMemoryStore } from '@mrtr/store-memory';
+import { describe, expect, it } from 'vitest';
+import * as z from 'zod/v4';
+import { createMemoryTaskStore, createMrtr, type MrtrOptions, TASKS_EXTENSION, type TaskStore } from '../src/index.js';
+
+/** A promise settled from outside (the tests never wait on wall-clock windows). */
+function deferred() {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+const CONFIRM = {
+  message: 'Approve?',
+  requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+} as const;
+const NAME = {
+  message: 'Name?',
+  requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+} as const;
+
+interface Setup {
+  store?: TaskStore;
+  options?: Partial<MrtrOptions>;
+}
+
+function setup({ store: given, options = {} }: Setup & { maxLive?: number } = {}) {
+  let t = 1_700_000_000_000;
+  const now = () => t;
+  const store = given ?? createMemoryTaskStore({ now });
+  const gates = new Map<string, ReturnType<typeof deferred>>();
+  const gate = (label: string) => {
+    let d = gates.get(label);
+    if (d === undefined) gates.set(label, (d = deferred()));
+    return d;
+  };
+  const mrtr = createMrtr({
+    keys: KeyRing.generate(),
+    codec: createHmacCodec,
+    audience: 'https://tasks.test',
+    tasks: { store, ttlMs: 60_000, pollIntervalMs: 500, now },
+    ...options,
+  });
+  const build = () => {
+    const server = new McpServer({ name: 'tasks-test', version: '1.0.0' }, { ...mrtr.serverOptions });
+    server.registerTool('greet', { inputSchema: z.object({ name: z.string() }) }, async ({ name }) => ({
+      content: [{ type: 'text', text: `Hello, ${name}!` }],
+    }));
+    mrtr.registerTool(server, 'job', { task: 'optional', inputSchema: z.object({ label: z.string() }) }, async ({ label }, _ctx, need) =>
+      need.task(async (task) => {
+        await gate(label).promise;
+        task.signal.throwIfAborted();
+        if (label.startsWith('tool-error')) return { content: [{ type: 'text', text: 'it broke' }], isError: true };
+        if (label.startsWith('protocol-error')) throw new ProtocolError(-32603, 'The job crashed');
+        if (label.startsWith('secret')) throw new Error('db password is hunter2');
+        return { content: [{ type: 'text', text: `done ${label}` }] };
+      }),
+    );
+    mrtr.registerTool(server, 'required_job', { task: 'required' }, async (_args, _ctx, need) =>
+      need.task(async () => ({ content: [{ type: 'text', text: 'ok' }] })),
+    );
+    // Ordinary protected rounds first, then a task whose result reflects the answers.
+    mrtr.registerTool(server, 'named_task', { task: 'required' }, async (_args, _ctx, need) => {
+      const name = need.elicit('user_name', NAME);
+      if (name === undefined) return need.ask();
+      if (name.action !== 'accept') return need.fail('no name');
+      return need.task(async () => ({ content: [{ type: 'text', text: `Task for ${name.content.name}` }] }));
+    });
+    // Input during the task: two questions at once, then one more (a new key).
+    mrtr.registerTool(server, 'approve', { task: 'optional' }, async (_args, _ctx, need) =>
+      need.task(async (task) => {
+        const [a, b] = await Promise.all([task.elicit('first', CONFIRM), task.elicit('second', NAME)]);
+        const again = await task.elicit('third', CONFIRM);
+        const text = [a, b, again].map((x) => (x.action === 'accept' ? JSON.stringify(x.content) : x.action)).join(' ');
+        return { content: [{ type: 'text', text }] };
+      }),
+    );
+    mrtr.registerTool(server, 'reuse_key', { task: 'optional' }, async (_args, _ctx, need) =>
+      need.task(async (task) => {
+        await task.elicit('k', CONFIRM);
+        await task.elicit('k', CONFIRM);
+        return { content: [{ type: 'text', text: 'unreachable' }] };
+      }),
+    );
+    return server;
+  };
+  const handler = createMcpHandler(() => build(), { legacy: 'reject' });
+  let id = 0;
+  const call = async (method: string, params: Record<string, unknown>, opts: { sub?: string; tasks?: boolean; elicit?: boolean } = {}) => {
+    const { sub = 'alice', tasks = true, elicit = true } = opts;
+    const caps: Record<string, unknown> = {};
+    if (elicit) caps.elicitation = { form: {} };
+    if (tasks) caps.extensions = { [TASKS_EXTENSION]: {} };
+    const name = typeof params.name === 'string' ? params.name : typeof params.taskId === 'string' ? params.taskId : undefined;
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...(name !== undefined && { 'mcp-name': name }),
+    };
+    const body = {
+      jsonrpc: '2.0',
+      id: ++id,
+      method,
+      params: {
+        ...params,
+        _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': caps },
+      },
+    };
+    const authInfo: AuthInfo = { token: 't', clientId: 'same-client', scopes: [], extra: { sub } };
+    const response = await handler.fetch(new Request('http://test.local/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), { authInfo });
+    // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
+    const json = (await response.json()) as { result?: Record<string, any>; error?: { code: number; message: string; data?: any } };
+    return json;
+  };
+  const ok = async (method: string, params: Record<string, unknown>, opts?: Parameters<typeof call>[2]) => {
+    const json = await call(method, params, opts);
+    if (json.error !== undefined) throw new Error(`${method}: ${json.error.code} ${json.error.message}`);
+    return json.result!;
+  };
+  /** Lets the background work run until it waits again (no timers involved beyond the start tick). */
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+  return {
+    call,
+    ok,
+    gate,
+    settle,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+}
+
+describe('tasks extension', () => {
+  it('advertises the extension in server/discover when a task tool is registered', async () => {
+    const s = setup();
+    const discover = await s.ok('server/discover', {});
+    expect(discover.capabilities.extensions).toEqual({ [TASKS_EXTENSION]: {} });
+    expect(discover.capabilities.tasks).toBeUndefined();
+  });
+
+  it('a task tool returns a flat CreateTaskResult (no requestState, no inputRequests) and tasks/get inlines the result', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'job', arguments: { label: 'a' } });
+    expect(created).toMatchObject({ resultType: 'task', status: 'working', ttlMs: 60_000, pollIntervalMs: 500 });
+    expect(created.taskId).toMatch(/^[A-Za-z0-9_-]{22}$/); // 128 random bits
+    expect(created.createdAt).toBe(new Date(1_700_000_000_000).toISOString());
+    for (const key of ['requestState', 'inputRequests', 'result', 'error', 'task', 'ttl', 'pollInterval']) expect(created).not.toHaveProperty(key);
+    const working = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(working).toMatchObject({ resultType: 'complete', taskId: created.taskId, status: 'working' });
+    expect(working).not.toHaveProperty('result');
+    expect(working).not.toHaveProperty('requestState');
+    s.gate('a').resolve();
+    await s.settle();
+    const done = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(done).toMatchObject({ resultType: 'complete', status: 'completed', result: { content: [{ type: 'text', text: 'done a' }] } });
+    expect(done).not.toHaveProperty('requestState');
+    expect(done.result).not.toHaveProperty('resultType');
+  });
+
+  it('a tool error completes with isError; a protocol error fails with a JSON-RPC error; an internal error hides its message', async () => {
+    const s = setup();
+    const [toolError, protocolError, secret] = await Promise.all(
+      ['tool-error', 'protocol-error', 'secret'].map((label) => s.ok('tools/call', { name: 'job', arguments: { label } })),
+    );
+    for (const label of ['tool-error', 'protocol-error', 'secret']) s.gate(label).resolve();
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: toolError!.taskId })).toMatchObject({ status: 'completed', result: { isError: true } });
+    const failed = await s.ok('tasks/get', { taskId: protocolError!.taskId });
+    expect(failed).toMatchObject({ resultType: 'complete', status: 'failed', error: { code: -32603, message: 'The job crashed' } });
+    expect(failed).not.toHaveProperty('result');
+    const hidden = await s.ok('tasks/get', { taskId: secret!.taskId });
+    expect(hidden.error).toEqual({ code: -32603, message: 'Internal error' });
+  });
+
+  it('without the extension an optional task tool runs synchronously; a required one answers -32021 naming the extension', async () => {
+    const s = setup();
+    s.gate('sync').resolve();
+    const sync = await s.ok('tools/call', { name: 'job', arguments: { label: 'sync' } }, { tasks: false });
+    expect(sync).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'done sync' }] });
+    expect(sync).not.toHaveProperty('taskId');
+    const required = await s.call('tools/call', { name: 'required_job', arguments: {} }, { tasks: false });
+    expect(required.error?.code).toBe(-32021);
+    expect(required.error?.data?.requiredCapabilities?.extensions).toEqual({ [TASKS_EXTENSION]: {} });
+    // A sync tool never becomes a task, even with the extension (and a legacy `task` hint).
+    const greet = await s.ok('tools/call', { name: 'greet', arguments: { name: 'Ann' }, task: { ttl: 1000 } });
+    expect(greet.resultType).toBe('complete');
+    expect(greet).not.toHaveProperty('taskId');
+  });
+
+  it('tasks/get, tasks/update and tasks/cancel without the extension answer -32021; tasks/result and tasks/list -32601', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'job', arguments: { label: 'gated' } });
+    for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
+      const answer = await s.call(method, { taskId: created.taskId, inputResponses: {} }, { tasks: false });
+      expect(answer.error?.code, method).toBe(-32021);
+    }
+    for (const method of ['tasks/result', 'tasks/list']) {
+      const answer = await s.call(method, method === 'tasks/list' ? {} : { taskId: created.taskId });
+      expect(answer.error?.code, method).toBe(-32601);
+    }
+  });
+
+  it('an unknown task id and another user’s task get the same -32602; cancel is idempotent and settles to cancelled', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'job', arguments: { label: 'mine' } });
+    const unknown = await s.call('tasks/get', { taskId: 'no-such-task' });
+    expect(unknown.error?.code).toBe(-32602);
+    for (const method of ['tasks/get', 'tasks/update', 'tasks/cancel']) {
+      const other = await s.call(method, { taskId: created.taskId, inputResponses: {} }, { sub: 'mallory' });
+      expect(other.error, method).toEqual(unknown.error);
+    }
+    // Mallory's cancel did nothing.
+    expect((await s.ok('tasks/get', { taskId: created.taskId })).status).toBe('working');
+    expect(await s.ok('tasks/cancel', { taskId: created.taskId })).toEqual({ resultType: 'complete', _meta: expect.anything() });
+    expect(await s.ok('tasks/cancel', { taskId: created.taskId })).toEqual({ resultType: 'complete', _meta: expect.anything() });
+    s.gate('mine').resolve(); // the work finishing later does not change a cancelled task
+    await s.settle();
+    const cancelled = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled).not.toHaveProperty('result');
+  });
+
+  it('bounds the live tasks of one principal (-32600), not of other principals; finished tasks free the slot', async () => {
+    const s = setup({ store: createMemoryTaskStore({ maxLivePerPrincipal: 2, now: () => 1_700_000_000_000 }) });
+    await s.ok('tools/call', { name: 'job', arguments: { label: 'b1' } });
+    await s.ok('tools/call', { name: 'job', arguments: { label: 'b2' } });
+    const third = await s.call('tools/call', { name: 'job', arguments: { label: 'b3' } });
+    expect(third.error?.code).toBe(-32600);
+    expect(third.error?.message).toMatch(/Too many tasks/);
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'b4' } }, { sub: 'bob' })).resultType).toBe('task');
+    s.gate('b1').resolve();
+    await s.settle();
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'b5' } })).resultType).toBe('task');
+  });
+
+  it('validates the memory store options with RangeError/TypeError', () => {
+    expect(() => createMemoryTaskStore({ maxLivePerPrincipal: 0 })).toThrow(RangeError);
+    expect(() => createMemoryTaskStore({ maxTasks: 1.5 })).toThrow(TypeError);
+    expect(() => createMemoryTaskStore({ now: 1 as never })).toThrow(TypeError);
+  });
+
+  it('a task stays readable for its ttlMs after its last change, and is unknown after', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'job', arguments: { label: 'ttl' } });
+    s.gate('ttl').resolve();
+    await s.settle();
+    s.advance(59_999);
+    expect((await s.ok('tasks/get', { taskId: created.taskId })).status).toBe('completed');
+    s.advance(1);
+    expect((await s.call('tasks/get', { taskId: created.taskId })).error?.code).toBe(-32602);
+  });
+
+  it('MRTR rounds before the task are ordinary sealed input_required results; the task result reflects the answers', async () => {
+    const s = setup({ options: { store: createMemoryStore() } });
+    const round1 = await s.ok('tools/call', { name: 'named_task', arguments: {} });
+
+    expect(round1.resultType).toBe('input_required');
+    expect(typeof round1.requestState).toBe('string');
+    expect(round1).not.toHaveProperty('taskId');
+    expect(Object.keys(round1.inputRequests)).toEqual(['user_name']);
+    const round2 = await s.ok('tools/call', {
+      name: 'named_task',
+      arguments: {},
+      inputResponses: { user_name: { action: 'accept', content: { name: 'Alice' } } },
+      requestState: round1.requestState,
+    });
+    expect(round2.resultType).toBe('task');
+    expect(round2).not.toHaveProperty('requestState');
+    expect(round2).not.toHaveProperty('inputRequests');
+    await s.settle();
+    const done = await s.ok('tasks/get', { taskId: round2.taskId });
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ text: 'Task for Alice' }] } });
+    // The round's state is single use (with a replay store): an identical retry gets the same task, other
+    // answers are refused; neither creates a second task.
+    const retry = await s.ok('tools/call', {
+      name: 'named_task',
+      arguments: {},
+      inputResponses: { user_name: { action: 'accept', content: { name: 'Alice' } } },
+      requestState: round1.requestState,
+    });
+    expect(retry.taskId).toBe(round2.taskId);
+    const replay = await s.call('tools/call', {
+      name: 'named_task',
+      arguments: {},
+      inputResponses: { user_name: { action: 'accept', content: { name: 'Eve' } } },
+      requestState: round1.requestState,
+    });
+    expect(replay.error?.code).toBe(-32602);
+    // A tampered state is rejected before any task is created.
+    const tampered = await s.call('tools/call', {
+      name: 'named_task',
+      arguments: {},
+      inputResponses: { user_name: { action: 'accept', content: { name: 'Eve' } } },
+      requestState: `${round1.requestState}x`,
+    });
+    expect(tampered.error?.code).toBe(-32602);
+  });
+
+  it('input during a task: tasks/get lists outstanding inputRequests, tasks/update acks, takes partial answers and ignores others', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'approve', arguments: {} });
+    await s.settle();
+    const waiting = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(waiting.status).toBe('input_required');
+    expect(Object.keys(waiting.inputRequests).sort()).toEqual(['first', 'second']);
+    expect(waiting.inputRequests.first).toMatchObject({ method: 'elicitation/create', params: { message: 'Approve?' } });
+    expect(waiting).not.toHaveProperty('requestState');
+    // Unknown keys and invalid answers are ignored; the ack is an empty complete result either way.
+    const ack = await s.ok('tasks/update', {
+      taskId: created.taskId,
+      inputResponses: { nope: { action: 'accept', content: {} }, second: { action: 'accept', content: { name: 42 } } },
+    });
+    expect(ack).toEqual({ resultType: 'complete', _meta: expect.anything() });
+    expect(Object.keys((await s.ok('tasks/get', { taskId: created.taskId })).inputRequests).sort()).toEqual(['first', 'second']);
+    // A partial answer: only the other key stays outstanding.
+    await s.ok('tasks/update', { taskId: created.taskId, inputResponses: { first: { action: 'accept', content: { confirm: true } } } });
+    const partial = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(partial.status).toBe('input_required');
+    expect(Object.keys(partial.inputRequests)).toEqual(['second']);
+    // Another user cannot answer.
+    const stolen = await s.call('tasks/update', { taskId: created.taskId, inputResponses: { second: { action: 'accept', content: { name: 'M' } } } }, { sub: 'mallory' });
+    expect(stolen.error?.code).toBe(-32602);
+    await s.ok('tasks/update', { taskId: created.taskId, inputResponses: { second: { action: 'accept', content: { name: 'Zed' } } } });
+    await s.settle();
+    const third = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(Object.keys(third.inputRequests)).toEqual(['third']);
+    // An answer to an already answered key is not outstanding any more: ignored.
+    await s.ok('tasks/update', { taskId: created.taskId, inputResponses: { first: { action: 'decline' }, third: { action: 'decline' } } });
+    await s.settle();
+    const done = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(done.status).toBe('completed');
+    expect(done.result.content[0].text).toBe('{"confirm":true} {"name":"Zed"} decline');
+  });
+
+  it('a key is unique for the task’s life: asking it twice fails the task', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'reuse_key', arguments: {} });
+    await s.settle();
+    await s.ok('tasks/update', { taskId: created.taskId, inputResponses: { k: { action: 'accept', content: { confirm: true } } } });
+    await s.settle();
+    const failed = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(failed.status).toBe('failed');
+  });
+
+  it('cancelling a task waiting for input ends it as cancelled', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'approve', arguments: {} });
+    await s.settle();
+    await s.ok('tasks/cancel', { taskId: created.taskId });
+    await s.settle();
+    const cancelled = await s.ok('tasks/get', { taskId: created.taskId });
+    expect(cancelled.status).toBe('cancelled');
+    expect(cancelled).not.toHaveProperty('inputRequests');
+  });
+
+  it('Mcp-Name must equal the task id over HTTP (-32020)', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'job', arguments: { label: 'hdr' } });
+    const answer = await s.call('tasks/get', { taskId: created.taskId, name: 'other' });
+    // `name` in params steers the helper's Mcp-Name header to a wrong value.
+    expect(answer.error?.code).toBe(-32020);
+  });
+
+  it('requires a principal for task requests (same rule as states)', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'job', arguments: { label: 'p' } });
+    const anonymous = await s.call('tasks/get', { taskId: created.taskId }, { sub: '' });
+    expect(anonymous.error?.code).toBe(-32600);
+  });
+
+  it('refuses task config without createMrtr({ tasks }) and bad task values', () => {
+    const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x' });
+    const server = new McpServer({ name: 'x', version: '1' });
+    expect(() => mrtr.registerTool(server, 't', { task: 'optional' }, async () => ({ content: [] }))).toThrow(/tasks: \{ store \}/);
+    const withTasks = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
+    expect(() => withTasks.registerTool(server, 't', { task: 'always' as never }, async () => ({ content: [] }))).toThrow(TypeError);
+    expect(() => createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore(), ttlMs: 10 } })).toThrow(RangeError);
+  });
+});
