@@ -4,7 +4,7 @@
  * binding, single use and answer validation rather than a bypass.
  */
 import type { McpServer, ServerNotifier } from '@modelcontextprotocol/server';
-import { fromJsonSchema, ResourceTemplate } from '@modelcontextprotocol/server';
+import { fromJsonSchema, ProtocolError, ResourceTemplate } from '@modelcontextprotocol/server';
 import type { Mrtr } from '@mrtr/mcp-server';
 import * as z from 'zod/v4';
 import { samplingText } from './tools.js';
@@ -18,6 +18,24 @@ export const TEST_AUDIO_BASE64 = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACAB
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Waits `ms` inside a task: ends early (rejecting) when the task is cancelled, and never keeps the process alive
+ * (a cancelled or abandoned 60 s task must not delay a clean shutdown).
+ */
+const taskSleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    timer.unref?.();
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 
 const NAME_FORM = {
   message: 'What is your name?',
@@ -354,6 +372,88 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
       } as Parameters<typeof fromJsonSchema>[0]),
     },
     ({ region }) => text(`Region: ${region}`),
+  );
+
+  // ------------------------------------------------------------ tasks-* scenarios (io.modelcontextprotocol/tasks, SEP-2663)
+  mrtr.registerTool(
+    server,
+    'greet',
+    { description: 'Sync-only: says hello', inputSchema: z.object({ name: z.string() }) },
+    ({ name }) => text(`Hello, ${name}!`),
+  );
+  mrtr.registerTool(
+    server,
+    'slow_compute',
+    {
+      description: 'Task-supporting: sleeps `seconds` seconds, then answers (cancellable)',
+      inputSchema: z.object({ seconds: z.number().min(0).max(600), label: z.string().optional() }),
+      task: 'optional',
+    },
+    ({ seconds, label }, _ctx, need) =>
+      need.task(async (task) => {
+        if (seconds > 0) await taskSleep(seconds * 1000, task.signal);
+        return text(`Computed ${label ?? 'result'} after ${seconds}s`);
+      }),
+  );
+  mrtr.registerTool(
+    server,
+    'failing_job',
+    { description: 'Task-required: a tool execution error after ~1s', task: 'required' },
+    (_args, _ctx, need) =>
+      need.task(async (task) => {
+        await taskSleep(1000, task.signal);
+        return { ...text('failing_job failed, as it always does'), isError: true };
+      }),
+  );
+  mrtr.registerTool(
+    server,
+    'protocol_error_job',
+    { description: 'Task-supporting: fails with a protocol-level error', task: 'optional' },
+    (_args, _ctx, need) =>
+      need.task(async () => {
+        throw new ProtocolError(-32603, 'protocol_error_job: internal failure (on purpose)');
+      }),
+  );
+  mrtr.registerTool(
+    server,
+    'confirm_delete',
+    { description: 'Task-supporting: asks for confirmation during the task', inputSchema: z.object({ filename: z.string() }), task: 'optional' },
+    ({ filename }, _ctx, need) =>
+      need.task(async (task) => {
+        const answer = await task.elicit('confirm', {
+          message: `Delete ${filename}?`,
+          requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+        });
+        if (answer.action !== 'accept' || !answer.content.confirm) return text(`Kept ${filename}`);
+        return text(`Deleted ${filename}`);
+      }),
+  );
+  const NAME_AND_CONFIRM = { type: 'object', properties: { name: { type: 'string' }, confirm: { type: 'boolean' } } } as const;
+  mrtr.registerTool(
+    server,
+    'multi_input',
+    { description: 'Task-supporting: two questions at once during the task', task: 'optional' },
+    (_args, _ctx, need) =>
+      need.task(async (task) => {
+        const [first, second] = await Promise.all([
+          task.elicit('first', { message: 'First input?', requestedSchema: NAME_AND_CONFIRM }),
+          task.elicit('second', { message: 'Second input?', requestedSchema: NAME_AND_CONFIRM }),
+        ]);
+        const show = (a: typeof first) => (a.action === 'accept' ? (a.content.name ?? 'accepted') : a.action);
+        return text(`Inputs: ${show(first)}, ${show(second)}`);
+      }),
+  );
+  mrtr.registerTool(
+    server,
+    'test_tool_with_task',
+    { description: 'MRTR then task: asks user_name in a protected round, then becomes a task', task: 'required' },
+    (_args, _ctx, need) => {
+      const answer = need.elicit('user_name', NAME_FORM);
+      if (answer === undefined) return need.ask();
+      if (answer.action !== 'accept') return need.fail(`Elicitation ${answer.action}ed: no name given.`);
+      const name = answer.content.name;
+      return need.task(async () => text(`Task finished for ${name}`));
+    },
   );
 
   // ------------------------------------------------------------ resources-* scenarios

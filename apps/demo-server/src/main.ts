@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
-import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
+import { createHttpHandler, createMemoryTaskStore, createMrtr } from '@mrtr/mcp-server';
 import { type Backend, BackendError, openBackend } from './backend.js';
 import { createCodec } from './codecs.js';
 import {
@@ -140,6 +140,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,
+      // The tasks extension (issue 21, first slice): only for the conformance fixtures, in memory.
+      ...(cli.fixtures === 'conformance' && { tasks: { store: createMemoryTaskStore({ maxLivePerPrincipal: 64 }), pollIntervalMs: 200 } }),
     });
     let handler: McpHttpHandler | undefined;
     const factory = createServerFactory({
