@@ -371,8 +371,8 @@ export function createTaskRuntime(
         return (await answer) as unknown as ElicitAnswer<FormContent<typeof schema>>;
       },
     } as TaskHandle;
-    // The CreateTaskResult leaves only after the store has the task; the work starts on the next tick.
-    setTimeout(() => {
+    // The CreateTaskResult leaves only after the store has the task; the work starts once this call returns.
+    queueMicrotask(() => {
       void (async () => {
         try {
           const result = await work(handle);
@@ -386,7 +386,7 @@ export function createTaskRuntime(
           runs.delete(taskId);
         }
       })().catch(() => undefined);
-    }, 0);
+    });
     return { resultType: 'task', ...taskFields(record) } as unknown as CallToolResult;
   }
 

@@ -4,7 +4,7 @@ import { KeyRing } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import { createMemoryTaskStore, createMrtr, type MrtrOptions, TASKS_EXTENSION, type TaskStore } from '../src/index.js';
+import { createHttpHandler, createMemoryTaskStore, createMrtr, type MrtrOptions, TASKS_EXTENSION, type TaskStore } from '../src/index.js';
 
 /** A promise settled from outside (the tests never wait on wall-clock windows). */
 function deferred() {
@@ -124,8 +124,10 @@ function setup({ store: given, options = {} }: Setup & { maxLive?: number } = {}
     if (json.error !== undefined) throw new Error(`${method}: ${json.error.code} ${json.error.message}`);
     return json.result!;
   };
-  /** Lets the background work run until it waits again (no timers involved beyond the start tick). */
-  const settle = () => new Promise((resolve) => setTimeout(resolve, 5));
+  /** Lets the background work run until it waits again (it only awaits the memory store and the gates: no timers). */
+  const settle = async () => {
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+  };
   return {
     call,
     ok,
@@ -382,5 +384,47 @@ describe('tasks extension', () => {
     const withTasks = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
     expect(() => withTasks.registerTool(server, 't', { task: 'always' as never }, async () => ({ content: [] }))).toThrow(TypeError);
     expect(() => createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore(), ttlMs: 10 } })).toThrow(RangeError);
+  });
+
+  it('a 2025-era session declares the extension in initialize: tasks over sessions (and a sync run without it)', async () => {
+    const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
+    const handler = createHttpHandler(() => {
+      const server = new McpServer({ name: 'x', version: '1' }, { ...mrtr.serverOptions });
+      mrtr.registerTool(server, 'job', { task: 'optional' }, async (_args, _ctx, need) =>
+        need.task(async () => ({ content: [{ type: 'text', text: 'done' }] })),
+      );
+      return server;
+    });
+    const authInfo: AuthInfo = { token: 't', clientId: 'c', scopes: [], extra: { sub: 'alice' } };
+    const open = async (capabilities: Record<string, unknown>) => {
+      let session: string | undefined;
+      let id = 0;
+      const post = async (method: string, params?: Record<string, unknown>) => {
+        const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+        if (session !== undefined) Object.assign(headers, { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' });
+        const body = method.startsWith('notifications/') ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', id: ++id, method, params };
+        const response = await handler.fetch(new Request('http://t/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), { authInfo });
+        session ??= response.headers.get('mcp-session-id') ?? undefined;
+        const data = /^data: (.*)$/m.exec(await response.text())?.[1];
+        // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
+        return data === undefined ? undefined : (JSON.parse(data) as any);
+      };
+      await post('initialize', { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'c', version: '1' } });
+      await post('notifications/initialized');
+      return post;
+    };
+    const withTasks = await open({ extensions: { [TASKS_EXTENSION]: {} } });
+    const created = await withTasks('tools/call', { name: 'job', arguments: {} });
+    expect(created.result).toMatchObject({ resultType: 'task', status: 'working' });
+    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
+    const done = await withTasks('tasks/get', { taskId: created.result.taskId });
+    expect(done.result).toMatchObject({ status: 'completed', result: { content: [{ text: 'done' }] } });
+    expect((await withTasks('tasks/list', {})).error.code).toBe(-32601);
+    const without = await open({});
+    const sync = await without('tools/call', { name: 'job', arguments: {} });
+    expect(sync.result.content).toEqual([{ type: 'text', text: 'done' }]);
+    expect(sync.result).not.toHaveProperty('taskId');
+    expect((await without('tasks/get', { taskId: created.result.taskId })).error.code).toBe(-32021);
+    await handler.close();
   });
 });
