@@ -92,7 +92,13 @@ export interface TaskStore {
 export interface MemoryTaskStoreOptions {
   /** Most live (not finished) tasks of one principal; one more is refused with `-32600`. @default 16 */
   maxLivePerPrincipal?: number | undefined;
-  /** Most tasks kept in all (finished ones stay until their `ttlMs` passes). @default 10_000 */
+  /**
+   * Most tasks one principal may have kept at once, live or finished (a finished task stays readable until its
+   * `ttlMs` passes); one more is refused with `-32600`. No principal can fill the store that others share.
+   * @default 256
+   */
+  maxPerPrincipal?: number | undefined;
+  /** Most tasks kept in all, live or finished. @default 10_000 */
   maxTasks?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
@@ -110,24 +116,46 @@ const clone = <T>(value: T): T => structuredClone(value);
 /**
  * A task store in this process's memory: tasks end with the process, and every instance has its own. For one
  * instance (stdio, a single server) and tests; a fleet needs a shared store (not in this release).
+ *
+ * Every operation is O(1) amortized: tasks are kept in the order of their last update (an update moves a task to
+ * the end), so expired ones are dropped from the front, and each principal's live and kept counts are tallied.
  */
 export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): TaskStore {
   if (options === null || typeof options !== 'object') throw new TypeError('createMemoryTaskStore: options must be an object');
   const maxLive = boundedInt('createMemoryTaskStore: maxLivePerPrincipal', options.maxLivePerPrincipal, 16, 1, 100_000);
+  const maxKept = boundedInt('createMemoryTaskStore: maxPerPrincipal', options.maxPerPrincipal, 256, 1, 1_000_000);
+  if (maxKept < maxLive) throw new RangeError('createMemoryTaskStore: maxPerPrincipal must be at least maxLivePerPrincipal');
   const maxTasks = boundedInt('createMemoryTaskStore: maxTasks', options.maxTasks, 10_000, 1, 10_000_000);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMemoryTaskStore: now must be a function');
+  /** Tasks by id, in the order of their last update. */
   const tasks = new Map<string, TaskRecord>();
-  const expired = (record: TaskRecord, t: number): boolean => t >= record.lastUpdatedAt + record.ttlMs && t >= record.createdAt + record.ttlMs;
+  const counts = new Map<string, { live: number; kept: number }>();
+  const expired = (record: TaskRecord, t: number): boolean => t >= record.lastUpdatedAt + record.ttlMs;
+  const tally = (principal: string, live: number, kept: number): void => {
+    const c = counts.get(principal) ?? { live: 0, kept: 0 };
+    c.live += live;
+    c.kept += kept;
+    if (c.kept === 0) counts.delete(principal);
+    else counts.set(principal, c);
+  };
+  const drop = (id: string, record: TaskRecord): void => {
+    tasks.delete(id);
+    tally(record.principal, isTerminalStatus(record.status) ? 0 : -1, -1);
+  };
+  /** Drops expired tasks from the front; stops at the first live one (a task with a longer ttl may wait behind it). */
   const sweep = (): void => {
     const t = now();
-    for (const [id, record] of tasks) if (expired(record, t)) tasks.delete(id);
+    for (const [id, record] of tasks) {
+      if (!expired(record, t)) break;
+      drop(id, record);
+    }
   };
   const live = (id: string): TaskRecord | undefined => {
     const record = tasks.get(id);
     if (record === undefined) return undefined;
     if (expired(record, now())) {
-      tasks.delete(id);
+      drop(id, record);
       return undefined;
     }
     return record;
@@ -135,12 +163,13 @@ export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): Tas
   return {
     async create(record) {
       sweep();
-      let count = 0;
-      for (const other of tasks.values()) if (other.principal === record.principal && !isTerminalStatus(other.status)) count++;
-      if (count >= maxLive) throw new TaskLimitError(`Too many tasks in progress for this user (at most ${maxLive}); wait for one to finish or cancel one`);
+      const c = counts.get(record.principal) ?? { live: 0, kept: 0 };
+      if (c.live >= maxLive) throw new TaskLimitError(`Too many tasks in progress for this user (at most ${maxLive}); wait for one to finish or cancel one`);
+      if (c.kept >= maxKept) throw new TaskLimitError(`Too many tasks kept for this user (at most ${maxKept}); finished ones are kept until their ttlMs passes`);
       if (tasks.size >= maxTasks) throw new TaskLimitError('Too many tasks on this server; try again later');
       if (tasks.has(record.taskId)) throw new Error('task id collision');
       tasks.set(record.taskId, clone(record));
+      tally(record.principal, isTerminalStatus(record.status) ? 0 : 1, 1);
     },
     async get(taskId) {
       const record = live(taskId);
@@ -150,8 +179,15 @@ export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): Tas
       const record = live(taskId);
       if (record === undefined) return undefined;
       const next = change(clone(record));
-      if (next !== undefined) tasks.set(taskId, clone(next));
-      return clone(next ?? record);
+      if (next === undefined) return clone(record);
+      if (next.principal !== record.principal || next.taskId !== record.taskId) throw new TypeError('TaskStore.update: a change may not move a task');
+      // Re-inserted at the end: the map stays in the order of the last update.
+      tasks.delete(taskId);
+      tasks.set(taskId, clone(next));
+      const wasLive = !isTerminalStatus(record.status);
+      const isLive = !isTerminalStatus(next.status);
+      if (wasLive !== isLive) tally(record.principal, isLive ? 1 : -1, 0);
+      return clone(next);
     },
   };
 }

@@ -4,7 +4,7 @@ import { KeyRing } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import { createHttpHandler, createMemoryTaskStore, createMrtr, type MrtrOptions, TASKS_EXTENSION, type TaskStore } from '../src/index.js';
+import { createHttpHandler, createMemoryTaskStore, createMrtr, type MrtrOptions, TASKS_EXTENSION, type TaskRecord, type TaskStore } from '../src/index.js';
 
 /** A promise settled from outside (the tests never wait on wall-clock windows). */
 function deferred() {
@@ -242,8 +242,43 @@ describe('tasks extension', () => {
     expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'b5' } })).resultType).toBe('task');
   });
 
+  it('bounds the tasks one principal keeps, finished ones included, until they expire; others are unaffected', async () => {
+    let t = 1_700_000_000_000;
+    const store = createMemoryTaskStore({ maxLivePerPrincipal: 2, maxPerPrincipal: 3, now: () => t });
+    const record = (taskId: string, principal: string, status: TaskRecord['status'] = 'completed'): TaskRecord => ({
+      taskId,
+      principal,
+      status,
+      createdAt: t,
+      lastUpdatedAt: t,
+      ttlMs: 60_000,
+      inputRequests: {},
+      askedKeys: [],
+    });
+    // Finished at once, then again: finished tasks stay readable for their ttlMs, so they count toward the bound.
+    for (const id of ['a1', 'a2', 'a3']) await store.create(record(id, 'sub:alice'));
+    await expect(store.create(record('a4', 'sub:alice'))).rejects.toThrow(/Too many tasks kept for this user \(at most 3\)/);
+    await store.create(record('b1', 'sub:bob'));
+    t += 30_000;
+    await store.update('a3', (r) => ({ ...r, lastUpdatedAt: t }));
+    t += 30_000;
+    // a1 and a2 expired (60 s after their last update); a3 was updated 30 s ago and is still readable.
+    expect(await store.get('a1')).toBeUndefined();
+    expect((await store.get('a3'))?.taskId).toBe('a3');
+    await store.create(record('a5', 'sub:alice', 'working'));
+    await store.create(record('a6', 'sub:alice', 'working'));
+    await expect(store.create(record('a7', 'sub:alice', 'working'))).rejects.toThrow(/Too many tasks (in progress|kept)/);
+    // A live task that finishes frees its live slot (not its kept one until it expires).
+    await store.update('a5', (r) => ({ ...r, status: 'completed', lastUpdatedAt: t }));
+    await expect(store.create(record('a7', 'sub:alice', 'working'))).rejects.toThrow(/Too many tasks kept/);
+    t += 30_000; // a3 expires
+    await store.create(record('a7', 'sub:alice', 'working'));
+    await expect(store.update('a7', (r) => ({ ...r, principal: 'sub:mallory' }))).rejects.toThrow(TypeError);
+  });
+
   it('validates the memory store options with RangeError/TypeError', () => {
     expect(() => createMemoryTaskStore({ maxLivePerPrincipal: 0 })).toThrow(RangeError);
+    expect(() => createMemoryTaskStore({ maxLivePerPrincipal: 8, maxPerPrincipal: 4 })).toThrow(RangeError);
     expect(() => createMemoryTaskStore({ maxTasks: 1.5 })).toThrow(TypeError);
     expect(() => createMemoryTaskStore({ now: 1 as never })).toThrow(TypeError);
   });
