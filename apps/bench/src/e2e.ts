@@ -43,7 +43,7 @@ export interface E2eSetup {
 }
 
 const AUDIENCE = 'https://files.example/mcp';
-const PATH = '/srv/app/tmp/cache-1';
+export const PATH = '/srv/app/tmp/cache-1';
 const RUN_TAG = randomBytes(6).toString('hex');
 const AUTH: AuthInfo = { token: 'bench-token', clientId: 'bench-client', scopes: [], extra: { sub: 'user-7f3a9c2e' } };
 const confirmSchema = {
@@ -54,7 +54,7 @@ const confirmSchema = {
 const pathSchema = z.object({ path: z.string() });
 
 /** A client connected to an in-process handler, auto-fulfilling the confirmation with `{ ok: true }`. */
-async function connectClient(buildServer: () => McpServer): Promise<Client> {
+export async function connectClient(buildServer: () => McpServer): Promise<Client> {
   const handler = createMcpHandler(() => buildServer(), { legacy: 'reject' });
   const transport = new StreamableHTTPClientTransport(new URL('http://bench.local/mcp'), {
     fetch: (url, init) => handler.fetch(new Request(url, init), { authInfo: AUTH }),
@@ -98,12 +98,15 @@ function sdkServer(codec: ReturnType<typeof createRequestStateCodec<{ path: stri
   };
 }
 
-type CreateMrtr = typeof import('@mrtr/mcp-server').createMrtr;
-type CodecFactory = (keys: KeyRing) => StateCodec;
+export type CreateMrtr = typeof import('@mrtr/mcp-server').createMrtr;
+export type CodecFactory = (keys: KeyRing) => StateCodec;
 
-/** (c)–(g): the mcp-server adapter with a codec and a store. */
-function mrtrServer(createMrtr: CreateMrtr, codec: CodecFactory, store: ReplayStore, keys: KeyRing): () => McpServer {
-  const mrtr = createMrtr({ keys, codec, store, audience: AUDIENCE });
+/**
+ * (c)–(g): the mcp-server adapter with a codec and a store. `recordOutcomes` is passed on only when given (the
+ * rows c–g leave the adapter's default; the outcome rows of issue 20 set it both ways).
+ */
+export function mrtrServer(createMrtr: CreateMrtr, codec: CodecFactory, store: ReplayStore, keys: KeyRing, recordOutcomes?: boolean): () => McpServer {
+  const mrtr = createMrtr({ keys, codec, store, audience: AUDIENCE, ...(recordOutcomes === undefined ? {} : { recordOutcomes }) });
   return () => {
     const server = new McpServer({ name: 'bench', version: '1.0.0' }, { ...mrtr.serverOptions });
     mrtr.registerTool(server, 'delete_files', { inputSchema: pathSchema }, async ({ path }, _ctx, need) => {
@@ -233,7 +236,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
   return { rows, skipped, notes, close: async () => closeAll(closers) };
 }
 
-async function closeAll(closers: (() => Promise<unknown> | unknown)[]): Promise<void> {
+export async function closeAll(closers: (() => Promise<unknown> | unknown)[]): Promise<void> {
   // Last opened, first closed (clients before their stores, the table drop after its store).
   for (const close of closers.reverse()) {
     try {
@@ -246,7 +249,7 @@ async function closeAll(closers: (() => Promise<unknown> | unknown)[]): Promise<
 
 export class E2eCheckFailure extends Error {}
 
-const flow = (client: Client) => client.callTool({ name: 'delete_files', arguments: { path: PATH } });
+export const flow = (client: Client) => client.callTool({ name: 'delete_files', arguments: { path: PATH } });
 
 /** Before timing: every row completes the flow with the confirmed text (two rounds, the state checked). */
 export async function checkE2e(setup: E2eSetup): Promise<string[]> {

@@ -8,22 +8,28 @@ import { checkEvents, eventJobs, setupEvents } from './events.js';
 import { FULL, type HarnessOptions, type JobResult, QUICK, runInterleaved } from './harness.js';
 import { PAYLOADS } from './payload.js';
 import { packageFacts } from './facts.js';
-import { updateReadme } from './readme.js';
+import { OUTCOMES_MARKERS, updateReadme } from './readme.js';
 import { renderChart } from './chart.js';
-import { type BenchResult, CHART_PATH, evaluateTargets, fmtOps, type PackageName, printableReport, readmeBlock, rootBlock } from './report.js';
+import { type BenchResult, CHART_PATH, evaluateTargets, fmtOps, outcomesBlock, type PackageName, printableReport, readmeBlock, rootBlock } from './report.js';
 import { checkStores, setupStores, storeJobs } from './stores.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from './guard.js';
 import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
+import { checkOutcomes, OUTCOME_CONCURRENCY, outcomeJobs, setupOutcomes } from './outcomes.js';
 
 const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/bench bench [options])
 
   --quick              3 short rounds (about a minute) instead of the full run
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
-  --only <parts>       comma-separated: codecs, stores, guard, e2e, events (default: all five)
+  --only <parts>       comma-separated: codecs, stores, guard, e2e, events, outcomes (default: the first five;
+                       outcomes = the cost of outcome recording, issue 20, about 8 more minutes, 2 with --quick)
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
   --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md, apps/bench/README.md and the
-                       root README.md (codec and store tables), and draw apps/bench/results/chart.svg
+                       root README.md (codec and store tables), and draw apps/bench/results/chart.svg; when the
+                       run measured outcomes, also the outcome section of apps/bench/README.md
+  --update-outcomes-readme
+                       rewrite only the outcome-recording section of apps/bench/README.md (issue 20) from a run
+                       (or --from file) that measured outcomes, e.g. after --only outcomes; nothing else is touched
   --strict             exit with code 2 when a target is missed
   --help
 
@@ -39,8 +45,13 @@ const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
 
-const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events'] as const;
+const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'outcomes'] as const;
 type Part = (typeof PARTS)[number];
+/**
+ * What a run without `--only` measures. The outcome-recording rows (issue 20: 56 jobs, about 8 minutes of a full
+ * run) are asked for by name, so the default run keeps its length and the README blocks it writes.
+ */
+const DEFAULT_PARTS: readonly Part[] = ['codecs', 'stores', 'guard', 'e2e', 'events'];
 
 async function measureAll(options: HarnessOptions, quick: boolean, parts: ReadonlySet<Part>): Promise<BenchResult> {
   const started = Date.now();
@@ -168,6 +179,36 @@ async function measureAll(options: HarnessOptions, quick: boolean, parts: Readon
     }
   }
 
+  if (parts.has('outcomes')) {
+    const loadStart = loadavg();
+    const setup = await setupOutcomes({ redisUrl: process.env['REDIS_URL'], databaseUrl: process.env['DATABASE_URL'] });
+    try {
+      for (const n of setup.notes) log(`note: ${n}`);
+      for (const s of setup.skipped) log(`note: outcome rows ${s.id} skipped: ${s.reason}`);
+      log('checking outcome recording (single use, claim/record, identical retry, other answers; e2e store calls) …');
+      const report = await checkOutcomes(setup);
+      for (const line of report.checks) log(`  ok ${line}`);
+      result.outcomes = {
+        stores: setup.stores.map((r) => ({ backend: r.backend, label: r.label, concurrency: [...OUTCOME_CONCURRENCY[r.backend]] })),
+        e2e: setup.e2e.map((r) => ({ id: r.id, store: r.store, recordOutcomes: r.recordOutcomes, label: r.label })),
+        skipped: setup.skipped,
+        notes: setup.notes,
+        checks: report.checks,
+        sizes: {
+          outcomeJson: Buffer.byteLength(JSON.stringify(setup.outcome)),
+          sealedOutcome: report.sealedOutcome.length,
+          ...(report.e2eSealedOutcomeChars === undefined ? {} : { e2eSealedOutcome: report.e2eSealedOutcomeChars }),
+          data: Buffer.byteLength(JSON.stringify(setup.data)),
+          args: Buffer.byteLength(JSON.stringify(setup.request.arguments)),
+        },
+      };
+      store(await runInterleaved(outcomeJobs(setup, report), options, progress('outcomes')));
+      result.outcomes.loadavg = { start: loadStart, end: loadavg() };
+    } finally {
+      await setup.close();
+    }
+  }
+
   result.env.loadavg = [result.env.loadavg![0], loadavg()[0]!];
   result.finishedAt = new Date().toISOString();
   result.durationMs = Date.now() - started;
@@ -187,6 +228,7 @@ async function main(): Promise<number> {
       output: { type: 'string' },
       from: { type: 'string' },
       'update-readmes': { type: 'boolean', default: false },
+      'update-outcomes-readme': { type: 'boolean', default: false },
       strict: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
@@ -196,7 +238,7 @@ async function main(): Promise<number> {
     console.log(HELP);
     return 0;
   }
-  const parts = new Set<Part>(PARTS);
+  const parts = new Set<Part>(DEFAULT_PARTS);
   if (values.only !== undefined) {
     parts.clear();
     for (const part of values.only.split(',')) {
@@ -222,8 +264,8 @@ async function main(): Promise<number> {
     result = JSON.parse(readFileSync(values.from, 'utf8')) as BenchResult;
     if (result.schema !== 1) throw new Error(`${values.from}: not a bench result (schema ${String(result.schema)})`);
   } else {
-    // Hard bound on the whole run, whatever a backend does.
-    const budgetMs = (values.quick ? 8 : 20) * 60_000;
+    // Hard bound on the whole run, whatever a backend does; the outcome rows get a budget of their own on top.
+    const budgetMs = ((values.quick ? 8 : 20) + (parts.has('outcomes') ? (values.quick ? 5 : 12) : 0)) * 60_000;
     setTimeout(() => {
       log(`bench: exceeded its ${budgetMs / 60_000} min budget, aborting`);
       process.exit(3);
@@ -254,6 +296,15 @@ async function main(): Promise<number> {
     log(`chart: ${path.relative(REPO_DIR, chart)}`);
     const root = path.join(REPO_DIR, 'README.md');
     log(`readme: README.md: ${updateReadme(root, rootBlock(result))}`);
+  }
+  if (values['update-outcomes-readme'] || (values['update-readmes'] && result.outcomes !== undefined)) {
+    const file = path.join(APP_DIR, 'README.md');
+    if (result.outcomes === undefined) {
+      log('note: --update-outcomes-readme: this run did not measure outcomes (--only outcomes); README not touched');
+    } else {
+      const outcome = updateReadme(file, outcomesBlock(result), OUTCOMES_MARKERS);
+      log(`${outcome.startsWith('skipped') ? 'note' : 'readme'}: ${path.relative(REPO_DIR, file)} (outcome section): ${outcome}`);
+    }
   }
   const missed = result.targets.filter((t) => t.pass === false).length;
   return values.strict && missed > 0 ? 2 : 0;

@@ -53,6 +53,18 @@ export interface BenchResult {
     notes: string[];
     checks: string[];
   };
+  /** Outcome recording (issue 20): store step, round step and e2e flows, each with and without recording. */
+  outcomes?: {
+    stores: { backend: string; label: string; concurrency: number[] }[];
+    e2e: { id: string; store: string; recordOutcomes: boolean; label: string }[];
+    skipped: { id: string; label: string; reason: string }[];
+    notes: string[];
+    checks: string[];
+    /** JSON bytes of the outcome and the data claim, characters of the sealed outcomes the stores keep. */
+    sizes: { outcomeJson: number; sealedOutcome: number; e2eSealedOutcome?: number; data: number; args: number };
+    /** 1-, 5- and 15-minute load averages at the start and the end of the run. */
+    loadavg?: { start: number[]; end: number[] };
+  };
   jobs: Record<string, JobResult>;
   targets: TargetResult[];
 }
@@ -457,6 +469,101 @@ export function eventsTable(result: BenchResult): string {
   return table(['id', 'guard', 'open ops/s', 'open ÷ none', 'mint ops/s', 'mint ÷ none'], rows, ['l', 'l', 'r', 'r', 'r', 'r']);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Outcome recording (issue 20)
+
+const OUTCOME_STORE_NAME: Record<string, string> = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL', sqlite: 'SQLite' };
+
+/** One "with ÷ without" line: both figures, the ratio, its per-round range and the same ratio on CPU time. */
+function withWithout(result: BenchResult, without: string, withKey: string): string[] {
+  const a = result.jobs[without];
+  const b = result.jobs[withKey];
+  const range = roundRange(result, withKey, without);
+  const cpu = a?.opsPerCpuSec !== undefined && b?.opsPerCpuSec !== undefined ? b.opsPerCpuSec / a.opsPerCpuSec : undefined;
+  return [
+    `${fmtOps(a?.opsPerSec)} ${fmtPct(a?.spread)}`.trim(),
+    `${fmtOps(b?.opsPerSec)} ${fmtPct(b?.spread)}`.trim(),
+    a === undefined || b === undefined ? 'n/a' : fmtRatio(b.opsPerSec / a.opsPerSec),
+    range === undefined ? '' : `${fmtRatio(range[0])}–${fmtRatio(range[1])}`,
+    fmtRatio(cpu),
+  ];
+}
+
+/** Store × concurrency: the round step (`guard.open` against `guard.admit` + `record`), or the store step alone. */
+export function outcomeStepTable(result: BenchResult, level: 'guard' | 'store'): string {
+  const [without, withStep] = level === 'guard' ? ['open', 'admit-record'] : ['consume', 'claim-record'];
+  const body: string[][] = [];
+  for (const row of result.outcomes?.stores ?? []) {
+    for (const c of row.concurrency) {
+      const key = (step: string) => `outcome|${level}|${row.backend}|${step}|c${c}`;
+      if (result.jobs[key(without)] === undefined && result.jobs[key(withStep)] === undefined) continue;
+      body.push([OUTCOME_STORE_NAME[row.backend] ?? row.backend, String(c), ...withWithout(result, key(without), key(withStep))]);
+    }
+  }
+  const header =
+    level === 'guard'
+      ? ['store', 'concurrency', 'without: `guard.open` rounds/s', 'with: `guard.admit` + `record` rounds/s', 'with ÷ without', 'per-round range', 'same ratio, CPU time']
+      : ['store', 'concurrency', '`consume` ops/s', '`claim` + `record` ops/s', 'with ÷ without', 'per-round range', 'same ratio, CPU time'];
+  return table(header, body, ['l', 'r', 'r', 'r', 'r', 'r', 'r']);
+}
+
+/** End to end: flows/s of rows c, f and g with `recordOutcomes: false` and `true`. */
+export function outcomeE2eTable(result: BenchResult): string {
+  const rows = result.outcomes?.e2e ?? [];
+  const stores = [...new Set(rows.map((r) => r.store))];
+  const body: string[][] = [];
+  for (const c of [1, 16]) {
+    for (const store of stores) {
+      const key = (on: boolean) => `outcome|e2e|${store}|${on ? 'on' : 'off'}|c${c}`;
+      if (result.jobs[key(false)] === undefined && result.jobs[key(true)] === undefined) continue;
+      const label = rows.find((r) => r.store === store)?.label.replace(/, recordOutcomes: (true|false)$/, '') ?? store;
+      body.push([label, String(c), ...withWithout(result, key(false), key(true))]);
+    }
+  }
+  return table(
+    ['server', 'concurrency', '`recordOutcomes: false` flows/s', '`recordOutcomes: true` flows/s', 'true ÷ false', 'per-round range', 'same ratio, CPU time'],
+    body,
+    ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
+  );
+}
+
+const fmtLoad = (l: readonly number[] | undefined): string => (l === undefined ? 'n/a' : l.map((x) => x.toFixed(2)).join(', '));
+
+/** The block of apps/bench/README.md between the outcome markers (and the printed report's outcome section). */
+export function outcomesBlock(result: BenchResult): string {
+  const o = result.outcomes;
+  if (o === undefined) return 'This run did not measure outcome recording.';
+  const parts: string[] = [describeRun(result)];
+  if (o.loadavg !== undefined) parts.push('', `Load average (1, 5, 15 min): ${fmtLoad(o.loadavg.start)} at the start, ${fmtLoad(o.loadavg.end)} at the end.`);
+  parts.push(
+    '',
+    `Recorded outcome: \`{ r: CallToolResult }\` of ${o.sizes.outcomeJson} B of JSON, sealed by \`@mrtr/codec-hmac\` into ${o.sizes.sealedOutcome} characters ` +
+      `(what the store keeps). State: ${o.sizes.data} B data claim, ${o.sizes.args} B arguments. Every timed recording checks that it was a first ` +
+      'use and that the store kept the outcome. These rows: `pnpm --filter @mrtr/bench bench --only outcomes`.',
+    '',
+    'The round step per store: `guard.open(token)` (every check, then `consume`) against `guard.admit(token, answers)` ' +
+      '(the same checks, the answers\' fingerprint, `claim`) followed by `admission.record(outcome)` (seal, `record`):',
+    '',
+    outcomeStepTable(result, 'guard'),
+    '',
+    'The store step alone: `consume(id)` against `claim(id, fingerprint)` + `record(id, fingerprint, sealed outcome)`:',
+    '',
+    outcomeStepTable(result, 'store'),
+  );
+  if (o.e2e.length > 0) {
+    parts.push(
+      '',
+      'End to end (the two-round flow of the e2e rows; its recorded outcome is the one-line tool result' +
+        `${o.sizes.e2eSealedOutcome === undefined ? '' : `, ${o.sizes.e2eSealedOutcome} characters sealed`}), \`@mrtr/mcp-server\` with \`recordOutcomes\` off and on:`,
+      '',
+      outcomeE2eTable(result),
+    );
+  }
+  for (const n of o.notes) parts.push('', `Note: ${n}`);
+  for (const s of o.skipped) parts.push('', `Note: ${s.id} skipped: ${s.reason}`);
+  return parts.join('\n');
+}
+
 export function describeRun(result: BenchResult): string {
   const { env, harness } = result;
   return (
@@ -616,6 +723,7 @@ export function printableReport(result: BenchResult): string {
     for (const s of result.e2e.skipped) out.push(`note: e2e ${s.id} skipped: ${s.reason}`);
   }
   if (result.events !== undefined) out.push('## Event hooks on the guard', '', EVENTS_NOTE, '', eventsTable(result), '');
+  if (result.outcomes !== undefined) out.push('## Outcome recording (issue 20)', '', outcomesBlock(result), '');
   out.push('', '## Targets', '', targetTable(result.targets), '');
   const missed = result.targets.filter((t) => t.pass === false);
   const skipped = result.targets.filter((t) => t.pass === null);

@@ -362,9 +362,9 @@ export async function checkStores(setup: StoreSetup): Promise<string[]> {
  * as store time. Each memory round starts with an empty ledger (fresh store / cleared map), so the
  * same list is reused every round; a round never needs more than ~1M of them.
  */
-const MEMORY_ID_COUNT = 1 << 21;
+export const MEMORY_ID_COUNT = 1 << 21;
 let memoryIds: string[] | undefined;
-function getMemoryIds(): string[] {
+export function getMemoryIds(): string[] {
   if (memoryIds === undefined) {
     const bytes = randomBytes(16 * MEMORY_ID_COUNT);
     memoryIds = new Array<string>(MEMORY_ID_COUNT);

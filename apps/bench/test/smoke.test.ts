@@ -4,12 +4,13 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { CheckFailure, type CodecRow, checkCodecs, largeToken, MIB, makePayloads, setupCodecs } from '../src/codecs.js';
 import { makeClaims } from '../src/payload.js';
-import { END_MARKER, replaceBenchBlock, START_MARKER } from '../src/readme.js';
-import { type BenchResult, evaluateTargets } from '../src/report.js';
+import { END_MARKER, OUTCOMES_MARKERS, replaceBenchBlock, START_MARKER } from '../src/readme.js';
+import { type BenchResult, evaluateTargets, outcomeE2eTable, outcomeStepTable, outcomesBlock } from '../src/report.js';
 import { checkEvents, setupEvents } from '../src/events.js';
 import { bareBatcher, checkStores, setupStores } from '../src/stores.js';
 import { checkE2e, e2eJobs, setupE2e } from '../src/e2e.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from '../src/guard.js';
+import { checkOutcomes, makeOutcome, OUTCOME_JSON_BYTES, outcomeJobs, setupOutcomes } from '../src/outcomes.js';
 
 describe('payloads', () => {
   it('small is 400 B and 4k is 4096 B of JSON', () => {
@@ -250,5 +251,103 @@ describe('guard and end-to-end checks', () => {
     expect(by('e2e.mrtr-hmac.c1.vs-a').value).toBeCloseTo(0.96);
     expect(by('e2e.mrtr-hmac.c1.vs-a').pass).toBe(true);
     expect(by('e2e.mrtr-hmac.c16.vs-a').pass).toBeNull();
+  });
+});
+
+describe('outcome recording rows (issue 20)', () => {
+  it('the recorded outcome is 300 B of JSON shaped like what @mrtr/mcp-server records', () => {
+    const outcome = makeOutcome() as { r: { content: { type: string; text: string }[] } };
+    expect(Buffer.byteLength(JSON.stringify(outcome))).toBe(OUTCOME_JSON_BYTES);
+    expect(outcome.r.content[0]?.type).toBe('text');
+  });
+
+  it('every store (memory and SQLite, Redis/PostgreSQL when configured) and every e2e row passes its checks before timing', async () => {
+    const setup = await setupOutcomes({ redisUrl: process.env['REDIS_URL'], databaseUrl: process.env['DATABASE_URL'] });
+    try {
+      expect(setup.skipped).toEqual([]);
+      expect(setup.stores.map((r) => r.backend)).toEqual(expect.arrayContaining(['memory', 'sqlite']));
+      expect(setup.e2e.filter((r) => r.store === 'memory').map((r) => r.recordOutcomes)).toEqual([false, true]);
+      const report = await checkOutcomes(setup);
+      expect(report.checks).toHaveLength(setup.stores.length + setup.e2e.length);
+      expect(report.sealedOutcome.length).toBeGreaterThan(OUTCOME_JSON_BYTES);
+      const keys = outcomeJobs(setup, report).map((j) => j.key);
+      expect(new Set(keys).size).toBe(keys.length);
+      for (const key of ['outcome|guard|memory|open|c1', 'outcome|guard|memory|admit-record|c32', 'outcome|store|sqlite|claim-record|c128', 'outcome|e2e|memory|on|c16']) {
+        expect(keys).toContain(key);
+      }
+      // Not drawn by the chart, which counts every store| and e2e| job.
+      expect(keys.every((k) => k.startsWith('outcome|'))).toBe(true);
+    } finally {
+      await setup.close();
+    }
+  });
+
+  it('a timed recording that is not a first use aborts instead of being measured', async () => {
+    const setup = await setupOutcomes({ e2e: false, sqlite: false });
+    try {
+      const report = await checkOutcomes(setup);
+      const job = outcomeJobs(setup, report).find((j) => j.key === 'outcome|store|memory|claim-record|c1')!;
+      await job.prepare?.();
+      await job.op();
+      // The same store, the ids counted again from the first: the claim finds the id held, with its outcome.
+      const again = outcomeJobs(setup, report).find((j) => j.key === 'outcome|store|memory|claim-record|c1')!;
+      await expect(again.op()).rejects.toThrow(/claim of a fresh id → recorded/);
+    } finally {
+      await setup.close();
+    }
+  });
+
+  it('tables put without and with side by side with their ratio; the section has its own markers', () => {
+    const job = (key: string, opsPerSec: number, rounds: number[] = [opsPerSec]) => ({
+      key,
+      concurrency: 1,
+      rounds: rounds.map((r) => ({ opsPerSec: r, samples: 12, opsPerBatch: 1, opsPerCpuSec: r })),
+      opsPerSec,
+      spread: 0,
+      opsPerCpuSec: opsPerSec,
+    });
+    const jobs = [
+      job('outcome|guard|postgres|open|c32', 40_000, [40_000, 40_000]),
+      job('outcome|guard|postgres|admit-record|c32', 10_000, [8_000, 12_000]),
+      job('outcome|store|postgres|consume|c32', 50_000),
+      job('outcome|store|postgres|claim-record|c32', 5_000),
+      job('outcome|e2e|memory|off|c1', 500),
+      job('outcome|e2e|memory|on|c1', 450),
+    ];
+    const result: BenchResult = {
+      schema: 1,
+      startedAt: '',
+      finishedAt: '2026-12-04T00:00:00.000Z',
+      durationMs: 0,
+      quick: true,
+      env: { node: '', v8: '', openssl: '', platform: '', arch: '', cpu: 'cpu', cpus: 2, loadavg: [1, 2] },
+      harness: { rounds: 2, warmupMs: 0, minTimeMs: 0, minSamples: 1, maxSamples: 1, batchMs: 1, maxOpsPerBatch: 1 },
+      payloads: { small: { jsonBytes: 400 }, '4k': { jsonBytes: 4096 } },
+      outcomes: {
+        stores: [{ backend: 'postgres', label: 'pg', concurrency: [1, 32] }],
+        e2e: [
+          { id: 'memory-off', store: 'memory', recordOutcomes: false, label: 'c: memory, recordOutcomes: false' },
+          { id: 'memory-on', store: 'memory', recordOutcomes: true, label: 'c: memory, recordOutcomes: true' },
+        ],
+        skipped: [],
+        notes: [],
+        checks: [],
+        sizes: { outcomeJson: 300, sealedOutcome: 700, data: 400, args: 100 },
+        loadavg: { start: [1, 2, 3], end: [4, 5, 6] },
+      },
+      jobs: Object.fromEntries(jobs.map((j) => [j.key, j])),
+      targets: [],
+    };
+    expect(outcomeStepTable(result, 'guard')).toContain('| PostgreSQL | 32 | 40k ±0% | 10k ±0% | 0.25× | 0.20×–0.30× | 0.25× |');
+    expect(outcomeStepTable(result, 'guard')).not.toContain('| PostgreSQL | 1 |');
+    expect(outcomeStepTable(result, 'store')).toContain('| PostgreSQL | 32 | 50k ±0% | 5.0k ±0% | 0.10× |');
+    expect(outcomeE2eTable(result)).toContain('| c: memory | 1 | 500 ±0% | 450 ±0% | 0.90× |');
+    const block = outcomesBlock(result);
+    expect(block).toContain('Load average (1, 5, 15 min): 1.00, 2.00, 3.00 at the start, 4.00, 5.00, 6.00 at the end.');
+    // Rewriting the outcome section leaves the main bench block alone, and the other way round.
+    const doc = `${START_MARKER}\nmain\n${END_MARKER}\n\n${OUTCOMES_MARKERS.start}\nold\n${OUTCOMES_MARKERS.end}\n`;
+    const out = replaceBenchBlock(doc, 'new', OUTCOMES_MARKERS);
+    expect(out).toEqual({ ok: true, changed: true, text: `${START_MARKER}\nmain\n${END_MARKER}\n\n${OUTCOMES_MARKERS.start}\nnew\n${OUTCOMES_MARKERS.end}\n` });
+    expect(replaceBenchBlock(doc, 'x')).toMatchObject({ ok: true, text: doc.replace('main', 'x') });
   });
 });
