@@ -113,7 +113,8 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
   };
   /** Keys of every script call the stores sent (to check that each touched one slot). */
   const scripts: string[][] = [];
-  const newStore = (cluster: Cluster, namespace: string): RedisReplayStore => {
+  /** `commandTimeoutMs`: short for the outage tests (a dead master fails fast), long where only atomicity is tested. */
+  const newStore = (cluster: Cluster, namespace: string, commandTimeoutMs = COMMAND_TIMEOUT_MS): RedisReplayStore => {
     const recorded = new Proxy(cluster, {
       get(target, prop, receiver) {
         const value = Reflect.get(target, prop, receiver);
@@ -125,7 +126,7 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
         };
       },
     });
-    return createRedisStore({ client: recorded, namespace, commandTimeoutMs: COMMAND_TIMEOUT_MS, evictionPolicyCheck: 'off' });
+    return createRedisStore({ client: recorded, namespace, commandTimeoutMs, evictionPolicyCheck: 'off' });
   };
 
   beforeAll(async () => {
@@ -190,7 +191,9 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
 
   it('claim and record across the cluster: 2 clients × 25 identical claims of each of 30 ids (every master) → one first each; the outcome reaches the other client', async () => {
     const namespace = uniqueId('claims');
-    const stores = [newStore(newCluster(), namespace), newStore(newCluster(), namespace)];
+    // 1,500 claims at once on a machine that may be busy: a generous command timeout (this test is about who wins,
+    // not how fast; a 500 ms timeout failed it under CI's loaded pass).
+    const stores = [newStore(newCluster(), namespace, 60_000), newStore(newCluster(), namespace, 60_000)];
     const ids = Array.from({ length: 30 }, (_, i) => `claim:${i}:${uniqueId('c')}`);
     const keyPrefix = stores[0]!.keyPrefix;
     expect(new Set(ids.map((id) => owner.get(hashSlot(keyPrefix + id)))).size).toBe(3);

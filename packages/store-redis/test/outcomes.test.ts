@@ -202,7 +202,13 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
 
   it('50 concurrent identical claims over two stores → one first, 49 pending; after record, 50 times the outcome', async () => {
     const namespace = uniqueId('race');
-    const pair = [stores.owned!(namespace), stores.injected!(namespace)];
+    // A generous command timeout: this test is about who wins, not how fast (the machine may be busy).
+    const client = new Redis(url);
+    injected.push(client);
+    const pair = [
+      createRedisStore({ url, namespace, commandTimeoutMs: 30_000 }),
+      createRedisStore({ client, namespace, commandTimeoutMs: 30_000 }),
+    ];
     try {
       for (let trial = 0; trial < 5; trial++) {
         const id = uniqueId('race');
