@@ -156,13 +156,14 @@ export interface RawResponse {
   text: string;
 }
 
-/** A hand-built 2026-07-28 JSON-RPC POST (for HTTP-level checks). */
-export async function rawRpc(
-  url: string,
-  method: string,
-  params: Json,
-  options: { token?: string; headers?: Record<string, string>; capabilities?: Json } = {},
-): Promise<RawResponse> {
+export interface RawRpcOptions {
+  token?: string;
+  headers?: Record<string, string>;
+  capabilities?: Json;
+}
+
+/** The headers and body of a hand-built 2026-07-28 JSON-RPC POST. */
+export function rpcRequest(method: string, params: Json, options: RawRpcOptions = {}): { headers: Record<string, string>; body: string } {
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
@@ -186,7 +187,12 @@ export async function rawRpc(
       },
     },
   };
-  const response = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+  return { headers, body: JSON.stringify(body) };
+}
+
+/** A hand-built 2026-07-28 JSON-RPC POST (for HTTP-level checks). */
+export async function rawRpc(url: string, method: string, params: Json, options: RawRpcOptions = {}): Promise<RawResponse> {
+  const response = await fetch(url, { method: 'POST', ...rpcRequest(method, params, options) });
   const text = await response.text();
   const messages = text.length > 0 && /json|event-stream/.test(response.headers.get('content-type') ?? '') ? parseBody(text) : [];
   return { status: response.status, headers: response.headers, body: messages[messages.length - 1], text };

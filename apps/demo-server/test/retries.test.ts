@@ -1,6 +1,6 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { accept, freshKeys, type Json, PROTOCOL_VERSION, type RunningDemo, rawRpc, startDemo } from './helpers.js';
+import { accept, freshKeys, type Json, type RunningDemo, rawRpc, rpcRequest, startDemo } from './helpers.js';
 
 // Issue 20: a client whose response was lost retries the same round with the same state and answers. It gets the
 // answer the round produced the first time, and the side effect happened once (the demo counts effects on /metrics).
@@ -29,8 +29,11 @@ function expectReplayed(body: Json): void {
   expect(body.error).toMatchObject({ code: -32602, message: 'Invalid or expired requestState', data: { reason: 'invalid_request_state' } });
 }
 
+/** The capabilities the demo's destructive tools need (form elicitation). */
+const FORM = { elicitation: { form: {} } };
+
 const call = async (name: string, args: Json, extra: Json = {}, token = ALICE) => {
-  const r = await rawRpc(demo.url, 'tools/call', { name, arguments: args, ...extra }, { token, capabilities: { elicitation: { form: {} } } });
+  const r = await rawRpc(demo.url, 'tools/call', { name, arguments: args, ...extra }, { token, capabilities: FORM });
   expect(r.status).toBe(200);
   return r.body!;
 };
@@ -40,33 +43,9 @@ const call = async (name: string, args: Json, extra: Json = {}, token = ALICE) =
  * server has answered (its handler ran and the outcome was recorded), the client has lost the answer.
  */
 function sendAndLoseResponse(name: string, args: Json, extra: Json): Promise<void> {
-  const body = JSON.stringify({
-    jsonrpc: '2.0',
-    id: 7,
-    method: 'tools/call',
-    params: {
-      name,
-      arguments: args,
-      ...extra,
-      _meta: {
-        'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-        'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} } },
-        'io.modelcontextprotocol/clientInfo': { name: 'lossy', version: '1.0.0' },
-      },
-    },
-  });
+  const { headers, body } = rpcRequest('tools/call', { name, arguments: args, ...extra }, { token: ALICE, capabilities: FORM });
   return new Promise((resolve, reject) => {
-    const req = httpRequest(demo.url, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': PROTOCOL_VERSION,
-        'mcp-method': 'tools/call',
-        'mcp-name': name,
-        authorization: `Bearer ${ALICE}`,
-      },
-    });
+    const req = httpRequest(demo.url, { method: 'POST', headers });
     req.on('response', (res) => {
       expect(res.statusCode).toBe(200);
       res.destroy();

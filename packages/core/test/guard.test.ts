@@ -3,20 +3,12 @@ import {
   KeyRing,
   MrtrError,
   type MrtrErrorCode,
-  type RequestContext,
   type StateGuardOptions,
   createStateGuard,
   generateKey,
 } from '../src/index.js';
-import { fakeClock, testCodec, testStore } from './helpers.js';
+import { fakeClock, req, testCodec, testStore } from './helpers.js';
 
-const req = (over: Partial<RequestContext> = {}): RequestContext => ({
-  method: 'tools/call',
-  target: 'delete_files',
-  arguments: { paths: ['/tmp/a'] },
-  principal: 'alice',
-  ...over,
-});
 
 function setup(over: Partial<StateGuardOptions> = {}) {
   const clock = fakeClock();

@@ -6,7 +6,7 @@ import {
   StateTooLargeError,
   base64urlDecode,
 } from '../src/authoring.js';
-import type { KeyRing, ReplayStore, StateCodec } from '../src/index.js';
+import type { KeyRing, ReplayStore, RequestContext, StateCodec } from '../src/index.js';
 
 /** A minimal JSON+HMAC codec for exercising the guard (the real codecs live in their own packages). */
 export function testCodec(keys: KeyRing): StateCodec {
@@ -61,3 +61,12 @@ export function fakeClock(start = 1_800_000_000_000): FakeClock {
   let t = start;
   return { now: () => t, advance: (ms: number) => void (t += ms), set: (v: number) => void (t = v) };
 }
+
+/** A `tools/call` request context (alice deleting /tmp/a), with `over` applied. */
+export const req = (over: Partial<RequestContext> = {}): RequestContext => ({
+  method: 'tools/call',
+  target: 'delete_files',
+  arguments: { paths: ['/tmp/a'] },
+  principal: 'alice',
+  ...over,
+});

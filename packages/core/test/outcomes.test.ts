@@ -5,24 +5,16 @@ import {
   MrtrError,
   type MrtrErrorCode,
   type ReplayStore,
-  type RequestContext,
   type StateGuardOptions,
   createStateGuard,
   generateKey,
 } from '../src/index.js';
-import { fakeClock, testCodec } from './helpers.js';
+import { fakeClock, req, testCodec } from './helpers.js';
 
 // Outcome recording (issue 20): guard.admit runs a round once per state and gives an identical retry (the same
 // state, principal and answers) what the first attempt recorded. The store side is the shared compliance suite's
 // (@mrtr/test-suite); these tests cover the guard's part: fingerprints, sealing, waiting, and failing closed.
 
-const req = (over: Partial<RequestContext> = {}): RequestContext => ({
-  method: 'tools/call',
-  target: 'delete_files',
-  arguments: { paths: ['/tmp/a'] },
-  principal: 'alice',
-  ...over,
-});
 const yes = { confirm: { action: 'accept', content: { confirm: true } } };
 
 /** A correct claim/record store in a Map (the real ones live in their packages), with counters and an outage switch. */

@@ -1,19 +1,8 @@
-import { ProtocolError } from '@modelcontextprotocol/client';
+
 import { describe, expect, it } from 'vitest';
-import { callTool, connect, fixture, wireLog } from './harness.js';
+import { callTool, connect, fixture, wireLog, wireError } from './harness.js';
 
 const sampled = { role: 'assistant', content: { type: 'text', text: 'Summary' }, model: 'test-model', stopReason: 'endTurn' };
-
-async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
-  const error = await promise.then(
-    () => {
-      throw new Error('expected a JSON-RPC error');
-    },
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ProtocolError);
-  return error as ProtocolError;
-}
 
 /** Every embedded request the server ever sent to this client. */
 function embeddedMethods(client: Parameters<typeof wireLog.get>[0]): string[] {

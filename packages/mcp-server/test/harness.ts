@@ -1,7 +1,8 @@
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { type AuthInfo, createMcpHandler, McpServer, ResourceTemplate } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { type CodecFactory, KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
+import { expect } from 'vitest';
 import * as z from 'zod/v4';
 import { createMrtr, type Mrtr, type MrtrEvent, type MrtrOptions, type RejectEvent } from '../src/index.js';
 
@@ -325,4 +326,16 @@ export async function callTool(client: Client, name: string, args: Record<string
     { method: 'tools/call', params: { name, arguments: args, ...extra } as never },
     { allowInputRequired: true },
   )) as Record<string, unknown>;
+}
+
+/** Asserts the promise rejects with a JSON-RPC error and returns it. */
+export async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
+  const error = await promise.then(
+    () => {
+      throw new Error('expected a JSON-RPC error');
+    },
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(ProtocolError);
+  return error as ProtocolError;
 }

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ProtocolError } from '@modelcontextprotocol/client';
 import { createAeadCodec } from '@mrtr/codec-aead';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { createJweCodec } from '@mrtr/codec-jwe';
@@ -12,7 +11,7 @@ import { createRedisStore } from '@mrtr/store-redis';
 import { createSqliteStore } from '@mrtr/store-sql';
 import { afterAll, describe, expect, it } from 'vitest';
 import { INVALID_STATE_MESSAGE } from '../src/index.js';
-import { callTool, connect, fixture } from './harness.js';
+import { callTool, connect, fixture, wireError } from './harness.js';
 
 const REDIS_URL = process.env.REDIS_URL;
 const REQUIRE = process.env.MRTR_REQUIRE_SERVICES === '1';
@@ -52,17 +51,6 @@ function decodedSegments(token: string): string {
     .split('.')
     .map((segment) => Buffer.from(segment, 'base64url').toString('latin1'))
     .join('\n');
-}
-
-async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
-  const error = await promise.then(
-    () => {
-      throw new Error('expected a JSON-RPC error');
-    },
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ProtocolError);
-  return error as ProtocolError;
 }
 
 for (const [codecName, makeCodec] of Object.entries(codecs)) {

@@ -1,25 +1,14 @@
-import { ProtocolError } from '@modelcontextprotocol/client';
+import type { ProtocolError } from '@modelcontextprotocol/client';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import { INVALID_STATE_MESSAGE } from '../src/index.js';
-import { callTool, connect, fakeClock, fixture } from './harness.js';
+import { callTool, connect, fakeClock, fixture, wireError } from './harness.js';
 
 const yes = { confirm: { action: 'accept', content: { ok: true } } };
 const ok = (key: string) => ({ [key]: { action: 'accept', content: { ok: true } } });
-
-async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
-  const error = await promise.then(
-    () => {
-      throw new Error('expected a JSON-RPC error');
-    },
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ProtocolError);
-  return error as ProtocolError;
-}
 
 /** Every state rejection looks the same on the wire: no oracle. */
 function expectOpaque(error: ProtocolError): void {

@@ -1,10 +1,10 @@
-import { ProtocolError } from '@modelcontextprotocol/client';
+
 import type { ReplayStore } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
 import { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from '../src/index.js';
-import { callTool, connect, type Fixture, fixture, type Setup } from './harness.js';
+import { callTool, connect, type Fixture, fixture, type Setup, wireError } from './harness.js';
 
 // Issue 20: an identical retry of a round whose response was lost (the same state, principal and answers) gets
 // the response the round produced the first time, and the handler does not run again.
@@ -63,15 +63,6 @@ function withTools(setup: Setup) {
       release = gate();
     },
   };
-}
-
-async function wireError(promise: Promise<unknown>): Promise<ProtocolError> {
-  const error = await promise.then(
-    () => expect.unreachable('expected a JSON-RPC error'),
-    (e: unknown) => e,
-  );
-  expect(error).toBeInstanceOf(ProtocolError);
-  return error as ProtocolError;
 }
 
 describe('identical retries get the first answer (issue 20)', () => {

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisStore, hashSlot, type RedisReplayStore } from '../src/index.js';
-import { freePort, outcome, REQUIRE_SERVICES, redisServerBinary, sleep, type ThrowawayRedis, throwawayRedis, uniqueId } from './helpers.js';
+import { freePort, outcome, REQUIRE_SERVICES, redisServerBinary, type ThrowawayRedis, throwawayRedis, uniqueId, until } from './helpers.js';
 
 const run = promisify(execFile);
 
@@ -52,15 +52,6 @@ async function clusterPort(taken: Set<number>): Promise<number> {
   throw new Error('no free port pair for a cluster node');
 }
 
-/** Polls until `check` holds: bounded in count and time; waits for a state, never for a fixed time. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let attempt = 0; attempt < 3000 && Date.now() < deadline; attempt++) {
-    if (await check().catch(() => false)) return;
-    await sleep(50);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 const COMMAND_TIMEOUT_MS = 500;
 

@@ -171,3 +171,13 @@ export function gateRedisServer(file: string): boolean {
   }
   return false;
 }
+
+/** Polls until `check` holds: bounded in count and time; waits for a state, never for a fixed time. */
+export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let attempt = 0; attempt < 3000 && Date.now() < deadline; attempt++) {
+    if (await check().catch(() => false)) return;
+    await sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}

@@ -20,6 +20,7 @@ import {
   type ThrowawayRedis,
   throwawayRedis,
   uniqueId,
+  until,
 } from './helpers.js';
 
 gateRedis('outcomes.test.ts');
@@ -47,14 +48,6 @@ async function recorded(promise: Promise<boolean>): Promise<boolean | string> {
   }
 }
 
-/** Polls (bounded in count, never a fixed wait) until `check` holds. */
-async function until(check: () => Promise<boolean>): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  throw new Error('condition never held');
-}
 
 describe('outcome options and misuse (no Redis needed)', () => {
   it('maxOutcomeBytes: default 65536, 0 allowed, anything else out of range → labelled RangeError', async () => {
@@ -349,7 +342,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
         const at = exp();
         proxy.loseNextReply('lost');
         const pending = claimed(store.claim(id, at, 'fp'));
-        await until(async () => (await admin.exists(store.keyPrefix + id)) === 1); // the script ran
+        await until('the script to run', async () => (await admin.exists(store.keyPrefix + id)) === 1);
         expect(await pending).toBe('ERR_STORE_UNAVAILABLE');
         proxy.restore(); // cuts the connection: the store reconnects
         expect(await claimed(peer.claim(id, at, 'fp'))).toBe('pending');
@@ -369,7 +362,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
         expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first' });
         proxy.loseNextReply('lost');
         const pending = recorded(store.record(id, 'fp', 'landed'));
-        await until(async () => (await admin.get(store.keyPrefix + id)) === 'd:fp:landed');
+        await until('the record to land', async () => (await admin.get(store.keyPrefix + id)) === 'd:fp:landed');
         expect(await pending).toBe('ERR_STORE_UNAVAILABLE');
         proxy.restore();
         expect(await claimed(peer.claim(id, at, 'fp'))).toBe('recorded:landed');

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import type { PgPoolLike, PgQueryConfigLike } from '../src/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const packageDir = join(here, '..');
@@ -259,4 +260,27 @@ export async function spawnWorker(
   result.catch(() => {});
   child.send({ type: 'task', task });
   return { child, ready, result, go: () => child.send({ type: 'go' }) };
+}
+
+/** Records every statement text a store sends (through `pool.query` or on a checked-out connection). */
+export function recorded(inner: PgPoolLike): { pool: PgPoolLike; texts: string[] } {
+  const texts: string[] = [];
+  const pool: PgPoolLike = {
+    query: (config) => {
+      texts.push(config.text);
+      return inner.query(config);
+    },
+    async connect() {
+      const client = await inner.connect();
+      return {
+        query: (config: PgQueryConfigLike) => {
+          texts.push(config.text);
+          return client.query(config);
+        },
+        release: (error?: Error | boolean) => client.release(error),
+      };
+    },
+    end: () => inner.end(),
+  };
+  return { pool, texts };
 }

@@ -12,8 +12,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createPostgresStore,
   createSqliteStore,
-  type PgPoolLike,
-  type PgQueryConfigLike,
   type SqliteDatabaseLike,
   type SqlReplayStore,
 } from '../src/index.js';
@@ -22,6 +20,7 @@ import {
   DATABASE_URL,
   dropTables,
   postgresSkipReason,
+  recorded,
   REQUIRE_SERVICES,
   skipPostgres,
   sleep,
@@ -394,25 +393,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
   outcomeTests({
     store: (options) => track(createPostgresStore({ connectionString: url, purgeIntervalMs: 0, ...options })),
     recordingStore({ table }) {
-      const inner = barePool();
-      const texts: string[] = [];
-      const pool: PgPoolLike = {
-        query: (config) => {
-          texts.push(config.text);
-          return inner.query(config);
-        },
-        async connect() {
-          const client = await inner.connect();
-          return {
-            query: (config: PgQueryConfigLike) => {
-              texts.push(config.text);
-              return client.query(config);
-            },
-            release: (error?: Error | boolean) => client.release(error),
-          };
-        },
-        end: () => inner.end(),
-      };
+      const { pool, texts } = recorded(barePool());
       return { store: track(createPostgresStore({ pool, table, purgeIntervalMs: 0 })), texts };
     },
     table: newTable,
@@ -494,22 +475,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
 
   it('injected pool without server-side timeouts: claim and record run in a transaction with SET LOCAL bounds', async () => {
     const table = newTable('bare');
-    const inner = barePool();
-    const texts: string[] = [];
-    const pool: PgPoolLike = {
-      query: (config) => inner.query(config),
-      async connect() {
-        const client = await inner.connect();
-        return {
-          query: (config: PgQueryConfigLike) => {
-            texts.push(config.text);
-            return client.query(config);
-          },
-          release: (error?: Error | boolean) => client.release(error),
-        };
-      },
-      end: () => inner.end(),
-    };
+    const { pool, texts } = recorded(barePool());
     const store = track(createPostgresStore({ pool, table, purgeIntervalMs: 0 }));
     await store.ensureSchema();
     texts.length = 0;

@@ -7,7 +7,7 @@ import { MrtrError } from '@mrtr/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, type PgPoolLike, type PgQueryConfigLike, type SqlReplayStore } from '../src/index.js';
-import { assertPostgresReachable, DATABASE_URL, dropTables, postgresSkipReason, REQUIRE_SERVICES, skipPostgres, sleep, uniqueTable } from './helpers.js';
+import { assertPostgresReachable, DATABASE_URL, dropTables, postgresSkipReason, recorded, REQUIRE_SERVICES, skipPostgres, sleep, uniqueTable } from './helpers.js';
 
 postgresSkipReason('postgres.locks.test.ts');
 if (skipPostgres && REQUIRE_SERVICES) {
@@ -49,28 +49,6 @@ async function settle<T>(promise: Promise<T>): Promise<T | MrtrError> {
 
 const unavailable = (value: unknown): boolean => MrtrError.is(value) && value.code === 'ERR_STORE_UNAVAILABLE';
 
-/** Records every statement text a store sends (through `pool.query` or on a checked-out connection). */
-function recorded(inner: PgPoolLike) {
-  const texts: string[] = [];
-  const pool: PgPoolLike = {
-    query: (config) => {
-      texts.push(config.text);
-      return inner.query(config);
-    },
-    async connect() {
-      const client = await inner.connect();
-      return {
-        query: (config: PgQueryConfigLike) => {
-          texts.push(config.text);
-          return client.query(config);
-        },
-        release: (error?: Error | boolean) => client.release(error),
-      };
-    },
-    end: () => inner.end(),
-  };
-  return { pool, texts };
-}
 
 describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line blocking', () => {
   const url = DATABASE_URL as string;
