@@ -32,10 +32,12 @@ export {
   StateTooLargeError,
   StoreFullError,
   StoreUnavailableError,
+  TaskLimitError,
 } from './errors.js';
 export { createFlowTagger, safeEmitter } from './events.js';
 export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
 export { MIN_KEY_BYTES } from './keys.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
+export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
 export { readTokenPrefix, type TokenPrefix } from './token.js';

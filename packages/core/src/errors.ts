@@ -23,6 +23,7 @@ const MESSAGES = {
   ERR_QUOTA_EXCEEDED: 'the principal has minted too many states in this window',
   ERR_SEAL_FAILED: 'the state could not be sealed',
   ERR_ROUND_IN_PROGRESS: 'this round is still being processed',
+  ERR_TASK_LIMIT: 'the principal holds too many tasks',
 } as const;
 
 /** The stable code of every `MrtrError`. */
@@ -215,6 +216,26 @@ export class RoundInProgressError extends MrtrError<'ERR_ROUND_IN_PROGRESS'> {
   }
 }
 
+/** Which bound of a task store refused a new task. */
+export type TaskLimit = 'live' | 'kept' | 'store';
+
+/**
+ * A task store refused a new task: the principal already holds its most unfinished tasks (`live`), or its most
+ * tasks kept until their `ttlMs` passes, finished ones included (`kept`), or the store is full (`store`).
+ */
+export class TaskLimitError extends MrtrError<'ERR_TASK_LIMIT'> {
+  static override readonly code = 'ERR_TASK_LIMIT' as const;
+  /** The bound that was reached. */
+  readonly limit: TaskLimit;
+  /** Its value (how many tasks the bound allows). */
+  readonly max: number;
+  constructor(limit: TaskLimit, max: number, options?: MrtrErrorOptions) {
+    super('ERR_TASK_LIMIT', options);
+    this.limit = limit;
+    this.max = max;
+  }
+}
+
 /** Discriminated union of every concrete error: `switch (err.code)` narrows. */
 export type AnyMrtrError =
   | StateMalformedError
@@ -234,7 +255,8 @@ export type AnyMrtrError =
   | CapabilityMissingError
   | QuotaExceededError
   | SealFailedError
-  | RoundInProgressError;
+  | RoundInProgressError
+  | TaskLimitError;
 
 /** True for server-side faults (store outage, full store, a failed seal): answer `-32603`, never "invalid state". */
 export function isServerFault(code: MrtrErrorCode): boolean {

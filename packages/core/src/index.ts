@@ -29,6 +29,8 @@ export {
   type StateTooLargeError,
   type StoreFullError,
   type StoreUnavailableError,
+  type TaskLimit,
+  type TaskLimitError,
 } from './errors.js';
 export type {
   AnswerEvent,
@@ -57,3 +59,12 @@ export type { Admission } from './outcomes.js';
 export type { ClaimResult, CodecFactory, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
 export { generateKey, type KeyInput, KeyRing } from './keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';
+export type {
+  ParsedTaskStoreLimits,
+  TaskError,
+  TaskInputRequest,
+  TaskRecord,
+  TaskStatus,
+  TaskStore,
+  TaskStoreLimits,
+} from './tasks.js';

@@ -36,8 +36,11 @@ describe('exported names', () => {
       'StateTooLargeError',
       'StoreFullError',
       'StoreUnavailableError',
+      'TaskLimitError',
       'allowedKinds',
+      'asTaskRecord',
       'assertStateClaims',
+      'assertTaskChange',
       'base64urlDecode',
       'base64urlEncode',
       'canonicalJson',
@@ -45,12 +48,15 @@ describe('exported names', () => {
       'createFlowTagger',
       'isCanonicalBase64url',
       'isStateClaims',
+      'isTerminalStatus',
       'ownerValues',
       'parseCodecOptions',
+      'parseTaskStoreLimits',
       'randomBytes',
       'readTokenPrefix',
       'requiredKind',
       'safeEmitter',
+      'taskExpiresAt',
       'utf8Decode',
       'utf8Encode',
       'withDeadline',
@@ -65,7 +71,7 @@ describe('exported names', () => {
   });
 
   it('gives every exported name a one-line TSDoc', () => {
-    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline']
+    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks']
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
       .join('\n');
     const undocumented: string[] = [];

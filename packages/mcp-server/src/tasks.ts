@@ -15,11 +15,21 @@ import {
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import type { JsonValue } from '@mrtr/core';
-import { base64urlEncode } from '@mrtr/core/authoring';
+import type { JsonValue, TaskError, TaskInputRequest, TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import {
+  assertTaskChange,
+  base64urlEncode,
+  isTerminalStatus,
+  parseTaskStoreLimits,
+  TaskLimitError,
+  taskExpiresAt,
+} from '@mrtr/core/authoring';
 import { type FormContent, type FormSchema, validateFormAnswer } from './answers.js';
 import type { ElicitAnswer, ElicitFormQuestion } from './types.js';
 import { PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
+
+export type { TaskError, TaskInputRequest, TaskRecord, TaskStatus, TaskStore } from '@mrtr/core';
+export { isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
 
 /** The extension id, under `capabilities.extensions` (server) and the request's client capabilities. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -28,77 +38,9 @@ const INVALID_REQUEST = -32600;
 const INVALID_PARAMS = -32602;
 const INTERNAL_ERROR = -32603;
 
-/** A task's status (SEP-2663). */
-export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
-const TERMINAL: ReadonlySet<TaskStatus> = new Set(['completed', 'failed', 'cancelled']);
-/** Whether a status is final (`completed`, `failed`, `cancelled`). */
-export const isTerminalStatus = (status: TaskStatus): boolean => TERMINAL.has(status);
-
-/** An input request embedded in a task (`elicitation/create`, …), as `tasks/get` lists it. */
-export interface TaskInputRequest {
-  method: string;
-  params?: Record<string, unknown>;
-}
-
-/** A JSON-RPC error a failed task carries. */
-export interface TaskError {
-  code: number;
-  message: string;
-  data?: JsonValue;
-}
-
-/** What a task store keeps for one task (JSON only; times in ms since the epoch). */
-export interface TaskRecord {
-  taskId: string;
-  /** The user principal that created it: every later request for it must come from the same one. */
-  principal: string;
-  status: TaskStatus;
-  createdAt: number;
-  lastUpdatedAt: number;
-  ttlMs: number;
-  pollIntervalMs?: number;
-  statusMessage?: string;
-  /** The input requests still waiting for an answer, by key. */
-  inputRequests: Record<string, TaskInputRequest>;
-  /** Every key ever asked in this task (keys are unique for the task's life). */
-  askedKeys: string[];
-  /** The tool result (`completed`, also with `isError: true`). */
-  result?: Record<string, JsonValue>;
-  /** The JSON-RPC error (`failed`). */
-  error?: TaskError;
-}
-
-/** Thrown by {@link TaskStore.create} when the principal already holds its most live tasks. */
-export class TaskLimitError extends Error {
-  constructor(message = 'Too many tasks for this user') {
-    super(message);
-    this.name = 'TaskLimitError';
-  }
-}
-
-/**
- * Where tasks live. `create` must make the task readable by `get` before it resolves (the `CreateTaskResult` is
- * sent only then); `get` answers `undefined` for an unknown task or one past its `ttlMs`; `update` applies `change`
- * atomically to the current record (returning `undefined` from `change` leaves it as it is) and answers the
- * record after the change (`undefined` if there is none).
- */
-export interface TaskStore {
-  create(record: TaskRecord): Promise<void>;
-  get(taskId: string): Promise<TaskRecord | undefined>;
-  update(taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined>;
-}
-
-/** Options of {@link createMemoryTaskStore}. */
-export interface MemoryTaskStoreOptions {
-  /** Most live (not finished) tasks of one principal; one more is refused with `-32600`. @default 16 */
-  maxLivePerPrincipal?: number | undefined;
-  /**
-   * Most tasks one principal may have kept at once, live or finished (a finished task stays readable until its
-   * `ttlMs` passes); one more is refused with `-32600`. No principal can fill the store that others share.
-   * @default 256
-   */
-  maxPerPrincipal?: number | undefined;
-  /** Most tasks kept in all, live or finished. @default 10_000 */
+/** Options of {@link createMemoryTaskStore}: the per-principal bounds (16 unfinished, 256 kept) and these. */
+export interface MemoryTaskStoreOptions extends TaskStoreLimits {
+  /** Most tasks kept in all, live or finished; one more is refused with `TaskLimitError('store')`. @default 10_000 */
   maxTasks?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
@@ -122,16 +64,14 @@ const clone = <T>(value: T): T => structuredClone(value);
  */
 export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): TaskStore {
   if (options === null || typeof options !== 'object') throw new TypeError('createMemoryTaskStore: options must be an object');
-  const maxLive = boundedInt('createMemoryTaskStore: maxLivePerPrincipal', options.maxLivePerPrincipal, 16, 1, 100_000);
-  const maxKept = boundedInt('createMemoryTaskStore: maxPerPrincipal', options.maxPerPrincipal, 256, 1, 1_000_000);
-  if (maxKept < maxLive) throw new RangeError('createMemoryTaskStore: maxPerPrincipal must be at least maxLivePerPrincipal');
+  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept } = parseTaskStoreLimits('createMemoryTaskStore', options);
   const maxTasks = boundedInt('createMemoryTaskStore: maxTasks', options.maxTasks, 10_000, 1, 10_000_000);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMemoryTaskStore: now must be a function');
   /** Tasks by id, in the order of their last update. */
   const tasks = new Map<string, TaskRecord>();
   const counts = new Map<string, { live: number; kept: number }>();
-  const expired = (record: TaskRecord, t: number): boolean => t >= record.lastUpdatedAt + record.ttlMs;
+  const expired = (record: TaskRecord, t: number): boolean => t >= taskExpiresAt(record);
   const tally = (principal: string, live: number, kept: number): void => {
     const c = counts.get(principal) ?? { live: 0, kept: 0 };
     c.live += live;
@@ -164,9 +104,9 @@ export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): Tas
     async create(record) {
       sweep();
       const c = counts.get(record.principal) ?? { live: 0, kept: 0 };
-      if (c.live >= maxLive) throw new TaskLimitError(`Too many tasks in progress for this user (at most ${maxLive}); wait for one to finish or cancel one`);
-      if (c.kept >= maxKept) throw new TaskLimitError(`Too many tasks kept for this user (at most ${maxKept}); finished ones are kept until their ttlMs passes`);
-      if (tasks.size >= maxTasks) throw new TaskLimitError('Too many tasks on this server; try again later');
+      if (!isTerminalStatus(record.status) && c.live >= maxLive) throw new TaskLimitError('live', maxLive);
+      if (c.kept >= maxKept) throw new TaskLimitError('kept', maxKept);
+      if (tasks.size >= maxTasks) throw new TaskLimitError('store', maxTasks);
       if (tasks.has(record.taskId)) throw new Error('task id collision');
       tasks.set(record.taskId, clone(record));
       tally(record.principal, isTerminalStatus(record.status) ? 0 : 1, 1);
@@ -180,7 +120,7 @@ export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): Tas
       if (record === undefined) return undefined;
       const next = change(clone(record));
       if (next === undefined) return clone(record);
-      if (next.principal !== record.principal || next.taskId !== record.taskId) throw new TypeError('TaskStore.update: a change may not move a task');
+      assertTaskChange('createMemoryTaskStore: update', record, next);
       // Re-inserted at the end: the map stays in the order of the last update.
       tasks.delete(taskId);
       tasks.set(taskId, clone(next));
@@ -200,6 +140,17 @@ export interface TaskOptions {
   ttlMs?: number | undefined;
   /** The poll interval suggested to clients, in ms (the wire `pollIntervalMs`). @default 1_000 */
   pollIntervalMs?: number | undefined;
+  /**
+   * How often the instance running a task reads it back from the store, in ms: how soon an answer or a cancel
+   * that reached another instance gets to the work (on the same instance they arrive at once). @default 1_000
+   */
+  watchIntervalMs?: number | undefined;
+  /**
+   * How long the instance running a task vouches for it without renewing, in ms (it renews at a third of it). An
+   * unfinished task whose lease has passed lost the process that ran it (a restart, a crash): `tasks/get` reports
+   * it failed. @default 30_000
+   */
+  leaseMs?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
 }
@@ -289,14 +240,21 @@ function taskErrorOf(error: unknown): TaskError {
 }
 
 interface Waiter {
-  validate(answer: unknown): JsonValue | undefined;
   resolve(answer: JsonValue): void;
   reject(error: unknown): void;
 }
+/** A task whose work runs in this process. */
 interface Run {
   controller: AbortController;
+  /** Keys asked by the work and not yet answered. */
   waiters: Map<string, Waiter>;
+  /** Makes the watch loop read the record now. */
+  wake(): void;
+  done: boolean;
 }
+
+/** The error a task reports when the process running it stopped before it finished. */
+const LOST_RUNNER: TaskError = { code: INTERNAL_ERROR, message: 'The server running this task stopped before it finished' };
 
 /** The tasks support of one `createMrtr`: starts tasks and answers `tasks/get`, `tasks/update`, `tasks/cancel`. */
 export interface TaskRuntime {
@@ -311,13 +269,16 @@ export function createTaskRuntime(
   principalOf: (ctx: ServerContext) => string | undefined,
   maxAnswerChars: number,
 ): TaskRuntime {
-  if (!isObject(options)) throw new TypeError('createMrtr: tasks must be { store, ttlMs?, pollIntervalMs? }');
+  if (!isObject(options)) throw new TypeError('createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs? }');
   const { store } = options;
   if (!isObject(store) || typeof store.create !== 'function' || typeof store.get !== 'function' || typeof store.update !== 'function') {
     throw new TypeError('createMrtr: tasks.store must be a TaskStore (create, get, update)');
   }
   const ttlMs = boundedInt('createMrtr: tasks.ttlMs', options.ttlMs, 3_600_000, 1_000, MAX_TTL_MS);
   const pollIntervalMs = boundedInt('createMrtr: tasks.pollIntervalMs', options.pollIntervalMs, 1_000, 1, 3_600_000);
+  const watchIntervalMs = boundedInt('createMrtr: tasks.watchIntervalMs', options.watchIntervalMs, 1_000, 1, 60_000);
+  const leaseMs = boundedInt('createMrtr: tasks.leaseMs', options.leaseMs, 30_000, 1_000, 3_600_000);
+  if (leaseMs < 3 * watchIntervalMs) throw new RangeError('createMrtr: tasks.leaseMs must be at least three times watchIntervalMs');
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMrtr: tasks.now must be a function');
   const limits = { maxChars: maxAnswerChars };
@@ -332,9 +293,91 @@ export function createTaskRuntime(
 
   /** Settles a task unless it already ended (a cancelled task stays cancelled). */
   const settle = async (taskId: string, change: Partial<TaskRecord>): Promise<void> => {
-    await store.update(taskId, (record) =>
-      isTerminalStatus(record.status) ? undefined : { ...record, ...change, inputRequests: {}, lastUpdatedAt: now() },
-    );
+    await store.update(taskId, (record) => {
+      if (isTerminalStatus(record.status)) return undefined;
+      const { answers: _answers, leaseUntil: _lease, ...rest } = record;
+      return { ...rest, ...change, inputRequests: {}, lastUpdatedAt: now() };
+    });
+  };
+
+  /** Ends a run: the work's signal aborts and every question it waits on fails. */
+  const stop = (run: Run, reason: unknown): void => {
+    if (!run.controller.signal.aborted) run.controller.abort(reason);
+    for (const waiter of run.waiters.values()) waiter.reject(run.controller.signal.reason);
+    run.waiters.clear();
+  };
+
+  /**
+   * While a task's work runs here: reads the record every `watchIntervalMs` (at once when woken) to hand the work
+   * the answers `tasks/update` stored (on any instance), to stop it when the task was cancelled or is gone, and to
+   * renew the lease. A store that fails a read or a write is tried again at the next tick.
+   */
+  const watch = async (taskId: string, run: Run, sleep: () => Promise<void>): Promise<void> => {
+    while (!run.done) {
+      await sleep();
+      if (run.done) return;
+      let record: TaskRecord | undefined;
+      try {
+        record = await store.get(taskId);
+      } catch {
+        continue;
+      }
+      if (record === undefined || isTerminalStatus(record.status)) {
+        stop(run, new Error(record === undefined ? 'Task expired' : 'Task cancelled'));
+        return;
+      }
+      const taken = Object.keys(record.answers ?? {}).filter((key) => run.waiters.has(key));
+      const renew = record.leaseUntil === undefined || now() >= record.leaseUntil - (2 * leaseMs) / 3;
+      if (taken.length === 0 && !renew) continue;
+      let updated: TaskRecord | undefined;
+      try {
+        updated = await store.update(taskId, (current) => {
+          if (isTerminalStatus(current.status)) return undefined;
+          const answers = { ...current.answers };
+          for (const key of taken) delete answers[key];
+          const { answers: _drop, ...rest } = current;
+          return { ...rest, ...(Object.keys(answers).length > 0 && { answers }), leaseUntil: now() + leaseMs };
+        });
+      } catch {
+        continue;
+      }
+      if (updated === undefined || isTerminalStatus(updated.status)) continue; // seen at the next read
+      for (const key of taken) {
+        const waiter = run.waiters.get(key);
+        run.waiters.delete(key);
+        waiter?.resolve(record.answers![key]!);
+      }
+    }
+  };
+
+  /** A sleep of `watchIntervalMs` that `wake()` cuts short; its timer never keeps the process alive. */
+  const napper = (): { sleep: () => Promise<void>; wake: () => void } => {
+    let woken = false;
+    let release: (() => void) | undefined;
+    return {
+      sleep: () =>
+        new Promise<void>((resolve) => {
+          if (woken) {
+            woken = false;
+            resolve();
+            return;
+          }
+          const timer = setTimeout(() => {
+            release = undefined;
+            resolve();
+          }, watchIntervalMs);
+          (timer as { unref?: () => void }).unref?.();
+          release = () => {
+            clearTimeout(timer);
+            release = undefined;
+            resolve();
+          };
+        }),
+      wake: () => {
+        if (release !== undefined) release();
+        else woken = true;
+      },
+    };
   };
 
   async function start(marker: TaskMarker, _ctx: ServerContext, principal: string, declared: boolean): Promise<CallToolResult> {
@@ -362,15 +405,17 @@ export function createTaskRuntime(
       pollIntervalMs: boundedInt('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000),
       inputRequests: {},
       askedKeys: [],
+      leaseUntil: t + leaseMs,
     };
     try {
       await store.create(record);
     } catch (error) {
-      if (error instanceof TaskLimitError) throw new WireError(new ProtocolError(INVALID_REQUEST, error.message, { reason: 'task_limit' }));
+      if (error instanceof TaskLimitError) throw new WireError(new ProtocolError(INVALID_REQUEST, taskLimitMessage(error), { reason: 'task_limit' }));
       throw error;
     }
     const { taskId } = record;
-    const run: Run = { controller, waiters: new Map() };
+    const nap = napper();
+    const run: Run = { controller, waiters: new Map(), wake: nap.wake, done: false };
     runs.set(taskId, run);
     const asked = new Set<string>();
     const handle: TaskHandle = {
@@ -384,11 +429,14 @@ export function createTaskRuntime(
         }
         controller.signal.throwIfAborted();
         asked.add(key);
-        const schema = question.requestedSchema;
-        const request: TaskInputRequest = { method: 'elicitation/create', params: { message: question.message, requestedSchema: schema } };
+        const request: TaskInputRequest = {
+          method: 'elicitation/create',
+          params: { message: question.message, requestedSchema: question.requestedSchema as unknown as JsonValue },
+        };
         const answer = new Promise<JsonValue>((resolve, reject) => {
-          run.waiters.set(key, { validate: (a) => validateFormAnswer(schema, a, limits), resolve, reject });
+          run.waiters.set(key, { resolve, reject });
         });
+        answer.catch(() => undefined); // rejected only when the run stops; the work sees it through its await
         const updated = await store.update(taskId, (current) => {
           if (isTerminalStatus(current.status)) return undefined;
           return {
@@ -404,9 +452,10 @@ export function createTaskRuntime(
           controller.signal.throwIfAborted();
           throw new Error('task ended');
         }
-        return (await answer) as unknown as ElicitAnswer<FormContent<typeof schema>>;
+        return (await answer) as unknown as ElicitAnswer<FormContent<typeof question.requestedSchema>>;
       },
     } as TaskHandle;
+    void watch(taskId, run, nap.sleep).catch(() => undefined);
     // The CreateTaskResult leaves only after the store has the task; the work starts once this call returns.
     queueMicrotask(() => {
       void (async () => {
@@ -418,7 +467,9 @@ export function createTaskRuntime(
         } catch (error) {
           await settle(taskId, { status: 'failed', error: taskErrorOf(error) });
         } finally {
-          for (const waiter of run.waiters.values()) waiter.reject(new Error('task ended'));
+          run.done = true;
+          run.wake();
+          stop(run, new Error('task ended'));
           runs.delete(taskId);
         }
       })().catch(() => undefined);
@@ -426,13 +477,25 @@ export function createTaskRuntime(
     return { resultType: 'task', ...taskFields(record) } as unknown as CallToolResult;
   }
 
+  /** An unfinished task whose lease passed and that no work here runs: its process is gone, so it failed. */
+  const orphaned = (record: TaskRecord): boolean =>
+    !isTerminalStatus(record.status) && record.leaseUntil !== undefined && now() > record.leaseUntil && !runs.has(record.taskId);
+
   /** The task of this request's principal, or the `-32602` an unknown one gets (another user's task included). */
   async function own(taskId: string, ctx: ServerContext, server: McpServer): Promise<TaskRecord> {
     if (!declaresTasks(ctx, () => server.server.getClientCapabilities())) throw missingTasksExtensionError(ctx.mcpReq.method);
     const principal = principalOf(ctx);
     if (principal === undefined) throw new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE);
-    const record = await store.get(taskId);
+    let record = await store.get(taskId);
     if (record === undefined || record.principal !== principal) throw new ProtocolError(INVALID_PARAMS, 'Unknown task', { reason: 'unknown_task' });
+    if (orphaned(record)) {
+      record =
+        (await store.update(taskId, (current) => {
+          if (!orphaned(current)) return undefined;
+          const { answers: _answers, leaseUntil: _lease, ...rest } = current;
+          return { ...rest, status: 'failed', error: LOST_RUNNER, inputRequests: {}, lastUpdatedAt: now() };
+        })) ?? record;
+    }
     return record;
   }
 
@@ -465,48 +528,53 @@ export function createTaskRuntime(
     low.setRequestHandler('tasks/update', { params: TaskIdParams }, async (params, ctx) => {
       const record = await own(params.taskId, ctx, server);
       // The SDK lifts `inputResponses` out of every request's params; they are answers to this task's
-      // outstanding requests, never an MRTR retry (no requestState is read here).
+      // outstanding requests, never an MRTR retry (no requestState is read here). Each is checked against the
+      // question as the store keeps it, so any instance can take it; keys not outstanding are ignored.
       const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
-      const run = runs.get(record.taskId);
       const accepted = new Map<string, JsonValue>();
-      if (run !== undefined) {
-        for (const [key, value] of Object.entries(responses)) {
-          if (!Object.hasOwn(record.inputRequests, key)) continue; // not outstanding: ignored
-          const waiter = run.waiters.get(key);
-          const answer = waiter?.validate(value);
-          if (answer !== undefined) accepted.set(key, answer);
-        }
+      for (const [key, value] of Object.entries(responses)) {
+        const request = Object.hasOwn(record.inputRequests, key) ? record.inputRequests[key] : undefined;
+        const schema = request?.params?.requestedSchema;
+        if (!isObject(schema)) continue;
+        const answer = validateFormAnswer(schema as unknown as FormSchema, value, limits);
+        if (answer !== undefined) accepted.set(key, answer);
       }
       if (accepted.size > 0) {
         await store.update(record.taskId, (current) => {
           if (isTerminalStatus(current.status)) return undefined;
           const inputRequests = { ...current.inputRequests };
-          for (const key of accepted.keys()) delete inputRequests[key];
+          const answers = { ...current.answers };
+          for (const [key, answer] of accepted) {
+            if (!Object.hasOwn(inputRequests, key)) continue; // answered meanwhile
+            delete inputRequests[key];
+            answers[key] = answer;
+          }
           const status = Object.keys(inputRequests).length === 0 ? 'working' : 'input_required';
-          return { ...current, inputRequests, status, lastUpdatedAt: now() };
+          return { ...current, inputRequests, answers, status, lastUpdatedAt: now() };
         });
-        for (const [key, answer] of accepted) {
-          const waiter = run!.waiters.get(key);
-          run!.waiters.delete(key);
-          waiter?.resolve(answer);
-        }
+        runs.get(record.taskId)?.wake();
       }
       return { resultType: 'complete' } as never;
     });
     low.setRequestHandler('tasks/cancel', { params: TaskIdParams }, async (params, ctx) => {
       const record = await own(params.taskId, ctx, server);
-      await store.update(record.taskId, (current) =>
-        isTerminalStatus(current.status) ? undefined : { ...current, status: 'cancelled', inputRequests: {}, lastUpdatedAt: now() },
-      );
+      await store.update(record.taskId, (current) => {
+        if (isTerminalStatus(current.status)) return undefined;
+        const { answers: _answers, leaseUntil: _lease, ...rest } = current;
+        return { ...rest, status: 'cancelled', inputRequests: {}, lastUpdatedAt: now() };
+      });
       const run = runs.get(record.taskId);
-      if (run !== undefined) {
-        run.controller.abort(new Error('Task cancelled'));
-        for (const waiter of run.waiters.values()) waiter.reject(run.controller.signal.reason);
-        run.waiters.clear();
-      }
+      if (run !== undefined) stop(run, new Error('Task cancelled'));
       return { resultType: 'complete' } as never;
     });
   }
 
   return { start, install };
+}
+
+/** What a client is told when a task store refuses a new task. */
+function taskLimitMessage(error: TaskLimitError): string {
+  if (error.limit === 'live') return `Too many tasks in progress for this user (at most ${error.max}); wait for one to finish or cancel one`;
+  if (error.limit === 'kept') return `Too many tasks kept for this user (at most ${error.max}); finished ones are kept until their ttlMs passes`;
+  return 'Too many tasks on this server; try again later';
 }

@@ -257,7 +257,7 @@ describe('tasks extension', () => {
     });
     // Finished at once, then again: finished tasks stay readable for their ttlMs, so they count toward the bound.
     for (const id of ['a1', 'a2', 'a3']) await store.create(record(id, 'sub:alice'));
-    await expect(store.create(record('a4', 'sub:alice'))).rejects.toThrow(/Too many tasks kept for this user \(at most 3\)/);
+    await expect(store.create(record('a4', 'sub:alice'))).rejects.toMatchObject({ code: 'ERR_TASK_LIMIT', limit: 'kept', max: 3 });
     await store.create(record('b1', 'sub:bob'));
     t += 30_000;
     await store.update('a3', (r) => ({ ...r, lastUpdatedAt: t }));
@@ -267,10 +267,10 @@ describe('tasks extension', () => {
     expect((await store.get('a3'))?.taskId).toBe('a3');
     await store.create(record('a5', 'sub:alice', 'working'));
     await store.create(record('a6', 'sub:alice', 'working'));
-    await expect(store.create(record('a7', 'sub:alice', 'working'))).rejects.toThrow(/Too many tasks (in progress|kept)/);
+    await expect(store.create(record('a7', 'sub:alice', 'working'))).rejects.toMatchObject({ code: 'ERR_TASK_LIMIT' });
     // A live task that finishes frees its live slot (not its kept one until it expires).
     await store.update('a5', (r) => ({ ...r, status: 'completed', lastUpdatedAt: t }));
-    await expect(store.create(record('a7', 'sub:alice', 'working'))).rejects.toThrow(/Too many tasks kept/);
+    await expect(store.create(record('a7', 'sub:alice', 'working'))).rejects.toMatchObject({ code: 'ERR_TASK_LIMIT', limit: 'kept' });
     t += 30_000; // a3 expires
     await store.create(record('a7', 'sub:alice', 'working'));
     await expect(store.update('a7', (r) => ({ ...r, principal: 'sub:mallory' }))).rejects.toThrow(TypeError);
