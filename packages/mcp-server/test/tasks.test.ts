@@ -27,11 +27,24 @@ const NAME = {
 interface Setup {
   store?: TaskStore;
   options?: Partial<MrtrOptions>;
+  /** A clock shared with another setup (two instances of one fleet). */
+  clock?: { now(): number; advance(ms: number): void };
+  /** Extra task options (watchIntervalMs, leaseMs). */
+  tasks?: Partial<NonNullable<MrtrOptions['tasks']>>;
 }
 
-function setup({ store: given, options = {} }: Setup & { maxLive?: number } = {}) {
+const fakeClock = () => {
   let t = 1_700_000_000_000;
-  const now = () => t;
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
+};
+
+function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: Setup = {}) {
+  const { now } = clock;
   const store = given ?? createMemoryTaskStore({ now });
   const gates = new Map<string, ReturnType<typeof deferred>>();
   const gate = (label: string) => {
@@ -43,7 +56,7 @@ function setup({ store: given, options = {} }: Setup & { maxLive?: number } = {}
     keys: KeyRing.generate(),
     codec: createHmacCodec,
     audience: 'https://tasks.test',
-    tasks: { store, ttlMs: 60_000, pollIntervalMs: 500, now },
+    tasks: { store, ttlMs: 60_000, pollIntervalMs: 500, now, ...tasks },
     ...options,
   });
   const build = () => {
@@ -78,6 +91,14 @@ function setup({ store: given, options = {} }: Setup & { maxLive?: number } = {}
         const again = await task.elicit('third', CONFIRM);
         const text = [a, b, again].map((x) => (x.action === 'accept' ? JSON.stringify(x.content) : x.action)).join(' ');
         return { content: [{ type: 'text', text }] };
+      }),
+    );
+    // Waits for one answer, or for its signal (a cancel that reached any instance).
+    mrtr.registerTool(server, 'watched', { task: 'required' }, async (_args, _ctx, need) =>
+      need.task(async (task) => {
+        task.signal.addEventListener('abort', () => gate('watched-aborted').resolve());
+        const answer = await task.elicit('go', CONFIRM);
+        return { content: [{ type: 'text', text: answer.action === 'accept' ? `go=${answer.content.confirm}` : answer.action }] };
       }),
     );
     mrtr.registerTool(server, 'reuse_key', { task: 'optional' }, async (_args, _ctx, need) =>
@@ -133,8 +154,33 @@ function setup({ store: given, options = {} }: Setup & { maxLive?: number } = {}
     ok,
     gate,
     settle,
-    advance: (ms: number) => {
-      t += ms;
+    advance: clock.advance,
+  };
+}
+
+/** Polls `read` until `done` holds; bounded in count (a loaded machine only makes it slower, never wrong). */
+async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string): Promise<T> {
+  for (let i = 0; i < 2_000; i++) {
+    const value = await read();
+    if (done(value)) return value;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`gave up waiting for ${what}`);
+}
+
+/** A store that stops answering on `kill()`: the process running a task died with its work half done. */
+function mortal(store: TaskStore) {
+  let dead = false;
+  const never = new Promise<never>(() => undefined);
+  const wrapped: TaskStore = {
+    create: (record) => (dead ? never : store.create(record)),
+    get: (id) => (dead ? never : store.get(id)),
+    update: (id, change) => (dead ? never : store.update(id, change)),
+  };
+  return {
+    store: wrapped,
+    kill: () => {
+      dead = true;
     },
   };
 }
@@ -461,5 +507,71 @@ describe('tasks extension', () => {
     expect(sync.result).not.toHaveProperty('taskId');
     expect((await without('tasks/get', { taskId: created.result.taskId })).error.code).toBe(-32021);
     await handler.close();
+  });
+
+  describe('two instances sharing one task store (a fleet)', () => {
+    const fleet = () => {
+      const clock = fakeClock();
+      const shared = createMemoryTaskStore({ now: clock.now });
+      const a = setup({ store: shared, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000 } });
+      const b = setup({ store: shared, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000 } });
+      return { a, b, clock, shared };
+    };
+
+    it('the work runs on A; B lists its question, and B’s tasks/update answer reaches the work on A', async () => {
+      const { a, b } = fleet();
+      const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
+      const waiting = await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      expect(Object.keys(waiting.inputRequests)).toEqual(['go']);
+      // B checks the answer against the question as the store keeps it: an invalid one is ignored there too.
+      await b.ok('tasks/update', { taskId: created.taskId, inputResponses: { go: { action: 'accept', content: { confirm: 'yes' } } } });
+      expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('input_required');
+      await b.ok('tasks/update', { taskId: created.taskId, inputResponses: { go: { action: 'accept', content: { confirm: true } } } });
+      const done = await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'completed', 'the result');
+      expect(done.result.content[0].text).toBe('go=true');
+      expect(done).not.toHaveProperty('inputRequests');
+    });
+
+    it('a cancel that reaches B stops the work on A (its signal aborts)', async () => {
+      const { a, b } = fleet();
+      const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
+      await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      await b.ok('tasks/cancel', { taskId: created.taskId });
+      await a.gate('watched-aborted').promise; // resolved by the work's abort listener on A
+      expect((await a.ok('tasks/get', { taskId: created.taskId })).status).toBe('cancelled');
+    });
+
+    it('a task whose instance died is reported failed once its lease has passed, never before', async () => {
+      const clock = fakeClock();
+      const shared = createMemoryTaskStore({ now: clock.now });
+      const dying = mortal(shared);
+      const a = setup({ store: dying.store, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000 } });
+      const b = setup({ store: shared, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000 } });
+      const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
+      await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      dying.kill();
+      clock.advance(1_000);
+      expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('input_required'); // at the lease's end: still vouched for
+      clock.advance(1);
+      const failed = await b.ok('tasks/get', { taskId: created.taskId });
+      expect(failed).toMatchObject({ status: 'failed', error: { code: -32603, message: 'The server running this task stopped before it finished' } });
+      expect(failed).not.toHaveProperty('inputRequests');
+      // Final: an answer arriving now changes nothing.
+      await b.ok('tasks/update', { taskId: created.taskId, inputResponses: { go: { action: 'accept', content: { confirm: true } } } });
+      expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('failed');
+    });
+
+    it('the instance running a task renews its lease: a long task on a live instance is never reported failed', async () => {
+      const { a, b, clock, shared } = fleet();
+      const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
+      await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      for (let i = 0; i < 5; i++) {
+        const before = (await shared.get(created.taskId))!.leaseUntil!;
+        clock.advance(700); // past two thirds of the lease: A renews at its next watch
+        await until(() => shared.get(created.taskId), (r) => r!.leaseUntil! > before, 'a renewed lease');
+        expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('input_required');
+      }
+      await b.ok('tasks/cancel', { taskId: created.taskId });
+    });
   });
 });
