@@ -1,4 +1,5 @@
-import type { ReplayStore } from '@mrtr/core';
+import type { ReplayStore, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { createMemoryTaskStore } from '@mrtr/mcp-server';
 import { randomBytes, base64urlEncode } from '@mrtr/core/authoring';
 import { MEMORY_STORE_ENTRIES, redactUrl, type StoreName } from './config.js';
 import { escapeForTerminal } from './observe.js';
@@ -15,10 +16,12 @@ import {
   withGenericErrors,
 } from './ledger.js';
 
-/** The replay store and the connect ledger of one backend, and how to close both. */
+/** The replay store, the task store and the connect ledger of one backend, and how to close them. */
 export interface Backend {
   name: StoreName;
   store: ReplayStore;
+  /** Where tasks live (tasks extension): on the same backend, so they survive a restart where it does. */
+  tasks: TaskStore;
   ledger: ConnectLedger;
   /** For the startup line (no secrets). */
   detail: string;
@@ -36,6 +39,8 @@ export interface BackendOptions {
   ledgerLimits?: Partial<LedgerLimits> | undefined;
   /** Where the connect ledger reports why it refused or failed (the client only sees a generic message). */
   report?: ((line: string) => void) | undefined;
+  /** Per-principal bounds of the task store (defaults: 16 unfinished, 256 kept). */
+  taskLimits?: TaskStoreLimits | undefined;
 }
 
 /** A startup failure the CLI reports in one line (exit code 1). */
@@ -60,10 +65,14 @@ const errorText = (error: unknown): string => {
 /** Opens the chosen backend and checks it answers (a dead Redis/PostgreSQL fails here, not on the first call). */
 export async function openBackend(name: StoreName, options: BackendOptions): Promise<Backend> {
   const backend = await openRaw(name, options);
-  return { ...backend, ledger: withGenericErrors(backend.ledger, options.report ?? (() => {})) };
+  return {
+    ...backend,
+    tasks: backend.tasks ?? createMemoryTaskStore({ ...options.taskLimits }),
+    ledger: withGenericErrors(backend.ledger, options.report ?? (() => {})),
+  };
 }
 
-async function openRaw(name: StoreName, options: BackendOptions): Promise<Backend> {
+async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<Backend, 'tasks'> & { tasks?: TaskStore }> {
   const ledgerOptions = { limits: options.ledgerLimits };
   switch (name) {
     case 'memory': {
@@ -73,6 +82,7 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
       return {
         name,
         store,
+        tasks: createMemoryTaskStore({ ...options.taskLimits }),
         ledger,
         detail: 'in-process, one instance',
         close: onceAsync(async () => {

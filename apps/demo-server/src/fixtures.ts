@@ -7,7 +7,7 @@ import type { McpServer, ServerNotifier } from '@modelcontextprotocol/server';
 import { fromJsonSchema, ProtocolError, ResourceTemplate } from '@modelcontextprotocol/server';
 import type { Mrtr } from '@mrtr/mcp-server';
 import * as z from 'zod/v4';
-import { samplingText } from './tools.js';
+import { samplingText, taskSleep } from './tools.js';
 
 /** The official suite sends first-call answers: these fixtures opt in to pre-supplied answers (the demo's own tools do not). */
 const PRESUPPLIED = { presupplied: 'accept' } as const;
@@ -18,25 +18,6 @@ export const TEST_AUDIO_BASE64 = 'UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACAB
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/**
- * Waits `ms` inside a task: ends early (rejecting) when the task is cancelled, and never keeps the process alive
- * (a cancelled or abandoned 60 s task must not delay a clean shutdown).
- */
-const taskSleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    timer.unref?.();
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-
 const NAME_FORM = {
   message: 'What is your name?',
   requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },

@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
-import { createHttpHandler, createMemoryTaskStore, createMrtr } from '@mrtr/mcp-server';
+import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
 import { type Backend, BackendError, openBackend } from './backend.js';
 import { createCodec } from './codecs.js';
 import {
@@ -84,6 +84,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       databaseUrl: env.DATABASE_URL,
       namespace: AUDIENCE,
       ledgerLimits,
+      // The conformance suite starts many tasks as one principal.
+      taskLimits: cli.fixtures === 'conformance' ? { maxLivePerPrincipal: 64 } : undefined,
       // The client only ever sees a generic message; the reason is logged here.
       report: (line) => io.err(`mrtr-demo: ${line}`),
     });
@@ -140,8 +142,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,
-      // The tasks extension (issue 21, first slice): only for the conformance fixtures, in memory.
-      ...(cli.fixtures === 'conformance' && { tasks: { store: createMemoryTaskStore({ maxLivePerPrincipal: 64 }), pollIntervalMs: 200 } }),
+      // The tasks extension (rollout, and the conformance fixtures): tasks live on the chosen backend.
+      tasks: { store: backend.tasks, pollIntervalMs: cli.fixtures === 'conformance' ? 200 : 500 },
     });
     let handler: McpHttpHandler | undefined;
     const factory = createServerFactory({

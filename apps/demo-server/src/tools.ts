@@ -21,15 +21,39 @@ export interface DemoDeps {
    * counts them on `/metrics` (`mrtr_demo_effects_total`), which shows that a retried round ran once.
    */
   effect?: ((tool: DemoEffect, count: number) => void) | undefined;
+  /** How long each wave of `rollout` runs, in ms. @default 1_500 */
+  rolloutWaveMs?: number | undefined;
 }
 
 /** The tools whose effects the demo counts. */
-export type DemoEffect = 'delete_files' | 'deploy';
-export const DEMO_EFFECTS: readonly DemoEffect[] = ['delete_files', 'deploy'];
+export type DemoEffect = 'delete_files' | 'deploy' | 'rollout';
+export const DEMO_EFFECTS: readonly DemoEffect[] = ['delete_files', 'deploy', 'rollout'];
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Waits `ms` inside a task: ends early (rejecting) when the task is cancelled, and never keeps the process alive
+ * (a cancelled or abandoned task must not delay a clean shutdown).
+ */
+export const taskSleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    timer.unref?.();
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+
+/** How many instances `rollout` updates: a canary, then the rest in two waves. */
+const ROLLOUT_INSTANCES = 10;
 
 /** Text of a sampling result (a block or an array of blocks). */
 export function samplingText(result: CreateMessageResult): string {
@@ -171,6 +195,79 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         ...text(`Deployed ${service} to ${environment} (simulated, release ${version}) after ${need.round} round(s).`),
         structuredContent: { service, environment, release: version, rounds: need.round },
       };
+    },
+  );
+
+  // ---------------------------------------------------------------- rollout: MRTR first, then a task that asks midway
+  const waveMs = deps.rolloutWaveMs ?? 1_500;
+  mrtr.registerTool(
+    server,
+    'rollout',
+    {
+      title: 'Roll out a release',
+      description:
+        `Rolls a new release of a service out to its ${ROLLOUT_INSTANCES} instances in waves (simulated; runs for seconds, ` +
+        'as a task: needs a client with the tasks extension). Asks for the environment first; in production it asks ' +
+        'for approval after the canary, while the task runs. Cancel it at any time.',
+      inputSchema: z.object({ service: SERVICE }),
+      annotations: { destructiveHint: true },
+      task: 'required',
+    },
+    async ({ service }, _ctx, need) => {
+      const env = need.elicit('environment', {
+        message: `Roll ${service} out where?`,
+        requestedSchema: {
+          type: 'object',
+          properties: {
+            environment: {
+              type: 'string',
+              title: 'Environment',
+              oneOf: [
+                { const: 'staging', title: 'Staging' },
+                { const: 'production', title: 'Production' },
+              ],
+            },
+          },
+          required: ['environment'],
+        },
+      });
+      if (env === undefined) return need.ask();
+      if (env.action !== 'accept') return need.fail(`Rollout of ${service} ${env.action === 'decline' ? 'declined' : 'cancelled'}.`);
+      const environment = env.content.environment;
+      return need.task(async (task) => {
+        const release = base64urlEncode(randomBytes(4));
+        const summary = (done: number) => ({ service, environment, release, instances: ROLLOUT_INSTANCES, updated: done });
+        await task.status(`canary: release ${release} on 1 of ${ROLLOUT_INSTANCES} instances`);
+        await taskSleep(waveMs, task.signal);
+        if (environment === 'production') {
+          const approval = await task.elicit('approve_rollout', {
+            message: `The canary of ${service} (release ${release}) is healthy: error rate 0.1 %, p99 180 ms. Roll out to the other ${ROLLOUT_INSTANCES - 1} instances?`,
+            requestedSchema: {
+              type: 'object',
+              properties: { approve: { type: 'boolean', title: `Roll ${release} out to all of ${service}` } },
+              required: ['approve'],
+            },
+          });
+          if (approval.action !== 'accept' || !approval.content.approve) {
+            deps.effect?.('rollout', 1);
+            return {
+              ...text(`Rollout of ${service} ${release} halted after the canary: 1 of ${ROLLOUT_INSTANCES} instances on the new release.`),
+              structuredContent: summary(1),
+              isError: true,
+            };
+          }
+        }
+        const half = Math.ceil(ROLLOUT_INSTANCES / 2);
+        await task.status(`wave 2: release ${release} on ${half} of ${ROLLOUT_INSTANCES} instances`);
+        await taskSleep(waveMs, task.signal);
+        await task.status(`wave 3: release ${release} on ${ROLLOUT_INSTANCES} of ${ROLLOUT_INSTANCES} instances`);
+        await taskSleep(waveMs, task.signal);
+        deps.effect?.('rollout', 1);
+        return {
+          ...text(`Rolled ${service} release ${release} out to ${environment}: ${ROLLOUT_INSTANCES} of ${ROLLOUT_INSTANCES} instances.`),
+          structuredContent: summary(ROLLOUT_INSTANCES),
+        };
+      });
     },
   );
 

@@ -175,6 +175,11 @@ export interface TaskHandle {
    * `TypeError`). Without a task (synchronous run) it fails with `-32021` naming the tasks extension.
    */
   elicit<const S extends FormSchema>(key: string, question: ElicitFormQuestion<S>): Promise<ElicitAnswer<FormContent<S>>>;
+  /**
+   * Sets the task's `statusMessage` (what `tasks/get` shows while it runs, e.g. "canary: 1 of 10 instances"), at
+   * most 1,024 characters. Without a task (synchronous run) it does nothing.
+   */
+  status(message: string): Promise<void>;
 }
 
 /** The work of a task: returns the tool result (`isError: true` for a tool error), or throws (a failed task). */
@@ -251,6 +256,10 @@ interface Run {
   /** Makes the watch loop read the record now. */
   wake(): void;
   done: boolean;
+}
+
+function checkStatusMessage(message: unknown): void {
+  if (typeof message !== 'string' || message.length > 1_024) throw new TypeError('task.status: message must be a string of at most 1,024 characters');
 }
 
 /** The error a task reports when the process running it stopped before it finished. */
@@ -391,6 +400,9 @@ export function createTaskRuntime(
         elicit: async () => {
           throw new WireError(missingTasksExtensionError('Asking for input while this tool runs'));
         },
+        status: async (message) => {
+          checkStatusMessage(message);
+        },
       };
       return await work(sync);
     }
@@ -453,6 +465,13 @@ export function createTaskRuntime(
           throw new Error('task ended');
         }
         return (await answer) as unknown as ElicitAnswer<FormContent<typeof question.requestedSchema>>;
+      },
+      async status(message) {
+        checkStatusMessage(message);
+        controller.signal.throwIfAborted();
+        await store.update(taskId, (current) =>
+          isTerminalStatus(current.status) || current.statusMessage === message ? undefined : { ...current, statusMessage: message, lastUpdatedAt: now() },
+        );
       },
     } as TaskHandle;
     void watch(taskId, run, nap.sleep).catch(() => undefined);

@@ -101,6 +101,16 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
         return { content: [{ type: 'text', text: answer.action === 'accept' ? `go=${answer.content.confirm}` : answer.action }] };
       }),
     );
+    mrtr.registerTool(server, 'progress', { task: 'optional' }, async (_args, _ctx, need) =>
+      need.task(async (task) => {
+        await task.status('step 1 of 2');
+        await gate('progress-1').promise;
+        await task.status('step 2 of 2');
+        await gate('progress-2').promise;
+        await expect(task.status('x'.repeat(1_025))).rejects.toThrow(TypeError);
+        return { content: [{ type: 'text', text: 'done' }] };
+      }),
+    );
     mrtr.registerTool(server, 'reuse_key', { task: 'optional' }, async (_args, _ctx, need) =>
       need.task(async (task) => {
         await task.elicit('k', CONFIRM);
@@ -420,6 +430,21 @@ describe('tasks extension', () => {
     const done = await s.ok('tasks/get', { taskId: created.taskId });
     expect(done.status).toBe('completed');
     expect(done.result.content[0].text).toBe('{"confirm":true} {"name":"Zed"} decline');
+  });
+
+  it('task.status sets the statusMessage tasks/get shows while the task runs; without a task it does nothing', async () => {
+    const s = setup();
+    const created = await s.ok('tools/call', { name: 'progress', arguments: {} });
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({ status: 'working', statusMessage: 'step 1 of 2' });
+    s.gate('progress-1').resolve();
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({ status: 'working', statusMessage: 'step 2 of 2' });
+    s.gate('progress-2').resolve();
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({ status: 'completed', result: { content: [{ text: 'done' }] } });
+    const sync = await s.ok('tools/call', { name: 'progress', arguments: {} }, { tasks: false });
+    expect(sync).toMatchObject({ resultType: 'complete', content: [{ text: 'done' }] });
   });
 
   it('a key is unique for the task’s life: asking it twice fails the task', async () => {
