@@ -422,6 +422,6 @@ describe('every result carries resultType', () => {
 
   it('lists the demo tools with their schemas', async () => {
     const { tools } = await alice.client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['connect_account', 'delete_files', 'deploy', 'list_workspace', 'summarize']);
+    expect(tools.map((t) => t.name).sort()).toEqual(['connect_account', 'delete_files', 'deploy', 'list_workspace', 'rollout', 'summarize']);
   });
 });

@@ -168,7 +168,7 @@ describe('the first scrape, before any request', () => {
       const samples = parse(text);
       const codecs = ['hmac', 'jwe', 'aead'];
       const targets = [
-        ...['delete_files', 'deploy', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({ mcp_method_name: 'tools/call', gen_ai_tool_name: name })),
+        ...['delete_files', 'deploy', 'rollout', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({ mcp_method_name: 'tools/call', gen_ai_tool_name: name })),
         { mcp_method_name: 'prompts/get', gen_ai_prompt_name: 'incident_report' },
         { mcp_method_name: 'resources/read' },
       ];
