@@ -345,7 +345,11 @@ export function createTaskRuntime(
           const answers = { ...current.answers };
           for (const key of taken) delete answers[key];
           const { answers: _drop, ...rest } = current;
-          return { ...rest, ...(Object.keys(answers).length > 0 && { answers }), leaseUntil: now() + leaseMs };
+          const t = now();
+          // A task the work is still on must not expire under it: close to the end of its readable period the
+          // renewal counts as a change (lastUpdatedAt moves), otherwise lastUpdatedAt is left alone.
+          const lastUpdatedAt = t + 2 * leaseMs >= taskExpiresAt(current) ? t : current.lastUpdatedAt;
+          return { ...rest, ...(Object.keys(answers).length > 0 && { answers }), leaseUntil: t + leaseMs, lastUpdatedAt };
         });
       } catch {
         continue;
