@@ -879,3 +879,5 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
 
   return { consume, claim, record, maxOutcomeBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
 }
+
+export { createRedisTaskStore, type RedisTaskStore, type RedisTaskStoreOptions } from './tasks.js';

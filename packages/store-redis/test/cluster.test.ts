@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisStore, hashSlot, type RedisReplayStore } from '../src/index.js';
+import { taskStoreCompliance } from '@mrtr/test-suite';
+import { createRedisStore, createRedisTaskStore, hashSlot, type RedisReplayStore, type RedisTaskStore } from '../src/index.js';
 import { freePort, outcome, REQUIRE_SERVICES, redisServerBinary, type ThrowawayRedis, throwawayRedis, uniqueId, until } from './helpers.js';
 
 const run = promisify(execFile);
@@ -205,6 +206,43 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
     // Each claim and record was one single-key script call (so one slot, on the master owning it).
     const single = scripts.slice(before).filter((keys) => keys.length === 1 && ids.some((id) => keys[0] === keyPrefix + id));
     expect(single.length).toBeGreaterThanOrEqual(ids.length * 53);
+  });
+
+  // The task store on the cluster (before the master is killed): the shared suite, then a check that every
+  // script call kept to one slot and that one principal's tasks spread over the masters.
+  const taskScripts: string[][] = [];
+  const newTaskStore = (limits: { namespace: string; maxLivePerPrincipal?: number; maxPerPrincipal?: number }): RedisTaskStore => {
+    const recorded = new Proxy(newCluster(), {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        if (prop !== 'evalsha' && prop !== 'eval') return value.bind(target);
+        return (...args: unknown[]) => {
+          taskScripts.push(args.slice(2, 2 + Number(args[1])) as string[]);
+          return value.apply(target, args);
+        };
+      },
+    });
+    // Generous: the suite's concurrent creates and updates test who wins, not how fast.
+    return createRedisTaskStore({ client: recorded, commandTimeoutMs: 10_000, ...limits });
+  };
+  taskStoreCompliance(it, newTaskStore, { name: 'redis cluster tasks' });
+
+  it('task store on the cluster: each script call touches one slot; one principal\'s tasks land on every master', async () => {
+    const store = newTaskStore({ namespace: uniqueId('tasks'), maxLivePerPrincipal: 64, maxPerPrincipal: 64 });
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) {
+      const t = Date.now();
+      const taskId = uniqueId(`t${i}`);
+      ids.push(taskId);
+      await store.create({ taskId, principal: '{alice}\n', status: 'working', createdAt: t, lastUpdatedAt: t, ttlMs: 60_000, inputRequests: {}, askedKeys: [] });
+    }
+    await Promise.all(ids.map((id) => store.update(id, (r) => ({ ...r, status: 'completed', lastUpdatedAt: r.lastUpdatedAt + 1 }))));
+    for (const id of ids) expect((await store.get(id))?.status).toBe('completed');
+    expect(taskScripts.length).toBeGreaterThan(60);
+    for (const keys of taskScripts) expect(new Set(keys.map(hashSlot)).size).toBe(1);
+    const taskKeys = taskScripts.filter((keys) => keys.length === 1).map((keys) => keys[0] as string);
+    expect(new Set(taskKeys.map((key) => owner.get(hashSlot(key)))).size).toBe(3);
   });
 
   it('a master killed mid-run: its consumes fail closed, the others keep answering; restarted, it answers again', async () => {
