@@ -485,8 +485,10 @@ export function createTaskRuntime(
         try {
           const result = await work(handle);
           if (!isObject(result)) throw new TypeError('task work must return a tool result');
-          const { resultType: _drop, ...rest } = result as Record<string, unknown>;
-          await settle(taskId, { status: 'completed', result: JSON.parse(JSON.stringify(rest)) as Record<string, JsonValue> });
+          // A CallToolResult as the 2026-07-28 base defines it, resultType included (the official ext-tasks
+          // client decodes the inlined result with the base schema, which requires it).
+          const complete = { ...(result as Record<string, unknown>), resultType: 'complete' };
+          await settle(taskId, { status: 'completed', result: JSON.parse(JSON.stringify(complete)) as Record<string, JsonValue> });
         } catch (error) {
           await settle(taskId, { status: 'failed', error: taskErrorOf(error) });
         } finally {

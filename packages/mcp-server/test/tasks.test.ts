@@ -219,7 +219,7 @@ describe('tasks extension', () => {
     const done = await s.ok('tasks/get', { taskId: created.taskId });
     expect(done).toMatchObject({ resultType: 'complete', status: 'completed', result: { content: [{ type: 'text', text: 'done a' }] } });
     expect(done).not.toHaveProperty('requestState');
-    expect(done.result).not.toHaveProperty('resultType');
+    expect(done.result.resultType).toBe('complete'); // a CallToolResult of the 2026-07-28 base
   });
 
   it('a tool error completes with isError; a protocol error fails with a JSON-RPC error; an internal error hides its message', async () => {
