@@ -129,7 +129,7 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<B
       }
     }
     case 'redis': {
-      const { createRedisStore } = await import('@mrtr/store-redis');
+      const { createRedisStore, createRedisTaskStore } = await import('@mrtr/store-redis');
       const store = createRedisStore({ url: options.redisUrl, namespace: options.namespace, connectTimeoutMs: 3000 });
       try {
         // A throwaway id with a 1 s lifetime: waits (bounded) for the first connection and proves SET NX PXAT works.
@@ -145,9 +145,12 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<B
       const warning = evictionWarning(Array.isArray(policy) ? policy[1] : undefined);
       if (warning !== undefined) options.report?.(warning);
       const ledger = createRedisLedger(store.client as unknown as RedisLike, `mrtr-demo:connect:${options.namespace}:`, ledgerOptions);
+      // Tasks on the same connection (the task store never closes a client it was given).
+      const tasks = createRedisTaskStore({ client: store.client, namespace: options.namespace, ...options.taskLimits });
       return {
         name,
         store,
+        tasks,
         ledger,
         detail: redactUrl(options.redisUrl),
         close: onceAsync(async () => {

@@ -8,6 +8,7 @@ import {
   freshKeys,
   type Json,
   type RunningDemo,
+  rawRpc,
   serviceUrl,
   startDemo,
   textOf,
@@ -16,9 +17,30 @@ import {
 /**
  * Two `mrtr-demo` processes sharing MRTR_KEYS and one replay store (Redis, then PostgreSQL): a flow started on
  * A continues on B, an identical retry on A gets B's result from the shared store, a replay with other answers is refused, and an instance with other keys refuses the states.
+ * Tasks live on the same backend: a rollout running on A is answered through B, and a third instance started
+ * afterwards reads its result.
  */
 const TOKENS = 'alice:alice-token-0123456789abcdef';
 const ALICE = 'alice-token-0123456789abcdef';
+const TASK_CAPS = { elicitation: { form: {} }, extensions: { 'io.modelcontextprotocol/tasks': {} } };
+
+/** A 2026-07-28 request as Alice with the tasks extension; the result, or the test fails with the error. */
+async function taskRpc(url: string, method: string, params: Json): Promise<Record<string, any>> {
+  const headers = typeof params.taskId === 'string' ? { 'mcp-name': params.taskId } : undefined;
+  const r = await rawRpc(url, method, params, { token: ALICE, capabilities: TASK_CAPS, ...(headers && { headers }) });
+  expect(r.body?.error, `${method}: ${r.text}`).toBeUndefined();
+  return r.body!.result as Record<string, any>;
+}
+
+/** Polls tasks/get on `url` until `done`; bounded in count. */
+async function untilTask(url: string, taskId: string, done: (task: Record<string, any>) => boolean): Promise<Record<string, any>> {
+  for (let i = 0; i < 3_000; i++) {
+    const task = await taskRpc(url, 'tasks/get', { taskId });
+    if (done(task)) return task;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  throw new Error('the task never reached the expected state');
+}
 
 const backends = [
   { store: 'redis', env: 'REDIS_URL', codec: 'aead' },
@@ -107,6 +129,31 @@ for (const backend of backends) {
         state = result.requestState as string | undefined;
       }
       expect(textOf(result)).toMatch(/Deployed billing to production .* after 4 round/);
+    });
+
+    it('a rollout task started on A is answered through B, finishes on A, and a third instance reads its result', async () => {
+      const round1 = await taskRpc(a.url, 'tools/call', { name: 'rollout', arguments: { service: 'ledger' } });
+      const created = await taskRpc(a.url, 'tools/call', {
+        name: 'rollout',
+        arguments: { service: 'ledger' },
+        inputResponses: { environment: accept({ environment: 'production' }) },
+        requestState: round1.requestState,
+      });
+      expect(created.resultType).toBe('task');
+      const taskId = created.taskId as string;
+      // B sees the question the work on A asked, and takes the answer.
+      const waiting = await untilTask(b.url, taskId, (t) => t.status === 'input_required');
+      expect(Object.keys(waiting.inputRequests)).toEqual(['approve_rollout']);
+      await taskRpc(b.url, 'tasks/update', { taskId, inputResponses: { approve_rollout: accept({ approve: true }) } });
+      const done = await untilTask(b.url, taskId, (t) => t.status !== 'working' && t.status !== 'input_required');
+      expect(done.status).toBe('completed');
+      expect(done.result.structuredContent).toMatchObject({ service: 'ledger', environment: 'production', updated: 10 });
+      const third = await startDemo(args, { env });
+      try {
+        expect(await taskRpc(third.url, 'tasks/get', { taskId })).toMatchObject({ status: 'completed', result: done.result });
+      } finally {
+        expect(await third.stop()).toBe(0);
+      }
     });
 
     it('connect_account: the link is completed through B, the flow finishes on A (shared ledger)', async () => {
