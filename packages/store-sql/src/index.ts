@@ -14,3 +14,6 @@ export {
   createSqliteStore,
   type SqliteStoreOptions,
 } from './sqlite.js';
+export type { SqlTaskStore, SqlTaskStoreCommonOptions } from './task-common.js';
+export { createPostgresTaskStore, type PostgresTaskStoreOptions } from './task-postgres.js';
+export { createSqliteTaskStore, type SqliteTaskStoreOptions } from './task-sqlite.js';

@@ -79,7 +79,7 @@ type PoolConstructor = new (config: Record<string, unknown>) => PgPoolLike & {
 };
 
 /** An error reply of the server (pg's DatabaseError carries the SQLSTATE and a severity): the statement did not commit. */
-function isServerError(error: unknown): boolean {
+export function isServerError(error: unknown): boolean {
   const record = error as { code?: unknown; severity?: unknown } | null;
   return typeof record?.code === 'string' && /^[0-9A-Z]{5}$/.test(record.code) && typeof record.severity === 'string';
 }
@@ -100,7 +100,7 @@ class Unsent {
  * it) must not crash the process: pg.Pool listens only on idle clients. The next query on it fails and
  * the store releases it with that error (destroyed). Returns the function that removes the listener.
  */
-function holdErrors(client: PgPoolClientLike): () => void {
+export function holdErrors(client: PgPoolClientLike): () => void {
   const emitter = client as {
     on?: (event: 'error', listener: () => void) => unknown;
     removeListener?: (event: 'error', listener: () => void) => unknown;
