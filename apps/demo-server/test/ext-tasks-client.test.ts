@@ -13,13 +13,10 @@
  * tools/call"); everything else (`tools/list` for the tool declarations) still goes through the SDK client. `httpCoordinator` below is that coordinator: one POST per
  * request to the demo's MCP endpoint, with the 2026-07-28 HTTP headers, answered on its own response (JSON or SSE).
  *
- * A finished task's result is read from the terminal task view the client observed (`TaskView.raw.result`: the
- * `result` that `tasks/get` inlines). The package's own result decoding (`execution.settle()`, `result()`,
- * `TaskController.result()`) validates that inlined result as a 2026-07-28 `CallToolResult`, which it takes to
- * require `resultType: "complete"`; the server inlines the result without `resultType` (as the extension spec's
- * examples show it), so with the package's default codec a completed task settles `failed` ("Protocol value failed
- * schema validation"). That interop gap is reported to the server's owner rather than papered over here with a
- * custom `resultCodec`; cancelled and failed tasks need no result decoding and are checked through `settle()`.
+ * A finished task's result is read both from the terminal task view the client observed (`TaskView.raw.result`: the
+ * `result` that `tasks/get` inlines) and through the package's own result decoding (`TaskController.result()` +
+ * `resultFromTaskOutcome`), which validates the inlined result as a 2026-07-28 `CallToolResult` (`resultType:
+ * "complete"` included; a server that left it out made every completed task settle `failed` — found here).
  */
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import {
@@ -238,6 +235,10 @@ describe('@modelcontextprotocol/ext-tasks drives the demo task tools', () => {
       const again = await c.session.task(execution.handle.taskId).snapshot(AbortSignal.timeout(DEADLINE_MS));
       expect(again.status).toBe('completed');
       expect(resultOf(again)).toEqual(resultOf(done));
+      // The package's own decoding of the result (the base CallToolResult schema) accepts it.
+      const outcome = await within(c.session.task(execution.handle.taskId).result(), DEADLINE_MS, 'the decoded result');
+      expect(outcome.status).toBe('completed');
+      expect(textOf(resultFromTaskOutcome(outcome) as Json)).toBe('Computed sum after 1s');
       // On the wire: one tools/call, then tasks/get polls for this task, each declaring the extension in its `_meta`.
       expect(c.sent[0]).toMatchObject({ method: 'tools/call', params: { name: 'slow_compute', arguments: { seconds: 1, label: 'sum' } } });
       const polls = c.sent.slice(1);
