@@ -34,7 +34,7 @@ const SCENARIOS = [
   'validate-input',
 ].map((s) => `input-required-result-${s}`);
 // The tasks extension (io.modelcontextprotocol/tasks; issue 21): unscored by the suite, held to the same rule.
-// The demo keeps tasks in a memory task store whatever --store says (shared task stores are not built yet).
+// Tasks live on the --store backend (memory, SQLite, Redis, PostgreSQL task stores).
 // tasks-status-notifications is skipped by the suite itself (0/0).
 SCENARIOS.push(
   ...[

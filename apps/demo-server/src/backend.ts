@@ -65,34 +65,32 @@ const errorText = (error: unknown): string => {
 /** Opens the chosen backend and checks it answers (a dead Redis/PostgreSQL fails here, not on the first call). */
 export async function openBackend(name: StoreName, options: BackendOptions): Promise<Backend> {
   const backend = await openRaw(name, options);
-  return {
-    ...backend,
-    tasks: backend.tasks ?? createMemoryTaskStore({ ...options.taskLimits }),
-    ledger: withGenericErrors(backend.ledger, options.report ?? (() => {})),
-  };
+  return { ...backend, ledger: withGenericErrors(backend.ledger, options.report ?? (() => {})) };
 }
 
-async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<Backend, 'tasks'> & { tasks?: TaskStore }> {
+async function openRaw(name: StoreName, options: BackendOptions): Promise<Backend> {
   const ledgerOptions = { limits: options.ledgerLimits };
   switch (name) {
     case 'memory': {
       const { createMemoryStore } = await import('@mrtr/store-memory');
       const store = createMemoryStore({ namespace: options.namespace, maxEntries: MEMORY_STORE_ENTRIES });
       const ledger = createMemoryLedger(ledgerOptions);
+      const tasks = createMemoryTaskStore({ ...options.taskLimits });
       return {
         name,
         store,
-        tasks: createMemoryTaskStore({ ...options.taskLimits }),
+        tasks,
         ledger,
         detail: 'in-process, one instance',
         close: onceAsync(async () => {
           await ledger.close();
+          await tasks.close?.();
           await store.close();
         }),
       };
     }
     case 'sqlite': {
-      const [sqlite, { configureSqliteDatabase, createSqliteStore }] = await Promise.all([
+      const [sqlite, { configureSqliteDatabase, createSqliteStore, createSqliteTaskStore }] = await Promise.all([
         import('better-sqlite3'),
         import('@mrtr/store-sql'),
       ]);
@@ -107,17 +105,21 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<B
         throw new BackendError(`cannot open SQLite file ${options.sqliteFile}: ${errorText(error)}`);
       }
       const store = createSqliteStore({ database: db, namespace: options.namespace });
+      const tasks = createSqliteTaskStore({ database: db, namespace: options.namespace, ...options.taskLimits });
       try {
         await store.ensureSchema();
+        await tasks.ensureSchema();
         const ledger = createSqliteLedger(db as unknown as SqliteLike, ledgerOptions);
         return {
           name,
           store,
+          tasks,
           ledger,
           // A path from the command line, shown on the operator's terminal: control and bidi characters escaped.
           detail: escapeForTerminal(options.sqliteFile),
           close: onceAsync(async () => {
             await ledger.close();
+            await tasks.close?.();
             await store.close();
             db.close();
           }),
@@ -155,6 +157,7 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<B
         detail: redactUrl(options.redisUrl),
         close: onceAsync(async () => {
           await ledger.close();
+          await tasks.close?.();
           await store.close();
         }),
       };
@@ -163,7 +166,7 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<B
       if (options.databaseUrl === undefined || options.databaseUrl === '') {
         throw new BackendError('--store postgres needs DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test)');
       }
-      const [{ default: pg }, { createPostgresStore }] = await Promise.all([import('pg'), import('@mrtr/store-sql')]);
+      const [{ default: pg }, { createPostgresStore, createPostgresTaskStore }] = await Promise.all([import('pg'), import('@mrtr/store-sql')]);
       // Server-side bounds on every connection (sent as startup parameters): the server cancels a statement
       // or a lock wait that runs too long, so one the client gave up on cannot commit later, and the replay
       // store sends each consume as one statement (without them it wraps each in SET LOCAL bounds).
@@ -178,16 +181,20 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Omit<B
         // Idle-client errors surface on the next query (as ERR_STORE_UNAVAILABLE); never crash the process.
       });
       const store = createPostgresStore({ pool, namespace: options.namespace });
+      const tasks = createPostgresTaskStore({ pool, namespace: options.namespace, ...options.taskLimits });
       try {
         await store.ensureSchema();
+        await tasks.ensureSchema();
         const ledger = await withRetry(() => createPostgresLedger(pool as unknown as PgLike, ledgerOptions));
         return {
           name,
           store,
+          tasks,
           ledger,
           detail: redactUrl(options.databaseUrl),
           close: onceAsync(async () => {
             await ledger.close();
+            await tasks.close?.();
             await store.close();
             await pool.end();
           }),

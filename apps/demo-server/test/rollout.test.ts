@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accept, freshKeys, type Json, type RunningDemo, rawRpc, startDemo } from './helpers.js';
 
@@ -10,9 +13,10 @@ const BOB = 'bob-token-rollout-0123456789abcd';
 const TASKS = { 'io.modelcontextprotocol/tasks': {} };
 const CAPS = { elicitation: { form: {} }, extensions: TASKS };
 let demo: RunningDemo;
+const KEYS = freshKeys();
 
 beforeAll(async () => {
-  demo = await startDemo([], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` } });
+  demo = await startDemo([], { env: { MRTR_KEYS: KEYS, MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` } });
 });
 afterAll(async () => {
   expect(await demo?.stop()).toBe(0);
@@ -118,5 +122,28 @@ describe('rollout: MRTR first, then a task that asks for approval midway (issue 
   it('a client without the tasks extension gets -32021 naming it (the environment round is never asked)', async () => {
     const body = await rpc('tools/call', { name: 'rollout', arguments: { service: 'web' } }, { capabilities: { elicitation: { form: {} } }, status: 400 });
     expect(body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { extensions: TASKS } } });
+  });
+});
+
+describe('tasks on --store sqlite survive a restart (issue 21)', () => {
+  it('a finished rollout is read after the demo restarted on the same file; another user still cannot read it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mrtr-demo-tasks-'));
+    const args = ['--store', 'sqlite', '--sqlite-file', join(dir, 'demo.sqlite')];
+    const env = { MRTR_KEYS: KEYS, MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` };
+    const memoryDemo = demo;
+    try {
+      demo = await startDemo(args, { env });
+      const taskId = await startRollout('search', 'staging');
+      const done = await until(taskId, (t) => t.status !== 'working');
+      expect(done.status).toBe('completed');
+      expect(await demo.stop()).toBe(0);
+      demo = await startDemo(args, { env });
+      expect(await ok('tasks/get', { taskId })).toMatchObject({ status: 'completed', result: done.result, createdAt: done.createdAt });
+      expect((await rpc('tasks/get', { taskId }, { token: BOB })).error).toMatchObject({ code: -32602 });
+      expect(await demo.stop()).toBe(0);
+    } finally {
+      demo = memoryDemo;
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
