@@ -14,6 +14,9 @@ import {
   textOf,
 } from './helpers.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
+type Wire = Record<string, any>;
+
 /**
  * Two `mrtr-demo` processes sharing MRTR_KEYS and one replay store (Redis, then PostgreSQL): a flow started on
  * A continues on B, an identical retry on A gets B's result from the shared store, a replay with other answers is refused, and an instance with other keys refuses the states.
@@ -25,15 +28,15 @@ const ALICE = 'alice-token-0123456789abcdef';
 const TASK_CAPS = { elicitation: { form: {} }, extensions: { 'io.modelcontextprotocol/tasks': {} } };
 
 /** A 2026-07-28 request as Alice with the tasks extension; the result, or the test fails with the error. */
-async function taskRpc(url: string, method: string, params: Json): Promise<Record<string, any>> {
+async function taskRpc(url: string, method: string, params: Json): Promise<Wire> {
   const headers = typeof params.taskId === 'string' ? { 'mcp-name': params.taskId } : undefined;
   const r = await rawRpc(url, method, params, { token: ALICE, capabilities: TASK_CAPS, ...(headers && { headers }) });
   expect(r.body?.error, `${method}: ${r.text}`).toBeUndefined();
-  return r.body!.result as Record<string, any>;
+  return r.body!.result as Wire;
 }
 
 /** Polls tasks/get on `url` until `done`; bounded in count. */
-async function untilTask(url: string, taskId: string, done: (task: Record<string, any>) => boolean): Promise<Record<string, any>> {
+async function untilTask(url: string, taskId: string, done: (task: Wire) => boolean): Promise<Wire> {
   for (let i = 0; i < 3_000; i++) {
     const task = await taskRpc(url, 'tasks/get', { taskId });
     if (done(task)) return task;

@@ -4,6 +4,9 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accept, freshKeys, type Json, type RunningDemo, rawRpc, startDemo } from './helpers.js';
 
+// biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
+type Wire = Record<string, any>;
+
 // Issue 21: the demo's long-running tool. `rollout` asks for the environment in an ordinary protected MRTR round,
 // then becomes a task that runs for seconds in waves, shows its progress in statusMessage and, in production,
 // asks for approval after the canary while it runs (tasks/get lists the question, tasks/update answers it).
@@ -28,10 +31,10 @@ async function rpc(method: string, params: Json, { token = ALICE, capabilities =
   expect(r.status).toBe(status);
   return r.body!;
 }
-async function ok(method: string, params: Json, options?: Parameters<typeof rpc>[2]): Promise<Json & Record<string, any>> {
+async function ok(method: string, params: Json, options?: Parameters<typeof rpc>[2]): Promise<Json & Wire> {
   const body = await rpc(method, params, options);
   expect(body.error, `${method}: ${JSON.stringify(body.error)}`).toBeUndefined();
-  return body.result as Json & Record<string, any>;
+  return body.result as Json & Wire;
 }
 
 /** Starts a rollout: the MRTR round (environment), then the task. */
@@ -50,7 +53,7 @@ async function startRollout(service: string, environment: 'staging' | 'productio
 }
 
 /** Polls tasks/get (as the client would, every few ms) until `done`; bounded in count, never a timed assertion. */
-async function until(taskId: string, done: (task: Record<string, any>) => boolean, seen: string[] = []): Promise<Record<string, any>> {
+async function until(taskId: string, done: (task: Wire) => boolean, seen: string[] = []): Promise<Wire> {
   for (let i = 0; i < 3_000; i++) {
     const task = await ok('tasks/get', { taskId });
     if (typeof task.statusMessage === 'string' && seen.at(-1) !== task.statusMessage) seen.push(task.statusMessage);
