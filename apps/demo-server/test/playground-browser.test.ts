@@ -300,6 +300,75 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
     await page.close();
   });
 
+  /** The statuses of the task timeline, in order. */
+  const taskSteps = (page: Page): Promise<string[]> =>
+    page.locator('#task-steps > li').evaluateAll((items) => items.map((li) => li.getAttribute('data-status') ?? ''));
+
+  it('runs rollout to production as a task: the environment form, working, the approval question (tasks/update), completed', async () => {
+    const page = await open(hmac, TOKEN);
+    await call(page, 'tool rollout');
+    await page.selectOption('select[data-field="environment"]', 'production');
+    await page.click('#send');
+    await page.locator('#task-section').waitFor({ state: 'visible' });
+    expect(await page.textContent('#task-id')).toMatch(/^[A-Za-z0-9_-]{8}…$/);
+    expect(await page.getAttribute('#task-id', 'title')).toMatch(/^[A-Za-z0-9_-]{9,}$/);
+    await page.locator('#timeline > li[data-kind="task"]').first().waitFor();
+    const working = page.locator('#task-steps > li[data-status="working"]').first();
+    await working.waitFor();
+    const asking = page.locator('#task-steps > li[data-status="input_required"]');
+    await asking.waitFor();
+    expect(await asking.locator('.task-question').textContent()).toMatch(/asks approve_rollout \(form: approve\): The canary of web .* is healthy/);
+    const before = await taskSteps(page);
+    expect(before[0]).toBe('working');
+    expect(before.at(-1)).toBe('input_required');
+    // The handle's own `working` (no message yet), then the canary's status message.
+    expect(await page.locator('#task-steps > li[data-status="working"] .task-message').first().textContent()).toMatch(
+      /^canary: release \S+ on 1 of 10 instances$/,
+    );
+    expect(await page.textContent('#task-status')).toBe('input_required');
+    // The question is in the page's own form; the answer goes out with tasks/update.
+    await page.check('input[data-field="approve"]');
+    await page.click('#send');
+    await page.locator('#timeline > li[data-kind="task"]', { hasText: 'tasks/update' }).waitFor();
+    const done = page.locator('#timeline > li[data-kind="complete"]');
+    await done.waitFor();
+    expect(await done.locator('.result-text').textContent()).toMatch(/^Rolled web release \S+ out to production: 10 of 10 instances\.$/);
+    expect(await page.textContent('#task-status')).toBe('completed');
+    const steps = await taskSteps(page);
+    expect(steps.at(-1)).toBe('completed');
+    const asked = steps.indexOf('input_required');
+    expect(asked).toBeGreaterThan(0);
+    expect(steps.slice(asked + 1, -1)).toContain('working');
+    expect(steps.filter((s) => s === 'completed')).toHaveLength(1);
+    expect(await page.locator('#task-steps > li .task-message').allTextContents()).toContainEqual(expect.stringMatching(/^wave 3: /));
+    expect(await page.isDisabled('#task-cancel')).toBe(true);
+    expect(await page.locator('#questions fieldset').count()).toBe(0);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'playground-rollout.png'), fullPage: true });
+    await page.close();
+  });
+
+  it('cancels a staging rollout from the task panel: cancelled, no result, the polling stops', async () => {
+    const page = await open(hmac, TOKEN);
+    await call(page, 'tool rollout');
+    await page.selectOption('select[data-field="environment"]', 'staging');
+    await page.click('#send');
+    await page.locator('#task-steps > li[data-status="working"]').first().waitFor();
+    await page.locator('#task-cancel:not([disabled])').waitFor();
+    await page.click('#task-cancel');
+    const cancelled = page.locator('#timeline > li[data-kind="cancelled"]');
+    await cancelled.waitFor();
+    expect(await cancelled.locator('.verdict').textContent()).toMatch(/^✗ CANCELLED: task [A-Za-z0-9_-]{8}… was cancelled; it has no result\.$/);
+    expect(await page.textContent('#task-status')).toBe('cancelled');
+    expect((await taskSteps(page)).at(-1)).toBe('cancelled');
+    expect(await page.locator('#timeline > li[data-kind="complete"]').count()).toBe(0);
+    expect(await page.isDisabled('#task-cancel')).toBe(true);
+    // Another flow replaces the task panel.
+    await call(page, 'tool delete_files');
+    expect(await page.isHidden('#task-section')).toBe(true);
+    await page.close();
+  });
+
   it('ran without a page error or a console error (no CSP violation)', () => {
     expect(problems).toEqual([]);
   });

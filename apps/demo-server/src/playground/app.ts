@@ -17,6 +17,38 @@ import {
   type PlaygroundConfig,
 } from '../flows.js';
 
+/** The tasks extension (SEP-2663): the page declares it so the server may answer a call with a task. */
+const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+/** The demo's questions plus the tasks extension (the bundled CLI client keeps CLIENT_CAPABILITIES as they are). */
+const PLAYGROUND_CAPABILITIES = { ...CLIENT_CAPABILITIES, extensions: { [TASKS_EXTENSION]: {} } } as const;
+const CLIENT_INFO = { name: 'mrtr-playground', version: '0.1.0' } as const;
+
+/** The page's targets: the shared ones, and `rollout`, which becomes a task (only this page declares the extension). */
+const PLAYGROUND_TARGETS: readonly Target[] = [
+  ...TARGETS,
+  { kind: 'tool', name: 'rollout', summary: 'a form, then a task: its status as it runs, an approval midway (production)', args: { service: 'web' } },
+];
+
+/** Task statuses after which nothing changes. */
+const FINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
+/** Bounds of the polling: the interval the server suggests, clamped, and at most this many tasks/get per task. */
+const MIN_POLL_MS = 100;
+const MAX_POLL_MS = 5_000;
+const MAX_POLLS = 2_000;
+
+/** A task the current flow turned into (a `resultType: "task"` answer to a round). */
+interface TaskState {
+  id: string;
+  pollMs: number;
+  status: string;
+  statusMessage: string | undefined;
+  /** The keys of the questions on the page, so a poll does not wipe a half-filled form. */
+  askedKeys: string;
+  final: boolean;
+  /** Aborted when the task is final, cancelled, or the user starts another flow: ends the polling at once. */
+  stop: AbortController;
+}
+
 interface RecordedRejection {
   seq: number;
   code: string;
@@ -38,6 +70,8 @@ interface Flow {
   /** The last state presented with answers (spent), for the replay button. */
   spent: { state: string; responses: Json } | undefined;
   done: boolean;
+  /** Set once a round answered with a task (`rollout`): then tasks/get, tasks/update and tasks/cancel drive it. */
+  task?: TaskState;
 }
 
 /** The longest wait the expiry button accepts (ttl + skew): past it the page explains instead. */
@@ -89,15 +123,103 @@ async function connected(path: string = flow?.path ?? selectedPath()): Promise<C
   const known = clients.get(path);
   if (known !== undefined && known.token === token) return known.client;
   await known?.client.close().catch(() => {});
-  const transport = new StreamableHTTPClientTransport(new URL(path, location.origin), { requestInit: { headers: authHeaders() } });
+  const transport = new StreamableHTTPClientTransport(new URL(path, location.origin), { requestInit: { headers: authHeaders() }, fetch: wireFetch });
   const next = new Client(
-    { name: 'mrtr-playground', version: '0.1.0' },
-    { versionNegotiation: { mode: { pin: PROTOCOL_VERSION } }, capabilities: CLIENT_CAPABILITIES, inputRequired: { autoFulfill: false } },
+    { ...CLIENT_INFO },
+    { versionNegotiation: { mode: { pin: PROTOCOL_VERSION } }, capabilities: PLAYGROUND_CAPABILITIES, inputRequired: { autoFulfill: false } },
   );
   await next.connect(transport);
   clients.set(path, { client: next, token });
   lastSeq = (await recordedRejections()).reduce((max, r) => Math.max(max, r.seq), lastSeq);
   return next;
+}
+
+/** The JSON-RPC messages of a response body (JSON, or the `data:` lines of an SSE stream). */
+function parseMessages(text: string): Json[] {
+  const trimmed = text.trim();
+  const parse = (data: string): Json[] => {
+    try {
+      const value: unknown = JSON.parse(data);
+      return value !== null && typeof value === 'object' && !Array.isArray(value) ? [value as Json] : [];
+    } catch {
+      return [];
+    }
+  };
+  if (trimmed.startsWith('{')) return parse(trimmed);
+  return trimmed
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .flatMap((line) => parse(line.slice(5).trim()));
+}
+
+/**
+ * The task handle of the last `tools/call`, read off the wire: the SDK 2.4.0 client does not know the tasks
+ * extension and rejects a `resultType: "task"` answer ("Unsupported result type 'task'") without handing it over.
+ */
+let taskHandle: Json | undefined;
+
+/** The client transport's fetch: the page's own, plus a look at `tools/call` answers for a task handle. */
+async function wireFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init);
+  if (new Headers(init?.headers).get('mcp-method') !== 'tools/call' || !response.ok) return response;
+  for (const message of parseMessages(await response.clone().text())) {
+    const result = message.result as Json | undefined;
+    if (result?.resultType === 'task' && typeof result.taskId === 'string') taskHandle = result;
+  }
+  return response;
+}
+
+/** A JSON-RPC error answered to one of the page's own tasks/* requests. */
+class TaskRpcError extends Error {
+  readonly code: number;
+  readonly data: unknown;
+  constructor(code: number, message: string, data?: unknown) {
+    super(message);
+    this.code = code;
+    this.data = data;
+  }
+}
+
+let taskRpcId = 0;
+
+/**
+ * tasks/get, tasks/update or tasks/cancel. The SDK 2.4.0 client refuses these methods in the 2026-07-28 era
+ * ("not supported by the negotiated protocol version"), so the page sends them itself: the same endpoint and auth
+ * headers as its client, the 2026-07-28 headers with `Mcp-Name: <taskId>`, and the `_meta` envelope.
+ */
+async function taskRequest(path: string, method: 'tasks/get' | 'tasks/update' | 'tasks/cancel', params: Json & { taskId: string }): Promise<Json> {
+  const id = `playground-task-${++taskRpcId}`;
+  const response = await fetch(new URL(path, location.origin), {
+    method: 'POST',
+    cache: 'no-store',
+    headers: {
+      ...authHeaders(),
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': PROTOCOL_VERSION,
+      'mcp-method': method,
+      'mcp-name': params.taskId,
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method,
+      params: {
+        ...params,
+        _meta: {
+          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+          'io.modelcontextprotocol/clientCapabilities': PLAYGROUND_CAPABILITIES,
+          'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
+        },
+      },
+    }),
+  });
+  const messages = parseMessages(await response.text());
+  const reply = messages.find((m) => m.id === id);
+  if (reply === undefined) throw new TaskRpcError(-32603, `${method}: no answer (HTTP ${response.status})`);
+  const error = reply.error as Json | undefined;
+  if (error !== undefined) throw new TaskRpcError(Number(error.code), String(error.message ?? ''), error.data);
+  return (reply.result ?? {}) as Json;
 }
 
 /** This principal's rejection codes recorded by the server (GET /rejections). */
@@ -159,7 +281,9 @@ function stateDetails(state: string): HTMLElement {
 }
 
 function errorJson(error: unknown): Json {
-  if (error instanceof ProtocolError) return { code: error.code, message: error.message, ...(error.data !== undefined && { data: error.data }) };
+  if (error instanceof ProtocolError || error instanceof TaskRpcError) {
+    return { code: error.code, message: error.message, ...(error.data !== undefined && { data: error.data }) };
+  }
   return { message: error instanceof Error ? error.message : String(error) };
 }
 
@@ -319,9 +443,13 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
   const request = requestOf(current.target, args, extra);
   const children: (Node | string)[] = [folded(`Request sent: ${request.method}`, request.params)];
   let result: Json;
+  taskHandle = undefined;
   try {
     result = await sendRound(c, current.target, args, extra);
   } catch (error) {
+    const handle = taskHandle;
+    taskHandle = undefined;
+    if (handle !== undefined) return taskCreated(current, handle, children);
     const codes = await newRejections();
     const json = errorJson(error);
     const verdict = el(
@@ -333,6 +461,7 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
     if (label !== undefined) li.dataset.attack = label;
     return undefined;
   }
+  if (result.resultType === 'task' && typeof result.taskId === 'string') return taskCreated(current, result, children);
   const codes = await newRejections();
   current.round++;
   if (extra.requestState !== undefined) current.spent = { state: extra.requestState, responses: extra.inputResponses ?? {} };
@@ -369,6 +498,180 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
   return result;
 }
 
+// ------------------------------------------------------------------ tasks
+
+const shortId = (id: string): string => (id.length > 10 ? `${id.slice(0, 8)}…` : id);
+
+/** A round answered with a task: shows the handle, opens the task panel and starts polling tasks/get. */
+function taskCreated(current: Flow, handle: Json, children: (Node | string)[]): Json {
+  current.round++;
+  current.state = undefined;
+  current.asked = {};
+  const id = String(handle.taskId);
+  const suggested = typeof handle.pollIntervalMs === 'number' && Number.isFinite(handle.pollIntervalMs) ? handle.pollIntervalMs : 1_000;
+  const task: TaskState = {
+    id,
+    pollMs: Math.min(MAX_POLL_MS, Math.max(MIN_POLL_MS, suggested)),
+    status: '',
+    statusMessage: undefined,
+    askedKeys: '',
+    final: false,
+    stop: new AbortController(),
+  };
+  current.task = task;
+  entry(
+    'task',
+    `Round ${current.round}: task ${shortId(id)} created`,
+    ...children,
+    el('p', { class: 'verdict' }, `→ TASK: the server runs the call as task ${shortId(id)}; this page polls tasks/get every ${task.pollMs} ms.`),
+    folded('Task handle received (resultType "task")', handle),
+  );
+  renderQuestions({});
+  $('task-id').textContent = shortId(id);
+  $('task-id').title = id;
+  $('task-steps').replaceChildren();
+  $('task-section').hidden = false;
+  status('The call runs as a task: its status appears in the task panel as it changes.');
+  showTask(current, handle);
+  if (!task.final) void pollTask(current);
+  return handle;
+}
+
+/** Ends the polling of the current flow's task, if any (another flow starts, or the page starts over). */
+function stopTask(): void {
+  flow?.task?.stop.abort();
+  $('task-section').hidden = true;
+  $('task-steps').replaceChildren();
+}
+
+/** A pause that ends early when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done);
+  });
+}
+
+/** Polls tasks/get at the task's interval until a final status, a cancel, another flow, an error, or MAX_POLLS. */
+async function pollTask(current: Flow): Promise<void> {
+  const task = current.task!;
+  for (let i = 0; i < MAX_POLLS; i++) {
+    await pause(task.pollMs, task.stop.signal);
+    if (task.stop.signal.aborted || flow !== current) return;
+    let view: Json;
+    try {
+      view = await taskRequest(current.path, 'tasks/get', { taskId: task.id });
+    } catch (error) {
+      if (task.stop.signal.aborted || flow !== current) return;
+      entry('rejected', `tasks/get ${shortId(task.id)}: error`, folded('Error received', errorJson(error), true));
+      status('Polling stopped: tasks/get failed.');
+      task.stop.abort();
+      refresh();
+      return;
+    }
+    if (task.stop.signal.aborted || flow !== current) return;
+    showTask(current, view);
+    if (task.final) return;
+  }
+  if (!task.final) {
+    status(`Polling stopped after ${MAX_POLLS} tasks/get; the task may still be running.`);
+    task.stop.abort();
+    refresh();
+  }
+}
+
+/** One view of the task (the handle, or a tasks/get answer): a new timeline step when status or message changed. */
+function showTask(current: Flow, view: Json): void {
+  const task = current.task!;
+  const next = typeof view.status === 'string' ? view.status : 'unknown';
+  const message = typeof view.statusMessage === 'string' ? view.statusMessage : undefined;
+  const asked = next === 'input_required' ? ((view.inputRequests ?? {}) as Record<string, Json>) : {};
+  const askedKeys = Object.keys(asked).sort().join(',');
+  const newlyAsking = next === 'input_required' && task.status !== 'input_required';
+  if (next !== task.status || message !== task.statusMessage || askedKeys !== task.askedKeys) {
+    const step = el('li', { 'data-status': next }, el('strong', { class: 'task-status' }, next));
+    if (message !== undefined) step.append(' — ', el('span', { class: 'task-message' }, message));
+    for (const [key, request] of Object.entries(asked)) {
+      const params = (request.params ?? {}) as Json;
+      step.append(el('p', { class: 'task-question' }, `asks ${describeQuestion(key, request)}: ${String(params.message ?? '')}`));
+    }
+    step.append(' ', el('time', { datetime: new Date().toISOString() }, new Date().toLocaleTimeString()));
+    $('task-steps').append(step);
+    $('task-status').textContent = next;
+    $('task-status').dataset.status = next;
+    task.status = next;
+    task.statusMessage = message;
+  }
+  if (askedKeys !== task.askedKeys || newlyAsking) {
+    task.askedKeys = askedKeys;
+    current.asked = asked;
+    renderQuestions(asked);
+    if (askedKeys !== '') status('The task asks a question: answer it above (sent with tasks/update).');
+  }
+  if (FINAL_STATUSES.has(next) && !task.final) {
+    task.final = true;
+    task.stop.abort();
+    current.done = true;
+    finishTask(current, view);
+  }
+  refresh();
+}
+
+/** The end of a task, in the main timeline like any other result. */
+function finishTask(current: Flow, view: Json): void {
+  const id = shortId(current.task!.id);
+  if (view.status === 'completed') {
+    const result = (view.result ?? {}) as Json;
+    entry(
+      'complete',
+      `Task ${id}: completed${result.isError === true ? ' (isError)' : ''}`,
+      el('p', { class: 'verdict' }, `✓ COMPLETE: task ${id} completed after ${current.round} round(s) and ${$('task-steps').childElementCount} task step(s).`),
+      el('p', { class: 'result-text' }, resultText(result)),
+      folded('Result received (tasks/get)', result),
+    );
+    status('The task is complete.');
+  } else if (view.status === 'failed') {
+    const error = (view.error ?? {}) as Json;
+    entry(
+      'rejected',
+      `Task ${id}: failed`,
+      el('p', { class: 'verdict', 'data-error': String(error.code ?? '') }, `✗ FAILED: ${String(error.code ?? '')} ${String(error.message ?? '')}`),
+      folded('Error received (tasks/get)', error, true),
+    );
+    status('The task failed.');
+  } else {
+    entry('cancelled', `Task ${id}: cancelled`, el('p', { class: 'verdict' }, `✗ CANCELLED: task ${id} was cancelled; it has no result.`), folded('Task (tasks/get)', view));
+    status('The task is cancelled.');
+  }
+}
+
+/** Answers the task's outstanding questions with tasks/update, then polls on. */
+async function answerTask(current: Flow, kind: 'accept' | 'decline' | 'cancel'): Promise<void> {
+  const task = current.task!;
+  const inputResponses = collectAnswers(kind);
+  await taskRequest(current.path, 'tasks/update', { taskId: task.id, inputResponses });
+  entry('task', `tasks/update ${shortId(task.id)}: answers sent`, folded('Answers sent (tasks/update)', inputResponses));
+  // askedKeys stays: a tasks/get answered before the update landed must not put the answered form back.
+  current.asked = {};
+  renderQuestions({});
+  status('Answers sent; the task runs on.');
+}
+
+/** tasks/cancel, then one tasks/get to show where it ended. */
+async function cancelTask(current: Flow): Promise<void> {
+  const task = current.task!;
+  await taskRequest(current.path, 'tasks/cancel', { taskId: task.id });
+  entry('task', `tasks/cancel ${shortId(task.id)}: sent`, el('p', {}, 'The server stops the work; tasks/get shows where it ended.'));
+  const view = await taskRequest(current.path, 'tasks/get', { taskId: task.id });
+  if (flow === current) showTask(current, view);
+}
+
 function parseArgs(): Json | undefined {
   try {
     const value: unknown = JSON.parse($<HTMLTextAreaElement>('args').value || '{}');
@@ -381,7 +684,7 @@ function parseArgs(): Json | undefined {
 }
 
 function selectedTarget(): Target {
-  return TARGETS[Number($<HTMLSelectElement>('target').value)] ?? TARGETS[0]!;
+  return PLAYGROUND_TARGETS[Number($<HTMLSelectElement>('target').value)] ?? PLAYGROUND_TARGETS[0]!;
 }
 
 /** Any of the page's actions, one at a time; errors end up on the page. */
@@ -428,6 +731,8 @@ function refresh(): void {
   $<HTMLButtonElement>('attack-replay').disabled = busy || flow?.spent === undefined;
   $<HTMLButtonElement>('attack-expire').disabled = !hasState || config.ttlMs + config.skewMs > MAX_EXPIRY_WAIT_MS;
   for (const id of ['call', 'reset', 'send', 'decline', 'cancel', 'compare']) $<HTMLButtonElement>(id).disabled = busy;
+  const task = flow?.task;
+  $<HTMLButtonElement>('task-cancel').disabled = busy || task === undefined || task.final || task.stop.signal.aborted;
 }
 
 async function wait(ms: number): Promise<void> {
@@ -509,7 +814,7 @@ async function start(): Promise<void> {
   $('compare').addEventListener('click', action(compare));
 
   const select = $<HTMLSelectElement>('target');
-  TARGETS.forEach((t, i) => {
+  PLAYGROUND_TARGETS.forEach((t, i) => {
     select.append(el('option', { value: String(i) }, `${t.kind} ${t.name}`));
   });
   const showTarget = () => {
@@ -525,14 +830,16 @@ async function start(): Promise<void> {
     action(async () => {
       const args = parseArgs();
       if (args === undefined) return;
+      stopTask();
       flow = { path: selectedPath(), target: selectedTarget(), args, round: 0, state: undefined, asked: {}, spent: undefined, done: false };
       $('timeline').replaceChildren();
       status(`Calling ${flow.target.name}…`);
       await round({}, args);
-      status(flow.done ? 'The flow is complete.' : 'Answer the question(s) above, or break the flow below.');
+      if (flow.task === undefined) status(flow.done ? 'The flow is complete.' : 'Answer the question(s) above, or break the flow below.');
     }),
   );
   $('reset').addEventListener('click', () => {
+    stopTask();
     flow = undefined;
     $('timeline').replaceChildren();
     renderQuestions({});
@@ -543,15 +850,23 @@ async function start(): Promise<void> {
   const answer = (kind: 'accept' | 'decline' | 'cancel') =>
     action(async () => {
       if (flow?.state === undefined && Object.keys(flow?.asked ?? {}).length === 0) return;
+      if (flow!.task !== undefined) return answerTask(flow!, kind);
       const responses = collectAnswers(kind);
       await round({ inputResponses: responses, ...(flow!.state !== undefined && { requestState: flow!.state }) }, flow!.args);
-      status(flow!.done ? 'The flow is complete. Try "Replay the last state".' : 'Answer the next question(s).');
+      if (flow!.task === undefined) status(flow!.done ? 'The flow is complete. Try "Replay the last state".' : 'Answer the next question(s).');
     });
   $('answer-form').addEventListener('submit', (event) => {
     event.preventDefault();
     answer('accept')();
   });
   $('decline').addEventListener('click', answer('decline'));
+  $('task-cancel').addEventListener(
+    'click',
+    action(async () => {
+      if (flow?.task === undefined || flow.task.final) return;
+      await cancelTask(flow);
+    }),
+  );
   $('cancel').addEventListener('click', answer('cancel'));
 
   const current = () => flow as Flow & { state: string };
