@@ -217,6 +217,46 @@ describe('@modelcontextprotocol/ext-tasks drives the demo task tools', () => {
     }
   });
 
+  it('rollout (the demo\'s own task tool): the MRTR round for the environment, then the task; the approval asked midway is answered; it completes', async () => {
+    const questions: { key: string | undefined; scope: string; message: unknown }[] = [];
+    const c = await connectTasksClient({
+      onInputRequest: createApplicationInputHandler<void>({
+        elicitation: async (request, context) => {
+          const key = context.inputId;
+          questions.push({ key, scope: context.scope, message: (request.params as Json).message });
+          if (key === 'environment') return { action: 'accept', content: { environment: 'production' } };
+          if (key === 'approve_rollout') return { action: 'accept', content: { approve: true } };
+          return { action: 'decline' };
+        },
+        sampling: () => {
+          throw new Error('only elicitation is asked');
+        },
+        roots: () => {
+          throw new Error('only elicitation is asked');
+        },
+      }),
+    });
+    try {
+      const execution = await c.session.callTool('rollout', { service: 'web' }, { task: { preference: 'require' } });
+      if (execution.kind !== 'task') throw new Error(`expected a task, got ${execution.kind}`);
+      const { outcome } = await execution.settle({ signal: AbortSignal.timeout(3 * DEADLINE_MS) });
+      expect(outcome.status).toBe('completed');
+      const result = resultFromTaskOutcome(outcome) as Json;
+      expect(textOf(result)).toMatch(/^Rolled web release \S+ out to production: 10 of 10 instances\.$/);
+      // The environment came in the protected round (scope "request"), the approval during the task (scope "task").
+      expect(questions.map(({ key, scope }) => ({ key, scope }))).toEqual([
+        { key: 'environment', scope: 'request' },
+        { key: 'approve_rollout', scope: 'task' },
+      ]);
+      expect(questions[1]!.message).toMatch(/canary of web .* is healthy/);
+      const calls = c.sent.filter((m) => m.method === 'tools/call');
+      expect(calls).toHaveLength(2);
+      expect(typeof calls[1]!.params.requestState).toBe('string');
+    } finally {
+      await c.close();
+    }
+  });
+
   it('slow_compute: callTool gets a task back, the client polls it to completed and reads its result', async () => {
     const c = await connectTasksClient();
     try {
