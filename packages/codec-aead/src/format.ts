@@ -1,5 +1,6 @@
 import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
+  type CodecOptionLimits,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
@@ -22,10 +23,21 @@ export interface AeadCodecOptions {
 export const AEAD_FORMAT_VERSION = 'x1' as const;
 /** HKDF purpose of the encryption subkey (`KeyRing.subkey(kid, purpose)`). */
 export const AEAD_KEY_PURPOSE = 'mrtr/codec/aead/v1' as const;
-/** Default and allowed range of `maxTokenBytes`. */
-export const AEAD_DEFAULT_MAX_TOKEN_BYTES = 16_384;
-export const AEAD_MIN_MAX_TOKEN_BYTES = 256;
-export const AEAD_MAX_MAX_TOKEN_BYTES = 524_288;
+/**
+ * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16,384 (the guard's default cap), at least 256, at
+ * most 524,288.
+ */
+export const AEAD_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
+  defaultMaxTokenBytes: 16_384,
+  minMaxTokenBytes: 256,
+  maxMaxTokenBytes: 524_288,
+});
+/** @deprecated Use `AEAD_LIMITS.defaultMaxTokenBytes`; removed in the next minor release. */
+export const AEAD_DEFAULT_MAX_TOKEN_BYTES: number = AEAD_LIMITS.defaultMaxTokenBytes;
+/** @deprecated Use `AEAD_LIMITS.minMaxTokenBytes`; removed in the next minor release. */
+export const AEAD_MIN_MAX_TOKEN_BYTES: number = AEAD_LIMITS.minMaxTokenBytes;
+/** @deprecated Use `AEAD_LIMITS.maxMaxTokenBytes`; removed in the next minor release. */
+export const AEAD_MAX_MAX_TOKEN_BYTES: number = AEAD_LIMITS.maxMaxTokenBytes;
 
 const PREFIX = `${AEAD_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;
@@ -37,11 +49,7 @@ const base64urlLength = (bytes: number): number => Math.floor((bytes * 4 + 2) / 
 
 /** Option parsing shared by both builds. */
 export function parseAeadOptions(keys: KeyRing, options: AeadCodecOptions | undefined): { maxTokenBytes: number } {
-  return parseCodecOptions('createAeadCodec', keys, options, {
-    defaultMaxTokenBytes: AEAD_DEFAULT_MAX_TOKEN_BYTES,
-    minMaxTokenBytes: AEAD_MIN_MAX_TOKEN_BYTES,
-    maxMaxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES,
-  });
+  return parseCodecOptions('createAeadCodec', keys, options, AEAD_LIMITS);
 }
 
 /** The associated data `x1.<kid>` (ASCII) and the token prefix `x1.<kid>.` of a key id. */

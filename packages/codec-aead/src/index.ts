@@ -5,6 +5,7 @@ import type { AeadCodecOptions } from './format.js';
 export { MAX_NESTING as AEAD_MAX_NESTING } from './decode.js';
 export {
   AEAD_DEFAULT_MAX_TOKEN_BYTES,
+  AEAD_LIMITS,
   AEAD_FORMAT_VERSION,
   AEAD_KEY_PURPOSE,
   AEAD_MAX_MAX_TOKEN_BYTES,

@@ -4,11 +4,9 @@ import { sampleClaims, samplePayloads } from '@mrtr/test-suite';
 import { Packr, unpack } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 import {
-  AEAD_DEFAULT_MAX_TOKEN_BYTES,
+  AEAD_LIMITS,
   AEAD_KEY_PURPOSE,
-  AEAD_MAX_MAX_TOKEN_BYTES,
   AEAD_MAX_NESTING,
-  AEAD_MIN_MAX_TOKEN_BYTES,
   createAeadCodec,
 } from '../src/index.js';
 import { claimsWithData, codeOf, mp, openRaw, prng, randomJson, sealRaw } from './helpers.js';
@@ -32,7 +30,7 @@ describe('wire format', () => {
     expect(unpack(plaintext)).toEqual(claims);
     expect(codec.id).toBe('aead');
     expect(codec.confidential).toBe(true);
-    expect(codec.maxTokenBytes).toBe(AEAD_DEFAULT_MAX_TOKEN_BYTES);
+    expect(codec.maxTokenBytes).toBe(AEAD_LIMITS.defaultMaxTokenBytes);
   });
 
   it('opens a token built by hand from the documented format', () => {
@@ -179,7 +177,7 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
   });
 
   it('refuses 10 000 levels of nesting as malformed (no stack overflow)', () => {
-    const deep = createAeadCodec(keys, { maxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES });
+    const deep = createAeadCodec(keys, { maxTokenBytes: AEAD_LIMITS.maxMaxTokenBytes });
     const bytes = [...new Array(10_000).fill(0x91), 0xc0];
     expect(codeOf(() => deep.open(withData(bytes)))).toBe('ERR_STATE_MALFORMED');
   });
@@ -337,11 +335,11 @@ describe('options', () => {
   const keys = KeyRing.generate('k1');
 
   it('accepts the documented range of maxTokenBytes', () => {
-    expect(createAeadCodec(keys, { maxTokenBytes: AEAD_MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(AEAD_MIN_MAX_TOKEN_BYTES);
-    expect(createAeadCodec(keys, { maxTokenBytes: AEAD_MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(AEAD_MAX_MAX_TOKEN_BYTES);
+    expect(createAeadCodec(keys, { maxTokenBytes: AEAD_LIMITS.minMaxTokenBytes }).maxTokenBytes).toBe(AEAD_LIMITS.minMaxTokenBytes);
+    expect(createAeadCodec(keys, { maxTokenBytes: AEAD_LIMITS.maxMaxTokenBytes }).maxTokenBytes).toBe(AEAD_LIMITS.maxMaxTokenBytes);
   });
 
-  it.each([AEAD_MIN_MAX_TOKEN_BYTES - 1, AEAD_MAX_MAX_TOKEN_BYTES + 1, 0, -1, 2 ** 40])(
+  it.each([AEAD_LIMITS.minMaxTokenBytes - 1, AEAD_LIMITS.maxMaxTokenBytes + 1, 0, -1, 2 ** 40])(
     'refuses maxTokenBytes %s with a RangeError',
     (value) => {
       expect(() => createAeadCodec(keys, { maxTokenBytes: value })).toThrow(RangeError);
@@ -362,5 +360,15 @@ describe('options', () => {
 
   it('returns a frozen codec', () => {
     expect(Object.isFrozen(createAeadCodec(keys))).toBe(true);
+  });
+});
+
+describe('AEAD_LIMITS', () => {
+  it('is one frozen limits object; the separate constants it replaces still work for one release (deprecated)', async () => {
+    const mod = await import('../src/index.js');
+    expect(Object.isFrozen(mod.AEAD_LIMITS)).toBe(true);
+    expect(mod.AEAD_DEFAULT_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.defaultMaxTokenBytes);
+    expect(mod.AEAD_MIN_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.minMaxTokenBytes);
+    expect(mod.AEAD_MAX_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.maxMaxTokenBytes);
   });
 });

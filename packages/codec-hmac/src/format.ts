@@ -1,5 +1,6 @@
 import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
+  type CodecOptionLimits,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
@@ -21,10 +22,21 @@ export interface HmacCodecOptions {
 export const HMAC_FORMAT_VERSION = 'm1' as const;
 /** HKDF purpose of the MAC subkey (`KeyRing.subkey(kid, purpose)`). */
 export const HMAC_KEY_PURPOSE = 'mrtr/codec/hmac/v1' as const;
-/** Default and allowed range of `maxTokenBytes`. */
-export const HMAC_DEFAULT_MAX_TOKEN_BYTES = 16_384;
-export const HMAC_MIN_MAX_TOKEN_BYTES = 256;
-export const HMAC_MAX_MAX_TOKEN_BYTES = 524_288;
+/**
+ * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16,384 (the guard's default cap), at least 256, at
+ * most 524,288.
+ */
+export const HMAC_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
+  defaultMaxTokenBytes: 16_384,
+  minMaxTokenBytes: 256,
+  maxMaxTokenBytes: 524_288,
+});
+/** @deprecated Use `HMAC_LIMITS.defaultMaxTokenBytes`; removed in the next minor release. */
+export const HMAC_DEFAULT_MAX_TOKEN_BYTES: number = HMAC_LIMITS.defaultMaxTokenBytes;
+/** @deprecated Use `HMAC_LIMITS.minMaxTokenBytes`; removed in the next minor release. */
+export const HMAC_MIN_MAX_TOKEN_BYTES: number = HMAC_LIMITS.minMaxTokenBytes;
+/** @deprecated Use `HMAC_LIMITS.maxMaxTokenBytes`; removed in the next minor release. */
+export const HMAC_MAX_MAX_TOKEN_BYTES: number = HMAC_LIMITS.maxMaxTokenBytes;
 
 const PREFIX = `${HMAC_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;
@@ -34,11 +46,7 @@ const DOT = 0x2e;
 
 /** Option parsing shared by both builds. */
 export function parseHmacOptions(keys: KeyRing, options: HmacCodecOptions | undefined): { maxTokenBytes: number } {
-  return parseCodecOptions('createHmacCodec', keys, options, {
-    defaultMaxTokenBytes: HMAC_DEFAULT_MAX_TOKEN_BYTES,
-    minMaxTokenBytes: HMAC_MIN_MAX_TOKEN_BYTES,
-    maxMaxTokenBytes: HMAC_MAX_MAX_TOKEN_BYTES,
-  });
+  return parseCodecOptions('createHmacCodec', keys, options, HMAC_LIMITS);
 }
 
 /** `m1.<kid>.`: what every token sealed with `kid` starts with. */

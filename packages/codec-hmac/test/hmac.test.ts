@@ -3,10 +3,8 @@ import { KeyRing, MrtrError, type MrtrErrorCode, type StateClaims, generateKey }
 import { sampleClaims } from '@mrtr/test-suite';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
-  HMAC_DEFAULT_MAX_TOKEN_BYTES,
+  HMAC_LIMITS,
   HMAC_KEY_PURPOSE,
-  HMAC_MAX_MAX_TOKEN_BYTES,
-  HMAC_MIN_MAX_TOKEN_BYTES,
   createHmacCodec,
 } from '../src/index.js';
 
@@ -62,7 +60,7 @@ describe('wire format', () => {
     expect(mac).toBe(createHmac('sha256', key).update(`m1.k1.${body}`).digest('base64url'));
     expect(codec.id).toBe('hmac');
     expect(codec.confidential).toBe(false);
-    expect(codec.maxTokenBytes).toBe(HMAC_DEFAULT_MAX_TOKEN_BYTES);
+    expect(codec.maxTokenBytes).toBe(HMAC_LIMITS.defaultMaxTokenBytes);
   });
 
   it('derives the MAC key per purpose: the raw secret does not verify', () => {
@@ -261,11 +259,11 @@ describe('options', () => {
   const keys = KeyRing.generate('k1');
 
   it('accepts the documented range of maxTokenBytes', () => {
-    expect(createHmacCodec(keys, { maxTokenBytes: HMAC_MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(HMAC_MIN_MAX_TOKEN_BYTES);
-    expect(createHmacCodec(keys, { maxTokenBytes: HMAC_MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(HMAC_MAX_MAX_TOKEN_BYTES);
+    expect(createHmacCodec(keys, { maxTokenBytes: HMAC_LIMITS.minMaxTokenBytes }).maxTokenBytes).toBe(HMAC_LIMITS.minMaxTokenBytes);
+    expect(createHmacCodec(keys, { maxTokenBytes: HMAC_LIMITS.maxMaxTokenBytes }).maxTokenBytes).toBe(HMAC_LIMITS.maxMaxTokenBytes);
   });
 
-  it.each([HMAC_MIN_MAX_TOKEN_BYTES - 1, HMAC_MAX_MAX_TOKEN_BYTES + 1, 0, -1, 2 ** 40])(
+  it.each([HMAC_LIMITS.minMaxTokenBytes - 1, HMAC_LIMITS.maxMaxTokenBytes + 1, 0, -1, 2 ** 40])(
     'refuses maxTokenBytes %s with a RangeError',
     (value) => {
       expect(() => createHmacCodec(keys, { maxTokenBytes: value })).toThrow(RangeError);
@@ -287,5 +285,15 @@ describe('options', () => {
   it('returns a frozen codec', () => {
     const codec = createHmacCodec(keys);
     expect(Object.isFrozen(codec)).toBe(true);
+  });
+});
+
+describe('HMAC_LIMITS', () => {
+  it('is one frozen limits object; the separate constants it replaces still work for one release (deprecated)', async () => {
+    const mod = await import('../src/index.js');
+    expect(Object.isFrozen(mod.HMAC_LIMITS)).toBe(true);
+    expect(mod.HMAC_DEFAULT_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.defaultMaxTokenBytes);
+    expect(mod.HMAC_MIN_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.minMaxTokenBytes);
+    expect(mod.HMAC_MAX_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.maxMaxTokenBytes);
   });
 });

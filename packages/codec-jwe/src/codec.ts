@@ -1,5 +1,6 @@
 import type { Awaitable, KeyRing, OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
 import {
+  type CodecOptionLimits,
   KeyUnknownError,
   StateMalformedError,
   StateTooLargeError,
@@ -18,12 +19,21 @@ export interface JweCodecOptions {
 
 /** HKDF `info` of the 32-byte content encryption key (per key in the ring). */
 export const JWE_KEY_PURPOSE = 'mrtr/codec/jwe/v1';
-/** Default `maxTokenBytes`: 16 KiB, the state guard's default cap. */
-export const DEFAULT_MAX_TOKEN_BYTES: number = 16 * 1024;
-/** Smallest accepted `maxTokenBytes`: room for a header, IV, tag and a small claims set. */
-export const MIN_MAX_TOKEN_BYTES = 256;
-/** Largest accepted `maxTokenBytes` (just under 1 MiB). */
-export const MAX_MAX_TOKEN_BYTES: number = 1024 * 1024 - 1;
+/**
+ * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16 KiB (the state guard's default cap), at least 256
+ * (room for a header, IV, tag and a small claims set), at most just under 1 MiB.
+ */
+export const JWE_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
+  defaultMaxTokenBytes: 16 * 1024,
+  minMaxTokenBytes: 256,
+  maxMaxTokenBytes: 1024 * 1024 - 1,
+});
+/** @deprecated Use `JWE_LIMITS.defaultMaxTokenBytes`; removed in the next minor release. */
+export const DEFAULT_MAX_TOKEN_BYTES: number = JWE_LIMITS.defaultMaxTokenBytes;
+/** @deprecated Use `JWE_LIMITS.minMaxTokenBytes`; removed in the next minor release. */
+export const MIN_MAX_TOKEN_BYTES: number = JWE_LIMITS.minMaxTokenBytes;
+/** @deprecated Use `JWE_LIMITS.maxMaxTokenBytes`; removed in the next minor release. */
+export const MAX_MAX_TOKEN_BYTES: number = JWE_LIMITS.maxMaxTokenBytes;
 
 const IV_SEGMENT_CHARS = 16; // 12 bytes
 const TAG_SEGMENT_CHARS = 22; // 16 bytes
@@ -33,11 +43,7 @@ const TAG_SEGMENT_CHARS = 22; // 16 bytes
  * Node, jose elsewhere); tests pass either one directly.
  */
 export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, options?: JweCodecOptions): StateCodec {
-  const { maxTokenBytes } = parseCodecOptions('createJweCodec', keys, options, {
-    defaultMaxTokenBytes: DEFAULT_MAX_TOKEN_BYTES,
-    minMaxTokenBytes: MIN_MAX_TOKEN_BYTES,
-    maxMaxTokenBytes: MAX_MAX_TOKEN_BYTES,
-  });
+  const { maxTokenBytes } = parseCodecOptions('createJweCodec', keys, options, JWE_LIMITS);
   const primary = headerFor(keys.primaryKid);
   // The ring's own header spellings: opening a token with one of them skips the header parse.
   const knownHeaders = new Map<string, JweHeader>();

@@ -4,6 +4,7 @@ import { engine } from '#engine';
 
 export {
   DEFAULT_MAX_TOKEN_BYTES,
+  JWE_LIMITS,
   JWE_KEY_PURPOSE,
   type JweCodecOptions,
   MAX_MAX_TOKEN_BYTES,

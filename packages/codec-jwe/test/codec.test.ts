@@ -1,10 +1,8 @@
 import { KeyRing, MrtrError, type StateClaims, generateKey } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
 import {
-  DEFAULT_MAX_TOKEN_BYTES,
+  JWE_LIMITS,
   type JweCodecOptions,
-  MAX_MAX_TOKEN_BYTES,
-  MIN_MAX_TOKEN_BYTES,
   createCodecWithEngine,
 } from '../src/codec.js';
 import { engine as nodeEngine } from '../src/engine/node.js';
@@ -25,9 +23,9 @@ describe('createJweCodec options', () => {
     const codec = createJweCodec(keys);
     expect(codec.id).toBe('jwe');
     expect(codec.confidential).toBe(true);
-    expect(codec.maxTokenBytes).toBe(DEFAULT_MAX_TOKEN_BYTES);
-    expect(createJweCodec(keys, { maxTokenBytes: MIN_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(MIN_MAX_TOKEN_BYTES);
-    expect(createJweCodec(keys, { maxTokenBytes: MAX_MAX_TOKEN_BYTES }).maxTokenBytes).toBe(MAX_MAX_TOKEN_BYTES);
+    expect(codec.maxTokenBytes).toBe(JWE_LIMITS.defaultMaxTokenBytes);
+    expect(createJweCodec(keys, { maxTokenBytes: JWE_LIMITS.minMaxTokenBytes }).maxTokenBytes).toBe(JWE_LIMITS.minMaxTokenBytes);
+    expect(createJweCodec(keys, { maxTokenBytes: JWE_LIMITS.maxMaxTokenBytes }).maxTokenBytes).toBe(JWE_LIMITS.maxMaxTokenBytes);
   });
 
   it('throws labelled TypeErrors and RangeErrors for bad options at construction', () => {
@@ -41,8 +39,8 @@ describe('createJweCodec options', () => {
     expect(bad(keys, { maxTokenBytes: '16k' })).toThrow(TypeError);
     expect(bad(keys, { maxTokenBytes: 1000.5 })).toThrow(TypeError);
     expect(bad(keys, { maxTokenBytes: Number.NaN })).toThrow(TypeError);
-    expect(bad(keys, { maxTokenBytes: MIN_MAX_TOKEN_BYTES - 1 })).toThrow(RangeError);
-    expect(bad(keys, { maxTokenBytes: MAX_MAX_TOKEN_BYTES + 1 })).toThrow(RangeError);
+    expect(bad(keys, { maxTokenBytes: JWE_LIMITS.minMaxTokenBytes - 1 })).toThrow(RangeError);
+    expect(bad(keys, { maxTokenBytes: JWE_LIMITS.maxMaxTokenBytes + 1 })).toThrow(RangeError);
     expect(bad(keys, { maxTokenBytes: -1 })).toThrow(RangeError);
     for (const make of [bad(null), bad(keys, { maxTokenBytes: 1 })]) {
       try {
@@ -158,7 +156,7 @@ describe.each(engines)('JWE codec (%s engine)', (_name, engine) => {
       `${token}.`,
       make(KeyRing.generate()).seal(claimsOf(marker)),
       42,
-      'x'.repeat(DEFAULT_MAX_TOKEN_BYTES + 1),
+      'x'.repeat(JWE_LIMITS.defaultMaxTokenBytes + 1),
     ];
     for (const attempt of attempts) {
       const input = await attempt;
@@ -197,5 +195,15 @@ describe('sync and async behaviour', () => {
     }).not.toThrow();
     await expect(badOpen).rejects.toBeInstanceOf(MrtrError);
     await expect(badSeal).rejects.toBeInstanceOf(MrtrError);
+  });
+});
+
+describe('JWE_LIMITS', () => {
+  it('is one frozen limits object; the separate constants it replaces still work for one release (deprecated)', async () => {
+    const mod = await import('../src/index.js');
+    expect(Object.isFrozen(mod.JWE_LIMITS)).toBe(true);
+    expect(mod.DEFAULT_MAX_TOKEN_BYTES).toBe(mod.JWE_LIMITS.defaultMaxTokenBytes);
+    expect(mod.MIN_MAX_TOKEN_BYTES).toBe(mod.JWE_LIMITS.minMaxTokenBytes);
+    expect(mod.MAX_MAX_TOKEN_BYTES).toBe(mod.JWE_LIMITS.maxMaxTokenBytes);
   });
 });
