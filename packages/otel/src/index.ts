@@ -47,9 +47,9 @@ export interface MrtrTelemetryOptions {
 export interface MrtrKnownLabels {
   /** The ids of the codecs served (`StateCodec.id`: `hmac`, `jwe`, `aead`, …); at least one. */
   codecs: readonly string[];
-  /** Protected tool names (`tools/call`, `gen_ai.tool.name`). */
+  /** Protected tool names (`tools/call`, `gen_ai.tool.name`). @default [] */
   tools?: readonly string[] | undefined;
-  /** Protected prompt names (`prompts/get`, `gen_ai.prompt.name`). */
+  /** Protected prompt names (`prompts/get`, `gen_ai.prompt.name`). @default [] */
   prompts?: readonly string[] | undefined;
   /** Whether protected resources are served (`resources/read`: one label set per codec, URIs stay off metrics). @default false */
   resources?: boolean | undefined;

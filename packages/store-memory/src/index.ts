@@ -6,18 +6,19 @@ export interface MemoryStoreOptions {
   /**
    * Most ids held at once (live plus expired-but-not-yet-swept). When the store is full and no expired
    * id can be reclaimed, `consume` rejects with `StoreFullError` — a live id is never evicted.
-   * Default `100_000`.
+   * @default 100_000
    */
   maxEntries?: number | undefined;
   /**
    * Most characters of recorded outcomes held at once (sealed responses for identical retries, see `claim` and
    * `record`). Past it a new outcome is recorded as "done, not kept", so its retries are replays: memory stays
-   * bounded. Default `64 MiB` worth (67_108_864 characters; sealed outcomes are ASCII).
+   * bounded: 64 MiB worth (sealed outcomes are ASCII).
+   * @default 67_108_864
    */
   maxOutcomeBytes?: number | undefined;
-  /** Label of this ledger (diagnostics only: every memory store owns its own map, so stores are always isolated). */
+  /** Label of this ledger (diagnostics only: every memory store owns its own map, so stores are always isolated). @default "" */
   namespace?: string | undefined;
-  /** Clock in epoch milliseconds, for tests. Default `Date.now`. */
+  /** Clock in epoch milliseconds, for tests. @default Date.now */
   now?: (() => number) | undefined;
 }
 
