@@ -34,7 +34,7 @@ export {
   StoreUnavailableError,
   TaskLimitError,
 } from './errors.js';
-export { createFlowTagger, safeEmitter } from './events.js';
+export { createEventSink, createFlowTagger, safeEmitter } from './events.js';
 export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
 export { MIN_KEY_BYTES } from './keys.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';

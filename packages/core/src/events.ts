@@ -1,12 +1,8 @@
 import { cryptoProvider } from '#crypto';
 import type { Awaitable } from './crypto/types.js';
 import type { MrtrErrorCode } from './errors.js';
-import { MrtrError } from './errors.js';
-import type { MintOptions, OpenedState, RequestContext, StateGuard } from './guard.js';
 import { utf8Encode } from './json.js';
 import type { KeyRing } from './keys.js';
-import type { Admission } from './outcomes.js';
-import type { JsonValue } from './protocol.js';
 
 /**
  * Fields every event carries. Never a token, a key, a jti, a principal, an argument value or an answer:
@@ -138,9 +134,6 @@ export type MrtrEvent = GuardEvent | AnswerEvent | FlowCompletedEvent;
 /** A hook for events: called synchronously; a throw (or a rejected promise) is swallowed. Queue slow work. */
 export type EventHook<E> = (event: E) => void;
 
-/** Private `MintOptions` key through which the guard reports the flow id it sealed (to the event wrapper only). */
-export const FLOW_ID_SINK: unique symbol = Symbol('mrtr.flowIdSink');
-
 const FLOW_TAG_PURPOSE = 'mrtr/flow-tag/v1';
 const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
@@ -194,115 +187,31 @@ export function safeEmitter<E>(hook: EventHook<E>): (event: E) => void {
   };
 }
 
-const elapsed = (start: number): number => performance.now() - start;
-const sizeOf = (token: unknown): number | undefined => (typeof token === 'string' ? token.length : undefined);
-const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(error) ? error.code : undefined);
-
 /**
- * Wraps a guard with events. `open` is `verify` then `consume`, exactly as the guard's own; only built when a hook
- * is set, so the guard without a hook runs unchanged.
+ * The one event path of a guard and the adapter built on it: one emitter (a throwing or rejecting hook is
+ * swallowed) and one flow tagger (one cache), both on one key ring. Built by the guard from
+ * `StateGuardOptions.onEvent`; an adapter that reports events of its own (answers, completions, refusals before
+ * the guard) builds it with {@link createEventSink} and hands it to the guard as `onEvent`, so that both layers
+ * emit through the same function and tag flows with the same tagger.
  */
-export function observeGuard(guard: StateGuard, keys: KeyRing, hook: EventHook<GuardEvent>): StateGuard {
-  const emit = safeEmitter(hook);
-  const tag = createFlowTagger(keys);
-  const codec = guard.codec.id;
-  const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec });
-
-  /** A store step (`consume`, `claim`, an admission's `record`) timed; emits `store.error` on a store failure. */
-  const storeStep = async <T>(step: () => Promise<T>, state: OpenedState, request: RequestContext, flow: string): Promise<[T, number]> => {
-    const start = performance.now();
-    try {
-      return [await step(), elapsed(start)];
-    } catch (error) {
-      const code = codeOf(error);
-      if (code !== undefined && code !== 'ERR_STATE_REPLAYED' && code !== 'ERR_ROUND_IN_PROGRESS') {
-        emit({ type: 'store.error', ...base(request), code, flow, round: state.flow.round + 1, kid: state.kid, storeMs: elapsed(start) });
-      }
-      throw error;
-    }
-  };
-
-  const rejected = async (
-    error: unknown,
-    request: RequestContext,
-    operation: 'open' | 'mint',
-    start: number,
-    token: unknown,
-    state: OpenedState | undefined,
-  ): Promise<void> => {
-    const code = codeOf(error);
-    if (code === undefined) return;
-    const durationMs = elapsed(start);
-    const known = state === undefined ? {} : { flow: await tag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
-    emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes: sizeOf(token), durationMs });
-  };
-
-  /** `verify`, then nothing (`verify`), `consume` (`open`) or `claim` (`admit`), with its events. */
-  const openWith = async (token: unknown, request: RequestContext, single: 'verify' | 'consume' | 'claim', answers?: JsonValue) => {
-    const start = performance.now();
-    let state: OpenedState | undefined;
-    try {
-      state = await guard.verify(token, request);
-      const tagged = tag(state.flow.id);
-      const flow = typeof tagged === 'string' ? tagged : await tagged;
-      const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
-      const opened = state;
-      if (single === 'claim') {
-        const [admission, storeMs] = await storeStep(() => guard.claim(opened, answers ?? null), opened, request, flow);
-        if (admission.replay) {
-          emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
-          return admission;
-        }
-        emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(guard.store !== undefined && { storeMs }) });
-        return {
-          state: admission.state,
-          replay: false,
-          record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
-        } satisfies Admission<OpenedState>;
-      }
-      const storeMs =
-        single === 'consume' && guard.store !== undefined ? (await storeStep(() => guard.consume(opened), opened, request, flow))[1] : undefined;
-      emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
-      return state;
-    } catch (error) {
-      await rejected(error, request, 'open', start, token, state);
-      throw error;
-    }
-  };
-
-  return {
-    codec: guard.codec,
-    store: guard.store,
-    maxTokenBytes: guard.maxTokenBytes,
-    maxRounds: guard.maxRounds,
-    bind: guard.bind,
-    open: (token, request) => openWith(token, request, 'consume') as never,
-    verify: (token, request) => openWith(token, request, 'verify') as never,
-    admit: (token, request, answers) => openWith(token, request, 'claim', answers) as never,
-    consume: guard.consume,
-    claim: guard.claim,
-    async mint(data, request, options) {
-      const start = performance.now();
-      const previous = options?.continues;
-      let token: string;
-      // The guard hands this call the flow id it sealed (a new one in round 1) through a private option.
-      let flowId = previous?.flow.id ?? '';
-      const sink: MintOptions = { ...options, [FLOW_ID_SINK]: (id: string) => (flowId = id) } as MintOptions;
-      try {
-        token = await guard.mint(data, request, sink);
-      } catch (error) {
-        await rejected(error, request, 'mint', start, undefined, previous);
-        throw error;
-      }
-      const durationMs = elapsed(start);
-      const round = previous === undefined ? 1 : previous.flow.round + 1;
-      const tagged = tag(flowId);
-      const flow = typeof tagged === 'string' ? tagged : await tagged;
-      const kid = keys.primaryKid;
-      if (round === 1) emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
-      emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: token.length, durationMs });
-      return token;
-    },
-  };
+export interface EventSink<E = MrtrEvent> {
+  /** The ring the flow tags are derived from: the guard accepts only a sink built on its own ring. */
+  readonly keys: KeyRing;
+  /** Emits one event (never throws, never waits). */
+  readonly emit: (event: E) => void;
+  /** The short flow id of events (see {@link EventBase.flow}). */
+  readonly flowTag: (flowId: string) => Awaitable<string>;
 }
 
+/** The event path for `hook` on `keys`: see {@link EventSink}. */
+export function createEventSink<E = MrtrEvent>(keys: KeyRing, hook: EventHook<E>): EventSink<E> {
+  if (typeof hook !== 'function') throw new TypeError('createEventSink: hook must be a function');
+  return Object.freeze({ keys, emit: safeEmitter(hook), flowTag: createFlowTagger(keys) });
+}
+
+/** Whether `value` is an {@link EventSink} (as opposed to a hook function). */
+export const isEventSink = (value: unknown): value is EventSink<never> =>
+  value !== null &&
+  typeof value === 'object' &&
+  typeof (value as EventSink).emit === 'function' &&
+  typeof (value as EventSink).flowTag === 'function';

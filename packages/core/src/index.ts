@@ -36,6 +36,7 @@ export type {
   AnswerEvent,
   EventBase,
   EventHook,
+  EventSink,
   FlowCompletedEvent,
   FlowStartedEvent,
   GuardEvent,
@@ -48,6 +49,8 @@ export type {
 } from './events.js';
 export {
   createStateGuard,
+  type GuardRequest,
+  type MintedState,
   type MintOptions,
   type MintQuota,
   type OpenedState,

@@ -5,7 +5,7 @@ import type { Awaitable } from './crypto/types.js';
 import type { ClaimResult, ReplayStore, StateCodec } from './interfaces.js';
 import { canonicalJson } from './json.js';
 import { base64urlEncode, randomBytes } from './random.js';
-import type { OpenedState } from './guard.js';
+import type { OpenedState } from './guard-types.js';
 import type { JsonValue } from './protocol.js';
 
 type Opened = OpenedState;

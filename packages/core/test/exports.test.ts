@@ -45,6 +45,7 @@ describe('exported names', () => {
       'base64urlEncode',
       'canonicalJson',
       'capabilitiesFor',
+      'createEventSink',
       'createFlowTagger',
       'isCanonicalBase64url',
       'isStateClaims',

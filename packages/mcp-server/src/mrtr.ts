@@ -21,9 +21,8 @@ const TOKEN_CHARS = /^[\x21-\x7e]+$/;
  */
 export function createMrtr(options: MrtrOptions): Mrtr {
   const resolved = resolveOptions(options);
-  const guard = createStateGuard(
-    resolved.onEvent === undefined ? resolved.guard : { ...resolved.guard, onEvent: resolved.onEvent },
-  );
+  // With onEvent or onReject, the guard gets the adapter's event sink: both emit through it.
+  const guard = createStateGuard(resolved.guard);
   const rounds = createRounds(guard, resolved);
   const { maxTokenBytes } = guard;
 

@@ -1,16 +1,14 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
-import type {
-  AnswerEvent,
-  CodecFactory,
-  FlowCompletedEvent,
+import {
+  type AnswerEvent,
+  type EventSink,
+  type FlowCompletedEvent,
   KeyRing,
-  MintQuota,
-  MrtrErrorCode,
-  MrtrEvent,
-  ReplayStore,
-  StateCodec,
-  StateGuardOptions,
+  type MrtrErrorCode,
+  type MrtrEvent,
+  type StateGuardOptions,
 } from '@mrtr/core';
+import { createEventSink, safeEmitter } from '@mrtr/core/authoring';
 import type { TaskOptions } from './tasks.js';
 
 /** What `onReject` receives: the real reason behind an opaque wire error (for logs and metrics). */
@@ -35,53 +33,23 @@ export type MissingCapabilityPolicy = 'fail' | 'degrade';
  */
 export type PresuppliedPolicy = 'ignore' | 'accept';
 
-/** Options of {@link createMrtr}. Validated at construction (labelled `TypeError`/`RangeError`). */
-export interface MrtrOptions {
-  /** The key ring: the codec is built on it and the principal tags are derived from it. */
-  keys: KeyRing;
-  /**
-   * Seals and opens request states: a codec factory, called with `keys` (`createHmacCodec`,
-   * `createJweCodec`, `createAeadCodec`, or `(keys) => createAeadCodec(keys, { maxTokenBytes })`).
-   */
-  codec: CodecFactory | StateCodec;
-  /**
-   * Replay store: makes each round's state single-use (an older round's state, or a replay of a completed
-   * flow, is rejected). Without it a state can be replayed until it expires.
-   */
-  store?: ReplayStore | undefined;
-  /** This server's identity (name or URL); a state minted for another audience is rejected. */
-  audience: string;
+/**
+ * Options of {@link createMrtr}: the state guard's options (`keys`, `codec`, `store`, `audience`, `ttlMs`,
+ * `flowTtlMs`, `maxRounds`, `clockSkewMs`, `maxTokenBytes`, `unauthenticated`, `mintQuota`, `retryWaitMs`, `now`:
+ * see `StateGuardOptions`, documented and validated there), with the principal read from the MCP request and
+ * the adapter's own. Validated at construction (labelled `TypeError`/`RangeError`).
+ */
+export interface MrtrOptions extends Omit<StateGuardOptions, 'principal' | 'onEvent'> {
   /**
    * Reads the authenticated principal of a request: the user every state is bound to. It must name one user,
    * never something many users share. The SDK's `AuthInfo` carries `token`, `clientId` (the client
    * application: shared by all its users, so never a principal), `scopes`, `expiresAt`, `resource` and `extra`,
    * where a token verifier puts the user's claims; the default reads the subject from `extra.sub`. Return
-   * `undefined` when there is none (then `unauthenticated` decides).
+   * `undefined` when there is none (then `unauthenticated` decides: `'reject'` answers every protected call
+   * with `-32600` "Authentication required"; for stdio, `{ principal: 'local' }`).
    * @default `sub:` + `ctx.http?.authInfo?.extra?.sub` (a non-empty string), else `undefined`
    */
   principal?: ((ctx: ServerContext) => string | undefined) | undefined;
-  /**
-   * Policy when `principal` yields nothing: `'reject'` answers every protected call with `-32600`
-   * ("Authentication required"); `{ principal }` uses one fixed identity, in a namespace no authenticated
-   * principal can reach (for stdio: `{ principal: 'local' }`).
-   * @default 'reject'
-   */
-  unauthenticated?: 'reject' | { principal: string } | undefined;
-  /** Lifetime of one round's state in ms. @default 600_000 */
-  ttlMs?: number | undefined;
-  /** Absolute lifetime of a whole flow in ms, fixed at round 1. @default 1_800_000 */
-  flowTtlMs?: number | undefined;
-  /** Most rounds (states minted) in one flow. @default 8 */
-  maxRounds?: number | undefined;
-  /** Tolerated clock difference between instances in ms. @default 5_000 */
-  clockSkewMs?: number | undefined;
-  /** Largest accepted `requestState` (checked before any decoding). @default min(16 KiB, codec.maxTokenBytes) */
-  maxTokenBytes?: number | undefined;
-  /**
-   * Per-principal bound on states minted (answered `-32600` "Too many requests" past it), so no principal
-   * can fill a bounded store that others depend on. @default none
-   */
-  mintQuota?: MintQuota | undefined;
   /** Default for {@link AskOptions.missingCapability}. @default 'fail' */
   missingCapability?: MissingCapabilityPolicy | undefined;
   /** Default for answers to questions not sent yet (see {@link PresuppliedPolicy}). @default 'ignore' */
@@ -99,20 +67,16 @@ export interface MrtrOptions {
    */
   recordOutcomes?: boolean | undefined;
   /**
-   * How long an identical retry waits for a first attempt still running before it gets `-32600` with
-   * `data.reason: 'round_in_progress'` (retry later). 0–600000. @default 10_000
+   * Called once for every rejected state and every server fault, with the real code: a filter on the event
+   * stream (every `state.rejected` event, as `{ code, method, target }`). A throw is swallowed. @default none
    */
-  retryWaitMs?: number | undefined;
-  /** Clock in ms since the epoch (tests). @default Date.now */
-  now?: (() => number) | undefined;
-  /** Called once for every rejected state and every server fault, with the real code. Must not throw. */
   onReject?: ((event: RejectEvent) => void) | undefined;
   /**
    * Called synchronously with one typed event per step: `flow.started`, `state.minted`, `state.opened`,
    * `answer.accepted`/`answer.ignored`, `state.rejected` (with its code), `store.error`, `flow.completed`.
    * Events hold sizes, names, key ids, durations and a keyed short flow id, never a token, key, argument or
    * answer. A throw or a rejected promise is swallowed and nothing waits for it: queue slow work yourself.
-   * `onReject` is sugar for the `state.rejected` events. @default none (the guard is then not wrapped)
+   * `onReject` is a filter on these events (`state.rejected`). @default none (with neither hook, no event is built)
    */
   onEvent?: ((event: MrtrEvent) => void) | undefined;
   /**
@@ -131,8 +95,8 @@ export interface ResolvedOptions {
   maxAnswerChars: number;
   /** Whether a round is admitted with `guard.admit` (its outcome recorded for identical retries). */
   recordOutcomes: boolean;
-  onReject: ((event: RejectEvent) => void) | undefined;
-  onEvent: ((event: MrtrEvent) => void) | undefined;
+  /** The one event path (`onEvent`, and `onReject` as a filter on it), shared with the guard; none without either hook. */
+  events: EventSink<MrtrEvent> | undefined;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -168,30 +132,47 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   if (maxAnswerChars < 1 || maxAnswerChars > 1_048_576) throw new RangeError('createMrtr: maxAnswerChars must be between 1 and 1048576');
   const recordOutcomes = options.recordOutcomes ?? true;
   if (typeof recordOutcomes !== 'boolean') throw new TypeError('createMrtr: recordOutcomes must be a boolean');
+  // The guard's own options pass through as they are (the guard validates them); the principal is read from
+  // the MCP request by the adapter and handed to the guard in the request context.
+  const {
+    principal: _principal,
+    onReject: _onReject,
+    onEvent: _onEvent,
+    missingCapability,
+    presupplied,
+    maxAnswerChars: _maxAnswerChars,
+    recordOutcomes: _recordOutcomes,
+    tasks: _tasks,
+    ...guardOptions
+  } = options;
+  const hook = onEvent === undefined && onReject === undefined ? undefined : eventHook(onEvent, onReject);
+  // A sink on the guard's ring (a bad ring is left for the guard to refuse with its own message).
+  const events = hook !== undefined && options.keys instanceof KeyRing ? createEventSink<MrtrEvent>(options.keys, hook) : undefined;
   const guard: StateGuardOptions = {
-    keys: options.keys,
-    codec: options.codec,
-    store: options.store,
-    audience: options.audience,
+    ...guardOptions,
     principal: (request) => request.principal,
-    ...(options.unauthenticated !== undefined && { unauthenticated: options.unauthenticated }),
-    ...(options.mintQuota !== undefined && { mintQuota: options.mintQuota }),
-    ...(options.ttlMs !== undefined && { ttlMs: options.ttlMs }),
-    ...(options.flowTtlMs !== undefined && { flowTtlMs: options.flowTtlMs }),
-    ...(options.maxRounds !== undefined && { maxRounds: options.maxRounds }),
-    ...(options.clockSkewMs !== undefined && { clockSkewMs: options.clockSkewMs }),
-    ...(options.maxTokenBytes !== undefined && { maxTokenBytes: options.maxTokenBytes }),
-    ...(options.retryWaitMs !== undefined && { retryWaitMs: options.retryWaitMs }),
-    ...(options.now !== undefined && { now: options.now }),
+    ...((events ?? hook) !== undefined && { onEvent: (events ?? hook) as StateGuardOptions['onEvent'] }),
   };
   return {
     guard,
     principal: principal ?? defaultPrincipal,
-    missingCapability: oneOf('missingCapability', options.missingCapability, ['fail', 'degrade'], 'fail'),
-    presupplied: oneOf('presupplied', options.presupplied, ['ignore', 'accept'], 'ignore'),
+    missingCapability: oneOf('missingCapability', missingCapability, ['fail', 'degrade'], 'fail'),
+    presupplied: oneOf('presupplied', presupplied, ['ignore', 'accept'], 'ignore'),
     maxAnswerChars,
     recordOutcomes: recordOutcomes && typeof options.store?.claim === 'function',
-    onReject,
-    onEvent,
+    events,
+  };
+}
+
+/** `onEvent`, then `onReject` for a `state.rejected` event: each called apart, so that one's throw never skips the other. */
+function eventHook(
+  onEvent: ((event: MrtrEvent) => void) | undefined,
+  onReject: ((event: RejectEvent) => void) | undefined,
+): (event: MrtrEvent) => void {
+  const event = onEvent === undefined ? undefined : safeEmitter(onEvent);
+  const reject = onReject === undefined ? undefined : safeEmitter(onReject);
+  return (e) => {
+    event?.(e);
+    if (reject !== undefined && e.type === 'state.rejected') reject({ code: e.code, method: e.method, target: e.target });
   };
 }

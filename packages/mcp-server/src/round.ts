@@ -9,22 +9,14 @@ import type {
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolError } from '@modelcontextprotocol/server';
 import {
   type Admission,
+  type GuardRequest,
   type JsonValue,
   MrtrError,
   type MrtrErrorCode,
   type OpenedState,
-  type RequestContext,
   type StateGuard,
 } from '@mrtr/core';
-import {
-  allowedKinds,
-  createFlowTagger,
-  type InputRequestKind,
-  PrincipalRequiredError,
-  StateMalformedError,
-  StateReplayedError,
-  safeEmitter,
-} from '@mrtr/core/authoring';
+import { allowedKinds, type InputRequestKind, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
 import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
@@ -53,7 +45,7 @@ export interface Call {
 /** Runs rounds of protected calls on one guard. */
 export interface Rounds {
   run(call: Call): Promise<RoundResult>;
-  /** Reports a code to `onReject` and `onEvent` (never throws). */
+  /** Reports a refusal of the adapter's own as a `state.rejected` event (hence to `onReject`); never throws. */
   report(code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs?: number): void;
 }
 
@@ -120,28 +112,22 @@ function replayOutcome(outcome: JsonValue): RoundResult {
  * with a freshly sealed state. Every `MrtrError` leaves as its opaque wire error, reported to `onReject`.
  */
 export function createRounds(guard: StateGuard, options: ResolvedOptions): Rounds {
-  const { onReject } = options;
-  const emit = options.onEvent === undefined ? undefined : safeEmitter(options.onEvent);
-  const tag = emit === undefined ? undefined : createFlowTagger(options.guard.keys);
+  // The guard's event path: one emitter and one flow tagger for the guard's events and the adapter's.
+  const { events } = options;
+  const emit = events?.emit;
   const codec = guard.codec.id;
-  /** Errors the (event-wrapped) guard has already reported as `state.rejected`. */
-  const reported = new WeakSet<object>();
-  const fromGuard = (error: unknown): never => {
-    if (emit !== undefined && error !== null && typeof error === 'object') reported.add(error);
-    throw error;
-  };
   const report = (code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs = 0): void => {
-    if (emit !== undefined) emit({ type: 'state.rejected', method, target, codec, code, operation: 'open', tokenBytes, durationMs });
-    if (onReject === undefined) return;
-    try {
-      onReject({ code, method, target });
-    } catch {
-      // A logging hook must never change the answer.
-    }
+    emit?.({ type: 'state.rejected', method, target, codec, code, operation: 'open', tokenBytes, durationMs });
   };
-  const unauthenticated = options.guard.unauthenticated ?? 'reject';
+  /**
+   * A refusal by the guard, which has reported it itself (its `state.rejected` carries flow, round and timing):
+   * its wire answer, with no code left for the adapter to report again.
+   */
+  const fromGuard = (error: unknown): never => {
+    throw MrtrError.is(error) ? wireErrorFor(error.code) : error;
+  };
 
-  async function round(call: Call, request: RequestContext): Promise<RoundResult> {
+  async function round(call: Call, request: GuardRequest): Promise<RoundResult> {
     const { ctx } = call;
     // 1. The presented state: every check of the guard, then single use. With outcome recording, an identical
     // retry of a round that already ran gets what that round produced, and nothing runs again.
@@ -149,8 +135,8 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     if (raw === undefined) return rest(call, request, undefined);
     if (typeof raw !== 'string') throw new StateMalformedError();
     const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
-    if (!options.recordOutcomes) return rest(call, request, await guard.open(raw, request).catch(fromGuard));
-    const admission: Admission<OpenedState> = await guard.admit(raw, request, responses as JsonValue).catch(fromGuard);
+    if (!options.recordOutcomes) return rest(call, request, await request.open(raw).catch(fromGuard));
+    const admission: Admission<OpenedState> = await request.admit(raw, responses as JsonValue).catch(fromGuard);
     if (admission.replay) return replayOutcome(admission.outcome);
     let outcome: Outcome | undefined;
     try {
@@ -168,7 +154,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
   }
 
   /** A round from the opened state on: the handler, then its result or the next questions with a new state. */
-  async function rest(call: Call, request: RequestContext, opened: OpenedState | undefined): Promise<RoundResult> {
+  async function rest(call: Call, request: GuardRequest, opened: OpenedState | undefined): Promise<RoundResult> {
     const { ctx, target } = call;
     let prior: FlowData | undefined;
     if (opened !== undefined) {
@@ -189,8 +175,8 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     });
     const result = await call.invoke(need);
     let flow: string | undefined;
-    if (emit !== undefined && opened !== undefined) {
-      const tagged = tag!(opened.flow.id);
+    if (events !== undefined && opened !== undefined) {
+      const tagged = events.flowTag(opened.flow.id);
       flow = typeof tagged === 'string' ? tagged : await tagged;
     }
     if (emit !== undefined) {
@@ -228,17 +214,15 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     const data: FlowData = { a: Object.fromEntries(need.answers), p: pins };
     const kept = need.keptForNext;
     if (kept !== undefined) data.k = kept.value;
-    const requestState = await guard.mint(data as unknown as JsonValue, request, { continues: opened }).catch((error: unknown) => {
+    const minted = await request.mint(data as unknown as JsonValue, { continues: opened }).catch((error: unknown) => {
       // An honest flow that asks once more than its round limit allows, or past its deadline, is told so: this
-      // state was genuine (it was just opened), so the reason is no secret. The code still reaches onReject.
+      // state was genuine (it was just opened), so the reason is no secret. The guard reported the code already.
       if (opened !== undefined && MrtrError.is(error) && (error.code === 'ERR_FLOW_ROUNDS' || error.code === 'ERR_FLOW_EXPIRED')) {
-        const wire = flowLimitError(error.code, guard.maxRounds);
-        if (emit !== undefined) reported.add(wire);
-        throw wire;
+        throw new WireError(flowLimitError(error.code, guard.maxRounds).error);
       }
       return fromGuard(error);
     });
-    const out: InputRequiredResult = { resultType: 'input_required', requestState };
+    const out: InputRequiredResult = { resultType: 'input_required', requestState: minted.token };
     if (asked > 0) out.inputRequests = inputRequests as NonNullable<InputRequiredResult['inputRequests']>;
     return out;
   }
@@ -252,18 +236,16 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
       try {
         const principal = options.principal(ctx);
         if (principal !== undefined && typeof principal !== 'string') throw new TypeError('createMrtr: principal() must return a string');
-        // Every protected call needs a principal (or the fixed unauthenticated one), also one that asks nothing.
-        if ((principal === undefined || principal === '') && unauthenticated === 'reject') throw new PrincipalRequiredError();
-        return await round(call, { method, target, arguments: call.args, principal: principal || undefined });
+        // Every protected call needs a principal (or the fixed unauthenticated one), also one that asks nothing:
+        // the guard's policy, applied here once for the whole request.
+        const request = guard.forRequest({ method, target, arguments: call.args, principal: principal || undefined });
+        return await round(call, request);
       } catch (error) {
+        // What the guard refused was reported by the guard (see fromGuard); what is left is the adapter's own.
         throw toWire(error, (code) => {
-          if (emit !== undefined && reported.has(error as object)) {
-            // The guard sent its own state.rejected (with flow, round and timing): only onReject remains.
-            if (onReject !== undefined) safeEmitter(onReject)({ code, method, target });
-            return;
-          }
-          const raw = emit === undefined ? undefined : ctx.mcpReq.requestState();
-          report(code, method, target, typeof raw === 'string' ? raw.length : undefined, emit === undefined ? 0 : performance.now() - start);
+          if (emit === undefined) return;
+          const raw = ctx.mcpReq.requestState();
+          report(code, method, target, typeof raw === 'string' ? raw.length : undefined, performance.now() - start);
         });
       }
     },

@@ -1,0 +1,163 @@
+import type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
+import type { EventHook, EventSink, GuardEvent } from './events.js';
+import type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
+import type { KeyRing } from './keys.js';
+import type { Admission } from './outcomes.js';
+import type { JsonValue } from './protocol.js';
+
+/** The request a state is minted for or presented with. */
+export interface RequestContext {
+  /** `tools/call`, `prompts/get` or `resources/read`. */
+  method: string;
+  /** Tool or prompt name, or resource URI. */
+  target: string;
+  /** The call's arguments (tool/prompt arguments; absent for resources). */
+  arguments?: unknown;
+  /** The authenticated principal, if any (see `StateGuardOptions.principal` and `unauthenticated`). */
+  principal?: string | undefined;
+}
+
+/**
+ * A per-principal bound on minting, so that no principal can fill a bounded store that others depend on.
+ *
+ * **Guarantee.** Let `H` = max(`windowMs`, `ttlMs` + 2 × `clockSkewMs`): the window is never shorter than the
+ * lifetime of a state (a replay store holds its id until `exp` + 2 × skew). For each principal, this guard mints
+ * at most `max` states in any interval of length `H`, both ends included, by its clock (a clock that goes back
+ * counts as standing still). So at most `max` of one principal's states minted here are alive at any moment,
+ * whatever `ttlMs` is: unexpired, or held by a replay store on the same clock (`@mrtr/store-memory`). Each
+ * instance of a fleet keeps its own counts.
+ *
+ * **Cost.** O(1) memory per principal (the window is counted in 10 sub-windows of `H` / 10) and at most
+ * `maxPrincipals` principals. Counting by sub-window only errs on the safe side: a state minted at `t` frees its
+ * place between `t + H` and `t + H + H / 10`.
+ */
+export interface MintQuota {
+  /** States one principal may mint in any window, hence may hold alive at once. */
+  max: number;
+  /**
+   * Window length in ms; raised to the state lifetime (`ttlMs` + 2 × `clockSkewMs`) when shorter, which is
+   * also the default. @default ttlMs + 2 × clockSkewMs
+   */
+  windowMs?: number;
+  /** Most principals tracked at once; past it (after dropping those with nothing in the window) new principals are refused. @default 100_000 */
+  maxPrincipals?: number;
+}
+
+/** Options of {@link createStateGuard}. Validated at construction (labelled `TypeError`/`RangeError`). */
+export interface StateGuardOptions {
+  /** The key ring: the codec is built on it and the principal tags are derived from it. */
+  keys: KeyRing;
+  /**
+   * Seals and opens tokens: a codec factory such as `createHmacCodec`, called with `keys`. A codec
+   * instance is accepted only when it was built on this same `keys` ring.
+   */
+  codec: CodecFactory | StateCodec;
+  /** Makes each state single-use. Without it, a state can be replayed until it expires. */
+  store?: ReplayStore | undefined;
+  /** Who the states are for (e.g. the server's name or URL); a state from another audience is rejected. */
+  audience: string;
+  /** Lifetime of one round's state. @default 600_000 (10 min) */
+  ttlMs?: number | undefined;
+  /** Absolute lifetime of a whole flow, fixed at round 1. @default 1_800_000 (30 min) */
+  flowTtlMs?: number | undefined;
+  /** Most rounds (states minted) in one flow. @default 8 */
+  maxRounds?: number | undefined;
+  /** Tolerated clock difference between instances. @default 5_000 */
+  clockSkewMs?: number | undefined;
+  /** Size cap checked before any decoding. @default min(16 KiB, codec.maxTokenBytes) */
+  maxTokenBytes?: number | undefined;
+  /** Reads the principal from a request. @default (req) => req.principal */
+  principal?: ((request: RequestContext) => string | undefined) | undefined;
+  /**
+   * Requests without a principal: `'reject'` throws `ERR_PRINCIPAL_REQUIRED`; `{ principal }` gives them
+   * one fixed identity in a namespace of its own (no authenticated principal can ever share its states).
+   * @default 'reject'
+   */
+  unauthenticated?: 'reject' | { principal: string } | undefined;
+  /** Per-principal bound on minting (no single principal can fill a bounded store others depend on). @default none */
+  mintQuota?: MintQuota | undefined;
+  /**
+   * How long `admit`/`claim` waits for the first attempt of a round when an identical retry arrives while it is
+   * still running (locally: until it records; on another instance: polling the store), before
+   * `ERR_ROUND_IN_PROGRESS`. @default 10_000
+   */
+  retryWaitMs?: number | undefined;
+  /** Clock in ms since the epoch. @default Date.now */
+  now?: (() => number) | undefined;
+  /**
+   * Called synchronously with one typed event per step (state minted/opened/rejected, store error, flow started).
+   * A throw or a rejected promise is swallowed; queue slow or async work yourself. Without it no event is built.
+   * An adapter that emits events of its own passes an {@link EventSink} built on the same `keys`
+   * (`createEventSink` from `@mrtr/core/authoring`), so that it and the guard share one emitter and one flow tagger.
+   * @default none
+   */
+  onEvent?: EventHook<GuardEvent> | EventSink<GuardEvent> | undefined;
+}
+
+/** Options of `StateGuard.mint`. */
+export interface MintOptions {
+  /** The opened state of the round being continued: keeps its flow id and deadline, round + 1. */
+  continues?: OpenedState | undefined;
+}
+
+/** A verified state. */
+export interface OpenedState<P extends JsonValue = JsonValue> {
+  claims: StateClaims<P>;
+  data: P;
+  flow: FlowClaims;
+  kid: string;
+}
+
+/** Mints and opens request states with every check. */
+export interface StateGuard {
+  readonly codec: StateCodec;
+  readonly store: ReplayStore | undefined;
+  readonly maxTokenBytes: number;
+  readonly maxRounds: number;
+  /** Seals `data` for `request` (a new flow, or the next round of `options.continues`): the token. */
+  mint<P extends JsonValue>(data: P, request: RequestContext, options?: MintOptions): Promise<string>;
+  /** `mint`, also returning the flow the token carries (the new one in round 1). */
+  mintFlow<P extends JsonValue>(data: P, request: RequestContext, options?: MintOptions): Promise<MintedState>;
+  /**
+   * One request's view of the guard: the principal policy runs here, once (`ERR_PRINCIPAL_REQUIRED` is thrown
+   * now, and is not reported as an event: the caller has opened nothing yet), and the principal tag and the
+   * request binding are computed at most once for every open and mint of this request. For an adapter that
+   * opens a state and mints the next one for the same request.
+   */
+  forRequest(request: RequestContext): GuardRequest;
+  /** Every check, then single use (when a store is set). Throws `MrtrError`s. */
+  open<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext): Promise<OpenedState<P>>;
+  /** Every check except single use; pair with `consume` to consume on commit instead of on read. */
+  verify<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext): Promise<OpenedState<P>>;
+  /** Marks a verified state used: `ERR_STATE_REPLAYED` if it was, `ERR_STORE_UNAVAILABLE` on outage. */
+  consume(state: OpenedState): Promise<void>;
+  /**
+   * Single use that tells an identical retry from a replay (see {@link Admission}): the first attempt of a round
+   * owns it and records its outcome; the same state presented again by the same principal with the same `answers`
+   * gets that outcome (after waiting up to `retryWaitMs` for a first attempt still running, else
+   * `ERR_ROUND_IN_PROGRESS`); other answers are a replay (`ERR_STATE_REPLAYED`). With a store that does not
+   * record outcomes it is `consume`; without a store every attempt owns the round.
+   */
+  claim<P extends JsonValue = JsonValue>(state: OpenedState<P>, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  /** `verify`, then `claim`. */
+  admit<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  /** The binding of a request (method, target, arguments digest). */
+  bind(request: RequestContext): Promise<RequestBinding>;
+}
+
+/** What `StateGuard.mintFlow` returns. */
+export interface MintedState {
+  /** The sealed state. */
+  token: string;
+  /** The flow it carries: a new one in round 1, else the continued flow with round + 1. */
+  flow: FlowClaims;
+}
+
+/** A guard bound to one request (see `StateGuard.forRequest`): the guard's operations without the request argument. */
+export interface GuardRequest {
+  readonly request: RequestContext;
+  open<P extends JsonValue = JsonValue>(token: unknown): Promise<OpenedState<P>>;
+  verify<P extends JsonValue = JsonValue>(token: unknown): Promise<OpenedState<P>>;
+  admit<P extends JsonValue = JsonValue>(token: unknown, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  mint<P extends JsonValue>(data: P, options?: MintOptions): Promise<MintedState>;
+}

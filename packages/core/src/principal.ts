@@ -1,0 +1,69 @@
+import { cryptoProvider } from '#crypto';
+import type { Awaitable } from './crypto/types.js';
+import { KeyUnknownError, PrincipalRequiredError } from './errors.js';
+import type { RequestContext } from './guard-types.js';
+import { canonicalJson, utf8Encode } from './json.js';
+import type { KeyRing } from './keys.js';
+
+/** A principal as a namespaced identity: `p` authenticated, `u` the fixed unauthenticated one; they never collide. */
+export type Principal = readonly [namespace: 'p' | 'u', name: string];
+
+const PRINCIPAL_PURPOSE = 'mrtr/principal-tag/v1';
+/** Principal tags remembered per guard (the oldest is dropped first): a bound whatever principals a server sees. */
+const PRINCIPAL_TAGS_CACHED = 1024;
+/** Principals longer than this are tagged on every call, never remembered (bounds the cache's memory). */
+const PRINCIPAL_TAG_CACHE_MAX_CHARS = 256;
+
+/**
+ * The principal policy: reads the principal of a request and applies `unauthenticated` (`'reject'` throws
+ * `ERR_PRINCIPAL_REQUIRED`; `{ principal }` gives requests without one a fixed identity in a namespace of its own).
+ */
+export function principalPolicy(
+  readPrincipal: (request: RequestContext) => string | undefined,
+  unauthenticated: 'reject' | { principal: string },
+): (request: RequestContext) => Principal {
+  return (request) => {
+    const principal = readPrincipal(request);
+    if (principal === undefined || principal === null || principal === '') {
+      if (unauthenticated === 'reject') throw new PrincipalRequiredError();
+      return ['u', unauthenticated.principal];
+    }
+    if (typeof principal !== 'string') throw new TypeError('createStateGuard: principal() must return a string');
+    return ['p', principal];
+  };
+}
+
+/**
+ * The principal tag sealed in `sub`: base64url of the first 16 bytes of HMAC-SHA256 under the ring's
+ * principal-tag subkey of key `kid`, over (audience, namespace, name).
+ *
+ * principal → { kid, namespace, tag } is remembered: an HMAC each guard would otherwise recompute on every
+ * mint and open. A pure function of (kid, namespace, principal), all three compared on a hit, so remembering it
+ * changes no answer; bounded in entries (oldest dropped first) and in the length of a remembered principal.
+ */
+export function createPrincipalTagger(keys: KeyRing, audience: string): (kid: string, principal: Principal) => Awaitable<string> {
+  const tags = new Map<string, { kid: string; namespace: string; tag: string }>();
+  const remember = (kid: string, principal: Principal, tag: string): string => {
+    if (!tags.has(principal[1]) && tags.size >= PRINCIPAL_TAGS_CACHED) tags.delete(tags.keys().next().value!);
+    tags.set(principal[1], { kid, namespace: principal[0], tag });
+    return tag;
+  };
+  const tagText = (mac: Uint8Array): string => cryptoProvider.base64urlEncode(mac.subarray(0, 16));
+  const computeTag = (key: Uint8Array, principal: Principal): Awaitable<string> => {
+    // JSON framing keeps audience, namespace and name apart whatever characters they hold.
+    const mac = cryptoProvider.hmacSha256(key, utf8Encode(canonicalJson([audience, principal[0], principal[1]])));
+    return mac instanceof Promise ? mac.then(tagText) : tagText(mac);
+  };
+  return (kid, principal) => {
+    const cacheable = principal[1].length <= PRINCIPAL_TAG_CACHE_MAX_CHARS;
+    if (cacheable) {
+      const known = tags.get(principal[1]);
+      if (known !== undefined && known.kid === kid && known.namespace === principal[0]) return known.tag;
+    }
+    const key = keys.subkey(kid, PRINCIPAL_PURPOSE);
+    if (key === undefined) throw new KeyUnknownError();
+    const tag = key instanceof Promise ? key.then((k) => computeTag(k, principal)) : computeTag(key, principal);
+    if (!cacheable) return tag;
+    return tag instanceof Promise ? tag.then((t) => remember(kid, principal, t)) : remember(kid, principal, tag);
+  };
+}
