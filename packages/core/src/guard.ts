@@ -144,7 +144,13 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     return { claims: claims as StateClaims<P>, data: claims.data as P, flow: claims.flow, kid };
   };
 
-  const mintIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState> => {
+  /** Seals the next state; `out` shapes the answer (the token alone for `mint`, with its flow for `mintFlow`). */
+  const mintIn = async <P extends JsonValue, R>(
+    scope: Scope,
+    data: P,
+    mintOptions: MintOptions | undefined,
+    out: (token: string, flow: FlowClaims) => R,
+  ): Promise<R> => {
     const principal = whoIn(scope);
     const t = now();
     const previous = mintOptions?.continues;
@@ -186,23 +192,30 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       throw new SealFailedError({ cause });
     }
     if (token.length > maxTokenBytes) throw new SealFailedError({ cause: new StateTooLargeError() });
-    return { token, flow };
+    return out(token, flow);
   };
+  const withFlow = (token: string, flow: FlowClaims): MintedState => ({ token, flow });
+  const tokenOnly = (token: string): string => token;
 
   type Single = 'verify' | 'consume' | 'claim';
-  let openIn: (scope: Scope, token: unknown, single: Single, answers?: JsonValue) => Promise<OpenedState | Admission<OpenedState>>;
-  let mintFlowIn: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<MintedState>;
+  let openS: (scope: Scope, token: unknown) => Promise<OpenedState>;
+  let verifyS: (scope: Scope, token: unknown) => Promise<OpenedState>;
+  let admitS: (scope: Scope, token: unknown, answers: JsonValue) => Promise<Admission<OpenedState>>;
+  let mintS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<string>;
+  let mintFlowS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<MintedState>;
 
   if (events === undefined) {
     // No hook: the checks alone, no event built.
-    openIn = async (scope, token, single, answers) => {
+    openS = async (scope, token) => {
       const state = await verifyIn(scope, token);
-      if (single === 'claim') return claim(state, answers ?? null);
       // 8. single use
-      if (single === 'consume' && store !== undefined) await consume(state);
+      if (store !== undefined) await consume(state);
       return state;
     };
-    mintFlowIn = mintIn;
+    verifyS = verifyIn;
+    admitS = async (scope, token, answers) => claim(await verifyIn(scope, token), answers);
+    mintS = (scope, data, mintOptions) => mintIn(scope, data, mintOptions, tokenOnly);
+    mintFlowS = (scope, data, mintOptions) => mintIn(scope, data, mintOptions, withFlow);
   } else {
     const { emit, flowTag } = events;
     const codecId = codec.id;
@@ -242,7 +255,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
     };
 
-    openIn = async (scope, token, single, answers) => {
+    const openIn = async (scope: Scope, token: unknown, single: Single, answers?: JsonValue): Promise<OpenedState | Admission<OpenedState>> => {
       const { request } = scope;
       const start = performance.now();
       let state: OpenedState | undefined;
@@ -275,13 +288,16 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       }
     };
 
-    mintFlowIn = async (scope, data, mintOptions) => {
+    openS = (scope, token) => openIn(scope, token, 'consume') as Promise<OpenedState>;
+    verifyS = (scope, token) => openIn(scope, token, 'verify') as Promise<OpenedState>;
+    admitS = (scope, token, answers) => openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState>>;
+    mintFlowS = async (scope, data, mintOptions) => {
       const { request } = scope;
       const start = performance.now();
       const previous = mintOptions?.continues;
       let minted: MintedState;
       try {
-        minted = await mintIn(scope, data, mintOptions);
+        minted = await mintIn(scope, data, mintOptions, withFlow);
       } catch (error) {
         await rejected(error, request, 'mint', start, undefined, previous);
         throw error;
@@ -296,6 +312,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: token.length, durationMs });
       return minted;
     };
+    mintS = async (scope, data, mintOptions) => (await mintFlowS(scope, data, mintOptions)).token;
   }
 
   return {
@@ -307,30 +324,29 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     consume,
     claim,
     open<P extends JsonValue>(token: unknown, request: RequestContext) {
-      return openIn(scopeOf(request), token, 'consume') as Promise<OpenedState<P>>;
+      return openS(scopeOf(request), token) as Promise<OpenedState<P>>;
     },
     verify<P extends JsonValue>(token: unknown, request: RequestContext) {
-      return openIn(scopeOf(request), token, 'verify') as Promise<OpenedState<P>>;
+      return verifyS(scopeOf(request), token) as Promise<OpenedState<P>>;
     },
     admit<P extends JsonValue>(token: unknown, request: RequestContext, answers: JsonValue) {
-      return openIn(scopeOf(request), token, 'claim', answers) as Promise<Admission<OpenedState<P>>>;
+      return admitS(scopeOf(request), token, answers) as Promise<Admission<OpenedState<P>>>;
     },
-    async mint<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<string> {
-      return (await mintFlowIn(scopeOf(request), data, mintOptions)).token;
+    mint<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<string> {
+      return mintS(scopeOf(request), data, mintOptions);
     },
     mintFlow<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<MintedState> {
-      return mintFlowIn(scopeOf(request), data, mintOptions);
+      return mintFlowS(scopeOf(request), data, mintOptions);
     },
     forRequest(request: RequestContext): GuardRequest {
       const scope = scopeOf(request);
       whoIn(scope);
       return {
         request,
-        open: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'consume') as Promise<OpenedState<P>>,
-        verify: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'verify') as Promise<OpenedState<P>>,
-        admit: <P extends JsonValue>(token: unknown, answers: JsonValue) =>
-          openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState<P>>>,
-        mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintFlowIn(scope, data, mintOptions),
+        open: <P extends JsonValue>(token: unknown) => openS(scope, token) as Promise<OpenedState<P>>,
+        verify: <P extends JsonValue>(token: unknown) => verifyS(scope, token) as Promise<OpenedState<P>>,
+        admit: <P extends JsonValue>(token: unknown, answers: JsonValue) => admitS(scope, token, answers) as Promise<Admission<OpenedState<P>>>,
+        mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintFlowS(scope, data, mintOptions),
       };
     },
   };
