@@ -1,6 +1,6 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { createStateGuard, KeyRing, type ReplayStore } from '@mrtr/core';
+import { createStateGuard, KeyRing, type ReplayStore, type TaskRecord, type TaskStore } from '@mrtr/core';
 import { withDeadline } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory } from './codecs.js';
 import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parse, type Status, statusLine, style, UsageError, writeJson } from './io.js';
@@ -23,6 +23,9 @@ line per check with ok, warn or fail:
   redis clock   Redis TIME against this host (Redis expires ids by its own clock)
   sql schema    the table's columns, primary key (ns, id) and expiry index (PostgreSQL and SQLite)
   sql clock     the database clock against this host (PostgreSQL)
+  STORE tasks   the task store on the same backend: a probe task (its own namespace, a random principal, a
+                10 s ttl) created, read back, completed and read back, then removed
+  task schema   the task table's columns, primary key (ns, task_id) and indexes (PostgreSQL and SQLite)
 
 Environment: MRTR_KEYS (required), REDIS_URL, DATABASE_URL, MRTR_SQLITE_FILE, MRTR_CODEC, MRTR_STORE.
 The stores' packages are optional: redis needs @mrtr/store-redis and ioredis, postgres @mrtr/store-sql
@@ -34,6 +37,7 @@ Options:
                   else redis when REDIS_URL is set, postgres when DATABASE_URL is set and sqlite when
                   MRTR_SQLITE_FILE is set, else memory)
   --table NAME    the SQL store's table (default mrtr_replay)
+  --tasks-table NAME  the SQL task store's table (default mrtr_tasks)
   --sqlite-file PATH  the SQLite store's database file (default: MRTR_SQLITE_FILE)
   --skew-ms MS    the guard's clockSkewMs: a store clock further off fails, half of it warns (default ${DEFAULT_SKEW_MS})
   --timeout-ms MS longest wait for a store to connect or answer (default 5000)
@@ -110,6 +114,7 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
       codec: { type: 'string' },
       store: { type: 'string' },
       table: { type: 'string' },
+      'tasks-table': { type: 'string' },
       'sqlite-file': { type: 'string' },
       'skew-ms': { type: 'string' },
       'timeout-ms': { type: 'string' },
@@ -148,6 +153,8 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
   }
   const table = (values.table as string | undefined) ?? 'mrtr_replay';
   if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(table)) throw new UsageError('--table must be letters, digits and _, starting with a letter or _, at most 48 characters');
+  const tasksTable = (values['tasks-table'] as string | undefined) ?? 'mrtr_tasks';
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(tasksTable)) throw new UsageError('--tasks-table must be letters, digits and _, starting with a letter or _, at most 48 characters');
   const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
   const timeoutMs = intValue('timeout-ms', values['timeout-ms'], 5000, 100, 120_000);
 
@@ -217,9 +224,9 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
       else await checkRedis(add, redisUrl, timeoutMs, skewMs);
     } else if (store === 'sqlite') {
       if (sqliteFile === undefined) add({ name: 'sqlite', status: 'fail', detail: 'no database file: pass --sqlite-file PATH (or set MRTR_SQLITE_FILE)' });
-      else await checkSqlite(add, sqliteFile, table, timeoutMs);
+      else await checkSqlite(add, sqliteFile, table, tasksTable, timeoutMs);
     } else if (databaseUrl === undefined) add({ name: 'postgres', status: 'fail', detail: 'DATABASE_URL is not set' });
-    else await checkPostgres(add, databaseUrl, table, timeoutMs, skewMs);
+    else await checkPostgres(add, databaseUrl, table, tasksTable, timeoutMs, skewMs);
   }
   if (stores.length === 0) add({ name: 'store', status: 'warn', detail: 'none: without a replay store a state can be replayed until it expires' });
 
@@ -290,6 +297,7 @@ async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: numbe
   } finally {
     await store?.close().catch(() => {});
   }
+  await checkRedisTasks(add, url, timeoutMs);
 }
 
 interface PgPool {
@@ -348,10 +356,19 @@ async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Prom
   return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index` };
 }
 
-async function checkPostgres(add: (c: Check) => void, url: string, table: string, timeoutMs: number, skewMs: number): Promise<void> {
+async function checkPostgres(add: (c: Check) => void, url: string, table: string, tasksTable: string, timeoutMs: number, skewMs: number): Promise<void> {
   const where = redactUrl(url);
   let pool: PgPool | undefined;
   let store: import('@mrtr/store-sql').SqlReplayStore | undefined;
+  try {
+    await checkPostgresReplay();
+    if (pool !== undefined) await checkPostgresTasks(add, pool, where, tasksTable, timeoutMs);
+  } finally {
+    await store?.close().catch(() => {});
+    await pool?.end().catch(() => {});
+  }
+
+  async function checkPostgresReplay(): Promise<void> {
   try {
     const what = 'doctor --store postgres';
     const pg = ((await loadOptional(() => import('pg'), STORE_PACKAGES.postgres, what)) as unknown as { default: { Pool: new (config: Record<string, unknown>) => PgPool } }).default;
@@ -386,9 +403,7 @@ async function checkPostgres(add: (c: Check) => void, url: string, table: string
     add(skewCheck('sql clock', Number(rows[0]!.now) - Math.round((t0 + t1) / 2), t1 - t0, skewMs, 'the SQL store judges expiry by the servers\' clocks, so this host or the database is off: fix NTP'));
   } catch (error) {
     add({ name: 'postgres', status: 'fail', detail: `${where}: ${errorText(error)}` });
-  } finally {
-    await store?.close().catch(() => {});
-    await pool?.end().catch(() => {});
+  }
   }
 }
 
@@ -438,7 +453,7 @@ function sqliteSchemaCheck(db: SqliteDb, table: string): Check | undefined {
  * The SQLite store on the server's database file, opened here with the driver the server uses. A file that does
  * not exist yet is not created: the driver and a consume are checked on an in-memory database instead.
  */
-async function checkSqlite(add: (c: Check) => void, file: string, table: string, timeoutMs: number): Promise<void> {
+async function checkSqlite(add: (c: Check) => void, file: string, table: string, tasksTable: string, timeoutMs: number): Promise<void> {
   let db: SqliteDb | undefined;
   let store: import('@mrtr/store-sql').SqlReplayStore | undefined;
   const where = file === ':memory:' ? 'an in-memory database' : file;
@@ -485,6 +500,9 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
     }
   } catch (error) {
     add({ name: 'sqlite', status: 'fail', detail: `${where}: ${errorText(error)}` });
+  }
+  try {
+    if (db !== undefined) await checkSqliteTasks(add, db, file, tasksTable, timeoutMs);
   } finally {
     await store?.close().catch(() => {});
     try {
@@ -522,4 +540,264 @@ function laterColumns(
   warnings.push(
     `${columns} (a table of an earlier version): the store adds ${missing.length === 1 ? 'it' : 'them'} before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE ${quotedTable} ${alter}`,
   );
+}
+
+// ── Task stores ──
+
+/** How long the probe task stays readable: long enough for a slow database, short enough to vanish by itself. */
+const PROBE_TTL_MS = 10_000;
+const TASK_NAMESPACE = 'mrtr-doctor';
+
+/**
+ * Creates a probe task (a random id and principal), reads it back, completes it and reads that back: the backend,
+ * the permissions the store needs and its schema, through the store the server uses. `where` ends the line:
+ * `at redis://…`, `in FILE`.
+ */
+async function probeTask(store: TaskStore, name: string, where: string, timeoutMs: number): Promise<{ taskId: string; principal: string; check: Check }> {
+  const taskId = `doctor-${randomBytes(16).toString('base64url')}`;
+  const principal = `mrtr-doctor-${randomBytes(16).toString('base64url')}`;
+  const t = Date.now();
+  const record: TaskRecord = { taskId, principal, status: 'working', createdAt: t, lastUpdatedAt: t, ttlMs: PROBE_TTL_MS, inputRequests: {}, askedKeys: [] };
+  const started = performance.now();
+  let step = 'create';
+  const fail = (detail: string): { taskId: string; principal: string; check: Check } => ({ taskId, principal, check: { name, status: 'fail', detail: `probe task: ${detail} ${where}` } });
+  try {
+    await withTimeout(store.create(record), timeoutMs * 2, name);
+    step = 'read';
+    const read = await withTimeout(store.get(taskId), timeoutMs, name);
+    if (read === undefined) return fail('created, but not readable back');
+    if (read.principal !== principal || read.status !== 'working') return fail('created, but read back as another record');
+    step = 'update';
+    const done = Date.now();
+    const updated = await withTimeout(
+      store.update(taskId, (r) => ({ ...r, status: 'completed', lastUpdatedAt: Math.max(done, r.lastUpdatedAt), result: { content: [] } })),
+      timeoutMs * 2,
+      name,
+    );
+    if (updated?.status !== 'completed') return fail(`update answered ${updated === undefined ? 'no task' : `status ${updated.status}`}, not completed`);
+    step = 'read back';
+    const back = await withTimeout(store.get(taskId), timeoutMs, name);
+    if (back?.status !== 'completed') return fail(`completed, but read back as ${back === undefined ? 'no task' : `status ${back.status}`}`);
+  } catch (error) {
+    return fail(`${step} failed: ${errorText(error)}`);
+  }
+  const ms = performance.now() - started;
+  return { taskId, principal, check: { name, status: 'ok', detail: `probe task created, read, completed and read back (${duration(ms)} for all four) ${where}` } };
+}
+
+/** The installed store package predates task stores: nothing to probe with (warn, the server may not keep tasks). */
+const noTaskStore = (name: string, pkg: string, factory: string): Check => ({
+  name,
+  status: 'warn',
+  detail: `not checked: the installed ${pkg} has no ${factory} (a version before task stores); update it if the server keeps tasks there`,
+});
+
+const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('base64url');
+
+async function checkRedisTasks(add: (c: Check) => void, url: string, timeoutMs: number): Promise<void> {
+  const name = 'redis tasks';
+  const where = redactUrl(url);
+  let store: import('@mrtr/store-redis').RedisTaskStore | undefined;
+  try {
+    const mod = await loadOptional(() => import('@mrtr/store-redis'), STORE_PACKAGES.redis, 'doctor --store redis');
+    if (typeof mod.createRedisTaskStore !== 'function') {
+      add(noTaskStore(name, '@mrtr/store-redis', 'createRedisTaskStore'));
+      return;
+    }
+    store = mod.createRedisTaskStore({ url, namespace: TASK_NAMESPACE, connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onWarning: () => {} });
+    await withTimeout(store.ready(), timeoutMs * 2, name);
+    const { taskId, principal, check } = await probeTask(store, name, `at ${where}`, timeoutMs);
+    if (check.status === 'fail' && /NOPERM/.test(check.detail)) {
+      check.detail += '; the server\'s Redis user needs +evalsha and +eval (the task store\'s scripts), +get, +set and +zrem, and inside the scripts +@sortedset, +pexpireat, +getrange and +time';
+    }
+    add(check);
+    // The keys the store wrote (see @mrtr/store-redis's tasks.ts); they expire with the ttl anyway.
+    const client = store.client as unknown as { del(...keys: string[]): Promise<number> };
+    const tag = `${store.keyPrefix}p:{${sha256(principal)}}`;
+    for (const key of [`${store.keyPrefix}t:{${sha256(taskId)}}`, `${tag}:k`, `${tag}:l`]) {
+      await withTimeout(client.del(key), timeoutMs, name).catch(() => {});
+    }
+  } catch (error) {
+    add({ name, status: 'fail', detail: `${where}: ${errorText(error)}` });
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
+/** The task table as the stores create it: `[column, PostgreSQL type, SQLite type]`, all NOT NULL. */
+const TASK_COLUMNS = [
+  ['ns', 'text', 'TEXT'],
+  ['task_id', 'text', 'TEXT'],
+  ['principal', 'text', 'TEXT'],
+  ['live', 'boolean', 'INTEGER'],
+  ['version', 'bigint', 'INTEGER'],
+  ['expires_at', 'bigint', 'INTEGER'],
+  ['record', 'text', 'TEXT'],
+] as const;
+
+/** The task table's shape from its columns (name, type, nullable), primary key and indexes (column lists). */
+function taskSchemaCheck(
+  table: string,
+  dialect: 'postgres' | 'sqlite',
+  columns: { name: string; type: string; nullable: boolean }[],
+  primary: string | undefined,
+  indexes: string[],
+): Check {
+  const problems: string[] = [];
+  for (const [col, pgType, sqliteType] of TASK_COLUMNS) {
+    const type = dialect === 'postgres' ? pgType : sqliteType;
+    const found = columns.find((c) => c.name === col);
+    if (found === undefined) problems.push(`column ${col} is missing`);
+    else if (found.type !== type) problems.push(`column ${col} is ${found.type || 'untyped'}, not ${type}`);
+    else if (found.nullable) problems.push(`column ${col} allows NULL`);
+  }
+  if (primary !== 'ns,task_id') problems.push('no PRIMARY KEY (ns, task_id): a task id could be stored twice');
+  const warnings: string[] = [];
+  const quoted = `"${table}"`;
+  if (!indexes.some((cols) => cols.startsWith('ns,principal,expires_at'))) {
+    warnings.push(
+      `no index on (ns, principal, expires_at) (every create scans the table): the store creates it at start (ensureSchema, the default); with ensureSchema: false run CREATE INDEX "${table}_principal_idx" ON ${quoted} (ns, principal, expires_at)`,
+    );
+  }
+  if (!indexes.some((cols) => cols.split(',')[0] === 'expires_at')) {
+    warnings.push(
+      `no index on expires_at (purges scan the table): the store creates it at start (ensureSchema, the default); with ensureSchema: false run CREATE INDEX "${table}_expires_at_idx" ON ${quoted} (expires_at)`,
+    );
+  }
+  if (problems.length > 0) return { name: 'task schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
+  if (warnings.length > 0) return { name: 'task schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
+  return {
+    name: 'task schema',
+    status: 'ok',
+    detail: `table "${table}": columns (${TASK_COLUMNS.map(([c]) => c).join(', ')}), primary key (ns, task_id), principal and expiry indexes`,
+  };
+}
+
+/** Folds the check after the probe into the "table was missing" one. */
+function afterCreation(schema: Check, after: Check | undefined): void {
+  if (after === undefined) {
+    schema.status = 'fail';
+    schema.detail += '; it was not created';
+  } else {
+    if (after.status === 'fail') schema.status = 'fail';
+    schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
+  }
+}
+
+async function pgTaskSchema(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
+  const { rows: columns } = await withTimeout(
+    pool.query(
+      'SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1',
+      [table],
+    ),
+    timeoutMs,
+    'postgres',
+  );
+  if (columns.length === 0) return undefined;
+  const { rows: keys } = await withTimeout(
+    pool.query(
+      `SELECT i.indisprimary AS primary, array_to_string(array_agg(a.attname ORDER BY k.ord), ',') AS cols
+         FROM pg_index i
+         JOIN pg_class t ON t.oid = i.indrelid
+         JOIN pg_namespace n ON n.oid = t.relnamespace
+         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
+        WHERE t.relname = $1 AND n.nspname = current_schema()
+        GROUP BY i.indexrelid, i.indisprimary`,
+      [table],
+    ),
+    timeoutMs,
+    'postgres',
+  );
+  return taskSchemaCheck(
+    table,
+    'postgres',
+    columns.map((c) => ({ name: String(c.column_name), type: String(c.data_type), nullable: c.is_nullable !== 'NO' })),
+    keys.find((k) => k.primary === true)?.cols as string | undefined,
+    keys.map((k) => String(k.cols)),
+  );
+}
+
+async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: string, table: string, timeoutMs: number): Promise<void> {
+  const name = 'postgres tasks';
+  let store: import('@mrtr/store-sql').SqlTaskStore | undefined;
+  try {
+    const mod = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.postgres, 'doctor --store postgres');
+    if (typeof mod.createPostgresTaskStore !== 'function') {
+      add(noTaskStore(name, '@mrtr/store-sql', 'createPostgresTaskStore'));
+      return;
+    }
+    const before = await pgTaskSchema(pool, table, timeoutMs);
+    const schema: Check = before ?? {
+      name: 'task schema',
+      status: 'warn',
+      detail: `table "${table}" was missing: the task store creates it at start (ensureSchema, the default), so the server's role needs CREATE on the schema (or create it in a migration)`,
+    };
+    add(schema);
+    store = mod.createPostgresTaskStore({ pool: pool as never, table, namespace: TASK_NAMESPACE, statementTimeoutMs: timeoutMs, connectionTimeoutMs: timeoutMs, purgeBatchSize: 0 });
+    const { taskId, check } = await probeTask(store, name, `at ${where}`, timeoutMs);
+    add(check);
+    await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND task_id = $2`, [TASK_NAMESPACE, taskId]), timeoutMs, name).catch(() => {});
+    if (before === undefined) afterCreation(schema, await pgTaskSchema(pool, table, timeoutMs));
+  } catch (error) {
+    add({ name, status: 'fail', detail: `${where}: ${errorText(error)}` });
+  } finally {
+    await store?.close().catch(() => {});
+  }
+}
+
+function sqliteTaskSchema(db: SqliteDb, table: string): Check | undefined {
+  const quoted = `"${table}"`;
+  const columns = db.prepare(`PRAGMA table_info(${quoted})`).all() as { name: string; type: string; notnull: number; pk: number }[];
+  if (columns.length === 0) return undefined;
+  const pk = columns.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name);
+  const indexes = (db.prepare(`PRAGMA index_list(${quoted})`).all() as { name: string }[]).map((i) =>
+    (db.prepare(`PRAGMA index_info("${i.name.replaceAll('"', '""')}")`).all() as { seqno: number; name: string }[])
+      .sort((a, b) => a.seqno - b.seqno)
+      .map((c) => c.name)
+      .join(','),
+  );
+  return taskSchemaCheck(
+    table,
+    'sqlite',
+    columns.map((c) => ({ name: c.name, type: c.type.toUpperCase(), nullable: c.notnull !== 1 })),
+    pk.length === 0 ? undefined : pk.join(','),
+    indexes,
+  );
+}
+
+async function checkSqliteTasks(add: (c: Check) => void, db: SqliteDb, file: string, table: string, timeoutMs: number): Promise<void> {
+  const name = 'sqlite tasks';
+  const exists = file === ':memory:' || existsSync(file);
+  const where = !exists || file === ':memory:' ? 'an in-memory database' : file;
+  let store: import('@mrtr/store-sql').SqlTaskStore | undefined;
+  try {
+    const mod = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.sqlite, 'doctor --store sqlite');
+    if (typeof mod.createSqliteTaskStore !== 'function') {
+      add(noTaskStore(name, '@mrtr/store-sql', 'createSqliteTaskStore'));
+      return;
+    }
+    const before = sqliteTaskSchema(db, table);
+    const schema: Check = before ?? {
+      name: 'task schema',
+      status: 'warn',
+      detail: exists
+        ? `table "${table}" was missing: the task store creates it at start (ensureSchema, the default), which needs write access to the database file`
+        : `${file} does not exist (see sql schema): the task store was checked on an in-memory database instead`,
+    };
+    add(schema);
+    store = mod.createSqliteTaskStore({ database: db as never, table, namespace: TASK_NAMESPACE, purgeBatchSize: 0 });
+    const { taskId, check } = await probeTask(store, name, `in ${where}`, timeoutMs);
+    add(check);
+    try {
+      db.prepare(`DELETE FROM "${table}" WHERE ns = ? AND task_id = ?`).run(TASK_NAMESPACE, taskId);
+    } catch {
+      // best effort, like the other stores
+    }
+    if (before === undefined && exists) afterCreation(schema, sqliteTaskSchema(db, table));
+  } catch (error) {
+    add({ name, status: 'fail', detail: `${where}: ${errorText(error)}` });
+  } finally {
+    await store?.close().catch(() => {});
+  }
 }

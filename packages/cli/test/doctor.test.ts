@@ -110,8 +110,13 @@ describe('mrtr doctor without services', () => {
     };
     const r = await runCli(['doctor', '--codec', 'hmac', '--timeout-ms', '500'], { env });
     expect(r.code).toBe(1);
-    const stores = lines(r.stdout).filter((l) => /^fail +(redis|postgres) /.test(l));
+    const stores = lines(r.stdout).filter((l) => /^fail {2}(redis|postgres) {2}/.test(l));
     expect(stores).toHaveLength(2);
+    // The task store lines name the place the same way.
+    const tasks = lines(r.stdout).filter((l) => /^fail {2}(redis|postgres) tasks /.test(l));
+    expect(tasks).toHaveLength(2);
+    expect(tasks[0]).toMatch(new RegExp(`^fail {2}redis tasks +redis://127\\.0\\.0\\.1:${port}/3: `));
+    expect(tasks[1]).toMatch(new RegExp(`^fail {2}postgres tasks postgres://127\\.0\\.0\\.1:${port}/db: `));
     expect(stores[0]).toMatch(new RegExp(`^fail {2}redis +redis://127\\.0\\.0\\.1:${port}/3: `));
     expect(stores[1]).toMatch(new RegExp(`^fail {2}postgres +postgres://127\\.0\\.0\\.1:${port}/db: `));
     const j = await runCli(['doctor', '--codec', 'hmac', '--timeout-ms', '500', '--json'], { env });
@@ -129,6 +134,8 @@ describe('mrtr doctor without services', () => {
     [[], { MRTR_CODEC: 'rot13' }, /--codec \(or MRTR_CODEC\) must be/],
     [['--store', 'mongo'], {}, /unknown store "mongo" \(memory, redis, postgres, sqlite or none\)/],
     [['--table', 'drop table;'], {}, /--table must be/],
+    [['--tasks-table', 'drop table;'], {}, /--tasks-table must be letters, digits and _/],
+    [['--tasks-table', 't'.repeat(49)], {}, /--tasks-table must be .* at most 48 characters/],
     [['--timeout-ms', '5'], {}, /--timeout-ms must be between 100/],
     [['extra'], {}, /doctor takes no arguments/],
     [[], { MRTR_CLOCK_OFFSET_MS: 'soon' }, /MRTR_CLOCK_OFFSET_MS must be an integer/],
@@ -147,6 +154,7 @@ describe.skipIf(REDIS_URL === undefined)('mrtr doctor on Redis', () => {
     expect(out[4]).toMatch(/^ok {4}redis clock +(in step with|\d+ ms (ahead of|behind)) this host \(round trip .+; tolerated 5 s\)$/);
     // The shared Redis of the test environment is expected to be noeviction; the policy line follows it.
     expect(out[3]).toMatch(/^(ok {2}|warn) {2}redis policy +maxmemory-policy /);
+    expect(out[5]).toMatch(/^ok {4}redis tasks +probe task created, read, completed and read back \(.+ for all four\) at redis:\/\//);
     expect(r.code).toBe(0);
   });
 
@@ -224,6 +232,18 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
     expect(v.stdout).toMatch(/warn +redis policy +maxmemory-policy volatile-ttl/);
   });
 
+  it('a Redis user without +eval/+evalsha: the task store check fails naming the permissions; the replay check still passes', async () => {
+    const url = await start('--user', 'doctor', 'on', '>pw', '~*', '+@all', '-eval', '-evalsha');
+    const env = { MRTR_KEYS: KEYS, REDIS_URL: url.replace('redis://', 'redis://doctor:pw@') };
+    const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^ok {4}redis +consume of a throwaway id/m);
+    expect(r.stdout).toMatch(/^fail {2}redis tasks +probe task: create failed: ERR_STORE_UNAVAILABLE .*NOPERM .*'evalsha'.* at redis:\/\/127\.0\.0\.1:\d+; the server's Redis user needs \+evalsha and \+eval/m);
+    expect(r.stdout).not.toContain(':pw@');
+    const j = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env });
+    expect(JSON.parse(j.stdout).checks.find((c: { name: string }) => c.name === 'redis tasks')).toMatchObject({ status: 'fail', detail: expect.stringContaining('NOPERM') });
+  });
+
   it('CONFIG disabled (managed Redis): the policy cannot be read, a warning says to check it', async () => {
     const url = await start('--rename-command', 'CONFIG', '');
     const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
@@ -235,17 +255,18 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
 describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
   it('a missing table is created by the store (warn: the role needs CREATE); then ok', async () => {
     const t = table('fresh');
+    const tt = table('fresh_tasks');
     const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
-    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t], { env });
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t, '--tasks-table', tt], { env });
     expect(r.code).toBe(0);
     const out = lines(r.stdout);
     expect(out[2]).toMatch(new RegExp(`^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`));
     expect(out[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused .* at postgres:\/\//);
     expect(out[4]).toMatch(/^ok {4}sql clock +.* this host \(round trip .*; tolerated 5 s\)$/);
-    const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t], { env });
+    const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t, '--tasks-table', tt], { env });
     expect(again.code).toBe(0);
     expect(lines(again.stdout)[2]).toMatch(new RegExp(`^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`));
-    expect(lines(again.stdout).at(-1)).toBe('5 ok, 0 warn, 0 fail');
+    expect(lines(again.stdout).at(-1)).toBe('7 ok, 0 warn, 0 fail');
   });
 
   it('a table without its primary key fails (single use is not enforced); without the expiry index warns', async () => {
@@ -303,13 +324,91 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
   });
 });
 
+describe.skipIf(DATABASE_URL === undefined)('mrtr doctor: the PostgreSQL task store', () => {
+  const env = () => ({ MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! });
+  const count = async (t: string): Promise<number> => {
+    const client = new pg.Client({ connectionString: DATABASE_URL, connectionTimeoutMillis: 5000 });
+    await client.connect();
+    try {
+      return Number((await client.query(`SELECT count(*) AS n FROM "${t}"`)).rows[0].n);
+    } finally {
+      await client.end();
+    }
+  };
+
+  it('a missing task table is created by the store on first use (warn: the role needs CREATE); the probe passes and leaves no row; then ok', async () => {
+    const tt = table('tasks_fresh');
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', tt], { env: env() });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(
+      new RegExp(
+        `^warn {2}task schema +table "${tt}" was missing: the task store creates it at start \\(ensureSchema, the default\\), so the server's role needs CREATE on the schema \\(or create it in a migration\\); created now: columns \\(ns, task_id, principal, live, version, expires_at, record\\), primary key \\(ns, task_id\\), principal and expiry indexes$`,
+        'm',
+      ),
+    );
+    expect(r.stdout).toMatch(/^ok {4}postgres tasks probe task created, read, completed and read back \(.+ for all four\) at postgres:\/\/127\.0\.0\.1:\d+\/\w+$/m);
+    expect(await count(tt)).toBe(0);
+    const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', tt, '--json'], { env: env() });
+    expect(again.code).toBe(0);
+    const checks = JSON.parse(again.stdout).checks as { name: string; status: string; detail: string }[];
+    expect(checks.slice(-2)).toEqual([
+      { name: 'task schema', status: 'ok', detail: `table "${tt}": columns (ns, task_id, principal, live, version, expires_at, record), primary key (ns, task_id), principal and expiry indexes` },
+      { name: 'postgres tasks', status: 'ok', detail: expect.stringMatching(/^probe task created, read, completed and read back/) },
+    ]);
+  });
+
+  it('a task table missing a column fails naming it (and the probe fails); one without its indexes warns with the CREATE INDEX', async () => {
+    const broken = table('tasks_norecord');
+    await sql(
+      `CREATE TABLE "${broken}" (ns text NOT NULL, task_id text NOT NULL, principal text NOT NULL, live boolean NOT NULL, version bigint NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, task_id))`,
+    );
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', broken], { env: env() });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(new RegExp(`^fail {2}task schema +table "${broken}": column record is missing$`, 'm'));
+    expect(r.stdout).toMatch(/^fail {2}postgres tasks probe task: create failed: ERR_STORE_UNAVAILABLE .*record/m);
+
+    const wrongType = table('tasks_wrongtype');
+    await sql(
+      `CREATE TABLE "${wrongType}" (ns text NOT NULL, task_id text NOT NULL, principal text NOT NULL, live integer NOT NULL, version bigint NOT NULL, expires_at bigint NOT NULL, record text, PRIMARY KEY (ns, task_id))`,
+    );
+    const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', wrongType], { env: env() });
+    expect(w.code).toBe(1);
+    expect(w.stdout).toMatch(new RegExp(`^fail {2}task schema +table "${wrongType}": column live is integer, not boolean; column record allows NULL$`, 'm'));
+
+    const noIndex = table('tasks_noidx');
+    await sql(
+      `CREATE TABLE "${noIndex}" (ns text NOT NULL, task_id text NOT NULL, principal text NOT NULL, live boolean NOT NULL, version bigint NOT NULL, expires_at bigint NOT NULL, record text NOT NULL, PRIMARY KEY (ns, task_id))`,
+    );
+    const i = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', noIndex], { env: env() });
+    expect(i.code).toBe(0);
+    expect(i.stdout).toMatch(
+      new RegExp(`^warn {2}task schema +table "${noIndex}": no index on \\(ns, principal, expires_at\\) .*CREATE INDEX "${noIndex}_principal_idx" ON "${noIndex}" \\(ns, principal, expires_at\\); no index on expires_at .*CREATE INDEX "${noIndex}_expires_at_idx" ON "${noIndex}" \\(expires_at\\)$`, 'm'),
+    );
+    expect(i.stdout).toMatch(/^ok {4}postgres tasks probe task created/m);
+  });
+});
+
 describe.skipIf(REDIS_URL === undefined || DATABASE_URL === undefined)('mrtr doctor with the full server environment', () => {
   it('REDIS_URL and DATABASE_URL both set: both stores are checked by default', async () => {
-    const r = await runCli(['doctor', '--table', table('both')], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! } });
+    const r = await runCli(['doctor', '--table', table('both'), '--tasks-table', table('both_tasks')], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! } });
     const names = lines(r.stdout)
       .slice(0, -1)
       .map((l) => l.slice(6, 20).trim());
-    expect(names).toEqual(['keys', 'codec hmac', 'codec jwe', 'codec aead', 'redis', 'redis policy', 'redis clock', 'sql schema', 'postgres', 'sql clock']);
+    expect(names).toEqual([
+      'keys',
+      'codec hmac',
+      'codec jwe',
+      'codec aead',
+      'redis',
+      'redis policy',
+      'redis clock',
+      'redis tasks',
+      'sql schema',
+      'postgres',
+      'sql clock',
+      'task schema',
+      'postgres tasks',
+    ]);
     expect(r.stdout).not.toMatch(/^fail/m);
   });
 });
@@ -336,16 +435,23 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const out = lines(r.stdout);
     expect(out[2]).toMatch(/^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/);
     expect(out[3]).toMatch(new RegExp(`^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused \\(.*\\) in ${path.replaceAll('.', '\\.')}$`));
+    expect(out[4]).toMatch(
+      /^warn {2}task schema +table "mrtr_tasks" was missing: the task store creates it at start \(ensureSchema, the default\), which needs write access to the database file; created now: columns \(ns, task_id, principal, live, version, expires_at, record\), primary key \(ns, task_id\), principal and expiry indexes$/,
+    );
+    expect(out[5]).toMatch(/^ok {4}sqlite tasks +probe task created, read, completed and read back/);
     const again = await run(['--store', 'sqlite', '--sqlite-file', path, '--strict']);
     expect(again.code).toBe(0);
     expect(lines(again.stdout).slice(2)).toEqual([
       expect.stringMatching(/^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/),
       expect.stringMatching(/^ok {4}sqlite +consume of a throwaway id/),
-      '4 ok, 0 warn, 0 fail',
+      'ok    task schema    table "mrtr_tasks": columns (ns, task_id, principal, live, version, expires_at, record), primary key (ns, task_id), principal and expiry indexes',
+      expect.stringMatching(new RegExp(`^ok {4}sqlite tasks +probe task created, read, completed and read back \\(.+ for all four\\) in ${path.replaceAll('.', '\\.')}$`)),
+      '6 ok, 0 warn, 0 fail',
     ]);
-    // The throwaway ids are gone again.
+    // The throwaway ids and the probe tasks are gone again.
     const db = new Database(path, { readonly: true });
     expect(db.prepare('SELECT count(*) AS n FROM mrtr_replay').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM mrtr_tasks').get()).toEqual({ n: 0 });
     db.close();
   });
 
@@ -357,6 +463,19 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     expect(report.stores).toEqual(['sqlite']);
     expect(report.checks.find((c) => c.name === 'sqlite')?.status).toBe('ok');
     expect(report.checks.find((c) => c.name === 'sql schema')?.detail).toMatch(/^table "replay_ids" was missing/);
+    expect(report.checks.find((c) => c.name === 'sqlite tasks')?.status).toBe('ok');
+  });
+
+  it('--tasks-table picks the task table; a task table missing a column fails naming it', async () => {
+    const path = prepared(
+      'tasks-broken',
+      'CREATE TABLE job_tasks (ns TEXT NOT NULL, task_id TEXT NOT NULL, live INTEGER NOT NULL, version INTEGER NOT NULL, expires_at INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (ns, task_id))',
+    );
+    const r = await run(['--store', 'sqlite', '--sqlite-file', path, '--tasks-table', 'job_tasks']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^fail {2}task schema +table "job_tasks": column principal is missing$/m);
+    expect(r.stdout).toMatch(/^fail {2}sqlite tasks +probe task: create failed: ERR_STORE_UNAVAILABLE .*principal/m);
+    expect(r.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id/m);
   });
 
   it('a file that does not exist is not created: the driver and a consume are checked in memory (warn)', async () => {
@@ -365,6 +484,8 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^warn {2}sql schema +.*missing\.sqlite does not exist: the store creates the file and the table when the server starts \(check the path\)/m);
     expect(r.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused .* in an in-memory database$/m);
+    expect(r.stdout).toMatch(/^warn {2}task schema +.*missing\.sqlite does not exist \(see sql schema\): the task store was checked on an in-memory database instead$/m);
+    expect(r.stdout).toMatch(/^ok {4}sqlite tasks +probe task created, read, completed and read back .* in an in-memory database$/m);
     expect(existsSync(path)).toBe(false);
     expect((await run(['--store', 'sqlite', '--sqlite-file', path, '--strict'])).code).toBe(1);
   });

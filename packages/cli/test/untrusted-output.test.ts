@@ -143,7 +143,7 @@ function parseCommand(buffer: Buffer): { args: string[]; used: number } | undefi
 
 /**
  * Speaks enough RESP for the doctor: SET NX accepts then refuses (single use holds), CONFIG GET answers a
- * hostile maxmemory-policy, TIME answers a hostile error.
+ * hostile maxmemory-policy, TIME and EVALSHA (the task store's first script) answer a hostile error.
  */
 function fakeRedis(): Promise<{ url: string; server: Server }> {
   const server = createServer((socket) => {
@@ -172,6 +172,7 @@ function fakeRedis(): Promise<{ url: string; server: Server }> {
             socket.write(`*2\r\n${bulk('maxmemory-policy')}${bulk(EVIL)}`);
             break;
           case 'TIME':
+          case 'EVALSHA':
             socket.write(`-ERR ${EVIL_LINE}\r\n`);
             break;
           default:
@@ -200,11 +201,14 @@ describe('mrtr doctor never prints store text raw (issue 19 item 4)', () => {
       expectSafe(out);
       expect(out).toContain(`redis policy   maxmemory-policy ${ESCAPED}: under memory pressure`);
       expect(out).toContain(`redis clock    cannot read TIME: ERR ${ESCAPED_LINE}`);
+      expect(out).toMatch(/^fail {2}redis tasks +probe task: create failed: ERR_STORE_UNAVAILABLE .*: ERR /m);
+      expect(out).toContain(`: ERR ${ESCAPED_LINE} at redis://127.0.0.1:`);
     }
     const j = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
     expect(j.stdout).not.toMatch(UNSAFE);
     const checks = JSON.parse(j.stdout).checks as { name: string; detail: string }[];
     expect(checks.find((c) => c.name === 'redis policy')?.detail).toContain(`maxmemory-policy ${EVIL}:`);
+    expect(checks.find((c) => c.name === 'redis tasks')?.detail).toContain(`: ERR ${EVIL_LINE} at redis://`);
   });
 
   it.skipIf(DATABASE_URL === undefined)('a PostgreSQL error quoting a hostile database name is shown escaped', async () => {
