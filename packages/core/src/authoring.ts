@@ -3,6 +3,7 @@
  * the concrete error classes to throw, option parsing, strict base64url, random bytes, UTF-8, the claims
  * shape check, the token prefix scanner, canonical JSON, a deadline helper and the capability helpers.
  */
+export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
 export { allowedKinds, capabilitiesFor, type InputRequestKind, requiredKind } from './capabilities.js';
 export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
 export {

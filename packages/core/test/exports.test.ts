@@ -45,6 +45,7 @@ describe('exported names', () => {
       'base64urlEncode',
       'canonicalJson',
       'capabilitiesFor',
+      'createBatcher',
       'createEventSink',
       'createFlowTagger',
       'isCanonicalBase64url',
@@ -72,7 +73,7 @@ describe('exported names', () => {
   });
 
   it('gives every exported name a one-line TSDoc', () => {
-    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks']
+    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks', 'batcher']
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
       .join('\n');
     const undocumented: string[] = [];

@@ -1,7 +1,18 @@
 import { createHash } from 'node:crypto';
 import { type ClaimResult, MrtrError, type ReplayStore } from '@mrtr/core';
-import { base64urlEncode, ownerValues, randomBytes, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import {
+  type BatchEntry,
+  base64urlEncode,
+  createBatcher,
+  ownerValues,
+  randomBytes,
+  StoreUnavailableError,
+  withDeadline,
+} from '@mrtr/core/authoring';
 import { type Cluster, Redis, type RedisOptions, ReplyError } from 'ioredis';
+import { hashSlot } from './hash-slot.js';
+
+export { hashSlot } from './hash-slot.js';
 
 /** Options of {@link createRedisStore}. Give `url` or `client`, not both. */
 export interface RedisStoreOptions {
@@ -174,36 +185,10 @@ const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
 /** Batches one store keeps in flight at once. */
 const MAX_IN_FLIGHT = 2;
 
-/** CRC16/XMODEM, Redis Cluster's key hash. */
-const CRC16_TABLE = (() => {
-  const table = new Uint16Array(256);
-  for (let i = 0; i < 256; i++) {
-    let crc = i << 8;
-    for (let bit = 0; bit < 8; bit++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    table[i] = crc;
-  }
-  return table;
-})();
-
-/** The Redis Cluster hash slot of a key (with the `{hash tag}` rule). */
-export function hashSlot(key: string): number {
-  let bytes = Buffer.from(key, 'utf8');
-  const open = bytes.indexOf(0x7b); // {
-  if (open !== -1) {
-    const close = bytes.indexOf(0x7d, open + 1); // }
-    if (close > open + 1) bytes = bytes.subarray(open + 1, close);
-  }
-  let crc = 0;
-  for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ (CRC16_TABLE[((crc >>> 8) ^ byte) & 0xff] as number);
-  return crc & 16383;
-}
-
 /** One consume waiting for its batch. */
-interface Waiter {
+interface Waiter extends BatchEntry<boolean> {
   readonly key: string;
   readonly at: number;
-  resolve(value: boolean): void;
-  reject(error: unknown): void;
 }
 
 /** Policies that never delete a key before its expiry. */
@@ -536,11 +521,6 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     });
   };
 
-  const queue: Waiter[] = [];
-  /** Batches sent and not yet answered (at most MAX_IN_FLIGHT). */
-  let inFlight = 0;
-  let scheduled = false;
-
   /** One batch: grouped by hash slot on a Cluster (one script call per slot, in parallel). */
   const runBatch = async (batch: Waiter[]): Promise<void> => {
     if (closed) {
@@ -567,51 +547,23 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
       waiter.reject(MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error }));
     }
   };
-  const done = (): void => {
-    inFlight--;
-    drain();
-  };
-  const start = (batch: Waiter[]): void => {
-    inFlight++;
-    const lone = batch.length === 1 ? (batch[0] as Waiter) : undefined;
-    // A lone consume is the plain SET of an unbatched store, with nothing added on its way.
-    const work =
-      lone !== undefined && !closed
-        ? sendLone(lone)
-        : runBatch(batch).catch((error: unknown) => {
-            for (const waiter of batch) waiter.reject(new StoreUnavailableError({ cause: error }));
-          });
-    work.then(done, done);
-  };
-  const drain = (): void => {
-    scheduled = false;
-    while (inFlight < MAX_IN_FLIGHT && queue.length > 0) start(queue.splice(0, maxBatchSize));
-  };
-
   /**
-   * Queues a consume. One that finds nothing in flight is sent at once, as a plain `SET` (no added
-   * latency, no timer). The ones that arrive while something is in flight are sent together at the end
-   * of the tick when fewer than two calls are in flight, else as soon as one is answered (at most
-   * `maxBatchSize` per call). Two in flight keep the connection busy while the answers of one are
-   * handed out, so waves of consumers do not alternate between a lone `SET` and a batch.
+   * Queues a consume (see `createBatcher`). One that finds nothing in flight is sent at once, as a plain `SET`
+   * (no added latency, no timer). The ones that arrive while something is in flight are sent together at the
+   * end of the tick when fewer than two calls are in flight, else as soon as one is answered (at most
+   * `maxBatchSize` per call). Two in flight keep the connection busy while the answers of one are handed out,
+   * so waves of consumers do not alternate between a lone `SET` and a batch.
    */
-  const enqueue = (key: string, at: number): Promise<boolean> =>
-    new Promise<boolean>((resolve, reject) => {
-      const waiter: Waiter = { key, at, resolve, reject };
-      if (inFlight === 0 && queue.length === 0) {
-        start([waiter]);
-        return;
-      }
-      if (queue.length >= maxQueued) {
-        reject(new StoreUnavailableError({ cause: new Error('replay store queue is full') }));
-        return;
-      }
-      queue.push(waiter);
-      if (!scheduled && inFlight < MAX_IN_FLIGHT) {
-        scheduled = true;
-        queueMicrotask(drain);
-      }
-    });
+  const batcher = createBatcher<Waiter, boolean>({
+    maxBatchSize,
+    maxQueued,
+    maxInFlight: MAX_IN_FLIGHT,
+    runLoneAtOnce: true,
+    // A lone consume is the plain SET of an unbatched store, with nothing added on its way.
+    run: (batch) => (batch.length === 1 && !closed ? sendLone(batch[0] as Waiter) : runBatch(batch)),
+    batchError: (error) => new StoreUnavailableError({ cause: error }),
+  });
+  const enqueue = (key: string, at: number): Promise<boolean> => batcher.add((resolve, reject) => ({ key, at, resolve, reject }));
 
   // Start-up check of maxmemory-policy: eviction could drop consumed ids before they expire.
   let policy: EvictionCheck | undefined;
@@ -819,7 +771,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (closing !== undefined) return closing;
     // Consumes still queued fail closed; a batch in flight settles by itself.
     const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
-    for (const waiter of queue.splice(0)) waiter.reject(failure);
+    batcher.failAll(() => failure);
     if (!owned) {
       closing = Promise.resolve();
       return closing;

@@ -1,5 +1,5 @@
 import { type ClaimResult, MrtrError, type ReplayStore } from '@mrtr/core';
-import { base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import { type Batcher, type BatchEntry, base64urlEncode, createBatcher, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Options shared by both dialects. */
 export interface SqlStoreCommonOptions {
@@ -299,13 +299,11 @@ export const ownerValue = (): string => base64urlEncode(randomBytes(16));
 export { ownerValues } from '@mrtr/core/authoring';
 
 /** One consume waiting for its batch. */
-export interface Waiter {
+export interface Waiter extends BatchEntry<boolean> {
   readonly id: string;
   readonly expires: number;
   /** `performance.now()` when it was queued (bounds its whole wait by the store's deadline). */
   readonly queuedAt: number;
-  resolve(value: boolean): void;
-  reject(error: unknown): void;
 }
 
 export interface GroupCommitSettings {
@@ -324,108 +322,29 @@ export function groupCommitSettings(label: string, options: SqlStoreCommonOption
 }
 
 /**
- * Group commit: consumes queue here and are handed to `run` in batches of at most `maxBatch`, with at
- * most `maxInFlight` batches running at once (PostgreSQL: up to the pool size, so one slow statement —
- * a locked row, a dead connection — does not hold up consumes that arrive after it; SQLite: one, its
- * writes are serial anyway). A consume that finds a free slot starts a batch after the current tick's
- * synchronous work (`'microtask'`: everything queued in the same tick goes together, and nothing waits
- * on a timer) or after the event loop's pending I/O callbacks (`'immediate'`: for a synchronous driver,
- * whose statement blocks the loop, so requests that arrived while it ran are served by the next one).
- * Consumes that arrive while every slot is busy go into the next batch, which starts as soon as a
- * running one ends. `run` must settle every waiter it is given, and must not throw.
+ * Group commit (the shared `createBatcher` of `@mrtr/core/authoring`): consumes queue there and are handed to
+ * `run` in batches of at most `maxBatch`, with at most `maxInFlight` batches running at once (PostgreSQL: up to
+ * the pool size, so one slow statement — a locked row, a dead connection — does not hold up consumes that
+ * arrive after it; SQLite: one, its writes are serial anyway). A consume that finds a free slot starts a batch
+ * after the current tick's synchronous work (`'microtask'`: everything queued in the same tick goes together,
+ * and nothing waits on a timer) or after the event loop's pending I/O callbacks (`'immediate'`: for a
+ * synchronous driver, whose statement blocks the loop, so requests that arrived while it ran are served by the
+ * next one). Consumes that arrive while every slot is busy go into the next batch, which starts as soon as a
+ * running one ends. A full queue fails a consume closed at once (`ERR_STORE_UNAVAILABLE`); `run` must settle
+ * every waiter it is given (a rejection fails the ones it left, as `toStoreError`).
  */
-export class GroupCommit {
-  private queue: Waiter[] = [];
-  private head = 0;
-  private running = 0;
-  private scheduled = false;
-  private readonly drain = (): void => {
-    this.scheduled = false;
-    void this.next();
-  };
-
-  private readonly settings: GroupCommitSettings;
-  private readonly mode: 'microtask' | 'immediate';
-  private readonly run: (batch: Waiter[]) => Promise<void> | void;
-  private readonly maxInFlight: number;
-
-  constructor(
-    settings: GroupCommitSettings,
-    mode: 'microtask' | 'immediate',
-    run: (batch: Waiter[]) => Promise<void> | void,
-    maxInFlight = 1,
-  ) {
-    this.settings = settings;
-    this.mode = mode;
-    this.run = run;
-    this.maxInFlight = maxInFlight;
-  }
-
-  /** Batches running now. */
-  get inFlight(): number {
-    return this.running;
-  }
-
-  /** Consumes waiting for a batch (not counting the one running). */
-  get pending(): number {
-    return this.queue.length - this.head;
-  }
-
-  push(waiter: Waiter): void {
-    if (this.pending >= this.settings.maxQueued) {
-      waiter.reject(new StoreUnavailableError({ cause: new Error('replay store queue is full') }));
-      return;
-    }
-    this.queue.push(waiter);
-    this.schedule();
-  }
-
-  /** Rejects every queued consume (a batch already running settles by itself). */
-  failAll(error: () => unknown): void {
-    const waiting = this.queue.slice(this.head);
-    this.queue = [];
-    this.head = 0;
-    for (const waiter of waiting) waiter.reject(error());
-  }
-
-  private schedule(): void {
-    if (this.running >= this.maxInFlight || this.scheduled) return;
-    this.scheduled = true;
-    if (this.mode === 'microtask') queueMicrotask(this.drain);
-    else setImmediate(this.drain);
-  }
-
-  private take(): Waiter[] {
-    const end = Math.min(this.queue.length, this.head + this.settings.maxBatch);
-    const batch = this.queue.slice(this.head, end);
-    this.head = end;
-    if (this.head === this.queue.length) {
-      this.queue = [];
-      this.head = 0;
-    } else if (this.head >= 4096) {
-      this.queue = this.queue.slice(this.head);
-      this.head = 0;
-    }
-    return batch;
-  }
-
-  private async next(): Promise<void> {
-    if (this.running >= this.maxInFlight || this.pending === 0) return;
-    this.running++;
-    const batch = this.take();
-    // More waiting than one batch holds, and a slot free: start the next one too.
-    if (this.pending > 0) this.schedule();
-    try {
-      await this.run(batch);
-    } catch (error) {
-      // `run` settles its waiters itself; this only guards against a bug leaving one hanging.
-      for (const waiter of batch) waiter.reject(toStoreError(error));
-    } finally {
-      this.running--;
-    }
-    if (this.pending > 0) {
-      if (this.mode === 'microtask') void this.next();
-      else this.schedule();
-    }
-  }
+export function createGroupCommit(
+  settings: GroupCommitSettings,
+  mode: 'microtask' | 'immediate',
+  run: (batch: Waiter[]) => Promise<void> | void,
+  maxInFlight = 1,
+): Batcher<Waiter, boolean> {
+  return createBatcher<Waiter, boolean>({
+    maxBatchSize: settings.maxBatch,
+    maxQueued: settings.maxQueued,
+    maxInFlight,
+    flush: mode,
+    run,
+    batchError: toStoreError,
+  });
 }

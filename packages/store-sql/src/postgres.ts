@@ -11,7 +11,7 @@ import {
   DEFAULT_TABLE,
   FIRST,
   fnOption,
-  GroupCommit,
+  createGroupCommit,
   groupCommitSettings,
   type HeldRow,
   heldStatus,
@@ -601,7 +601,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     }
   };
 
-  const queue = groupCommit === undefined ? undefined : new GroupCommit(groupCommit, 'microtask', runBatch, maxConnections);
+  const queue = groupCommit === undefined ? undefined : createGroupCommit(groupCommit, 'microtask', runBatch, maxConnections);
 
   const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
     let expires: number;

@@ -10,7 +10,7 @@ import {
   DEFAULT_TABLE,
   FIRST,
   fnOption,
-  GroupCommit,
+  createGroupCommit,
   groupCommitSettings,
   type HeldRow,
   heldStatus,
@@ -374,7 +374,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     }
   };
 
-  const queue = groupCommit === undefined ? undefined : new GroupCommit(groupCommit, 'immediate', runBatch);
+  const queue = groupCommit === undefined ? undefined : createGroupCommit(groupCommit, 'immediate', runBatch);
 
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
