@@ -1,0 +1,113 @@
+import type { ClaimResult } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { ReplyError } from 'ioredis';
+import type { Waiter } from './batching.js';
+import type { RedisConnection } from './connection.js';
+
+// A reply that never arrived (a timeout, a connection lost with the command in flight) does not say whether the
+// write ran: one read of the key settles it, and what it cannot settle fails closed (never a first use).
+
+export const FIRST: ClaimResult = Object.freeze({ status: 'first' });
+export const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
+export const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
+/** Fails closed: `ERR_STORE_UNAVAILABLE` (the cause kept when it already is one). */
+export function fail(cause: unknown): never {
+  if (cause instanceof StoreUnavailableError) throw cause;
+  throw new StoreUnavailableError({ cause });
+}
+
+/** Errors after which the `SET` cannot have run: Redis answered with an error, or it was never sent. */
+export const notWritten = (error: unknown): boolean =>
+  error instanceof ReplyError ||
+  MrtrError.is(error) ||
+  (error instanceof Error && error.message.includes("Stream isn't writeable"));
+
+/**
+ * The `SET` may have run although its reply never arrived (timeout, connection lost with the command
+ * in flight). Ask once whether the key holds this call's owner value: ours → `true`; another value
+ * → `false` (someone else consumed it); no key or no answer → still unknown → `ERR_STORE_UNAVAILABLE`.
+ * On one connection Redis answers in order, so the `GET` sees the `SET` if it ran.
+ */
+export async function resolveLost(connection: RedisConnection, key: string, mine: string, original: unknown): Promise<boolean> {
+  let stored: string | null;
+  try {
+    stored = await connection.bounded(connection.commands.get(key));
+  } catch {
+    return fail(original);
+  }
+  if (stored === mine) return true;
+  if (typeof stored === 'string') return false;
+  return fail(original);
+}
+
+/**
+ * {@link resolveLost} for a script call whose reply is lost or that failed part-way: one `MGET` (one
+ * slot) of the keys; a key holding the waiter's own owner → `true`, another value → `false`, none → unknown.
+ */
+export async function resolveLostBatch(connection: RedisConnection, group: Waiter[], owners: string[], original: unknown): Promise<void> {
+  const failure = new StoreUnavailableError({ cause: original });
+  let stored: (string | null)[];
+  try {
+    stored = await connection.bounded(connection.commands.mget(...group.map((waiter) => waiter.key)));
+  } catch {
+    for (const waiter of group) waiter.reject(failure);
+    return;
+  }
+  group.forEach((waiter, i) => {
+    const value = stored[i];
+    if (value === owners[i]) waiter.resolve(true);
+    else if (typeof value === 'string') waiter.resolve(false);
+    else waiter.reject(failure);
+  });
+}
+
+/** `d:<fp>:<outcome>` with a non-empty outcome → `recorded`; else `undefined`. */
+export function recordedIn(value: string, fp: string): ClaimResult | undefined {
+  const done = `d:${fp}:`;
+  if (value.length > done.length && value.startsWith(done)) return { status: 'recorded', outcome: value.slice(done.length) };
+  return undefined;
+}
+
+/**
+ * The claim script may have run although its reply never arrived. One `GET` (on one connection Redis answers
+ * in order, so it sees the script if it ran): this call's own value → `first`; another value → what the
+ * script would have answered on it (someone else took the id first); no key or no answer → unknown →
+ * `ERR_STORE_UNAVAILABLE`, never `first`.
+ */
+export async function resolveLostClaim(
+  connection: RedisConnection,
+  key: string,
+  mine: string,
+  fp: string,
+  original: unknown,
+): Promise<ClaimResult> {
+  let stored: string | null;
+  try {
+    stored = await connection.bounded(connection.commands.get(key));
+  } catch {
+    return fail(original);
+  }
+  if (stored === mine) return FIRST;
+  if (typeof stored !== 'string') return fail(original);
+  if (stored.startsWith(`p:${fp}:`)) return PENDING;
+  return recordedIn(stored, fp) ?? REPLAYED;
+}
+
+/** A lost reply to `record`: one `GET`; the key holds exactly the value this call wrote → it was stored. */
+export async function resolveLostRecord(
+  connection: RedisConnection,
+  key: string,
+  value: string,
+  kept: boolean,
+  original: unknown,
+): Promise<boolean> {
+  let stored: string | null;
+  try {
+    stored = await connection.bounded(connection.commands.get(key));
+  } catch {
+    return fail(original);
+  }
+  return stored === value && kept;
+}
+

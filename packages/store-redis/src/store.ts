@@ -1,0 +1,264 @@
+import { createHash } from 'node:crypto';
+import type { ClaimResult } from '@mrtr/core';
+import { base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import { createConsumeQueue, evalScript } from './batching.js';
+import { openConnection } from './connection.js';
+import { createEvictionGuard, type EvictionCheck } from './eviction.js';
+import {
+  FIRST,
+  fail,
+  notWritten,
+  PENDING,
+  REPLAYED,
+  recordedIn,
+  resolveLost,
+  resolveLostClaim,
+  resolveLostRecord,
+} from './lost-reply.js';
+import { parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
+
+/**
+ * `claim` on one key. ARGV: the value to write (`p:<fp>:<owner>`), the absolute expiry (ms), the pending
+ * prefix `p:<fp>:` and the done prefix `d:<fp>:`. Free key → written, `'first'`; held by this fingerprint with
+ * no outcome → `'pending'`; with a non-empty outcome → the whole stored value (`d:<fp>:<outcome>`); anything
+ * else (a `consume` owner value, another fingerprint, `d:<fp>:` = done, not kept) → `'replayed'`.
+ */
+const CLAIM_SCRIPT =
+  "local v = redis.call('GET', KEYS[1]) " +
+  "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2]) return 'first' end " +
+  "if string.sub(v, 1, #ARGV[3]) == ARGV[3] then return 'pending' end " +
+  'if #v > #ARGV[4] and string.sub(v, 1, #ARGV[4]) == ARGV[4] then return v end ' +
+  "return 'replayed'";
+const CLAIM_SHA = createHash('sha1').update(CLAIM_SCRIPT).digest('hex');
+/**
+ * `record` on one key. ARGV: the pending prefix `p:<fp>:` and the value to write (`d:<fp>:<outcome>`). Only a
+ * key held by `claim` with this fingerprint and no outcome is replaced, keeping its expiry: 1; else 0.
+ */
+const RECORD_SCRIPT =
+  "local v = redis.call('GET', KEYS[1]) " +
+  'if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return 0 end ' +
+  "redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL') return 1";
+const RECORD_SHA = createHash('sha1').update(RECORD_SCRIPT).digest('hex');
+/** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
+const MAX_FINGERPRINT_LENGTH = 256;
+
+/**
+ * Replay store on Redis ≥ 6.2. Each `consume` is one atomic `SET key <owner> NX PXAT expiresAtMs` on
+ * one key, where `<owner>` is 16 random bytes only this call knows: `"OK"` → `true` (first use), nil →
+ * `false`. No multi-key command is used, so it runs unchanged on Redis Cluster. When the reply is lost
+ * (timeout, connection dropped in flight) one `GET` asks whether the key holds this call's owner value:
+ * yes → `true`, another value → `false`; otherwise, and on any error or unexpected reply, the consume
+ * rejects with `StoreUnavailableError` (the original error as `cause`) — never `true` for a write that
+ * is not this call's.
+ *
+ * The owned client fails fast while Redis is down (offline queue disabled, in-flight commands rejected
+ * when the connection drops, not resent) and reconnects by itself with capped exponential backoff, so
+ * consumes succeed again as soon as Redis is back.
+ *
+ * An `expiresAtMs` at or before this process's `Date.now()` resolves `false` without a command:
+ * Redis would accept `SET … PXAT <past>` and drop the key at once, so every call would look like a
+ * first use.
+ *
+ * Outcome recording (`claim`, `record`): each is one `EVALSHA` (`EVAL` on `NOSCRIPT`) of a Lua script on the
+ * id's one key — the key `consume` uses, so an id taken by either is taken for both — and so runs unchanged on
+ * a Cluster. `claim` writes `p:<fingerprint>:<owner>` with the expiry `consume` would give; `record` replaces
+ * it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done, not
+ * kept) when the outcome exceeds `maxOutcomeBytes`. A lost reply is resolved with one `GET`, as for `consume`:
+ * a claim is `first` only when the key holds this call's own owner value.
+ */
+export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
+  const parsed = parseRedisStoreOptions(options);
+  const { keyPrefix, commandTimeoutMs, extraRetentionMs, evictionPolicyCheck, onWarning, batching, maxOutcomeBytes } = parsed;
+
+  let closed = false;
+  let closing: Promise<void> | undefined;
+  const isClosed = (): boolean => closed;
+
+  const warn = (message: string): void => {
+    try {
+      onWarning(message);
+    } catch {
+      // a throwing warning sink must not break the store
+    }
+  };
+
+  const connection = openConnection(parsed, warn, isClosed);
+  const { client, commands, owned, whenUsable, bounded } = connection;
+
+  const interpret = (reply: unknown): boolean => {
+    if (reply === 'OK') return true;
+    if (reply === null) return false;
+    throw new StoreUnavailableError({ cause: new Error('unexpected reply to SET NX PXAT') });
+  };
+  const send = (key: string, at: number): Promise<boolean> => {
+    const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
+    return bounded(commands.set(key, mine, 'PXAT', at, 'NX')).then(interpret, (error: unknown) =>
+      notWritten(error) ? fail(error) : resolveLost(connection, key, mine, error),
+    );
+  };
+
+  const queue = createConsumeQueue(connection, parsed, send, isClosed);
+  const enqueue = queue.enqueue;
+  const eviction = createEvictionGuard(connection, evictionPolicyCheck, commandTimeoutMs, warn);
+  const checkEvictionPolicy = eviction.check;
+  const policyGate = eviction.gate;
+
+  const write = batching ? enqueue : send;
+  const sendChecked = (key: string, at: number): Promise<boolean> => {
+    const gate = policyGate();
+    if (gate === undefined) return write(key, at);
+    return gate.then(() => (closed ? fail(new Error('store is closed')) : write(key, at)), fail);
+  };
+
+  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) {
+      return Promise.reject(new TypeError('consume: id must be a non-empty string'));
+    }
+    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
+      return Promise.reject(new TypeError('consume: expiresAtMs must be a finite number'));
+    }
+    if (expiresAtMs <= Date.now()) return Promise.resolve(false);
+    const key = keyPrefix + id;
+    // Round up: the id must be remembered until at least expiresAtMs.
+    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
+    try {
+      const wait = owned ? whenUsable() : undefined;
+      if (wait === undefined) return sendChecked(key, at);
+      return wait.then(() => (closed ? fail(new Error('store is closed')) : sendChecked(key, at)));
+    } catch (cause) {
+      // ioredis may throw synchronously (e.g. a Cluster with no nodes): still never true.
+      return Promise.reject(new StoreUnavailableError({ cause }));
+    }
+  };
+
+  // Outcome recording. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
+  // `p:<fp>:<owner>` and `record` turns it into `d:<fp>:<outcome>`: one key per id, so the two share the ledger.
+
+  const checkFingerprint = (fingerprint: unknown, method: string): Error | undefined => {
+    if (typeof fingerprint !== 'string' || fingerprint.length === 0 || fingerprint.includes(':')) {
+      return new TypeError(`${method}: fingerprint must be a non-empty string without ":"`);
+    }
+    if (fingerprint.length > MAX_FINGERPRINT_LENGTH) {
+      return new RangeError(`${method}: fingerprint must be at most ${MAX_FINGERPRINT_LENGTH} characters`);
+    }
+    return undefined;
+  };
+
+  const interpretClaim = (reply: unknown, fp: string): ClaimResult => {
+    if (reply === 'first') return FIRST;
+    if (reply === 'pending') return PENDING;
+    if (reply === 'replayed') return REPLAYED;
+    const recorded = typeof reply === 'string' ? recordedIn(reply, fp) : undefined;
+    if (recorded !== undefined) return recorded;
+    throw new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') });
+  };
+
+  const sendClaim = (key: string, at: number, fp: string): Promise<ClaimResult> => {
+    const mine = `p:${fp}:${base64urlEncode(randomBytes(16))}`; // a value only this claim knows
+    return evalScript(connection, CLAIM_SCRIPT, CLAIM_SHA, [key, mine, at, `p:${fp}:`, `d:${fp}:`], 1).then(
+      (reply) => interpretClaim(reply, fp),
+      (error: unknown) => (notWritten(error) ? fail(error) : resolveLostClaim(connection, key, mine, fp, error)),
+    );
+  };
+
+  const sendRecord = (key: string, fp: string, value: string, kept: boolean): Promise<boolean> =>
+    evalScript(connection, RECORD_SCRIPT, RECORD_SHA, [key, `p:${fp}:`, value], 1).then(
+      (reply) => {
+        if (reply === 1) return kept;
+        if (reply === 0) return false;
+        throw new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') });
+      },
+      (error: unknown) => (notWritten(error) ? fail(error) : resolveLostRecord(connection, key, value, kept, error)),
+    );
+
+  /**
+   * Runs `op` once the store may talk to Redis: an owned client's start-up wait and, when `gated`, the eviction
+   * gate. With nothing to wait for, `op` runs (and its command is sent) synchronously, as a lone consume's is.
+   */
+  const whenOpen = <T>(op: () => Promise<T>, gated: boolean): Promise<T> => {
+    const go = (): Promise<T> => {
+      if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+      const gate = gated ? policyGate() : undefined;
+      if (gate === undefined) return op().catch(fail);
+      return gate.then(() => (closed ? fail(new Error('store is closed')) : op()), fail).catch(fail);
+    };
+    try {
+      const wait = owned ? whenUsable() : undefined;
+      return wait === undefined ? go() : wait.then(go, fail);
+    } catch (cause) {
+      // ioredis may throw synchronously (e.g. a Cluster with no nodes): never first.
+      return Promise.reject(new StoreUnavailableError({ cause }));
+    }
+  };
+
+  /** UTF-8 bytes ≤ 3 × UTF-16 code units: the exact count only when that bound does not settle it. */
+  const outcomeFits = (outcome: string): boolean =>
+    outcome.length <= maxOutcomeBytes && (outcome.length * 3 <= maxOutcomeBytes || Buffer.byteLength(outcome, 'utf8') <= maxOutcomeBytes);
+
+  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('claim: id must be a non-empty string'));
+    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
+      return Promise.reject(new TypeError('claim: expiresAtMs must be a finite number'));
+    }
+    const misuse = checkFingerprint(fingerprint, 'claim');
+    if (misuse !== undefined) return Promise.reject(misuse);
+    // As for consume: an id that could not be remembered is never a first use.
+    if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
+    const key = keyPrefix + id;
+    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
+    return whenOpen(() => sendClaim(key, at, fingerprint), true);
+  };
+
+  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
+    const misuse = checkFingerprint(fingerprint, 'record');
+    if (misuse !== undefined) return Promise.reject(misuse);
+    if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
+    // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
+    const kept = outcome !== '' && outcomeFits(outcome);
+    const value = `d:${fingerprint}:${kept ? outcome : ''}`;
+    return whenOpen(() => sendRecord(keyPrefix + id, fingerprint, value, kept), false);
+  };
+
+  const close = (): Promise<void> => {
+    closed = true;
+    connection.stop();
+    if (closing !== undefined) return closing;
+    // Consumes still queued fail closed; a batch in flight settles by itself.
+    queue.failAll(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    closing = connection.end();
+    return closing;
+  };
+
+  /** Public: an owned client first waits (bounded, as a consume does) for its connection. */
+  const checkNow = async (): Promise<EvictionCheck> => {
+    if (closed) return { status: 'unknown', error: new Error('store is closed') };
+    if (owned) {
+      try {
+        await whenUsable();
+      } catch (error) {
+        return { status: 'unknown', error };
+      }
+    }
+    return checkEvictionPolicy();
+  };
+
+  const ready = async (): Promise<void> => {
+    if (closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+    if (owned) {
+      await whenUsable();
+      return;
+    }
+    try {
+      await bounded((client as unknown as { ping(): Promise<unknown> }).ping());
+    } catch (cause) {
+      fail(cause);
+    }
+  };
+
+  return { consume, claim, record, maxOutcomeBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
+}
+
