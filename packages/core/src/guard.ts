@@ -29,6 +29,7 @@ import type {
 } from './guard-types.js';
 import { assertJson, canonicalJson, timingSafeEqualText } from './json.js';
 import { type Admission, createOutcomes } from './outcomes.js';
+import type { EventSink, GuardEvent } from './events.js';
 import { type Principal, createPrincipalTagger, principalPolicy } from './principal.js';
 import type { StateCodec } from './interfaces.js';
 import type { JsonValue } from './protocol.js';
@@ -198,26 +199,30 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const tokenOnly = (token: string): string => token;
 
   type Single = 'verify' | 'consume' | 'claim';
-  let openS: (scope: Scope, token: unknown) => Promise<OpenedState>;
-  let verifyS: (scope: Scope, token: unknown) => Promise<OpenedState>;
-  let admitS: (scope: Scope, token: unknown, answers: JsonValue) => Promise<Admission<OpenedState>>;
-  let mintS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<string>;
-  let mintFlowS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<MintedState>;
+  interface Operations {
+    openS: (scope: Scope, token: unknown) => Promise<OpenedState>;
+    verifyS: (scope: Scope, token: unknown) => Promise<OpenedState>;
+    admitS: (scope: Scope, token: unknown, answers: JsonValue) => Promise<Admission<OpenedState>>;
+    mintS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<string>;
+    mintFlowS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<MintedState>;
+  }
 
-  if (events === undefined) {
-    // No hook: the checks alone, no event built.
-    openS = async (scope, token) => {
+  /** No hook: the checks alone, no event built. */
+  const bare = (): Operations => ({
+    openS: async (scope, token) => {
       const state = await verifyIn(scope, token);
       // 8. single use
       if (store !== undefined) await consume(state);
       return state;
-    };
-    verifyS = verifyIn;
-    admitS = async (scope, token, answers) => claim(await verifyIn(scope, token), answers);
-    mintS = (scope, data, mintOptions) => mintIn(scope, data, mintOptions, tokenOnly);
-    mintFlowS = (scope, data, mintOptions) => mintIn(scope, data, mintOptions, withFlow);
-  } else {
-    const { emit, flowTag } = events;
+    },
+    verifyS: verifyIn,
+    admitS: async (scope, token, answers) => claim(await verifyIn(scope, token), answers),
+    mintS: (scope, data, mintOptions) => mintIn(scope, data, mintOptions, tokenOnly),
+    mintFlowS: (scope, data, mintOptions) => mintIn(scope, data, mintOptions, withFlow),
+  });
+
+  /** With a hook: the same checks, each step reported through the sink. */
+  const observed = ({ emit, flowTag }: EventSink<GuardEvent>): Operations => {
     const codecId = codec.id;
     const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
     const tagOf = async (flowId: string): Promise<string> => {
@@ -288,10 +293,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       }
     };
 
-    openS = (scope, token) => openIn(scope, token, 'consume') as Promise<OpenedState>;
-    verifyS = (scope, token) => openIn(scope, token, 'verify') as Promise<OpenedState>;
-    admitS = (scope, token, answers) => openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState>>;
-    mintFlowS = async (scope, data, mintOptions) => {
+    const mintFlowS = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState> => {
       const { request } = scope;
       const start = performance.now();
       const previous = mintOptions?.continues;
@@ -312,8 +314,15 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: token.length, durationMs });
       return minted;
     };
-    mintS = async (scope, data, mintOptions) => (await mintFlowS(scope, data, mintOptions)).token;
-  }
+    return {
+      openS: (scope, token) => openIn(scope, token, 'consume') as Promise<OpenedState>,
+      verifyS: (scope, token) => openIn(scope, token, 'verify') as Promise<OpenedState>,
+      admitS: (scope, token, answers) => openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState>>,
+      mintS: async (scope, data, mintOptions) => (await mintFlowS(scope, data, mintOptions)).token,
+      mintFlowS,
+    };
+  };
+  const { openS, verifyS, admitS, mintS, mintFlowS } = events === undefined ? bare() : observed(events);
 
   return {
     codec,
