@@ -8,6 +8,7 @@ export interface RedisStoreOptions {
   /**
    * Connection URL (`redis://`, `rediss://`, with user, password and db) for a client the store creates
    * and owns. Default `redis://127.0.0.1:6379` when no `client` is given.
+   * @default `'redis://127.0.0.1:6379'` (when no `client` is given)
    */
   url?: string | undefined;
   /**
@@ -15,35 +16,49 @@ export interface RedisStoreOptions {
    * batches `EVALSHA`/`EVAL` of its batch script and `MGET`, and for `claim`/`record` `EVALSHA`/`EVAL` of
    * their one-key scripts, on it and never quits it: its owner closes it. Its own options (offline queue,
    * retries) stay in force; the store bounds every command with `commandTimeoutMs` itself.
+   * @default none (the store creates its own client from `url`)
    */
   client?: Redis | Cluster | undefined;
-  /** Raw key prefix. Default `"mrtr:replay:"`. */
+  /**
+   * Raw key prefix. Default `"mrtr:replay:"`.
+   * @default 'mrtr:replay:'
+   */
   prefix?: string | undefined;
   /**
    * Ledger name inside the prefix: the key is `prefix + namespace + ":" + id`, with `%` and `:` in the
    * namespace percent-encoded so two namespaces can never produce the same key. Default `"default"`.
+   * @default 'default'
    */
   namespace?: string | undefined;
   /**
    * Extra time each record is kept after `expiresAtMs`. Redis expires keys by its own clock: if that
    * clock may run ahead of this host's, set this to the bound so a record cannot vanish while a token
    * is still valid here. Default `0`.
+   * @default 0
    */
   extraRetentionMs?: number | undefined;
   /**
    * Longest wait for one `SET` reply. When it passes (or the connection drops with the `SET` in flight)
    * the store asks once, with a `GET` bounded by the same time, whether the key holds this call's owner
    * value; only if that is still unknown does the consume reject `ERR_STORE_UNAVAILABLE`. Default `1000`.
+   * @default 1000
    */
   commandTimeoutMs?: number | undefined;
-  /** Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`. */
+  /**
+   * Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`.
+   * @default 2000
+   */
   connectTimeoutMs?: number | undefined;
-  /** Owned client: cap of the exponential reconnect backoff (50 ms, 100 ms, … up to this). Default `2000`. */
+  /**
+   * Owned client: cap of the exponential reconnect backoff (50 ms, 100 ms, … up to this). Default `2000`.
+   * @default 2000
+   */
   maxReconnectDelayMs?: number | undefined;
   /**
    * Owned client: further ioredis options (TLS, credentials, `db`, `connectionName`, …). The options that
    * make an outage fail fast (`enableOfflineQueue`, `maxRetriesPerRequest`, `autoResendUnfulfilledCommands`,
    * timeouts, `retryStrategy`) are set by the store and override these.
+   * @default {}
    */
   redisOptions?: RedisOptions | undefined;
   /**
@@ -54,12 +69,14 @@ export interface RedisStoreOptions {
    * the check. When `CONFIG GET` is not allowed (managed Redis, ACLs) the policy is unknown: `'warn'`
    * warns that it could not be checked, `'refuse'` refuses (set `'off'` once you have verified the
    * policy yourself).
+   * @default 'warn'
    */
   evictionPolicyCheck?: 'warn' | 'refuse' | 'off' | undefined;
   /**
    * Receives the eviction-policy warnings and, for an owned client, the start-up connection report: one
    * warning when Redis cannot be reached at start-up (the first connection error, or no connection within
    * `connectTimeoutMs`), and one more when it is reached after that. Default `console.warn`.
+   * @default console.warn
    */
   onWarning?: ((message: string) => void) | undefined;
   /**
@@ -67,11 +84,18 @@ export interface RedisStoreOptions {
    * (`EVALSHA` of a script running one `SET … NX PXAT` per key; on a Cluster, one call per hash slot), and
    * each consume still gets its own answer. A lone consume is a plain `SET`. `false` sends one `SET` per
    * consume. Default `true`.
+   * @default true
    */
   batch?: boolean | undefined;
-  /** Most consumes in one batch (1–4096). Default `256`. */
+  /**
+   * Most consumes in one batch (1–4096). Default `256`.
+   * @default 256
+   */
   maxBatchSize?: number | undefined;
-  /** Most consumes waiting for a batch; one more fails closed at once with `ERR_STORE_UNAVAILABLE`. Default `16384`. */
+  /**
+   * Most consumes waiting for a batch; one more fails closed at once with `ERR_STORE_UNAVAILABLE`. Default `16384`.
+   * @default 16384
+   */
   maxQueued?: number | undefined;
   /**
    * Largest outcome `record` keeps, in UTF-8 bytes (sealed outcomes are ASCII tokens, so characters). A larger

@@ -44,34 +44,56 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
   /**
    * Connection URL (`redis://`, `rediss://`, with user, password and db) for a client the store creates and
    * owns. Default `redis://127.0.0.1:6379` when no `client` is given.
+   * @default `'redis://127.0.0.1:6379'` (when no `client` is given)
    */
   url?: string | undefined;
   /**
    * An existing ioredis `Redis` or `Cluster` instance. The store sends `GET`, `SET … NX PXAT`, `ZADD`, `ZREM`
    * and `EVALSHA`/`EVAL` of its scripts on it and never quits it: its owner closes it. The store bounds every
    * command with `commandTimeoutMs` itself.
+   * @default none (the store creates its own client from `url`)
    */
   client?: Redis | Cluster | undefined;
-  /** Raw key prefix. Default `"mrtr:task:"`. */
+  /**
+   * Raw key prefix. Default `"mrtr:task:"`.
+   * @default 'mrtr:task:'
+   */
   prefix?: string | undefined;
   /**
    * Store name inside the prefix (`prefix + namespace + ":"`, with `%` and `:` percent-encoded so two
    * namespaces never share a key). Stores with the same prefix and namespace share their tasks. Default `"default"`.
+   * @default 'default'
    */
   namespace?: string | undefined;
-  /** Longest wait for one Redis reply; then the operation rejects `ERR_STORE_UNAVAILABLE`. Default `1000`. */
+  /**
+   * Longest wait for one Redis reply; then the operation rejects `ERR_STORE_UNAVAILABLE`. Default `1000`.
+   * @default 1000
+   */
   commandTimeoutMs?: number | undefined;
-  /** Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`. */
+  /**
+   * Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`.
+   * @default 2000
+   */
   connectTimeoutMs?: number | undefined;
-  /** Owned client: cap of the exponential reconnect backoff. Default `2000`. */
+  /**
+   * Owned client: cap of the exponential reconnect backoff. Default `2000`.
+   * @default 2000
+   */
   maxReconnectDelayMs?: number | undefined;
-  /** Owned client: further ioredis options; the fail-fast options (offline queue, retries, timeouts) are the store's. */
+  /**
+   * Owned client: further ioredis options; the fail-fast options (offline queue, retries, timeouts) are the store's.
+   * @default {}
+   */
   redisOptions?: RedisOptions | undefined;
-  /** Receives the owned client's start-up connection report. Default `console.warn`. */
+  /**
+   * Receives the owned client's start-up connection report. Default `console.warn`.
+   * @default console.warn
+   */
   onWarning?: ((message: string) => void) | undefined;
   /**
    * Most reads-and-writes one `update` tries when other instances change the task at the same moment (1–1000);
    * then it rejects `ERR_STORE_UNAVAILABLE`, the record as the others left it. Default `32`.
+   * @default 32
    */
   maxUpdateAttempts?: number | undefined;
 }

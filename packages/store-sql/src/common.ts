@@ -30,8 +30,15 @@ export interface SqlStoreCommonOptions {
   /** Most batches one purge run executes (bounds a run to `purgeBatchSize × purgeMaxBatches` rows). @default 10 */
   purgeMaxBatches?: number;
   /**
-   * Rows are purged only once they are this many ms past their expiry, as a margin for clock
-   * differences between instances (an expired row is consumable again regardless). @default 0
+   * Rows are kept (not purged) this many ms past their expiry, as a margin for clock differences between
+   * instances (an expired row is consumable again regardless). The name `@mrtr/store-redis` uses for the
+   * same margin. @default 0
+   */
+  extraRetentionMs?: number;
+  /**
+   * Former name of `extraRetentionMs` (kept for one release; giving both with different values is a `TypeError`).
+   * @deprecated use `extraRetentionMs`
+   * @default 0
    */
   purgeGraceMs?: number;
   /** Clock in epoch ms used to decide whether a stored id has expired. @default Date.now */
@@ -39,11 +46,17 @@ export interface SqlStoreCommonOptions {
   /** Receives errors of the background purge (which never throws). @default ignore */
   onError?: (error: unknown) => void;
   /**
-   * Group commit: consumes that arrive while a statement is running are coalesced into the next one
+   * Batching (group commit): consumes that arrive while a statement is running are coalesced into the next one
    * (PostgreSQL: one `INSERT … SELECT FROM unnest(…)`; SQLite: one `BEGIN IMMEDIATE … COMMIT`), and each
    * consume still gets its own answer. Nothing waits on a timer: a consume that finds the store idle
    * starts its statement at once (at the end of the current tick). `false` runs one statement per
-   * consume, as before. @default true
+   * consume. The name `@mrtr/store-redis` uses for the same switch. @default true
+   */
+  batch?: boolean;
+  /**
+   * Former name of `batch` (kept for one release; giving both with different values is a `TypeError`).
+   * @deprecated use `batch`
+   * @default true
    */
   groupCommit?: boolean;
   /** Most consumes one group-commit statement carries (1–4096). @default 256 */
@@ -204,6 +217,27 @@ export function intOption(label: string, value: unknown, fallback: number, min: 
   return value;
 }
 
+/**
+ * An option with a new name and a deprecated old one (kept for one release): the new one wins; the old one is
+ * read when the new one is absent; both given with different values is a `TypeError`.
+ */
+export function renamedOption<O extends object, T>(
+  label: string,
+  options: O,
+  name: keyof O & string,
+  oldName: keyof O & string,
+  parse: (name: string, value: unknown) => T,
+): T {
+  const value = options[name];
+  const old = options[oldName];
+  if (value === undefined) return parse(oldName, old);
+  const parsed = parse(name, value);
+  if (old !== undefined && old !== value) {
+    throw new TypeError(`${label}: give ${name} (${oldName} is its deprecated name), not both`);
+  }
+  return parsed;
+}
+
 export function boolOption(label: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw new TypeError(`${label} must be a boolean`);
@@ -233,7 +267,9 @@ export function purgeSettings(label: string, options: SqlStoreCommonOptions): Pu
     intervalMs: intOption(`${label}: purgeIntervalMs`, options.purgeIntervalMs, 60_000, 0, 2_147_483_647),
     batchSize: intOption(`${label}: purgeBatchSize`, options.purgeBatchSize, 1000, 1, 100_000),
     maxBatches: intOption(`${label}: purgeMaxBatches`, options.purgeMaxBatches, 10, 1, 10_000),
-    graceMs: intOption(`${label}: purgeGraceMs`, options.purgeGraceMs, 0, 0, 2_147_483_647),
+    graceMs: renamedOption(label, options, 'extraRetentionMs', 'purgeGraceMs', (name, value) =>
+      intOption(`${label}: ${name}`, value, 0, 0, 2_147_483_647),
+    ),
   };
 }
 
@@ -314,7 +350,8 @@ export interface GroupCommitSettings {
 }
 
 export function groupCommitSettings(label: string, options: SqlStoreCommonOptions): GroupCommitSettings | undefined {
-  if (!boolOption(`${label}: groupCommit`, options.groupCommit, true)) return undefined;
+  const batch = renamedOption(label, options, 'batch', 'groupCommit', (name, value) => boolOption(`${label}: ${name}`, value, true));
+  if (!batch) return undefined;
   return {
     maxBatch: intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096),
     maxQueued: intOption(`${label}: maxQueued`, options.maxQueued, 16_384, 1, 1_000_000),

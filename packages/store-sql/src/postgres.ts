@@ -16,6 +16,7 @@ import {
   type HeldRow,
   heldStatus,
   intOption,
+  renamedOption,
   isLive,
   maxOutcomeBytesOption,
   once,
@@ -34,9 +35,15 @@ import {
 import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
 
 export interface PostgresStoreOptions extends SqlStoreCommonOptions {
-  /** An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself. */
+  /**
+   * An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself.
+   * @default none (give `pool` or `connectionString`)
+   */
   pool?: PgPoolLike;
-  /** A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`. */
+  /**
+   * A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`.
+   * @default none (give `pool` or `connectionString`)
+   */
   connectionString?: string;
   /** Schema that holds the table (must exist). @default the connection's search_path */
   schema?: string;
@@ -57,8 +64,14 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
    */
   lockTimeoutMs?: number;
   /**
-   * Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool). A consume
-   * on any pool rejects after `connectionTimeoutMs + statementTimeoutMs` at the latest. @default 5000
+   * Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool; the name `@mrtr/store-redis` uses). A consume
+   * on any pool rejects after `connectTimeoutMs + statementTimeoutMs` at the latest. @default 5000
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Former name of `connectTimeoutMs` (kept for one release; giving both with different values is a `TypeError`).
+   * @deprecated use `connectTimeoutMs`
+   * @default 5000
    */
   connectionTimeoutMs?: number;
   /**
@@ -145,7 +158,9 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const namespace = checkNamespace(label, options.namespace);
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
-  const connectionTimeoutMs = intOption(`${label}: connectionTimeoutMs`, options.connectionTimeoutMs, 5000, 1, 600_000);
+  const connectionTimeoutMs = renamedOption(label, options, 'connectTimeoutMs', 'connectionTimeoutMs', (name, value) =>
+    intOption(`${label}: ${name}`, value, 5000, 1, 600_000),
+  );
   const lockTimeoutMs = intOption(`${label}: lockTimeoutMs`, options.lockTimeoutMs, Math.min(2000, statementTimeoutMs), 1, 600_000);
   const maxConnections = intOption(`${label}: maxConnections`, options.maxConnections, 10, 1, 10_000);
   const purge = purgeSettings(label, options);

@@ -33,9 +33,15 @@ import {
 import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
 
 export interface SqliteStoreOptions extends SqlStoreCommonOptions {
-  /** An open `better-sqlite3` database. The store never closes it; configure it with {@link configureSqliteDatabase} (WAL, `busy_timeout`). */
+  /**
+   * An open `better-sqlite3` database. The store never closes it; configure it with {@link configureSqliteDatabase} (WAL, `busy_timeout`).
+   * @default none (give `database` or `filename`)
+   */
   database?: SqliteDatabaseLike;
-  /** Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`. */
+  /**
+   * Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`.
+   * @default none (give `database` or `filename`)
+   */
   filename?: string;
   /**
    * How long a statement waits for another process's write lock before failing with

@@ -7,7 +7,7 @@ import {
   taskExpiresAt,
   withDeadline,
 } from '@mrtr/core/authoring';
-import { intOption, once, quoteIdentifier, toStoreError } from './common.js';
+import { intOption, once, quoteIdentifier, renamedOption, toStoreError } from './common.js';
 import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
 import { holdErrors } from './postgres.js';
 import {
@@ -24,9 +24,15 @@ import {
 } from './task-common.js';
 
 export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions {
-  /** An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself. */
+  /**
+   * An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself.
+   * @default none (give `pool` or `connectionString`)
+   */
   pool?: PgPoolLike;
-  /** A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`. */
+  /**
+   * A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`.
+   * @default none (give `pool` or `connectionString`)
+   */
   connectionString?: string;
   /** Schema that holds the table (must exist). @default the connection's search_path */
   schema?: string;
@@ -42,7 +48,13 @@ export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions {
    * @default min(2000, statementTimeoutMs)
    */
   lockTimeoutMs?: number;
-  /** Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool). @default 5000 */
+  /** Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool; the name `@mrtr/store-redis` uses). @default 5000 */
+  connectTimeoutMs?: number;
+  /**
+   * Former name of `connectTimeoutMs` (kept for one release; giving both with different values is a `TypeError`).
+   * @deprecated use `connectTimeoutMs`
+   * @default 5000
+   */
   connectionTimeoutMs?: number;
   /** Size of an owned pool. @default 10 */
   maxConnections?: number;
@@ -89,7 +101,9 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const principalIndex = `${tableName}_principal_idx`;
   const expiryIndex = `${tableName}_expires_at_idx`;
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
-  const connectionTimeoutMs = intOption(`${label}: connectionTimeoutMs`, options.connectionTimeoutMs, 5000, 1, 600_000);
+  const connectionTimeoutMs = renamedOption(label, options, 'connectTimeoutMs', 'connectionTimeoutMs', (name, value) =>
+    intOption(`${label}: ${name}`, value, 5000, 1, 600_000),
+  );
   const lockTimeoutMs = intOption(`${label}: lockTimeoutMs`, options.lockTimeoutMs, Math.min(2000, statementTimeoutMs), 1, 600_000);
   const maxConnections = intOption(`${label}: maxConnections`, options.maxConnections, 10, 1, 10_000);
   const replyWaitMs = statementTimeoutMs + Math.min(statementTimeoutMs, 1000);

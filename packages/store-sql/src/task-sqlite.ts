@@ -17,9 +17,15 @@ import {
 } from './task-common.js';
 
 export interface SqliteTaskStoreOptions extends SqlTaskStoreCommonOptions {
-  /** An open `better-sqlite3` database. The store never closes it; configure it with `configureSqliteDatabase` (WAL, `busy_timeout`). */
+  /**
+   * An open `better-sqlite3` database. The store never closes it; configure it with `configureSqliteDatabase` (WAL, `busy_timeout`).
+   * @default none (give `database` or `filename`)
+   */
   database?: SqliteDatabaseLike;
-  /** Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`. */
+  /**
+   * Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`.
+   * @default none (give `database` or `filename`)
+   */
   filename?: string;
   /**
    * How long a statement waits for another connection's write lock before failing with `ERR_STORE_UNAVAILABLE`,

@@ -228,6 +228,25 @@ describe('group commit mechanics (fake pool)', () => {
     await store.close();
   });
 
+  it('batch: false is the same switch (groupCommit stays its deprecated name for one release)', async () => {
+    for (const options of [{ batch: false }, { groupCommit: false }, { batch: false, groupCommit: false }]) {
+      const { pool, queries } = recording(fakePool());
+      const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, ...options });
+      await Promise.all(['p', 'q', 'r'].map((id) => store.consume(id, Date.now() + 60_000)));
+      expect(queries.filter(isSingle)).toHaveLength(3);
+      expect(queries.filter(isBatch)).toHaveLength(0);
+      await store.close();
+    }
+    const { pool, queries } = recording(fakePool());
+    const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, batch: true });
+    expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
+    await Promise.all(['a', 'b', 'c'].map((id) => store.consume(id, Date.now() + 60_000)));
+    expect(queries.filter(isBatch)).toHaveLength(1);
+    await store.close();
+    expect(() => createPostgresStore({ pool: fakePool(), batch: true, groupCommit: false })).toThrow(TypeError);
+    expect(() => createSqliteStore({ filename: 'x.db', batch: 'yes' as unknown as boolean })).toThrow(TypeError);
+  });
+
   it('maxQueued bounds the queue: one more consume fails closed at once', async () => {
     const recorder = recording(fakePool());
     const store = createPostgresStore({ pool: recorder.pool, ensureSchema: false, purgeIntervalMs: 0, maxQueued: 4 });
