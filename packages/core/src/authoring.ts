@@ -1,6 +1,6 @@
 /**
  * `@mrtr/core/authoring`: what codec, store and integration authors need beyond the application API —
- * the concrete error classes to throw, option parsing, strict base64url, random bytes, UTF-8, the claims
+ * the concrete error classes to throw, option parsing and validators, strict base64url, random bytes, UTF-8, the claims
  * shape check, the token prefix scanner, canonical JSON, a deadline helper and the capability helpers.
  */
 export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
@@ -42,3 +42,4 @@ export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
 export { readTokenPrefix, type TokenPrefix } from './token.js';
+export { intOption, isObject } from './validate.js';

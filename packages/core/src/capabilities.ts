@@ -1,9 +1,9 @@
 import type { ClientCapabilities, InputRequest } from './protocol.js';
+import { isObject } from './validate.js';
 
 /** What an embedded request needs the client to have declared in this request's `_meta`. */
 export type InputRequestKind = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots';
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** The capability kind one embedded request needs. */
 export function requiredKind(request: InputRequest): InputRequestKind {

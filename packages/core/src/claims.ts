@@ -1,5 +1,6 @@
 import { StateMalformedError } from './errors.js';
 import type { JsonValue } from './protocol.js';
+import { isObject } from './validate.js';
 
 /** Claims format version carried (and authenticated) in every token. */
 export const CLAIMS_VERSION = 1 as const;
@@ -40,7 +41,6 @@ export interface StateClaims<P extends JsonValue = JsonValue> {
   data: P;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 const isText = (v: unknown, max = 4096): v is string => typeof v === 'string' && v.length <= max;
 

@@ -7,6 +7,7 @@ import { canonicalJson } from './json.js';
 import { base64urlEncode, randomBytes } from './random.js';
 import type { OpenedState } from './guard-types.js';
 import type { JsonValue } from './protocol.js';
+import { isObject } from './validate.js';
 
 type Opened = OpenedState;
 
@@ -32,7 +33,6 @@ const NOTHING: unique symbol = Symbol('nothing recorded');
 type Settled = { outcome: string } | typeof NOTHING;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 export interface OutcomeDeps {
   store: ReplayStore | undefined;

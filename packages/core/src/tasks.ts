@@ -5,6 +5,7 @@
  * `taskStoreCompliance` checks a store.
  */
 import type { JsonValue } from './protocol.js';
+import { intOption, isObject } from './validate.js';
 
 /** A task's status (SEP-2663). */
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
@@ -100,22 +101,14 @@ export interface ParsedTaskStoreLimits {
   maxPerPrincipal: number;
 }
 
-function boundedInt(name: string, value: unknown, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw new TypeError(`${name} must be an integer`);
-  if (value < min || value > max) throw new RangeError(`${name} must be between ${min} and ${max}`);
-  return value;
-}
-
 /** Parses {@link TaskStoreLimits} (labelled `TypeError`/`RangeError` on misuse). */
 export function parseTaskStoreLimits(label: string, options: TaskStoreLimits): ParsedTaskStoreLimits {
-  const maxLivePerPrincipal = boundedInt(`${label}: maxLivePerPrincipal`, options.maxLivePerPrincipal, 16, 1, 100_000);
-  const maxPerPrincipal = boundedInt(`${label}: maxPerPrincipal`, options.maxPerPrincipal, 256, 1, 1_000_000);
+  const maxLivePerPrincipal = intOption(`${label}: maxLivePerPrincipal`, options.maxLivePerPrincipal, 16, 1, 100_000);
+  const maxPerPrincipal = intOption(`${label}: maxPerPrincipal`, options.maxPerPrincipal, 256, 1, 1_000_000);
   if (maxPerPrincipal < maxLivePerPrincipal) throw new RangeError(`${label}: maxPerPrincipal must be at least maxLivePerPrincipal`);
   return { maxLivePerPrincipal, maxPerPrincipal };
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 /**
