@@ -1,4 +1,5 @@
 import type { JsonValue } from '@mrtr/core';
+import { isObject } from '@mrtr/core/authoring';
 
 /**
  * Form schemas (flat, as the spec allows) with the types of their answers, and the answer validators.
@@ -94,7 +95,6 @@ export interface AnswerLimits {
   maxChars: number;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const own = (o: object, k: string): boolean => Object.hasOwn(o, k);
 
 /** White space as `\s` matches it (for the e-mail check). */

@@ -11,6 +11,7 @@ import {
   type Server,
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
+import { intOption } from '@mrtr/core/authoring';
 
 /** Options of the sessions that serve 2025-era clients (see {@link HttpHandlerOptions.sessions}). */
 export interface LegacySessionOptions {
@@ -70,12 +71,9 @@ const defaultOwner = (authInfo: AuthInfo | undefined): string | undefined => {
   return JSON.stringify([authInfo.clientId, typeof sub === 'string' ? sub : null]);
 };
 
-function positiveInt(name: string, value: unknown, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw new TypeError(`createHttpHandler: ${name} must be an integer`);
-  if (value < 1) throw new RangeError(`createHttpHandler: ${name} must be at least 1`);
-  return value;
-}
+/** A positive integer option (no upper bound but the safe integers). */
+const positiveInt = (name: string, value: unknown, fallback: number): number =>
+  intOption(`createHttpHandler: ${name}`, value, fallback, 1, Number.MAX_SAFE_INTEGER);
 
 function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {

@@ -10,6 +10,7 @@ import {
   base64urlEncode,
   canonicalJson,
   type InputRequest,
+  isObject,
   type InputRequestKind,
   requiredKind,
   utf8Encode,
@@ -47,7 +48,6 @@ export interface FlowData {
   k?: JsonValue;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** Parses the sealed `data`; `undefined` if it is not ours (the caller rejects the state). */
 export function parseFlowData(data: unknown): FlowData | undefined {

@@ -8,7 +8,7 @@ import {
   type MrtrEvent,
   type StateGuardOptions,
 } from '@mrtr/core';
-import { createEventSink, safeEmitter } from '@mrtr/core/authoring';
+import { createEventSink, intOption, isObject, safeEmitter } from '@mrtr/core/authoring';
 import type { TaskOptions } from './tasks.js';
 
 /** What `onReject` receives: the real reason behind an opaque wire error (for logs and metrics). */
@@ -99,7 +99,6 @@ export interface ResolvedOptions {
   events: EventSink<MrtrEvent> | undefined;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
  * The default principal: the token's subject (`authInfo.extra.sub`), prefixed `sub:`. Never the client id: it
@@ -125,11 +124,7 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   if (onReject !== undefined && typeof onReject !== 'function') throw new TypeError('createMrtr: onReject must be a function');
   const { onEvent } = options;
   if (onEvent !== undefined && typeof onEvent !== 'function') throw new TypeError('createMrtr: onEvent must be a function');
-  const maxAnswerChars = options.maxAnswerChars ?? 4096;
-  if (typeof maxAnswerChars !== 'number' || !Number.isSafeInteger(maxAnswerChars)) {
-    throw new TypeError('createMrtr: maxAnswerChars must be an integer');
-  }
-  if (maxAnswerChars < 1 || maxAnswerChars > 1_048_576) throw new RangeError('createMrtr: maxAnswerChars must be between 1 and 1048576');
+  const maxAnswerChars = intOption('createMrtr: maxAnswerChars', options.maxAnswerChars, 4096, 1, 1_048_576);
   const recordOutcomes = options.recordOutcomes ?? true;
   if (typeof recordOutcomes !== 'boolean') throw new TypeError('createMrtr: recordOutcomes must be a boolean');
   // The guard's own options pass through as they are (the guard validates them); the principal is read from

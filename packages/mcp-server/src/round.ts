@@ -16,7 +16,7 @@ import {
   type OpenedState,
   type StateGuard,
 } from '@mrtr/core';
-import { allowedKinds, type InputRequestKind, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
+import { allowedKinds, type InputRequestKind, isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
 import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
@@ -25,7 +25,6 @@ type Awaitable<T> = T | Promise<T>;
 /** What a protected handler may produce. */
 export type RoundResult = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult;
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** One protected call: the method, its target and arguments, and the handler to run with a `Need`. */
 export interface Call {

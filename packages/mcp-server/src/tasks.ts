@@ -19,6 +19,8 @@ import type { JsonValue, TaskError, TaskInputRequest, TaskRecord, TaskStore, Tas
 import {
   assertTaskChange,
   base64urlEncode,
+  intOption,
+  isObject,
   isTerminalStatus,
   parseTaskStoreLimits,
   TaskLimitError,
@@ -46,13 +48,6 @@ export interface MemoryTaskStoreOptions extends TaskStoreLimits {
   now?: (() => number) | undefined;
 }
 
-function boundedInt(name: string, value: unknown, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value)) throw new TypeError(`${name} must be an integer`);
-  if (value < min || value > max) throw new RangeError(`${name} must be between ${min} and ${max}`);
-  return value;
-}
-
 const clone = <T>(value: T): T => structuredClone(value);
 
 /**
@@ -65,7 +60,7 @@ const clone = <T>(value: T): T => structuredClone(value);
 export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): TaskStore {
   if (options === null || typeof options !== 'object') throw new TypeError('createMemoryTaskStore: options must be an object');
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept } = parseTaskStoreLimits('createMemoryTaskStore', options);
-  const maxTasks = boundedInt('createMemoryTaskStore: maxTasks', options.maxTasks, 10_000, 1, 10_000_000);
+  const maxTasks = intOption('createMemoryTaskStore: maxTasks', options.maxTasks, 10_000, 1, 10_000_000);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMemoryTaskStore: now must be a function');
   /** Tasks by id, in the order of their last update. */
@@ -202,7 +197,6 @@ export const isTaskMarker = (value: unknown): value is TaskMarker =>
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const MAX_TTL_MS = 30 * 24 * 3_600_000;
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** `-32021` naming the tasks extension. */
 export function missingTasksExtensionError(what: string): MissingRequiredClientCapabilityError {
@@ -283,10 +277,10 @@ export function createTaskRuntime(
   if (!isObject(store) || typeof store.create !== 'function' || typeof store.get !== 'function' || typeof store.update !== 'function') {
     throw new TypeError('createMrtr: tasks.store must be a TaskStore (create, get, update)');
   }
-  const ttlMs = boundedInt('createMrtr: tasks.ttlMs', options.ttlMs, 3_600_000, 1_000, MAX_TTL_MS);
-  const pollIntervalMs = boundedInt('createMrtr: tasks.pollIntervalMs', options.pollIntervalMs, 1_000, 1, 3_600_000);
-  const watchIntervalMs = boundedInt('createMrtr: tasks.watchIntervalMs', options.watchIntervalMs, 1_000, 1, 60_000);
-  const leaseMs = boundedInt('createMrtr: tasks.leaseMs', options.leaseMs, 30_000, 1_000, 3_600_000);
+  const ttlMs = intOption('createMrtr: tasks.ttlMs', options.ttlMs, 3_600_000, 1_000, MAX_TTL_MS);
+  const pollIntervalMs = intOption('createMrtr: tasks.pollIntervalMs', options.pollIntervalMs, 1_000, 1, 3_600_000);
+  const watchIntervalMs = intOption('createMrtr: tasks.watchIntervalMs', options.watchIntervalMs, 1_000, 1, 60_000);
+  const leaseMs = intOption('createMrtr: tasks.leaseMs', options.leaseMs, 30_000, 1_000, 3_600_000);
   if (leaseMs < 3 * watchIntervalMs) throw new RangeError('createMrtr: tasks.leaseMs must be at least three times watchIntervalMs');
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMrtr: tasks.now must be a function');
@@ -417,8 +411,8 @@ export function createTaskRuntime(
       status: 'working',
       createdAt: t,
       lastUpdatedAt: t,
-      ttlMs: boundedInt('need.task: ttlMs', startOptions.ttlMs, ttlMs, 1_000, MAX_TTL_MS),
-      pollIntervalMs: boundedInt('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000),
+      ttlMs: intOption('need.task: ttlMs', startOptions.ttlMs, ttlMs, 1_000, MAX_TTL_MS),
+      pollIntervalMs: intOption('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000),
       inputRequests: {},
       askedKeys: [],
       leaseUntil: t + leaseMs,
