@@ -43,16 +43,7 @@ export function createMrtr(options: MrtrOptions): Mrtr {
     },
   };
 
-  // Tasks are bound to the principal states are bound to (the fixed unauthenticated one included).
-  const fixed = typeof resolved.guard.unauthenticated === 'object' ? resolved.guard.unauthenticated.principal : undefined;
-  const taskPrincipal = (ctx: ServerContext): string | undefined => {
-    const principal = resolved.principal(ctx);
-    if (typeof principal === 'string' && principal !== '') return `p:${principal}`;
-    return fixed === undefined ? undefined : `u:${fixed}`;
-  };
-  const tasks =
-    options.tasks === undefined
-      ? undefined
-      : { runtime: createTaskRuntime(options.tasks, taskPrincipal, resolved.maxAnswerChars), principal: taskPrincipal };
+  // Tasks are bound to the principal states are bound to (the fixed unauthenticated one included): the same policy.
+  const tasks = options.tasks === undefined ? undefined : createTaskRuntime(options.tasks, resolved.principalOf, resolved.maxAnswerChars);
   return { serverOptions, guard, ...createRegistration(rounds, tasks) } as Mrtr;
 }

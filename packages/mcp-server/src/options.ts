@@ -9,6 +9,7 @@ import {
   type StateGuardOptions,
 } from '@mrtr/core';
 import { createEventSink, intOption, isObject, safeEmitter } from '@mrtr/core/authoring';
+import { createPrincipalPolicy, defaultPrincipal, type RequestPrincipal } from './principal.js';
 import type { TaskOptions } from './tasks.js';
 
 /** What `onReject` receives: the real reason behind an opaque wire error (for logs and metrics). */
@@ -89,7 +90,11 @@ export interface MrtrOptions extends Omit<StateGuardOptions, 'principal' | 'onEv
 /** The validated options the adapter runs on. */
 export interface ResolvedOptions {
   guard: StateGuardOptions;
-  principal: (ctx: ServerContext) => string | undefined;
+  /**
+   * The principal policy (the `principal` option, then `unauthenticated`): who a request is, for the guard's
+   * request context and for the tasks alike, so that a task is bound to exactly the principal a round is.
+   */
+  principalOf: (ctx: ServerContext) => RequestPrincipal;
   missingCapability: MissingCapabilityPolicy;
   presupplied: PresuppliedPolicy;
   maxAnswerChars: number;
@@ -99,16 +104,6 @@ export interface ResolvedOptions {
   events: EventSink<MrtrEvent> | undefined;
 }
 
-
-/**
- * The default principal: the token's subject (`authInfo.extra.sub`), prefixed `sub:`. Never the client id: it
- * names the client application, which many users share, so one user could redeem another's state and all of
- * them would share one mint quota. Without a subject the request has no principal.
- */
-export function defaultPrincipal(ctx: ServerContext): string | undefined {
-  const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
-  return typeof sub === 'string' && sub.length > 0 ? `sub:${sub}` : undefined;
-}
 
 function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[], fallback: T): T {
   if (value === undefined) return fallback;
@@ -143,14 +138,20 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   const hook = onEvent === undefined && onReject === undefined ? undefined : eventHook(onEvent, onReject);
   // A sink on the guard's ring (a bad ring is left for the guard to refuse with its own message).
   const events = hook !== undefined && options.keys instanceof KeyRing ? createEventSink<MrtrEvent>(options.keys, hook) : undefined;
+  // One copy of the fixed unauthenticated principal, read by the guard and by the principal policy alike (a bad
+  // value is left for the guard to refuse with its own message).
+  const { unauthenticated } = guardOptions;
+  const fixed = isObject(unauthenticated) && typeof unauthenticated.principal === 'string' ? { principal: unauthenticated.principal } : undefined;
   const guard: StateGuardOptions = {
     ...guardOptions,
+    ...(fixed !== undefined && { unauthenticated: fixed }),
+    // The principal policy runs in the adapter (principalOf), which hands the guard its answer in the request context.
     principal: (request) => request.principal,
     ...((events ?? hook) !== undefined && { onEvent: (events ?? hook) as StateGuardOptions['onEvent'] }),
   };
   return {
     guard,
-    principal: principal ?? defaultPrincipal,
+    principalOf: createPrincipalPolicy(principal ?? defaultPrincipal, guard.unauthenticated),
     missingCapability: oneOf('missingCapability', missingCapability, ['fail', 'degrade'], 'fail'),
     presupplied: oneOf('presupplied', presupplied, ['ignore', 'accept'], 'ignore'),
     maxAnswerChars,

@@ -39,7 +39,7 @@ const argsAndContext = (a: unknown, b: unknown): [unknown, ServerContext] =>
  */
 export function createRegistration(
   rounds: Rounds,
-  tasks?: { runtime: TaskRuntime; principal: (ctx: ServerContext) => string | undefined },
+  tasks?: TaskRuntime,
 ) {
   const rethrow = (error: unknown): never => {
     throw error instanceof WireError ? error.error : error;
@@ -56,7 +56,7 @@ export function createRegistration(
       if (taskSupport !== undefined && tasks === undefined) {
         throw new TypeError('mrtr.registerTool: a tool with task support needs createMrtr({ tasks: { store } })');
       }
-      if (taskSupport !== undefined) tasks!.runtime.install(server);
+      if (taskSupport !== undefined) tasks!.install(server);
       const session = () => server.server.getClientCapabilities();
       const callback = async (a: unknown, b?: unknown): Promise<CallToolResult | InputRequiredResult> => {
         const [args, ctx] = argsAndContext(a, b);
@@ -69,12 +69,13 @@ export function createRegistration(
             args,
             ctx,
             sessionCapabilities: session,
-            invoke: async (need) => {
+            invoke: async (need, who) => {
               const result = await handler(args, ctx, need);
               if (!isTaskMarker(result)) return result as RoundResult | undefined;
               if (taskSupport === undefined) throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
-              // The task is created inside the round, so an identical retry of this round gets the same task.
-              return (await tasks!.runtime.start(result, ctx, tasks!.principal(ctx) ?? '', declared)) as RoundResult;
+              // The task is created inside the round, so an identical retry of this round gets the same task; it is
+              // bound to the principal the round is bound to.
+              return (await tasks!.start(result, ctx, who.key, declared)) as RoundResult;
             },
           })) as CallToolResult | InputRequiredResult;
         } catch (error) {

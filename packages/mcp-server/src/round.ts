@@ -19,6 +19,7 @@ import {
 import { allowedKinds, type InputRequestKind, isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
+import type { RequestPrincipal } from './principal.js';
 import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
 
 type Awaitable<T> = T | Promise<T>;
@@ -38,7 +39,8 @@ export interface Call {
    * stateless HTTP fallback.
    */
   sessionCapabilities: () => ClientCapabilities | undefined;
-  invoke: (need: NeedState) => Awaitable<RoundResult | undefined>;
+  /** Runs the handler; `principal` is who this request is (the round's state is bound to it, and so is a task it starts). */
+  invoke: (need: NeedState, principal: RequestPrincipal) => Awaitable<RoundResult | undefined>;
 }
 
 /** Runs rounds of protected calls on one guard. */
@@ -126,20 +128,20 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     throw MrtrError.is(error) ? wireErrorFor(error.code) : error;
   };
 
-  async function round(call: Call, request: GuardRequest): Promise<RoundResult> {
+  async function round(call: Call, who: RequestPrincipal, request: GuardRequest): Promise<RoundResult> {
     const { ctx } = call;
     // 1. The presented state: every check of the guard, then single use. With outcome recording, an identical
     // retry of a round that already ran gets what that round produced, and nothing runs again.
     const raw: unknown = ctx.mcpReq.requestState();
-    if (raw === undefined) return rest(call, request, undefined);
+    if (raw === undefined) return rest(call, who, request, undefined);
     if (typeof raw !== 'string') throw new StateMalformedError();
     const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
-    if (!options.recordOutcomes) return rest(call, request, await request.open(raw).catch(fromGuard));
+    if (!options.recordOutcomes) return rest(call, who, request, await request.open(raw).catch(fromGuard));
     const admission: Admission<OpenedState> = await request.admit(raw, responses as JsonValue).catch(fromGuard);
     if (admission.replay) return replayOutcome(admission.outcome);
     let outcome: Outcome | undefined;
     try {
-      const result = await rest(call, request, admission.state);
+      const result = await rest(call, who, request, admission.state);
       outcome = { r: result as unknown as JsonValue };
       return result;
     } catch (error) {
@@ -153,7 +155,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
   }
 
   /** A round from the opened state on: the handler, then its result or the next questions with a new state. */
-  async function rest(call: Call, request: GuardRequest, opened: OpenedState | undefined): Promise<RoundResult> {
+  async function rest(call: Call, who: RequestPrincipal, request: GuardRequest, opened: OpenedState | undefined): Promise<RoundResult> {
     const { ctx, target } = call;
     let prior: FlowData | undefined;
     if (opened !== undefined) {
@@ -172,7 +174,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
       presupplied: options.presupplied,
       maxAnswerChars: options.maxAnswerChars,
     });
-    const result = await call.invoke(need);
+    const result = await call.invoke(need, who);
     let flow: string | undefined;
     if (events !== undefined && opened !== undefined) {
       const tagged = events.flowTag(opened.flow.id);
@@ -233,12 +235,11 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
       if (!isObject(ctx) || !isObject(ctx.mcpReq)) throw new TypeError('mrtr: called without a ServerContext');
       const start = emit === undefined ? 0 : performance.now();
       try {
-        const principal = options.principal(ctx);
-        if (principal !== undefined && typeof principal !== 'string') throw new TypeError('createMrtr: principal() must return a string');
         // Every protected call needs a principal (or the fixed unauthenticated one), also one that asks nothing:
-        // the guard's policy, applied here once for the whole request.
-        const request = guard.forRequest({ method, target, arguments: call.args, principal: principal || undefined });
-        return await round(call, request);
+        // the principal policy, applied here once for the whole request (a task it starts is bound to the same one).
+        const who = options.principalOf(ctx);
+        const request = guard.forRequest({ method, target, arguments: call.args, principal: who.principal });
+        return await round(call, who, request);
       } catch (error) {
         // What the guard refused was reported by the guard (see fromGuard); what is left is the adapter's own.
         throw toWire(error, (code) => {

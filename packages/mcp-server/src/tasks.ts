@@ -3,8 +3,9 @@
  * protected MRTR: a `tools/call` may run ordinary sealed `input_required` rounds first and then become a task;
  * input during the task flows through `tasks/get` (outstanding `inputRequests`) and `tasks/update`.
  *
- * Every task is bound to the user principal that created it (the principal function of `createMrtr`), its id
- * carries 128 random bits, and the number of live tasks per principal is bounded by the task store.
+ * Every task is bound to the user principal that created it (the principal policy of `createMrtr`, the one its
+ * MRTR rounds are bound by: `principal`, then `unauthenticated`), its id carries 128 random bits, and the number
+ * of live tasks per principal is bounded by the task store.
  */
 import {
   CLIENT_CAPABILITIES_META_KEY,
@@ -15,7 +16,7 @@ import {
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import type { JsonValue, TaskError, TaskInputRequest, TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { type JsonValue, MrtrError, type TaskError, type TaskInputRequest, type TaskRecord, type TaskStore, type TaskStoreLimits } from '@mrtr/core';
 import {
   assertTaskChange,
   base64urlEncode,
@@ -27,6 +28,7 @@ import {
   taskExpiresAt,
 } from '@mrtr/core/authoring';
 import { type FormContent, type FormSchema, validateFormAnswer } from './answers.js';
+import type { RequestPrincipal } from './principal.js';
 import type { ElicitAnswer, ElicitFormQuestion } from './types.js';
 import { PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
 
@@ -261,7 +263,10 @@ const LOST_RUNNER: TaskError = { code: INTERNAL_ERROR, message: 'The server runn
 
 /** The tasks support of one `createMrtr`: starts tasks and answers `tasks/get`, `tasks/update`, `tasks/cancel`. */
 export interface TaskRuntime {
-  /** Runs `marker`'s work: as a task when the request declares the extension, else at once. */
+  /**
+   * Runs `marker`'s work: as a task when the request declares the extension, else at once. `principal` is the
+   * {@link RequestPrincipal.key} of the round that started it (the task is bound to it).
+   */
   start(marker: TaskMarker, ctx: ServerContext, principal: string, declared: boolean): Promise<CallToolResult>;
   /** Registers `tasks/get`, `tasks/update`, `tasks/cancel` on `server` (once) and advertises the extension. */
   install(server: McpServer): void;
@@ -269,7 +274,7 @@ export interface TaskRuntime {
 
 export function createTaskRuntime(
   options: TaskOptions,
-  principalOf: (ctx: ServerContext) => string | undefined,
+  principalOf: (ctx: ServerContext) => RequestPrincipal,
   maxAnswerChars: number,
 ): TaskRuntime {
   if (!isObject(options)) throw new TypeError('createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs? }');
@@ -500,11 +505,23 @@ export function createTaskRuntime(
   const orphaned = (record: TaskRecord): boolean =>
     !isTerminalStatus(record.status) && record.leaseUntil !== undefined && now() > record.leaseUntil && !runs.has(record.taskId);
 
+  /**
+   * Who a task request is: the principal policy the rounds apply (`principalOf`), so that a task answers exactly the
+   * principal a round of the same request would be bound to; none is the `-32600` a protected call gets.
+   */
+  const keyOf = (ctx: ServerContext): string => {
+    try {
+      return principalOf(ctx).key;
+    } catch (error) {
+      if (MrtrError.is(error) && error.code === 'ERR_PRINCIPAL_REQUIRED') throw new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE);
+      throw error;
+    }
+  };
+
   /** The task of this request's principal, or the `-32602` an unknown one gets (another user's task included). */
   async function own(taskId: string, ctx: ServerContext, server: McpServer): Promise<TaskRecord> {
     if (!declaresTasks(ctx, () => server.server.getClientCapabilities())) throw missingTasksExtensionError(ctx.mcpReq.method);
-    const principal = principalOf(ctx);
-    if (principal === undefined) throw new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE);
+    const principal = keyOf(ctx);
     let record = await store.get(taskId);
     if (record === undefined || record.principal !== principal) throw new ProtocolError(INVALID_PARAMS, 'Unknown task', { reason: 'unknown_task' });
     if (orphaned(record)) {

@@ -483,6 +483,54 @@ describe('tasks extension', () => {
     expect(anonymous.error?.code).toBe(-32600);
   });
 
+  it('a task is bound to the principal its round is bound to: one policy (principal, then unauthenticated) for both', async () => {
+    const store = createMemoryTaskStore({ now: () => 1_700_000_000_000 });
+    // A custom principal: the subject as it is, '' (no principal) for "anon"; the rest without one are 'local'.
+    const principal = (ctx: { http?: { authInfo?: AuthInfo } }) => {
+      const sub = ctx.http?.authInfo?.extra?.sub;
+      return sub === 'anon' ? '' : (sub as string);
+    };
+    const s = setup({ store, options: { principal, unauthenticated: { principal: 'local' } } });
+    const record = async (taskId: string) => (await store.get(taskId))?.principal;
+
+    // User A's task is unknown to user B of the same OAuth client (every request here has clientId 'same-client').
+    const alices = await s.ok('tools/call', { name: 'job', arguments: { label: 'a' } }, { sub: 'alice' });
+    expect(await record(alices.taskId)).toBe('p:alice');
+    expect((await s.call('tasks/get', { taskId: alices.taskId }, { sub: 'bob' })).error?.code).toBe(-32602);
+    expect((await s.ok('tasks/get', { taskId: alices.taskId }, { sub: 'alice' })).status).toBe('working');
+
+    // No principal ('' as for the rounds): the fixed unauthenticated one, in a namespace of its own, which a user
+    // whose principal is the same string ('local') never reaches.
+    const anons = await s.ok('tools/call', { name: 'job', arguments: { label: 'anon' } }, { sub: 'anon' });
+    expect(await record(anons.taskId)).toBe('u:local');
+    expect((await s.ok('tasks/get', { taskId: anons.taskId }, { sub: 'anon' })).status).toBe('working');
+    expect((await s.call('tasks/get', { taskId: anons.taskId }, { sub: 'local' })).error?.code).toBe(-32602);
+    const locals = await s.ok('tools/call', { name: 'job', arguments: { label: 'local' } }, { sub: 'local' });
+    expect(await record(locals.taskId)).toBe('p:local');
+    expect((await s.call('tasks/get', { taskId: locals.taskId }, { sub: 'anon' })).error?.code).toBe(-32602);
+
+    // The rounds before a task bind their state to the same principal: Bob cannot continue Alice's flow.
+    const asked = await s.ok('tools/call', { name: 'named_task', arguments: {} }, { sub: 'alice' });
+    expect(asked.resultType).toBe('input_required');
+    const answers = { user_name: { action: 'accept', content: { name: 'Ada' } } };
+    const stolen = await s.call('tools/call', { name: 'named_task', arguments: {}, requestState: asked.requestState, inputResponses: answers }, { sub: 'bob' });
+    expect(stolen.error?.code).toBe(-32602);
+  });
+
+  it('a principal() that returns a non-string is refused for task requests as for rounds, never the unauthenticated one', async () => {
+    const principal = (ctx: { http?: { authInfo?: AuthInfo } }) => {
+      const sub = ctx.http?.authInfo?.extra?.sub;
+      return (sub === 'broken' ? 42 : sub === 'anon' ? undefined : sub) as string | undefined;
+    };
+    const s = setup({ options: { principal, unauthenticated: { principal: 'local' } } });
+    const anons = await s.ok('tools/call', { name: 'job', arguments: { label: 'anon' } }, { sub: 'anon' });
+    const get = await s.call('tasks/get', { taskId: anons.taskId }, { sub: 'broken' });
+    expect(get.result).toBeUndefined();
+    expect(get.error?.code).toBe(-32603);
+    const round = await s.call('tools/call', { name: 'job', arguments: { label: 'broken' } }, { sub: 'broken' });
+    expect(round.result?.resultType).not.toBe('task');
+  });
+
   it('refuses task config without createMrtr({ tasks }) and bad task values', () => {
     const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x' });
     const server = new McpServer({ name: 'x', version: '1' });
