@@ -35,10 +35,10 @@ export type MissingCapabilityPolicy = 'fail' | 'degrade';
 export type PresuppliedPolicy = 'ignore' | 'accept';
 
 /**
- * Options of {@link createMrtr}: the state guard's options (`keys`, `codec`, `store`, `audience`, `ttlMs`,
- * `flowTtlMs`, `maxRounds`, `clockSkewMs`, `maxTokenBytes`, `unauthenticated`, `mintQuota`, `retryWaitMs`, `now`:
- * see `StateGuardOptions`, documented and validated there), with the principal read from the MCP request and
- * the adapter's own. Validated at construction (labelled `TypeError`/`RangeError`).
+ * Options of {@link createMrtr}: every option of the state guard (`StateGuardOptions` of `@mrtr/core`, documented,
+ * defaulted and validated there, and passed to it as they are) except `principal` and `onEvent`, which the adapter
+ * takes in MCP's terms (the principal read from the MCP request, every event of the adapter and the guard), and the
+ * adapter's own options. Validated at construction (labelled `TypeError`/`RangeError`).
  */
 export interface MrtrOptions extends Omit<StateGuardOptions, 'principal' | 'onEvent'> {
   /**
