@@ -45,7 +45,7 @@ export interface HttpHandlerOptions extends Omit<CreateMcpHandlerOptions, 'legac
    * @default 'sessions'
    */
   legacy?: 'sessions' | 'reject' | undefined;
-  /** Bounds of the 2025-era sessions. */
+  /** Bounds of the 2025-era sessions. @default {} (each bound at its own default) */
   sessions?: LegacySessionOptions | undefined;
 }
 

@@ -82,7 +82,8 @@ export interface MrtrOptions extends Omit<StateGuardOptions, 'principal' | 'onEv
   onEvent?: ((event: MrtrEvent) => void) | undefined;
   /**
    * Task support (tasks extension, `io.modelcontextprotocol/tasks`) for tools registered with `task`:
-   * `{ store: createMemoryTaskStore(), ttlMs?, pollIntervalMs? }`. Tasks are bound to the same principal as states.
+   * `{ store: createMemoryTaskStore(), ttlMs?, pollIntervalMs? }`. A task is bound to the principal its round is
+   * bound to (one principal policy: `principal`, then `unauthenticated`). @default none (no tool may use `task`)
    */
   tasks?: TaskOptions | undefined;
 }

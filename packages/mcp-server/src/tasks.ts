@@ -154,9 +154,9 @@ export interface TaskOptions {
 
 /** Per-task options of `need.task`. */
 export interface TaskStartOptions {
-  /** Overrides {@link TaskOptions.ttlMs} for this task. */
+  /** Overrides {@link TaskOptions.ttlMs} for this task. @default the `ttlMs` of `createMrtr`'s `tasks` */
   ttlMs?: number;
-  /** Overrides {@link TaskOptions.pollIntervalMs} for this task. */
+  /** Overrides {@link TaskOptions.pollIntervalMs} for this task. @default the `pollIntervalMs` of `createMrtr`'s `tasks` */
   pollIntervalMs?: number;
 }
 
