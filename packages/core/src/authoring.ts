@@ -42,4 +42,14 @@ export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
 export { readTokenPrefix, type TokenPrefix } from './token.js';
-export { intOption, isObject } from './validate.js';
+export {
+  BackgroundError,
+  boolOption,
+  fnOption,
+  intOption,
+  isObject,
+  oneOfOption,
+  optionsObject,
+  renamedOption,
+  stringOption,
+} from './validate.js';

@@ -1,4 +1,5 @@
 import { KeyRing } from './keys.js';
+import { intOption, isObject } from './validate.js';
 
 /** The `maxTokenBytes` bounds a codec accepts, for {@link parseCodecOptions}. */
 export interface CodecOptionLimits {
@@ -40,16 +41,16 @@ export function parseCodecOptions(
 ): ParsedCodecOptions {
   if (!(keys instanceof KeyRing)) throw new TypeError(`${factory}: the first argument must be a KeyRing`);
   if (options === undefined) options = {};
-  if (options === null || typeof options !== 'object') throw new TypeError(`${factory}: options must be an object`);
+  if (!isObject(options)) throw new TypeError(`${factory}: options must be an object`);
   for (const name of Object.keys(options)) {
     if (!OPTION_NAMES.has(name)) throw new TypeError(`${factory}: unknown option "${name}"`);
   }
-  const { maxTokenBytes = limits.defaultMaxTokenBytes } = options as { maxTokenBytes?: unknown };
-  if (typeof maxTokenBytes !== 'number' || !Number.isSafeInteger(maxTokenBytes)) {
-    throw new TypeError(`${factory}: maxTokenBytes must be an integer`);
-  }
-  if (maxTokenBytes < limits.minMaxTokenBytes || maxTokenBytes > limits.maxMaxTokenBytes) {
-    throw new RangeError(`${factory}: maxTokenBytes must be between ${limits.minMaxTokenBytes} and ${limits.maxMaxTokenBytes}`);
-  }
+  const maxTokenBytes = intOption(
+    `${factory}: maxTokenBytes`,
+    options.maxTokenBytes,
+    limits.defaultMaxTokenBytes,
+    limits.minMaxTokenBytes,
+    limits.maxMaxTokenBytes,
+  );
   return { keys, maxTokenBytes };
 }

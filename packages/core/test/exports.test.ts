@@ -16,6 +16,7 @@ describe('exported names', () => {
 
   it('@mrtr/core/authoring holds what codec, store and integration authors use', () => {
     expect(Object.keys(authoring).sort()).toEqual([
+      'BackgroundError',
       'CLAIMS_VERSION',
       'CapabilityMissingError',
       'FlowExpiredError',
@@ -43,23 +44,29 @@ describe('exported names', () => {
       'assertTaskChange',
       'base64urlDecode',
       'base64urlEncode',
+      'boolOption',
       'canonicalJson',
       'capabilitiesFor',
       'createBatcher',
       'createEventSink',
       'createFlowTagger',
+      'fnOption',
       'intOption',
       'isCanonicalBase64url',
       'isObject',
       'isStateClaims',
       'isTerminalStatus',
+      'oneOfOption',
+      'optionsObject',
       'ownerValues',
       'parseCodecOptions',
       'parseTaskStoreLimits',
       'randomBytes',
       'readTokenPrefix',
+      'renamedOption',
       'requiredKind',
       'safeEmitter',
+      'stringOption',
       'taskExpiresAt',
       'utf8Decode',
       'utf8Encode',
@@ -75,7 +82,7 @@ describe('exported names', () => {
   });
 
   it('gives every exported name a one-line TSDoc', () => {
-    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks', 'batcher']
+    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks', 'batcher', 'validate']
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
       .join('\n');
     const undocumented: string[] = [];
