@@ -5,6 +5,7 @@
  * principal, argument or answer, and flow ids and resource URIs stay off metrics (cardinality).
  */
 import { MRTR_ERROR_CODES, type MrtrEvent } from '@mrtr/core';
+import { boolOption, isObject, optionsObject } from '@mrtr/core/authoring';
 import {
   type Attributes,
   type Counter,
@@ -175,16 +176,16 @@ function names(value: unknown, what: string, nonEmpty: boolean): string[] {
 
 /** The label sets {@link MrtrTelemetryOptions.known} starts at 0, per counter; validated and bounded. */
 function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: Attributes[]; storeErrors: Attributes[] } {
-  if (known === null || typeof known !== 'object') throw new TypeError('createMrtrTelemetry: known must be an object');
+  if (!isObject(known)) throw new TypeError('createMrtrTelemetry: known must be an object');
   const codecs = names(known.codecs, 'codecs', true);
   const tools = known.tools === undefined ? [] : names(known.tools, 'tools', false);
   const prompts = known.prompts === undefined ? [] : names(known.prompts, 'prompts', false);
-  if (known.resources !== undefined && typeof known.resources !== 'boolean') throw new TypeError('createMrtrTelemetry: known.resources must be a boolean');
+  const resources = boolOption('createMrtrTelemetry: known.resources', known.resources, false);
   const errorTypes = known.errorTypes === undefined ? [...MRTR_ERROR_CODES] : names(known.errorTypes, 'errorTypes', false);
   const targets: { method: string; target: string | undefined }[] = [
     ...tools.map((target) => ({ method: 'tools/call', target })),
     ...prompts.map((target) => ({ method: 'prompts/get', target })),
-    ...(known.resources === true ? [{ method: 'resources/read', target: undefined }] : []),
+    ...(resources ? [{ method: 'resources/read', target: undefined }] : []),
   ];
   const largest = targets.length * codecs.length * 2 * errorTypes.length;
   if (largest > MAX_KNOWN_SERIES) {
@@ -222,7 +223,9 @@ function spanAttributes(event: MrtrEvent, tokenBytes: number | undefined): Attri
  * The hook never throws; with no SDK registered everything is a no-op.
  */
 export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event: MrtrEvent) => void {
-  if (options === null || typeof options !== 'object') throw new TypeError('createMrtrTelemetry: options must be an object');
+  options = optionsObject('createMrtrTelemetry', options);
+  const recordMetrics = boolOption('createMrtrTelemetry: metrics', options.metrics, true);
+  const recordTraces = boolOption('createMrtrTelemetry: traces', options.traces, true);
   const { meterProvider, tracerProvider } = options;
   if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') {
     throw new TypeError('createMrtrTelemetry: meterProvider must be a MeterProvider');
@@ -232,7 +235,7 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
   }
   const zero = options.known === undefined ? undefined : knownSeries(options.known);
   const m: Instruments | undefined =
-    options.metrics === false ? undefined : instruments((meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME));
+    !recordMetrics ? undefined : instruments((meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME));
   if (m !== undefined && zero !== undefined) {
     // Adding 0 creates each series at 0: an exporter then reports it before the first event.
     for (const attributes of zero.common) {
@@ -241,7 +244,7 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
     for (const attributes of zero.rejected) m.statesRejected.add(0, attributes);
     for (const attributes of zero.storeErrors) m.storeErrors.add(0, attributes);
   }
-  const tracer: Tracer | undefined = options.traces === false ? undefined : (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
+  const tracer: Tracer | undefined = !recordTraces ? undefined : (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
 
   const span = (name: string, event: MrtrEvent, durationMs: number, tokenBytes: number | undefined, code?: string): void => {
     const end = performance.timeOrigin + performance.now();

@@ -294,6 +294,11 @@ describe('createMrtrTelemetry', () => {
     expect(() => createMrtrTelemetry({ meterProvider: {} as never })).toThrow(TypeError);
     expect(() => createMrtrTelemetry({ tracerProvider: 1 as never })).toThrow(TypeError);
     expect(() => createMrtrTelemetry(null as never)).toThrow(TypeError);
+    expect(() => createMrtrTelemetry([] as never)).toThrow(new TypeError('createMrtrTelemetry: options must be an object'));
+    // The switches are booleans (the option validators of @mrtr/core/authoring): 'no' is not taken for true.
+    expect(() => createMrtrTelemetry({ metrics: 'no' as never })).toThrow(new TypeError('createMrtrTelemetry: metrics must be a boolean'));
+    expect(() => createMrtrTelemetry({ traces: 0 as never })).toThrow(new TypeError('createMrtrTelemetry: traces must be a boolean'));
+    expect(() => createMrtrTelemetry({ known: [] as never })).toThrow(new TypeError('createMrtrTelemetry: known must be an object'));
     expect(trace.getActiveSpan()).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import type { ClaimResult, ReplayStore } from '@mrtr/core';
-import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
+import { fnOption, intOption, optionsObject, StoreFullError, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
 
 /** Options of {@link createMemoryStore}. */
 export interface MemoryStoreOptions {
@@ -16,7 +16,11 @@ export interface MemoryStoreOptions {
    * @default 67_108_864
    */
   maxOutcomeBytes?: number | undefined;
-  /** Label of this ledger (diagnostics only: every memory store owns its own map, so stores are always isolated). @default "" */
+  /**
+   * Label of this ledger (diagnostics only: every memory store owns its own map, so stores are always isolated).
+   * `''` is the default ledger, as in every `@mrtr/store-*` store.
+   * @default ''
+   */
   namespace?: string | undefined;
   /** Clock in epoch milliseconds, for tests. @default Date.now */
   now?: (() => number) | undefined;
@@ -68,21 +72,12 @@ const FALSE: Promise<boolean> = Promise.resolve(false);
  * remembered, so it is never reported as a first use.
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryReplayStore {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('createMemoryStore: options must be an object');
-  }
-  const maxEntries = options.maxEntries ?? DEFAULT_MAX_ENTRIES;
-  if (!Number.isSafeInteger(maxEntries) || maxEntries < 1) {
-    throw new RangeError('createMemoryStore: maxEntries must be a positive safe integer');
-  }
-  const maxOutcomeBytes = options.maxOutcomeBytes ?? DEFAULT_MAX_OUTCOME_BYTES;
-  if (!Number.isSafeInteger(maxOutcomeBytes) || maxOutcomeBytes < 0) {
-    throw new RangeError('createMemoryStore: maxOutcomeBytes must be a non-negative safe integer');
-  }
-  const namespace = options.namespace ?? '';
-  if (typeof namespace !== 'string') throw new TypeError('createMemoryStore: namespace must be a string');
-  const now = options.now ?? Date.now;
-  if (typeof now !== 'function') throw new TypeError('createMemoryStore: now must be a function');
+  const label = 'createMemoryStore';
+  options = optionsObject(label, options);
+  const maxEntries = intOption(`${label}: maxEntries`, options.maxEntries, DEFAULT_MAX_ENTRIES, 1, Number.MAX_SAFE_INTEGER);
+  const maxOutcomeBytes = intOption(`${label}: maxOutcomeBytes`, options.maxOutcomeBytes, DEFAULT_MAX_OUTCOME_BYTES, 0, Number.MAX_SAFE_INTEGER);
+  const namespace = stringOption(`${label}: namespace`, options.namespace, '');
+  const now = fnOption(`${label}: now`, options.now, Date.now);
 
   const entries = new Map<string, Held>();
   let outcomeBytes = 0;

@@ -26,8 +26,11 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 describe('createMemoryStore options', () => {
   it('rejects bad options at construction', () => {
     expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(RangeError);
-    expect(() => createMemoryStore({ maxEntries: 1.5 })).toThrow(RangeError);
-    expect(() => createMemoryStore({ maxEntries: Number.NaN })).toThrow(RangeError);
+    expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(new RangeError(`createMemoryStore: maxEntries must be between 1 and ${Number.MAX_SAFE_INTEGER}`));
+    expect(() => createMemoryStore({ maxEntries: 1.5 })).toThrow(new TypeError('createMemoryStore: maxEntries must be an integer'));
+    expect(() => createMemoryStore({ maxEntries: Number.NaN })).toThrow(new TypeError('createMemoryStore: maxEntries must be an integer'));
+    expect(() => createMemoryStore({ maxOutcomeBytes: -1 })).toThrow(RangeError);
+    expect(() => createMemoryStore({ maxOutcomeBytes: 0.5 })).toThrow(TypeError);
     expect(() => createMemoryStore({ namespace: 1 as unknown as string })).toThrow(TypeError);
     expect(() => createMemoryStore({ now: 'x' as unknown as () => number })).toThrow(TypeError);
     expect(() => createMemoryStore(null as unknown as object)).toThrow(TypeError);
