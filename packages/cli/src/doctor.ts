@@ -263,7 +263,7 @@ async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: numbe
   try {
     const { createRedisStore } = await loadOptional(() => import('@mrtr/store-redis'), STORE_PACKAGES.redis, 'doctor --store redis');
     // The checks below report a Redis that is down or evicting themselves: no second report on stderr.
-    store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onWarning: () => {} });
+    store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onError: () => {} });
     const { id, check } = await consumeTwice(store, timeoutMs * 2, 'redis');
     check.detail += ` at ${where}`;
     add(check);
@@ -604,7 +604,7 @@ async function checkRedisTasks(add: (c: Check) => void, url: string, timeoutMs: 
       add(noTaskStore(name, '@mrtr/store-redis', 'createRedisTaskStore'));
       return;
     }
-    store = mod.createRedisTaskStore({ url, namespace: TASK_NAMESPACE, connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onWarning: () => {} });
+    store = mod.createRedisTaskStore({ url, namespace: TASK_NAMESPACE, connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onError: () => {} });
     await withTimeout(store.ready(), timeoutMs * 2, name);
     const { taskId, principal, check } = await probeTask(store, name, `at ${where}`, timeoutMs);
     if (check.status === 'fail' && /NOPERM/.test(check.detail)) {

@@ -1,4 +1,4 @@
-import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { BackgroundError, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { ParsedRedisStoreOptions } from './options.js';
 
@@ -45,11 +45,12 @@ export interface RedisConnection {
 
 /**
  * Opens the owned client (fail-fast options, capped exponential reconnect) or wraps the injected one. An owned
- * client that is down at start-up is reported through `warn` at once, not only by the first consume.
+ * client that is down at start-up is reported through `warn` at once (`STORE_UNREACHABLE`), not only by the first
+ * consume, and once more when it is reached after that (`STORE_REACHABLE`).
  */
 export function openConnection(
   parsed: ParsedRedisStoreOptions,
-  warn: (message: string) => void,
+  warn: (error: BackgroundError) => void,
   isClosed: () => boolean,
 ): RedisConnection {
   const { url, injected, redisOptions, connectTimeoutMs, commandTimeoutMs, maxReconnectDelayMs } = parsed;
@@ -77,7 +78,7 @@ export function openConnection(
   let everReady = false;
   let startup: Promise<void> | undefined;
 
-  // Owned client: a Redis that is down at start-up is reported at once (through onWarning), not only by the
+  // Owned client: a Redis that is down at start-up is reported at once (through onError), not only by the
   // first consume; consumes still fail closed until it is reachable.
   let startupTimer: ReturnType<typeof setTimeout> | undefined;
   if (owned) {
@@ -89,7 +90,13 @@ export function openConnection(
       if (reportedDown || everReady || isClosed()) return;
       reportedDown = true;
       const reason = cause instanceof Error ? cause.message || cause.name : String(cause);
-      warn(`@mrtr/store-redis: cannot reach Redis at ${where} at start-up (${reason}); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`);
+      warn(
+        new BackgroundError(
+          'STORE_UNREACHABLE',
+          `@mrtr/store-redis: cannot reach Redis at ${where} at start-up (${reason}); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`,
+          { cause },
+        ),
+      );
     };
     // Without a listener ioredis prints every connection error; keep the last one as the `cause`.
     redis.on('error', (error: unknown) => {
@@ -98,7 +105,7 @@ export function openConnection(
     });
     redis.on('ready', () => {
       clearTimeout(startupTimer);
-      if (reportedDown && !everReady) warn(`@mrtr/store-redis: Redis at ${where} is reachable now.`);
+      if (reportedDown && !everReady) warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: Redis at ${where} is reachable now.`));
       everReady = true;
       lastError = undefined;
     });

@@ -1,4 +1,4 @@
-import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { BackgroundError, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import type { Redis } from 'ioredis';
 import { type RedisConnection, type RedisCommands, timedOut } from './connection.js';
 
@@ -39,7 +39,7 @@ export function createEvictionGuard(
   connection: RedisConnection,
   evictionPolicyCheck: 'warn' | 'refuse' | 'off',
   commandTimeoutMs: number,
-  warn: (message: string) => void,
+  warn: (error: BackgroundError) => void,
 ): EvictionGuard {
   const { client, commands, owned } = connection;
   let policy: EvictionCheck | undefined;
@@ -57,7 +57,11 @@ export function createEvictionGuard(
             : undefined;
       if (message !== undefined && message !== warned && evictionPolicyCheck === 'warn') {
         warned = message;
-        warn(message);
+        warn(
+          result.status === 'evicting'
+            ? new BackgroundError('STORE_EVICTION_POLICY', message)
+            : new BackgroundError('STORE_EVICTION_POLICY_UNKNOWN', message, { cause: (result as { error: unknown }).error }),
+        );
       }
       return result;
     });

@@ -1,4 +1,15 @@
 import type { ClaimResult, ReplayStore } from '@mrtr/core';
+import {
+  type BackgroundError,
+  boolOption,
+  fnOption,
+  intOption,
+  isObject,
+  oneOfOption,
+  optionsObject,
+  renamedOption,
+  stringOption,
+} from '@mrtr/core/authoring';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedisCommands } from './connection.js';
 import type { EvictionCheck } from './eviction.js';
@@ -26,31 +37,36 @@ export interface RedisStoreOptions {
   prefix?: string | undefined;
   /**
    * Ledger name inside the prefix: the key is `prefix + namespace + ":" + id`, with `%` and `:` in the
-   * namespace percent-encoded so two namespaces can never produce the same key. Default `"default"`.
-   * @default 'default'
+   * namespace percent-encoded so two namespaces can never produce the same key. The default ledger (`''`, the
+   * default of every `@mrtr/store-*` store) is keyed as `default`, as before issue 22 when `'default'` was this
+   * option's default: so `''` and `'default'` name the same ledger and existing keys stay in use.
+   * @default ''
    */
   namespace?: string | undefined;
   /**
-   * Extra time each record is kept after `expiresAtMs`. Redis expires keys by its own clock: if that
-   * clock may run ahead of this host's, set this to the bound so a record cannot vanish while a token
-   * is still valid here. Default `0`.
+   * Extra time each record is kept after `expiresAtMs`, in ms (a safe integer, at least 0). Redis expires keys by
+   * its own clock: if that clock may run ahead of this host's, set this to the bound so a record cannot vanish
+   * while a token is still valid here. Default `0`.
    * @default 0
    */
   extraRetentionMs?: number | undefined;
   /**
    * Longest wait for one `SET` reply. When it passes (or the connection drops with the `SET` in flight)
    * the store asks once, with a `GET` bounded by the same time, whether the key holds this call's owner
-   * value; only if that is still unknown does the consume reject `ERR_STORE_UNAVAILABLE`. Default `1000`.
+   * value; only if that is still unknown does the consume reject `ERR_STORE_UNAVAILABLE`. In ms, 1–2147483647.
+   * Default `1000`.
    * @default 1000
    */
   commandTimeoutMs?: number | undefined;
   /**
-   * Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`.
+   * Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. In ms,
+   * 1–2147483647. Default `2000`.
    * @default 2000
    */
   connectTimeoutMs?: number | undefined;
   /**
-   * Owned client: cap of the exponential reconnect backoff (50 ms, 100 ms, … up to this). Default `2000`.
+   * Owned client: cap of the exponential reconnect backoff (50 ms, 100 ms, … up to this). In ms, 1–2147483647.
+   * Default `2000`.
    * @default 2000
    */
   maxReconnectDelayMs?: number | undefined;
@@ -64,7 +80,7 @@ export interface RedisStoreOptions {
   /**
    * What to do at start-up when Redis reports a `maxmemory-policy` that may evict keys (`allkeys-*` or
    * `volatile-*`: every key of this store has an expiry, so `volatile-*` policies target exactly them).
-   * An evicted id can be used again. `'warn'` (default) calls `onWarning`; `'refuse'` makes every consume (and claim)
+   * An evicted id can be used again. `'warn'` (default) calls `onError`; `'refuse'` makes every consume (and claim)
    * reject `ERR_STORE_UNAVAILABLE` until a later check (on reconnect) sees a safe policy; `'off'` skips
    * the check. When `CONFIG GET` is not allowed (managed Redis, ACLs) the policy is unknown: `'warn'`
    * warns that it could not be checked, `'refuse'` refuses (set `'off'` once you have verified the
@@ -73,10 +89,21 @@ export interface RedisStoreOptions {
    */
   evictionPolicyCheck?: 'warn' | 'refuse' | 'off' | undefined;
   /**
-   * Receives the eviction-policy warnings and, for an owned client, the start-up connection report: one
-   * warning when Redis cannot be reached at start-up (the first connection error, or no connection within
-   * `connectTimeoutMs`), and one more when it is reached after that. Default `console.warn`.
-   * @default console.warn
+   * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/authoring`:
+   * an `Error` with a stable `code`, the underlying error as `cause`) — the hook every `@mrtr/store-*` store takes
+   * under this name and shape: `STORE_EVICTION_POLICY` (Redis may evict keys, see `evictionPolicyCheck`),
+   * `STORE_EVICTION_POLICY_UNKNOWN` (the policy could not be read), and for an owned client the start-up
+   * connection report: `STORE_UNREACHABLE` once when Redis cannot be reached at start-up (the first connection
+   * error, or no connection within `connectTimeoutMs`), and `STORE_REACHABLE` once when it is reached after that.
+   * Default: `console.warn` of the message.
+   * @default (error) => console.warn(error.message)
+   */
+  onError?: ((error: BackgroundError) => void) | undefined;
+  /**
+   * Former name of `onError`, receiving the message alone (kept for one release; giving both with different
+   * values is a `TypeError`).
+   * @deprecated use `onError` (`error.message` is the string this hook receives)
+   * @default (message) => console.warn(message)
    */
   onWarning?: ((message: string) => void) | undefined;
   /**
@@ -93,14 +120,16 @@ export interface RedisStoreOptions {
    */
   maxBatchSize?: number | undefined;
   /**
-   * Most consumes waiting for a batch; one more fails closed at once with `ERR_STORE_UNAVAILABLE`. Default `16384`.
+   * Most consumes waiting for a batch (1–1000000); one more fails closed at once with `ERR_STORE_UNAVAILABLE`.
+   * Default `16384`.
    * @default 16384
    */
   maxQueued?: number | undefined;
   /**
    * Largest outcome `record` keeps, in UTF-8 bytes (sealed outcomes are ASCII tokens, so characters). A larger
    * one is recorded as `''`, "done, not kept": `record` resolves `false` and identical retries of that round
-   * are replays. Every kept outcome lives in Redis memory until the state's expiry. `0` keeps none.
+   * are replays. Every kept outcome lives in Redis memory until the state's expiry. `0` keeps none; at most
+   * 536870912 (Redis's largest string).
    * @default 65536
    */
   maxOutcomeBytes?: number | undefined;
@@ -139,17 +168,44 @@ export interface RedisReplayStore extends ReplayStore {
 }
 
 export const DEFAULT_PREFIX = 'mrtr:replay:';
-export const DEFAULT_NAMESPACE = 'default';
+/** The default ledger (the default of every `@mrtr/store-*` store). */
+export const DEFAULT_NAMESPACE = '';
+/** How the default ledger is keyed: `'default'`, this option's default before issue 22, so existing keys stay in use. */
+const DEFAULT_NAMESPACE_KEY = 'default';
 const DEFAULT_MAX_OUTCOME_BYTES = 65_536;
 /** Redis's largest string (512 MiB). */
 const MAX_MAX_OUTCOME_BYTES = 512 * 1024 * 1024;
+/** The longest delay a timer takes (Node fires a longer one at once). */
+export const MAX_TIMER_MS = 2_147_483_647;
 
-function positiveInteger(value: number | undefined, fallback: number, name: string): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new RangeError(`createRedisStore: ${name} must be a positive integer (milliseconds)`);
-  }
-  return value;
+/**
+ * The key prefix of a ledger: `prefix + namespace + ":"`, `%` and `:` in the namespace percent-encoded (so two
+ * namespaces never share a key), the default ledger `''` keyed as `default`.
+ */
+export function ledgerKeyPrefix(prefix: string, namespace: string): string {
+  const name = namespace === DEFAULT_NAMESPACE ? DEFAULT_NAMESPACE_KEY : namespace;
+  return `${prefix}${name.replaceAll('%', '%25').replaceAll(':', '%3A')}:`;
+}
+
+/**
+ * The `onError` hook of a Redis store, or its deprecated name `onWarning` adapted so that it receives the
+ * message, as it did before. Neither given: `console.warn` of the message.
+ */
+export function onErrorOption(label: string, options: { onError?: unknown; onWarning?: unknown }): (error: BackgroundError) => void {
+  return renamedOption(label, options, 'onError', 'onWarning', (name, value) => {
+    if (name === 'onError') return fnOption<(error: BackgroundError) => void>(`${label}: onError`, value, warnMessage);
+    const onWarning = fnOption<(message: string) => void>(`${label}: onWarning`, value, (message) => console.warn(message));
+    return (error: BackgroundError) => onWarning(error.message);
+  });
+}
+
+const warnMessage = (error: BackgroundError): void => console.warn(error.message);
+
+/** The `redisOptions` option: `{}` when absent, else a plain object. */
+export function redisOptionsOption(label: string, value: unknown): RedisOptions {
+  if (value === undefined) return {};
+  if (!isObject(value)) throw new TypeError(`${label}: redisOptions must be an object`);
+  return value as RedisOptions;
 }
 
 /** {@link RedisStoreOptions} checked, with every default filled in. */
@@ -162,7 +218,7 @@ export interface ParsedRedisStoreOptions {
   readonly maxReconnectDelayMs: number;
   readonly extraRetentionMs: number;
   readonly evictionPolicyCheck: 'warn' | 'refuse' | 'off';
-  readonly onWarning: (message: string) => void;
+  readonly onError: (error: BackgroundError) => void;
   readonly batching: boolean;
   readonly maxBatchSize: number;
   readonly maxQueued: number;
@@ -172,56 +228,31 @@ export interface ParsedRedisStoreOptions {
 
 /** Checks the options of {@link createRedisStore} (a misuse throws `TypeError`/`RangeError`) and fills in the defaults. */
 export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisStoreOptions {
-  if (options === null || typeof options !== 'object') {
-    throw new TypeError('createRedisStore: options must be an object');
-  }
+  const label = 'createRedisStore';
+  options = optionsObject(label, options);
   const { url, client: injected } = options;
   if (url !== undefined && injected !== undefined) {
     throw new TypeError('createRedisStore: give either url or client, not both');
   }
-  if (url !== undefined && typeof url !== 'string') throw new TypeError('createRedisStore: url must be a string');
+  stringOption(`${label}: url`, url, '');
   if (injected !== undefined && (injected === null || typeof (injected as Partial<RedisCommands>).set !== 'function')) {
     throw new TypeError('createRedisStore: client must be an ioredis Redis or Cluster instance');
   }
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  if (typeof prefix !== 'string') throw new TypeError('createRedisStore: prefix must be a string');
-  const namespace = options.namespace ?? DEFAULT_NAMESPACE;
-  if (typeof namespace !== 'string' || namespace.length === 0) {
-    throw new TypeError('createRedisStore: namespace must be a non-empty string');
-  }
-  const commandTimeoutMs = positiveInteger(options.commandTimeoutMs, 1000, 'commandTimeoutMs');
-  const connectTimeoutMs = positiveInteger(options.connectTimeoutMs, 2000, 'connectTimeoutMs');
-  const maxReconnectDelayMs = positiveInteger(options.maxReconnectDelayMs, 2000, 'maxReconnectDelayMs');
-  const extraRetentionMs = options.extraRetentionMs ?? 0;
-  if (!Number.isSafeInteger(extraRetentionMs) || extraRetentionMs < 0) {
-    throw new RangeError('createRedisStore: extraRetentionMs must be a non-negative integer (milliseconds)');
-  }
-  const evictionPolicyCheck = options.evictionPolicyCheck ?? 'warn';
-  if (evictionPolicyCheck !== 'warn' && evictionPolicyCheck !== 'refuse' && evictionPolicyCheck !== 'off') {
-    throw new TypeError('createRedisStore: evictionPolicyCheck must be "warn", "refuse" or "off"');
-  }
-  const onWarning = options.onWarning ?? ((message: string) => console.warn(message));
-  if (typeof onWarning !== 'function') throw new TypeError('createRedisStore: onWarning must be a function');
-  const batching = options.batch ?? true;
-  if (typeof batching !== 'boolean') throw new TypeError('createRedisStore: batch must be a boolean');
-  const maxBatchSize = options.maxBatchSize ?? 256;
-  if (!Number.isSafeInteger(maxBatchSize) || maxBatchSize < 1 || maxBatchSize > 4096) {
-    throw new RangeError('createRedisStore: maxBatchSize must be an integer from 1 to 4096');
-  }
-  const maxQueued = options.maxQueued ?? 16_384;
-  if (!Number.isSafeInteger(maxQueued) || maxQueued < 1 || maxQueued > 1_000_000) {
-    throw new RangeError('createRedisStore: maxQueued must be an integer from 1 to 1000000');
-  }
-  const maxOutcomeBytes = options.maxOutcomeBytes ?? DEFAULT_MAX_OUTCOME_BYTES;
-  if (!Number.isSafeInteger(maxOutcomeBytes) || maxOutcomeBytes < 0 || maxOutcomeBytes > MAX_MAX_OUTCOME_BYTES) {
-    throw new RangeError(`createRedisStore: maxOutcomeBytes must be an integer from 0 to ${MAX_MAX_OUTCOME_BYTES} (bytes)`);
-  }
-  const redisOptions = options.redisOptions ?? {};
-  if (redisOptions === null || typeof redisOptions !== 'object') {
-    throw new TypeError('createRedisStore: redisOptions must be an object');
-  }
+  const prefix = stringOption(`${label}: prefix`, options.prefix, DEFAULT_PREFIX);
+  const namespace = stringOption(`${label}: namespace`, options.namespace, DEFAULT_NAMESPACE);
+  const commandTimeoutMs = intOption(`${label}: commandTimeoutMs`, options.commandTimeoutMs, 1000, 1, MAX_TIMER_MS);
+  const connectTimeoutMs = intOption(`${label}: connectTimeoutMs`, options.connectTimeoutMs, 2000, 1, MAX_TIMER_MS);
+  const maxReconnectDelayMs = intOption(`${label}: maxReconnectDelayMs`, options.maxReconnectDelayMs, 2000, 1, MAX_TIMER_MS);
+  const extraRetentionMs = intOption(`${label}: extraRetentionMs`, options.extraRetentionMs, 0, 0, Number.MAX_SAFE_INTEGER);
+  const evictionPolicyCheck = oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', ['warn', 'refuse', 'off'] as const);
+  const onError = onErrorOption(label, options);
+  const batching = boolOption(`${label}: batch`, options.batch, true);
+  const maxBatchSize = intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096);
+  const maxQueued = intOption(`${label}: maxQueued`, options.maxQueued, 16_384, 1, 1_000_000);
+  const maxOutcomeBytes = intOption(`${label}: maxOutcomeBytes`, options.maxOutcomeBytes, DEFAULT_MAX_OUTCOME_BYTES, 0, MAX_MAX_OUTCOME_BYTES);
+  const redisOptions = redisOptionsOption(label, options.redisOptions);
 
-  const keyPrefix = `${prefix}${namespace.replaceAll('%', '%25').replaceAll(':', '%3A')}:`;
+  const keyPrefix = ledgerKeyPrefix(prefix, namespace);
   return {
     url,
     injected,
@@ -231,7 +262,7 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
     maxReconnectDelayMs,
     extraRetentionMs,
     evictionPolicyCheck,
-    onWarning,
+    onError,
     batching,
     maxBatchSize,
     maxQueued,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
-import { base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import { type BackgroundError, base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 import { createConsumeQueue, evalScript } from './batching.js';
 import { openConnection } from './connection.js';
 import { createEvictionGuard, type EvictionCheck } from './eviction.js';
@@ -68,17 +68,17 @@ const MAX_FINGERPRINT_LENGTH = 256;
  */
 export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
   const parsed = parseRedisStoreOptions(options);
-  const { keyPrefix, commandTimeoutMs, extraRetentionMs, evictionPolicyCheck, onWarning, batching, maxOutcomeBytes } = parsed;
+  const { keyPrefix, commandTimeoutMs, extraRetentionMs, evictionPolicyCheck, onError, batching, maxOutcomeBytes } = parsed;
 
   let closed = false;
   let closing: Promise<void> | undefined;
   const isClosed = (): boolean => closed;
 
-  const warn = (message: string): void => {
+  const warn = (error: BackgroundError): void => {
     try {
-      onWarning(message);
+      onError(error);
     } catch {
-      // a throwing warning sink must not break the store
+      // a throwing hook must not break the store
     }
   };
 

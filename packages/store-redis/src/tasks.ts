@@ -26,16 +26,22 @@ import { MrtrError, type TaskRecord, type TaskStore, type TaskStoreLimits } from
 import {
   asTaskRecord,
   assertTaskChange,
+  BackgroundError,
   base64urlEncode,
+  intOption,
   isTerminalStatus,
+  optionsObject,
   parseTaskStoreLimits,
   randomBytes,
+  stringOption,
   StoreUnavailableError,
   TaskLimitError,
   taskExpiresAt,
   withDeadline,
 } from '@mrtr/core/authoring';
 import { type Cluster, Redis, type RedisOptions, ReplyError } from 'ioredis';
+import { DEFAULT_URL, redact } from './connection.js';
+import { DEFAULT_NAMESPACE, ledgerKeyPrefix, MAX_TIMER_MS, onErrorOption, redisOptionsOption } from './options.js';
 
 const LABEL = 'createRedisTaskStore';
 
@@ -61,22 +67,26 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
   prefix?: string | undefined;
   /**
    * Store name inside the prefix (`prefix + namespace + ":"`, with `%` and `:` percent-encoded so two
-   * namespaces never share a key). Stores with the same prefix and namespace share their tasks. Default `"default"`.
-   * @default 'default'
+   * namespaces never share a key). Stores with the same prefix and namespace share their tasks. The default
+   * (`''`, the default of every `@mrtr/store-*` store) is keyed as `default`, as before issue 22 when `'default'`
+   * was this option's default: so `''` and `'default'` name the same store and existing keys stay in use.
+   * @default ''
    */
   namespace?: string | undefined;
   /**
-   * Longest wait for one Redis reply; then the operation rejects `ERR_STORE_UNAVAILABLE`. Default `1000`.
+   * Longest wait for one Redis reply; then the operation rejects `ERR_STORE_UNAVAILABLE`. In ms, 1–2147483647.
+   * Default `1000`.
    * @default 1000
    */
   commandTimeoutMs?: number | undefined;
   /**
-   * Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. Default `2000`.
+   * Owned client: longest wait for a TCP/TLS connection, and for the first `ready` at start-up. In ms,
+   * 1–2147483647. Default `2000`.
    * @default 2000
    */
   connectTimeoutMs?: number | undefined;
   /**
-   * Owned client: cap of the exponential reconnect backoff. Default `2000`.
+   * Owned client: cap of the exponential reconnect backoff. In ms, 1–2147483647. Default `2000`.
    * @default 2000
    */
   maxReconnectDelayMs?: number | undefined;
@@ -86,8 +96,19 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
    */
   redisOptions?: RedisOptions | undefined;
   /**
-   * Receives the owned client's start-up connection report. Default `console.warn`.
-   * @default console.warn
+   * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/authoring`:
+   * an `Error` with a stable `code`, the underlying error as `cause`) — the hook every `@mrtr/store-*` store takes
+   * under this name and shape: the owned client's start-up connection report, `STORE_UNREACHABLE` once when
+   * Redis cannot be reached at start-up and `STORE_REACHABLE` once when it is reached after that.
+   * Default: `console.warn` of the message.
+   * @default (error) => console.warn(error.message)
+   */
+  onError?: ((error: BackgroundError) => void) | undefined;
+  /**
+   * Former name of `onError`, receiving the message alone (kept for one release; giving both with different
+   * values is a `TypeError`).
+   * @deprecated use `onError` (`error.message` is the string this hook receives)
+   * @default (message) => console.warn(message)
    */
   onWarning?: ((message: string) => void) | undefined;
   /**
@@ -163,32 +184,12 @@ const RESERVE_SHA = sha1(RESERVE_SCRIPT);
 const BUMP_SHA = sha1(BUMP_SCRIPT);
 const CAS_SHA = sha1(CAS_SCRIPT);
 
-const DEFAULT_URL = 'redis://127.0.0.1:6379';
 const DEFAULT_PREFIX = 'mrtr:task:';
-const DEFAULT_NAMESPACE = 'default';
 const MAX_TASK_ID_LENGTH = 256;
 
 const digest = (value: string): string => createHash('sha256').update(value, 'utf8').digest('base64url');
 const newVersion = (): string => base64urlEncode(randomBytes(16));
 const timedOut = (): Error => new Error('redis command timed out');
-
-function positiveInteger(value: unknown, fallback: number, name: string, max = Number.MAX_SAFE_INTEGER): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > max) {
-    throw new RangeError(`${LABEL}: ${name} must be an integer from 1 to ${max}`);
-  }
-  return value;
-}
-
-/** A URL as messages show it: scheme, host, port and database only (no credentials, query or fragment). */
-function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
-  } catch {
-    return 'the configured URL';
-  }
-}
 
 /** A stored value that is not `<version><task record as JSON>` for this id (a foreign or damaged key). */
 const corrupt = (taskId: string): StoreUnavailableError =>
@@ -202,28 +203,24 @@ const corrupt = (taskId: string): StoreUnavailableError =>
  * asked for (it is never treated as absent, so a create cannot replace it and an update never writes over it).
  */
 export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): RedisTaskStore {
-  if (options === null || typeof options !== 'object') throw new TypeError(`${LABEL}: options must be an object`);
+  options = optionsObject(LABEL, options);
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept } = parseTaskStoreLimits(LABEL, options);
   const { url, client: injected } = options;
   if (url !== undefined && injected !== undefined) throw new TypeError(`${LABEL}: give either url or client, not both`);
-  if (url !== undefined && typeof url !== 'string') throw new TypeError(`${LABEL}: url must be a string`);
+  stringOption(`${LABEL}: url`, url, '');
   if (injected !== undefined && (injected === null || typeof (injected as Partial<Commands>).evalsha !== 'function')) {
     throw new TypeError(`${LABEL}: client must be an ioredis Redis or Cluster instance`);
   }
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  if (typeof prefix !== 'string') throw new TypeError(`${LABEL}: prefix must be a string`);
-  const namespace = options.namespace ?? DEFAULT_NAMESPACE;
-  if (typeof namespace !== 'string' || namespace.length === 0) throw new TypeError(`${LABEL}: namespace must be a non-empty string`);
-  const commandTimeoutMs = positiveInteger(options.commandTimeoutMs, 1000, 'commandTimeoutMs');
-  const connectTimeoutMs = positiveInteger(options.connectTimeoutMs, 2000, 'connectTimeoutMs');
-  const maxReconnectDelayMs = positiveInteger(options.maxReconnectDelayMs, 2000, 'maxReconnectDelayMs');
-  const maxUpdateAttempts = positiveInteger(options.maxUpdateAttempts, 32, 'maxUpdateAttempts', 1000);
-  const onWarning = options.onWarning ?? ((message: string) => console.warn(message));
-  if (typeof onWarning !== 'function') throw new TypeError(`${LABEL}: onWarning must be a function`);
-  const redisOptions = options.redisOptions ?? {};
-  if (redisOptions === null || typeof redisOptions !== 'object') throw new TypeError(`${LABEL}: redisOptions must be an object`);
+  const prefix = stringOption(`${LABEL}: prefix`, options.prefix, DEFAULT_PREFIX);
+  const namespace = stringOption(`${LABEL}: namespace`, options.namespace, DEFAULT_NAMESPACE);
+  const commandTimeoutMs = intOption(`${LABEL}: commandTimeoutMs`, options.commandTimeoutMs, 1000, 1, MAX_TIMER_MS);
+  const connectTimeoutMs = intOption(`${LABEL}: connectTimeoutMs`, options.connectTimeoutMs, 2000, 1, MAX_TIMER_MS);
+  const maxReconnectDelayMs = intOption(`${LABEL}: maxReconnectDelayMs`, options.maxReconnectDelayMs, 2000, 1, MAX_TIMER_MS);
+  const maxUpdateAttempts = intOption(`${LABEL}: maxUpdateAttempts`, options.maxUpdateAttempts, 32, 1, 1000);
+  const onError = onErrorOption(LABEL, options);
+  const redisOptions = redisOptionsOption(LABEL, options.redisOptions);
 
-  const keyPrefix = `${prefix}${namespace.replaceAll('%', '%25').replaceAll(':', '%3A')}:`;
+  const keyPrefix = ledgerKeyPrefix(prefix, namespace);
   const taskKey = (taskId: string): string => `${keyPrefix}t:{${digest(taskId)}}`;
   const principalKeys = (principal: string): [kept: string, live: string] => {
     const tag = `${keyPrefix}p:{${digest(principal)}}`;
@@ -257,11 +254,11 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
   let startup: Promise<void> | undefined;
   let startupTimer: ReturnType<typeof setTimeout> | undefined;
 
-  const warn = (message: string): void => {
+  const warn = (error: BackgroundError): void => {
     try {
-      onWarning(message);
+      onError(error);
     } catch {
-      // a throwing warning sink must not break the store
+      // a throwing hook must not break the store
     }
   };
 
@@ -274,7 +271,13 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       if (reportedDown || everReady || closed) return;
       reportedDown = true;
       const reason = cause instanceof Error ? cause.message || cause.name : String(cause);
-      warn(`@mrtr/store-redis: task store cannot reach Redis at ${where} at start-up (${reason}); every task operation fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`);
+      warn(
+        new BackgroundError(
+          'STORE_UNREACHABLE',
+          `@mrtr/store-redis: task store cannot reach Redis at ${where} at start-up (${reason}); every task operation fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`,
+          { cause },
+        ),
+      );
     };
     redis.on('error', (error: unknown) => {
       lastError = error;
@@ -282,7 +285,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     });
     redis.on('ready', () => {
       clearTimeout(startupTimer);
-      if (reportedDown && !everReady) warn(`@mrtr/store-redis: task store: Redis at ${where} is reachable now.`);
+      if (reportedDown && !everReady) warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: task store: Redis at ${where} is reachable now.`));
       everReady = true;
       lastError = undefined;
     });

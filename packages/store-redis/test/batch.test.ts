@@ -227,6 +227,7 @@ describe.skipIf(binary === undefined)('Redis batching (throwaway redis-server)',
   it('rejects bad batching options', () => {
     expect(() => createRedisStore({ url: server.url, batch: 'yes' as unknown as boolean })).toThrow(TypeError);
     expect(() => createRedisStore({ url: server.url, maxBatchSize: 0 })).toThrow(RangeError);
-    expect(() => createRedisStore({ url: server.url, maxQueued: 1.5 })).toThrow(RangeError);
+    expect(() => createRedisStore({ url: server.url, maxQueued: 1.5 })).toThrow(new TypeError('createRedisStore: maxQueued must be an integer'));
+    expect(() => createRedisStore({ url: server.url, maxQueued: 1_000_001 })).toThrow(new RangeError('createRedisStore: maxQueued must be between 1 and 1000000'));
   });
 });

@@ -28,7 +28,7 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
 
   const withStore = async (options: RedisStoreOptions, fn: (store: ReturnType<typeof createRedisStore>, warnings: string[]) => Promise<void>) => {
     const warnings: string[] = [];
-    const store = createRedisStore({ url: server.url, namespace: uniqueId('ev'), onWarning: (m) => warnings.push(m), ...options });
+    const store = createRedisStore({ url: server.url, namespace: uniqueId('ev'), onError: (e) => warnings.push(`${e.code}: ${e.message}`), ...options });
     try {
       await fn(store, warnings);
     } finally {
@@ -63,7 +63,7 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
         // The check started on `ready`; awaiting it here waits for that same check (an event, not a delay).
         expect((await store.checkEvictionPolicy()).status).toBe('evicting');
         expect(warnings).toHaveLength(1);
-        expect(warnings[0]).toMatch(/maxmemory-policy is "volatile-lru".*noeviction/);
+        expect(warnings[0]).toMatch(/^STORE_EVICTION_POLICY: .*maxmemory-policy is "volatile-lru".*noeviction/);
       });
     } finally {
       await admin.config('SET', 'maxmemory-policy', 'noeviction');
@@ -75,11 +75,11 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     const client = new Redis(server.url);
     try {
       const warnings: string[] = [];
-      const store = createRedisStore({ client, namespace: uniqueId('inj'), onWarning: (m) => warnings.push(m) });
+      const store = createRedisStore({ client, namespace: uniqueId('inj'), onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
       expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
       expect((await store.checkEvictionPolicy()).status).toBe('evicting');
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]).toMatch(/"allkeys-lru"/);
+      expect(warnings[0]).toMatch(/^STORE_EVICTION_POLICY: .*"allkeys-lru"/);
       await store.close();
     } finally {
       await admin.config('SET', 'maxmemory-policy', 'noeviction');
@@ -113,13 +113,13 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     const url = `redis://${user}:pw@127.0.0.1:${server.port}`;
     try {
       const warnings: string[] = [];
-      const warn = createRedisStore({ url, namespace: uniqueId('acl'), onWarning: (m) => warnings.push(m) });
+      const warn = createRedisStore({ url, namespace: uniqueId('acl'), onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
       expect(await warn.consume('a', Date.now() + 60_000)).toBe(true);
       const result = await warn.checkEvictionPolicy();
       expect(result.status).toBe('unknown');
       expect(String((result as { error: unknown }).error)).toMatch(/NOPERM/);
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]).toMatch(/could not read Redis maxmemory-policy.*evictionPolicyCheck: 'off'/);
+      expect(warnings[0]).toMatch(/^STORE_EVICTION_POLICY_UNKNOWN: .*could not read Redis maxmemory-policy.*evictionPolicyCheck: 'off'/);
       await warn.close();
 
       const refuse = createRedisStore({ url, namespace: uniqueId('acl'), evictionPolicyCheck: 'refuse' });
@@ -127,7 +127,7 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
       await refuse.close();
 
       const quiet: string[] = [];
-      const off = createRedisStore({ url, namespace: uniqueId('acl'), evictionPolicyCheck: 'off', onWarning: (m) => quiet.push(m) });
+      const off = createRedisStore({ url, namespace: uniqueId('acl'), evictionPolicyCheck: 'off', onError: (e) => quiet.push(e.message) });
       expect(await off.consume('a', Date.now() + 60_000)).toBe(true);
       expect(quiet).toEqual([]);
       await off.close();
@@ -141,23 +141,25 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     await hidden.start();
     try {
       const warnings: string[] = [];
-      const store = createRedisStore({ url: hidden.url, namespace: uniqueId('hidden'), onWarning: (m) => warnings.push(m) });
+      const store = createRedisStore({ url: hidden.url, namespace: uniqueId('hidden'), onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
       expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
       const result = await store.checkEvictionPolicy();
       expect(result.status).toBe('unknown');
       expect(String((result as { error: unknown }).error)).toMatch(/unknown command/i);
       expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toMatch(/^STORE_EVICTION_POLICY_UNKNOWN: /);
       await store.close();
     } finally {
       await hidden.kill();
     }
   });
 
-  it('rejects a bad evictionPolicyCheck / onWarning', () => {
+  it('rejects a bad evictionPolicyCheck / onError / onWarning', () => {
     const client = new Redis({ lazyConnect: true });
     try {
       expect(() => createRedisStore({ client, evictionPolicyCheck: 'maybe' as never })).toThrow(TypeError);
       expect(() => createRedisStore({ client, onWarning: 1 as never })).toThrow(TypeError);
+      expect(() => createRedisStore({ client, onError: 1 as never })).toThrow(new TypeError('createRedisStore: onError must be a function'));
     } finally {
       client.disconnect();
     }

@@ -50,10 +50,15 @@ async function recorded(promise: Promise<boolean>): Promise<boolean | string> {
 
 
 describe('outcome options and misuse (no Redis needed)', () => {
-  it('maxOutcomeBytes: default 65536, 0 allowed, anything else out of range → labelled RangeError', async () => {
-    for (const bad of [-1, 1.5, Number.NaN, 2 ** 29 + 1, '1' as unknown as number]) {
+  it('maxOutcomeBytes: default 65536, 0 allowed; out of range → labelled RangeError, not an integer → labelled TypeError', async () => {
+    for (const bad of [-1, 2 ** 29 + 1]) {
       expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', maxOutcomeBytes: bad })).toThrow(
-        new RangeError('createRedisStore: maxOutcomeBytes must be an integer from 0 to 536870912 (bytes)'),
+        new RangeError('createRedisStore: maxOutcomeBytes must be between 0 and 536870912'),
+      );
+    }
+    for (const bad of [1.5, Number.NaN, '1' as unknown as number]) {
+      expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', maxOutcomeBytes: bad })).toThrow(
+        new TypeError('createRedisStore: maxOutcomeBytes must be an integer'),
       );
     }
     const store = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {}, maxOutcomeBytes: 0 });

@@ -1,7 +1,8 @@
-// A Redis that is down when the store starts is reported at once through onWarning (not only by the first
+// A Redis that is down when the store starts is reported at once through onError (not only by the first
 // consume), `ready()` rejects ERR_STORE_UNAVAILABLE, and consumes still fail closed. Against a closed port on
 // 127.0.0.1 (nothing listens there), so no service is needed; the live half needs REDIS_URL.
 import { MrtrError } from '@mrtr/core';
+import { BackgroundError } from '@mrtr/core/authoring';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRedisStore, type RedisReplayStore } from '../src/index.js';
@@ -14,13 +15,17 @@ afterEach(async () => {
   await Promise.all(stores.splice(0).map((store) => store.close()));
 });
 
-/** A store whose warnings arrive as a queue; `next()` resolves the next one. */
+/** A store whose reports (their messages) arrive as a queue; `next()` resolves the next one; `codes` lists their codes. */
 function watched(options: Parameters<typeof createRedisStore>[0]) {
   const warnings: string[] = [];
+  const codes: string[] = [];
   const waiting: ((message: string) => void)[] = [];
   const store = createRedisStore({
     ...options,
-    onWarning: (message) => {
+    onError: (error) => {
+      expect(error).toBeInstanceOf(BackgroundError);
+      codes.push(error.code);
+      const message = error.message;
       const waiter = waiting.shift();
       if (waiter === undefined) warnings.push(message);
       else waiter(message);
@@ -31,15 +36,16 @@ function watched(options: Parameters<typeof createRedisStore>[0]) {
     const queued = warnings.shift();
     return queued !== undefined ? Promise.resolve(queued) : new Promise((resolve) => waiting.push(resolve));
   };
-  return { store, next, warnings };
+  return { store, next, warnings, codes };
 }
 
 describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
-  it('warns at once through onWarning, naming the URL (scheme, host, port, database only) and the reason', async () => {
+  it('warns at once through onError (STORE_UNREACHABLE, the connection error as cause), naming the URL (scheme, host, port, database only) and the reason', async () => {
     const port = await freePort();
     const url = `redis://user:hunter2@127.0.0.1:${port}/0?password=qsecret&sslpassword=x#fragsecret`;
-    const { next } = watched({ url, namespace: uniqueId('down'), connectTimeoutMs: 60_000 });
+    const { next, codes } = watched({ url, namespace: uniqueId('down'), connectTimeoutMs: 60_000 });
     const message = await next();
+    expect(codes).toEqual(['STORE_UNREACHABLE']);
     expect(message).toMatch(new RegExp(`^@mrtr/store-redis: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 at start-up \\(.*ECONNREFUSED.*\\); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable\\.$`));
     for (const secret of ['hunter2', 'user', 'qsecret', 'sslpassword', 'fragsecret']) expect(message).not.toContain(secret);
   });
@@ -101,12 +107,13 @@ describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
 describe.skipIf(redisServerBinary() === undefined)('Redis started after the store (throwaway redis-server)', () => {
   it('the down warning is followed by one "reachable now"; ready() then resolves and consumes work', async () => {
     const port = await freePort();
-    const { store, next } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('late'), connectTimeoutMs: 60_000, maxReconnectDelayMs: 50, evictionPolicyCheck: 'off' });
+    const { store, next, codes } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('late'), connectTimeoutMs: 60_000, maxReconnectDelayMs: 50, evictionPolicyCheck: 'off' });
     expect(await next()).toMatch(/cannot reach Redis at .* at start-up/);
     const server = throwawayRedis(port);
     try {
       await server.start();
       expect(await next()).toBe(`@mrtr/store-redis: Redis at redis://127.0.0.1:${port} is reachable now.`);
+      expect(codes).toEqual(['STORE_UNREACHABLE', 'STORE_REACHABLE']);
       await store.ready();
       expect(await store.consume(uniqueId('id'), Date.now() + 60_000)).toBe(true);
     } finally {

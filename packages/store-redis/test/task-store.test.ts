@@ -265,7 +265,7 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
 
   it('an unreachable Redis fails closed: ERR_STORE_UNAVAILABLE, bounded in time', async () => {
     const warnings: string[] = [];
-    const store = createRedisTaskStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 300, commandTimeoutMs: 300, onWarning: (m) => warnings.push(m) });
+    const store = createRedisTaskStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 300, commandTimeoutMs: 300, onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
     try {
       const started = Date.now();
       expect(await code(store.create(task('alice')))).toBe('ERR_STORE_UNAVAILABLE');
@@ -273,6 +273,7 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
       expect(await code(store.update('x', (r) => r))).toBe('ERR_STORE_UNAVAILABLE');
       expect(Date.now() - started).toBeLessThan(5_000);
       expect(warnings.join('\n')).toContain('cannot reach Redis at redis://127.0.0.1:1');
+      expect(warnings[0]).toMatch(/^STORE_UNREACHABLE: /);
     } finally {
       await store.close();
     }
@@ -291,7 +292,9 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     expect(() => createRedisTaskStore({ url, client: new Redis({ lazyConnect: true }) })).toThrow(TypeError);
     expect(() => createRedisTaskStore({ maxLivePerPrincipal: 0 })).toThrow(RangeError);
     expect(() => createRedisTaskStore({ maxLivePerPrincipal: 10, maxPerPrincipal: 5 })).toThrow(RangeError);
-    expect(() => createRedisTaskStore({ namespace: '' })).toThrow(TypeError);
+    expect(() => createRedisTaskStore({ namespace: 1 as unknown as string })).toThrow(new TypeError('createRedisTaskStore: namespace must be a string'));
+    expect(() => createRedisTaskStore({ maxUpdateAttempts: 1.5 })).toThrow(new TypeError('createRedisTaskStore: maxUpdateAttempts must be an integer'));
+    expect(() => createRedisTaskStore({ onError: 'log' as never })).toThrow(new TypeError('createRedisTaskStore: onError must be a function'));
     expect(() => createRedisTaskStore({ maxUpdateAttempts: 0 })).toThrow(RangeError);
     expect(() => createRedisTaskStore({ commandTimeoutMs: -1 })).toThrow(RangeError);
   });

@@ -1,5 +1,17 @@
 import { type ClaimResult, MrtrError, type ReplayStore } from '@mrtr/core';
-import { type Batcher, type BatchEntry, base64urlEncode, createBatcher, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  BackgroundError,
+  type Batcher,
+  type BatchEntry,
+  base64urlEncode,
+  boolOption,
+  createBatcher,
+  intOption,
+  randomBytes,
+  renamedOption,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
+
 
 /** Options shared by both dialects. */
 export interface SqlStoreCommonOptions {
@@ -43,8 +55,14 @@ export interface SqlStoreCommonOptions {
   purgeGraceMs?: number;
   /** Clock in epoch ms used to decide whether a stored id has expired. @default Date.now */
   now?: () => number;
-  /** Receives errors of the background purge (which never throws). @default ignore */
-  onError?: (error: unknown) => void;
+  /**
+   * Receives the problems the store survives in the background, as a {@link BackgroundError} (an `Error` with a
+   * stable `code`, the underlying error as `cause`): `STORE_PURGE_FAILED` when a background purge fails (it never
+   * throws; expired rows stay until a later run succeeds). The hook every `@mrtr/store-*` store takes under this
+   * name and shape. Before issue 22 it received the purge's error itself: that is now `error.cause`.
+   * @default ignore
+   */
+  onError?: (error: BackgroundError) => void;
   /**
    * Batching (group commit): consumes that arrive while a statement is running are coalesced into the next one
    * (PostgreSQL: one `INSERT … SELECT FROM unnest(…)`; SQLite: one `BEGIN IMMEDIATE … COMMIT`), and each
@@ -210,45 +228,9 @@ export const CLAIM_TRIES = 3;
 export const unsettledClaimError = (): MrtrError =>
   new StoreUnavailableError({ cause: new Error(`claim: the row changed under ${CLAIM_TRIES} tries in a row; not claimed`) });
 
-export function intOption(label: string, value: unknown, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value)) throw new TypeError(`${label} must be an integer`);
-  if (value < min || value > max) throw new RangeError(`${label} must be between ${min} and ${max}`);
-  return value;
-}
 
-/**
- * An option with a new name and a deprecated old one (kept for one release): the new one wins; the old one is
- * read when the new one is absent; both given with different values is a `TypeError`.
- */
-export function renamedOption<O extends object, T>(
-  label: string,
-  options: O,
-  name: keyof O & string,
-  oldName: keyof O & string,
-  parse: (name: string, value: unknown) => T,
-): T {
-  const value = options[name];
-  const old = options[oldName];
-  if (value === undefined) return parse(oldName, old);
-  const parsed = parse(name, value);
-  if (old !== undefined && old !== value) {
-    throw new TypeError(`${label}: give ${name} (${oldName} is its deprecated name), not both`);
-  }
-  return parsed;
-}
 
-export function boolOption(label: string, value: unknown, fallback: boolean): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') throw new TypeError(`${label} must be a boolean`);
-  return value;
-}
 
-export function fnOption<F extends (...args: never[]) => unknown>(label: string, value: unknown, fallback: F): F {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'function') throw new TypeError(`${label} must be a function`);
-  return value as F;
-}
 
 /** Anything that is not already a `MrtrError` becomes `ERR_STORE_UNAVAILABLE` with the original as `cause`. */
 export function toStoreError(error: unknown): MrtrError {
@@ -275,12 +257,14 @@ export function purgeSettings(label: string, options: SqlStoreCommonOptions): Pu
 
 /**
  * Runs bounded purge passes on an unref'd interval, one at a time. `run` must never throw
- * synchronously into the timer; errors go to `onError`.
+ * synchronously into the timer; its errors go to `onError` as a `STORE_PURGE_FAILED` {@link BackgroundError}
+ * labelled with `label` (the factory), the error itself as `cause`.
  */
 export function startPurgeTimer(
+  label: string,
   intervalMs: number,
   run: () => Promise<unknown>,
-  onError: (error: unknown) => void,
+  onError: (error: BackgroundError) => void,
 ): () => void {
   if (intervalMs === 0) return () => {};
   let running = false;
@@ -290,7 +274,12 @@ export function startPurgeTimer(
     run()
       .catch((error: unknown) => {
         try {
-          onError(error);
+          const reason = error instanceof Error ? error.message || error.name : String(error);
+          onError(
+            new BackgroundError('STORE_PURGE_FAILED', `${label}: the background purge failed (${reason}); expired rows stay until a later run succeeds`, {
+              cause: error,
+            }),
+          );
         } catch {
           // a throwing onError must not become an unhandled rejection
         }

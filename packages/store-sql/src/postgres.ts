@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
-import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { type BackgroundError, boolOption, fnOption, intOption, optionsObject, renamedOption, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import {
-  boolOption,
   CLAIM_TRIES,
   checkClaimArgs,
   checkConsumeArgs,
@@ -10,13 +9,10 @@ import {
   checkRecordArgs,
   DEFAULT_TABLE,
   FIRST,
-  fnOption,
   createGroupCommit,
   groupCommitSettings,
   type HeldRow,
   heldStatus,
-  intOption,
-  renamedOption,
   isLive,
   maxOutcomeBytesOption,
   once,
@@ -138,7 +134,7 @@ const LOCK_CLASS = 0x6d727472;
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
-  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  options = optionsObject(label, options);
   const { pool: injected, connectionString } = options;
   if ((injected === undefined) === (connectionString === undefined)) {
     throw new TypeError(`${label}: pass exactly one of pool or connectionString`);
@@ -165,7 +161,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const maxConnections = intOption(`${label}: maxConnections`, options.maxConnections, 10, 1, 10_000);
   const purge = purgeSettings(label, options);
   const now = fnOption(`${label}: now`, options.now, Date.now);
-  const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
+  const onError = fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {});
   const prepared = boolOption(`${label}: preparedStatements`, options.preparedStatements, true);
   const maxOutcomeBytes = maxOutcomeBytesOption(label, options);
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
@@ -744,6 +740,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   };
 
   const stopPurge = startPurgeTimer(
+    label,
     purge.intervalMs,
     async () => {
       // Only purge once the store has been used (so an idle store opens no connection).

@@ -1,7 +1,6 @@
 import { type ClaimResult, MrtrError } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { type BackgroundError, boolOption, fnOption, intOption, oneOfOption, optionsObject, StoreUnavailableError } from '@mrtr/core/authoring';
 import {
-  boolOption,
   CLAIM_TRIES,
   checkClaimArgs,
   checkConsumeArgs,
@@ -9,12 +8,10 @@ import {
   checkRecordArgs,
   DEFAULT_TABLE,
   FIRST,
-  fnOption,
   createGroupCommit,
   groupCommitSettings,
   type HeldRow,
   heldStatus,
-  intOption,
   isLive,
   maxOutcomeBytesOption,
   once,
@@ -89,7 +86,7 @@ export async function configureSqliteDatabase<T extends { pragma(source: string)
   if (db === null || typeof db !== 'object' || typeof db.pragma !== 'function') {
     throw new TypeError(`${label}: db must be a better-sqlite3 Database`);
   }
-  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  options = optionsObject(label, options);
   const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
   const synchronous = synchronousOption(label, options.synchronous);
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);
@@ -108,11 +105,8 @@ export async function configureSqliteDatabase<T extends { pragma(source: string)
   return db;
 }
 
-function synchronousOption(label: string, value: unknown): 'full' | 'normal' {
-  const synchronous = value ?? 'full';
-  if (synchronous !== 'full' && synchronous !== 'normal') throw new TypeError(`${label}: synchronous must be "full" or "normal"`);
-  return synchronous;
-}
+const synchronousOption = (label: string, value: unknown): 'full' | 'normal' =>
+  oneOfOption(`${label}: synchronous`, value, 'full', ['full', 'normal'] as const);
 
 /**
  * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
@@ -122,7 +116,7 @@ function synchronousOption(label: string, value: unknown): 'full' | 'normal' {
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const label = 'createSqliteStore';
-  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  options = optionsObject(label, options);
   const { database: injected, filename } = options;
   if ((injected === undefined) === (filename === undefined)) {
     throw new TypeError(`${label}: pass exactly one of database or filename`);
@@ -143,7 +137,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const synchronous = synchronousOption(label, options.synchronous);
   const purge = purgeSettings(label, options);
   const now = fnOption(`${label}: now`, options.now, Date.now);
-  const onError = fnOption<(error: unknown) => void>(`${label}: onError`, options.onError, () => {});
+  const onError = fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {});
   const groupCommit = groupCommitSettings(label, options);
   const maxOutcomeBytes = maxOutcomeBytesOption(label, options);
 
@@ -497,6 +491,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   };
 
   const stopPurge = startPurgeTimer(
+    label,
     purge.intervalMs,
     async () => {
       if (dbReady.done && (!autoSchema || schemaReady.done)) await runPurge();

@@ -1,6 +1,6 @@
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
-import { asTaskRecord, isTerminalStatus, StoreUnavailableError, taskExpiresAt } from '@mrtr/core/authoring';
-import { boolOption, checkNamespace, fnOption, intOption, quoteIdentifier } from './common.js';
+import { asTaskRecord, boolOption, fnOption, intOption, isTerminalStatus, StoreUnavailableError, taskExpiresAt } from '@mrtr/core/authoring';
+import { checkNamespace, quoteIdentifier } from './common.js';
 
 /** Options shared by both dialects' task stores. */
 export interface SqlTaskStoreCommonOptions extends TaskStoreLimits {

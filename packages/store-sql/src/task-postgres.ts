@@ -1,13 +1,16 @@
 import type { TaskRecord } from '@mrtr/core';
 import {
   assertTaskChange,
+  intOption,
+  optionsObject,
   parseTaskStoreLimits,
+  renamedOption,
   StoreUnavailableError,
   TaskLimitError,
   taskExpiresAt,
   withDeadline,
 } from '@mrtr/core/authoring';
-import { intOption, once, quoteIdentifier, renamedOption, toStoreError } from './common.js';
+import { once, quoteIdentifier, toStoreError } from './common.js';
 import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
 import { holdErrors } from './postgres.js';
 import {
@@ -80,7 +83,7 @@ type Query = (config: PgQueryConfigLike) => Promise<PgQueryResultLike>;
  */
 export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlTaskStore {
   const label = 'createPostgresTaskStore';
-  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  options = optionsObject(label, options);
   const { pool: injected, connectionString } = options;
   if ((injected === undefined) === (connectionString === undefined)) {
     throw new TypeError(`${label}: pass exactly one of pool or connectionString`);

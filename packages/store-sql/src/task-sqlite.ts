@@ -1,6 +1,6 @@
 import type { TaskRecord } from '@mrtr/core';
-import { assertTaskChange, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
-import { intOption, once, quoteIdentifier, toStoreError } from './common.js';
+import { assertTaskChange, intOption, optionsObject, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { once, quoteIdentifier, toStoreError } from './common.js';
 import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
 import { configureSqliteDatabase } from './sqlite.js';
 import {
@@ -50,7 +50,7 @@ type DatabaseConstructor = new (filename: string, options?: Record<string, unkno
  */
 export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskStore {
   const label = 'createSqliteTaskStore';
-  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  options = optionsObject(label, options);
   const { database: injected, filename } = options;
   if ((injected === undefined) === (filename === undefined)) {
     throw new TypeError(`${label}: pass exactly one of database or filename`);

@@ -1,6 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { BackgroundError } from '@mrtr/core/authoring';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, createPostgresTaskStore, createSqliteStore, type PgPoolLike } from '../src/index.js';
 
@@ -48,5 +50,32 @@ describe('renamed options of the SQL stores', () => {
       createPostgresStore({ pool: pool(), ensureSchema: false, purgeIntervalMs: 0, extraRetentionMs: 5, purgeGraceMs: 5, connectTimeoutMs: 900, connectionTimeoutMs: 900, batch: false, groupCommit: false }),
     ];
     for (const store of same) void store.close();
+  });
+});
+
+describe('onError of the SQL stores (one name and shape across the stores)', () => {
+  it('a failed background purge reaches onError as a STORE_PURGE_FAILED BackgroundError, the error as cause', async () => {
+    const filename = join(dir, 'purge-error.db');
+    const errors: BackgroundError[] = [];
+    let t = 1_000_000;
+    const store = createSqliteStore({ filename, now: () => t, purgeIntervalMs: 20, onError: (e) => errors.push(e) });
+    try {
+      expect(await store.consume('p1', t + 100)).toBe(true); // the schema exists and the purge may run
+      t += 1000;
+      const other = new Database(filename);
+      other.exec('DROP TABLE mrtr_replay');
+      other.close();
+      while (errors.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(errors[0]).toBeInstanceOf(BackgroundError);
+      expect(errors[0]?.code).toBe('STORE_PURGE_FAILED');
+      expect(errors[0]?.message).toMatch(/^createSqliteStore: the background purge failed \(.*mrtr_replay.*\); expired rows stay until a later run succeeds$/);
+      expect(errors[0]?.cause).toBeInstanceOf(Error);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('onError must be a function', () => {
+    expect(() => createPostgresStore({ pool: pool(), onError: 'log' as never })).toThrow(new TypeError('createPostgresStore: onError must be a function'));
   });
 });

@@ -1,6 +1,7 @@
 // PostgreSQL specifics against a real server: outage through a TCP proxy we control (the shared
 // server is never stopped), timeouts, pool ownership, concurrent ensureSchema, quoting, purge.
 import { MrtrError } from '@mrtr/core';
+import { BackgroundError } from '@mrtr/core/authoring';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, type SqlReplayStore } from '../src/index.js';
@@ -488,7 +489,12 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         expect(await waitFor(async () => (await rowCount(table)) === 0, 30_000)).toBe(true);
         await admin.query(`DROP TABLE "${table}"`);
         expect(await waitFor(() => errors.length > 0, 30_000)).toBe(true);
-        expect(MrtrError.is(errors[0]) || errors[0] instanceof Error).toBe(true);
+        // One shape for every store's onError: a BackgroundError with a stable code, the purge's error as cause.
+        expect(errors[0]).toBeInstanceOf(BackgroundError);
+        expect((errors[0] as BackgroundError).code).toBe('STORE_PURGE_FAILED');
+        expect((errors[0] as BackgroundError).message).toMatch(/^createPostgresStore: the background purge failed \(/);
+        const cause = (errors[0] as BackgroundError).cause;
+        expect(MrtrError.is(cause) || cause instanceof Error).toBe(true);
       } finally {
         await store.close();
       }
