@@ -12,6 +12,7 @@ export {
   type ParsedCodecOptions,
   parseCodecOptions,
 } from './codec-options.js';
+export { andThen, type Awaitable, isPromiseLike } from './crypto/awaitable.js';
 export { isCanonicalBase64url } from './crypto/base64url.js';
 export { withDeadline } from './deadline.js';
 export {

@@ -1,5 +1,5 @@
 import { cryptoProvider } from '#crypto';
-import type { Awaitable } from './crypto/types.js';
+import { type Awaitable, andThen, isPromiseLike } from './crypto/awaitable.js';
 import type { MrtrErrorCode } from './errors.js';
 import { utf8Encode } from './json.js';
 import type { KeyRing } from './keys.js';
@@ -161,15 +161,12 @@ export function createFlowTagger(keys: KeyRing): (flowId: string) => Awaitable<s
     for (let i = 0; i < 8; i++) out += HEX[mac[i]!];
     return remember(flowId, out);
   };
-  const withKey = (key: Uint8Array, flowId: string): Awaitable<string> => {
-    const mac = cryptoProvider.hmacSha256(key, utf8Encode(flowId));
-    return mac instanceof Promise ? mac.then((m) => hex(flowId, m)) : hex(flowId, mac);
-  };
+  const withKey = (key: Uint8Array, flowId: string): Awaitable<string> =>
+    andThen(cryptoProvider.hmacSha256(key, utf8Encode(flowId)), (mac) => hex(flowId, mac));
   return (flowId) => {
     const tag = known.get(flowId);
     if (tag !== undefined) return tag;
-    const key = keys.subkey(kid, FLOW_TAG_PURPOSE)!;
-    return key instanceof Promise ? key.then((k) => withKey(k, flowId)) : withKey(key, flowId);
+    return andThen(keys.subkey(kid, FLOW_TAG_PURPOSE)!, (key) => withKey(key, flowId));
   };
 }
 
@@ -178,9 +175,7 @@ export function safeEmitter<E>(hook: EventHook<E>): (event: E) => void {
   return (event) => {
     try {
       const result = hook(event) as unknown;
-      if (result !== null && typeof result === 'object' && typeof (result as Promise<unknown>).then === 'function') {
-        (result as Promise<unknown>).then(undefined, () => {});
-      }
+      if (isPromiseLike(result)) result.then(undefined, () => {});
     } catch {
       // An observer must never change the answer.
     }

@@ -1,7 +1,7 @@
 import { KeyRing } from './keys.js';
 import { type EventSink, type GuardEvent, createEventSink, isEventSink } from './events.js';
 import type { RequestContext, StateGuardOptions } from './guard-types.js';
-import type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
+import { asStateCodec, type CodecFactory, type ReplayStore, type StateCodec } from './interfaces.js';
 import { intOption, YEAR_MS } from './int-option.js';
 import { createQuota } from './quota.js';
 
@@ -107,10 +107,10 @@ function buildCodec(codec: unknown, keys: KeyRing): StateCodec {
     );
   }
   const c = built as Partial<StateCodec> | null;
-  if (c === null || typeof c !== 'object' || typeof c.seal !== 'function' || typeof c.open !== 'function') {
-    throw new TypeError('createStateGuard: codec must be a codec factory or a StateCodec');
-  }
-  if (c.keys !== keys) throw new TypeError('createStateGuard: the codec factory returned a codec built on another KeyRing');
-  return c as StateCodec;
+  // asStateCodec: a codec with the deprecated `open` only is still accepted, for one release.
+  const checked = c === null || typeof c !== 'object' || typeof c.seal !== 'function' ? undefined : asStateCodec(c as StateCodec);
+  if (checked === undefined) throw new TypeError('createStateGuard: codec must be a codec factory or a StateCodec');
+  if (checked.keys !== keys) throw new TypeError('createStateGuard: the codec factory returned a codec built on another KeyRing');
+  return checked;
 }
 

@@ -1,6 +1,6 @@
 import type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
 import type { EventHook, EventSink, GuardEvent } from './events.js';
-import type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
+import type { CodecInput, ReplayStore, StateCodec } from './interfaces.js';
 import type { KeyRing } from './keys.js';
 import type { Admission } from './outcomes.js';
 import type { JsonValue } from './protocol.js';
@@ -48,10 +48,10 @@ export interface StateGuardOptions {
   /** The key ring: the codec is built on it and the principal tags are derived from it. */
   keys: KeyRing;
   /**
-   * Seals and opens tokens: a codec factory such as `createHmacCodec`, called with `keys`. A codec
+   * Seals and unseals tokens: a codec factory such as `createHmacCodec`, called with `keys`. A codec
    * instance is accepted only when it was built on this same `keys` ring.
    */
-  codec: CodecFactory | StateCodec;
+  codec: CodecInput;
   /** Makes each state single-use. Without it, a state can be replayed until it expires. */
   store?: ReplayStore | undefined;
   /** Who the states are for (e.g. the server's name or URL); a state from another audience is rejected. */

@@ -1,6 +1,6 @@
 import { cryptoProvider } from '#crypto';
 import { CLAIMS_VERSION, type FlowClaims, type RequestBinding, type StateClaims, isStateClaims } from './claims.js';
-import type { Awaitable } from './crypto/types.js';
+import { type Awaitable, andThen } from './crypto/awaitable.js';
 import {
   FlowExpiredError,
   FlowRoundsError,
@@ -31,7 +31,7 @@ import { assertJson, canonicalJson, timingSafeEqualText } from './json.js';
 import { type Admission, createOutcomes } from './outcomes.js';
 import type { EventSink, GuardEvent } from './events.js';
 import { type Principal, createPrincipalTagger, principalPolicy } from './principal.js';
-import type { StateCodec } from './interfaces.js';
+import type { OpenedToken } from './interfaces.js';
 import type { JsonValue } from './protocol.js';
 
 export type {
@@ -77,8 +77,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     if (typeof method !== 'string' || typeof target !== 'string') {
       throw new TypeError('request.method and request.target must be strings');
     }
-    const digest = cryptoProvider.sha256Text(canonicalJson(request.arguments ?? {}));
-    return digest instanceof Promise ? digest.then((d) => ({ m: method, t: target, d })) : { m: method, t: target, d: digest };
+    return andThen(cryptoProvider.sha256Text(canonicalJson(request.arguments ?? {})), (d) => ({ m: method, t: target, d }));
   };
   const bind = async (request: RequestContext): Promise<RequestBinding> => bindNow(request);
 
@@ -107,19 +106,37 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   };
   const claim = createOutcomes({ store, codec, audience, ledger, consume, now, retryWaitMs }) as StateGuard['claim'];
 
-  const verifyIn = async <P extends JsonValue>(scope: Scope, token: unknown): Promise<OpenedState<P>> => {
+  /** A codec's failure as the guard reports it: its `MrtrError`, anything else `ERR_STATE_MALFORMED`. */
+  const unsealFailure = (cause: unknown): never => {
+    if (MrtrError.is(cause)) throw cause;
+    throw new StateMalformedError({ cause });
+  };
+  /** A seal that fails for valid JSON data (a lone surrogate for some codecs, a state past the cap) is a server fault. */
+  const sealFailure = (cause: unknown): never => {
+    if (MrtrError.is(cause) && cause.code !== 'ERR_STATE_TOO_LARGE') throw cause;
+    throw new SealFailedError({ cause });
+  };
+
+  /**
+   * Every check of a state but single use. Synchronous when the codec and the crypto are (Node), a promise
+   * otherwise: the steps are composed with `andThen`, and the operations await the result once.
+   */
+  const verifyNow = <P extends JsonValue>(scope: Scope, token: unknown): Awaitable<OpenedState<P>> => {
     // 1. size cap, before any decoding (string length ≥ UTF-8 byte length for ASCII; non-ASCII is malformed anyway)
     if (typeof token !== 'string' || token.length === 0) throw new StateMalformedError();
     if (token.length > maxTokenBytes) throw new StateTooLargeError();
     // 2. integrity (the codec)
-    let opened: Awaited<ReturnType<StateCodec['open']>>;
+    let unsealed: Awaitable<OpenedToken>;
     try {
-      const result = codec.open(token);
-      opened = isThenable(result) ? await result : result;
+      unsealed = codec.unseal(token);
     } catch (cause) {
-      if (MrtrError.is(cause)) throw cause;
-      throw new StateMalformedError({ cause });
+      return unsealFailure(cause);
     }
+    return andThen(unsealed, (opened) => checkClaims<P>(scope, opened), unsealFailure);
+  };
+
+  /** Steps 3 to 7 of {@link verifyNow}, on what the codec unsealed. */
+  const checkClaims = <P extends JsonValue>(scope: Scope, opened: OpenedToken): Awaitable<OpenedState<P>> => {
     const { claims, kid } = opened;
     if (!isStateClaims(claims) || typeof kid !== 'string') throw new StateMalformedError();
     // 3. expiry and issue time
@@ -131,27 +148,31 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     if (claims.aud !== audience) throw new StateAudienceError();
     // 5. principal
     // (Canonical base64url has one text per byte string: comparing texts is comparing the decoded tags.)
-    const tag = principalTag(kid, whoIn(scope));
-    if (!timingSafeEqualText(claims.sub, typeof tag === 'string' ? tag : await tag)) throw new StatePrincipalError();
-    // 6. request binding
-    const bound = bindingIn(scope);
-    const binding = bound instanceof Promise ? await bound : bound;
-    if (claims.req.m !== binding.m || claims.req.t !== binding.t || claims.req.d !== binding.d) {
-      throw new StateBindingError();
-    }
-    // 7. flow deadline and round
-    if (t > claims.flow.deadline + clockSkewMs) throw new FlowExpiredError();
-    if (claims.flow.round > maxRounds) throw new FlowRoundsError();
-    return { claims: claims as StateClaims<P>, data: claims.data as P, flow: claims.flow, kid };
+    return andThen(principalTag(kid, whoIn(scope)), (tag) => {
+      if (!timingSafeEqualText(claims.sub, tag)) throw new StatePrincipalError();
+      // 6. request binding
+      return andThen(bindingIn(scope), (binding): OpenedState<P> => {
+        if (claims.req.m !== binding.m || claims.req.t !== binding.t || claims.req.d !== binding.d) {
+          throw new StateBindingError();
+        }
+        // 7. flow deadline and round
+        if (t > claims.flow.deadline + clockSkewMs) throw new FlowExpiredError();
+        if (claims.flow.round > maxRounds) throw new FlowRoundsError();
+        return { claims: claims as StateClaims<P>, data: claims.data as P, flow: claims.flow, kid };
+      });
+    });
   };
 
-  /** Seals the next state; `out` shapes the answer (the token alone for `mint`, with its flow for `mintFlow`). */
-  const mintIn = async <P extends JsonValue, R>(
+  /**
+   * Seals the next state; `out` shapes the answer (the token alone for `mint`, with its flow for `mintFlow`).
+   * Synchronous when the codec and the crypto are, like {@link verifyNow}.
+   */
+  const mintNow = <P extends JsonValue, R>(
     scope: Scope,
     data: P,
     mintOptions: MintOptions | undefined,
     out: (token: string, flow: FlowClaims) => R,
-  ): Promise<R> => {
+  ): Awaitable<R> => {
     const principal = whoIn(scope);
     const t = now();
     const previous = mintOptions?.continues;
@@ -165,35 +186,35 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     }
     // Validates that `data` is JSON (throws TypeError otherwise) before sealing.
     assertJson(data);
-    const kid = keys.primaryKid;
-    const tag = principalTag(kid, principal);
-    const sub = typeof tag === 'string' ? tag : await tag;
-    const bound = bindingIn(scope);
-    const req = bound instanceof Promise ? await bound : bound;
-    const claims: StateClaims<P> = {
-      v: CLAIMS_VERSION,
-      iat: t,
-      // Not capped at the flow deadline: open checks the deadline itself and reports ERR_FLOW_EXPIRED.
-      exp: t + ttlMs,
-      jti: cryptoProvider.base64urlEncode(cryptoProvider.randomBytes(16)),
-      aud: audience,
-      sub,
-      req,
-      flow,
-      data,
+    const checkSealed = (token: string): R => {
+      if (token.length > maxTokenBytes) throw new SealFailedError({ cause: new StateTooLargeError() });
+      return out(token, flow);
     };
-    if (quota !== undefined && !quota.take(claims.sub, t)) throw new QuotaExceededError();
-    let token: string;
-    try {
-      token = await codec.seal(claims);
-    } catch (cause) {
-      // The data is JSON (checked above): a codec that still refuses it (a lone surrogate for a codec
-      // that needs well-formed strings, a state past its size cap) is a server-side fault.
-      if (MrtrError.is(cause) && cause.code !== 'ERR_STATE_TOO_LARGE') throw cause;
-      throw new SealFailedError({ cause });
-    }
-    if (token.length > maxTokenBytes) throw new SealFailedError({ cause: new StateTooLargeError() });
-    return out(token, flow);
+    return andThen(principalTag(keys.primaryKid, principal), (sub) =>
+      andThen(bindingIn(scope), (req) => {
+        const claims: StateClaims<P> = {
+          v: CLAIMS_VERSION,
+          iat: t,
+          // Not capped at the flow deadline: open checks the deadline itself and reports ERR_FLOW_EXPIRED.
+          exp: t + ttlMs,
+          jti: cryptoProvider.base64urlEncode(cryptoProvider.randomBytes(16)),
+          aud: audience,
+          sub,
+          req,
+          flow,
+          data,
+        };
+        if (quota !== undefined && !quota.take(claims.sub, t)) throw new QuotaExceededError();
+        let sealed: Awaitable<string>;
+        try {
+          sealed = codec.seal(claims);
+        } catch (cause) {
+          // The data is JSON (checked above): see sealFailure.
+          return sealFailure(cause);
+        }
+        return andThen(sealed, checkSealed, sealFailure);
+      }),
+    );
   };
   const withFlow = (token: string, flow: FlowClaims): MintedState => ({ token, flow });
   const tokenOnly = (token: string): string => token;
@@ -210,25 +231,21 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   /** No hook: the checks alone, no event built. */
   const bare = (): Operations => ({
     openS: async (scope, token) => {
-      const state = await verifyIn(scope, token);
+      const state = await verifyNow(scope, token);
       // 8. single use
       if (store !== undefined) await consume(state);
       return state;
     },
-    verifyS: verifyIn,
-    admitS: async (scope, token, answers) => claim(await verifyIn(scope, token), answers),
-    mintS: (scope, data, mintOptions) => mintIn(scope, data, mintOptions, tokenOnly),
-    mintFlowS: (scope, data, mintOptions) => mintIn(scope, data, mintOptions, withFlow),
+    verifyS: async (scope, token) => verifyNow(scope, token),
+    admitS: async (scope, token, answers) => claim(await verifyNow(scope, token), answers),
+    mintS: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, tokenOnly),
+    mintFlowS: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, withFlow),
   });
 
   /** With a hook: the same checks, each step reported through the sink. */
   const observed = ({ emit, flowTag }: EventSink<GuardEvent>): Operations => {
     const codecId = codec.id;
     const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
-    const tagOf = async (flowId: string): Promise<string> => {
-      const tagged = flowTag(flowId);
-      return typeof tagged === 'string' ? tagged : await tagged;
-    };
 
     /** A store step (`consume`, `claim`, an admission's `record`) timed; emits `store.error` on a store failure. */
     const storeStep = async <T>(step: () => Promise<T>, state: OpenedState, request: RequestContext, flow: string): Promise<[T, number]> => {
@@ -255,7 +272,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       const code = codeOf(error);
       if (code === undefined) return;
       const durationMs = elapsed(start);
-      const known = state === undefined ? {} : { flow: await tagOf(state.flow.id), round: state.flow.round + 1, kid: state.kid };
+      const known = state === undefined ? {} : { flow: await flowTag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
       const tokenBytes = typeof token === 'string' ? token.length : undefined;
       emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
     };
@@ -265,9 +282,8 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       const start = performance.now();
       let state: OpenedState | undefined;
       try {
-        state = await verifyIn(scope, token);
-        const tagged = flowTag(state.flow.id);
-        const flow = typeof tagged === 'string' ? tagged : await tagged;
+        state = await verifyNow(scope, token);
+        const flow = await flowTag(state.flow.id);
         const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
         const opened = state;
         if (single === 'claim') {
@@ -299,7 +315,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       const previous = mintOptions?.continues;
       let minted: MintedState;
       try {
-        minted = await mintIn(scope, data, mintOptions, withFlow);
+        minted = await mintNow(scope, data, mintOptions, withFlow);
       } catch (error) {
         await rejected(error, request, 'mint', start, undefined, previous);
         throw error;
@@ -307,8 +323,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       const durationMs = elapsed(start);
       const { token } = minted;
       const { round } = minted.flow;
-      const tagged = flowTag(minted.flow.id);
-      const flow = typeof tagged === 'string' ? tagged : await tagged;
+      const flow = await flowTag(minted.flow.id);
       const kid = keys.primaryKid;
       if (round === 1) emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
       emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: token.length, durationMs });
@@ -361,5 +376,3 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   };
 }
 
-const isThenable = <T>(value: T | PromiseLike<T>): value is PromiseLike<T> =>
-  typeof (value as { then?: unknown } | null)?.then === 'function';

@@ -3,7 +3,7 @@
  * and the errors to match on. Codec and store authors find their helpers in `@mrtr/core/authoring`.
  */
 export type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
-export type { Awaitable } from './crypto/types.js';
+export type { Awaitable } from './crypto/awaitable.js';
 export {
   type AnyMrtrError,
   type CapabilityMissingError,
@@ -59,7 +59,7 @@ export {
   type StateGuardOptions,
 } from './guard.js';
 export type { Admission } from './outcomes.js';
-export type { ClaimResult, CodecFactory, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
+export type { ClaimResult, CodecFactory, CodecInput, OpenedToken, OpenOnlyCodec, ReplayStore, StateCodec } from './interfaces.js';
 export { generateKey, type KeyInput, KeyRing } from './keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';
 export type {

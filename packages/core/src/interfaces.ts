@@ -1,5 +1,5 @@
 import type { StateClaims } from './claims.js';
-import type { Awaitable } from './crypto/types.js';
+import type { Awaitable } from './crypto/awaitable.js';
 import type { KeyRing } from './keys.js';
 
 /** What a codec returns when a token is authentic. */
@@ -14,28 +14,73 @@ export interface OpenedToken {
  * Turns claims into an opaque token string and back. A codec provides integrity (and, when
  * `confidential`, confidentiality); the policy (expiry, principal, binding, single use) lives in the
  * state guard. Contract, checked by `@mrtr/test-suite`'s `codecCompliance`:
- * - `open` checks the size cap before any decoding and throws only `MrtrError`s
+ * - `unseal` checks the size cap before any decoding and throws only `MrtrError`s
  *   (`ERR_STATE_TOO_LARGE`, `ERR_STATE_MALFORMED`, `ERR_STATE_INTEGRITY`, `ERR_KEY_UNKNOWN`);
  * - every modification of a token is rejected; the format version and `kid` are authenticated;
- * - `seal` uses the key ring's primary key, `open` any key in the ring.
+ * - `seal` uses the key ring's primary key, `unseal` any key in the ring.
+ *
+ * Sync or async: `seal` and `unseal` may return their result or a promise of it ({@link Awaitable}), and may throw
+ * or reject alike; core treats both the same and never needs one or the other. Return the value itself when the work
+ * is synchronous (node:crypto): the guard then runs without an extra microtask. Callers `await` the result.
+ *
+ * `unseal` checks integrity only; the guard's `verify` runs every check of a state, and its `open` also spends it.
  */
 export interface StateCodec {
   /** Short stable name, e.g. `"hmac"`, `"jwe"`, `"aead"`. */
   readonly id: string;
   /** True when the token hides the claims from the client (encryption), not only protects them. */
   readonly confidential: boolean;
-  /** Largest token `open` accepts; longer input is refused before decoding. */
+  /** Largest token `unseal` accepts; longer input is refused before decoding. */
   readonly maxTokenBytes: number;
   /** The key ring the codec was built on (the guard derives its principal tags from the same ring). */
   readonly keys: KeyRing;
   /** Seals claims with the ring's primary key. */
   seal(claims: StateClaims): Awaitable<string>;
-  /** Verifies and opens a token with any key of the ring. */
+  /** Checks a token's integrity with any key of the ring and returns its claims (no policy: see the guard's `verify`). */
+  unseal(token: string): Awaitable<OpenedToken>;
+  /**
+   * @deprecated The codec's former name of {@link StateCodec.unseal} (the guard's `open` does more: every check and
+   * single use). The codecs of this repository keep it as an alias for one release; core never calls it on a codec
+   * that has `unseal`.
+   */
+  open?(token: string): Awaitable<OpenedToken>;
+}
+
+/**
+ * @deprecated A codec written before `unseal` (it has `open` only). `createStateGuard` still accepts one for one
+ * release, calling its `open` as `unseal`; rename the method to `unseal`.
+ */
+export interface OpenOnlyCodec extends Omit<StateCodec, 'unseal' | 'open'> {
   open(token: string): Awaitable<OpenedToken>;
 }
 
 /** Builds a codec on a key ring: what every codec package exports (`createHmacCodec`, …). */
 export type CodecFactory = (keys: KeyRing) => StateCodec;
+
+/**
+ * What `createStateGuard` takes as `codec`: a factory (called with the guard's ring) or a codec built on that ring.
+ * The `open`-only forms are deprecated (accepted for one release).
+ */
+export type CodecInput = CodecFactory | StateCodec | ((keys: KeyRing) => OpenOnlyCodec) | OpenOnlyCodec;
+
+/**
+ * The codec as core calls it: `unseal` as the codec defines it, or its deprecated `open` for a codec that has no
+ * `unseal` (a new object with the codec's fields; the codec itself is not changed). `undefined` when it has neither.
+ */
+export function asStateCodec(codec: StateCodec | OpenOnlyCodec): StateCodec | undefined {
+  if (typeof (codec as Partial<StateCodec>).unseal === 'function') return codec as StateCodec;
+  if (typeof codec.open !== 'function') return undefined;
+  const legacy = codec as OpenOnlyCodec;
+  return Object.freeze({
+    id: legacy.id,
+    confidential: legacy.confidential,
+    maxTokenBytes: legacy.maxTokenBytes,
+    keys: legacy.keys,
+    seal: (claims: StateClaims) => legacy.seal(claims),
+    unseal: (token: string) => legacy.open(token),
+    open: (token: string) => legacy.open(token),
+  });
+}
 
 /**
  * What {@link ReplayStore.claim} found:

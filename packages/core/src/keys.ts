@@ -1,5 +1,5 @@
 import { cryptoProvider } from '#crypto';
-import type { Awaitable } from './crypto/types.js';
+import { type Awaitable, isPromiseLike } from './crypto/awaitable.js';
 import { utf8Encode } from './json.js';
 
 /** Smallest accepted secret: 32 bytes (256 bits). */
@@ -111,7 +111,7 @@ export class KeyRing {
     let derived = this.#subkeys.get(cacheKey);
     if (derived === undefined) {
       derived = cryptoProvider.hkdfSha256(secret, HKDF_SALT, utf8Encode(purpose), length);
-      if (derived instanceof Promise) {
+      if (isPromiseLike(derived)) {
         // Cache the bytes once derived; forget a failed derivation so the next call tries again.
         derived.then(
           (bytes) => this.#subkeys.set(cacheKey, bytes),
@@ -129,7 +129,7 @@ export class KeyRing {
    */
   subkeySync(kid: string, purpose: string, length = 32): Uint8Array | undefined {
     const derived = this.subkey(kid, purpose, length);
-    if (derived instanceof Promise) throw new TypeError('KeyRing.subkeySync: this runtime only has async crypto; use subkey()');
+    if (isPromiseLike(derived)) throw new TypeError('KeyRing.subkeySync: this runtime only has async crypto; use subkey()');
     return derived;
   }
 }

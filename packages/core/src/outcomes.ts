@@ -1,7 +1,7 @@
 import { cryptoProvider } from '#crypto';
 import { CLAIMS_VERSION, type StateClaims } from './claims.js';
 import { MrtrError, RoundInProgressError, StateReplayedError, StoreUnavailableError } from './errors.js';
-import type { Awaitable } from './crypto/types.js';
+import type { Awaitable } from './crypto/awaitable.js';
 import type { ClaimResult, ReplayStore, StateCodec } from './interfaces.js';
 import { canonicalJson } from './json.js';
 import { base64urlEncode, randomBytes } from './random.js';
@@ -110,7 +110,7 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
   const unseal = async (state: Opened, fp: string, token: string): Promise<JsonValue> => {
     let claims: StateClaims;
     try {
-      claims = (await codec.open(token)).claims;
+      claims = (await codec.unseal(token)).claims;
     } catch (cause) {
       throw new StateReplayedError({ cause });
     }

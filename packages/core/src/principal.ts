@@ -1,5 +1,5 @@
 import { cryptoProvider } from '#crypto';
-import type { Awaitable } from './crypto/types.js';
+import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { KeyUnknownError, PrincipalRequiredError } from './errors.js';
 import type { RequestContext } from './guard-types.js';
 import { canonicalJson, utf8Encode } from './json.js';
@@ -51,8 +51,7 @@ export function createPrincipalTagger(keys: KeyRing, audience: string): (kid: st
   const tagText = (mac: Uint8Array): string => cryptoProvider.base64urlEncode(mac.subarray(0, 16));
   const computeTag = (key: Uint8Array, principal: Principal): Awaitable<string> => {
     // JSON framing keeps audience, namespace and name apart whatever characters they hold.
-    const mac = cryptoProvider.hmacSha256(key, utf8Encode(canonicalJson([audience, principal[0], principal[1]])));
-    return mac instanceof Promise ? mac.then(tagText) : tagText(mac);
+    return andThen(cryptoProvider.hmacSha256(key, utf8Encode(canonicalJson([audience, principal[0], principal[1]]))), tagText);
   };
   return (kid, principal) => {
     const cacheable = principal[1].length <= PRINCIPAL_TAG_CACHE_MAX_CHARS;
@@ -62,8 +61,7 @@ export function createPrincipalTagger(keys: KeyRing, audience: string): (kid: st
     }
     const key = keys.subkey(kid, PRINCIPAL_PURPOSE);
     if (key === undefined) throw new KeyUnknownError();
-    const tag = key instanceof Promise ? key.then((k) => computeTag(k, principal)) : computeTag(key, principal);
-    if (!cacheable) return tag;
-    return tag instanceof Promise ? tag.then((t) => remember(kid, principal, t)) : remember(kid, principal, tag);
+    const tag = andThen(key, (k) => computeTag(k, principal));
+    return cacheable ? andThen(tag, (t) => remember(kid, principal, t)) : tag;
   };
 }

@@ -39,6 +39,7 @@ describe('exported names', () => {
       'StoreUnavailableError',
       'TaskLimitError',
       'allowedKinds',
+      'andThen',
       'asTaskRecord',
       'assertStateClaims',
       'assertTaskChange',
@@ -54,6 +55,7 @@ describe('exported names', () => {
       'intOption',
       'isCanonicalBase64url',
       'isObject',
+      'isPromiseLike',
       'isStateClaims',
       'isTerminalStatus',
       'oneOfOption',
@@ -82,7 +84,7 @@ describe('exported names', () => {
   });
 
   it('gives every exported name a one-line TSDoc', () => {
-    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks', 'batcher', 'validate']
+    const sources = ['errors', 'guard', 'interfaces', 'keys', 'claims', 'codec-options', 'capabilities', 'json', 'random', 'token', 'protocol', 'deadline', 'tasks', 'batcher', 'validate', 'crypto/awaitable']
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
       .join('\n');
     const undocumented: string[] = [];

@@ -21,7 +21,7 @@ export function testCodec(keys: KeyRing): StateCodec {
       const tag = createHmac('sha256', keys.subkeySync(kid, 'test')!).update(`${kid}.${body}`).digest('base64url');
       return `${kid}.${body}.${tag}`;
     },
-    open(token) {
+    unseal(token) {
       if (token.length > 64 * 1024) throw new StateTooLargeError();
       const [kid, body, tag, ...rest] = token.split('.');
       if (kid === undefined || body === undefined || tag === undefined || rest.length > 0) throw new StateMalformedError();

@@ -1,4 +1,5 @@
-export type Awaitable<T> = T | Promise<T>;
+export type { Awaitable } from './awaitable.js';
+import type { Awaitable } from './awaitable.js';
 
 /**
  * The primitives core needs. On Node they are synchronous `node:crypto` calls; on runtimes that only
