@@ -23,11 +23,10 @@ export type { AeadCodec, AeadWebCodec } from './types.js';
  * bounded validating decoder for the JSON subset (see `decode.ts`). One cached HKDF subkey per key id;
  * nonces from `@mrtr/core`'s CSPRNG.
  *
- * Two builds, chosen by the `node` export condition: on Node (and unbundled Bun and Deno) `seal` and
- * `open` are synchronous and msgpackr packs ({@link AeadCodec}); everywhere else (browsers, workerd, web
- * bundles) the subkey is derived with async WebCrypto, a small packer writes the same bytes, and
- * `seal`/`open` return promises ({@link AeadWebCodec}). Each build declares its own type. `await` their
- * results to be portable.
+ * Two builds, chosen by the `node` export condition, one type ({@link AeadCodec}): on Node (and unbundled Bun and
+ * Deno) `seal` and `unseal` answer synchronously and msgpackr packs; everywhere else (browsers, workerd, web bundles)
+ * the subkey is derived with async WebCrypto, a small packer writes the same bytes, and `seal`/`unseal` return
+ * promises. `await` their results (the state guard does). `open` is the deprecated former name of `unseal`.
  *
  * A codec factory: pass it as `codec: createAeadCodec` (or `(keys) => createAeadCodec(keys, options)`).
  */

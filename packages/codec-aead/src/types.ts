@@ -1,17 +1,15 @@
-import type { OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
+import type { Awaitable, OpenedToken, StateCodec } from '@mrtr/core';
 
-/** The AEAD codec of the Node build: a `StateCodec` whose `seal` and `open` are synchronous. */
+/**
+ * The AEAD codec, one type for every build: `seal` and `unseal` answer synchronously on the Node build and with a
+ * promise on the web build (WebCrypto key derivation), so `await` their results.
+ */
 export interface AeadCodec extends StateCodec {
   readonly id: 'aead';
   readonly confidential: true;
-  seal(claims: StateClaims): string;
-  open(token: string): OpenedToken;
+  /** @deprecated The former name of `unseal` (kept for one release). */
+  open(token: string): Awaitable<OpenedToken>;
 }
 
-/** The AEAD codec of the web build (every runtime but Node): `seal` and `open` return promises. */
-export interface AeadWebCodec extends StateCodec {
-  readonly id: 'aead';
-  readonly confidential: true;
-  seal(claims: StateClaims): Promise<string>;
-  open(token: string): Promise<OpenedToken>;
-}
+/** @deprecated One type for both builds now: use {@link AeadCodec}. Removed in the next minor release. */
+export type AeadWebCodec = AeadCodec;

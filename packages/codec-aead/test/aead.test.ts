@@ -1,4 +1,4 @@
-import { KeyRing, MrtrError, type StateClaims, generateKey } from '@mrtr/core';
+import { KeyRing, MrtrError, type OpenedToken, type StateClaims, generateKey } from '@mrtr/core';
 import { canonicalJson } from '@mrtr/core/authoring';
 import { sampleClaims, samplePayloads } from '@mrtr/test-suite';
 import { Packr, unpack } from 'msgpackr';
@@ -7,8 +7,17 @@ import {
   AEAD_LIMITS,
   AEAD_KEY_PURPOSE,
   AEAD_MAX_NESTING,
-  createAeadCodec,
+  type AeadCodec,
+  createAeadCodec as createAnyCodec,
 } from '../src/index.js';
+
+/** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
+type NodeAeadCodec = Omit<AeadCodec, 'seal' | 'unseal' | 'open'> & {
+  seal(claims: StateClaims): string;
+  unseal(token: string): OpenedToken;
+  open(token: string): OpenedToken;
+};
+const createAeadCodec = (...args: Parameters<typeof createAnyCodec>): NodeAeadCodec => createAnyCodec(...args) as NodeAeadCodec;
 import { claimsWithData, codeOf, mp, openRaw, prng, randomJson, sealRaw } from './helpers.js';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
@@ -37,7 +46,7 @@ describe('wire format', () => {
     const keys = KeyRing.generate('k1');
     const codec = createAeadCodec(keys);
     const claims = sampleClaims([1, 'two', { three: 3 }]);
-    const opened = codec.open(sealRaw(keys, 'k1', pack(claims)));
+    const opened = codec.unseal(sealRaw(keys, 'k1', pack(claims)));
     expect(opened).toEqual({ claims, kid: 'k1' });
   });
 
@@ -72,20 +81,20 @@ describe('version and kid are bound as associated data', () => {
     expect(keys.subkeySync('k1', AEAD_KEY_PURPOSE)).toEqual(keys.subkeySync('k2', AEAD_KEY_PURPOSE));
     const codec = createAeadCodec(keys);
     const token = codec.seal(sampleClaims({ n: 1 }));
-    expect(codec.open(token).kid).toBe('k1');
-    expect(codeOf(() => codec.open(token.replace('x1.k1.', 'x1.k2.')))).toBe('ERR_STATE_INTEGRITY');
+    expect(codec.unseal(token).kid).toBe('k1');
+    expect(codeOf(() => codec.unseal(token.replace('x1.k1.', 'x1.k2.')))).toBe('ERR_STATE_INTEGRITY');
   });
 
   it('rejects ciphertext sealed under other associated data', () => {
     const keys = KeyRing.generate('k1');
     const codec = createAeadCodec(keys);
     const plaintext = pack(sampleClaims({ n: 1 }));
-    expect(codec.open(sealRaw(keys, 'k1', plaintext)).kid).toBe('k1');
+    expect(codec.unseal(sealRaw(keys, 'k1', plaintext)).kid).toBe('k1');
     for (const ad of ['x0.k1', 'x1.k2', 'x1', 'k1', '', 'x1.k1.']) {
-      expect(codeOf(() => codec.open(sealRaw(keys, 'k1', plaintext, { ad })))).toBe('ERR_STATE_INTEGRITY');
+      expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', plaintext, { ad })))).toBe('ERR_STATE_INTEGRITY');
     }
     // Authentic under its own version tag, but not this format.
-    expect(codeOf(() => codec.open(sealRaw(keys, 'k1', plaintext, { version: 'x2' })))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', plaintext, { version: 'x2' })))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('derives the key per purpose: the raw secret does not decrypt', () => {
@@ -99,7 +108,7 @@ describe('version and kid are bound as associated data', () => {
       subkeySync: () => Buffer.from(secret, 'base64url'),
     });
     const token = createAeadCodec(keys).seal(sampleClaims(1));
-    expect(codeOf(() => createAeadCodec(rawRing).open(token))).toBe('ERR_STATE_INTEGRITY');
+    expect(codeOf(() => createAeadCodec(rawRing).unseal(token))).toBe('ERR_STATE_INTEGRITY');
   });
 });
 
@@ -116,7 +125,7 @@ describe('strict format', () => {
     const other = body.slice(0, -1) + ALPHABET[last | (rest === 2 ? 0x0f : 0x03)]!;
     expect(other).not.toBe(body);
     expect(Buffer.from(other, 'base64url')).toEqual(Buffer.from(body, 'base64url'));
-    expect(codeOf(() => codec.open(token.replace(body, other)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(token.replace(body, other)))).toBe('ERR_STATE_MALFORMED');
   });
 
   it.each([
@@ -131,21 +140,21 @@ describe('strict format', () => {
     ['a body too short for nonce, tag and one byte', (t: string) => t.slice(0, 6 + 54)],
   ])('rejects a token with %s as malformed', (_name, mutate) => {
     const token = codec.seal(sampleClaims({ n: 1 }));
-    expect(codeOf(() => codec.open(mutate(token)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(mutate(token)))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('checks the format before the kid', () => {
     const token = codec.seal(sampleClaims({ n: 1 }));
-    expect(codeOf(() => codec.open(token.replace('x1.k1.', 'x1.k7.')))).toBe('ERR_KEY_UNKNOWN');
-    expect(codeOf(() => codec.open(`${token.replace('x1.k1.', 'x1.k7.')}=`))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(token.replace('x1.k1.', 'x1.k7.')))).toBe('ERR_KEY_UNKNOWN');
+    expect(codeOf(() => codec.unseal(`${token.replace('x1.k1.', 'x1.k7.')}=`))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('refuses oversize input before looking at it', () => {
     const small = createAeadCodec(keys, { maxTokenBytes: 1000 });
     const token = small.seal(sampleClaims({ n: 1 }));
-    expect(codeOf(() => small.open(token + 'A'.repeat(1001 - token.length)))).toBe('ERR_STATE_TOO_LARGE');
-    expect(codeOf(() => small.open('\ud800'.repeat(1001)))).toBe('ERR_STATE_TOO_LARGE');
-    expect(codeOf(() => small.open('x'.repeat(1000)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => small.unseal(token + 'A'.repeat(1001 - token.length)))).toBe('ERR_STATE_TOO_LARGE');
+    expect(codeOf(() => small.unseal('\ud800'.repeat(1001)))).toBe('ERR_STATE_TOO_LARGE');
+    expect(codeOf(() => small.unseal('x'.repeat(1000)))).toBe('ERR_STATE_MALFORMED');
   });
 });
 
@@ -157,7 +166,7 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
     sealRaw(keys, 'k1', claimsWithData(envelope, Uint8Array.from(dataBytes), pack));
 
   it('the envelope helper builds valid claims', () => {
-    expect(codec.open(withData(mp(0x81, 'a', 0x01))).claims.data).toEqual({ a: 1 });
+    expect(codec.unseal(withData(mp(0x81, 'a', 0x01))).claims.data).toEqual({ a: 1 });
   });
 
   it.each([
@@ -173,13 +182,13 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
     ['float32', [0xca, 0x3f, 0x80, 0, 0]],
     ['uint64', [0xcf, 0, 0, 0, 0, 0, 0, 0, 1]],
   ])('refuses %s as malformed', (_name, bytes) => {
-    expect(codeOf(() => codec.open(withData(bytes)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(withData(bytes)))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('refuses 10 000 levels of nesting as malformed (no stack overflow)', () => {
     const deep = createAeadCodec(keys, { maxTokenBytes: AEAD_LIMITS.maxMaxTokenBytes });
     const bytes = [...new Array(10_000).fill(0x91), 0xc0];
-    expect(codeOf(() => deep.open(withData(bytes)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => deep.unseal(withData(bytes)))).toBe('ERR_STATE_MALFORMED');
   });
 
   it(`seals and opens data nested up to the limit (${AEAD_MAX_NESTING} containers including the claims)`, () => {
@@ -189,17 +198,17 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
       return value;
     };
     const fits = sampleClaims(nest(AEAD_MAX_NESTING - 1) as never);
-    expect(codec.open(codec.seal(fits)).claims).toEqual(fits);
+    expect(codec.unseal(codec.seal(fits)).claims).toEqual(fits);
     // One level more: seal refuses it, and an authentic token carrying it does not open.
     expect(() => codec.seal(sampleClaims(nest(AEAD_MAX_NESTING) as never))).toThrow(TypeError);
     const tooDeep = [...new Array(AEAD_MAX_NESTING).fill(0x91), 0x00];
-    expect(codeOf(() => codec.open(withData(tooDeep)))).toBe('ERR_STATE_MALFORMED');
-    expect(codec.open(withData(tooDeep.slice(1))).claims.data).toEqual(nest(AEAD_MAX_NESTING - 1));
+    expect(codeOf(() => codec.unseal(withData(tooDeep)))).toBe('ERR_STATE_MALFORMED');
+    expect(codec.unseal(withData(tooDeep.slice(1))).claims.data).toEqual(nest(AEAD_MAX_NESTING - 1));
   });
 
   it('keeps __proto__ and constructor keys as own data and never touches prototypes', () => {
     const bytes = mp(0x83, '__proto__', 0x81, 'polluted', 0xc3, 'constructor', 0x81, 'prototype', 0x81, 'polluted', 0xc3, 'toString', 'data');
-    const { claims } = codec.open(withData(bytes));
+    const { claims } = codec.unseal(withData(bytes));
     const data = claims.data as Record<string, unknown>;
     expect(Object.getPrototypeOf(data)).toBe(Object.prototype);
     expect(Object.keys(data)).toEqual(['__proto__', 'constructor', 'toString']);
@@ -208,18 +217,18 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
     expect(({} as { polluted?: unknown }).polluted).toBeUndefined();
     // The claims envelope itself may carry __proto__ too: still only data.
     const hostile = sealRaw(keys, 'k1', pack(JSON.parse(`{"__proto__":{"v":1},${JSON.stringify(envelope).slice(1)}`)));
-    const opened = codec.open(hostile).claims as unknown as Record<string, unknown>;
+    const opened = codec.unseal(hostile).claims as unknown as Record<string, unknown>;
     expect(Object.getPrototypeOf(opened)).toBe(Object.prototype);
     expect(Object.hasOwn(opened, '__proto__')).toBe(true);
   });
 
   it('refuses authentic plaintext that is not claims', () => {
     for (const value of [{}, [], 'claims', 1, null, { ...envelope, v: 2 }, { ...envelope, data: undefined }]) {
-      expect(codeOf(() => codec.open(sealRaw(keys, 'k1', new Packr({ useRecords: false }).pack(value))))).toBe(
+      expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', new Packr({ useRecords: false }).pack(value))))).toBe(
         'ERR_STATE_MALFORMED',
       );
     }
-    expect(codeOf(() => codec.open(sealRaw(keys, 'k1', Buffer.concat([pack(envelope), Buffer.from([0xc0])]))))).toBe(
+    expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', Buffer.concat([pack(envelope), Buffer.from([0xc0])]))))).toBe(
       'ERR_STATE_MALFORMED',
     );
   });
@@ -237,7 +246,7 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
         bytes = new Uint8Array(1 + Math.floor(random() * 200));
         for (let k = 0; k < bytes.length; k++) bytes[k] = Math.floor(random() * 256);
       }
-      const code = codeOf(() => codec.open(sealRaw(keys, 'k1', bytes)));
+      const code = codeOf(() => codec.unseal(sealRaw(keys, 'k1', bytes)));
       expect(['accepted', 'ERR_STATE_MALFORMED']).toContain(code);
       if (code === 'accepted') accepted++;
     }
@@ -265,9 +274,9 @@ describe('seal', () => {
     const codec = createAeadCodec(keys);
     const k1Token = createAeadCodec(ring.without('k2')).seal(sampleClaims(1));
     for (let i = 0; i < 5; i++) {
-      expect(codec.open(codec.seal(sampleClaims(i))).kid).toBe('k2');
-      expect(codec.open(k1Token).kid).toBe('k1');
-      expect(codeOf(() => codec.open(k1Token.replace('x1.k1.', 'x1.k3.')))).toBe('ERR_KEY_UNKNOWN');
+      expect(codec.unseal(codec.seal(sampleClaims(i))).kid).toBe('k2');
+      expect(codec.unseal(k1Token).kid).toBe('k1');
+      expect(codeOf(() => codec.unseal(k1Token.replace('x1.k1.', 'x1.k3.')))).toBe('ERR_KEY_UNKNOWN');
     }
     expect(calls).toEqual([`k2:${AEAD_KEY_PURPOSE}`, `k1:${AEAD_KEY_PURPOSE}`]);
   });
@@ -298,7 +307,7 @@ describe('seal', () => {
     const claims = sampleClaims(data as never);
     const expected = JSON.parse(JSON.stringify(data));
     expect(expected).toEqual({ when: '1970-01-01T00:00:00.000Z', list: [1, null, null], point: { x: 1, y: 2 }, custom: 'c' });
-    expect(codec.open(codec.seal(claims)).claims.data).toEqual(expected);
+    expect(codec.unseal(codec.seal(claims)).claims.data).toEqual(expected);
   });
 
   it('opens every token it seals: 1 000 random JSON payloads (seeded)', () => {
@@ -306,14 +315,14 @@ describe('seal', () => {
     const next = randomJson(0xc0dec);
     for (let i = 0; i < 1000; i++) {
       const claims = sampleClaims(next() as never);
-      expect(canonicalJson(codec.open(codec.seal(claims)).claims)).toBe(canonicalJson(claims));
+      expect(canonicalJson(codec.unseal(codec.seal(claims)).claims)).toBe(canonicalJson(claims));
     }
   });
 
   it('keeps null-prototype objects and plain data exactly', () => {
     const codec = createAeadCodec(KeyRing.generate('k1'));
     const bare = Object.assign(Object.create(null) as Record<string, unknown>, { a: 1, b: ['x'] });
-    const opened = codec.open(codec.seal(sampleClaims({ bare } as never))).claims.data as { bare: object };
+    const opened = codec.unseal(codec.seal(sampleClaims({ bare } as never))).claims.data as { bare: object };
     expect(opened.bare).toEqual({ a: 1, b: ['x'] });
     expect(Object.getPrototypeOf(opened.bare)).toBe(Object.prototype);
   });
@@ -370,5 +379,16 @@ describe('AEAD_LIMITS', () => {
     expect(mod.AEAD_DEFAULT_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.defaultMaxTokenBytes);
     expect(mod.AEAD_MIN_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.minMaxTokenBytes);
     expect(mod.AEAD_MAX_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.maxMaxTokenBytes);
+  });
+});
+
+describe('unseal, and open as its deprecated alias (issue 22)', () => {
+  it('open is the same function as unseal, and the Node build answers synchronously', () => {
+    const codec = createAeadCodec(KeyRing.generate('k1'));
+    expect(codec.open).toBe(codec.unseal);
+    const claims = sampleClaims({ n: 1 });
+    const token = codec.seal(claims);
+    expect(typeof token).toBe('string');
+    expect(codec.unseal(token).claims).toEqual(claims);
   });
 });

@@ -20,10 +20,10 @@ export type { HmacCodec, HmacWebCodec } from './types.js';
  * text before the last dot (`m1.<kid>.<body>`), so the format version and key id are authenticated.
  * One cached HKDF subkey per key id.
  *
- * Two builds, chosen by the `node` export condition: on Node (and unbundled Bun and Deno) `seal` and
- * `open` are synchronous `node:crypto` ({@link HmacCodec}); everywhere else (browsers, workerd, web bundles)
- * they run on WebCrypto and return promises ({@link HmacWebCodec}). Each build declares its own type.
- * `await` their results to be portable.
+ * Two builds, chosen by the `node` export condition, one type ({@link HmacCodec}): on Node (and unbundled Bun and
+ * Deno) `seal` and `unseal` answer synchronously on `node:crypto`; everywhere else (browsers, workerd, web bundles)
+ * they run on WebCrypto and return promises. `await` their results (the state guard does). `open` is the deprecated
+ * former name of `unseal`.
  *
  * A codec factory: pass it as `codec: createHmacCodec` (or `(keys) => createHmacCodec(keys, options)`).
  */

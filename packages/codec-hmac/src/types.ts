@@ -1,17 +1,15 @@
-import type { OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
+import type { Awaitable, OpenedToken, StateCodec } from '@mrtr/core';
 
-/** The HMAC codec of the Node build: a `StateCodec` whose `seal` and `open` are synchronous. */
+/**
+ * The HMAC codec, one type for every build: `seal` and `unseal` answer synchronously on the Node build
+ * (`node:crypto`) and with a promise on the web build (WebCrypto), so `await` their results.
+ */
 export interface HmacCodec extends StateCodec {
   readonly id: 'hmac';
   readonly confidential: false;
-  seal(claims: StateClaims): string;
-  open(token: string): OpenedToken;
+  /** @deprecated The former name of `unseal` (kept for one release). */
+  open(token: string): Awaitable<OpenedToken>;
 }
 
-/** The HMAC codec of the web build (every runtime but Node): `seal` and `open` return promises. */
-export interface HmacWebCodec extends StateCodec {
-  readonly id: 'hmac';
-  readonly confidential: false;
-  seal(claims: StateClaims): Promise<string>;
-  open(token: string): Promise<OpenedToken>;
-}
+/** @deprecated One type for both builds now: use {@link HmacCodec}. Removed in the next minor release. */
+export type HmacWebCodec = HmacCodec;

@@ -1,12 +1,21 @@
 import { createHmac } from 'node:crypto';
-import { KeyRing, MrtrError, type MrtrErrorCode, type StateClaims, generateKey } from '@mrtr/core';
+import { KeyRing, MrtrError, type MrtrErrorCode, type OpenedToken, type StateClaims, generateKey } from '@mrtr/core';
 import { sampleClaims } from '@mrtr/test-suite';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   HMAC_LIMITS,
   HMAC_KEY_PURPOSE,
-  createHmacCodec,
+  type HmacCodec,
+  createHmacCodec as createAnyCodec,
 } from '../src/index.js';
+
+/** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
+type NodeHmacCodec = Omit<HmacCodec, 'seal' | 'unseal' | 'open'> & {
+  seal(claims: StateClaims): string;
+  unseal(token: string): OpenedToken;
+  open(token: string): OpenedToken;
+};
+const createHmacCodec = (...args: Parameters<typeof createAnyCodec>): NodeHmacCodec => createAnyCodec(...args) as NodeHmacCodec;
 
 const B64 = /^[A-Za-z0-9_-]+$/;
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
@@ -85,7 +94,7 @@ describe('version and kid are authenticated', () => {
     const codec = createHmacCodec(keys);
     const token = codec.seal(sampleClaims({ n: 1 }));
     expect(token.startsWith('m1.k1.')).toBe(true);
-    expect(codeOf(() => codec.open(token.replace('m1.k1.', 'm1.k2.')))).toBe('ERR_STATE_INTEGRITY');
+    expect(codeOf(() => codec.unseal(token.replace('m1.k1.', 'm1.k2.')))).toBe('ERR_STATE_INTEGRITY');
   });
 
   it('rejects a MAC that does not cover the version and kid', () => {
@@ -93,13 +102,13 @@ describe('version and kid are authenticated', () => {
     const codec = createHmacCodec(keys);
     const body = b64json(sampleClaims({ n: 1 }));
     const bodyOnly = forge(keys, 'k1', body).slice(body.length + 1);
-    expect(codeOf(() => codec.open(`m1.k1.${body}.${bodyOnly}`))).toBe('ERR_STATE_INTEGRITY');
+    expect(codeOf(() => codec.unseal(`m1.k1.${body}.${bodyOnly}`))).toBe('ERR_STATE_INTEGRITY');
     const kidBody = forge(keys, 'k1', `k1.${body}`).slice(`k1.${body}`.length + 1);
-    expect(codeOf(() => codec.open(`m1.k1.${body}.${kidBody}`))).toBe('ERR_STATE_INTEGRITY');
+    expect(codeOf(() => codec.unseal(`m1.k1.${body}.${kidBody}`))).toBe('ERR_STATE_INTEGRITY');
     // A correct MAC, but under another version tag, is not this format.
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m2.k1.${body}`)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m2.k1.${body}`)))).toBe('ERR_STATE_MALFORMED');
     // The control: the same construction with the right text opens.
-    expect(codec.open(forge(keys, 'k1', `m1.k1.${body}`)).kid).toBe('k1');
+    expect(codec.unseal(forge(keys, 'k1', `m1.k1.${body}`)).kid).toBe('k1');
   });
 });
 
@@ -113,7 +122,7 @@ describe('strict canonical base64url', () => {
   it('rejects stray bits in the last character of the MAC (same bytes, other text)', () => {
     const other = strayBits(mac);
     expect(Buffer.from(other, 'base64url')).toEqual(Buffer.from(mac, 'base64url'));
-    expect(codeOf(() => codec.open(`m1.k1.${body}.${other}`))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(`m1.k1.${body}.${other}`))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('rejects stray bits in the last character of the body, even with a MAC over that text', () => {
@@ -123,10 +132,10 @@ describe('strict canonical base64url', () => {
     while (b.length % 4 === 0 || b.length % 4 === 1) b = b64json(sampleClaims({ pad: 'x'.repeat(++i) }));
     const other = strayBits(b);
     expect(Buffer.from(other, 'base64url')).toEqual(Buffer.from(b, 'base64url'));
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${b}`)))).toBe('accepted');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b}`)))).toBe('accepted');
     // Even a MAC over the non-canonical text (only a key holder could make one) does not make it valid.
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${other}`)))).toBe('ERR_STATE_MALFORMED');
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${b}`).replace(`.${b}.`, `.${other}.`)))).toBe(
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${other}`)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b}`).replace(`.${b}.`, `.${other}.`)))).toBe(
       'ERR_STATE_MALFORMED',
     );
   });
@@ -138,12 +147,12 @@ describe('strict canonical base64url', () => {
     ['space', (s: string) => `${s.slice(0, 5)} ${s.slice(6)}`],
     ['length 1 mod 4', (s: string) => s + 'A'.repeat((5 - (s.length % 4)) % 4 || 4)],
   ])('rejects a body with %s as malformed', (_name, mutate) => {
-    expect(codeOf(() => codec.open(`m1.k1.${mutate(body)}.${mac}`))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(`m1.k1.${mutate(body)}.${mac}`))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('classifies a malformed body as malformed even when the kid is unknown', () => {
-    expect(codeOf(() => codec.open(`m1.k7.${body}=.${mac}`))).toBe('ERR_STATE_MALFORMED');
-    expect(codeOf(() => codec.open(`m1.k7.${body}.${mac}`))).toBe('ERR_KEY_UNKNOWN');
+    expect(codeOf(() => codec.unseal(`m1.k7.${body}=.${mac}`))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(`m1.k7.${body}.${mac}`))).toBe('ERR_KEY_UNKNOWN');
   });
 
   it.each([
@@ -157,7 +166,7 @@ describe('strict canonical base64url', () => {
     ['long MAC', (t: string) => `${t}A`],
     ['five segments', (t: string) => t.replace('m1.k1.', 'm1.k1.AAAA.')],
   ])('rejects a token with %s', (_name, mutate) => {
-    const code = codeOf(() => codec.open(mutate(token)));
+    const code = codeOf(() => codec.unseal(mutate(token)));
     expect(['ERR_STATE_MALFORMED', 'ERR_STATE_INTEGRITY']).toContain(code);
   });
 
@@ -165,7 +174,7 @@ describe('strict canonical base64url', () => {
     const kid = 'K'.repeat(32);
     const ring = KeyRing.generate(kid);
     const c = createHmacCodec(ring);
-    expect(c.open(c.seal(claims)).kid).toBe(kid);
+    expect(c.unseal(c.seal(claims)).kid).toBe(kid);
   });
 });
 
@@ -181,29 +190,29 @@ describe('order of checks', () => {
     const tampered = token.replace('m1.k1.e', 'm1.k1.f');
     expect(tampered).not.toBe(token);
     const parse = vi.spyOn(JSON, 'parse');
-    expect(codeOf(() => codec.open(tampered))).toBe('ERR_STATE_INTEGRITY');
+    expect(codeOf(() => codec.unseal(tampered))).toBe('ERR_STATE_INTEGRITY');
     expect(parse).not.toHaveBeenCalled();
-    codec.open(token);
+    codec.unseal(token);
     expect(parse).toHaveBeenCalledTimes(1);
   });
 
   it('refuses oversize input before looking at it, whatever it contains', () => {
     const codec = createHmacCodec(KeyRing.generate('k1'), { maxTokenBytes: 1000 });
     const token = codec.seal(sampleClaims({ n: 1 }));
-    expect(codeOf(() => codec.open(token + 'A'.repeat(1001 - token.length)))).toBe('ERR_STATE_TOO_LARGE');
-    expect(codeOf(() => codec.open('\ud800'.repeat(1001)))).toBe('ERR_STATE_TOO_LARGE');
-    expect(codeOf(() => codec.open('x'.repeat(1000)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(token + 'A'.repeat(1001 - token.length)))).toBe('ERR_STATE_TOO_LARGE');
+    expect(codeOf(() => codec.unseal('\ud800'.repeat(1001)))).toBe('ERR_STATE_TOO_LARGE');
+    expect(codeOf(() => codec.unseal('x'.repeat(1000)))).toBe('ERR_STATE_MALFORMED');
   });
 
   it('rejects authentic bytes that are not claims as malformed', () => {
     const keys = KeyRing.generate('k1');
     const codec = createHmacCodec(keys);
     const notJson = Buffer.from('{"v":1,').toString('base64url');
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${notJson}`)))).toBe('ERR_STATE_MALFORMED');
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${b64json({ v: 1 })}`)))).toBe('ERR_STATE_MALFORMED');
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${b64json([1, 2])}`)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${notJson}`)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b64json({ v: 1 })}`)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b64json([1, 2])}`)))).toBe('ERR_STATE_MALFORMED');
     const { data: _data, ...withoutData } = sampleClaims(1);
-    expect(codeOf(() => codec.open(forge(keys, 'k1', `m1.k1.${b64json(withoutData)}`)))).toBe('ERR_STATE_MALFORMED');
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b64json(withoutData)}`)))).toBe('ERR_STATE_MALFORMED');
   });
 });
 
@@ -226,9 +235,9 @@ describe('seal', () => {
     const codec = createHmacCodec(keys);
     const k1Token = createHmacCodec(ring.without('k2')).seal(sampleClaims(1));
     for (let i = 0; i < 5; i++) {
-      expect(codec.open(codec.seal(sampleClaims(i))).kid).toBe('k2');
-      expect(codec.open(k1Token).kid).toBe('k1');
-      expect(codeOf(() => codec.open(k1Token.replace('m1.k1.', 'm1.k3.')))).toBe('ERR_KEY_UNKNOWN');
+      expect(codec.unseal(codec.seal(sampleClaims(i))).kid).toBe('k2');
+      expect(codec.unseal(k1Token).kid).toBe('k1');
+      expect(codeOf(() => codec.unseal(k1Token.replace('m1.k1.', 'm1.k3.')))).toBe('ERR_KEY_UNKNOWN');
     }
     expect(calls).toEqual([`k2:${HMAC_KEY_PURPOSE}`, `k1:${HMAC_KEY_PURPOSE}`]);
   });
@@ -251,7 +260,7 @@ describe('seal', () => {
     const codec = createHmacCodec(KeyRing.generate('k1'));
     const when = new Date(0);
     const claims = sampleClaims({ when, gone: undefined, list: [1] } as never);
-    expect(codec.open(codec.seal(claims)).claims.data).toEqual({ when: '1970-01-01T00:00:00.000Z', list: [1] });
+    expect(codec.unseal(codec.seal(claims)).claims.data).toEqual({ when: '1970-01-01T00:00:00.000Z', list: [1] });
   });
 });
 
@@ -295,5 +304,16 @@ describe('HMAC_LIMITS', () => {
     expect(mod.HMAC_DEFAULT_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.defaultMaxTokenBytes);
     expect(mod.HMAC_MIN_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.minMaxTokenBytes);
     expect(mod.HMAC_MAX_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.maxMaxTokenBytes);
+  });
+});
+
+describe('unseal, and open as its deprecated alias (issue 22)', () => {
+  it('open is the same function as unseal, and the Node build answers synchronously', () => {
+    const codec = createHmacCodec(KeyRing.generate('k1'));
+    expect(codec.open).toBe(codec.unseal);
+    const claims = sampleClaims({ n: 1 });
+    const token = codec.seal(claims);
+    expect(typeof token).toBe('string');
+    expect(codec.unseal(token).claims).toEqual(claims);
   });
 });

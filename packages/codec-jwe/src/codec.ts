@@ -1,6 +1,8 @@
 import type { Awaitable, KeyRing, OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
 import {
+  andThen,
   type CodecOptionLimits,
+  isPromiseLike,
   KeyUnknownError,
   StateMalformedError,
   StateTooLargeError,
@@ -13,7 +15,7 @@ import { headerFor, parseHeader } from './header.js';
 
 /** Options of `createJweCodec` (after the key ring; the CEK is the HKDF subkey `mrtr/codec/jwe/v1` of a key). */
 export interface JweCodecOptions {
-  /** Largest token `open` accepts (and `seal` produces), in characters. @default 16384 */
+  /** Largest token `unseal` accepts (and `seal` produces), in characters. @default 16384 */
   maxTokenBytes?: number;
 }
 
@@ -42,7 +44,7 @@ const TAG_SEGMENT_CHARS = 22; // 16 bytes
  * Builds the codec on an engine. `createJweCodec` passes the engine of this build (node:crypto on
  * Node, jose elsewhere); tests pass either one directly.
  */
-export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, options?: JweCodecOptions): StateCodec {
+export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, options?: JweCodecOptions): JweCodec {
   const { maxTokenBytes } = parseCodecOptions('createJweCodec', keys, options, JWE_LIMITS);
   const primary = headerFor(keys.primaryKid);
   // The ring's own header spellings: opening a token with one of them skips the header parse.
@@ -58,8 +60,8 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, op
     if (key === undefined) {
       const cek = keys.subkey(kid, JWE_KEY_PURPOSE, 32);
       if (cek === undefined) throw new KeyUnknownError();
-      key = cek instanceof Promise ? cek.then((bytes) => engine.importKey(bytes)) : engine.importKey(cek);
-      if (key instanceof Promise) {
+      key = andThen(cek, (bytes) => engine.importKey(bytes));
+      if (isPromiseLike(key)) {
         const pending = key;
         pending.then(
           (resolved) => keyCache.set(kid, resolved),
@@ -80,13 +82,13 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, op
 
   const seal = (claims: StateClaims): Awaitable<string> => {
     const plaintext = encodeClaims(claims);
-    const key = keyFor(primary.kid);
-    if (key instanceof Promise) return key.then((k) => engine.encrypt(k, primary, plaintext)).then(checkSize);
-    const token = engine.encrypt(key, primary, plaintext);
-    return token instanceof Promise ? token.then(checkSize) : checkSize(token);
+    return andThen(
+      andThen(keyFor(primary.kid), (key) => engine.encrypt(key, primary, plaintext)),
+      checkSize,
+    );
   };
 
-  const open = (token: string): Awaitable<OpenedToken> => {
+  const unseal = (token: string): Awaitable<OpenedToken> => {
     if (typeof token !== 'string') throw new StateMalformedError();
     // Size first, before any decoding. A string longer than the cap in UTF-16 units is longer in bytes too.
     if (token.length > maxTokenBytes) throw new StateTooLargeError();
@@ -112,22 +114,35 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, op
     const parts: JweParts = { token, header, iv, ciphertext, tag };
     const kid = header.kid;
     const finish = (plaintext: string): OpenedToken => ({ claims: decodeClaims(plaintext), kid });
-    const key = keyFor(kid);
-    if (key instanceof Promise) return key.then((k) => engine.decrypt(k, parts)).then(finish);
-    const plaintext = engine.decrypt(key, parts);
-    return plaintext instanceof Promise ? plaintext.then(finish) : finish(plaintext);
+    return andThen(
+      andThen(keyFor(kid), (key) => engine.decrypt(key, parts)),
+      finish,
+    );
   };
 
   if (engine.name === 'node') {
-    return Object.freeze({ id: 'jwe', confidential: true, maxTokenBytes, keys, seal, open });
+    return Object.freeze({ id: 'jwe' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal, open: unseal });
   }
   // Async engine: every failure is a rejected promise, never a synchronous throw.
+  const unsealAsync = async (token: string): Promise<OpenedToken> => unseal(token);
   return Object.freeze({
-    id: 'jwe',
-    confidential: true,
+    id: 'jwe' as const,
+    confidential: true as const,
     maxTokenBytes,
     keys,
     seal: async (claims: StateClaims) => seal(claims),
-    open: async (token: string) => open(token),
+    unseal: unsealAsync,
+    open: unsealAsync,
   });
+}
+
+/**
+ * The JWE codec: a `StateCodec` whose `seal` and `unseal` answer synchronously on the Node build (`node:crypto`) and
+ * with a promise on other runtimes (jose on WebCrypto); `await` their results.
+ */
+export interface JweCodec extends StateCodec {
+  readonly id: 'jwe';
+  readonly confidential: true;
+  /** @deprecated The former name of `unseal` (kept for one release). */
+  open(token: string): Awaitable<OpenedToken>;
 }

@@ -1,11 +1,12 @@
-import type { KeyRing, StateCodec } from '@mrtr/core';
-import { type JweCodecOptions, createCodecWithEngine } from './codec.js';
+import type { KeyRing } from '@mrtr/core';
+import { type JweCodec, type JweCodecOptions, createCodecWithEngine } from './codec.js';
 import { engine } from '#engine';
 
 export {
   DEFAULT_MAX_TOKEN_BYTES,
   JWE_LIMITS,
   JWE_KEY_PURPOSE,
+  type JweCodec,
   type JweCodecOptions,
   MAX_MAX_TOKEN_BYTES,
   MIN_MAX_TOKEN_BYTES,
@@ -19,6 +20,6 @@ export { JWE_ALG, JWE_ENC } from './header.js';
  *
  * A codec factory: pass it as `codec: createJweCodec` (or `(keys) => createJweCodec(keys, options)`).
  */
-export function createJweCodec(keys: KeyRing, options?: JweCodecOptions): StateCodec {
+export function createJweCodec(keys: KeyRing, options?: JweCodecOptions): JweCodec {
   return createCodecWithEngine(engine, keys, options);
 }

@@ -62,7 +62,7 @@ describe.each(engines)('JWE codec (%s engine)', (_name, engine) => {
     for (let i = 0; i < 200; i++) times.push(Math.floor(Math.random() * 2 ** 50));
     for (const t of times) {
       const claims = claimsOf({ t }, { iat: t, exp: t + 1, flow: { id: 'f'.repeat(22), round: 1, deadline: t } });
-      expect((await codec.open(await codec.seal(claims))).claims).toEqual(claims);
+      expect((await codec.unseal(await codec.seal(claims))).claims).toEqual(claims);
     }
     // A safe integer whose ms / 1000 does not come back as the same integer.
     const unrepresentable = 4_455_577_392_420_898;
@@ -104,7 +104,7 @@ describe.each(engines)('JWE codec (%s engine)', (_name, engine) => {
     await mrtrErrorOf(() => codec.seal(claimsOf('x'.repeat(1024))), 'ERR_STATE_TOO_LARGE');
     const token = await codec.seal(claimsOf('x'.repeat(200)));
     expect(token.length).toBeLessThanOrEqual(1024);
-    await mrtrErrorOf(() => codec.open(`${token}${'A'.repeat(1025 - token.length)}`), 'ERR_STATE_TOO_LARGE');
+    await mrtrErrorOf(() => codec.unseal(`${token}${'A'.repeat(1025 - token.length)}`), 'ERR_STATE_TOO_LARGE');
   });
 
   it('uses a fresh 96-bit IV for every seal', async () => {
@@ -124,13 +124,13 @@ describe.each(engines)('JWE codec (%s engine)', (_name, engine) => {
     const codec = createCodecWithEngine(counting.engine, keys);
     const claims = claimsOf({ n: 1 });
     const tokens = await Promise.all(Array.from({ length: 16 }, () => codec.seal(claims)));
-    await Promise.all(tokens.map((token) => codec.open(token)));
+    await Promise.all(tokens.map((token) => codec.unseal(token)));
     expect(counting.imports()).toBe(1);
     const old = handToken(cekOf(keys, 'k1'), {
       header: '{"alg":"dir","enc":"A256GCM","kid":"k1"}',
       plaintext: JSON.stringify(jwtOf(claims)),
     });
-    await Promise.all(Array.from({ length: 8 }, () => codec.open(old)));
+    await Promise.all(Array.from({ length: 8 }, () => codec.unseal(old)));
     expect(counting.imports()).toBe(2);
   });
 
@@ -139,9 +139,9 @@ describe.each(engines)('JWE codec (%s engine)', (_name, engine) => {
     const codec = make(keys);
     const plaintext = JSON.stringify(jwtOf(claimsOf({ n: 1 })));
     const header = '{"alg":"dir","enc":"A256GCM","kid":"k1"}';
-    await codec.open(handToken(cekOf(keys), { header, plaintext }));
+    await codec.unseal(handToken(cekOf(keys), { header, plaintext }));
     const otherPurpose = keys.subkeySync('k1', 'mrtr/codec/aead/v1')!;
-    await mrtrErrorOf(() => codec.open(handToken(otherPurpose, { header, plaintext })), 'ERR_STATE_INTEGRITY');
+    await mrtrErrorOf(() => codec.unseal(handToken(otherPurpose, { header, plaintext })), 'ERR_STATE_INTEGRITY');
   });
 
   it('puts no payload, claim or key bytes into error messages', async () => {
@@ -160,7 +160,7 @@ describe.each(engines)('JWE codec (%s engine)', (_name, engine) => {
     ];
     for (const attempt of attempts) {
       const input = await attempt;
-      const error = await mrtrErrorOf(() => codec.open(input as string));
+      const error = await mrtrErrorOf(() => codec.unseal(input as string));
       const needles = [marker, cek, ...(typeof input === 'string' ? input.split('.').filter((s) => s.length >= 8) : [])];
       for (const needle of needles) expect(error.message).not.toContain(needle);
       expect(error.message).toBe(new (error.constructor as new () => Error)().message);
@@ -174,8 +174,8 @@ describe('sync and async behaviour', () => {
     const claims = claimsOf({ sync: true });
     const token = codec.seal(claims);
     expect(typeof token).toBe('string');
-    expect(codec.open(token as string)).toEqual({ kid: 'k1', claims });
-    expect(() => codec.open(42 as unknown as string)).toThrow(MrtrError);
+    expect(codec.unseal(token as string)).toEqual({ kid: 'k1', claims });
+    expect(() => codec.unseal(42 as unknown as string)).toThrow(MrtrError);
     expect(() => codec.seal({} as StateClaims)).toThrow(MrtrError);
   });
 
@@ -184,13 +184,13 @@ describe('sync and async behaviour', () => {
     const claims = claimsOf({ async: true });
     const sealed = codec.seal(claims);
     expect(sealed).toBeInstanceOf(Promise);
-    const opened = codec.open(await sealed);
+    const opened = codec.unseal(await sealed);
     expect(opened).toBeInstanceOf(Promise);
     expect(await opened).toEqual({ kid: 'k1', claims });
     let badOpen: unknown;
     let badSeal: unknown;
     expect(() => {
-      badOpen = codec.open(42 as unknown as string);
+      badOpen = codec.unseal(42 as unknown as string);
       badSeal = codec.seal({} as StateClaims);
     }).not.toThrow();
     await expect(badOpen).rejects.toBeInstanceOf(MrtrError);
@@ -205,5 +205,21 @@ describe('JWE_LIMITS', () => {
     expect(mod.DEFAULT_MAX_TOKEN_BYTES).toBe(mod.JWE_LIMITS.defaultMaxTokenBytes);
     expect(mod.MIN_MAX_TOKEN_BYTES).toBe(mod.JWE_LIMITS.minMaxTokenBytes);
     expect(mod.MAX_MAX_TOKEN_BYTES).toBe(mod.JWE_LIMITS.maxMaxTokenBytes);
+  });
+});
+
+describe('unseal, and open as its deprecated alias (issue 22)', () => {
+  it('open is the same function as unseal, on both engines; the node engine answers synchronously', async () => {
+    const keys = KeyRing.generate('k1');
+    const claims = claimsOf({ n: 1 });
+    for (const engine of [nodeEngine, webEngine] as JweEngine<unknown>[]) {
+      const codec = createCodecWithEngine(engine, keys);
+      expect(codec.open).toBe(codec.unseal);
+      expect((await codec.unseal(await codec.seal(claims))).claims).toEqual(claims);
+    }
+    const sync = createCodecWithEngine(nodeEngine, keys);
+    const token = sync.seal(claims);
+    expect(typeof token).toBe('string');
+    expect(sync.unseal(token as string)).toEqual({ claims, kid: 'k1' });
   });
 });

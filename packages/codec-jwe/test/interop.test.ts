@@ -73,7 +73,7 @@ describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
         const token = await new CompactEncrypt(new TextEncoder().encode(JSON.stringify(jwtOf(claims))))
           .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid })
           .encrypt(cekOf(keys, kid));
-        const opened = await codec.open(token);
+        const opened = await codec.unseal(token);
         expect(opened.kid).toBe(kid);
         expect(opened.claims).toEqual(claims);
       }
@@ -97,7 +97,7 @@ describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
         .setAudience(claims.aud)
         .setSubject(claims.sub)
         .encrypt(cekOf(keys, 'k1'));
-      const opened = await codec.open(token);
+      const opened = await codec.unseal(token);
       expect(opened).toEqual({ kid: 'k1', claims });
     }
   });
@@ -107,8 +107,8 @@ describe.each(engines)('interop with jose (%s engine)', (_name, engine) => {
     const codec = createCodecWithEngine(engine, keys);
     const other = createCodecWithEngine((engine === nodeEngine ? webEngine : nodeEngine) as JweEngine<unknown>, keys);
     const claims = claimsOf({ cross: true });
-    expect((await other.open(await codec.seal(claims))).claims).toEqual(claims);
-    expect((await codec.open(await other.seal(claims))).claims).toEqual(claims);
+    expect((await other.unseal(await codec.seal(claims))).claims).toEqual(claims);
+    expect((await codec.unseal(await other.seal(claims))).claims).toEqual(claims);
   });
 });
 
@@ -144,7 +144,7 @@ describe('byte compatibility of the node:crypto path', () => {
     // README: 96 + ceil(4n/3) characters for an n-byte claims set and a 2-character kid.
     const n = Buffer.byteLength(JSON.stringify(jwtOf(claims)));
     expect((token as string).length).toBe(96 + Math.ceil((4 * n) / 3));
-    const opened = codec.open(token as string) as { claims: StateClaims; kid: string };
+    const opened = codec.unseal(token as string) as { claims: StateClaims; kid: string };
     expect(opened).toEqual({ kid: 'k2', claims });
   });
 });

@@ -71,7 +71,7 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
 
   it('opens the hand-built control token with the allowed header (the tags below are valid)', async () => {
     const { codec, claims, plaintext, cek, decrypts } = setup();
-    const opened = await codec.open(handToken(cek, { header: ALLOWED, plaintext }));
+    const opened = await codec.unseal(handToken(cek, { header: ALLOWED, plaintext }));
     expect(opened.kid).toBe('k1');
     expect(opened.claims).toEqual(claims);
     expect(decrypts()).toBe(1);
@@ -84,13 +84,13 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
       '{"enc":"A256GCM","alg":"dir","kid":"k1"}',
       ' { "alg" : "dir" ,\n\t"enc":"A256GCM",\r\n"kid":"k1" } ',
     ]) {
-      expect((await codec.open(handToken(cek, { header, plaintext }))).claims).toEqual(claims);
+      expect((await codec.unseal(handToken(cek, { header, plaintext }))).claims).toEqual(claims);
     }
   });
 
   it.each(FORBIDDEN_HEADERS)('refuses %s before decryption', async (_label, header) => {
     const { codec, plaintext, cek, decrypts } = setup();
-    await mrtrErrorOf(() => codec.open(handToken(cek, { header, plaintext })), 'ERR_STATE_MALFORMED');
+    await mrtrErrorOf(() => codec.unseal(handToken(cek, { header, plaintext })), 'ERR_STATE_MALFORMED');
     expect(decrypts()).toBe(0);
   });
 
@@ -104,7 +104,7 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
     ];
     for (const header of headers) {
       const token = await new CompactEncrypt(new TextEncoder().encode(plaintext)).setProtectedHeader(header).encrypt(cek);
-      await mrtrErrorOf(() => codec.open(token), 'ERR_STATE_MALFORMED');
+      await mrtrErrorOf(() => codec.unseal(token), 'ERR_STATE_MALFORMED');
     }
     expect(decrypts()).toBe(0);
   });
@@ -113,10 +113,10 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
     const { codec, plaintext, cek, decrypts } = setup();
     for (const kid of ['k2', 'K1', 'k1 ', '', 'x'.repeat(33), '__proto__', 'constructor', 'hasOwnProperty']) {
       const header = JSON.stringify({ alg: 'dir', enc: 'A256GCM', kid });
-      await mrtrErrorOf(() => codec.open(handToken(cek, { header, plaintext })), 'ERR_KEY_UNKNOWN');
+      await mrtrErrorOf(() => codec.unseal(handToken(cek, { header, plaintext })), 'ERR_KEY_UNKNOWN');
     }
     const badAndUnknown = '{"alg":"dir","enc":"A256GCM","kid":"k2","zip":"DEF"}';
-    await mrtrErrorOf(() => codec.open(handToken(cek, { header: badAndUnknown, plaintext })), 'ERR_STATE_MALFORMED');
+    await mrtrErrorOf(() => codec.unseal(handToken(cek, { header: badAndUnknown, plaintext })), 'ERR_STATE_MALFORMED');
     expect(decrypts()).toBe(0);
   });
 
@@ -131,14 +131,14 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
       handToken(cek, { header: ALLOWED, plaintext, tagBytes: 15 }),
       handToken(cek, { header: ALLOWED, plaintext, tagBytes: 4 }),
     ];
-    for (const token of variants) await mrtrErrorOf(() => codec.open(token), 'ERR_STATE_MALFORMED');
+    for (const token of variants) await mrtrErrorOf(() => codec.unseal(token), 'ERR_STATE_MALFORMED');
     expect(decrypts()).toBe(0);
   });
 
   it('requires canonical base64url in every segment, before decryption', async () => {
     const { codec, plaintext, cek, decrypts } = setup();
     const good = handToken(cek, { header: ALLOWED, plaintext });
-    expect((await codec.open(good)).kid).toBe('k1');
+    expect((await codec.unseal(good)).kid).toBe('k1');
     expect(decrypts()).toBe(1);
     const [h, , iv, ct, tag] = good.split('.') as [string, string, string, string, string];
     // Each of these decodes to the same bytes with a lenient decoder (Buffer, atob) but is not canonical.
@@ -162,14 +162,14 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
       .map((segments) => segments.join('.'))
       .filter((token) => token !== good);
     expect(variants.length).toBeGreaterThanOrEqual(8);
-    for (const token of variants) await mrtrErrorOf(() => codec.open(token), 'ERR_STATE_MALFORMED');
+    for (const token of variants) await mrtrErrorOf(() => codec.unseal(token), 'ERR_STATE_MALFORMED');
     expect(decrypts()).toBe(1); // only the control token above
   });
 
   it('refuses a ring key that did not seal with ERR_STATE_INTEGRITY, after the header passed', async () => {
     const { codec, plaintext, decrypts } = setup();
     const otherCek = new Uint8Array(32).fill(1);
-    await mrtrErrorOf(() => codec.open(handToken(otherCek, { header: ALLOWED, plaintext })), 'ERR_STATE_INTEGRITY');
+    await mrtrErrorOf(() => codec.unseal(handToken(otherCek, { header: ALLOWED, plaintext })), 'ERR_STATE_INTEGRITY');
     expect(decrypts()).toBe(1);
   });
 
@@ -198,9 +198,9 @@ describe.each(engines)('strict protected header (%s engine)', (_name, baseEngine
     ];
     for (const plaintext of bad) {
       const token = handToken(cek, { header: ALLOWED, plaintext });
-      await mrtrErrorOf(() => codec.open(token), 'ERR_STATE_MALFORMED');
+      await mrtrErrorOf(() => codec.unseal(token), 'ERR_STATE_MALFORMED');
     }
     // Control: the same construction with the exact claims set opens.
-    expect((await codec.open(handToken(cek, { header: ALLOWED, plaintext: JSON.stringify(jwt) }))).claims).toEqual(claims);
+    expect((await codec.unseal(handToken(cek, { header: ALLOWED, plaintext: JSON.stringify(jwt) }))).claims).toEqual(claims);
   });
 });

@@ -75,7 +75,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     return sealKeys.prefix + sealBuffer.toString('base64url', 0, sealedLength);
   };
 
-  const open = (token: string): OpenedToken => {
+  const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
     const { kid, sealed } = parseAeadToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
@@ -96,7 +96,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     return { claims: claimsFromPlaintext(plaintext), kid };
   };
 
-  return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, open });
+  return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal, open: unseal });
 }
 
 /** What `createAeadCodec` returns on this build. */

@@ -17,7 +17,7 @@ import {
   prefixFor,
 } from '../format.js';
 import { packJson } from '../pack.js';
-import type { AeadWebCodec } from '../types.js';
+import type { AeadCodec } from '../types.js';
 
 interface KidKeys {
   key: Uint8Array;
@@ -29,9 +29,9 @@ interface KidKeys {
  * The build for every runtime but Node: the subkey comes from `KeyRing.subkey` (async WebCrypto HKDF
  * through core's crypto provider), the plaintext from a small MessagePack packer byte-identical to
  * msgpackr's for the JSON subset (src/pack.ts), no Buffer. XChaCha20-Poly1305 is @noble/ciphers, as on
- * Node. `seal` and `open` return promises; every failure is a rejection, never a synchronous throw.
+ * Node. `seal` and `unseal` return promises; every failure is a rejection, never a synchronous throw.
  */
-export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined): AeadWebCodec {
+export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined): AeadCodec {
   const { maxTokenBytes } = parseAeadOptions(keys, options);
 
   // kid → key material (a promise while derived). Only kids present in the (immutable) ring are
@@ -72,7 +72,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     return sealPrefix + base64urlEncode(sealed);
   };
 
-  const open = async (token: string): Promise<OpenedToken> => {
+  const unseal = async (token: string): Promise<OpenedToken> => {
     // 1–2. Type, size cap, format, strict base64url — before anything else, and before any await.
     const { kid, sealed } = parseAeadToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
@@ -92,8 +92,8 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     return { claims: claimsFromPlaintext(plaintext, webSlicer), kid };
   };
 
-  return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, open });
+  return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal, open: unseal });
 }
 
 /** What `createAeadCodec` returns on this build. */
-export type BuildCodec = AeadWebCodec;
+export type BuildCodec = AeadCodec;

@@ -47,7 +47,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return `${signed}.${createHmac('sha256', sealKey).update(signed, 'latin1').digest('base64url')}`;
   };
 
-  const open = (token: string): OpenedToken => {
+  const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
     const { kid, signedEnd, body, mac } = parseHmacToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
@@ -60,7 +60,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return { claims: parseClaimsJson(bodyText(body)), kid };
   };
 
-  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, open });
+  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal, open: unseal });
 }
 
 /** What `createHmacCodec` returns on this build. */

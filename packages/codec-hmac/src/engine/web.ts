@@ -16,7 +16,7 @@ import {
   parseHmacToken,
   sealPrefixFor,
 } from '../format.js';
-import type { HmacWebCodec } from '../types.js';
+import type { HmacCodec } from '../types.js';
 
 /** The slice of WebCrypto this build uses. */
 interface HmacSubtle {
@@ -44,10 +44,10 @@ const utf8Text = new TextDecoder('utf-8', { ignoreBOM: true });
  * The build for every runtime but Node (browsers, workerd, Deno/Bun when bundled for the web): the key
  * is derived with `KeyRing.subkey` (async WebCrypto HKDF through core's crypto provider) and imported
  * once per key id as a non-extractable HMAC `CryptoKey`; the MAC is checked with `crypto.subtle.verify`
- * (constant-time in every WebCrypto implementation). `seal` and `open` return promises, and every
+ * (constant-time in every WebCrypto implementation). `seal` and `unseal` return promises, and every
  * failure is a rejection, never a synchronous throw.
  */
-export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined): HmacWebCodec {
+export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined): HmacCodec {
   const { maxTokenBytes } = parseHmacOptions(keys, options);
 
   // kid → MAC key (a promise while being derived). Only kids present in the (immutable) ring are inserted;
@@ -87,7 +87,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return `${signed}.${base64urlEncode(mac)}`;
   };
 
-  const open = async (token: string): Promise<OpenedToken> => {
+  const unseal = async (token: string): Promise<OpenedToken> => {
     // 1–2. Type, size cap, format, strict base64url — before anything else, and before any await.
     const { kid, signedEnd, body, mac } = parseHmacToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
@@ -100,8 +100,8 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return { claims: parseClaimsJson(utf8Text.decode(body)), kid };
   };
 
-  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, open });
+  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal, open: unseal });
 }
 
 /** What `createHmacCodec` returns on this build. */
-export type BuildCodec = HmacWebCodec;
+export type BuildCodec = HmacCodec;
