@@ -183,7 +183,7 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   let openError: { code: string; reason: string } | undefined;
   try {
     if (token.length > codecInstance.maxTokenBytes) throw new MrtrError('ERR_STATE_TOO_LARGE');
-    opened = await codecInstance.open(token);
+    opened = await codecInstance.unseal(token);
   } catch (error) {
     const code = MrtrError.is(error) ? error.code : 'ERR_STATE_MALFORMED';
     openError = { code, reason: openReason(code, codec, detected, ring, token.length, codecInstance.maxTokenBytes) };

@@ -6,7 +6,7 @@ import { callTool, connect, fixture } from './harness.js';
 
 const ok = (key: string) => ({ [key]: { action: 'accept', content: { ok: true } } });
 
-/** The HMAC codec, counting `open`. */
+/** The HMAC codec, counting `unseal`. */
 function countingCodec(): { codec: (keys: KeyRing) => StateCodec; opens: () => number } {
   let opens = 0;
   const codec = (keys: KeyRing): StateCodec => {
@@ -17,9 +17,9 @@ function countingCodec(): { codec: (keys: KeyRing) => StateCodec; opens: () => n
       maxTokenBytes: inner.maxTokenBytes,
       keys: inner.keys,
       seal: (claims) => inner.seal(claims),
-      open: (token) => {
+      unseal: (token) => {
         opens++;
-        return inner.open(token);
+        return inner.unseal(token);
       },
     };
   };

@@ -252,9 +252,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
       maxTokenBytes: inner.maxTokenBytes,
       keys,
       seal: (claims) => inner.seal(claims),
-      open: (token) => {
+      unseal: (token) => {
         opened++;
-        return inner.open(token);
+        return inner.unseal(token);
       },
     };
     const f = fixture({ keys, codec });

@@ -23,7 +23,7 @@ export function createExampleHmacCodec(keys: KeyRing, options?: CodecOptions): S
     if (token.length > maxTokenBytes) throw new StateTooLargeError();
     return token;
   };
-  const open = (token: string): OpenedToken => {
+  const unseal = (token: string): OpenedToken => {
     if (typeof token !== 'string') throw new StateMalformedError();
     if (token.length > maxTokenBytes) throw new StateTooLargeError(); // 1. the cap, before reading anything
     const prefix = readTokenPrefix(token, VERSION); // 2. the format: version, kid, two strict segments
@@ -44,5 +44,5 @@ export function createExampleHmacCodec(keys: KeyRing, options?: CodecOptions): S
     if (!isStateClaims(claims)) throw new StateMalformedError();
     return { claims, kid: prefix.kid };
   };
-  return Object.freeze({ id: 'example-hmac', confidential: false, maxTokenBytes, keys, seal, open });
+  return Object.freeze({ id: 'example-hmac', confidential: false, maxTokenBytes, keys, seal, unseal });
 }

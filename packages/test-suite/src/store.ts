@@ -556,7 +556,7 @@ function plainCodec(keys: KeyRing): StateCodec {
     maxTokenBytes: 65_536,
     keys,
     seal: (claims) => `p.${base64urlEncode(utf8Encode(JSON.stringify(claims)))}`,
-    open: (token) => {
+    unseal: (token) => {
       const bytes = token.startsWith('p.') ? base64urlDecode(token.slice(2)) : undefined;
       if (bytes === undefined) throw new StateMalformedError();
       return { claims: JSON.parse(utf8Decode(bytes)), kid: keys.primaryKid };

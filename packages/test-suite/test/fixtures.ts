@@ -87,7 +87,7 @@ export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}, m
       const tag = flaws.noMac ? 'nomac' : mac(keyFor(kid)!, signed).toString('base64url');
       return `r1.${kid}.${body}.${tag}`;
     },
-    open(token) {
+    unseal(token) {
       if (typeof token !== 'string') return reject(new StateMalformedError(), token);
       if (!flaws.noSizeCap && token.length > maxTokenBytes) return reject(new StateTooLargeError(), token);
       if (flaws.quadraticScan && /[A-Za-z0-9_-]+=$/.test(token)) return reject(new StateMalformedError(), token);

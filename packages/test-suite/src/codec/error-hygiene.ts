@@ -94,12 +94,12 @@ function sharedRun(text: string, secret: string): string | undefined {
 async function rejectionOf(codec: StateCodec, c: RejectionCase): Promise<MrtrError> {
   const before = Error.stackTraceLimit;
   try {
-    return await rejectsMrtr(() => codec.open(c.input as string), c.what, c.codes);
+    return await rejectsMrtr(() => codec.unseal(c.input as string), c.what, c.codes);
   } finally {
     const after = Error.stackTraceLimit;
     // Put it back first, so one broken codec does not change what the rest of the run sees.
     Error.stackTraceLimit = before;
-    ok(after === before, `${c.what}: open changed Error.stackTraceLimit from ${before} to ${after}`);
+    ok(after === before, `${c.what}: unseal changed Error.stackTraceLimit from ${before} to ${after}`);
   }
 }
 

@@ -22,7 +22,7 @@ export function roundTripProperties(suite: CodecSuite): void {
       const token = await codec.seal(claims);
       ok(typeof token === 'string' && /^[\x21-\x7e]+$/.test(token), 'token must be non-empty printable ASCII');
       ok(token.length <= codec.maxTokenBytes, 'a sealed token must fit maxTokenBytes');
-      const opened = await codec.open(token);
+      const opened = await codec.unseal(token);
       ok(opened.kid === 'k1', `opened kid must be the primary key's (got ${String(opened.kid)})`);
       ok(deepClaimsEqual(opened.claims, claims), 'opened claims must equal the sealed claims exactly');
     }
@@ -31,7 +31,7 @@ export function roundTripProperties(suite: CodecSuite): void {
   test('keeps __proto__ and constructor payload keys as plain data', async () => {
     const codec = await factory(ring('k1'));
     const payload = JSON.parse('{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}}}');
-    const opened = await codec.open(await codec.seal(sampleClaims(payload)));
+    const opened = await codec.unseal(await codec.seal(sampleClaims(payload)));
     const data = opened.claims.data as Record<string, unknown>;
     ok(Object.getPrototypeOf(data) === Object.prototype, 'payload object must keep Object.prototype');
     ok(Object.hasOwn(data, '__proto__'), '__proto__ must come back as an own data property');
@@ -44,7 +44,7 @@ export function roundTripProperties(suite: CodecSuite): void {
     const sealer = await factory(keys);
     const opener = await factory(keys);
     const claims = sampleClaims({ shared: 'fleet' });
-    const opened = await opener.open(await sealer.seal(claims));
+    const opened = await opener.unseal(await sealer.seal(claims));
     if (opened.kid !== 'k1' || !deepClaimsEqual(opened.claims, claims)) fail('instances sharing a key ring must interoperate');
   });
 
@@ -53,8 +53,8 @@ export function roundTripProperties(suite: CodecSuite): void {
     const claims = sampleClaims({ same: true });
     const first = await codec.seal(claims);
     const second = await codec.seal(claims);
-    ok(deepClaimsEqual((await codec.open(first)).claims, claims), 'the first seal must open');
-    ok(deepClaimsEqual((await codec.open(second)).claims, claims), 'the second seal must open');
+    ok(deepClaimsEqual((await codec.unseal(first)).claims, claims), 'the first seal must open');
+    ok(deepClaimsEqual((await codec.unseal(second)).claims, claims), 'the second seal must open');
     if (codec.confidential) ok(first !== second, 'a confidential codec must use a fresh nonce per seal');
     const other = await codec.seal({ ...claims, jti: base64urlEncode(new Uint8Array(16).fill(7)) });
     ok(other !== first, 'a different jti must give a different token');
