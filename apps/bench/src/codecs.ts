@@ -208,7 +208,7 @@ function mrtrRow(id: string, family: CodecFamily, specifier: string, codec: Stat
     rejectLarge: true,
     seal: (claims) => codec.seal(claims),
     open(token) {
-      const opened = codec.open(token);
+      const opened = codec.unseal(token);
       return isThenable(opened) ? opened.then((o) => notExpired(o.claims)) : notExpired(opened.claims);
     },
   };
@@ -346,9 +346,9 @@ export async function checkCodecs(setup: CodecSetup, claimsByPayload: Record<Pay
     if (expiredOpen.ok) fail(row, 'accepted an expired token');
     if (row.codec !== undefined) {
       const other = setup.rebuild.get(row.id)!(new KeyRing([{ kid: 'k1', secret: new Uint8Array(randomBytes(32)) }]));
-      const wrong = await settle(() => other.open(tokens.small));
+      const wrong = await settle(() => other.unseal(tokens.small));
       if (wrong.ok || !MrtrError.is((wrong as { error: unknown }).error)) fail(row, 'a different key with the same kid did not fail with a MrtrError');
-      const big = await settle(() => row.codec!.open(largeToken(tokens.small)));
+      const big = await settle(() => row.codec!.unseal(largeToken(tokens.small)));
       const code = big.ok ? undefined : (big.error as { code?: unknown }).code;
       if (code !== 'ERR_STATE_TOO_LARGE') fail(row, `a 1 MiB token was not refused with ERR_STATE_TOO_LARGE (got ${big.ok ? 'success' : String(code)})`);
     }
@@ -380,7 +380,7 @@ export function codecJobs(setup: CodecSetup, claimsByPayload: Record<PayloadName
   for (const row of setup.rows) {
     if (!row.rejectLarge) continue;
     const big = largeToken(report.tokens[row.id]!.small);
-    const open = row.codec !== undefined ? (t: string) => row.codec!.open(t) : (t: string) => row.open(t);
+    const open = row.codec !== undefined ? (t: string) => row.codec!.unseal(t) : (t: string) => row.open(t);
     const expected = (error: unknown): void => {
       // mrtr codecs must refuse with ERR_STATE_TOO_LARGE; the SDK (reference row) with anything.
       if (row.codec !== undefined && (error as { code?: unknown }).code !== 'ERR_STATE_TOO_LARGE') throw error;

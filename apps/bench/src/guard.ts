@@ -10,7 +10,7 @@ import {
   type StateCodec,
   type StateGuard,
 } from '@mrtr/core';
-import { canonicalJson } from '@mrtr/core/authoring';
+import { andThen, canonicalJson } from '@mrtr/core/authoring';
 import { bareHmac } from './codecs.js';
 import type { Job } from './harness.js';
 import { loadFunction } from './load.js';
@@ -240,9 +240,8 @@ export function guardJobs(setup: GuardSetup, report: GuardCheckReport): Job[] {
     const sample = report.tokens[`${hmacRow?.id ?? setup.rows[0]?.id}|${d}|100`];
     if (sample === undefined) continue;
     const source = hmacRow ?? setup.rows[0]!;
-    const opened = source.codec.open(sample);
     const claimsOf = (o: unknown): StateClaims => (o as { claims: StateClaims }).claims;
-    const pending: Promise<StateClaims> | StateClaims = opened instanceof Promise ? opened.then(claimsOf) : claimsOf(opened);
+    const pending = andThen(source.codec.unseal(sample), claimsOf);
     let claims: StateClaims | undefined;
     let bareToken: string | undefined;
     jobs.push({
@@ -263,12 +262,12 @@ export function guardJobs(setup: GuardSetup, report: GuardCheckReport): Job[] {
     });
     for (const row of setup.rows) {
       const token = report.tokens[`${row.id}|${d}|100`]!;
-      jobs.push({ key: `guard|${row.id}-codec|open|${d}`, op: () => row.codec.open(token) });
+      jobs.push({ key: `guard|${row.id}-codec|open|${d}`, op: () => row.codec.unseal(token) });
       let rowClaims: StateClaims | undefined;
       jobs.push({
         key: `guard|${row.id}-codec|seal|${d}`,
         prepare: async () => {
-          rowClaims = claimsOf(await row.codec.open(token));
+          rowClaims = claimsOf(await row.codec.unseal(token));
         },
         op: () => row.codec.seal(rowClaims!),
       });
