@@ -43,17 +43,7 @@
 // fails the run (remove it from the list), and MRTR_PUBLISH_CHECK_STRICT=1 ignores the list.
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -182,7 +172,10 @@ function installLines(readme) {
   const lines = [];
   for (const [, code] of body.matchAll(/```(?:sh|bash|shell|console)\n([\s\S]*?)```/g)) {
     for (const raw of code.split('\n')) {
-      for (const part of raw.replace(/^\$\s*/, '').replace(/\s+#.*$/, '').split('&&')) {
+      for (const part of raw
+        .replace(/^\$\s*/, '')
+        .replace(/\s+#.*$/, '')
+        .split('&&')) {
         const line = part.trim();
         const m = /^npm\s+(?:i|install|add)\s+(.+)$/.exec(line);
         if (m) lines.push({ install: m[1].split(/\s+/) });
@@ -190,7 +183,7 @@ function installLines(readme) {
       }
     }
   }
-  if (!lines.some((line) => line.install)) return { error: 'the README\'s Install section has no ```sh block with an `npm install …` line' };
+  if (!lines.some((line) => line.install)) return { error: "the README's Install section has no ```sh block with an `npm install …` line" };
   return { lines };
 }
 
@@ -320,7 +313,10 @@ async function main() {
   for (const key of Object.keys(env)) if (/^npm_(?:package|lifecycle)_|^npm_config_user_agent$/i.test(key)) delete env[key];
 
   const packages = readdirSync(join(scratch, 'packages'))
-    .map((name) => ({ dir: `packages/${name}`, manifest: JSON.parse(readFileSync(join(scratch, 'packages', name, 'package.json'), 'utf8')) }))
+    .map((name) => ({
+      dir: `packages/${name}`,
+      manifest: JSON.parse(readFileSync(join(scratch, 'packages', name, 'package.json'), 'utf8')),
+    }))
     .filter(({ manifest }) => !manifest.private)
     .map(({ dir, manifest }) => ({ dir, name: manifest.name, version: manifest.version, exports: manifest.exports, bin: manifest.bin }));
   const pendingNote = /No unreleased changesets/.test(versioned.out) ? ' (no pending changesets: current versions)' : '';
@@ -343,7 +339,11 @@ async function main() {
         asked.set(name, Math.max(asked.get(name) ?? 0, LEVEL[type]));
       }
     }
-    const before = new Map(readdirSync(join(repo, 'packages')).map((n) => JSON.parse(readFileSync(join(repo, 'packages', n, 'package.json'), 'utf8'))).map((m) => [m.name, m.version]));
+    const before = new Map(
+      readdirSync(join(repo, 'packages'))
+        .map((n) => JSON.parse(readFileSync(join(repo, 'packages', n, 'package.json'), 'utf8')))
+        .map((m) => [m.name, m.version]),
+    );
     const expected = new Map([...before].map(([name, version]) => [name, bump(version, asked.get(name) ?? 0)]));
     for (const group of JSON.parse(readFileSync(join(repo, '.changeset', 'config.json'), 'utf8')).fixed ?? []) {
       const level = Math.max(0, ...group.map((n) => asked.get(n) ?? 0));
@@ -359,7 +359,10 @@ async function main() {
     log(`ok    versions: ${[...new Set(packages.map((p) => p.version))].join(', ')}, as the pending changesets ask`);
   }
 
-  writeFileSync(join(scratch, '.npmrc'), `${existsSync(join(repo, '.npmrc')) ? readFileSync(join(repo, '.npmrc'), 'utf8') : ''}\n${registryLines}`);
+  writeFileSync(
+    join(scratch, '.npmrc'),
+    `${existsSync(join(repo, '.npmrc')) ? readFileSync(join(repo, '.npmrc'), 'utf8') : ''}\n${registryLines}`,
+  );
   const rootManifest = JSON.parse(readFileSync(join(scratch, 'package.json'), 'utf8'));
   log(`release: pnpm run release  (${rootManifest.scripts.release}), NPM_CONFIG_PROVENANCE=false`);
   const release = await run('pnpm', ['run', 'release'], { cwd: scratch, env, timeoutMs: 10 * MIN });
@@ -376,7 +379,9 @@ async function main() {
   // ---- what the registry now serves
   for (const pkg of packages) {
     const problems = await checkPublished(pkg, url, env);
-    log(`${problems.length ? 'FAIL  ' : 'ok    '}registry ${pkg.name}@${pkg.version}${problems.length ? `: ${problems.join('; ')}` : ': tarball has LICENSE, README.md, CHANGELOG.md; metadata complete'}`);
+    log(
+      `${problems.length ? 'FAIL  ' : 'ok    '}registry ${pkg.name}@${pkg.version}${problems.length ? `: ${problems.join('; ')}` : ': tarball has LICENSE, README.md, CHANGELOG.md; metadata complete'}`,
+    );
     if (problems.length) failures.push(`${pkg.name} (registry): ${problems.join('; ')}`);
   }
 
@@ -389,14 +394,24 @@ async function main() {
   if (setting('PUBLISH_CHECK_INSTALL_SCRIPTS') !== '1') consumerEnv.npm_config_ignore_scripts = 'true';
   // The repository README's quick start gets no MRTR_KEYS: it makes its own .env, as a user does.
   const { MRTR_KEYS: _, ...rootEnv } = consumerEnv;
-  const jobs = [{ pm: 'npm', pkg: { name: ROOT_README }, root: true }, ...['npm', 'pnpm'].flatMap((pm) => packages.map((pkg) => ({ pm, pkg })))];
+  const jobs = [
+    { pm: 'npm', pkg: { name: ROOT_README }, root: true },
+    ...['npm', 'pnpm'].flatMap((pm) => packages.map((pkg) => ({ pm, pkg }))),
+  ];
   const done = new Map();
   const queue = [...jobs];
-  log(`consumers: ${jobs.length} projects (the repository README's quick start with npm; npm and pnpm × ${packages.length} packages), ${CONCURRENCY} at a time`);
+  log(
+    `consumers: ${jobs.length} projects (the repository README's quick start with npm; npm and pnpm × ${packages.length} packages), ${CONCURRENCY} at a time`,
+  );
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       for (let job = queue.shift(); job; job = queue.shift()) {
-        done.set(job, job.root ? await checkRootQuickStart({ env: rootEnv, tools, scratch }) : await checkConsumer({ ...job, env: consumerEnv, tools, scratch }));
+        done.set(
+          job,
+          job.root
+            ? await checkRootQuickStart({ env: rootEnv, tools, scratch })
+            : await checkConsumer({ ...job, env: consumerEnv, tools, scratch }),
+        );
       }
     }),
   );
@@ -412,7 +427,8 @@ async function main() {
       result.status = hard.length ? 'FAIL' : soft.length ? 'KNOWN' : 'ok';
       const marks = result.checks.map((c) => `${c.name} ${c.ok ? '✓' : '✗'}${c.note ? ` (${c.note})` : ''}`).join('  ');
       log(`${result.status.padEnd(6)}${pm.padEnd(5)}${pkg.name.padEnd(20)}${marks}  [${(result.ms / 1000).toFixed(0)}s]`);
-      for (const c of result.checks.filter((check) => !check.ok)) log(`    ${c.name}: ${c.why}${c.detail?.trim() ? `\n${tail(c.detail, 6)}` : ''}`);
+      for (const c of result.checks.filter((check) => !check.ok))
+        log(`    ${c.name}: ${c.why}${c.detail?.trim() ? `\n${tail(c.detail, 6)}` : ''}`);
       if (hard.length) failures.push(`${pkg.name} (${pm}): ${hard.map((c) => `${c.name}: ${c.why}`).join('; ')}`);
     }
   }
@@ -421,7 +437,10 @@ async function main() {
   for (const [name, reason] of known) {
     const own = results.filter((r) => r.pkg.name === name);
     if (!own.length) failures.push(`${name}: listed in publish-check.known-failures but not a published package`);
-    else if (own.every((r) => r.status === 'ok')) failures.push(`${name}: listed as a known failure ("${reason}") but its quick start now passes: remove it from scripts/publish-check.known-failures`);
+    else if (own.every((r) => r.status === 'ok'))
+      failures.push(
+        `${name}: listed as a known failure ("${reason}") but its quick start now passes: remove it from scripts/publish-check.known-failures`,
+      );
   }
 
   log('');
@@ -482,7 +501,10 @@ async function installTools(tools) {
   // Not in the consumer projects, so they cannot supply a dependency a README forgets.
   mkdirSync(tools);
   writeFileSync(join(tools, 'package.json'), '{"name":"tools","private":true}\n');
-  await must('npm install (tools)', 'npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...TOOLS], { cwd: tools, timeoutMs: 5 * MIN });
+  await must('npm install (tools)', 'npm', ['install', '--no-audit', '--no-fund', '--loglevel=error', ...TOOLS], {
+    cwd: tools,
+    timeoutMs: 5 * MIN,
+  });
   log(`tools: ${TOOLS.join(', ')} after ${elapsed()}`);
 }
 
@@ -504,7 +526,11 @@ async function checkPublished(pkg, url, env) {
   const problems = [];
   const dir = join(tmp, 'tarballs', pkg.name.replace('/', '+'));
   mkdirSync(dir, { recursive: true });
-  const packed = await run('npm', ['pack', `${pkg.name}@${pkg.version}`, '--registry', url, '--loglevel=error'], { cwd: dir, env, timeoutMs: 2 * MIN });
+  const packed = await run('npm', ['pack', `${pkg.name}@${pkg.version}`, '--registry', url, '--loglevel=error'], {
+    cwd: dir,
+    env,
+    timeoutMs: 2 * MIN,
+  });
   const tarball = readdirSync(dir).find((f) => f.endsWith('.tgz'));
   if (packed.code !== 0 || !tarball) return [`not downloadable from the registry: ${tail(packed.out, 3).trim()}`];
   await must('tar', 'tar', ['xzf', tarball], { cwd: dir });
@@ -536,10 +562,19 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
   mkdirSync(dir, { recursive: true });
   // A default project, as `npm init -y` makes it for a user: "type" is commonjs unless the README changes it.
   const init = await run('npm', ['init', '-y'], { cwd: dir, env, timeoutMs: MIN });
-  if (init.code !== 0) return { pm, pkg, checks: [{ name: 'npm init', ok: false, why: `\`npm init -y\` exited ${init.code}`, detail: init.out }], ms: Date.now() - t0 };
+  if (init.code !== 0)
+    return {
+      pm,
+      pkg,
+      checks: [{ name: 'npm init', ok: false, why: `\`npm init -y\` exited ${init.code}`, detail: init.out }],
+      ms: Date.now() - t0,
+    };
   if (pm === 'pnpm') {
     // Strict: isolated node_modules, nothing hoisted (not even into .pnpm/node_modules), peers must fit.
-    writeFileSync(join(dir, '.npmrc'), 'node-linker=isolated\nhoist=false\npublic-hoist-pattern=\nshamefully-hoist=false\nstrict-peer-dependencies=true\nauto-install-peers=true\n');
+    writeFileSync(
+      join(dir, '.npmrc'),
+      'node-linker=isolated\nhoist=false\npublic-hoist-pattern=\nshamefully-hoist=false\nstrict-peer-dependencies=true\nauto-install-peers=true\n',
+    );
   }
   const checks = [];
   const readme = readFileSync(join(scratch, pkg.dir, 'README.md'), 'utf8');
@@ -575,7 +610,12 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
     const names = [...new Set([pkg.name, '@mrtr/core'])];
     const result = await run(pm, pm === 'npm' ? ['install', ...names] : ['add', ...names], { cwd: dir, env, timeoutMs: 6 * MIN });
     if (result.code !== 0) {
-      checks.push({ name: 'install-by-name', ok: false, why: `\`${pm} add ${names.join(' ')}\` exited ${result.code}`, detail: result.out });
+      checks.push({
+        name: 'install-by-name',
+        ok: false,
+        why: `\`${pm} add ${names.join(' ')}\` exited ${result.code}`,
+        detail: result.out,
+      });
       return { pm, pkg, checks, ms: Date.now() - t0 };
     }
   }
@@ -589,19 +629,50 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
       return { pm, pkg, checks, ms: Date.now() - t0 };
     }
     const session = await run('sh', ['-e', '-c', qs.code], { cwd: dir, env, timeoutMs: 2 * MIN });
-    checks.push({ name: 'run', ok: session.code === 0, quickStart: true, note: 'sh', why: `the quick start session exited ${session.code}`, detail: session.out });
+    checks.push({
+      name: 'run',
+      ok: session.code === 0,
+      quickStart: true,
+      note: 'sh',
+      why: `the quick start session exited ${session.code}`,
+      detail: session.out,
+    });
     return { pm, pkg, checks, ms: Date.now() - t0 };
   }
 
   // esm / cjs: every export subpath, and MrtrError
-  const subpaths = Object.keys(typeof pkg.exports === 'object' && pkg.exports && !Array.isArray(pkg.exports) && Object.keys(pkg.exports).some((k) => k.startsWith('.')) ? pkg.exports : { '.': 1 })
+  const subpaths = Object.keys(
+    typeof pkg.exports === 'object' && pkg.exports && !Array.isArray(pkg.exports) && Object.keys(pkg.exports).some((k) => k.startsWith('.'))
+      ? pkg.exports
+      : { '.': 1 },
+  )
     .filter((key) => key !== './package.json' && !key.includes('*'))
     .map((key) => (key === '.' ? pkg.name : `${pkg.name}/${key.slice(2)}`));
   const specifiers = JSON.stringify(subpaths);
-  const esm = await run(process.execPath, ['--input-type=module', '-e', `for (const s of ${specifiers}) { const m = await import(s); if (!Object.keys(m).length) throw new Error(s + ' has no exports'); }`], { cwd: dir, env, timeoutMs: MIN });
+  const esm = await run(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `for (const s of ${specifiers}) { const m = await import(s); if (!Object.keys(m).length) throw new Error(s + ' has no exports'); }`,
+    ],
+    { cwd: dir, env, timeoutMs: MIN },
+  );
   checks.push({ name: 'esm', ok: esm.code === 0, why: `import() of ${subpaths.join(', ')} failed`, detail: esm.out });
-  const cjs = await run(process.execPath, ['-e', `for (const s of ${specifiers}) { const m = require(s); if (!Object.keys(m).length) throw new Error(s + ' has no exports'); } const { MrtrError } = require('@mrtr/core'); if (typeof MrtrError !== 'function' || typeof MrtrError.is !== 'function') throw new Error('MrtrError is not exported by the CommonJS build of @mrtr/core');`], { cwd: dir, env, timeoutMs: MIN });
-  checks.push({ name: 'cjs', ok: cjs.code === 0, why: `require() of ${[...subpaths, '@mrtr/core (MrtrError)'].join(', ')} failed`, detail: cjs.out });
+  const cjs = await run(
+    process.execPath,
+    [
+      '-e',
+      `for (const s of ${specifiers}) { const m = require(s); if (!Object.keys(m).length) throw new Error(s + ' has no exports'); } const { MrtrError } = require('@mrtr/core'); if (typeof MrtrError !== 'function' || typeof MrtrError.is !== 'function') throw new Error('MrtrError is not exported by the CommonJS build of @mrtr/core');`,
+    ],
+    { cwd: dir, env, timeoutMs: MIN },
+  );
+  checks.push({
+    name: 'cjs',
+    ok: cjs.code === 0,
+    why: `require() of ${[...subpaths, '@mrtr/core (MrtrError)'].join(', ')} failed`,
+    detail: cjs.out,
+  });
 
   // the quick start, verbatim
   const qs = quickStart(readme);
@@ -627,7 +698,11 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
   } else {
     writeFileSync(join(dir, 'run-quickstart.mjs'), graceWrapper(file));
     const port = await freePort();
-    runResult = await run(process.execPath, ['--import', tsxLoader(tools), 'run-quickstart.mjs'], { cwd: dir, env: { ...env, PORT: String(port) }, timeoutMs: 2 * MIN });
+    runResult = await run(process.execPath, ['--import', tsxLoader(tools), 'run-quickstart.mjs'], {
+      cwd: dir,
+      env: { ...env, PORT: String(port) },
+      timeoutMs: 2 * MIN,
+    });
     if (runResult.code === 0 && runResult.out.includes('[publish-check] still up')) note = 'started a server';
     if (runResult.code === STILL_UP_EXIT) note = 'still up, serving nothing';
   }
@@ -693,10 +768,23 @@ async function checkRootQuickStart({ env, tools, scratch }) {
   const blocks = [...(body ?? '').matchAll(/```(\w*)\n([\s\S]*?)```/g)].map(([, lang, code]) => ({ lang, code }));
   const sh = blocks.filter((b) => /^(?:sh|bash|shell|console)$/.test(b.lang)).map((b) => b.code);
   const programs = blocks.filter((b) => /^(?:ts|typescript)$/.test(b.lang)).map((b) => b.code);
-  const expected = (blocks.find((b) => b.lang === 'text')?.code ?? '').split('\n').map((line) => line.trim()).filter(Boolean);
-  const runLines = (sh[1] ?? '').split('\n').map((line) => line.replace(/^\$\s*/, '').trim()).filter((line) => line && !line.startsWith('#'));
+  const expected = (blocks.find((b) => b.lang === 'text')?.code ?? '')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean);
+  const runLines = (sh[1] ?? '')
+    .split('\n')
+    .map((line) => line.replace(/^\$\s*/, '').trim())
+    .filter((line) => line && !line.startsWith('#'));
   const files = programs.map(namedFile);
-  if (body === undefined || sh.length < 2 || programs.length === 0 || files.includes(undefined) || runLines.length < 2 || expected.length === 0) {
+  if (
+    body === undefined ||
+    sh.length < 2 ||
+    programs.length === 0 ||
+    files.includes(undefined) ||
+    runLines.length < 2 ||
+    expected.length === 0
+  ) {
     checks.push({
       name: 'quick start',
       ok: false,
@@ -707,7 +795,12 @@ async function checkRootQuickStart({ env, tools, scratch }) {
 
   // install: the first sh block, verbatim
   const install = await run('sh', ['-e', '-c', sh[0]], { cwd: dir, env, timeoutMs: 8 * MIN });
-  checks.push({ name: 'install', ok: install.code === 0, why: `the install block exited ${install.code}${install.timedOut ? ' (timed out)' : ''}`, detail: install.out.trimEnd().split('\n').slice(-6).join('\n') });
+  checks.push({
+    name: 'install',
+    ok: install.code === 0,
+    why: `the install block exited ${install.code}${install.timedOut ? ' (timed out)' : ''}`,
+    detail: install.out.trimEnd().split('\n').slice(-6).join('\n'),
+  });
   if (install.code !== 0) return finish();
   for (const [i, code] of programs.entries()) writeFileSync(join(dir, files[i]), code);
   checks.push(...(await typeCheck(dir, files, tools, env)));
@@ -729,7 +822,9 @@ async function checkRootQuickStart({ env, tools, scratch }) {
       name: 'server',
       ok: listening,
       note: listening ? `listening after ${((Date.now() - started) / 1000).toFixed(1)}s` : '',
-      why: exited ? `\`${runLines[servers.indexOf(exited)]}\` exited ${exited.exited} before listening on PORT=${port}` : `nothing listened on 127.0.0.1:${port} (PORT) within 60 s`,
+      why: exited
+        ? `\`${runLines[servers.indexOf(exited)]}\` exited ${exited.exited} before listening on PORT=${port}`
+        : `nothing listened on 127.0.0.1:${port} (PORT) within 60 s`,
       detail: serverOutput(),
     });
     if (!listening) return finish();

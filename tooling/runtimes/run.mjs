@@ -46,7 +46,9 @@ const builtins = new Set(builtinModules);
 const nodePrefixPlugin = {
   name: 'node-prefix',
   setup(build) {
-    build.onResolve({ filter: /^[a-z_/]+$/ }, (args) => (builtins.has(args.path) ? { path: `node:${args.path}`, external: true } : undefined));
+    build.onResolve({ filter: /^[a-z_/]+$/ }, (args) =>
+      builtins.has(args.path) ? { path: `node:${args.path}`, external: true } : undefined,
+    );
   },
 };
 
@@ -137,13 +139,31 @@ async function matrix(binDir) {
     const entry = (name) => join(here, 'src', name);
     const out = (name) => join(work, name);
     // Node build: what Node, Bun and Deno take when they run the packages unbundled (the `node` condition).
-    await bundle({ ...common, entryPoints: [entry('main.ts')], outfile: out('node.mjs'), platform: 'node', plugins: [nodePrefixPlugin, suiteBufferPlugin] });
+    await bundle({
+      ...common,
+      entryPoints: [entry('main.ts')],
+      outfile: out('node.mjs'),
+      platform: 'node',
+      plugins: [nodePrefixPlugin, suiteBufferPlugin],
+    });
     // Web build: what a web bundler or workerd gets. Only the suite imports Node APIs (node:assert, Buffer).
-    const web = { ...common, platform: 'browser', conditions: WEB_CONDITIONS, external: ['node:*'], plugins: [nodePrefixPlugin, suiteBufferPlugin] };
+    const web = {
+      ...common,
+      platform: 'browser',
+      conditions: WEB_CONDITIONS,
+      external: ['node:*'],
+      plugins: [nodePrefixPlugin, suiteBufferPlugin],
+    };
     await bundle({ ...web, entryPoints: [entry('main.ts')], outfile: out('web.mjs') });
     await bundle({ ...web, entryPoints: [entry('worker.ts')], outfile: out('suite-worker.mjs') });
     // The guard worker: the web build with nothing external — it must bundle and run with no Node API.
-    await bundle({ ...common, platform: 'browser', conditions: WEB_CONDITIONS, entryPoints: [entry('guard-worker.ts')], outfile: out('guard-worker.mjs') });
+    await bundle({
+      ...common,
+      platform: 'browser',
+      conditions: WEB_CONDITIONS,
+      entryPoints: [entry('guard-worker.ts')],
+      outfile: out('guard-worker.mjs'),
+    });
 
     const bin = (name) => join(binDir, name);
     const jobs = [
@@ -164,7 +184,14 @@ async function matrix(binDir) {
         if (CODECS.every((codec) => rows.get(codec)?.failed === 0 && rows.get(codec)?.passed > 0)) failures++;
         console.log(`      ${runtime} ${build}: exit ${code}${timedOut ? ' (timed out)' : ''}\n${indent(text)}`);
       } else if ([...rows.values()].some((r) => r.failed > 0)) {
-        console.log(indent(text.split('\n').filter((l) => l.includes('FAIL')).join('\n')));
+        console.log(
+          indent(
+            text
+              .split('\n')
+              .filter((l) => l.includes('FAIL'))
+              .join('\n'),
+          ),
+        );
       }
     }
     await workerd(bin('workerd'), work, report);
@@ -227,7 +254,8 @@ const guardWorker :Workerd.Worker = (
         guardText = await fetchText(`http://127.0.0.1:${guardPort}/`, 60_000);
         break;
       } catch (error) {
-        if (Date.now() > deadline || child.exitCode !== null || child.pid === undefined) throw new Error(`workerd did not answer: ${error.message}\n${log}`);
+        if (Date.now() > deadline || child.exitCode !== null || child.pid === undefined)
+          throw new Error(`workerd did not answer: ${error.message}\n${log}`);
         await new Promise((r) => setTimeout(r, 250));
       }
     }

@@ -65,7 +65,10 @@ function horizontalPanel(
   const barHeight = 14;
   const lineHeight = 19;
   const max = Math.max(...groups.flatMap((g) => g.items.map((i) => i.value)));
-  const parts: string[] = [text(PAD, 22, title, `font-size="16" font-weight="600" fill="${INK}"`), text(PAD, 40, note, `font-size="12" fill="${MUTED}"`)];
+  const parts: string[] = [
+    text(PAD, 22, title, `font-size="16" font-weight="600" fill="${INK}"`),
+    text(PAD, 40, note, `font-size="12" fill="${MUTED}"`),
+  ];
   parts.push('<g class="scale" data-axis="x">');
   let y = 56;
   for (const group of groups) {
@@ -135,11 +138,23 @@ function e2ePanel(result: BenchResult): Panel | undefined {
 function storePanel(result: BenchResult): Panel | undefined {
   const rows = result.stores?.rows ?? [];
   const levels = [1, 32, 128];
-  const backends = ['postgres', 'sqlite', 'redis'].filter((b) => rows.some((r) => r.backend === b && ops(result, `store|${r.id}|c1`) !== undefined));
+  const backends = ['postgres', 'sqlite', 'redis'].filter((b) =>
+    rows.some((r) => r.backend === b && ops(result, `store|${r.id}|c1`) !== undefined),
+  );
   if (backends.length === 0) return undefined;
   const parts: string[] = [
-    text(PAD, 22, 'Replay stores: consumes/s of fresh ids by concurrency (one process, one run)', `font-size="16" font-weight="600" fill="${INK}"`),
-    text(PAD, 40, 'The store beside its bare single-statement client and a bare batched client; each panel has its own scale.', `font-size="12" fill="${MUTED}"`),
+    text(
+      PAD,
+      22,
+      'Replay stores: consumes/s of fresh ids by concurrency (one process, one run)',
+      `font-size="16" font-weight="600" fill="${INK}"`,
+    ),
+    text(
+      PAD,
+      40,
+      'The store beside its bare single-statement client and a bare batched client; each panel has its own scale.',
+      `font-size="12" fill="${MUTED}"`,
+    ),
   ];
   const top = 60;
   const plotHeight = 170;
@@ -163,7 +178,9 @@ function storePanel(result: BenchResult): Panel | undefined {
         if (value === undefined) return;
         const height = max > 0 ? (value / max) * plotHeight : 0;
         const x = gx + ri * barWidth;
-        parts.push(bar(x + 1, baseY - height, barWidth - 2, height, KIND_COLOUR[r.kind] ?? MUTED, value, `${r.id}, c=${c}: ${fmtOps(value)} ops/s`));
+        parts.push(
+          bar(x + 1, baseY - height, barWidth - 2, height, KIND_COLOUR[r.kind] ?? MUTED, value, `${r.id}, c=${c}: ${fmtOps(value)} ops/s`),
+        );
         parts.push(text(x + barWidth / 2, baseY - height - 4, fmtOps(value), `font-size="10" text-anchor="middle" fill="${MUTED}"`));
       });
       parts.push(text(x0 + li * groupWidth + groupWidth / 2, baseY + 15, `c=${c}`, `font-size="12" text-anchor="middle" fill="${INK}"`));

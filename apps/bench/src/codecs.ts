@@ -124,7 +124,9 @@ function bareXchacha(pooled: boolean): CodecRow {
   const nonceOf = pooled ? makeRandomPool() : (n: number) => randomBytes(n);
   return {
     id: pooled ? 'E-pool' : 'E',
-    label: pooled ? 'bare msgpackr + @noble xchacha20poly1305, pooled nonce' : 'bare msgpackr + @noble xchacha20poly1305, randomBytes(24) nonce',
+    label: pooled
+      ? 'bare msgpackr + @noble xchacha20poly1305, pooled nonce'
+      : 'bare msgpackr + @noble xchacha20poly1305, randomBytes(24) nonce',
     family: 'aead',
     kind: 'bare',
     confidential: true,
@@ -325,7 +327,8 @@ export async function checkCodecs(setup: CodecSetup, claimsByPayload: Record<Pay
       if (typeof token !== 'string' || token.length === 0) return fail(row, `seal(${name}) did not return a string`);
       const opened = await settle(() => row.open(token));
       if (!opened.ok) fail(row, `open(seal(${name})) threw ${String((opened as { error: unknown }).error)}`);
-      if (canonicalJson((opened as { value: unknown }).value) !== canonicalJson(claims)) fail(row, `round trip of ${name} changed the claims`);
+      if (canonicalJson((opened as { value: unknown }).value) !== canonicalJson(claims))
+        fail(row, `round trip of ${name} changed the claims`);
       for (const i of tamperIndexes(token)) {
         const tampered = await settle(() => row.open(flip(token, i)));
         if (tampered.ok) fail(row, `accepted ${name} token with character ${i} flipped`);
@@ -347,10 +350,12 @@ export async function checkCodecs(setup: CodecSetup, claimsByPayload: Record<Pay
     if (row.codec !== undefined) {
       const other = setup.rebuild.get(row.id)!(new KeyRing([{ kid: 'k1', secret: new Uint8Array(randomBytes(32)) }]));
       const wrong = await settle(() => other.unseal(tokens.small));
-      if (wrong.ok || !MrtrError.is((wrong as { error: unknown }).error)) fail(row, 'a different key with the same kid did not fail with a MrtrError');
+      if (wrong.ok || !MrtrError.is((wrong as { error: unknown }).error))
+        fail(row, 'a different key with the same kid did not fail with a MrtrError');
       const big = await settle(() => row.codec!.unseal(largeToken(tokens.small)));
       const code = big.ok ? undefined : (big.error as { code?: unknown }).code;
-      if (code !== 'ERR_STATE_TOO_LARGE') fail(row, `a 1 MiB token was not refused with ERR_STATE_TOO_LARGE (got ${big.ok ? 'success' : String(code)})`);
+      if (code !== 'ERR_STATE_TOO_LARGE')
+        fail(row, `a 1 MiB token was not refused with ERR_STATE_TOO_LARGE (got ${big.ok ? 'success' : String(code)})`);
     }
     report.tokens[row.id] = tokens;
     report.tokenBytes[row.id] = bytes;

@@ -105,7 +105,13 @@ export type CodecFactory = (keys: KeyRing) => StateCodec;
  * (c)–(g): the mcp-server adapter with a codec and a store. `recordOutcomes` is passed on only when given (the
  * rows c–g leave the adapter's default; the outcome rows of issue 20 set it both ways).
  */
-export function mrtrServer(createMrtr: CreateMrtr, codec: CodecFactory, store: ReplayStore, keys: KeyRing, recordOutcomes?: boolean): () => McpServer {
+export function mrtrServer(
+  createMrtr: CreateMrtr,
+  codec: CodecFactory,
+  store: ReplayStore,
+  keys: KeyRing,
+  recordOutcomes?: boolean,
+): () => McpServer {
   const mrtr = createMrtr({ keys, codec, store, audience: AUDIENCE, ...(recordOutcomes === undefined ? {} : { recordOutcomes }) });
   return () => {
     const server = new McpServer({ name: 'bench', version: '1.0.0' }, { ...mrtr.serverOptions });
@@ -143,9 +149,15 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
     rows.push({ ...row, client });
   };
 
-  await add({ letter: 'a', id: 'sdk-plain', label: 'SDK only, state unprotected (base64url JSON)', kind: 'sdk', store: 'none' }, sdkServer(undefined));
+  await add(
+    { letter: 'a', id: 'sdk-plain', label: 'SDK only, state unprotected (base64url JSON)', kind: 'sdk', store: 'none' },
+    sdkServer(undefined),
+  );
   const sdkCodec = createRequestStateCodec<{ path: string }>({ key: randomBytes(32) });
-  await add({ letter: 'b', id: 'sdk-codec', label: 'SDK createRequestStateCodec (HMAC, no bind)', kind: 'sdk', store: 'none' }, sdkServer(sdkCodec));
+  await add(
+    { letter: 'b', id: 'sdk-codec', label: 'SDK createRequestStateCodec (HMAC, no bind)', kind: 'sdk', store: 'none' },
+    sdkServer(sdkCodec),
+  );
 
   const adapter = await loadFunction<CreateMrtr>('@mrtr/mcp-server', 'createMrtr');
   const memory = await loadFunction<MemoryFactory>('@mrtr/store-memory', 'createMemoryStore');
@@ -226,7 +238,13 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
       });
       closers.push(() => store.close());
       await add(
-        { letter: 'g', id: 'mrtr-hmac-postgres', label: 'mrtr @mrtr/codec-hmac + @mrtr/store-sql (PostgreSQL)', kind: 'mrtr', store: 'postgres' },
+        {
+          letter: 'g',
+          id: 'mrtr-hmac-postgres',
+          label: 'mrtr @mrtr/codec-hmac + @mrtr/store-sql (PostgreSQL)',
+          kind: 'mrtr',
+          store: 'postgres',
+        },
         mrtrServer(adapter.value, hmac, store, keys),
       );
     } else {

@@ -30,17 +30,25 @@ const DATA = { a: { confirm: ['pin', { action: 'accept', content: { confirm: tru
 export async function setupEvents(): Promise<{ rows: EventRow[]; close(): Promise<void> }> {
   const keys = KeyRing.generate('k1');
   const meterProvider = new MeterProvider({
-    readers: [new PeriodicExportingMetricReader({ exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE), exportIntervalMillis: 3_600_000 })],
+    readers: [
+      new PeriodicExportingMetricReader({
+        exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
+        exportIntervalMillis: 3_600_000,
+      }),
+    ],
   });
   const tracerProvider = new BasicTracerProvider();
   const noop = createMrtrTelemetry();
   const sdk = createMrtrTelemetry({ meterProvider, tracerProvider });
   const make = async (id: EventRow['id'], label: string, hook: ((e: MrtrEvent) => void) | undefined): Promise<EventRow> => {
     const seen = { count: 0 };
-    const counted = hook === undefined ? undefined : (e: MrtrEvent) => {
-      seen.count++;
-      hook(e);
-    };
+    const counted =
+      hook === undefined
+        ? undefined
+        : (e: MrtrEvent) => {
+            seen.count++;
+            hook(e);
+          };
     const guard = createStateGuard({ keys, codec: createHmacCodec, audience: 'bench', ...(counted !== undefined && { onEvent: counted }) });
     const token = await guard.mint(DATA, EVENT_REQUEST);
     return { id, label, guard, token, seen };

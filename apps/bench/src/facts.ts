@@ -47,7 +47,10 @@ function addDependency(name: string, fromDir: string, seen: Set<string>, roots: 
 /** Facts of `packages/<name>`, read from its package.json and the installed workspace (not typed by hand). */
 export function packageFacts(repoDir: string, name: string): PackageFacts {
   const dir = path.join(repoDir, 'packages', name);
-  const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { files?: string[]; dependencies?: Record<string, string> };
+  const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {
+    files?: string[];
+    dependencies?: Record<string, string>;
+  };
   const seen = new Set<string>();
   let installBytes = statSync(path.join(dir, 'package.json')).size;
   for (const entry of pkg.files ?? []) {

@@ -190,7 +190,11 @@ export async function checkGuards(setup: GuardSetup): Promise<GuardCheckReport> 
         const token = await row.guard.mint(setup.data[d], req);
         const opened = await row.guard.open(token, req);
         if (canonicalJson(opened.data) !== canonicalJson(setup.data[d])) throw new GuardCheckFailure(`${row.id} ${d}/${a}: data changed`);
-        await refuses(`${row.id} ${d}/${a} other principal`, row.guard.open(token, { ...req, principal: 'mallory' }), 'ERR_STATE_PRINCIPAL');
+        await refuses(
+          `${row.id} ${d}/${a} other principal`,
+          row.guard.open(token, { ...req, principal: 'mallory' }),
+          'ERR_STATE_PRINCIPAL',
+        );
         await refuses(
           `${row.id} ${d}/${a} other arguments`,
           row.guard.open(token, { ...req, arguments: { ...setup.args[a], dryRun: true } }),
@@ -215,7 +219,9 @@ export async function checkGuards(setup: GuardSetup): Promise<GuardCheckReport> 
     const token = await once.mint(setup.data['400'], req);
     await once.open(token, req);
     await refuses(`${row.id} replay`, once.open(token, req), 'ERR_STATE_REPLAYED');
-    report.checks.push(`${row.id}: 3 data × 2 argument sizes round trip; other principal, other arguments, flipped character and replay refused`);
+    report.checks.push(
+      `${row.id}: 3 data × 2 argument sizes round trip; other principal, other arguments, flipped character and replay refused`,
+    );
   }
   for (const [name, args] of [
     ['10k', setup.args['10k']],

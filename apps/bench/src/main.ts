@@ -10,7 +10,17 @@ import { PAYLOADS } from './payload.js';
 import { packageFacts } from './facts.js';
 import { OUTCOMES_MARKERS, updateReadme } from './readme.js';
 import { renderChart } from './chart.js';
-import { type BenchResult, CHART_PATH, evaluateTargets, fmtOps, outcomesBlock, type PackageName, printableReport, readmeBlock, rootBlock } from './report.js';
+import {
+  type BenchResult,
+  CHART_PATH,
+  evaluateTargets,
+  fmtOps,
+  outcomesBlock,
+  type PackageName,
+  printableReport,
+  readmeBlock,
+  rootBlock,
+} from './report.js';
 import { checkStores, setupStores, storeJobs } from './stores.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from './guard.js';
 import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
@@ -39,7 +49,15 @@ Redis and PostgreSQL rows run when REDIS_URL / DATABASE_URL are set, and are ski
 const APP_DIR = fileURLToPath(new URL('..', import.meta.url));
 const REPO_DIR = path.resolve(APP_DIR, '..', '..');
 
-const README_TARGETS: readonly (PackageName | 'bench')[] = ['codec-hmac', 'codec-jwe', 'codec-aead', 'store-memory', 'store-redis', 'store-sql', 'bench'];
+const README_TARGETS: readonly (PackageName | 'bench')[] = [
+  'codec-hmac',
+  'codec-jwe',
+  'codec-aead',
+  'store-memory',
+  'store-redis',
+  'store-sql',
+  'bench',
+];
 
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
@@ -81,7 +99,9 @@ async function measureAll(options: HarnessOptions, quick: boolean, parts: Readon
     targets: [],
   };
   const progress = (label: string) => (round: number, index: number, total: number, job: { key: string }, m: { opsPerSec: number }) =>
-    log(`[${label} round ${round + 1}/${options.rounds}] ${String(index + 1).padStart(3)}/${total} ${job.key.padEnd(28)} ${fmtOps(m.opsPerSec)} ops/s`);
+    log(
+      `[${label} round ${round + 1}/${options.rounds}] ${String(index + 1).padStart(3)}/${total} ${job.key.padEnd(28)} ${fmtOps(m.opsPerSec)} ops/s`,
+    );
   const store = (jobs: Map<string, JobResult>) => {
     for (const [key, value] of jobs) result.jobs[key] = value;
   };
@@ -274,7 +294,10 @@ async function main(): Promise<number> {
   }
   result.targets = evaluateTargets(result);
   result.packages = Object.fromEntries(
-    ['codec-hmac', 'codec-jwe', 'codec-aead', 'store-memory', 'store-redis', 'store-sql', 'core'].map((pkg) => [pkg, packageFacts(REPO_DIR, pkg)]),
+    ['codec-hmac', 'codec-jwe', 'codec-aead', 'store-memory', 'store-redis', 'store-sql', 'core'].map((pkg) => [
+      pkg,
+      packageFacts(REPO_DIR, pkg),
+    ]),
   );
 
   console.log(printableReport(result));

@@ -4,7 +4,15 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Client } from '@modelcontextprotocol/client';
-import { type ClaimResult, createStateGuard, type JsonValue, KeyRing, type ReplayStore, type RequestContext, type StateGuard } from '@mrtr/core';
+import {
+  type ClaimResult,
+  createStateGuard,
+  type JsonValue,
+  KeyRing,
+  type ReplayStore,
+  type RequestContext,
+  type StateGuard,
+} from '@mrtr/core';
 import { CheckFailure, type SkippedRow } from './codecs.js';
 import { type CodecFactory, type CreateMrtr, closeAll, connectClient, E2E_CONCURRENCY, flow, mrtrServer, PATH } from './e2e.js';
 import { makeGuardArgs, makeGuardData } from './guard.js';
@@ -59,7 +67,11 @@ const CONFIRM: JsonValue = { action: 'accept', content: { ok: true } };
 type RecordingStore = ReplayStore & Required<Pick<ReplayStore, 'claim' | 'record'>>;
 type MemoryFactory = (options: { maxEntries?: number; maxOutcomeBytes?: number; namespace?: string }) => RecordingStore;
 type RedisFactory = (options: { url: string; namespace?: string }) => RecordingStore;
-type PostgresFactory = (options: { connectionString: string; table?: string; namespace?: string }) => RecordingStore & { ensureSchema(): Promise<void> };
+type PostgresFactory = (options: {
+  connectionString: string;
+  table?: string;
+  namespace?: string;
+}) => RecordingStore & { ensureSchema(): Promise<void> };
 type SqliteFactory = (options: { filename: string; namespace?: string }) => RecordingStore & { ensureSchema(): Promise<void> };
 
 /** What `@mrtr/mcp-server` records for a completed `tools/call` round: `{ r: result }`, exactly {@link OUTCOME_JSON_BYTES} B of JSON. */
@@ -189,25 +201,42 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
   const hmac = await loadFunction<CodecFactory>('@mrtr/codec-hmac', 'createHmacCodec');
   const memory = await loadFunction<MemoryFactory>('@mrtr/store-memory', 'createMemoryStore');
   if (!hmac.ok || !memory.ok) {
-    skipped.push({ id: 'outcomes', label: 'outcome recording rows', reason: hmac.ok ? (memory as { reason: string }).reason : hmac.reason });
+    skipped.push({
+      id: 'outcomes',
+      label: 'outcome recording rows',
+      reason: hmac.ok ? (memory as { reason: string }).reason : hmac.reason,
+    });
     return setup;
   }
   const keys = new KeyRing([{ kid: 'k1', secret: new Uint8Array(randomBytes(32)) }]);
   const guardOn = (store: ReplayStore): StateGuard =>
     createStateGuard({ keys, codec: hmac.value, store, audience: AUDIENCE, ttlMs: LIFETIME_MS, flowTtlMs: LIFETIME_MS });
   const add = (backend: Backend, label: string, get: () => RecordingStore, prepare?: () => Promise<void>): void => {
-    stores.push({ backend, label, store: get, guard: guardOn(freshIds(get)), plainGuard: guardOn(forward(get)), ...(prepare === undefined ? {} : { prepare }) });
+    stores.push({
+      backend,
+      label,
+      store: get,
+      guard: guardOn(freshIds(get)),
+      plainGuard: guardOn(forward(get)),
+      ...(prepare === undefined ? {} : { prepare }),
+    });
   };
 
   // --- memory: a fresh store every round ------------------------------------------------------------
   {
-    const make = (): RecordingStore => memory.value({ maxEntries: MEMORY_MAX_ENTRIES, maxOutcomeBytes: MEMORY_MAX_OUTCOME_BYTES, namespace: 'bench-outcomes' });
+    const make = (): RecordingStore =>
+      memory.value({ maxEntries: MEMORY_MAX_ENTRIES, maxOutcomeBytes: MEMORY_MAX_OUTCOME_BYTES, namespace: 'bench-outcomes' });
     let store = make();
     closers.push(() => store.close());
-    add('memory', `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, no outcome cap, fresh store per round)`, () => store, async () => {
-      await store.close();
-      store = make();
-    });
+    add(
+      'memory',
+      `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, no outcome cap, fresh store per round)`,
+      () => store,
+      async () => {
+        await store.close();
+        store = make();
+      },
+    );
   }
 
   // --- Redis -------------------------------------------------------------------------------------------
@@ -225,7 +254,10 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
   }
 
   // --- PostgreSQL ----------------------------------------------------------------------------------------
-  const pgFactory = env.databaseUrl === undefined || env.databaseUrl === '' ? undefined : await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
+  const pgFactory =
+    env.databaseUrl === undefined || env.databaseUrl === ''
+      ? undefined
+      : await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
   const dropTable = async (table: string): Promise<void> => {
     const { default: pgModule } = await import('pg');
     const client = new pgModule.Client({ connectionString: env.databaseUrl });
@@ -273,7 +305,12 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
     skipped.push({ id: 'e2e', label: '@mrtr/mcp-server outcome rows', reason: adapter.reason });
     return setup;
   }
-  const addE2e = async (store: OutcomeE2eRow['store'], label: string, get: () => RecordingStore, prepare?: () => Promise<void>): Promise<void> => {
+  const addE2e = async (
+    store: OutcomeE2eRow['store'],
+    label: string,
+    get: () => RecordingStore,
+    prepare?: () => Promise<void>,
+  ): Promise<void> => {
     for (const recordOutcomes of [false, true]) {
       const calls = { consume: 0, claim: 0, record: 0, lastOutcomeChars: 0 };
       const client = await connectClient(mrtrServer(adapter.value, hmac.value, counting(get, calls), keys, recordOutcomes));
@@ -293,10 +330,15 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
     const make = (): RecordingStore => memory.value({ maxEntries: 4_000_000, namespace: 'e2e-outcomes' });
     let store = make();
     closers.push(() => store.close());
-    await addE2e('memory', 'c: mrtr @mrtr/codec-hmac + @mrtr/store-memory', () => store, async () => {
-      await store.close();
-      store = make();
-    });
+    await addE2e(
+      'memory',
+      'c: mrtr @mrtr/codec-hmac + @mrtr/store-memory',
+      () => store,
+      async () => {
+        await store.close();
+        store = make();
+      },
+    );
   }
   if (env.redisUrl !== undefined && env.redisUrl !== '') {
     const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
@@ -364,27 +406,38 @@ export async function checkOutcomes(setup: OutcomeSetup): Promise<OutcomeCheckRe
     const answers = { confirm: CONFIRM };
     const first = await row.plainGuard.admit(token, setup.request, answers);
     if (first.replay) throw new CheckFailure(`outcome store ${row.backend}: first admission is a replay`);
-    if ((await first.record(setup.outcome)) !== true) throw new CheckFailure(`outcome store ${row.backend}: record did not keep the outcome`);
+    if ((await first.record(setup.outcome)) !== true)
+      throw new CheckFailure(`outcome store ${row.backend}: record did not keep the outcome`);
     const retry = await row.plainGuard.admit(token, setup.request, answers);
     if (!retry.replay || !isDeepStrictEqual(retry.outcome, setup.outcome)) {
       throw new CheckFailure(`outcome store ${row.backend}: an identical retry did not get the recorded outcome`);
     }
-    await refuses(`outcome store ${row.backend}: other answers`, row.plainGuard.admit(token, setup.request, { confirm: { action: 'decline' } }), 'ERR_STATE_REPLAYED');
+    await refuses(
+      `outcome store ${row.backend}: other answers`,
+      row.plainGuard.admit(token, setup.request, { confirm: { action: 'decline' } }),
+      'ERR_STATE_REPLAYED',
+    );
     // The store step alone, with the sealed outcome of this guard.
     sealedOutcome ??= await sealedOutcomeOf(row, setup);
     const id = `${tag}-b`;
     expectStatus(`outcome store ${row.backend}: claim`, await store.claim(id, exp, STORE_FINGERPRINT), 'first');
     expectStatus(`outcome store ${row.backend}: claim again before record`, await store.claim(id, exp, STORE_FINGERPRINT), 'pending');
-    if ((await store.record(id, STORE_FINGERPRINT, sealedOutcome)) !== true) throw new CheckFailure(`outcome store ${row.backend}: record → false`);
+    if ((await store.record(id, STORE_FINGERPRINT, sealedOutcome)) !== true)
+      throw new CheckFailure(`outcome store ${row.backend}: record → false`);
     const recorded = await store.claim(id, exp, STORE_FINGERPRINT);
     if (recorded.status !== 'recorded' || recorded.outcome !== sealedOutcome) {
       throw new CheckFailure(`outcome store ${row.backend}: claim after record did not return the outcome`);
     }
-    expectStatus(`outcome store ${row.backend}: claim with another fingerprint`, await store.claim(id, exp, `x${STORE_FINGERPRINT.slice(1)}`), 'replayed');
+    expectStatus(
+      `outcome store ${row.backend}: claim with another fingerprint`,
+      await store.claim(id, exp, `x${STORE_FINGERPRINT.slice(1)}`),
+      'replayed',
+    );
     // The timed guard: two admissions of one token with their own answers are both first uses.
     for (let i = 0; i < 2; i++) {
       const admission = await row.guard.admit(token, setup.request, { confirm: CONFIRM, attempt: i });
-      if (admission.replay || (await admission.record(setup.outcome)) !== true) throw new CheckFailure(`outcome store ${row.backend}: timed guard admission ${i} was not a first use`);
+      if (admission.replay || (await admission.record(setup.outcome)) !== true)
+        throw new CheckFailure(`outcome store ${row.backend}: timed guard admission ${i} was not a first use`);
     }
     checks.push(
       `${row.backend}: consume once; claim first, pending, recorded, other fingerprint replayed; guard: second open replayed, identical retry gets the outcome, other answers replayed`,
@@ -423,7 +476,14 @@ async function sealedOutcomeOf(row: OutcomeStoreRow, setup: OutcomeSetup): Promi
     },
     close: async () => {},
   };
-  const guard = createStateGuard({ keys: row.guard.codec.keys, codec: row.guard.codec, store: capture, audience: AUDIENCE, ttlMs: LIFETIME_MS, flowTtlMs: LIFETIME_MS });
+  const guard = createStateGuard({
+    keys: row.guard.codec.keys,
+    codec: row.guard.codec,
+    store: capture,
+    audience: AUDIENCE,
+    ttlMs: LIFETIME_MS,
+    flowTtlMs: LIFETIME_MS,
+  });
   const token = await guard.mint(setup.data, setup.request);
   const admission = await guard.admit(token, setup.request, { confirm: CONFIRM });
   if (admission.replay || (await admission.record(setup.outcome)) !== true || captured === undefined) {

@@ -23,7 +23,8 @@ export function replaceBenchBlock(text: string, block: string, markers: Markers 
   const starts = text.split(startMarker).length - 1;
   const ends = text.split(endMarker).length - 1;
   if (starts === 0 && ends === 0) return { ok: false, reason: 'no bench markers' };
-  if (starts !== 1 || ends !== 1) return { ok: false, reason: `expected one ${startMarker} and one ${endMarker}, found ${starts} and ${ends}` };
+  if (starts !== 1 || ends !== 1)
+    return { ok: false, reason: `expected one ${startMarker} and one ${endMarker}, found ${starts} and ${ends}` };
   const start = text.indexOf(startMarker);
   const end = text.indexOf(endMarker);
   if (end < start) return { ok: false, reason: `${endMarker} comes before ${startMarker}` };

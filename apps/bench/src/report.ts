@@ -101,7 +101,8 @@ export function fmtOps(n: number | undefined): string {
   return n.toFixed(0);
 }
 
-export const fmtRatio = (r: number | null | undefined): string => (r === null || r === undefined || !Number.isFinite(r) ? 'n/a' : `${r.toFixed(2)}×`);
+export const fmtRatio = (r: number | null | undefined): string =>
+  r === null || r === undefined || !Number.isFinite(r) ? 'n/a' : `${r.toFixed(2)}×`;
 const fmtPct = (r: number | undefined): string => (r === undefined || !Number.isFinite(r) ? '' : `±${Math.round((r * 100) / 2)}%`);
 
 function table(header: string[], rows: string[][], align?: ('l' | 'r')[]): string {
@@ -167,19 +168,74 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
   const codec = (row: string, what: 'seal' | 'open') => `codec|${row}|${what}|small`;
   if (result.codecs !== undefined) {
     for (const what of ['seal', 'open'] as const) {
-      t.push(ratioTarget(result, `hmac.${what}.vs-B`, 'codec-hmac', `HMAC codec ${what} ÷ bare HMAC (B), small payload`, codec('hmac', what), codec('B', what), '>=', 0.8));
+      t.push(
+        ratioTarget(
+          result,
+          `hmac.${what}.vs-B`,
+          'codec-hmac',
+          `HMAC codec ${what} ÷ bare HMAC (B), small payload`,
+          codec('hmac', what),
+          codec('B', what),
+          '>=',
+          0.8,
+        ),
+      );
     }
     for (const what of ['seal', 'open'] as const) {
-      t.push(ratioTarget(result, `hmac.${what}.vs-SDK`, 'codec-hmac', `HMAC codec ${what} ÷ SDK createRequestStateCodec, small payload`, codec('hmac', what), codec('SDK', what), '>=', 5));
+      t.push(
+        ratioTarget(
+          result,
+          `hmac.${what}.vs-SDK`,
+          'codec-hmac',
+          `HMAC codec ${what} ÷ SDK createRequestStateCodec, small payload`,
+          codec('hmac', what),
+          codec('SDK', what),
+          '>=',
+          5,
+        ),
+      );
     }
     for (const what of ['seal', 'open'] as const) {
-      t.push(ratioTarget(result, `jwe.${what}.vs-C`, 'codec-jwe', `JWE codec ${what} ÷ bare AES-256-GCM (C), small payload`, codec('jwe', what), codec('C', what), '>=', 0.5));
+      t.push(
+        ratioTarget(
+          result,
+          `jwe.${what}.vs-C`,
+          'codec-jwe',
+          `JWE codec ${what} ÷ bare AES-256-GCM (C), small payload`,
+          codec('jwe', what),
+          codec('C', what),
+          '>=',
+          0.5,
+        ),
+      );
     }
     for (const what of ['seal', 'open'] as const) {
-      t.push(ratioTarget(result, `jwe.${what}.vs-jose`, 'codec-jwe', `JWE codec ${what} ÷ jose Compact JWE (CryptoKey), small payload`, codec('jwe', what), codec('jose', what), '>=', 3));
+      t.push(
+        ratioTarget(
+          result,
+          `jwe.${what}.vs-jose`,
+          'codec-jwe',
+          `JWE codec ${what} ÷ jose Compact JWE (CryptoKey), small payload`,
+          codec('jwe', what),
+          codec('jose', what),
+          '>=',
+          3,
+        ),
+      );
     }
     for (const what of ['seal', 'open'] as const) {
-      t.push(ratioTarget(result, `aead.${what}.vs-E`, 'codec-aead', `AEAD codec ${what} ÷ bare msgpackr + noble XChaCha20-Poly1305 (E), small payload`, codec('aead', what), codec('E', what), '>=', 0.8));
+      t.push(
+        ratioTarget(
+          result,
+          `aead.${what}.vs-E`,
+          'codec-aead',
+          `AEAD codec ${what} ÷ bare msgpackr + noble XChaCha20-Poly1305 (E), small payload`,
+          codec('aead', what),
+          codec('E', what),
+          '>=',
+          0.8,
+        ),
+      );
     }
     const bytes = (id: string) => result.codecs?.rows.find((r) => r.id === id)?.tokenBytes.small;
     const aeadBytes = bytes('aead');
@@ -215,16 +271,69 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
   }
   if (result.guard !== undefined) {
     const guard = (codec: string, what: 'open' | 'mint') => `guard|${codec}|${what}|400|100`;
-    t.push(ratioTarget(result, 'guard.hmac.open.vs-B', 'core', 'guard open (hmac + memory store) ÷ bare HMAC verify (B) of the same claims, 400 B data, 100 B arguments', guard('hmac', 'open'), 'guard|B|open|400', '>=', 0.6));
-    t.push(ratioTarget(result, 'guard.hmac.mint.vs-B', 'core', 'guard mint (hmac) ÷ bare HMAC seal (B) of the same claims, 400 B data, 100 B arguments', guard('hmac', 'mint'), 'guard|B|seal|400', '>=', 0.6));
+    t.push(
+      ratioTarget(
+        result,
+        'guard.hmac.open.vs-B',
+        'core',
+        'guard open (hmac + memory store) ÷ bare HMAC verify (B) of the same claims, 400 B data, 100 B arguments',
+        guard('hmac', 'open'),
+        'guard|B|open|400',
+        '>=',
+        0.6,
+      ),
+    );
+    t.push(
+      ratioTarget(
+        result,
+        'guard.hmac.mint.vs-B',
+        'core',
+        'guard mint (hmac) ÷ bare HMAC seal (B) of the same claims, 400 B data, 100 B arguments',
+        guard('hmac', 'mint'),
+        'guard|B|seal|400',
+        '>=',
+        0.6,
+      ),
+    );
     for (const codec of ['jwe', 'aead']) {
-      t.push(ratioTarget(result, `guard.${codec}.open.vs-codec`, 'core', `guard open (${codec} + memory store) ÷ the ${codec} codec's own open, 400 B data, 100 B arguments`, guard(codec, 'open'), `guard|${codec}-codec|open|400`, '>=', 0.8));
+      t.push(
+        ratioTarget(
+          result,
+          `guard.${codec}.open.vs-codec`,
+          'core',
+          `guard open (${codec} + memory store) ÷ the ${codec} codec's own open, 400 B data, 100 B arguments`,
+          guard(codec, 'open'),
+          `guard|${codec}-codec|open|400`,
+          '>=',
+          0.8,
+        ),
+      );
     }
-    t.push(ratioTarget(result, 'canonical-json.10k.vs-stringify', 'core', 'canonical JSON ÷ JSON.stringify, 10 KiB of arguments', 'canon|canonical|10k', 'canon|stringify|10k', '>=', 0.8));
+    t.push(
+      ratioTarget(
+        result,
+        'canonical-json.10k.vs-stringify',
+        'core',
+        'canonical JSON ÷ JSON.stringify, 10 KiB of arguments',
+        'canon|canonical|10k',
+        'canon|stringify|10k',
+        '>=',
+        0.8,
+      ),
+    );
   }
   if (result.e2e !== undefined) {
     const e2e = (row: { letter: string; id: string }, c: number, threshold: number) =>
-      ratioTarget(result, `e2e.${row.id}.c${c}.vs-a`, 'mcp-server', `end to end: ${row.letter} (${row.id}) flows/s ÷ a (SDK only, unprotected), concurrency ${c}`, `e2e|${row.id}|c${c}`, `e2e|sdk-plain|c${c}`, '>=', threshold);
+      ratioTarget(
+        result,
+        `e2e.${row.id}.c${c}.vs-a`,
+        'mcp-server',
+        `end to end: ${row.letter} (${row.id}) flows/s ÷ a (SDK only, unprotected), concurrency ${c}`,
+        `e2e|${row.id}|c${c}`,
+        `e2e|sdk-plain|c${c}`,
+        '>=',
+        threshold,
+      );
     for (const row of result.e2e.rows.filter((r) => r.store === 'memory')) {
       for (const c of [1, 16]) t.push(e2e(row, c, 0.95));
     }
@@ -315,15 +424,33 @@ export function codecTable(result: BenchResult, payload: PayloadName, ids?: read
       `${fmtOps(seal?.opsPerSec)} ${fmtPct(seal?.spread)}`.trim(),
       `${fmtOps(open?.opsPerSec)} ${fmtPct(open?.spread)}`.trim(),
       String(r.tokenBytes[payload]),
-      ref === undefined || seal === undefined || refSeal === undefined ? (ref === undefined ? 'reference' : 'n/a') : `${fmtRatio(seal.opsPerSec / refSeal)} ${ref}`,
-      ref === undefined || open === undefined || refOpen === undefined ? (ref === undefined ? 'reference' : 'n/a') : `${fmtRatio(open.opsPerSec / refOpen)} ${ref}`,
+      ref === undefined || seal === undefined || refSeal === undefined
+        ? ref === undefined
+          ? 'reference'
+          : 'n/a'
+        : `${fmtRatio(seal.opsPerSec / refSeal)} ${ref}`,
+      ref === undefined || open === undefined || refOpen === undefined
+        ? ref === undefined
+          ? 'reference'
+          : 'n/a'
+        : `${fmtRatio(open.opsPerSec / refOpen)} ${ref}`,
     ];
   });
-  return table(['id', 'codec', 'seal ops/s', 'open ops/s', 'token B', 'seal ÷ ref', 'open ÷ ref'], body, ['l', 'l', 'r', 'r', 'r', 'r', 'r']);
+  return table(['id', 'codec', 'seal ops/s', 'open ops/s', 'token B', 'seal ÷ ref', 'open ÷ ref'], body, [
+    'l',
+    'l',
+    'r',
+    'r',
+    'r',
+    'r',
+    'r',
+  ]);
 }
 
 export function rejectTable(result: BenchResult, ids?: readonly string[]): string {
-  const rows = (result.codecs?.rows ?? []).filter((r) => (ids === undefined || ids.includes(r.id)) && result.jobs[`reject|${r.id}|open|1MiB`] !== undefined);
+  const rows = (result.codecs?.rows ?? []).filter(
+    (r) => (ids === undefined || ids.includes(r.id)) && result.jobs[`reject|${r.id}|open|1MiB`] !== undefined,
+  );
   const body = rows.map((r) => {
     const reject = ops(result, `reject|${r.id}|open|1MiB`)!;
     const open = ops(result, `codec|${r.id}|open|small`);
@@ -353,7 +480,8 @@ export function storeTable(result: BenchResult, backends?: readonly string[]): s
 
 const GUARD_DATA_NAMES = ['400', '4k', '16k'] as const;
 const GUARD_ARGS_NAMES = ['100', '10k'] as const;
-const fmtBytes = (n: number | undefined): string => (n === undefined ? 'n/a' : n >= 1024 ? `${(n / 1024).toFixed(n % 1024 === 0 ? 0 : 1)} KiB` : `${n} B`);
+const fmtBytes = (n: number | undefined): string =>
+  n === undefined ? 'n/a' : n >= 1024 ? `${(n / 1024).toFixed(n % 1024 === 0 ? 0 : 1)} KiB` : `${n} B`;
 
 /** Guard open/mint per codec, data and arguments size, with ratios to B and to the codec alone. */
 export function guardTable(result: BenchResult): string {
@@ -367,7 +495,17 @@ export function guardTable(result: BenchResult): string {
     for (const codec of g.codecs) {
       const cOpen = ops(result, `guard|${codec}-codec|open|${d}`);
       const cSeal = ops(result, `guard|${codec}-codec|seal|${d}`);
-      body.push([`${codec} codec alone`, fmtBytes(g.sizes.data[d]), '—', fmtOps(cOpen), bOpen && cOpen ? fmtRatio(cOpen / bOpen) : 'n/a', '', fmtOps(cSeal), bSeal && cSeal ? fmtRatio(cSeal / bSeal) : 'n/a', '']);
+      body.push([
+        `${codec} codec alone`,
+        fmtBytes(g.sizes.data[d]),
+        '—',
+        fmtOps(cOpen),
+        bOpen && cOpen ? fmtRatio(cOpen / bOpen) : 'n/a',
+        '',
+        fmtOps(cSeal),
+        bSeal && cSeal ? fmtRatio(cSeal / bSeal) : 'n/a',
+        '',
+      ]);
       for (const a of GUARD_ARGS_NAMES) {
         const open = ops(result, `guard|${codec}|open|${d}|${a}`);
         const mint = ops(result, `guard|${codec}|mint|${d}|${a}`);
@@ -446,11 +584,15 @@ export function targetTable(targets: readonly TargetResult[]): string {
     const range = t.roundRange === undefined ? '' : `${fmtRatio(t.roundRange[0])}–${fmtRatio(t.roundRange[1])}`;
     return [t.label, value, need, t.pass === null ? 'SKIP' : t.pass ? 'PASS' : 'MISS', t.detail, range, fmtRatio(t.cpuValue)];
   });
-  return table(
-    ['target', 'measured', 'required', 'result', 'figures', 'per-round range', 'same ratio, CPU time'],
-    body,
-    ['l', 'r', 'r', 'l', 'l', 'r', 'r'],
-  );
+  return table(['target', 'measured', 'required', 'result', 'figures', 'per-round range', 'same ratio, CPU time'], body, [
+    'l',
+    'r',
+    'r',
+    'l',
+    'l',
+    'r',
+    'r',
+  ]);
 }
 
 /** The guard with and without event hooks: open and mint ops/s, each ÷ the guard without a hook. */
@@ -502,8 +644,24 @@ export function outcomeStepTable(result: BenchResult, level: 'guard' | 'store'):
   }
   const header =
     level === 'guard'
-      ? ['store', 'concurrency', 'without: `guard.open` rounds/s', 'with: `guard.admit` + `record` rounds/s', 'with ÷ without', 'per-round range', 'same ratio, CPU time']
-      : ['store', 'concurrency', '`consume` ops/s', '`claim` + `record` ops/s', 'with ÷ without', 'per-round range', 'same ratio, CPU time'];
+      ? [
+          'store',
+          'concurrency',
+          'without: `guard.open` rounds/s',
+          'with: `guard.admit` + `record` rounds/s',
+          'with ÷ without',
+          'per-round range',
+          'same ratio, CPU time',
+        ]
+      : [
+          'store',
+          'concurrency',
+          '`consume` ops/s',
+          '`claim` + `record` ops/s',
+          'with ÷ without',
+          'per-round range',
+          'same ratio, CPU time',
+        ];
   return table(header, body, ['l', 'r', 'r', 'r', 'r', 'r', 'r']);
 }
 
@@ -521,7 +679,15 @@ export function outcomeE2eTable(result: BenchResult): string {
     }
   }
   return table(
-    ['server', 'concurrency', '`recordOutcomes: false` flows/s', '`recordOutcomes: true` flows/s', 'true ÷ false', 'per-round range', 'same ratio, CPU time'],
+    [
+      'server',
+      'concurrency',
+      '`recordOutcomes: false` flows/s',
+      '`recordOutcomes: true` flows/s',
+      'true ÷ false',
+      'per-round range',
+      'same ratio, CPU time',
+    ],
     body,
     ['l', 'r', 'r', 'r', 'r', 'r', 'r'],
   );
@@ -534,7 +700,8 @@ export function outcomesBlock(result: BenchResult): string {
   const o = result.outcomes;
   if (o === undefined) return 'This run did not measure outcome recording.';
   const parts: string[] = [describeRun(result)];
-  if (o.loadavg !== undefined) parts.push('', `Load average (1, 5, 15 min): ${fmtLoad(o.loadavg.start)} at the start, ${fmtLoad(o.loadavg.end)} at the end.`);
+  if (o.loadavg !== undefined)
+    parts.push('', `Load average (1, 5, 15 min): ${fmtLoad(o.loadavg.start)} at the start, ${fmtLoad(o.loadavg.end)} at the end.`);
   parts.push(
     '',
     `Recorded outcome: \`{ r: CallToolResult }\` of ${o.sizes.outcomeJson} B of JSON, sealed by \`@mrtr/codec-hmac\` into ${o.sizes.sealedOutcome} characters ` +
@@ -542,7 +709,7 @@ export function outcomesBlock(result: BenchResult): string {
       'use and that the store kept the outcome. These rows: `pnpm --filter @mrtr/bench bench --only outcomes`.',
     '',
     'The round step per store: `guard.open(token)` (every check, then `consume`) against `guard.admit(token, answers)` ' +
-      '(the same checks, the answers\' fingerprint, `claim`) followed by `admission.record(outcome)` (seal, `record`):',
+      "(the same checks, the answers' fingerprint, `claim`) followed by `admission.record(outcome)` (seal, `record`):",
     '',
     outcomeStepTable(result, 'guard'),
     '',
@@ -572,7 +739,9 @@ export function describeRun(result: BenchResult): string {
     `each ${harness.warmupMs} ms warm-up + ≥ ${harness.minTimeMs} ms in ≥ ${harness.minSamples} samples; ` +
     `figures are the median over rounds of 1e9 ÷ median ns per op; ±x% = half the spread between rounds. ` +
     `Ratios compare rows of this one run. Absolute numbers are this machine's. Reproduce with \`pnpm --filter @mrtr/bench bench\`.` +
-    (env.loadavg === undefined ? '' : ` Load average (1 min) ${env.loadavg[0].toFixed(1)} at the start, ${env.loadavg[1].toFixed(1)} at the end.`)
+    (env.loadavg === undefined
+      ? ''
+      : ` Load average (1 min) ${env.loadavg[0].toFixed(1)} at the start, ${env.loadavg[1].toFixed(1)} at the end.`)
   );
 }
 
@@ -619,7 +788,12 @@ export function readmeBlock(result: BenchResult, pkg: PackageName | 'bench'): st
       parts.push('Consumes of fresh ids, tight loop:', '', storeTable(result, ['memory']), '');
       break;
     case 'store-redis':
-      parts.push('Consumes of fresh ids against the same Redis, store and bare client in one process:', '', storeTable(result, ['redis']), '');
+      parts.push(
+        'Consumes of fresh ids against the same Redis, store and bare client in one process:',
+        '',
+        storeTable(result, ['redis']),
+        '',
+      );
       if (!result.jobs['store|redis|c1']) parts.push('Redis was not measured in this run (REDIS_URL unset or store missing).', '');
       break;
     case 'store-sql':
@@ -643,13 +817,33 @@ export function readmeBlock(result: BenchResult, pkg: PackageName | 'bench'): st
 
 const CODECS = [
   { pkg: 'codec-hmac', id: 'hmac', runtimes: 'Node (sync), web', note: 'claims readable by the client; fastest, smallest to audit' },
-  { pkg: 'codec-jwe', id: 'jwe', runtimes: 'Node (sync), web (jose)', note: 'standard compact JWE: any JOSE library opens it with the key' },
+  {
+    pkg: 'codec-jwe',
+    id: 'jwe',
+    runtimes: 'Node (sync), web (jose)',
+    note: 'standard compact JWE: any JOSE library opens it with the key',
+  },
   { pkg: 'codec-aead', id: 'aead', runtimes: 'Node (sync), web', note: 'the most compact encrypted token' },
 ] as const;
 const STORES = [
-  { pkg: 'store-memory', id: 'memory', guarantee: 'single use in one process; bounded, fails closed when full', pick: 'tests, demos, one process' },
-  { pkg: 'store-redis', id: 'redis', guarantee: 'single use across a fleet: `SET NX PXAT` per consume, batched', pick: 'a fleet that has Redis (a non-evicting one)' },
-  { pkg: 'store-sql', id: 'postgres', guarantee: 'single use across a fleet: an atomic upsert per consume, group commit', pick: 'a fleet that has PostgreSQL' },
+  {
+    pkg: 'store-memory',
+    id: 'memory',
+    guarantee: 'single use in one process; bounded, fails closed when full',
+    pick: 'tests, demos, one process',
+  },
+  {
+    pkg: 'store-redis',
+    id: 'redis',
+    guarantee: 'single use across a fleet: `SET NX PXAT` per consume, batched',
+    pick: 'a fleet that has Redis (a non-evicting one)',
+  },
+  {
+    pkg: 'store-sql',
+    id: 'postgres',
+    guarantee: 'single use across a fleet: an atomic upsert per consume, group commit',
+    pick: 'a fleet that has PostgreSQL',
+  },
   { pkg: 'store-sql', id: 'sqlite', guarantee: 'single use on one machine, survives restarts', pick: 'one machine with persistence' },
 ] as const;
 const fmtKiB = (bytes: number | undefined): string => (bytes === undefined ? 'n/a' : `${(bytes / 1024).toFixed(0)} KiB`);

@@ -86,7 +86,11 @@ const RUN_TAG = randomBytes(6).toString('hex');
 
 type MemoryFactory = (options: { maxEntries?: number; namespace?: string }) => ReplayStore;
 type RedisFactory = (options: { url: string; namespace?: string }) => ReplayStore;
-type PostgresFactory = (options: { connectionString: string; table?: string; namespace?: string }) => ReplayStore & { ensureSchema(): Promise<void> };
+type PostgresFactory = (options: {
+  connectionString: string;
+  table?: string;
+  namespace?: string;
+}) => ReplayStore & { ensureSchema(): Promise<void> };
 type SqliteFactory = (options: { filename: string; table?: string; namespace?: string }) => ReplayStore & { ensureSchema(): Promise<void> };
 
 /** Ids held by one memory store per round: more than any round consumes at ≥ 1M/s. */
@@ -95,7 +99,15 @@ const SQL_TABLE_STORE = `mrtr_bench_store_${RUN_TAG}`;
 const SQL_TABLE_BARE = `mrtr_bench_bare_${RUN_TAG}`;
 const SQL_TABLE_BARE_BATCH = `mrtr_bench_bbatch_${RUN_TAG}`;
 /** Matches the store's own pool: 10 connections, 5 s statement and connection timeouts. */
-const PG_POOL = { max: 10, connectionTimeoutMillis: 5000, statement_timeout: 5000, query_timeout: 5000, idleTimeoutMillis: 30_000, allowExitOnIdle: true, keepAlive: true };
+const PG_POOL = {
+  max: 10,
+  connectionTimeoutMillis: 5000,
+  statement_timeout: 5000,
+  query_timeout: 5000,
+  idleTimeoutMillis: 30_000,
+  allowExitOnIdle: true,
+  keepAlive: true,
+};
 
 export interface StoreEnv {
   redisUrl?: string | undefined;
@@ -220,7 +232,10 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
         await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_BARE_BATCH}"`).catch(() => {});
         await pool.end();
       });
-      const insert = { name: `mrtr-bench-insert-${RUN_TAG}`, text: `INSERT INTO "${SQL_TABLE_BARE}" (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING` };
+      const insert = {
+        name: `mrtr-bench-insert-${RUN_TAG}`,
+        text: `INSERT INTO "${SQL_TABLE_BARE}" (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+      };
       rows.push({
         id: 'postgres-bare',
         label: 'bare pg.Pool INSERT … ON CONFLICT DO NOTHING (named prepared statement, same pool settings)',
@@ -288,7 +303,9 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
       batchDb.pragma('journal_mode = WAL');
       batchDb.pragma('synchronous = FULL');
       const batchInsert = batchDb.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
-      const runBatch = batchDb.transaction((ids: string[], exps: number[]) => ids.map((id, i) => batchInsert.run('bench', id, exps[i]).changes === 1));
+      const runBatch = batchDb.transaction((ids: string[], exps: number[]) =>
+        ids.map((id, i) => batchInsert.run('bench', id, exps[i]).changes === 1),
+      );
       const store = loaded.value({ filename: path.join(dir, 'store.db'), namespace: 'bench' });
       await store.ensureSchema();
       closers.unshift(async () => {
@@ -348,7 +365,9 @@ export async function checkStores(setup: StoreSetup): Promise<string[]> {
     const first = await row.consume(id, exp);
     const second = await row.consume(id, exp);
     if (first !== true || second !== false) {
-      throw new CheckFailure(`store ${row.id} (${row.label}): expected consume → true then false, got ${String(first)} then ${String(second)}`);
+      throw new CheckFailure(
+        `store ${row.id} (${row.label}): expected consume → true then false, got ${String(first)} then ${String(second)}`,
+      );
     }
     checks.push(`${row.id}: first consume true, second false`);
   }

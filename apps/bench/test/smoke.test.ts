@@ -97,7 +97,13 @@ describe('README block', () => {
 });
 
 describe('targets', () => {
-  const job = (key: string, opsPerSec: number) => ({ key, concurrency: 1, rounds: [{ opsPerSec, samples: 12, opsPerBatch: 1 }], opsPerSec, spread: 0 });
+  const job = (key: string, opsPerSec: number) => ({
+    key,
+    concurrency: 1,
+    rounds: [{ opsPerSec, samples: 12, opsPerBatch: 1 }],
+    opsPerSec,
+    spread: 0,
+  });
   const result = (jobs: [string, number][]): BenchResult => ({
     schema: 1,
     startedAt: '',
@@ -161,13 +167,20 @@ describe('targets', () => {
 describe('bare batcher', () => {
   it('coalesces the consumes of one tick into one batch, at most max per batch, each with its own answer', async () => {
     const batches: string[][] = [];
-    const consume = bareBatcher((ids) => {
-      batches.push(ids);
-      return ids.map((id) => id.startsWith('t'));
-    }, 'microtask', 3);
+    const consume = bareBatcher(
+      (ids) => {
+        batches.push(ids);
+        return ids.map((id) => id.startsWith('t'));
+      },
+      'microtask',
+      3,
+    );
     const results = await Promise.all(['t1', 'f1', 't2', 't3', 'f2'].map((id) => consume(id, 0)));
     expect(results).toEqual([true, false, true, true, false]);
-    expect(batches).toEqual([['t1', 'f1', 't2'], ['t3', 'f2']]);
+    expect(batches).toEqual([
+      ['t1', 'f1', 't2'],
+      ['t3', 'f2'],
+    ]);
   });
 });
 
@@ -272,7 +285,12 @@ describe('outcome recording rows (issue 20)', () => {
       expect(report.sealedOutcome.length).toBeGreaterThan(OUTCOME_JSON_BYTES);
       const keys = outcomeJobs(setup, report).map((j) => j.key);
       expect(new Set(keys).size).toBe(keys.length);
-      for (const key of ['outcome|guard|memory|open|c1', 'outcome|guard|memory|admit-record|c32', 'outcome|store|sqlite|claim-record|c128', 'outcome|e2e|memory|on|c16']) {
+      for (const key of [
+        'outcome|guard|memory|open|c1',
+        'outcome|guard|memory|admit-record|c32',
+        'outcome|store|sqlite|claim-record|c128',
+        'outcome|e2e|memory|on|c16',
+      ]) {
         expect(keys).toContain(key);
       }
       // Not drawn by the chart, which counts every store| and e2e| job.
@@ -347,7 +365,11 @@ describe('outcome recording rows (issue 20)', () => {
     // Rewriting the outcome section leaves the main bench block alone, and the other way round.
     const doc = `${START_MARKER}\nmain\n${END_MARKER}\n\n${OUTCOMES_MARKERS.start}\nold\n${OUTCOMES_MARKERS.end}\n`;
     const out = replaceBenchBlock(doc, 'new', OUTCOMES_MARKERS);
-    expect(out).toEqual({ ok: true, changed: true, text: `${START_MARKER}\nmain\n${END_MARKER}\n\n${OUTCOMES_MARKERS.start}\nnew\n${OUTCOMES_MARKERS.end}\n` });
+    expect(out).toEqual({
+      ok: true,
+      changed: true,
+      text: `${START_MARKER}\nmain\n${END_MARKER}\n\n${OUTCOMES_MARKERS.start}\nnew\n${OUTCOMES_MARKERS.end}\n`,
+    });
     expect(replaceBenchBlock(doc, 'x')).toMatchObject({ ok: true, text: doc.replace('main', 'x') });
   });
 });

@@ -222,7 +222,9 @@ try {
   rmSync(sqliteDir, { recursive: true, force: true });
 }
 
-log(`conformance: ${problems.length === 0 ? 'PASS' : `FAIL (${problems.length} problem(s))`} in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+log(
+  `conformance: ${problems.length === 0 ? 'PASS' : `FAIL (${problems.length} problem(s))`} in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+);
 const resultsDir = join(APP_DIR, 'conformance-results');
 mkdirSync(resultsDir, { recursive: true });
 writeFileSync(join(resultsDir, 'summary.txt'), `${lines.join('\n')}\n`);

@@ -12,5 +12,7 @@ process.on('SIGUSR2', () => {
     globalThis.gc();
   }
   const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
-  process.stderr.write(`mrtr-gc-probe ${seq} ${JSON.stringify({ rss, heapUsed, external, arrayBuffers, gc: typeof globalThis.gc === 'function' })}\n`);
+  process.stderr.write(
+    `mrtr-gc-probe ${seq} ${JSON.stringify({ rss, heapUsed, external, arrayBuffers, gc: typeof globalThis.gc === 'function' })}\n`,
+  );
 });

@@ -25,6 +25,11 @@ export declare function startDemo(
   options?: { env?: Record<string, string | undefined>; timeoutMs?: number; nodeArgs?: readonly string[] },
 ): Promise<RunningDemo>;
 
-export declare function serviceUrl(name: string): { url: string; skip?: undefined; error?: undefined } | { skip: string; url?: undefined; error?: undefined } | { error: string; url?: undefined; skip?: undefined };
+export declare function serviceUrl(
+  name: string,
+):
+  | { url: string; skip?: undefined; error?: undefined }
+  | { skip: string; url?: undefined; error?: undefined }
+  | { error: string; url?: undefined; skip?: undefined };
 
 export declare function stripAnsi(text: string): string;

@@ -163,7 +163,12 @@ async function worker(w) {
     stats.flows += 1;
     try {
       if (n % 4 === 3) {
-        await flow('deploy', { service: `svc-${w}` }, [{ environment: accept({ environment: 'staging' }) }, { confirm: accept({ confirm: true }) }], n);
+        await flow(
+          'deploy',
+          { service: `svc-${w}` },
+          [{ environment: accept({ environment: 'staging' }) }, { confirm: accept({ confirm: true }) }],
+          n,
+        );
       } else {
         await flow('delete_files', { paths: [`load/${w}/${n}.txt`] }, [{ confirm: accept({ confirm: true }) }], n);
       }
@@ -198,7 +203,11 @@ async function probeWindow(fromMs) {
     await at(fromMs + i * 1000);
     out.push(await probeMemory());
   }
-  return { rss: Math.min(...out.map((m) => m.rss)), heapUsed: Math.min(...out.map((m) => m.heapUsed)), external: Math.min(...out.map((m) => m.external)) };
+  return {
+    rss: Math.min(...out.map((m) => m.rss)),
+    heapUsed: Math.min(...out.map((m) => m.heapUsed)),
+    external: Math.min(...out.map((m) => m.external)),
+  };
 }
 // In sequence: one probe at a time (the end window starts well after the first one ends).
 const probed = probeWindow(warmupMs).then(async (first) => [first, await probeWindow(durationMs - 4000)]);
@@ -213,7 +222,10 @@ async function serverCounts() {
   const text = await (await fetch(new URL('/metrics', demo.origin))).text();
   const counts = { completed: 0, rejected: 0, retried: 0, storeErrors: 0, byCode: {} };
   for (const line of text.split('\n')) {
-    const match = /^(mrtr_flows_completed_total|mrtr_states_rejected_total|mrtr_states_retried_total|mrtr_store_errors_total)(?:\{([^}]*)\})? (\S+)$/.exec(line);
+    const match =
+      /^(mrtr_flows_completed_total|mrtr_states_rejected_total|mrtr_states_retried_total|mrtr_store_errors_total)(?:\{([^}]*)\})? (\S+)$/.exec(
+        line,
+      );
     if (match === null) continue;
     const value = Number(match[3]);
     if (match[1] === 'mrtr_flows_completed_total') counts.completed += value;
@@ -256,7 +268,10 @@ const lines = [
   `load: ${stats.deliberate} deliberate rejections (replays and tampered states, all refused), ${stats.retried} identical retries (each got the first answer), ${stats.errors} errors`,
   `load: server /metrics: ${server.completed} flows completed, ${server.rejected} states rejected (${
     // Every code has a series from the start (at 0): only those that counted something are printed.
-    Object.entries(server.byCode).filter(([, n]) => n > 0).map(([code, n]) => `${code} ${n}`).join(', ') || 'none'
+    Object.entries(server.byCode)
+      .filter(([, n]) => n > 0)
+      .map(([code, n]) => `${code} ${n}`)
+      .join(', ') || 'none'
   }), ${server.retried} identical retries answered from the record, ${server.storeErrors} store errors`,
   `load: server memory after full collections (least of 4 probes each side): RSS ${mib(heldAfterWarmup.rss / 1024)} after warm-up, ${mib(heldAtEnd.rss / 1024)} at the end (growth ${percent(rssGrowth)}), heap used ${mib(heldAfterWarmup.heapUsed / 1024)} → ${mib(heldAtEnd.heapUsed / 1024)} (growth ${percent(heapGrowth)}), external ${mib(heldAfterWarmup.external / 1024)} → ${mib(heldAtEnd.external / 1024)}; limit ${(maxGrowth * 100).toFixed(0)}% each`,
   `load: server RSS sampled every 250 ms: ${mib(baseline)} after warm-up, ${mib(final)} at the end (${percent(sampledGrowth)}), peak after warm-up ${mib(afterWarmupPeak)}, overall peak ${mib(peak)}`,
@@ -277,8 +292,10 @@ if (stats.errors === 0 && server.retried !== stats.retried) {
 if (stats.retried === 0) problems.push('no identical retry was exercised');
 if (stats.completed === 0) problems.push('no flow completed');
 if (stats.deliberate === 0) problems.push('no deliberate rejection was exercised');
-if (!(rssGrowth <= maxGrowth)) problems.push(`RSS after full collections grew ${percent(rssGrowth)} after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);
-if (!(heapGrowth <= maxGrowth)) problems.push(`heap used after full collections grew ${percent(heapGrowth)} after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);
+if (!(rssGrowth <= maxGrowth))
+  problems.push(`RSS after full collections grew ${percent(rssGrowth)} after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);
+if (!(heapGrowth <= maxGrowth))
+  problems.push(`heap used after full collections grew ${percent(heapGrowth)} after the warm-up (limit ${(maxGrowth * 100).toFixed(0)}%)`);
 if (exitCode !== 0) problems.push(`server exited with ${exitCode} on SIGTERM`);
 lines.push(`load: ${problems.length === 0 ? 'PASS' : 'FAIL'}`);
 for (const line of lines) console.log(line);

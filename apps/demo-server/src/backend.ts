@@ -166,7 +166,10 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
       if (options.databaseUrl === undefined || options.databaseUrl === '') {
         throw new BackendError('--store postgres needs DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/test)');
       }
-      const [{ default: pg }, { createPostgresStore, createPostgresTaskStore }] = await Promise.all([import('pg'), import('@mrtr/store-sql')]);
+      const [{ default: pg }, { createPostgresStore, createPostgresTaskStore }] = await Promise.all([
+        import('pg'),
+        import('@mrtr/store-sql'),
+      ]);
       // Server-side bounds on every connection (sent as startup parameters): the server cancels a statement
       // or a lock wait that runs too long, so one the client gave up on cannot commit later, and the replay
       // store sends each consume as one statement (without them it wraps each in SET LOCAL bounds).

@@ -109,7 +109,8 @@ async function runFlow(client: Client, target: Target, options: Options, out: (l
     try {
       result = await sendRound(client, target, args, extra);
     } catch (error) {
-      const detail = error instanceof ProtocolError ? `${error.code} ${error.message}` : error instanceof Error ? error.message : String(error);
+      const detail =
+        error instanceof ProtocolError ? `${error.code} ${error.message}` : error instanceof Error ? error.message : String(error);
       out(`  ${round}  ✗ error: ${oneLine(detail)}`);
       return { ok: false, rounds: round, tokenBytes };
     }

@@ -170,7 +170,8 @@ export function parseCli(argv: readonly string[]): CliOptions {
   const str = (key: string): string | undefined => values[key] as string | undefined;
   const stdio = values.stdio === true;
   const host = str('host') ?? DEFAULT_HOST;
-  if (!/^(?:[A-Za-z0-9.-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}\]?)$/.test(host)) throw new UsageError(`--host is not a valid host name or address`);
+  if (!/^(?:[A-Za-z0-9.-]{1,253}|\[?[0-9A-Fa-f:.]{2,45}\]?)$/.test(host))
+    throw new UsageError(`--host is not a valid host name or address`);
   const store = oneOf('--store', str('store'), STORES, 'memory');
   const sqliteFile = str('sqlite-file');
   if (sqliteFile !== undefined && store !== 'sqlite') throw new UsageError('--sqlite-file needs --store sqlite');
@@ -241,7 +242,8 @@ export function readTokens(env: NodeJS.ProcessEnv): TokenTable | undefined {
     const colon = entry.indexOf(':');
     const name = colon > 0 ? entry.slice(0, colon) : '';
     const token = colon > 0 ? entry.slice(colon + 1) : '';
-    if (!PRINCIPAL_NAME.test(name)) throw new UsageError('MRTR_DEMO_TOKENS: each entry must be "name:token" with a name of [A-Za-z0-9_.@-]');
+    if (!PRINCIPAL_NAME.test(name))
+      throw new UsageError('MRTR_DEMO_TOKENS: each entry must be "name:token" with a name of [A-Za-z0-9_.@-]');
     if (!TOKEN_TEXT.test(token)) throw new UsageError(`MRTR_DEMO_TOKENS: the token of "${name}" must be 16-512 printable characters`);
     const digest = tokenDigest(token);
     if (table.has(digest)) throw new UsageError('MRTR_DEMO_TOKENS: two principals share one token');
@@ -270,17 +272,23 @@ export function readConnectWaitMs(env: NodeJS.ProcessEnv): number {
 }
 
 /** Per-principal bounds of the connect ledger from MRTR_DEMO_CONNECT_MAX_PENDING / MRTR_DEMO_CONNECT_LINK_TTL_MS. */
-export function readLedgerLimits(env: NodeJS.ProcessEnv): { maxPendingPerPrincipal: number; maxLinksPerPrincipal: number; pendingTtlMs: number } {
+export function readLedgerLimits(env: NodeJS.ProcessEnv): {
+  maxPendingPerPrincipal: number;
+  maxLinksPerPrincipal: number;
+  pendingTtlMs: number;
+} {
   const pending = env.MRTR_DEMO_CONNECT_MAX_PENDING;
   const ttl = env.MRTR_DEMO_CONNECT_LINK_TTL_MS;
   let maxPendingPerPrincipal = DEFAULT_CONNECT_MAX_PENDING;
   let pendingTtlMs = DEFAULT_CONNECT_LINK_TTL_MS;
   if (pending !== undefined && pending !== '') {
-    if (!/^\d{1,3}$/.test(pending) || Number(pending) < 1 || Number(pending) > 100) throw new UsageError('MRTR_DEMO_CONNECT_MAX_PENDING must be 1-100');
+    if (!/^\d{1,3}$/.test(pending) || Number(pending) < 1 || Number(pending) > 100)
+      throw new UsageError('MRTR_DEMO_CONNECT_MAX_PENDING must be 1-100');
     maxPendingPerPrincipal = Number(pending);
   }
   if (ttl !== undefined && ttl !== '') {
-    if (!/^\d{1,7}$/.test(ttl) || Number(ttl) < 1000 || Number(ttl) > 3_600_000) throw new UsageError('MRTR_DEMO_CONNECT_LINK_TTL_MS must be 1000-3600000');
+    if (!/^\d{1,7}$/.test(ttl) || Number(ttl) < 1000 || Number(ttl) > 3_600_000)
+      throw new UsageError('MRTR_DEMO_CONNECT_LINK_TTL_MS must be 1000-3600000');
     pendingTtlMs = Number(ttl);
   }
   // Settled links (the page's answer, kept for the flow) give way beyond 4x the pending cap (at least 20).

@@ -48,10 +48,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     'test_input_required_result_sampling',
     { description: 'MRTR: one sampling request (capital_question)' },
     (_args, _ctx, need) => {
-      const result = need.sample('capital_question', {
-        messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
-        maxTokens: 100,
-      }, PRESUPPLIED);
+      const result = need.sample(
+        'capital_question',
+        {
+          messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
+          maxTokens: 100,
+        },
+        PRESUPPLIED,
+      );
       if (result === undefined) return need.ask();
       return text(`The model answered: ${samplingText(result)}`);
     },
@@ -73,10 +77,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     'test_input_required_result_request_state',
     { description: 'MRTR: elicitation plus a sealed requestState (confirm)' },
     (_args, _ctx, need) => {
-      const answer = need.elicit('confirm', {
-        message: 'Please confirm',
-        requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
-      }, PRESUPPLIED);
+      const answer = need.elicit(
+        'confirm',
+        {
+          message: 'Please confirm',
+          requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+        },
+        PRESUPPLIED,
+      );
       if (answer === undefined) return need.ask();
       if (answer.action !== 'accept') return need.fail(`Confirmation ${answer.action}ed.`);
       return text(`state-ok: the sealed request state verified (round ${need.round}), ok=${answer.content.ok}`);
@@ -89,10 +97,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     { description: 'MRTR: elicitation, sampling and roots in one round' },
     (_args, _ctx, need) => {
       const name = need.elicit('user_name', NAME_FORM, PRESUPPLIED);
-      const greeting = need.sample('greeting', {
-        messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }],
-        maxTokens: 50,
-      }, PRESUPPLIED);
+      const greeting = need.sample(
+        'greeting',
+        {
+          messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }],
+          maxTokens: 50,
+        },
+        PRESUPPLIED,
+      );
       const roots = need.roots('client_roots', PRESUPPLIED);
       if (name === undefined || greeting === undefined || roots === undefined) return need.ask();
       const who = name.action === 'accept' ? name.content.name : '(no name)';
@@ -105,16 +117,24 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     'test_input_required_result_multi_round',
     { description: 'MRTR: two rounds of elicitation; round 1 answer travels in the sealed state' },
     (_args, _ctx, need) => {
-      const step1 = need.elicit('step1', {
-        message: 'Step 1: What is your name?',
-        requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
-      }, PRESUPPLIED);
+      const step1 = need.elicit(
+        'step1',
+        {
+          message: 'Step 1: What is your name?',
+          requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+        },
+        PRESUPPLIED,
+      );
       if (step1 === undefined) return need.ask();
       if (step1.action !== 'accept') return need.fail(`Step 1 ${step1.action}ed.`);
-      const step2 = need.elicit('step2', {
-        message: 'Step 2: What is your favorite color?',
-        requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] },
-      }, PRESUPPLIED);
+      const step2 = need.elicit(
+        'step2',
+        {
+          message: 'Step 2: What is your favorite color?',
+          requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] },
+        },
+        PRESUPPLIED,
+      );
       if (step2 === undefined) return need.ask();
       if (step2.action !== 'accept') return need.fail(`Step 2 ${step2.action}ed.`);
       return text(`${step1.content.name} likes ${step2.content.color} (completed in round ${need.round}).`);
@@ -126,10 +146,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     'test_input_required_result_tampered_state',
     { description: 'MRTR: integrity-protected requestState; a tampered one is rejected' },
     (_args, _ctx, need) => {
-      const answer = need.elicit('confirm', {
-        message: 'Please confirm',
-        requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
-      }, PRESUPPLIED);
+      const answer = need.elicit(
+        'confirm',
+        {
+          message: 'Please confirm',
+          requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] },
+        },
+        PRESUPPLIED,
+      );
       if (answer === undefined) return need.ask();
       return text(`Confirmed (${answer.action}).`);
     },
@@ -141,10 +165,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     { description: 'MRTR: asks only what the client declared (elicitation degrades away without the capability)' },
     (_args, _ctx, need) => {
       const name = need.elicit('user_name', NAME_FORM, PRESUPPLIED);
-      const answer = need.sample('capital_question', {
-        messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
-        maxTokens: 100,
-      }, PRESUPPLIED);
+      const answer = need.sample(
+        'capital_question',
+        {
+          messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
+          maxTokens: 100,
+        },
+        PRESUPPLIED,
+      );
       const nameDone = name !== undefined || !need.can('elicitation.form');
       const sampleDone = answer !== undefined || !need.can('sampling');
       if (!nameDone || !sampleDone) return need.ask({ missingCapability: 'degrade' });
@@ -158,10 +186,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     'test_input_required_result_prompt',
     { description: 'MRTR on prompts/get (user_context)' },
     (_args, _ctx, need) => {
-      const answer = need.elicit('user_context', {
-        message: 'What context should the prompt use?',
-        requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] },
-      }, PRESUPPLIED);
+      const answer = need.elicit(
+        'user_context',
+        {
+          message: 'What context should the prompt use?',
+          requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] },
+        },
+        PRESUPPLIED,
+      );
       if (answer === undefined) return need.ask();
       const context = answer.action === 'accept' ? answer.content.context : '(none given)';
       return { messages: [{ role: 'user', content: { type: 'text', text: `Use this context: ${context}` } }] };
@@ -174,10 +206,14 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
     'test_missing_capability',
     { description: 'Needs sampling; without the declared capability it answers -32021' },
     (_args, _ctx, need) => {
-      const answer = need.sample('probe', {
-        messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }],
-        maxTokens: 20,
-      }, PRESUPPLIED);
+      const answer = need.sample(
+        'probe',
+        {
+          messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }],
+          maxTokens: 20,
+        },
+        PRESUPPLIED,
+      );
       if (answer === undefined) return need.ask({ missingCapability: 'fail' });
       return text(`Sampling answered: ${samplingText(answer)}`);
     },
@@ -232,37 +268,23 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
   );
 
   // ------------------------------------------------------------ tools-* scenarios
-  mrtr.registerTool(
-    server,
-    'test_simple_text',
-    { description: 'Tests simple text content response' },
-    () => text('This is a simple text response for testing.'),
+  mrtr.registerTool(server, 'test_simple_text', { description: 'Tests simple text content response' }, () =>
+    text('This is a simple text response for testing.'),
   );
-  mrtr.registerTool(
-    server,
-    'test_image_content',
-    { description: 'Tests image content response' },
-    () => ({ content: [{ type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' }] }),
-  );
-  mrtr.registerTool(
-    server,
-    'test_audio_content',
-    { description: 'Tests audio content response' },
-    () => ({ content: [{ type: 'audio', data: TEST_AUDIO_BASE64, mimeType: 'audio/wav' }] }),
-  );
-  mrtr.registerTool(
-    server,
-    'test_embedded_resource',
-    { description: 'Tests embedded resource content response' },
-    () => ({
-      content: [
-        {
-          type: 'resource',
-          resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' },
-        },
-      ],
-    }),
-  );
+  mrtr.registerTool(server, 'test_image_content', { description: 'Tests image content response' }, () => ({
+    content: [{ type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' }],
+  }));
+  mrtr.registerTool(server, 'test_audio_content', { description: 'Tests audio content response' }, () => ({
+    content: [{ type: 'audio', data: TEST_AUDIO_BASE64, mimeType: 'audio/wav' }],
+  }));
+  mrtr.registerTool(server, 'test_embedded_resource', { description: 'Tests embedded resource content response' }, () => ({
+    content: [
+      {
+        type: 'resource',
+        resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' },
+      },
+    ],
+  }));
   mrtr.registerTool(
     server,
     'test_multiple_content_types',
@@ -273,19 +295,18 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
         { type: 'image', data: TEST_IMAGE_BASE64, mimeType: 'image/png' },
         {
           type: 'resource',
-          resource: { uri: 'test://mixed-content-resource', mimeType: 'application/json', text: JSON.stringify({ test: 'data', value: 123 }) },
+          resource: {
+            uri: 'test://mixed-content-resource',
+            mimeType: 'application/json',
+            text: JSON.stringify({ test: 'data', value: 123 }),
+          },
         },
       ],
     }),
   );
-  mrtr.registerTool(
-    server,
-    'test_error_handling',
-    { description: 'Tests error response handling' },
-    () => {
-      throw new Error('This tool intentionally returns an error for testing');
-    },
-  );
+  mrtr.registerTool(server, 'test_error_handling', { description: 'Tests error response handling' }, () => {
+    throw new Error('This tool intentionally returns an error for testing');
+  });
   mrtr.registerTool(
     server,
     'test_tool_with_progress',
@@ -356,11 +377,8 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
   );
 
   // ------------------------------------------------------------ tasks-* scenarios (io.modelcontextprotocol/tasks, SEP-2663)
-  mrtr.registerTool(
-    server,
-    'greet',
-    { description: 'Sync-only: says hello', inputSchema: z.object({ name: z.string() }) },
-    ({ name }) => text(`Hello, ${name}!`),
+  mrtr.registerTool(server, 'greet', { description: 'Sync-only: says hello', inputSchema: z.object({ name: z.string() }) }, ({ name }) =>
+    text(`Hello, ${name}!`),
   );
   mrtr.registerTool(
     server,
@@ -398,7 +416,11 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
   mrtr.registerTool(
     server,
     'confirm_delete',
-    { description: 'Task-supporting: asks for confirmation during the task', inputSchema: z.object({ filename: z.string() }), task: 'optional' },
+    {
+      description: 'Task-supporting: asks for confirmation during the task',
+      inputSchema: z.object({ filename: z.string() }),
+      task: 'optional',
+    },
     ({ filename }, _ctx, need) =>
       need.task(async (task) => {
         const answer = await task.elicit('confirm', {
@@ -502,7 +524,10 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
       messages: [
         {
           role: 'user',
-          content: { type: 'resource', resource: { uri: args.resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } },
+          content: {
+            type: 'resource',
+            resource: { uri: args.resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' },
+          },
         },
         { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
       ],

@@ -40,7 +40,8 @@ export function jsonDepthExceeds(body: Uint8Array, limit: number): boolean {
   for (let i = 0; i < body.length; i++) {
     const c = body[i]!;
     if (inString) {
-      if (c === 0x5c /* \\ */) i++; // skip the escaped byte (\" or \\ included)
+      if (c === 0x5c /* \\ */)
+        i++; // skip the escaped byte (\" or \\ included)
       else if (c === 0x22 /* " */) inString = false;
     } else if (c === 0x22) {
       inString = true;
@@ -185,7 +186,16 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefin
   });
 }
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'upgrade', 'proxy-connection', 'te', 'trailer']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'content-length',
+  'upgrade',
+  'proxy-connection',
+  'te',
+  'trailer',
+]);
 
 function toWebRequest(req: IncomingMessage, url: URL, body: Buffer | undefined, signal: AbortSignal): Request {
   const headers = new Headers();
@@ -271,11 +281,11 @@ export function createHttpServer(options: HttpOptions): Server {
       connectionsCheckingInterval: options.connectionsCheckingIntervalMs ?? CONNECTIONS_CHECK_INTERVAL_MS,
     },
     (req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      options.onError(error);
-      if (!res.headersSent) jsonError(res, 500, 'Internal error', {}, -32603);
-      else res.destroy();
-    });
+      handle(req, res).catch((error: unknown) => {
+        options.onError(error);
+        if (!res.headersSent) jsonError(res, 500, 'Internal error', {}, -32603);
+        else res.destroy();
+      });
     },
   );
   if (options.maxConnections !== undefined) server.maxConnections = options.maxConnections;

@@ -88,7 +88,9 @@ function resolveLimits(options: LedgerOptions | undefined): LedgerLimits {
 }
 
 const pendingFull = (principal: string, limits: LedgerLimits) =>
-  new ConnectLedgerError(`principal "${principal}" already has ${limits.maxPendingPerPrincipal} pending connect links (the per-principal cap)`);
+  new ConnectLedgerError(
+    `principal "${principal}" already has ${limits.maxPendingPerPrincipal} pending connect links (the per-principal cap)`,
+  );
 
 /**
  * Wraps a ledger so that nothing internal reaches a client: every failure is reported through `report`
@@ -372,7 +374,12 @@ function plan(rows: readonly Row[], link: NewLink, t: number, limits: LedgerLimi
     if (row.status === 'pending') {
       if (row.provider === link.provider) {
         // Renewed for the newest flow that uses it: it must outlive that flow once settled too.
-        return { kind: 'reuse', nonce: row.nonce, expiresAtMs: pendingExp, settledExpiresAtMs: Math.max(row.settled_expires_at, link.expiresAtMs) };
+        return {
+          kind: 'reuse',
+          nonce: row.nonce,
+          expiresAtMs: pendingExp,
+          settledExpiresAtMs: Math.max(row.settled_expires_at, link.expiresAtMs),
+        };
       }
       pending++;
     } else {
@@ -448,7 +455,10 @@ export async function createPostgresLedger(pool: PgLike, options: SqlLedgerOptio
     if (t < nextSweep) return;
     nextSweep = t + SWEEP_INTERVAL_MS;
     await pool
-      .query(`DELETE FROM ${table} WHERE nonce IN (SELECT nonce FROM ${table} WHERE expires_at <= $1 ORDER BY expires_at LIMIT ${SWEEP_LIMIT})`, [t])
+      .query(
+        `DELETE FROM ${table} WHERE nonce IN (SELECT nonce FROM ${table} WHERE expires_at <= $1 ORDER BY expires_at LIMIT ${SWEEP_LIMIT})`,
+        [t],
+      )
       .catch(() => {});
   };
 
@@ -545,7 +555,9 @@ export function createSqliteLedger(db: SqliteLike, options: SqlLedgerOptions = {
     `INSERT INTO ${table} (nonce, principal, provider, status, expires_at, settled_expires_at) VALUES (?, ?, ?, 'pending', ?, ?)`,
   );
   const select = db.prepare(`SELECT principal, provider, status, expires_at FROM ${table} WHERE nonce = ?`);
-  const update = db.prepare(`UPDATE ${table} SET status = ?, expires_at = settled_expires_at WHERE nonce = ? AND status = 'pending' AND expires_at > ?`);
+  const update = db.prepare(
+    `UPDATE ${table} SET status = ?, expires_at = settled_expires_at WHERE nonce = ? AND status = 'pending' AND expires_at > ?`,
+  );
   const sweepStatement = db.prepare(
     `DELETE FROM ${table} WHERE nonce IN (SELECT nonce FROM ${table} WHERE expires_at <= ? ORDER BY expires_at LIMIT ${SWEEP_LIMIT})`,
   );

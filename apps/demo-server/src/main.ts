@@ -211,7 +211,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   const { port } = server.address() as AddressInfo;
   const origin = `http://${bracketed(cli.host)}:${port}`;
   pageOrigin = origin;
-  const codecText = cli.codec === 'all' ? `all (${endpoints.map((e) => `${e.codec} on ${e.path}`).join(', ')}; hmac on ${MCP_PATH} too)` : cli.codec;
+  const codecText =
+    cli.codec === 'all' ? `all (${endpoints.map((e) => `${e.codec} on ${e.path}`).join(', ')}; hmac on ${MCP_PATH} too)` : cli.codec;
   const summary = `codec: ${codecText}, store: ${cli.store} (${backend.detail}), auth: ${
     cli.stdio ? 'local' : tokens === undefined ? 'anonymous' : `bearer tokens (${new Set(tokens.values()).size} principals)`
   }${cli.fixtures === 'conformance' ? ', fixtures: conformance' : ''}`;

@@ -127,9 +127,10 @@ export function createObservability(options: {
   const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true });
   const meterProvider = new MeterProvider({ readers: [exporter] });
   const telemetry = createMrtrTelemetry({ meterProvider, traces: false, known: options.known });
-  const effects = meterProvider
-    .getMeter('mrtr-demo')
-    .createCounter(DEMO_EFFECTS_METRIC, { description: 'Side effects the demo tools performed: files deleted, deployments made', unit: '{effect}' });
+  const effects = meterProvider.getMeter('mrtr-demo').createCounter(DEMO_EFFECTS_METRIC, {
+    description: 'Side effects the demo tools performed: files deleted, deployments made',
+    unit: '{effect}',
+  });
   for (const tool of DEMO_EFFECTS) effects.add(0, { tool });
   const { write } = options;
   const destination = {

@@ -66,7 +66,12 @@ export async function serveConnectPage(req: IncomingMessage, res: ServerResponse
     return;
   }
   if (link.status !== 'pending') {
-    page(res, 410, 'Link already used', `<p>This link was already ${link.status === 'done' ? 'completed' : 'refused'}. Return to your MCP client.</p>`);
+    page(
+      res,
+      410,
+      'Link already used',
+      `<p>This link was already ${link.status === 'done' ? 'completed' : 'refused'}. Return to your MCP client.</p>`,
+    );
     return;
   }
   const provider = escapeHtml(link.provider);

@@ -174,7 +174,8 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         },
       });
       if (confirm === undefined) return need.ask();
-      if (confirm.action !== 'accept' || !confirm.content.confirm) return need.fail(`Deployment of ${service} to ${environment} not confirmed.`);
+      if (confirm.action !== 'accept' || !confirm.content.confirm)
+        return need.fail(`Deployment of ${service} to ${environment} not confirmed.`);
 
       if (environment === 'production') {
         const typed = need.elicit('type_service_name', {
@@ -186,8 +187,10 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
           },
         });
         if (typed === undefined) return need.ask();
-        if (typed.action !== 'accept') return need.fail(`Production deployment of ${service} ${typed.action === 'decline' ? 'declined' : 'cancelled'}.`);
-        if (typed.content.service !== service) return need.fail(`The typed name did not match "${service}": production deployment aborted.`);
+        if (typed.action !== 'accept')
+          return need.fail(`Production deployment of ${service} ${typed.action === 'decline' ? 'declined' : 'cancelled'}.`);
+        if (typed.content.service !== service)
+          return need.fail(`The typed name did not match "${service}": production deployment aborted.`);
       }
       const version = base64urlEncode(randomBytes(4));
       deps.effect?.('deploy', 1);
@@ -277,12 +280,16 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
     'summarize',
     {
       title: 'Summarize text',
-      description: "Summarizes text with the client's model (sampling). Without the sampling capability it degrades to the first sentences.",
+      description:
+        "Summarizes text with the client's model (sampling). Without the sampling capability it degrades to the first sentences.",
       inputSchema: z.object({ text: z.string().min(1).max(20_000).describe('The text to summarize') }),
     },
     async (args, _ctx, need) => {
       if (!need.can('sampling')) {
-        const sentences = args.text.split(/(?<=[.!?])\s+/).slice(0, 2).join(' ');
+        const sentences = args.text
+          .split(/(?<=[.!?])\s+/)
+          .slice(0, 2)
+          .join(' ');
         return text(`Summary (first sentences; the client did not offer sampling): ${sentences.slice(0, 500)}`);
       }
       const result = need.sample('summary', {
@@ -460,7 +467,13 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       if (env === undefined) return need.ask();
       if (env.action !== 'accept') {
         return {
-          contents: [{ uri: uri.href, mimeType: 'text/plain', text: `No runbook shown: the user ${env.action === 'decline' ? 'declined' : 'cancelled'}.` }],
+          contents: [
+            {
+              uri: uri.href,
+              mimeType: 'text/plain',
+              text: `No runbook shown: the user ${env.action === 'decline' ? 'declined' : 'cancelled'}.`,
+            },
+          ],
         };
       }
       const environment = env.content.environment;

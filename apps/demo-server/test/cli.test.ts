@@ -1,4 +1,3 @@
-
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -31,7 +30,21 @@ describe('command line contract', () => {
   it('--help prints the usage with every flag and exits 0', async () => {
     const { code, stdout } = await runCli(['--help']);
     expect(code).toBe(0);
-    for (const flag of ['--host', '--port', '--codec hmac|jwe|aead', '--store memory|sqlite|redis|postgres', '--sqlite-file', '--ttl-ms', '--fixtures conformance', '--stdio', '--log pretty|json|off', 'MRTR_KEYS', 'MRTR_DEMO_TOKENS', 'REDIS_URL', 'DATABASE_URL']) {
+    for (const flag of [
+      '--host',
+      '--port',
+      '--codec hmac|jwe|aead',
+      '--store memory|sqlite|redis|postgres',
+      '--sqlite-file',
+      '--ttl-ms',
+      '--fixtures conformance',
+      '--stdio',
+      '--log pretty|json|off',
+      'MRTR_KEYS',
+      'MRTR_DEMO_TOKENS',
+      'REDIS_URL',
+      'DATABASE_URL',
+    ]) {
       expect(stdout).toContain(flag);
     }
   });
@@ -47,7 +60,7 @@ describe('command line contract', () => {
     [['--sqlite-file', 'x.db'], '--sqlite-file needs --store sqlite'],
     [['--fixtures', 'everything'], '--fixtures must be "conformance"'],
     [['--log', 'verbose'], '--log must be one of pretty, json, off'],
-    [['--port'], "argument missing"],
+    [['--port'], 'argument missing'],
   ])('rejects %j with exit code 2', async (args, message) => {
     const { code, stderr } = await runCli(args);
     expect(code).toBe(2);
@@ -104,7 +117,10 @@ describe('command line contract', () => {
       expect(demo.line).toBe(
         `mrtr-demo listening on http://127.0.0.1:${demo.port}/mcp (codec: hmac, store: memory (in-process, one instance), auth: anonymous)`,
       );
-      const warnings = demo.stderr().split('\n').filter((line) => line.includes('warning:'));
+      const warnings = demo
+        .stderr()
+        .split('\n')
+        .filter((line) => line.includes('warning:'));
       expect(warnings).toEqual([
         'mrtr-demo: warning: MRTR_KEYS is not set: an ephemeral key, so states do not survive a restart or reach another instance.',
         'mrtr-demo: warning: MRTR_DEMO_TOKENS is not set: no authentication, every caller is the principal "anonymous".',
@@ -112,10 +128,15 @@ describe('command line contract', () => {
       // Anonymous mode works end to end.
       const anonymous = await connectClient(demo.url);
       const r1 = await callTool(anonymous.client, 'delete_files', { paths: ['a'] });
-      const r2 = await callTool(anonymous.client, 'delete_files', { paths: ['a'] }, {
-        inputResponses: { confirm: accept({ confirm: true }) },
-        requestState: r1.requestState as string,
-      });
+      const r2 = await callTool(
+        anonymous.client,
+        'delete_files',
+        { paths: ['a'] },
+        {
+          inputResponses: { confirm: accept({ confirm: true }) },
+          requestState: r1.requestState as string,
+        },
+      );
       expect(textOf(r2)).toContain('Deleted 1 file');
       await anonymous.close();
       expect(await demo.stop(signal)).toBe(0);
@@ -143,7 +164,9 @@ describe('SQLite store', () => {
       expect(textOf(done)).toContain('Deleted 1 file');
       // The identical retry on A gets B's recorded result from the shared file; other answers are a replay.
       expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(done);
-      await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }));
+      await expectStateRejected(
+        callTool(onA.client, 'delete_files', toolArgs, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }),
+      );
       await Promise.all([onA.close(), onB.close()]);
     } finally {
       expect(await Promise.all([a.stop(), b.stop()])).toEqual([0, 0]);
@@ -155,12 +178,15 @@ describe('SQLite store', () => {
 // `?sslpassword=`, the user and the fragment. Now a store is named by scheme, host, port and database only.
 describe('the start line names a store by scheme, host, port and database only (issue 19 item 6)', () => {
   it('redactUrl drops the user, the password, the query and the fragment; an unparsable URL is a placeholder', () => {
-    expect(redactUrl('postgres://alice:hunter2@db.internal:5432/app?password=secret&sslpassword=xsslpw#frag')).toBe('postgres://db.internal:5432/app');
+    expect(redactUrl('postgres://alice:hunter2@db.internal:5432/app?password=secret&sslpassword=xsslpw#frag')).toBe(
+      'postgres://db.internal:5432/app',
+    );
     expect(redactUrl('redis://:hunter2@127.0.0.1:6379/0?password=secret#frag')).toBe('redis://127.0.0.1:6379/0');
     expect(redactUrl('redis://127.0.0.1:6379')).toBe('redis://127.0.0.1:6379');
     expect(redactUrl('rediss://alice@[::1]:6380/?password=secret')).toBe('rediss://[::1]:6380');
     expect(redactUrl('postgresql:///app?host=/run/postgresql&password=secret')).toBe('postgresql:///app');
-    for (const bad of ['hunter2', 'postgres://alice:hunter2@[bad/db', 'redis://h\u001b[2K\u202e:1/x']) expect(redactUrl(bad)).toBe('(unparsable URL)');
+    for (const bad of ['hunter2', 'postgres://alice:hunter2@[bad/db', 'redis://h\u001b[2K\u202e:1/x'])
+      expect(redactUrl(bad)).toBe('(unparsable URL)');
     // What is printed is printable ASCII: controls and non-ASCII in the path are percent-encoded.
     expect(redactUrl('postgres://db/a\u001b[2K\u202eb')).toBe('postgres://db/a%1B[2K%E2%80%AEb');
   });
@@ -178,27 +204,31 @@ describe('the start line names a store by scheme, host, port and database only (
     }
     if (service.skip !== undefined) console.warn(`skipping the ${backend.store} start-line test: ${service.skip}`);
 
-    it.skipIf(service.url === undefined)(`--store ${backend.store}: no password, user, query or fragment of ${backend.env} in the start line`, async () => {
-      const base = new URL(service.url as string);
-      // The server's real password when it has one (a query password overrides the userinfo one in pg and ioredis).
-      const password = base.password === '' ? 'hunter2' : decodeURIComponent(base.password);
-      const url = new URL(base.toString());
-      if (backend.store === 'postgres' && url.username === '') url.username = 'postgres';
-      url.password = encodeURIComponent(password);
-      if (backend.db !== undefined) url.pathname = backend.db;
-      url.searchParams.append('password', password);
-      url.searchParams.append('sslpassword', 'xsslpw');
-      url.hash = 'frag';
-      const demo = await startDemo(['--store', backend.store], { env: { MRTR_KEYS: freshKeys(), [backend.env]: url.toString() } });
-      try {
-        expect(demo.line).toContain(`, store: ${backend.store} (${base.protocol}//${base.host}${url.pathname}), auth: `);
-        for (const text of [demo.line, demo.stderr()]) {
-          for (const secret of [password, encodeURIComponent(password), 'sslpassword', 'xsslpw', '#frag', '?', '@']) expect(text).not.toContain(secret);
+    it.skipIf(service.url === undefined)(
+      `--store ${backend.store}: no password, user, query or fragment of ${backend.env} in the start line`,
+      async () => {
+        const base = new URL(service.url as string);
+        // The server's real password when it has one (a query password overrides the userinfo one in pg and ioredis).
+        const password = base.password === '' ? 'hunter2' : decodeURIComponent(base.password);
+        const url = new URL(base.toString());
+        if (backend.store === 'postgres' && url.username === '') url.username = 'postgres';
+        url.password = encodeURIComponent(password);
+        if (backend.db !== undefined) url.pathname = backend.db;
+        url.searchParams.append('password', password);
+        url.searchParams.append('sslpassword', 'xsslpw');
+        url.hash = 'frag';
+        const demo = await startDemo(['--store', backend.store], { env: { MRTR_KEYS: freshKeys(), [backend.env]: url.toString() } });
+        try {
+          expect(demo.line).toContain(`, store: ${backend.store} (${base.protocol}//${base.host}${url.pathname}), auth: `);
+          for (const text of [demo.line, demo.stderr()]) {
+            for (const secret of [password, encodeURIComponent(password), 'sslpassword', 'xsslpw', '#frag', '?', '@'])
+              expect(text).not.toContain(secret);
+          }
+        } finally {
+          await demo.stop();
         }
-      } finally {
-        await demo.stop();
-      }
-    });
+      },
+    );
   }
 });
 
@@ -233,7 +263,9 @@ describe('--stdio', () => {
       const done = await callTool(client, 'delete_files', args, retry);
       expect(textOf(done)).toContain('Deleted 1 file');
       expect(await callTool(client, 'delete_files', args, retry)).toEqual(done);
-      await expectStateRejected(callTool(client, 'delete_files', args, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }));
+      await expectStateRejected(
+        callTool(client, 'delete_files', args, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }),
+      );
 
       const c1 = await callTool(client, 'connect_account', { provider: 'github' });
       const url = String(((c1.inputRequests as Record<string, Json>).connect!.params as Json).url);
@@ -246,10 +278,15 @@ describe('--stdio', () => {
         body: 'decision=connect',
       });
       expect(page.status).toBe(200);
-      const c2 = await callTool(client, 'connect_account', { provider: 'github' }, {
-        inputResponses: { connect: { action: 'accept' } },
-        requestState: c1.requestState as string,
-      });
+      const c2 = await callTool(
+        client,
+        'connect_account',
+        { provider: 'github' },
+        {
+          inputResponses: { connect: { action: 'accept' } },
+          requestState: c1.requestState as string,
+        },
+      );
       expect(textOf(c2)).toContain('Connected your github account');
       expect(stderr).toContain('serving MCP on stdio');
     } finally {

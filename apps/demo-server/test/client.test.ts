@@ -9,7 +9,11 @@ import { freshKeys, type RunningDemo, startDemo } from './helpers.js';
 const run = promisify(execFile);
 const CLIENT = fileURLToPath(new URL('../dist/client.js', import.meta.url));
 
-function runClient(args: string[], env: Record<string, string> = {}, timeoutMs = 60_000): Promise<{ code: number | null; out: string; err: string }> {
+function runClient(
+  args: string[],
+  env: Record<string, string> = {},
+  timeoutMs = 60_000,
+): Promise<{ code: number | null; out: string; err: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLIENT, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -38,13 +42,23 @@ afterAll(async () => {
 
 describe('pnpm demo:client', () => {
   it.each(['hmac', 'jwe', 'aead'])('drives every flow to its end on --codec %s and prints a timeline per flow', async (codec) => {
-    const demo = await startDemo(['--codec', codec], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '', MRTR_DEMO_CONNECT_WAIT_MS: '1' } });
+    const demo = await startDemo(['--codec', codec], {
+      env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '', MRTR_DEMO_CONNECT_WAIT_MS: '1' },
+    });
     demos.push(demo);
     const { code, out, err } = await runClient(['--url', demo.url]);
     expect(err).toBe('');
     expect(code).toBe(0);
     expect(out).toContain('7/7 flow(s) completed in 16 round(s)');
-    for (const name of ['delete_files', 'deploy', 'summarize', 'list_workspace', 'connect_account', 'incident_report', 'runbook://{service}']) {
+    for (const name of [
+      'delete_files',
+      'deploy',
+      'summarize',
+      'list_workspace',
+      'connect_account',
+      'incident_report',
+      'runbook://{service}',
+    ]) {
       expect(out).toContain(` ${name} `);
     }
     expect(out).toContain('Deployed web to production');
@@ -59,7 +73,9 @@ describe('pnpm demo:client', () => {
 
   it('sends the bearer token, also to the connect page, and --tool runs one flow', async () => {
     const token = 'alice-token-0123456789abcdef';
-    const demo = await startDemo([], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: `alice:${token}`, MRTR_DEMO_CONNECT_WAIT_MS: '1' } });
+    const demo = await startDemo([], {
+      env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: `alice:${token}`, MRTR_DEMO_CONNECT_WAIT_MS: '1' },
+    });
     demos.push(demo);
     const denied = await runClient(['--url', demo.url, '--tool', 'delete_files']);
     expect(denied.code).toBe(1);

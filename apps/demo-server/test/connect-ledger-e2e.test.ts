@@ -4,7 +4,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LEDGER_ERROR_MESSAGE } from '../src/ledger.js';
-import { callTool, type Connected, connectClient, freshKeys, type Json, type RunningDemo, serviceUrl, startDemo, textOf } from './helpers.js';
+import {
+  callTool,
+  type Connected,
+  connectClient,
+  freshKeys,
+  type Json,
+  type RunningDemo,
+  serviceUrl,
+  startDemo,
+  textOf,
+} from './helpers.js';
 
 /**
  * Finding 1 over real HTTP, on every store: a principal flooding connect_account is capped (its pending
@@ -27,7 +37,8 @@ const stores = [
 const urlOf = (result: Json) => String(((result.inputRequests as Record<string, Json>).connect!.params as Json).url);
 
 for (const { store, env } of stores) {
-  const service: { url?: string | undefined; error?: string | undefined; skip?: string | undefined } = env === undefined ? { url: '' } : serviceUrl(env);
+  const service: { url?: string | undefined; error?: string | undefined; skip?: string | undefined } =
+    env === undefined ? { url: '' } : serviceUrl(env);
   if (service.error !== undefined) {
     it(`connect_account quotas on ${store}`, () => {
       throw new Error(service.error);

@@ -154,10 +154,16 @@ describe('deploy: several rounds, earlier answers only in the sealed state', () 
     // Going back to round 2's state after round 3 was issued: as sent (a retry), it gets round 3 again, with the same
     // state; with another answer it is refused (each round's state is single-use).
     expect(
-      await callTool(alice.client, 'deploy', args, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r2.requestState as string }),
+      await callTool(alice.client, 'deploy', args, {
+        inputResponses: { confirm: accept({ confirm: true }) },
+        requestState: r2.requestState as string,
+      }),
     ).toEqual(r3);
     await expectStateRejected(
-      callTool(alice.client, 'deploy', args, { inputResponses: { confirm: accept({ confirm: false }) }, requestState: r2.requestState as string }),
+      callTool(alice.client, 'deploy', args, {
+        inputResponses: { confirm: accept({ confirm: false }) },
+        requestState: r2.requestState as string,
+      }),
     );
     const r4 = await callTool(alice.client, 'deploy', args, {
       inputResponses: { type_service_name: accept({ service: 'web' }) },
@@ -211,7 +217,9 @@ describe('summarize (sampling) and list_workspace (roots)', () => {
     const request = (r1.inputRequests as Record<string, Json>).summary!;
     expect(request.method).toBe('sampling/createMessage');
     const r2 = await callTool(alice.client, 'summarize', args, {
-      inputResponses: { summary: { role: 'assistant', content: { type: 'text', text: 'Servers ask, clients answer.' }, model: 'test-model' } },
+      inputResponses: {
+        summary: { role: 'assistant', content: { type: 'text', text: 'Servers ask, clients answer.' }, model: 'test-model' },
+      },
       requestState: r1.requestState as string,
     });
     expect(textOf(r2)).toBe('Summary (by test-model): Servers ask, clients answer.');
@@ -310,10 +318,15 @@ describe('connect_account: URL-mode elicitation completed on the server-served p
     expect(textOf(refused)).toContain('refused on the connect page');
 
     const s1 = await callTool(alice.client, 'connect_account', { provider: 'slack' });
-    const declined = await callTool(alice.client, 'connect_account', { provider: 'slack' }, {
-      inputResponses: { connect: { action: 'decline' } },
-      requestState: s1.requestState as string,
-    });
+    const declined = await callTool(
+      alice.client,
+      'connect_account',
+      { provider: 'slack' },
+      {
+        inputResponses: { connect: { action: 'decline' } },
+        requestState: s1.requestState as string,
+      },
+    );
     expect(declined.isError).toBe(true);
     expect(textOf(declined)).toContain('declined');
     // The declined link can no longer be completed on the page.
@@ -327,10 +340,15 @@ describe('connect_account: URL-mode elicitation completed on the server-served p
     // Bounded: a flow mints at most 8 states (the default maxRounds), so the 9th call must end it; the loop
     // allows two more before it fails.
     while (result.resultType === 'input_required' && rounds < 11) {
-      result = await callTool(alice.client, 'connect_account', { provider: 'gitlab' }, {
-        inputResponses: { connect: { action: 'accept' } },
-        requestState: result.requestState as string,
-      });
+      result = await callTool(
+        alice.client,
+        'connect_account',
+        { provider: 'gitlab' },
+        {
+          inputResponses: { connect: { action: 'accept' } },
+          requestState: result.requestState as string,
+        },
+      );
       rounds++;
     }
     expect(rounds).toBe(9);
@@ -422,6 +440,13 @@ describe('every result carries resultType', () => {
 
   it('lists the demo tools with their schemas', async () => {
     const { tools } = await alice.client.listTools();
-    expect(tools.map((t) => t.name).sort()).toEqual(['connect_account', 'delete_files', 'deploy', 'list_workspace', 'rollout', 'summarize']);
+    expect(tools.map((t) => t.name).sort()).toEqual([
+      'connect_account',
+      'delete_files',
+      'deploy',
+      'list_workspace',
+      'rollout',
+      'summarize',
+    ]);
   });
 });

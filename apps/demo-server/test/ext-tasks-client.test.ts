@@ -113,7 +113,8 @@ function httpCoordinator(url: string, token: string, sent: Sent[]): RawClientDis
     });
     const text = await response.text();
     const reply = parseMessages(/json|event-stream/.test(response.headers.get('content-type') ?? '') ? text : '').find((m) => m.id === id);
-    if (reply === undefined) throw new DispatchError(`HTTP ${response.status} without a response to ${method}: ${text.slice(0, 200)}`, response.status >= 500);
+    if (reply === undefined)
+      throw new DispatchError(`HTTP ${response.status} without a response to ${method}: ${text.slice(0, 200)}`, response.status >= 500);
     if (reply.error !== undefined) return { kind: 'error', error: reply.error as never };
     return { kind: 'result', result: reply.result as never };
   };
@@ -182,7 +183,9 @@ interface TasksClient {
 
 /** The SDK client pinned to 2026-07-28 declaring the extension, wrapped in an ext-tasks session. */
 async function connectTasksClient(options: { onInputRequest?: ApplicationInputHandler['handle'] } = {}): Promise<TasksClient> {
-  const transport = new StreamableHTTPClientTransport(new URL(demo.url), { requestInit: { headers: { authorization: `Bearer ${TOKEN}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(demo.url), {
+    requestInit: { headers: { authorization: `Bearer ${TOKEN}` } },
+  });
   const client = new Client(CLIENT_INFO, {
     versionNegotiation: { mode: { pin: PROTOCOL_VERSION } },
     capabilities: CLIENT_CAPABILITIES as never,
@@ -217,7 +220,7 @@ describe('@modelcontextprotocol/ext-tasks drives the demo task tools', () => {
     }
   });
 
-  it('rollout (the demo\'s own task tool): the MRTR round for the environment, then the task; the approval asked midway is answered; it completes', async () => {
+  it("rollout (the demo's own task tool): the MRTR round for the environment, then the task; the approval asked midway is answered; it completes", async () => {
     const questions: { key: string | undefined; scope: string; message: unknown }[] = [];
     const c = await connectTasksClient({
       onInputRequest: createApplicationInputHandler<void>({
@@ -285,7 +288,10 @@ describe('@modelcontextprotocol/ext-tasks drives the demo task tools', () => {
       expect(polls.length).toBeGreaterThanOrEqual(2);
       for (const { method, params } of polls) {
         expect(method).toBe('tasks/get');
-        expect(params).toMatchObject({ taskId: execution.handle.taskId, _meta: { [CLIENT_CAPABILITIES_META]: { extensions: { [TASKS_EXTENSION]: {} } } } });
+        expect(params).toMatchObject({
+          taskId: execution.handle.taskId,
+          _meta: { [CLIENT_CAPABILITIES_META]: { extensions: { [TASKS_EXTENSION]: {} } } },
+        });
       }
     } finally {
       await c.close();
@@ -295,52 +301,58 @@ describe('@modelcontextprotocol/ext-tasks drives the demo task tools', () => {
   it.each([
     [true, 'Deleted report.txt'],
     [false, 'Kept report.txt'],
-  ])('confirm_delete (confirm: %s): input_required during the task; the onInputRequest answer goes back with tasks/update; the result reflects it', async (confirm, expected) => {
-    const asked = deferred<{ request: ApplicationInputRequest; context: ResolvedInputExchangeContext }>();
-    const answer = deferred<ApplicationElicitResult>();
-    const unexpected = () => {
-      throw new Error('only elicitation is asked');
-    };
-    const c = await connectTasksClient({
-      onInputRequest: createApplicationInputHandler<void>({
-        elicitation: async (request, context) => {
-          asked.resolve({ request, context });
-          return await answer.promise;
-        },
-        sampling: unexpected,
-        roots: unexpected,
-      }),
-    });
-    try {
-      const execution = await c.session.callTool('confirm_delete', { filename: 'report.txt' }, { task: { preference: 'require' } });
-      if (execution.kind !== 'task') throw new Error(`expected a task, got ${execution.kind}`);
-      const taskId = execution.handle.taskId;
-      const seen: TaskState[] = [];
-      const ending = followToEnd(execution, seen);
-      const { request, context } = await within(asked.promise, DEADLINE_MS, 'the question of confirm_delete');
-      expect(request).toMatchObject({
-        kind: 'elicitation',
-        params: { message: 'Delete report.txt?', requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] } },
+  ])(
+    'confirm_delete (confirm: %s): input_required during the task; the onInputRequest answer goes back with tasks/update; the result reflects it',
+    async (confirm, expected) => {
+      const asked = deferred<{ request: ApplicationInputRequest; context: ResolvedInputExchangeContext }>();
+      const answer = deferred<ApplicationElicitResult>();
+      const unexpected = () => {
+        throw new Error('only elicitation is asked');
+      };
+      const c = await connectTasksClient({
+        onInputRequest: createApplicationInputHandler<void>({
+          elicitation: async (request, context) => {
+            asked.resolve({ request, context });
+            return await answer.promise;
+          },
+          sampling: unexpected,
+          roots: unexpected,
+        }),
       });
-      expect(context).toMatchObject({ scope: 'task', delivery: 'task-update', taskId, inputId: 'confirm' });
-      // While the application thinks, the server holds the task at input_required with the question listed (a
-      // tasks/get through a second, non-owning controller).
-      const waiting = await c.session.task(taskId).snapshot(AbortSignal.timeout(DEADLINE_MS));
-      expect(waiting.status).toBe('input_required');
-      expect(Object.keys(waiting.raw.inputRequests as Json)).toEqual(['confirm']);
+      try {
+        const execution = await c.session.callTool('confirm_delete', { filename: 'report.txt' }, { task: { preference: 'require' } });
+        if (execution.kind !== 'task') throw new Error(`expected a task, got ${execution.kind}`);
+        const taskId = execution.handle.taskId;
+        const seen: TaskState[] = [];
+        const ending = followToEnd(execution, seen);
+        const { request, context } = await within(asked.promise, DEADLINE_MS, 'the question of confirm_delete');
+        expect(request).toMatchObject({
+          kind: 'elicitation',
+          params: {
+            message: 'Delete report.txt?',
+            requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+          },
+        });
+        expect(context).toMatchObject({ scope: 'task', delivery: 'task-update', taskId, inputId: 'confirm' });
+        // While the application thinks, the server holds the task at input_required with the question listed (a
+        // tasks/get through a second, non-owning controller).
+        const waiting = await c.session.task(taskId).snapshot(AbortSignal.timeout(DEADLINE_MS));
+        expect(waiting.status).toBe('input_required');
+        expect(Object.keys(waiting.raw.inputRequests as Json)).toEqual(['confirm']);
 
-      answer.resolve({ action: 'accept', content: { confirm } });
-      const done = await ending;
-      expect(seen).toContain('input_required');
-      expect(done.status).toBe('completed');
-      expect(textOf(resultOf(done))).toBe(expected);
-      const updates = c.sent.filter((m) => m.method === 'tasks/update');
-      expect(updates).toHaveLength(1);
-      expect(updates[0]!.params).toMatchObject({ taskId, inputResponses: { confirm: { action: 'accept', content: { confirm } } } });
-    } finally {
-      await c.close();
-    }
-  });
+        answer.resolve({ action: 'accept', content: { confirm } });
+        const done = await ending;
+        expect(seen).toContain('input_required');
+        expect(done.status).toBe('completed');
+        expect(textOf(resultOf(done))).toBe(expected);
+        const updates = c.sent.filter((m) => m.method === 'tasks/update');
+        expect(updates).toHaveLength(1);
+        expect(updates[0]!.params).toMatchObject({ taskId, inputResponses: { confirm: { action: 'accept', content: { confirm } } } });
+      } finally {
+        await c.close();
+      }
+    },
+  );
 
   it('multi_input: a client holding only the task id answers both questions with TaskController.update (one tasks/update) and polls to the result', async () => {
     const c = await connectTasksClient();
@@ -365,7 +377,12 @@ describe('@modelcontextprotocol/ext-tasks drives the demo task tools', () => {
         AbortSignal.timeout(DEADLINE_MS),
       );
       expect(c.sent.filter((m) => m.method === 'tasks/update')).toEqual([
-        expect.objectContaining({ params: expect.objectContaining({ taskId, inputResponses: expect.objectContaining({ first: expect.anything(), second: expect.anything() }) }) }),
+        expect.objectContaining({
+          params: expect.objectContaining({
+            taskId,
+            inputResponses: expect.objectContaining({ first: expect.anything(), second: expect.anything() }),
+          }),
+        }),
       ]);
       const done = await pollUntil(controller, (view) => TERMINAL.includes(view.status), 'multi_input finishing');
       expect(done.status).toBe('completed');
@@ -421,7 +438,10 @@ describe('a client that does not declare the extension', () => {
       expect(error.message).toContain(TASKS_EXTENSION);
       expect(error.data).toMatchObject({ requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } });
 
-      const sync = (await plain.client.request({ method: 'tools/call', params: { name: 'slow_compute', arguments: { seconds: 0 } } })) as Json;
+      const sync = (await plain.client.request({
+        method: 'tools/call',
+        params: { name: 'slow_compute', arguments: { seconds: 0 } },
+      })) as Json;
       expect(sync).not.toHaveProperty('taskId');
       expect(textOf(sync)).toBe('Computed result after 0s');
     } finally {

@@ -90,7 +90,7 @@ for (const backend of backends) {
       expect(codes).toEqual([0, 0, 0]);
     });
 
-    it('round 1 on A, round 2 on B completes; an identical retry on A gets B\'s result; replaying with other answers is refused', async () => {
+    it("round 1 on A, round 2 on B completes; an identical retry on A gets B's result; replaying with other answers is refused", async () => {
       const toolArgs = { paths: ['shared/report.pdf'] };
       const r1 = await callTool(onA.client, 'delete_files', toolArgs);
       expect(r1.resultType).toBe('input_required');
@@ -170,10 +170,15 @@ for (const backend of backends) {
         body: new URLSearchParams({ decision: 'connect', token: ALICE }).toString(),
       });
       expect(page.status).toBe(200);
-      const r2 = await callTool(onA.client, 'connect_account', { provider: 'gitlab' }, {
-        inputResponses: { connect: { action: 'accept' } },
-        requestState: r1.requestState as string,
-      });
+      const r2 = await callTool(
+        onA.client,
+        'connect_account',
+        { provider: 'gitlab' },
+        {
+          inputResponses: { connect: { action: 'accept' } },
+          requestState: r1.requestState as string,
+        },
+      );
       expect(textOf(r2)).toBe('Connected your gitlab account (simulated).');
     });
   });

@@ -1,10 +1,5 @@
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import {
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ListRootsRequestSchema,
-  ResultSchema,
-} from '@modelcontextprotocol/core';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, ResultSchema } from '@modelcontextprotocol/core';
 import { spawn } from 'node:child_process';
 import { expect } from 'vitest';
 import * as z from 'zod/v4';
@@ -22,9 +17,7 @@ export const PROTOCOL_VERSION = '2026-07-28';
  */
 export const InputRequiredResultSchema = ResultSchema.extend({
   resultType: z.literal('input_required'),
-  inputRequests: z
-    .record(z.string(), z.union([ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema]))
-    .optional(),
+  inputRequests: z.record(z.string(), z.union([ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema])).optional(),
   requestState: z.string().optional(),
 }).refine((r) => (r.inputRequests !== undefined && Object.keys(r.inputRequests).length > 0) || r.requestState !== undefined);
 
@@ -94,11 +87,17 @@ export interface RoundParams {
 
 /** One manual `tools/call` round: the complete or the input_required result. */
 export async function callTool(client: Client, name: string, args: Json, extra: RoundParams = {}): Promise<Json> {
-  return (await client.request({ method: 'tools/call', params: { name, arguments: args, ...extra } as never }, { allowInputRequired: true })) as Json;
+  return (await client.request(
+    { method: 'tools/call', params: { name, arguments: args, ...extra } as never },
+    { allowInputRequired: true },
+  )) as Json;
 }
 
 export async function getPrompt(client: Client, name: string, args: Record<string, string>, extra: RoundParams = {}): Promise<Json> {
-  return (await client.request({ method: 'prompts/get', params: { name, arguments: args, ...extra } as never }, { allowInputRequired: true })) as Json;
+  return (await client.request(
+    { method: 'prompts/get', params: { name, arguments: args, ...extra } as never },
+    { allowInputRequired: true },
+  )) as Json;
 }
 
 export async function readResource(client: Client, uri: string, extra: RoundParams = {}): Promise<Json> {

@@ -22,12 +22,22 @@ interface Reply {
 }
 
 /** A raw HTTP/1.1 request (fetch cannot set Host). `chunks` are written one by one without a length. */
-function send(
-  options: { method?: string; path?: string; headers?: Record<string, string>; body?: Buffer | string; chunks?: Buffer[] },
-): Promise<Reply> {
+function send(options: {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: Buffer | string;
+  chunks?: Buffer[];
+}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: demo.port, method: options.method ?? 'POST', path: options.path ?? '/mcp', headers: options.headers ?? {} },
+      {
+        host: '127.0.0.1',
+        port: demo.port,
+        method: options.method ?? 'POST',
+        path: options.path ?? '/mcp',
+        headers: options.headers ?? {},
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -129,7 +139,10 @@ describe('methods, paths, auth and body size', () => {
       expect(reply.status, method).toBe(400);
     }
     // An unknown (or another user's) session: 404, which tells a 2025-era client to start a new one.
-    const stale = await send({ method: 'GET', headers: { host: `127.0.0.1:${demo.port}`, authorization: `Bearer ${TOKEN}`, 'mcp-session-id': 'gone' } });
+    const stale = await send({
+      method: 'GET',
+      headers: { host: `127.0.0.1:${demo.port}`, authorization: `Bearer ${TOKEN}`, 'mcp-session-id': 'gone' },
+    });
     expect(stale.status).toBe(404);
   });
 

@@ -210,14 +210,18 @@ describe('slow senders and the connection cap', () => {
     for (const socket of held) expect(socket.destroyed).toBe(false);
     expect(String(errors[0])).toContain('connection limit (3) reached');
     // The held connections still work.
-    held[0]!.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+    held[0]!.write(
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
     const serverClosed = new Promise((resolve) => serverSide[0]!.once('close', resolve));
     expect(await closed(held[0]!)).toMatch(/^HTTP\/1\.1 200/);
     await serverClosed;
     // A slot is free again: a new connection is served.
     const again = await opened(port);
     const answer = closed(again);
-    again.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`);
+    again.write(
+      `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}`,
+    );
     expect(await answer).toMatch(/^HTTP\/1\.1 200/);
   });
 });

@@ -78,7 +78,7 @@ const harnesses: { name: string; env?: string; factory: (url: string) => Harness
         stored: async (principal) => {
           let count = 0;
           for (const prefix of prefixes) {
-            const members = await client.zrange(`${prefix}p:${principal}`, "0", "-1");
+            const members = await client.zrange(`${prefix}p:${principal}`, '0', '-1');
             for (const m of members) count += await client.exists(`${prefix}l:${m}`);
           }
           return count;
@@ -184,7 +184,8 @@ for (const { name, env, factory } of harnesses) {
       }
       expect(created).toBe(DEFAULT_LEDGER_LIMITS.maxPendingPerPrincipal);
       expect(refused).toBe(200 - DEFAULT_LEDGER_LIMITS.maxPendingPerPrincipal);
-      if (harness.stored !== undefined) expect(await harness.stored(mallory)).toBeLessThanOrEqual(DEFAULT_LEDGER_LIMITS.maxPendingPerPrincipal);
+      if (harness.stored !== undefined)
+        expect(await harness.stored(mallory)).toBeLessThanOrEqual(DEFAULT_LEDGER_LIMITS.maxPendingPerPrincipal);
       // Alice is unaffected.
       const n = nonce();
       expect(await l.create(n, { principal: alice, provider: 'github', expiresAtMs: clock.now() + FLOW_MS })).toBe(n);
@@ -308,7 +309,9 @@ for (const { name, env, factory } of harnesses) {
       const l = await ledger({ now: clock.now });
       const hank = unique('hank');
       const results = await Promise.allSettled(
-        Array.from({ length: 40 }, (_, i) => l.create(nonce(), { principal: hank, provider: `p${i % 20}`, expiresAtMs: clock.now() + FLOW_MS })),
+        Array.from({ length: 40 }, (_, i) =>
+          l.create(nonce(), { principal: hank, provider: `p${i % 20}`, expiresAtMs: clock.now() + FLOW_MS }),
+        ),
       );
       const nonces = new Set(results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
       expect(nonces.size).toBe(DEFAULT_LEDGER_LIMITS.maxPendingPerPrincipal);
@@ -370,7 +373,9 @@ describe('SQL housekeeping', () => {
       };
       const clock = manualClock();
       const l = createSqliteLedger(spy, { now: clock.now, table: 'sweep_test' });
-      const indexes = db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sweep_test'`).all() as { sql: string }[];
+      const indexes = db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'sweep_test'`).all() as {
+        sql: string;
+      }[];
       expect(indexes.map((i) => i.sql).join('\n')).toMatch(/\(expires_at\)/);
       expect(indexes.map((i) => i.sql).join('\n')).toMatch(/\(principal, expires_at\)/);
       for (let i = 0; i < 50; i++) {

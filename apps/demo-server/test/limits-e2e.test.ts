@@ -1,7 +1,17 @@
-
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../src/http.js';
-import { accept, callTool, type Connected, connectClient, freshKeys, PROTOCOL_VERSION, type RunningDemo, runCli, startDemo, textOf } from './helpers.js';
+import {
+  accept,
+  callTool,
+  type Connected,
+  connectClient,
+  freshKeys,
+  PROTOCOL_VERSION,
+  type RunningDemo,
+  runCli,
+  startDemo,
+  textOf,
+} from './helpers.js';
 
 /**
  * Findings 2 and 3 against the spawned CLI: the body cap still fits the largest legitimate request, a
@@ -42,9 +52,14 @@ describe('body cap and nesting cap on the running demo', () => {
     const r1 = await callTool(client.client, 'delete_files', args);
     expect(r1.resultType).toBe('input_required');
     const state = r1.requestState as string;
-    const round2 = JSON.stringify({ params: { arguments: args, requestState: state, inputResponses: { confirm: accept({ confirm: true }) } } });
+    const round2 = JSON.stringify({
+      params: { arguments: args, requestState: state, inputResponses: { confirm: accept({ confirm: true }) } },
+    });
     expect(Buffer.byteLength(round2)).toBeLessThan(MAX_BODY_BYTES - 4096);
-    const r2 = await callTool(client.client, 'delete_files', args, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: state });
+    const r2 = await callTool(client.client, 'delete_files', args, {
+      inputResponses: { confirm: accept({ confirm: true }) },
+      requestState: state,
+    });
     expect(textOf(r2)).toContain('Deleted 100 files');
   });
 
@@ -57,7 +72,6 @@ describe('body cap and nesting cap on the running demo', () => {
     expect((await post(' '.repeat(MAX_BODY_BYTES + 1))).status).toBe(413);
   });
 });
-
 
 describe('new flags and help text', () => {
   it('--help documents --max-connections, the connect-link settings and the 5 s clock skew past exp', async () => {

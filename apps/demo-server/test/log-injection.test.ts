@@ -9,7 +9,9 @@ const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028
 
 describe('demo log injection', () => {
   it('escapes control and bidi characters and cuts quoted text at 200 characters, marked', () => {
-    expect(escapeForTerminal('a\u001bb\u0085c\u202ed\u2069e\u200ef\u061cg\nh')).toBe('a\\u001bb\\u0085c\\u202ed\\u2069e\\u200ef\\u061cg\\u000ah');
+    expect(escapeForTerminal('a\u001bb\u0085c\u202ed\u2069e\u200ef\u061cg\nh')).toBe(
+      'a\\u001bb\\u0085c\\u202ed\\u2069e\\u200ef\\u061cg\\u000ah',
+    );
     const cut = truncateQuoted(`the body carries params.name="${'B'.repeat(300)}" but`);
     expect(cut).toBe(`the body carries params.name="${'B'.repeat(200)}…[+100 chars]" but`);
     for (const log of ['pretty', 'json', 'off'] as const) {
@@ -33,7 +35,11 @@ describe('demo log injection', () => {
     for (const log of ['json', 'pretty']) {
       const demo = await startDemo(['--log', log], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '' } });
       try {
-        const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: {
+        const body = {
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: {
             name: EVIL,
             arguments: {},
             _meta: {
@@ -57,7 +63,10 @@ describe('demo log injection', () => {
         await response.text();
         // Wait for the log line (an event, not a time window).
         while (!demo.stderr().includes('name-header-mismatch')) await new Promise((r) => setTimeout(r, 20));
-        const line = demo.stderr().split('\n').find((l) => l.includes('name-header-mismatch'))!;
+        const line = demo
+          .stderr()
+          .split('\n')
+          .find((l) => l.includes('name-header-mismatch'))!;
         expect(line).not.toMatch(UNSAFE);
         expect(line).toContain('…[+');
         if (log === 'json') expect(JSON.parse(line)).toMatchObject({ level: 'error', msg: 'error' });

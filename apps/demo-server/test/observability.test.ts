@@ -126,10 +126,30 @@ describe('GET /metrics and the round log', () => {
     ]);
     const flow = lines[0]!.flow as string;
     expect(flow).toMatch(/^[0-9a-f]{16}$/);
-    expect(lines[0]).toMatchObject({ level: 'info', method: 'tools/call', target: 'delete_files', codec: 'hmac', kid: KEYS.split(':')[0], bytes: state.length });
+    expect(lines[0]).toMatchObject({
+      level: 'info',
+      method: 'tools/call',
+      target: 'delete_files',
+      codec: 'hmac',
+      kid: KEYS.split(':')[0],
+      bytes: state.length,
+    });
     expect(lines[4]).toMatchObject({ level: 'info', flow, bytes: state.length });
     expect(lines[5]).toMatchObject({ level: 'warn', flow, bytes: state.length });
-    expect(Object.keys(lines[0]!).sort()).toEqual(['bytes', 'codec', 'flow', 'kid', 'level', 'method', 'ms', 'msg', 'outcome', 'round', 'target', 'time']);
+    expect(Object.keys(lines[0]!).sort()).toEqual([
+      'bytes',
+      'codec',
+      'flow',
+      'kid',
+      'level',
+      'method',
+      'ms',
+      'msg',
+      'outcome',
+      'round',
+      'target',
+      'time',
+    ]);
 
     const everything = `${demo.stderr()}\n${text}`;
     const secrets = KEYS.split(',').map((entry) => entry.split(':')[1]!);
@@ -152,7 +172,9 @@ describe('GET /metrics and the round log', () => {
       tokenBytes: 321,
       durationMs: 0.12345,
     })!;
-    expect(prettyLine(line)).toBe('mrtr-demo: flow 0123456789abcdef r3 rejected ERR_STATE_REPLAYED tools/call deploy (aead, kid k2, 321 B, 0.123 ms)');
+    expect(prettyLine(line)).toBe(
+      'mrtr-demo: flow 0123456789abcdef r3 rejected ERR_STATE_REPLAYED tools/call deploy (aead, kid k2, 321 B, 0.123 ms)',
+    );
     expect(roundLine({ type: 'flow.started', method: 'm', target: 't', codec: 'c', flow: 'f', round: 1, kid: 'k' })).toBeUndefined();
   });
 });
@@ -168,7 +190,10 @@ describe('the first scrape, before any request', () => {
       const samples = parse(text);
       const codecs = ['hmac', 'jwe', 'aead'];
       const targets = [
-        ...['delete_files', 'deploy', 'rollout', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({ mcp_method_name: 'tools/call', gen_ai_tool_name: name })),
+        ...['delete_files', 'deploy', 'rollout', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({
+          mcp_method_name: 'tools/call',
+          gen_ai_tool_name: name,
+        })),
         { mcp_method_name: 'prompts/get', gen_ai_prompt_name: 'incident_report' },
         { mcp_method_name: 'resources/read' },
       ];
@@ -184,7 +209,8 @@ describe('the first scrape, before any request', () => {
       for (const target of targets) {
         for (const codec of codecs) {
           const labels = { ...target, mrtr_codec: codec };
-          for (const name of counters) expect(exactly(name, labels), `${name} ${JSON.stringify(labels)}`).toEqual([[expect.any(String), 0]]);
+          for (const name of counters)
+            expect(exactly(name, labels), `${name} ${JSON.stringify(labels)}`).toEqual([[expect.any(String), 0]]);
           for (const operation of ['open', 'mint']) {
             for (const code of MRTR_ERROR_CODES) {
               const rejected = { ...labels, mrtr_operation: operation, error_type: code };
@@ -215,7 +241,9 @@ describe('--log off', () => {
     try {
       const client = await connectClient(quiet.url);
       const r1 = await callTool(client.client, 'delete_files', { paths: ['a'] });
-      await expectStateRejected(callTool(client.client, 'delete_files', { paths: ['a'] }, { requestState: tamper(r1.requestState as string) }));
+      await expectStateRejected(
+        callTool(client.client, 'delete_files', { paths: ['a'] }, { requestState: tamper(r1.requestState as string) }),
+      );
       await client.close();
       const text = await (await fetch(new URL('/metrics', quiet.url))).text();
       expect(sum(parse(text), 'mrtr_states_rejected_total', { error_type: 'ERR_STATE_INTEGRITY' })).toBe(1);

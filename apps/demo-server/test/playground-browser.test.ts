@@ -317,7 +317,9 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
     await working.waitFor();
     const asking = page.locator('#task-steps > li[data-status="input_required"]');
     await asking.waitFor();
-    expect(await asking.locator('.task-question').textContent()).toMatch(/asks approve_rollout \(form: approve\): The canary of web .* is healthy/);
+    expect(await asking.locator('.task-question').textContent()).toMatch(
+      /asks approve_rollout \(form: approve\): The canary of web .* is healthy/,
+    );
     const before = await taskSteps(page);
     expect(before[0]).toBe('working');
     expect(before.at(-1)).toBe('input_required');
@@ -358,7 +360,9 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
     await page.click('#task-cancel');
     const cancelled = page.locator('#timeline > li[data-kind="cancelled"]');
     await cancelled.waitFor();
-    expect(await cancelled.locator('.verdict').textContent()).toMatch(/^✗ CANCELLED: task [A-Za-z0-9_-]{8}… was cancelled; it has no result\.$/);
+    expect(await cancelled.locator('.verdict').textContent()).toMatch(
+      /^✗ CANCELLED: task [A-Za-z0-9_-]{8}… was cancelled; it has no result\.$/,
+    );
     expect(await page.textContent('#task-status')).toBe('cancelled');
     expect((await taskSteps(page)).at(-1)).toBe('cancelled');
     expect(await page.locator('#timeline > li[data-kind="complete"]').count()).toBe(0);

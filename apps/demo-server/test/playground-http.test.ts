@@ -23,7 +23,9 @@ let demo: RunningDemo;
 let alice: Connected;
 
 beforeAll(async () => {
-  demo = await startDemo(['--codec', 'aead', '--ttl-ms', '2000'], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` } });
+  demo = await startDemo(['--codec', 'aead', '--ttl-ms', '2000'], {
+    env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` },
+  });
   alice = await connectClient(demo.url, { token: ALICE });
 });
 
@@ -86,13 +88,23 @@ describe('--codec all', () => {
         { codec: 'jwe', path: '/mcp/jwe' },
         { codec: 'aead', path: '/mcp/aead' },
       ]);
-      const prefixes: Record<string, RegExp> = { '/mcp': /^m1\./, '/mcp/hmac': /^m1\./, '/mcp/jwe': /^ey[^.]+\.\.[^.]+\.[^.]+\.[^.]+$/, '/mcp/aead': /^x1\./ };
+      const prefixes: Record<string, RegExp> = {
+        '/mcp': /^m1\./,
+        '/mcp/hmac': /^m1\./,
+        '/mcp/jwe': /^ey[^.]+\.\.[^.]+\.[^.]+\.[^.]+$/,
+        '/mcp/aead': /^x1\./,
+      };
       for (const [path, pattern] of Object.entries(prefixes)) {
         const client = await connectClient(`${all.origin}${path}`);
         try {
           const r1 = await callTool(client.client, 'delete_files', { paths: ['a'] });
           expect(String(r1.requestState), path).toMatch(pattern);
-          const r2 = await callTool(client.client, 'delete_files', { paths: ['a'] }, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string });
+          const r2 = await callTool(
+            client.client,
+            'delete_files',
+            { paths: ['a'] },
+            { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string },
+          );
           expect(textOf(r2), path).toContain('Deleted 1 file');
         } finally {
           await client.close();
@@ -116,7 +128,9 @@ describe('GET /rejections', () => {
     const args = { paths: ['secret/argument-value.txt'] };
     const r1 = await callTool(alice.client, 'delete_files', args);
     const state = r1.requestState as string;
-    await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: tamper(state) }));
+    await expectStateRejected(
+      callTool(alice.client, 'delete_files', args, { inputResponses: { confirm: accept({ confirm: true }) }, requestState: tamper(state) }),
+    );
     await expectStateRejected(callTool(alice.client, 'delete_files', { paths: ['other'] }, { requestState: state }));
     const response = await get('/rejections', ALICE);
     expect(response.status).toBe(200);

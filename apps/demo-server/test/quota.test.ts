@@ -36,7 +36,8 @@ describe('per-principal mint quota', () => {
   });
 
   it('refuses a principal past its quota with -32600 while another principal is served', async () => {
-    for (let i = 0; i < 3; i++) expect((await callTool(alice.client, 'delete_files', { paths: [`a${i}`] })).resultType).toBe('input_required');
+    for (let i = 0; i < 3; i++)
+      expect((await callTool(alice.client, 'delete_files', { paths: [`a${i}`] })).resultType).toBe('input_required');
     const refused = await rejection(callTool(alice.client, 'delete_files', { paths: ['a4'] }));
     expect([refused.code, refused.message]).toEqual([-32600, 'Too many requests in flight; try again later']);
     expect((await callTool(bob.client, 'delete_files', { paths: ['b'] })).resultType).toBe('input_required');
@@ -47,13 +48,17 @@ describe('per-principal mint quota', () => {
   // pre-answering the confirmation it never showed, and replayed that request without limit.
   it('ignores a pre-answered confirmation: the question is asked every time and nothing is deleted', async () => {
     for (let i = 0; i < 2; i++) {
-      const r = await callTool(bob.client, 'delete_files', { paths: ['notes/a.txt'] }, { inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } });
+      const r = await callTool(
+        bob.client,
+        'delete_files',
+        { paths: ['notes/a.txt'] },
+        { inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } },
+      );
       expect(r.resultType).toBe('input_required');
       expect(Object.keys(r.inputRequests as object)).toEqual(['confirm']);
       expect(r.structuredContent).toBeUndefined();
     }
   });
-
 });
 
 // Issue 19: core's mintQuota is now a sliding window never shorter than a state's lifetime (ttl + 2 × skew), so
@@ -64,7 +69,8 @@ describe('--mint-quota N: states one principal may hold at once', () => {
     expect(DEFAULT_MINT_QUOTA).toBe(25_000);
     expect(DEFAULT_MINT_QUOTA).toBe(MEMORY_STORE_ENTRIES / 4);
     expect(parseCli([]).mintQuota).toBe(DEFAULT_MINT_QUOTA);
-    for (const ttl of [MIN_TTL_MS, DEFAULT_TTL_MS, MAX_TTL_MS]) expect(parseCli(['--ttl-ms', String(ttl)]).mintQuota).toBe(DEFAULT_MINT_QUOTA);
+    for (const ttl of [MIN_TTL_MS, DEFAULT_TTL_MS, MAX_TTL_MS])
+      expect(parseCli(['--ttl-ms', String(ttl)]).mintQuota).toBe(DEFAULT_MINT_QUOTA);
     expect(parseCli(['--mint-quota', '7', '--ttl-ms', '2000']).mintQuota).toBe(7);
     expect(parseCli(['--mint-quota', 'off']).mintQuota).toBeUndefined();
     expect(() => parseCli(['--mint-quota', '0'])).toThrow(/--mint-quota/);

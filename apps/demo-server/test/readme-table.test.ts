@@ -25,7 +25,10 @@ function tableRows(): Map<string, Map<string, string[]>> {
     if (name === undefined) continue;
     const questions = new Map<string, string[]>();
     for (const m of (cells[2] ?? '').matchAll(/(form|sampling|roots|URL elicitation) `(\w+)`(?: \(([^)]*)\))?/g)) {
-      questions.set(m[2]!, [...(m[3] ?? '').matchAll(/`(\w+)`:/g)].map((f) => f[1]!));
+      questions.set(
+        m[2]!,
+        [...(m[3] ?? '').matchAll(/`(\w+)`:/g)].map((f) => f[1]!),
+      );
     }
     rows.set(name, questions);
   }

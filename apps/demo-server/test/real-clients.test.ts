@@ -16,7 +16,16 @@ import type { Transport as V1Transport } from '@modelcontextprotocol/sdk/shared/
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI } from '../scripts/lib.mjs';
-import { CLIENT_CAPABILITIES, type Json, PROTOCOL_VERSION, resourceUri, resultText, scriptedAnswer, TARGETS, type Target } from '../src/flows.js';
+import {
+  CLIENT_CAPABILITIES,
+  type Json,
+  PROTOCOL_VERSION,
+  resourceUri,
+  resultText,
+  scriptedAnswer,
+  TARGETS,
+  type Target,
+} from '../src/flows.js';
 import { freshKeys, type RunningDemo, startDemo } from './helpers.js';
 
 /** Every client call is bounded by this; a flow that takes longer fails the test (no hang). */
@@ -78,7 +87,11 @@ const ROWS: Row[] = [
 
 /** What each flow asks (in order) and what its complete result says when every question was answered. */
 const FLOWS: Record<string, { needs: Capability[]; asks: string[]; result: RegExp; fallback?: RegExp }> = {
-  delete_files: { needs: ['elicitation.form'], asks: ['form(confirm)'], result: /^Deleted 2 files \(simulated\):\n- notes\/a\.txt\n- notes\/b\.txt$/ },
+  delete_files: {
+    needs: ['elicitation.form'],
+    asks: ['form(confirm)'],
+    result: /^Deleted 2 files \(simulated\):\n- notes\/a\.txt\n- notes\/b\.txt$/,
+  },
   deploy: {
     needs: ['elicitation.form'],
     asks: ['form(environment)', 'form(confirm)', 'form(service)'],
@@ -88,14 +101,16 @@ const FLOWS: Record<string, { needs: Capability[]; asks: string[]; result: RegEx
     needs: ['sampling'],
     asks: ['sampling'],
     result: /^Summary \(by mrtr-demo-client\): MRTR keeps mid-request questions safe\.$/,
-    fallback: /^Summary \(first sentences; the client did not offer sampling\): MRTR lets a server ask mid-request\. The state travels sealed\.$/,
+    fallback:
+      /^Summary \(first sentences; the client did not offer sampling\): MRTR lets a server ask mid-request\. The state travels sealed\.$/,
   },
   list_workspace: { needs: ['roots'], asks: ['roots'], result: /^Workspace roots \(1\):\n- demo: file:\/\/\/work\/demo$/ },
   connect_account: { needs: ['elicitation.url'], asks: ['url'], result: /^Connected your github account \(simulated\)\.$/ },
   incident_report: {
     needs: ['elicitation.form'],
     asks: ['form(severity,impact,resolved,customers,regions)'],
-    result: /^Write a blameless incident report for web\. Severity: sev3\. Customer impact: Checkout errors for some users\.\.? About 1 customer\(s\) affected\. Regions: eu\. Status: resolved\./,
+    result:
+      /^Write a blameless incident report for web\. Severity: sev3\. Customer impact: Checkout errors for some users\.\.? About 1 customer\(s\) affected\. Regions: eu\. Status: resolved\./,
   },
   'runbook://{service}': { needs: ['elicitation.form'], asks: ['form(environment)'], result: /^# web runbook \(production\)\n/ },
 };
@@ -268,13 +283,22 @@ async function connectV2(row: Row, endpoint: Endpoint, answers: Answers): Promis
     },
   );
   if (row.capabilities.elicitation !== undefined) {
-    client.setRequestHandler('elicitation/create', async (request) => (await answers.answer(request.method, request.params as Json)) as never);
+    client.setRequestHandler(
+      'elicitation/create',
+      async (request) => (await answers.answer(request.method, request.params as Json)) as never,
+    );
   }
   if (row.capabilities.sampling !== undefined) {
-    client.setRequestHandler('sampling/createMessage', async (request) => (await answers.answer(request.method, request.params as Json)) as never);
+    client.setRequestHandler(
+      'sampling/createMessage',
+      async (request) => (await answers.answer(request.method, request.params as Json)) as never,
+    );
   }
   if (row.capabilities.roots !== undefined) {
-    client.setRequestHandler('roots/list', async (request) => (await answers.answer(request.method, (request.params ?? {}) as Json)) as never);
+    client.setRequestHandler(
+      'roots/list',
+      async (request) => (await answers.answer(request.method, (request.params ?? {}) as Json)) as never,
+    );
   }
   let stderr: Readable | undefined;
   if (endpoint.url !== undefined) {
@@ -309,13 +333,22 @@ async function connectV2(row: Row, endpoint: Endpoint, answers: Answers): Promis
 async function connectV1(row: Row, endpoint: Endpoint, answers: Answers): Promise<{ driver: Driver; stderr?: Readable }> {
   const client = new V1Client({ name: 'matrix-sdk-1.x', version: '1.0.0' }, { capabilities: row.capabilities as never });
   if (row.capabilities.elicitation !== undefined) {
-    client.setRequestHandler(ElicitRequestSchema, async (request) => (await answers.answer(request.method, request.params as Json)) as never);
+    client.setRequestHandler(
+      ElicitRequestSchema,
+      async (request) => (await answers.answer(request.method, request.params as Json)) as never,
+    );
   }
   if (row.capabilities.sampling !== undefined) {
-    client.setRequestHandler(CreateMessageRequestSchema, async (request) => (await answers.answer(request.method, request.params as Json)) as never);
+    client.setRequestHandler(
+      CreateMessageRequestSchema,
+      async (request) => (await answers.answer(request.method, request.params as Json)) as never,
+    );
   }
   if (row.capabilities.roots !== undefined) {
-    client.setRequestHandler(ListRootsRequestSchema, async (request) => (await answers.answer(request.method, (request.params ?? {}) as Json)) as never);
+    client.setRequestHandler(
+      ListRootsRequestSchema,
+      async (request) => (await answers.answer(request.method, (request.params ?? {}) as Json)) as never,
+    );
   }
   let stderr: Readable | undefined;
   // 1.x hands the negotiated version to its transport (`setProtocolVersion`, when the transport has one).
@@ -389,7 +422,10 @@ async function runRow(row: Row): Promise<void> {
   let pageOrigin: () => string;
   let stderr: Readable | undefined;
   if (row.transport === 'HTTP') {
-    demo = await startDemo(['--log', 'json'], { env: { MRTR_KEYS: keys, MRTR_DEMO_TOKENS: `${PRINCIPAL}:${TOKEN}` }, timeoutMs: CALL_TIMEOUT_MS });
+    demo = await startDemo(['--log', 'json'], {
+      env: { MRTR_KEYS: keys, MRTR_DEMO_TOKENS: `${PRINCIPAL}:${TOKEN}` },
+      timeoutMs: CALL_TIMEOUT_MS,
+    });
     endpoint = { url: demo.url };
     pageOrigin = () => demo!.origin;
     stderr = demo.child.stderr!;
@@ -426,7 +462,11 @@ async function runRow(row: Row): Promise<void> {
       const mintedBefore = serverLog.count('minted', logTarget(target));
       let cell: string;
       try {
-        const result = await bounded(connected.driver.run(target), CALL_TIMEOUT_MS + 5_000, `${row.client} over ${row.transport}: ${target.name}`);
+        const result = await bounded(
+          connected.driver.run(target),
+          CALL_TIMEOUT_MS + 5_000,
+          `${row.client} over ${row.transport}: ${target.name}`,
+        );
         const text = resultText(result);
         if (result.isError === true) cell = `isError: ${text}`;
         else if (flow.fallback?.test(text) === true && want === 'pass (fallback)') cell = 'pass (fallback)';
@@ -476,7 +516,9 @@ async function runRow(row: Row): Promise<void> {
   expect(problems).toEqual([]);
   // The README says what this row observed.
   const readmeRow = readmeMatrix().rows.get(rowKey(row.client, row.transport));
-  expect(readmeRow && Object.fromEntries(readmeRow), `README row for ${row.client} over ${row.transport}`).toEqual(Object.fromEntries(cells));
+  expect(readmeRow && Object.fromEntries(readmeRow), `README row for ${row.client} over ${row.transport}`).toEqual(
+    Object.fromEntries(cells),
+  );
 }
 
 /** `{ elicitation: { url: {} } }` → `['elicitation.url']`. */
@@ -498,9 +540,13 @@ describe('real clients × every demo flow', () => {
     expect([...rows.keys()]).toEqual(ROWS.map((row) => rowKey(row.client, row.transport)));
   });
 
-  it.each(ROWS.map((row) => [`${row.client} over ${row.transport}`, row] as const))('%s', async (_name, row) => {
-    await runRow(row);
-  }, 240_000);
+  it.each(ROWS.map((row) => [`${row.client} over ${row.transport}`, row] as const))(
+    '%s',
+    async (_name, row) => {
+      await runRow(row);
+    },
+    240_000,
+  );
 });
 
 afterAll(() => {

@@ -61,7 +61,11 @@ describe('a retry after a lost response gets the same answer; the effect happens
   it('deploy: the connection dies after the server answered; the retry gets the same release, deployed once', async () => {
     const before = await effects('deploy');
     const r1 = await call('deploy', { service: 'web' });
-    const r2 = await call('deploy', { service: 'web' }, { requestState: (r1.result as Json).requestState, inputResponses: { environment: accept({ environment: 'staging' }) } });
+    const r2 = await call(
+      'deploy',
+      { service: 'web' },
+      { requestState: (r1.result as Json).requestState, inputResponses: { environment: accept({ environment: 'staging' }) } },
+    );
     const final = { requestState: (r2.result as Json).requestState, inputResponses: { confirm: accept({ confirm: true }) } };
     await sendAndLoseResponse('deploy', { service: 'web' }, final);
     const retry = (await call('deploy', { service: 'web' }, final)).result as Json;
@@ -89,4 +93,3 @@ describe('a retry after a lost response gets the same answer; the effect happens
     expect(await effects('delete_files')).toBe(before + 3);
   });
 });
-

@@ -44,7 +44,12 @@ async function startRollout(service: string, environment: 'staging' | 'productio
   expect(Object.keys(round1.inputRequests)).toEqual(['environment']);
   const created = await ok(
     'tools/call',
-    { name: 'rollout', arguments: { service }, inputResponses: { environment: accept({ environment }) }, requestState: round1.requestState },
+    {
+      name: 'rollout',
+      arguments: { service },
+      inputResponses: { environment: accept({ environment }) },
+      requestState: round1.requestState,
+    },
     { token },
   );
   expect(created).toMatchObject({ resultType: 'task', status: 'working', pollIntervalMs: 500 });
@@ -78,7 +83,10 @@ describe('rollout: MRTR first, then a task that asks for approval midway (issue 
     const waiting = await until(taskId, (t) => t.status === 'input_required', seen);
     expect(seen[0]).toMatch(/^canary: release \S+ on 1 of 10 instances$/);
     expect(Object.keys(waiting.inputRequests)).toEqual(['approve_rollout']);
-    expect(waiting.inputRequests.approve_rollout).toMatchObject({ method: 'elicitation/create', params: { requestedSchema: { required: ['approve'] } } });
+    expect(waiting.inputRequests.approve_rollout).toMatchObject({
+      method: 'elicitation/create',
+      params: { requestedSchema: { required: ['approve'] } },
+    });
     expect(waiting.inputRequests.approve_rollout.params.message).toMatch(/canary of web .* is healthy/);
     // Bob cannot see or answer Alice's task: the same -32602 as an unknown id.
     const stolen = await rpc('tasks/update', { taskId, inputResponses: { approve_rollout: accept({ approve: true }) } }, { token: BOB });
@@ -123,7 +131,11 @@ describe('rollout: MRTR first, then a task that asks for approval midway (issue 
   });
 
   it('a client without the tasks extension gets -32021 naming it (the environment round is never asked)', async () => {
-    const body = await rpc('tools/call', { name: 'rollout', arguments: { service: 'web' } }, { capabilities: { elicitation: { form: {} } }, status: 400 });
+    const body = await rpc(
+      'tools/call',
+      { name: 'rollout', arguments: { service: 'web' } },
+      { capabilities: { elicitation: { form: {} } }, status: 400 },
+    );
     expect(body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { extensions: TASKS } } });
   });
 });

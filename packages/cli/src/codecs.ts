@@ -89,5 +89,10 @@ export function detect(token: string): Detected {
       return { codec: 'jwe', format, kid: validKid, ...(problem === undefined ? {} : { problem }) };
     }
   }
-  return { codec: undefined, format: undefined, kid: undefined, problem: 'not a token of any mrtr codec (m1.…, x1.… or a five-part compact JWE)' };
+  return {
+    codec: undefined,
+    format: undefined,
+    kid: undefined,
+    problem: 'not a token of any mrtr codec (m1.…, x1.… or a five-part compact JWE)',
+  };
 }

@@ -3,7 +3,20 @@ import { existsSync } from 'node:fs';
 import { createStateGuard, KeyRing, type ReplayStore, type TaskRecord, type TaskStore } from '@mrtr/core';
 import { withDeadline } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory } from './codecs.js';
-import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parse, type Status, statusLine, style, UsageError, writeJson } from './io.js';
+import {
+  COMMON_OPTIONS,
+  colourEnabled,
+  EXIT_BAD,
+  EXIT_OK,
+  intValue,
+  type Io,
+  parse,
+  type Status,
+  statusLine,
+  style,
+  UsageError,
+  writeJson,
+} from './io.js';
 import { checkRing, DEFAULT_SKEW_MS, splitEntries } from './keys.js';
 import { loadOptional, STORE_PACKAGES } from './optional.js';
 import { duration } from './time.js';
@@ -84,7 +97,11 @@ function skewCheck(name: string, skew: number, rtt: number, skewMs: number, note
   const abs = Math.abs(skew);
   const status: Status = abs > skewMs ? 'fail' : abs > skewMs / 2 ? 'warn' : 'ok';
   const where = skew === 0 ? 'in step with this host' : `${duration(abs)} ${skew > 0 ? 'ahead of' : 'behind'} this host`;
-  return { name, status, detail: `${where} (round trip ${duration(rtt)}; tolerated ${duration(skewMs)})${status === 'ok' ? '' : `; ${note}`}` };
+  return {
+    name,
+    status,
+    detail: `${where} (round trip ${duration(rtt)}; tolerated ${duration(skewMs)})${status === 'ok' ? '' : `; ${note}`}`,
+  };
 }
 
 /**
@@ -101,9 +118,19 @@ async function consumeTwice(store: ReplayStore, timeoutMs: number, label: string
   const second = await withTimeout(store.consume(id, Date.now() + 60_000), timeoutMs, label);
   const ms = performance.now() - started;
   if (first === true && second === false) {
-    return { id, check: { name: label, status: 'ok', detail: `consume of a throwaway id: first accepted, replay refused (${duration(ms)} for both)` } };
+    return {
+      id,
+      check: { name: label, status: 'ok', detail: `consume of a throwaway id: first accepted, replay refused (${duration(ms)} for both)` },
+    };
   }
-  return { id, check: { name: label, status: 'fail', detail: `single use is broken: first consume ${String(first)}, second ${String(second)} (expected true, then false)` } };
+  return {
+    id,
+    check: {
+      name: label,
+      status: 'fail',
+      detail: `single use is broken: first consume ${String(first)}, second ${String(second)} (expected true, then false)`,
+    },
+  };
 }
 
 export async function doctor(io: Io, args: string[]): Promise<number> {
@@ -129,7 +156,8 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
   if (positionals.length > 0) throw new UsageError(`doctor takes no arguments (got "${positionals[0]}")`);
   const env = io.env;
   const codecText = (values.codec as string | undefined) ?? env.MRTR_CODEC ?? 'all';
-  if (codecText !== 'all' && !(CODECS as readonly string[]).includes(codecText)) throw new UsageError('--codec (or MRTR_CODEC) must be hmac, jwe, aead or all');
+  if (codecText !== 'all' && !(CODECS as readonly string[]).includes(codecText))
+    throw new UsageError('--codec (or MRTR_CODEC) must be hmac, jwe, aead or all');
   const codecs: CodecName[] = codecText === 'all' ? [...CODECS] : [codecText as CodecName];
   const redisUrl = env.REDIS_URL === '' ? undefined : env.REDIS_URL;
   const databaseUrl = env.DATABASE_URL === '' ? undefined : env.DATABASE_URL;
@@ -148,13 +176,17 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
     stores = [];
   } else {
     const names = storeText.split(',').map((n) => n.trim());
-    for (const n of names) if (!(STORES as readonly string[]).includes(n)) throw new UsageError(`--store (or MRTR_STORE): unknown store "${n}" (memory, redis, postgres, sqlite or none)`);
+    for (const n of names)
+      if (!(STORES as readonly string[]).includes(n))
+        throw new UsageError(`--store (or MRTR_STORE): unknown store "${n}" (memory, redis, postgres, sqlite or none)`);
     stores = [...new Set(names as StoreName[])];
   }
   const table = (values.table as string | undefined) ?? 'mrtr_replay';
-  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(table)) throw new UsageError('--table must be letters, digits and _, starting with a letter or _, at most 48 characters');
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(table))
+    throw new UsageError('--table must be letters, digits and _, starting with a letter or _, at most 48 characters');
   const tasksTable = (values['tasks-table'] as string | undefined) ?? 'mrtr_tasks';
-  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(tasksTable)) throw new UsageError('--tasks-table must be letters, digits and _, starting with a letter or _, at most 48 characters');
+  if (!/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(tasksTable))
+    throw new UsageError('--tasks-table must be letters, digits and _, starting with a letter or _, at most 48 characters');
   const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
   const timeoutMs = intValue('timeout-ms', values['timeout-ms'], 5000, 100, 120_000);
 
@@ -179,7 +211,11 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
     } else {
       ring = KeyRing.parse(keysText);
       const detail = `${ring.kids.length} key${ring.kids.length === 1 ? '' : 's'} (${ring.kids.join(', ')}); "${ring.primaryKid}" seals, all open`;
-      add({ name: 'keys', status: report.warnings.length > 0 ? 'warn' : 'ok', detail: report.warnings.length > 0 ? `${detail}; ${report.warnings.join('; ')}` : detail });
+      add({
+        name: 'keys',
+        status: report.warnings.length > 0 ? 'warn' : 'ok',
+        detail: report.warnings.length > 0 ? `${detail}; ${report.warnings.join('; ')}` : detail,
+      });
     }
   }
 
@@ -223,12 +259,14 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
       if (redisUrl === undefined) add({ name: 'redis', status: 'fail', detail: 'REDIS_URL is not set' });
       else await checkRedis(add, redisUrl, timeoutMs, skewMs);
     } else if (store === 'sqlite') {
-      if (sqliteFile === undefined) add({ name: 'sqlite', status: 'fail', detail: 'no database file: pass --sqlite-file PATH (or set MRTR_SQLITE_FILE)' });
+      if (sqliteFile === undefined)
+        add({ name: 'sqlite', status: 'fail', detail: 'no database file: pass --sqlite-file PATH (or set MRTR_SQLITE_FILE)' });
       else await checkSqlite(add, sqliteFile, table, tasksTable, timeoutMs);
     } else if (databaseUrl === undefined) add({ name: 'postgres', status: 'fail', detail: 'DATABASE_URL is not set' });
     else await checkPostgres(add, databaseUrl, table, tasksTable, timeoutMs, skewMs);
   }
-  if (stores.length === 0) add({ name: 'store', status: 'warn', detail: 'none: without a replay store a state can be replayed until it expires' });
+  if (stores.length === 0)
+    add({ name: 'store', status: 'warn', detail: 'none: without a replay store a state can be replayed until it expires' });
 
   const counts = { ok: 0, warn: 0, fail: 0, info: 0 };
   for (const c of checks) counts[c.status]++;
@@ -263,7 +301,13 @@ async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: numbe
   try {
     const { createRedisStore } = await loadOptional(() => import('@mrtr/store-redis'), STORE_PACKAGES.redis, 'doctor --store redis');
     // The checks below report a Redis that is down or evicting themselves: no second report on stderr.
-    store = createRedisStore({ url, namespace: 'mrtr-doctor', connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onError: () => {} });
+    store = createRedisStore({
+      url,
+      namespace: 'mrtr-doctor',
+      connectTimeoutMs: timeoutMs,
+      commandTimeoutMs: timeoutMs,
+      onError: () => {},
+    });
     const { id, check } = await consumeTwice(store, timeoutMs * 2, 'redis');
     check.detail += ` at ${where}`;
     add(check);
@@ -276,19 +320,36 @@ async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: numbe
     try {
       const reply = await withTimeout(client.config('GET', 'maxmemory-policy'), timeoutMs, 'redis');
       const policy = Array.isArray(reply) ? reply[1] : undefined;
-      if (policy === 'noeviction') add({ name: 'redis policy', status: 'ok', detail: 'maxmemory-policy noeviction: consumed ids are never evicted' });
+      if (policy === 'noeviction')
+        add({ name: 'redis policy', status: 'ok', detail: 'maxmemory-policy noeviction: consumed ids are never evicted' });
       else if (typeof policy === 'string') {
-        add({ name: 'redis policy', status: 'warn', detail: `maxmemory-policy ${policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again; use noeviction` });
+        add({
+          name: 'redis policy',
+          status: 'warn',
+          detail: `maxmemory-policy ${policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again; use noeviction`,
+        });
       } else add({ name: 'redis policy', status: 'warn', detail: 'maxmemory-policy not reported; check that it is noeviction' });
     } catch (error) {
-      add({ name: 'redis policy', status: 'warn', detail: `cannot read maxmemory-policy (${errorText(error)}; CONFIG may be disabled): check that it is noeviction` });
+      add({
+        name: 'redis policy',
+        status: 'warn',
+        detail: `cannot read maxmemory-policy (${errorText(error)}; CONFIG may be disabled): check that it is noeviction`,
+      });
     }
     try {
       const t0 = hostNow();
       const [sec, usec] = await withTimeout(client.time(), timeoutMs, 'redis');
       const t1 = hostNow();
       const redisMs = Number(sec) * 1000 + Math.floor(Number(usec) / 1000);
-      add(skewCheck('redis clock', redisMs - Math.round((t0 + t1) / 2), t1 - t0, skewMs, 'Redis expires consumed ids by its own clock: fix NTP, or set extraRetentionMs of the store to the bound'));
+      add(
+        skewCheck(
+          'redis clock',
+          redisMs - Math.round((t0 + t1) / 2),
+          t1 - t0,
+          skewMs,
+          'Redis expires consumed ids by its own clock: fix NTP, or set extraRetentionMs of the store to the bound',
+        ),
+      );
     } catch (error) {
       add({ name: 'redis clock', status: 'warn', detail: `cannot read TIME: ${errorText(error)}` });
     }
@@ -340,7 +401,9 @@ async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Prom
     'postgres',
   );
   if (!keys.some((k) => k.primary === true && k.cols === 'ns,id')) problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
-  const warnings = keys.some((k) => typeof k.cols === 'string' && k.cols.split(',')[0] === 'expires_at') ? [] : ['no index on expires_at (purges scan the table)'];
+  const warnings = keys.some((k) => typeof k.cols === 'string' && k.cols.split(',')[0] === 'expires_at')
+    ? []
+    : ['no index on expires_at (purges scan the table)'];
   laterColumns(
     (name) => {
       const col = columns.find((c) => c.column_name === name);
@@ -353,10 +416,21 @@ async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Prom
   );
   if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
   if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index` };
+  return {
+    name: 'sql schema',
+    status: 'ok',
+    detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index`,
+  };
 }
 
-async function checkPostgres(add: (c: Check) => void, url: string, table: string, tasksTable: string, timeoutMs: number, skewMs: number): Promise<void> {
+async function checkPostgres(
+  add: (c: Check) => void,
+  url: string,
+  table: string,
+  tasksTable: string,
+  timeoutMs: number,
+  skewMs: number,
+): Promise<void> {
   const where = redactUrl(url);
   let pool: PgPool | undefined;
   let store: import('@mrtr/store-sql').SqlReplayStore | undefined;
@@ -369,41 +443,65 @@ async function checkPostgres(add: (c: Check) => void, url: string, table: string
   }
 
   async function checkPostgresReplay(): Promise<void> {
-  try {
-    const what = 'doctor --store postgres';
-    const pg = ((await loadOptional(() => import('pg'), STORE_PACKAGES.postgres, what)) as unknown as { default: { Pool: new (config: Record<string, unknown>) => PgPool } }).default;
-    const { createPostgresStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.postgres, what);
-    pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, max: 2 });
-    pool.on('error', () => {});
-    store = createPostgresStore({ pool: pool as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0, statementTimeoutMs: timeoutMs });
-    const before = await schemaCheck(pool, table, timeoutMs);
-    const schema: Check = before ?? {
-      name: 'sql schema',
-      status: 'warn',
-      detail: `table "${table}" was missing: the store creates it on its first consume (ensureSchema, the default), so the server's role needs CREATE on the schema (or create it in a migration)`,
-    };
-    add(schema);
-    const { id, check } = await consumeTwice(store, timeoutMs * 2, 'postgres');
-    check.detail += ` at ${where}`;
-    add(check);
-    await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND id = $2`, ['mrtr-doctor', id]), timeoutMs, 'postgres').catch(() => {});
-    if (before === undefined) {
-      const after = await schemaCheck(pool, table, timeoutMs);
-      if (after === undefined) {
-        schema.status = 'fail';
-        schema.detail += '; it was not created';
-      } else {
-        if (after.status === 'fail') schema.status = 'fail';
-        schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
+    try {
+      const what = 'doctor --store postgres';
+      const pg = (
+        (await loadOptional(() => import('pg'), STORE_PACKAGES.postgres, what)) as unknown as {
+          default: { Pool: new (config: Record<string, unknown>) => PgPool };
+        }
+      ).default;
+      const { createPostgresStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.postgres, what);
+      pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, max: 2 });
+      pool.on('error', () => {});
+      store = createPostgresStore({
+        pool: pool as never,
+        table,
+        namespace: 'mrtr-doctor',
+        purgeIntervalMs: 0,
+        statementTimeoutMs: timeoutMs,
+      });
+      const before = await schemaCheck(pool, table, timeoutMs);
+      const schema: Check = before ?? {
+        name: 'sql schema',
+        status: 'warn',
+        detail: `table "${table}" was missing: the store creates it on its first consume (ensureSchema, the default), so the server's role needs CREATE on the schema (or create it in a migration)`,
+      };
+      add(schema);
+      const { id, check } = await consumeTwice(store, timeoutMs * 2, 'postgres');
+      check.detail += ` at ${where}`;
+      add(check);
+      await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND id = $2`, ['mrtr-doctor', id]), timeoutMs, 'postgres').catch(
+        () => {},
+      );
+      if (before === undefined) {
+        const after = await schemaCheck(pool, table, timeoutMs);
+        if (after === undefined) {
+          schema.status = 'fail';
+          schema.detail += '; it was not created';
+        } else {
+          if (after.status === 'fail') schema.status = 'fail';
+          schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
+        }
       }
+      const t0 = hostNow();
+      const { rows } = await withTimeout(
+        pool.query('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now'),
+        timeoutMs,
+        'postgres',
+      );
+      const t1 = hostNow();
+      add(
+        skewCheck(
+          'sql clock',
+          Number(rows[0]!.now) - Math.round((t0 + t1) / 2),
+          t1 - t0,
+          skewMs,
+          "the SQL store judges expiry by the servers' clocks, so this host or the database is off: fix NTP",
+        ),
+      );
+    } catch (error) {
+      add({ name: 'postgres', status: 'fail', detail: `${where}: ${errorText(error)}` });
     }
-    const t0 = hostNow();
-    const { rows } = await withTimeout(pool.query('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now'), timeoutMs, 'postgres');
-    const t1 = hostNow();
-    add(skewCheck('sql clock', Number(rows[0]!.now) - Math.round((t0 + t1) / 2), t1 - t0, skewMs, 'the SQL store judges expiry by the servers\' clocks, so this host or the database is off: fix NTP'));
-  } catch (error) {
-    add({ name: 'postgres', status: 'fail', detail: `${where}: ${errorText(error)}` });
-  }
   }
 }
 
@@ -426,7 +524,10 @@ function sqliteSchemaCheck(db: SqliteDb, table: string): Check | undefined {
     else if (col.type.toUpperCase() !== type) problems.push(`column ${name} is ${col.type || 'untyped'}, not ${type}`);
     else if (col.notnull !== 1) problems.push(`column ${name} allows NULL`);
   }
-  const pk = columns.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name);
+  const pk = columns
+    .filter((c) => c.pk > 0)
+    .sort((a, b) => a.pk - b.pk)
+    .map((c) => c.name);
   if (pk.join(',') !== 'ns,id') problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
   const indexes = db.prepare(`PRAGMA index_list(${quoted})`).all() as { name: string }[];
   const expiryIndex = indexes.some((i) => {
@@ -446,7 +547,11 @@ function sqliteSchemaCheck(db: SqliteDb, table: string): Check | undefined {
   );
   if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
   if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return { name: 'sql schema', status: 'ok', detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index` };
+  return {
+    name: 'sql schema',
+    status: 'ok',
+    detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index`,
+  };
 }
 
 /**
@@ -462,7 +567,10 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
     const sqlite = await loadOptional(() => import('better-sqlite3'), STORE_PACKAGES.sqlite, what);
     const { createSqliteStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.sqlite, what);
     // better-sqlite3 is CommonJS (`export =`): under ESM its constructor is the default export.
-    const Database = ((sqlite as { default?: unknown }).default ?? sqlite) as unknown as new (file: string, options?: Record<string, unknown>) => SqliteDb;
+    const Database = ((sqlite as { default?: unknown }).default ?? sqlite) as unknown as new (
+      file: string,
+      options?: Record<string, unknown>,
+    ) => SqliteDb;
     const exists = file === ':memory:' || existsSync(file);
     db = new Database(exists ? file : ':memory:', { timeout: timeoutMs });
     db.pragma(`busy_timeout = ${timeoutMs}`);
@@ -496,7 +604,11 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
     }
     const mode = String(db.pragma('journal_mode', { simple: true }) ?? '');
     if (exists && file !== ':memory:' && mode.toLowerCase() !== 'wal') {
-      add({ name: 'sqlite mode', status: 'warn', detail: `journal_mode ${mode}: the store switches a file it opens to WAL; a database you pass it should go through configureSqliteDatabase(db)` });
+      add({
+        name: 'sqlite mode',
+        status: 'warn',
+        detail: `journal_mode ${mode}: the store switches a file it opens to WAL; a database you pass it should go through configureSqliteDatabase(db)`,
+      });
     }
   } catch (error) {
     add({ name: 'sqlite', status: 'fail', detail: `${where}: ${errorText(error)}` });
@@ -553,14 +665,32 @@ const TASK_NAMESPACE = 'mrtr-doctor';
  * the permissions the store needs and its schema, through the store the server uses. `where` ends the line:
  * `at redis://…`, `in FILE`.
  */
-async function probeTask(store: TaskStore, name: string, where: string, timeoutMs: number): Promise<{ taskId: string; principal: string; check: Check }> {
+async function probeTask(
+  store: TaskStore,
+  name: string,
+  where: string,
+  timeoutMs: number,
+): Promise<{ taskId: string; principal: string; check: Check }> {
   const taskId = `doctor-${randomBytes(16).toString('base64url')}`;
   const principal = `mrtr-doctor-${randomBytes(16).toString('base64url')}`;
   const t = Date.now();
-  const record: TaskRecord = { taskId, principal, status: 'working', createdAt: t, lastUpdatedAt: t, ttlMs: PROBE_TTL_MS, inputRequests: {}, askedKeys: [] };
+  const record: TaskRecord = {
+    taskId,
+    principal,
+    status: 'working',
+    createdAt: t,
+    lastUpdatedAt: t,
+    ttlMs: PROBE_TTL_MS,
+    inputRequests: {},
+    askedKeys: [],
+  };
   const started = performance.now();
   let step = 'create';
-  const fail = (detail: string): { taskId: string; principal: string; check: Check } => ({ taskId, principal, check: { name, status: 'fail', detail: `probe task: ${detail} ${where}` } });
+  const fail = (detail: string): { taskId: string; principal: string; check: Check } => ({
+    taskId,
+    principal,
+    check: { name, status: 'fail', detail: `probe task: ${detail} ${where}` },
+  });
   try {
     await withTimeout(store.create(record), timeoutMs * 2, name);
     step = 'read';
@@ -574,15 +704,21 @@ async function probeTask(store: TaskStore, name: string, where: string, timeoutM
       timeoutMs * 2,
       name,
     );
-    if (updated?.status !== 'completed') return fail(`update answered ${updated === undefined ? 'no task' : `status ${updated.status}`}, not completed`);
+    if (updated?.status !== 'completed')
+      return fail(`update answered ${updated === undefined ? 'no task' : `status ${updated.status}`}, not completed`);
     step = 'read back';
     const back = await withTimeout(store.get(taskId), timeoutMs, name);
-    if (back?.status !== 'completed') return fail(`completed, but read back as ${back === undefined ? 'no task' : `status ${back.status}`}`);
+    if (back?.status !== 'completed')
+      return fail(`completed, but read back as ${back === undefined ? 'no task' : `status ${back.status}`}`);
   } catch (error) {
     return fail(`${step} failed: ${errorText(error)}`);
   }
   const ms = performance.now() - started;
-  return { taskId, principal, check: { name, status: 'ok', detail: `probe task created, read, completed and read back (${duration(ms)} for all four) ${where}` } };
+  return {
+    taskId,
+    principal,
+    check: { name, status: 'ok', detail: `probe task created, read, completed and read back (${duration(ms)} for all four) ${where}` },
+  };
 }
 
 /** The installed store package predates task stores: nothing to probe with (warn, the server may not keep tasks). */
@@ -604,11 +740,18 @@ async function checkRedisTasks(add: (c: Check) => void, url: string, timeoutMs: 
       add(noTaskStore(name, '@mrtr/store-redis', 'createRedisTaskStore'));
       return;
     }
-    store = mod.createRedisTaskStore({ url, namespace: TASK_NAMESPACE, connectTimeoutMs: timeoutMs, commandTimeoutMs: timeoutMs, onError: () => {} });
+    store = mod.createRedisTaskStore({
+      url,
+      namespace: TASK_NAMESPACE,
+      connectTimeoutMs: timeoutMs,
+      commandTimeoutMs: timeoutMs,
+      onError: () => {},
+    });
     await withTimeout(store.ready(), timeoutMs * 2, name);
     const { taskId, principal, check } = await probeTask(store, name, `at ${where}`, timeoutMs);
     if (check.status === 'fail' && /NOPERM/.test(check.detail)) {
-      check.detail += '; the server\'s Redis user needs +evalsha and +eval (the task store\'s scripts), +get, +set and +zrem, and inside the scripts +@sortedset, +pexpireat, +getrange and +time';
+      check.detail +=
+        "; the server's Redis user needs +evalsha and +eval (the task store's scripts), +get, +set and +zrem, and inside the scripts +@sortedset, +pexpireat, +getrange and +time";
     }
     add(check);
     // The keys the store wrote (see @mrtr/store-redis's tasks.ts); they expire with the ttl anyway.
@@ -734,10 +877,19 @@ async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: 
       detail: `table "${table}" was missing: the task store creates it at start (ensureSchema, the default), so the server's role needs CREATE on the schema (or create it in a migration)`,
     };
     add(schema);
-    store = mod.createPostgresTaskStore({ pool: pool as never, table, namespace: TASK_NAMESPACE, statementTimeoutMs: timeoutMs, connectionTimeoutMs: timeoutMs, purgeBatchSize: 0 });
+    store = mod.createPostgresTaskStore({
+      pool: pool as never,
+      table,
+      namespace: TASK_NAMESPACE,
+      statementTimeoutMs: timeoutMs,
+      connectionTimeoutMs: timeoutMs,
+      purgeBatchSize: 0,
+    });
     const { taskId, check } = await probeTask(store, name, `at ${where}`, timeoutMs);
     add(check);
-    await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND task_id = $2`, [TASK_NAMESPACE, taskId]), timeoutMs, name).catch(() => {});
+    await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND task_id = $2`, [TASK_NAMESPACE, taskId]), timeoutMs, name).catch(
+      () => {},
+    );
     if (before === undefined) afterCreation(schema, await pgTaskSchema(pool, table, timeoutMs));
   } catch (error) {
     add({ name, status: 'fail', detail: `${where}: ${errorText(error)}` });
@@ -750,7 +902,10 @@ function sqliteTaskSchema(db: SqliteDb, table: string): Check | undefined {
   const quoted = `"${table}"`;
   const columns = db.prepare(`PRAGMA table_info(${quoted})`).all() as { name: string; type: string; notnull: number; pk: number }[];
   if (columns.length === 0) return undefined;
-  const pk = columns.filter((c) => c.pk > 0).sort((a, b) => a.pk - b.pk).map((c) => c.name);
+  const pk = columns
+    .filter((c) => c.pk > 0)
+    .sort((a, b) => a.pk - b.pk)
+    .map((c) => c.name);
   const indexes = (db.prepare(`PRAGMA index_list(${quoted})`).all() as { name: string }[]).map((i) =>
     (db.prepare(`PRAGMA index_info("${i.name.replaceAll('"', '""')}")`).all() as { seqno: number; name: string }[])
       .sort((a, b) => a.seqno - b.seqno)

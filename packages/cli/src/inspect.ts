@@ -2,7 +2,22 @@ import { createHmac } from 'node:crypto';
 import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateClaims } from '@mrtr/core';
 import { canonicalJson, isStateClaims } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory, detect } from './codecs.js';
-import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, type Piece, parse, render, str, style, toned, UsageError, writeJson } from './io.js';
+import {
+  COMMON_OPTIONS,
+  colourEnabled,
+  EXIT_BAD,
+  EXIT_OK,
+  intValue,
+  type Io,
+  type Piece,
+  parse,
+  render,
+  str,
+  style,
+  toned,
+  UsageError,
+  writeJson,
+} from './io.js';
 import { DEFAULT_SKEW_MS } from './keys.js';
 import { duration, parseInstant, when } from './time.js';
 
@@ -85,9 +100,11 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
     target: str(values.target),
     now: str(values.now),
   };
-  if (positionals.length !== 1) throw new UsageError(positionals.length === 0 ? 'inspect needs a token (or "-" to read it from stdin)' : 'inspect takes one token');
+  if (positionals.length !== 1)
+    throw new UsageError(positionals.length === 0 ? 'inspect needs a token (or "-" to read it from stdin)' : 'inspect takes one token');
   const codecOption = opt.codec;
-  if (codecOption !== undefined && !(CODECS as readonly unknown[]).includes(codecOption)) throw new UsageError('--codec must be hmac, jwe or aead');
+  if (codecOption !== undefined && !(CODECS as readonly unknown[]).includes(codecOption))
+    throw new UsageError('--codec must be hmac, jwe or aead');
   const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
   const maxRounds = intValue('max-rounds', values['max-rounds'], 8, 1, 1000);
   let now = clock();
@@ -96,7 +113,8 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
     if (t === undefined) throw new UsageError('--now must be an ISO 8601 date-time or epoch milliseconds');
     now = t;
   }
-  if (opt.principal !== undefined && opt.unauthenticated !== undefined) throw new UsageError('give --principal or --unauthenticated, not both');
+  if (opt.principal !== undefined && opt.unauthenticated !== undefined)
+    throw new UsageError('give --principal or --unauthenticated, not both');
   if (opt.principal === '' || opt.unauthenticated === '') throw new UsageError('--principal/--unauthenticated must not be empty');
   let requestArgs: unknown;
   if (typeof values.args === 'string') {
@@ -144,7 +162,8 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   if (ring === undefined) {
     const unverified = detected.unverifiedClaims;
     const claims = isStateClaims(unverified) ? unverified : undefined;
-    const problem = detected.problem ?? (detected.codec === 'hmac' && claims === undefined ? 'the body is not shaped like mrtr claims' : undefined);
+    const problem =
+      detected.problem ?? (detected.codec === 'hmac' && claims === undefined ? 'the body is not shaped like mrtr claims' : undefined);
     if (values.json) {
       writeJson(io, {
         token: head,
@@ -169,7 +188,13 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
 
   // ── With keys: open with the codec, then ask the guard ──
   if (codec === undefined) {
-    if (values.json) writeJson(io, { token: head, verified: false, problem: detected.problem ?? null, verdict: { accepted: false, code: 'ERR_STATE_MALFORMED', reason: `${detected.problem}; pass --codec if you know it` } });
+    if (values.json)
+      writeJson(io, {
+        token: head,
+        verified: false,
+        problem: detected.problem ?? null,
+        verdict: { accepted: false, code: 'ERR_STATE_MALFORMED', reason: `${detected.problem}; pass --codec if you know it` },
+      });
     else {
       tokenLine();
       row('verdict', toned('fail', 'REFUSED'), ` ERR_STATE_MALFORMED: ${detected.problem}; pass --codec if you know it`);
@@ -243,7 +268,12 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   if (opt.audience === undefined) unchecked.push('audience (give --audience)');
   try {
     await guard.verify(token, request);
-    verdict = { accepted: true, code: undefined, reason: 'every check of the guard passes (single use is the store\'s: not consumed here)', unchecked };
+    verdict = {
+      accepted: true,
+      code: undefined,
+      reason: "every check of the guard passes (single use is the store's: not consumed here)",
+      unchecked,
+    };
   } catch (error) {
     if (!MrtrError.is(error)) throw error;
     if (error.code === 'ERR_PRINCIPAL_REQUIRED' && !hasPrincipal) {
@@ -253,7 +283,12 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
       // Without --args the guard binds `{}`: only the arguments differ, which were not given; steps 1-5 passed.
       verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked);
     } else {
-      verdict = { accepted: false, code: error.code, reason: refusalReason(error.code, claims, binding, audience, now, skewMs, maxRounds, ring, kid), unchecked };
+      verdict = {
+        accepted: false,
+        code: error.code,
+        reason: refusalReason(error.code, claims, binding, audience, now, skewMs, maxRounds, ring, kid),
+        unchecked,
+      };
     }
   }
 
@@ -272,10 +307,18 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   }
   tokenLine();
   if (codecOption !== undefined && codecOption !== detected.codec) row('codec', `opened as ${codec} (--codec)`);
-  row('opened', toned('ok', 'integrity verified'), ` with key "${kid}"${kid === ring.primaryKid ? ' (the primary)' : ' (an older key of the ring)'}`);
+  row(
+    'opened',
+    toned('ok', 'integrity verified'),
+    ` with key "${kid}"${kid === ring.primaryKid ? ' (the primary)' : ' (an older key of the ring)'}`,
+  );
   printClaims(row, claims, now, maxRounds, values.data === true);
   if (binding !== undefined) {
-    const part = (name: string, p: { token: string; request: string; given: boolean; match: boolean }, show: (v: string) => string): void => {
+    const part = (
+      name: string,
+      p: { token: string; request: string; given: boolean; match: boolean },
+      show: (v: string) => string,
+    ): void => {
       if (!p.given) row(name, toned('dim', `${show(p.token)} (from the token, not checked)`));
       else if (p.match) row(name, toned('ok', 'matches'), ` ${show(p.request)}`);
       else row(name, toned('fail', 'differs'), `: token ${show(p.token)}, request ${show(p.request)}`);
@@ -303,20 +346,41 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
 async function principalTag(ring: KeyRing, kid: string, audience: string, namespace: 'p' | 'u', name: string): Promise<string | undefined> {
   const key = await ring.subkey(kid, PRINCIPAL_PURPOSE);
   if (key === undefined) return undefined;
-  return createHmac('sha256', key).update(canonicalJson([audience, namespace, name]), 'utf8').digest().subarray(0, 16).toString('base64url');
+  return createHmac('sha256', key)
+    .update(canonicalJson([audience, namespace, name]), 'utf8')
+    .digest()
+    .subarray(0, 16)
+    .toString('base64url');
 }
 
-function restOfChecks(claims: StateClaims, binding: BindingReport | undefined, now: number, skewMs: number, maxRounds: number, unchecked: string[]): Verdict {
+function restOfChecks(
+  claims: StateClaims,
+  binding: BindingReport | undefined,
+  now: number,
+  skewMs: number,
+  maxRounds: number,
+  unchecked: string[],
+): Verdict {
   if (binding !== undefined && !(binding.method.match && binding.target.match && (binding.arguments.match || !binding.arguments.given))) {
     return { accepted: false, code: 'ERR_STATE_BINDING', reason: bindingReason(binding), unchecked };
   }
   if (now > claims.flow.deadline + skewMs) {
-    return { accepted: false, code: 'ERR_FLOW_EXPIRED', reason: `the flow's deadline passed ${duration(now - claims.flow.deadline)} ago (${new Date(claims.flow.deadline).toISOString()}, + ${duration(skewMs)} skew)`, unchecked };
+    return {
+      accepted: false,
+      code: 'ERR_FLOW_EXPIRED',
+      reason: `the flow's deadline passed ${duration(now - claims.flow.deadline)} ago (${new Date(claims.flow.deadline).toISOString()}, + ${duration(skewMs)} skew)`,
+      unchecked,
+    };
   }
   if (claims.flow.round > maxRounds) {
     return { accepted: false, code: 'ERR_FLOW_ROUNDS', reason: `round ${claims.flow.round} is past maxRounds ${maxRounds}`, unchecked };
   }
-  return { accepted: true, code: undefined, reason: 'the checks that could be run pass (integrity, expiry, audience, the binding given, flow deadline and round)', unchecked };
+  return {
+    accepted: true,
+    code: undefined,
+    reason: 'the checks that could be run pass (integrity, expiry, audience, the binding given, flow deadline and round)',
+    unchecked,
+  };
 }
 
 function bindingReason(binding: BindingReport | undefined): string {
@@ -324,7 +388,8 @@ function bindingReason(binding: BindingReport | undefined): string {
   const parts: string[] = [];
   if (!binding.method.match) parts.push(`method "${binding.method.token}" in the token, "${binding.method.request}" in the request`);
   if (!binding.target.match) parts.push(`target "${binding.target.token}" in the token, "${binding.target.request}" in the request`);
-  if (!binding.arguments.match && binding.arguments.given) parts.push('the arguments differ from the ones it was minted for (their SHA-256 digests differ)');
+  if (!binding.arguments.match && binding.arguments.given)
+    parts.push('the arguments differ from the ones it was minted for (their SHA-256 digests differ)');
   return parts.length === 0 ? 'minted for another method, target or arguments' : `minted for another request: ${parts.join('; ')}`;
 }
 
@@ -342,12 +407,16 @@ function refusalReason(
   switch (code) {
     case 'ERR_STATE_EXPIRED':
       if (claims.exp < claims.iat) return 'it expires before it was issued';
-      if (claims.iat > now + skewMs) return `issued ${duration(claims.iat - now)} in the future (${new Date(claims.iat).toISOString()}): a clock is off by more than the ${duration(skewMs)} skew`;
+      if (claims.iat > now + skewMs)
+        return `issued ${duration(claims.iat - now)} in the future (${new Date(claims.iat).toISOString()}): a clock is off by more than the ${duration(skewMs)} skew`;
       return `expired ${duration(now - claims.exp)} ago (exp ${new Date(claims.exp).toISOString()}; refused since exp + ${duration(skewMs)} skew)`;
     case 'ERR_STATE_AUDIENCE':
       return `minted for audience "${claims.aud}", the server's is "${audience}"`;
     case 'ERR_STATE_PRINCIPAL': {
-      const who = binding?.principal === undefined ? 'this principal' : `${binding.principal.namespace === 'u' ? 'the unauthenticated principal ' : ''}"${binding.principal.name}"`;
+      const who =
+        binding?.principal === undefined
+          ? 'this principal'
+          : `${binding.principal.namespace === 'u' ? 'the unauthenticated principal ' : ''}"${binding.principal.name}"`;
       return `minted for another principal: the tag is not ${who}'s (an authenticated and an unauthenticated principal never match)`;
     }
     case 'ERR_STATE_BINDING':
@@ -363,12 +432,20 @@ function refusalReason(
   }
 }
 
-function openReason(code: string, codec: CodecName, detected: ReturnType<typeof detect>, ring: KeyRing, length: number, max: number): string {
+function openReason(
+  code: string,
+  codec: CodecName,
+  detected: ReturnType<typeof detect>,
+  ring: KeyRing,
+  length: number,
+  max: number,
+): string {
   const kid = detected.kid;
   switch (code) {
     case 'ERR_KEY_UNKNOWN':
       // A kid that detect() would not show (too long, not a string, unprintable) is reported as malformed.
-      if (kid === undefined && detected.problem !== undefined) return `the token names no key of MRTR_KEYS (${ring.kids.join(', ')}): ${detected.problem}`;
+      if (kid === undefined && detected.problem !== undefined)
+        return `the token names no key of MRTR_KEYS (${ring.kids.join(', ')}): ${detected.problem}`;
       return `the token names key "${kid ?? '?'}", which is not in MRTR_KEYS (${ring.kids.join(', ')}): it was sealed by another ring, or by a key already dropped`;
     case 'ERR_STATE_INTEGRITY':
       return `the ${codec === 'hmac' ? 'MAC' : 'authentication tag'} does not verify with key "${kid ?? '?'}": the token was modified, or "${kid ?? '?'}" in MRTR_KEYS is not the secret that sealed it`;

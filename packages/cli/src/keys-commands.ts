@@ -1,5 +1,28 @@
-import { checkRing, DEFAULT_KEEP, DEFAULT_SKEW_MS, DEFAULT_TTL_MS, dateKid, KID_PATTERN, newSecret, planRotation, readKeysValue, splitEntries } from './keys.js';
-import { COMMON_OPTIONS, colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parse, statusLine, style, UsageError, writeJson } from './io.js';
+import {
+  checkRing,
+  DEFAULT_KEEP,
+  DEFAULT_SKEW_MS,
+  DEFAULT_TTL_MS,
+  dateKid,
+  KID_PATTERN,
+  newSecret,
+  planRotation,
+  readKeysValue,
+  splitEntries,
+} from './keys.js';
+import {
+  COMMON_OPTIONS,
+  colourEnabled,
+  EXIT_BAD,
+  EXIT_OK,
+  intValue,
+  type Io,
+  parse,
+  statusLine,
+  style,
+  UsageError,
+  writeJson,
+} from './io.js';
 
 export const KEYGEN_HELP = `Usage: mrtr keygen [--kid ID] [--bytes N] [--env] [--json]
 
@@ -17,7 +40,11 @@ Exit codes: 0 ok, 2 usage error.
 `;
 
 export async function keygen(io: Io, args: string[], now: () => number): Promise<number> {
-  const { values, positionals } = parse(args, { ...COMMON_OPTIONS, kid: { type: 'string' }, bytes: { type: 'string' }, env: { type: 'boolean' } }, true);
+  const { values, positionals } = parse(
+    args,
+    { ...COMMON_OPTIONS, kid: { type: 'string' }, bytes: { type: 'string' }, env: { type: 'boolean' } },
+    true,
+  );
   if (values.help) {
     io.stdout.write(KEYGEN_HELP);
     return EXIT_OK;
@@ -75,15 +102,30 @@ export async function keysCheck(io: Io, args: string[]): Promise<number> {
     const size = e.bytes === undefined ? '' : `${e.bytes} bytes, ${e.encoding}`;
     if (e.problems.length > 0) out.push(statusLine(s, 'fail', name, [size, ...e.problems].filter(Boolean).join('; ')));
     else {
-      const role = e.role === 'primary' ? 'primary: seals and opens' : e.role === 'opens' ? 'opens only' : 'entry fine, but the ring is invalid';
-      out.push(statusLine(s, e.role === undefined ? 'info' : e.warnings.length > 0 ? 'warn' : 'ok', name, `${size}; ${role}${e.warnings.length > 0 ? `; ${e.warnings.join('; ')}` : ''}`));
+      const role =
+        e.role === 'primary' ? 'primary: seals and opens' : e.role === 'opens' ? 'opens only' : 'entry fine, but the ring is invalid';
+      out.push(
+        statusLine(
+          s,
+          e.role === undefined ? 'info' : e.warnings.length > 0 ? 'warn' : 'ok',
+          name,
+          `${size}; ${role}${e.warnings.length > 0 ? `; ${e.warnings.join('; ')}` : ''}`,
+        ),
+      );
     }
   }
   for (const p of report.problems) out.push(statusLine(s, 'fail', 'ring', p));
   const general = report.warnings.filter((w) => w.includes('empty entr'));
   for (const w of general) out.push(statusLine(s, 'warn', 'ring', w));
   if (report.ok) {
-    out.push(statusLine(s, 'ok', 'ring', `valid (${source}): ${report.openers} key${report.openers === 1 ? '' : 's'} can open, "${report.primaryKid}" seals`));
+    out.push(
+      statusLine(
+        s,
+        'ok',
+        'ring',
+        `valid (${source}): ${report.openers} key${report.openers === 1 ? '' : 's'} can open, "${report.primaryKid}" seals`,
+      ),
+    );
   } else if (report.problems.length === 0) {
     out.push(statusLine(s, 'fail', 'ring', `invalid (${source}): fix the entries above`));
   }
@@ -142,14 +184,18 @@ export async function keysRotate(io: Io, args: string[], now: () => number): Pro
   const bytes = intValue('bytes', values.bytes, 32, 32, 1024);
   const ttlMs = intValue('ttl-ms', values['ttl-ms'], DEFAULT_TTL_MS, 1, 365 * 86_400_000);
   const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
-  if (typeof values.kid === 'string' && !KID_PATTERN.test(values.kid)) throw new UsageError('--kid must be 1-32 characters of [A-Za-z0-9_-]');
+  if (typeof values.kid === 'string' && !KID_PATTERN.test(values.kid))
+    throw new UsageError('--kid must be 1-32 characters of [A-Za-z0-9_-]');
   const { text, source } = await readKeysValue(io, positionals[0], 'keys rotate');
   const report = checkRing(text);
   const s = style(colourEnabled(io.stdout, io.env));
   if (!report.ok) {
     const reasons = [...report.problems, ...report.entries.flatMap((e) => e.problems.map((p) => `${e.kid ?? `entry ${e.index}`}: ${p}`))];
     if (values.json) writeJson(io, { ok: false, source, problems: reasons });
-    else io.stderr.write(`${s.fail('error')}: the current value (${source}) is invalid: ${reasons.join('; ')}\nRun "mrtr keys check" for details.\n`);
+    else
+      io.stderr.write(
+        `${s.fail('error')}: the current value (${source}) is invalid: ${reasons.join('; ')}\nRun "mrtr keys check" for details.\n`,
+      );
     return EXIT_BAD;
   }
   const entries = splitEntries(text);

@@ -138,7 +138,9 @@ export function checkRing(text: string): RingReport {
 export async function readKeysValue(io: Io, positional: string | undefined, command: string): Promise<{ text: string; source: string }> {
   if (positional === '-') return { text: (await io.readStdin()).trim(), source: 'stdin' };
   if (positional !== undefined) {
-    throw new UsageError(`${command} takes no key value on the command line (it would land in shell history); use MRTR_KEYS or "-" for stdin`);
+    throw new UsageError(
+      `${command} takes no key value on the command line (it would land in shell history); use MRTR_KEYS or "-" for stdin`,
+    );
   }
   const value = io.env.MRTR_KEYS;
   if (value === undefined || value === '') {

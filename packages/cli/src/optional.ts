@@ -17,7 +17,9 @@ export class MissingPackageError extends Error {
   /** The package that could not be found. */
   readonly missing: string;
   constructor(missing: string, packages: readonly string[], what: string) {
-    super(`${what} needs ${packages.join(' and ')} installed next to @mrtr/cli, and ${missing} was not found: npm i -D ${packages.join(' ')}`);
+    super(
+      `${what} needs ${packages.join(' and ')} installed next to @mrtr/cli, and ${missing} was not found: npm i -D ${packages.join(' ')}`,
+    );
     this.missing = missing;
   }
 }

@@ -74,8 +74,11 @@ describe('colour: only on a terminal, never with NO_COLOR', () => {
   const inPty = (env: Record<string, string>): Promise<string> =>
     new Promise((resolve, reject) => {
       // util-linux `script` gives the child a pseudo-terminal, so stdout.isTTY is true.
-      execFile('script', ['-qec', `${process.execPath} ${CLI} keys check`, '/dev/null'], { env: { PATH: process.env.PATH ?? '', MRTR_KEYS: KEYS, ...env }, timeout: 20_000 }, (error, stdout) =>
-        error !== null && (error as { code?: unknown }).code === 'ENOENT' ? reject(error) : resolve(stdout),
+      execFile(
+        'script',
+        ['-qec', `${process.execPath} ${CLI} keys check`, '/dev/null'],
+        { env: { PATH: process.env.PATH ?? '', MRTR_KEYS: KEYS, ...env }, timeout: 20_000 },
+        (error, stdout) => (error !== null && (error as { code?: unknown }).code === 'ENOENT' ? reject(error) : resolve(stdout)),
       );
     });
 

@@ -41,7 +41,9 @@ describe('mrtr doctor without services', () => {
     const out = lines(r.stdout);
     expect(out[0]).toBe('ok    keys           2 keys (k2, k1); "k2" seals, all open');
     for (const [i, codec] of ['hmac', 'jwe', 'aead'].entries()) {
-      expect(out[i + 1]).toMatch(new RegExp(`^ok    codec ${codec} +sealed with "k2" and opened \\(\\d+ characters\\); tokens sealed by "k1" open too$`));
+      expect(out[i + 1]).toMatch(
+        new RegExp(`^ok    codec ${codec} +sealed with "k2" and opened \\(\\d+ characters\\); tokens sealed by "k1" open too$`),
+      );
     }
     expect(out[4]).toMatch(/^warn {2}memory +consume of a throwaway id: first accepted, replay refused .*one process only/);
     expect(out[5]).toBe('4 ok, 1 warn, 0 fail');
@@ -120,11 +122,18 @@ describe('mrtr doctor without services', () => {
     expect(stores[0]).toMatch(new RegExp(`^fail {2}redis +redis://127\\.0\\.0\\.1:${port}/3: `));
     expect(stores[1]).toMatch(new RegExp(`^fail {2}postgres +postgres://127\\.0\\.0\\.1:${port}/db: `));
     const j = await runCli(['doctor', '--codec', 'hmac', '--timeout-ms', '500', '--json'], { env });
-    const details = (JSON.parse(j.stdout).checks as { name: string; detail: string }[]).filter((c) => c.name === 'redis' || c.name === 'postgres').map((c) => c.detail);
-    expect(details).toEqual([expect.stringMatching(new RegExp(`^redis://127\\.0\\.0\\.1:${port}/3: `)), expect.stringMatching(new RegExp(`^postgres://127\\.0\\.0\\.1:${port}/db: `))]);
+    const details = (JSON.parse(j.stdout).checks as { name: string; detail: string }[])
+      .filter((c) => c.name === 'redis' || c.name === 'postgres')
+      .map((c) => c.detail);
+    expect(details).toEqual([
+      expect.stringMatching(new RegExp(`^redis://127\\.0\\.0\\.1:${port}/3: `)),
+      expect.stringMatching(new RegExp(`^postgres://127\\.0\\.0\\.1:${port}/db: `)),
+    ]);
     for (const text of [r.stdout, r.stderr, j.stdout, j.stderr]) for (const secret of secrets) expect(text).not.toContain(secret);
     // An unparsable URL is a fixed placeholder, never the text itself.
-    const bad = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--timeout-ms', '500'], { env: { MRTR_KEYS: KEYS, DATABASE_URL: 'postgres://alice:hunter2@[bad' } });
+    const bad = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--timeout-ms', '500'], {
+      env: { MRTR_KEYS: KEYS, DATABASE_URL: 'postgres://alice:hunter2@[bad' },
+    });
     expect(bad.stdout).toMatch(/^fail {2}postgres +\(unparsable URL\): /m);
     expect(bad.stdout + bad.stderr).not.toContain('hunter2');
   });
@@ -159,11 +168,18 @@ describe.skipIf(REDIS_URL === undefined)('mrtr doctor on Redis', () => {
   });
 
   it('a skewed host clock warns past half the skew and fails past it', async () => {
-    const warn = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '-3500' } });
+    const warn = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], {
+      env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '-3500' },
+    });
     const clock = (stdout: string) => JSON.parse(stdout).checks.find((c: { name: string }) => c.name === 'redis clock');
     // The estimate moves by up to half a round trip (slow on a loaded machine): assert the band, not the digits.
-    expect(clock(warn.stdout)).toMatchObject({ status: 'warn', detail: expect.stringMatching(/^\d+(\.\d)? s ahead of this host .*extraRetentionMs/) });
-    const fail = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '60000' } });
+    expect(clock(warn.stdout)).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(/^\d+(\.\d)? s ahead of this host .*extraRetentionMs/),
+    });
+    const fail = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], {
+      env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '60000' },
+    });
     expect(clock(fail.stdout)).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^(\d+ s|1m( \d+ s)?) behind this host/) });
     expect(fail.code).toBe(1);
   });
@@ -200,7 +216,9 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
   const servers: ChildProcess[] = [];
   const start = async (...args: string[]): Promise<string> => {
     const port = await freePort();
-    const child = spawn(REDIS_SERVER!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], { stdio: 'ignore' });
+    const child = spawn(REDIS_SERVER!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], {
+      stdio: 'ignore',
+    });
     servers.push(child);
     const url = `redis://127.0.0.1:${port}`;
     for (let i = 0; i < 100; i++) {
@@ -225,9 +243,13 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
     const url = await start('--maxmemory-policy', 'allkeys-lru');
     const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/warn +redis policy +maxmemory-policy allkeys-lru: under memory pressure Redis may evict consumed ids .* use noeviction/);
+    expect(r.stdout).toMatch(
+      /warn +redis policy +maxmemory-policy allkeys-lru: under memory pressure Redis may evict consumed ids .* use noeviction/,
+    );
     const volatile = await start('--maxmemory-policy', 'volatile-ttl');
-    const v = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--strict'], { env: { MRTR_KEYS: KEYS, REDIS_URL: volatile } });
+    const v = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--strict'], {
+      env: { MRTR_KEYS: KEYS, REDIS_URL: volatile },
+    });
     expect(v.code).toBe(1);
     expect(v.stdout).toMatch(/warn +redis policy +maxmemory-policy volatile-ttl/);
   });
@@ -238,10 +260,15 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
     const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env });
     expect(r.code).toBe(1);
     expect(r.stdout).toMatch(/^ok {4}redis +consume of a throwaway id/m);
-    expect(r.stdout).toMatch(/^fail {2}redis tasks +probe task: create failed: ERR_STORE_UNAVAILABLE .*NOPERM .*'evalsha'.* at redis:\/\/127\.0\.0\.1:\d+; the server's Redis user needs \+evalsha and \+eval/m);
+    expect(r.stdout).toMatch(
+      /^fail {2}redis tasks +probe task: create failed: ERR_STORE_UNAVAILABLE .*NOPERM .*'evalsha'.* at redis:\/\/127\.0\.0\.1:\d+; the server's Redis user needs \+evalsha and \+eval/m,
+    );
     expect(r.stdout).not.toContain(':pw@');
     const j = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env });
-    expect(JSON.parse(j.stdout).checks.find((c: { name: string }) => c.name === 'redis tasks')).toMatchObject({ status: 'fail', detail: expect.stringContaining('NOPERM') });
+    expect(JSON.parse(j.stdout).checks.find((c: { name: string }) => c.name === 'redis tasks')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('NOPERM'),
+    });
   });
 
   it('CONFIG disabled (managed Redis): the policy cannot be read, a warning says to check it', async () => {
@@ -260,12 +287,20 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t, '--tasks-table', tt], { env });
     expect(r.code).toBe(0);
     const out = lines(r.stdout);
-    expect(out[2]).toMatch(new RegExp(`^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`));
+    expect(out[2]).toMatch(
+      new RegExp(
+        `^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`,
+      ),
+    );
     expect(out[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused .* at postgres:\/\//);
     expect(out[4]).toMatch(/^ok {4}sql clock +.* this host \(round trip .*; tolerated 5 s\)$/);
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'jwe', '--table', t, '--tasks-table', tt], { env });
     expect(again.code).toBe(0);
-    expect(lines(again.stdout)[2]).toMatch(new RegExp(`^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`));
+    expect(lines(again.stdout)[2]).toMatch(
+      new RegExp(
+        `^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`,
+      ),
+    );
     expect(lines(again.stdout).at(-1)).toBe('7 ok, 0 warn, 0 fail');
   });
 
@@ -276,7 +311,10 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noPk, '--json'], { env });
     expect(r.code).toBe(1);
     const checks = JSON.parse(r.stdout).checks as { name: string; status: string; detail: string }[];
-    expect(checks.find((c) => c.name === 'sql schema')).toMatchObject({ status: 'fail', detail: expect.stringContaining('no PRIMARY KEY (ns, id): single use is not enforced') });
+    expect(checks.find((c) => c.name === 'sql schema')).toMatchObject({
+      status: 'fail',
+      detail: expect.stringContaining('no PRIMARY KEY (ns, id): single use is not enforced'),
+    });
     const noIndex = table('noidx');
     await sql(`CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
     const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noIndex], { env });
@@ -296,20 +334,28 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
     expect(r.code).toBe(0);
     expect(lines(r.stdout)[2]).toMatch(
-      new RegExp(`^warn  sql schema +table "${old}": no owner, fp, outcome columns .*ALTER TABLE "${old}" ADD COLUMN owner text, ADD COLUMN fp text, ADD COLUMN outcome text$`),
+      new RegExp(
+        `^warn  sql schema +table "${old}": no owner, fp, outcome columns .*ALTER TABLE "${old}" ADD COLUMN owner text, ADD COLUMN fp text, ADD COLUMN outcome text$`,
+      ),
     );
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
     expect(lines(again.stdout)[2]).toMatch(/^ok {4}sql schema +table ".*": columns \(ns, id, expires_at, owner, fp, outcome\)/);
     // The version before outcome recording: owner but no fp and outcome.
     const noOutcome = table('nooutcome');
-    await sql(`CREATE TABLE "${noOutcome}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`);
+    await sql(
+      `CREATE TABLE "${noOutcome}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
+    );
     await sql(`CREATE INDEX "${noOutcome}_exp" ON "${noOutcome}" (expires_at)`);
     const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noOutcome], { env });
     expect(lines(w.stdout)[2]).toMatch(
-      new RegExp(`^warn  sql schema +table "${noOutcome}": no fp, outcome columns .*ALTER TABLE "${noOutcome}" ADD COLUMN fp text, ADD COLUMN outcome text$`),
+      new RegExp(
+        `^warn  sql schema +table "${noOutcome}": no fp, outcome columns .*ALTER TABLE "${noOutcome}" ADD COLUMN fp text, ADD COLUMN outcome text$`,
+      ),
     );
     const wrongOwner = table('wrongowner');
-    await sql(`CREATE TABLE "${wrongOwner}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner bytea, PRIMARY KEY (ns, id))`);
+    await sql(
+      `CREATE TABLE "${wrongOwner}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner bytea, PRIMARY KEY (ns, id))`,
+    );
     const f = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', wrongOwner], { env });
     expect(f.code).toBe(1);
     expect(f.stdout).toMatch(/column owner is bytea, not text/);
@@ -346,13 +392,19 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor: the PostgreSQL task st
         'm',
       ),
     );
-    expect(r.stdout).toMatch(/^ok {4}postgres tasks probe task created, read, completed and read back \(.+ for all four\) at postgres:\/\/127\.0\.0\.1:\d+\/\w+$/m);
+    expect(r.stdout).toMatch(
+      /^ok {4}postgres tasks probe task created, read, completed and read back \(.+ for all four\) at postgres:\/\/127\.0\.0\.1:\d+\/\w+$/m,
+    );
     expect(await count(tt)).toBe(0);
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', tt, '--json'], { env: env() });
     expect(again.code).toBe(0);
     const checks = JSON.parse(again.stdout).checks as { name: string; status: string; detail: string }[];
     expect(checks.slice(-2)).toEqual([
-      { name: 'task schema', status: 'ok', detail: `table "${tt}": columns (ns, task_id, principal, live, version, expires_at, record), primary key (ns, task_id), principal and expiry indexes` },
+      {
+        name: 'task schema',
+        status: 'ok',
+        detail: `table "${tt}": columns (ns, task_id, principal, live, version, expires_at, record), primary key (ns, task_id), principal and expiry indexes`,
+      },
       { name: 'postgres tasks', status: 'ok', detail: expect.stringMatching(/^probe task created, read, completed and read back/) },
     ]);
   });
@@ -373,7 +425,9 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor: the PostgreSQL task st
     );
     const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', wrongType], { env: env() });
     expect(w.code).toBe(1);
-    expect(w.stdout).toMatch(new RegExp(`^fail {2}task schema +table "${wrongType}": column live is integer, not boolean; column record allows NULL$`, 'm'));
+    expect(w.stdout).toMatch(
+      new RegExp(`^fail {2}task schema +table "${wrongType}": column live is integer, not boolean; column record allows NULL$`, 'm'),
+    );
 
     const noIndex = table('tasks_noidx');
     await sql(
@@ -382,7 +436,10 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor: the PostgreSQL task st
     const i = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--tasks-table', noIndex], { env: env() });
     expect(i.code).toBe(0);
     expect(i.stdout).toMatch(
-      new RegExp(`^warn {2}task schema +table "${noIndex}": no index on \\(ns, principal, expires_at\\) .*CREATE INDEX "${noIndex}_principal_idx" ON "${noIndex}" \\(ns, principal, expires_at\\); no index on expires_at .*CREATE INDEX "${noIndex}_expires_at_idx" ON "${noIndex}" \\(expires_at\\)$`, 'm'),
+      new RegExp(
+        `^warn {2}task schema +table "${noIndex}": no index on \\(ns, principal, expires_at\\) .*CREATE INDEX "${noIndex}_principal_idx" ON "${noIndex}" \\(ns, principal, expires_at\\); no index on expires_at .*CREATE INDEX "${noIndex}_expires_at_idx" ON "${noIndex}" \\(expires_at\\)$`,
+        'm',
+      ),
     );
     expect(i.stdout).toMatch(/^ok {4}postgres tasks probe task created/m);
   });
@@ -390,7 +447,9 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor: the PostgreSQL task st
 
 describe.skipIf(REDIS_URL === undefined || DATABASE_URL === undefined)('mrtr doctor with the full server environment', () => {
   it('REDIS_URL and DATABASE_URL both set: both stores are checked by default', async () => {
-    const r = await runCli(['doctor', '--table', table('both'), '--tasks-table', table('both_tasks')], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! } });
+    const r = await runCli(['doctor', '--table', table('both'), '--tasks-table', table('both_tasks')], {
+      env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! },
+    });
     const names = lines(r.stdout)
       .slice(0, -1)
       .map((l) => l.slice(6, 20).trim());
@@ -417,7 +476,8 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'mrtr-cli-doctor-sqlite-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const file = (name: string) => join(dir, `${name}.sqlite`);
-  const run = (args: string[], env: Record<string, string> = {}) => runCli(['doctor', '--codec', 'hmac', ...args], { env: { MRTR_KEYS: KEYS, ...env } });
+  const run = (args: string[], env: Record<string, string> = {}) =>
+    runCli(['doctor', '--codec', 'hmac', ...args], { env: { MRTR_KEYS: KEYS, ...env } });
   /** A database file prepared with `setup` (WAL, as the store leaves a file it owns). */
   const prepared = (name: string, setup: string) => {
     const path = file(name);
@@ -433,8 +493,12 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const r = await run(['--store', 'sqlite', '--sqlite-file', path]);
     expect(r.code).toBe(0);
     const out = lines(r.stdout);
-    expect(out[2]).toMatch(/^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/);
-    expect(out[3]).toMatch(new RegExp(`^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused \\(.*\\) in ${path.replaceAll('.', '\\.')}$`));
+    expect(out[2]).toMatch(
+      /^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/,
+    );
+    expect(out[3]).toMatch(
+      new RegExp(`^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused \\(.*\\) in ${path.replaceAll('.', '\\.')}$`),
+    );
     expect(out[4]).toMatch(
       /^warn {2}task schema +table "mrtr_tasks" was missing: the task store creates it at start \(ensureSchema, the default\), which needs write access to the database file; created now: columns \(ns, task_id, principal, live, version, expires_at, record\), primary key \(ns, task_id\), principal and expiry indexes$/,
     );
@@ -442,10 +506,16 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const again = await run(['--store', 'sqlite', '--sqlite-file', path, '--strict']);
     expect(again.code).toBe(0);
     expect(lines(again.stdout).slice(2)).toEqual([
-      expect.stringMatching(/^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/),
+      expect.stringMatching(
+        /^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/,
+      ),
       expect.stringMatching(/^ok {4}sqlite +consume of a throwaway id/),
       'ok    task schema    table "mrtr_tasks": columns (ns, task_id, principal, live, version, expires_at, record), primary key (ns, task_id), principal and expiry indexes',
-      expect.stringMatching(new RegExp(`^ok {4}sqlite tasks +probe task created, read, completed and read back \\(.+ for all four\\) in ${path.replaceAll('.', '\\.')}$`)),
+      expect.stringMatching(
+        new RegExp(
+          `^ok {4}sqlite tasks +probe task created, read, completed and read back \\(.+ for all four\\) in ${path.replaceAll('.', '\\.')}$`,
+        ),
+      ),
       '6 ok, 0 warn, 0 fail',
     ]);
     // The throwaway ids and the probe tasks are gone again.
@@ -482,9 +552,13 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const path = file('missing');
     const r = await run(['--store', 'sqlite', '--sqlite-file', path]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^warn {2}sql schema +.*missing\.sqlite does not exist: the store creates the file and the table when the server starts \(check the path\)/m);
+    expect(r.stdout).toMatch(
+      /^warn {2}sql schema +.*missing\.sqlite does not exist: the store creates the file and the table when the server starts \(check the path\)/m,
+    );
     expect(r.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused .* in an in-memory database$/m);
-    expect(r.stdout).toMatch(/^warn {2}task schema +.*missing\.sqlite does not exist \(see sql schema\): the task store was checked on an in-memory database instead$/m);
+    expect(r.stdout).toMatch(
+      /^warn {2}task schema +.*missing\.sqlite does not exist \(see sql schema\): the task store was checked on an in-memory database instead$/m,
+    );
     expect(r.stdout).toMatch(/^ok {4}sqlite tasks +probe task created, read, completed and read back .* in an in-memory database$/m);
     expect(existsSync(path)).toBe(false);
     expect((await run(['--store', 'sqlite', '--sqlite-file', path, '--strict'])).code).toBe(1);
@@ -517,6 +591,8 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const rollback = file('rollback');
     new Database(rollback).close();
     const j = await run(['--store', 'sqlite', '--sqlite-file', rollback]);
-    expect(j.stdout).toMatch(/^warn {2}sqlite mode +journal_mode delete: the store switches a file it opens to WAL; a database you pass it should go through configureSqliteDatabase\(db\)$/m);
+    expect(j.stdout).toMatch(
+      /^warn {2}sqlite mode +journal_mode delete: the store switches a file it opens to WAL; a database you pass it should go through configureSqliteDatabase\(db\)$/m,
+    );
   });
 });

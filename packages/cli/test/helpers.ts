@@ -19,7 +19,10 @@ export interface CliResult {
  * Runs `node dist/cli.js ...args` with only the given environment (plus PATH/HOME), optional stdin,
  * killed after `timeoutMs`.
  */
-export function runCli(args: string[], options: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {}): Promise<CliResult> {
+export function runCli(
+  args: string[],
+  options: { env?: Record<string, string>; input?: string; timeoutMs?: number } = {},
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], {
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...options.env },

@@ -89,7 +89,9 @@ describe.each(CODECS)('mrtr inspect with MRTR_KEYS: %s', (codec) => {
     const r = await runCli(['inspect', token, ...AT(0)], { env });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('verdict    NOT REFUSED');
-    expect(r.stdout).toContain('not checked: principal (give --principal or --unauthenticated); arguments (give --args); audience (give --audience)');
+    expect(r.stdout).toContain(
+      'not checked: principal (give --principal or --unauthenticated); arguments (give --args); audience (give --audience)',
+    );
   });
 
   it('a token of an older key of the ring opens', async () => {
@@ -103,14 +105,18 @@ describe.each(CODECS)('mrtr inspect with MRTR_KEYS: %s', (codec) => {
     const token = tamper(await mint(codec), BODY_SEGMENT[codec]);
     const r = await runCli(['inspect', token, ...AT(0)], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toMatch(/verdict +REFUSED ERR_STATE_INTEGRITY: the (MAC|authentication tag) does not verify with key "k2": the token was modified/);
+    expect(r.stdout).toMatch(
+      /verdict +REFUSED ERR_STATE_INTEGRITY: the (MAC|authentication tag) does not verify with key "k2": the token was modified/,
+    );
   });
 
   it('expired → ERR_STATE_EXPIRED, by how long', async () => {
     const token = await mint(codec);
     const r = await runCli(['inspect', token, ...FULL, ...AT(600_000 + 5_000 + 125_000)], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain('verdict    REFUSED ERR_STATE_EXPIRED: expired 2m 10s ago (exp 2026-01-15T12:10:00.000Z; refused since exp + 5 s skew)');
+    expect(r.stdout).toContain(
+      'verdict    REFUSED ERR_STATE_EXPIRED: expired 2m 10s ago (exp 2026-01-15T12:10:00.000Z; refused since exp + 5 s skew)',
+    );
     // Within the skew it is still accepted.
     const inSkew = await runCli(['inspect', token, ...FULL, ...AT(604_000)], { env });
     expect(inSkew.code).toBe(0);
@@ -133,7 +139,13 @@ describe.each(CODECS)('mrtr inspect with MRTR_KEYS: %s', (codec) => {
     const r = await runCli(['inspect', token, '--json', '--principal', 'bob', ...AT(0)], { env });
     expect(r.code).toBe(1);
     const j = JSON.parse(r.stdout);
-    expect(j).toMatchObject({ codec, verified: true, kid: 'k2', verdict: { accepted: false, code: 'ERR_STATE_PRINCIPAL' }, binding: { principal: { name: 'bob', match: false } } });
+    expect(j).toMatchObject({
+      codec,
+      verified: true,
+      kid: 'k2',
+      verdict: { accepted: false, code: 'ERR_STATE_PRINCIPAL' },
+      binding: { principal: { name: 'bob', match: false } },
+    });
     expect(j.claims.data).toBeUndefined();
     expect(j.claims.req).toMatchObject({ m: 'tools/call', t: 'delete_files' });
   });
@@ -143,7 +155,9 @@ describe('mrtr inspect: every refusal of the guard, with its reason', () => {
   it('ERR_STATE_AUDIENCE', async () => {
     const r = await runCli(['inspect', await mint('hmac'), '--audience', 'https://other.example', ...AT(0)], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain('REFUSED ERR_STATE_AUDIENCE: minted for audience "https://mcp.example.com/mcp", the server\'s is "https://other.example"');
+    expect(r.stdout).toContain(
+      'REFUSED ERR_STATE_AUDIENCE: minted for audience "https://mcp.example.com/mcp", the server\'s is "https://other.example"',
+    );
   });
 
   it('ERR_STATE_PRINCIPAL; unauthenticated and authenticated principals never match', async () => {
@@ -164,7 +178,9 @@ describe('mrtr inspect: every refusal of the guard, with its reason', () => {
     const token = await mint('aead');
     const r = await runCli(['inspect', token, '--principal', 'alice', '--method', 'prompts/get', '--target', 'other', ...AT(0)], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain('REFUSED ERR_STATE_BINDING: minted for another request: method "tools/call" in the token, "prompts/get" in the request; target "delete_files" in the token, "other" in the request');
+    expect(r.stdout).toContain(
+      'REFUSED ERR_STATE_BINDING: minted for another request: method "tools/call" in the token, "prompts/get" in the request; target "delete_files" in the token, "other" in the request',
+    );
     const args = await runCli(['inspect', token, '--args', '{"paths":["/etc"]}', ...AT(0)], { env });
     expect(args.code).toBe(1);
     expect(args.stdout).toContain('REFUSED ERR_STATE_BINDING: minted for another request: the arguments differ');
@@ -201,13 +217,15 @@ describe('mrtr inspect: every refusal of the guard, with its reason', () => {
   it('ERR_STATE_EXPIRED for a state issued in the future', async () => {
     const r = await runCli(['inspect', await mint('hmac'), ...AT(-60_000)], { env });
     expect(r.code).toBe(1);
-    expect(r.stdout).toContain('REFUSED ERR_STATE_EXPIRED: issued 1m in the future (2026-01-15T12:00:00.000Z): a clock is off by more than the 5 s skew');
+    expect(r.stdout).toContain(
+      'REFUSED ERR_STATE_EXPIRED: issued 1m in the future (2026-01-15T12:00:00.000Z): a clock is off by more than the 5 s skew',
+    );
   });
 
   it('ERR_STATE_TOO_LARGE and ERR_STATE_MALFORMED', async () => {
     const big = await runCli(['inspect', '-'], { env, input: `m1.k2.${'A'.repeat(20_000)}.${'A'.repeat(43)}` });
     expect(big.code).toBe(1);
-    expect(big.stdout).toContain('REFUSED ERR_STATE_TOO_LARGE: the token is 20050 characters; the hmac codec\'s cap is 16384');
+    expect(big.stdout).toContain("REFUSED ERR_STATE_TOO_LARGE: the token is 20050 characters; the hmac codec's cap is 16384");
     const junk = await runCli(['inspect', 'hello'], { env });
     expect(junk.code).toBe(1);
     expect(junk.stdout).toContain('REFUSED ERR_STATE_MALFORMED: not a token of any mrtr codec');

@@ -159,14 +159,30 @@ describe('mrtr keys rotate', () => {
   it('step 3 waits ttl + 2 × skew: long enough for a state sealed by an instance running one skew ahead', async () => {
     const ttlMs = 60_000;
     const skewMs = 4_000;
-    const r = await runCli(['keys', 'rotate', '--kid', 'k3', '--ttl-ms', String(ttlMs), '--skew-ms', String(skewMs), '--json'], { env: { MRTR_KEYS: KEYS } });
+    const r = await runCli(['keys', 'rotate', '--kid', 'k3', '--ttl-ms', String(ttlMs), '--skew-ms', String(skewMs), '--json'], {
+      env: { MRTR_KEYS: KEYS },
+    });
     const plan = JSON.parse(r.stdout);
     const waitMs = plan.steps[2].waitMs as number;
     expect(waitMs).toBe(ttlMs + 2 * skewMs);
     // Real time 0: the last instance still sealing with k2 (step 1's ring) runs skewMs ahead.
     let real = 0;
-    const ahead = createStateGuard({ keys: KeyRing.parse(plan.steps[0].value), codec: createHmacCodec, audience: 'x', ttlMs, clockSkewMs: skewMs, now: () => real + skewMs });
-    const onTime = createStateGuard({ keys: KeyRing.parse(plan.steps[1].value), codec: createHmacCodec, audience: 'x', ttlMs, clockSkewMs: skewMs, now: () => real });
+    const ahead = createStateGuard({
+      keys: KeyRing.parse(plan.steps[0].value),
+      codec: createHmacCodec,
+      audience: 'x',
+      ttlMs,
+      clockSkewMs: skewMs,
+      now: () => real + skewMs,
+    });
+    const onTime = createStateGuard({
+      keys: KeyRing.parse(plan.steps[1].value),
+      codec: createHmacCodec,
+      audience: 'x',
+      ttlMs,
+      clockSkewMs: skewMs,
+      now: () => real,
+    });
     const state = await ahead.mint({}, REQUEST);
     // Accepted until the printed wait ends (so no shorter wait is safe), refused 1 ms later.
     real = waitMs;

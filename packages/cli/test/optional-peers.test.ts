@@ -6,7 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { CLI } from './helpers.js';
 
 const OPTIONAL = ['@mrtr/store-redis', '@mrtr/store-sql', 'ioredis', 'pg', 'better-sqlite3'];
-const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as Record<string, Record<string, unknown> | undefined>;
+const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as Record<
+  string,
+  Record<string, unknown> | undefined
+>;
 
 describe('the store drivers are optional peers, loaded on use', () => {
   it.each(OPTIONAL)('%s is an optional peer dependency and not a dependency', (name) => {
@@ -19,7 +22,8 @@ describe('the store drivers are optional peers, loaded on use', () => {
     const text = readFileSync(CLI, 'utf8');
     const statics = [...text.matchAll(/^import\s[^'"]*['"]([^'"]+)['"];?$/gm)].map((m) => m[1]);
     expect(statics.length).toBeGreaterThan(0);
-    for (const specifier of statics) expect(specifier).toMatch(/^(?:node:)?(?:crypto|fs|module|util|path|url|os|process)$|^@mrtr\/core(?:\/authoring)?$/);
+    for (const specifier of statics)
+      expect(specifier).toMatch(/^(?:node:)?(?:crypto|fs|module|util|path|url|os|process)$|^@mrtr\/core(?:\/authoring)?$/);
     expect(text).not.toMatch(/\brequire\(/);
     // ioredis is loaded by @mrtr/store-redis; the CLI itself imports the rest on use.
     for (const name of OPTIONAL.filter((n) => n !== 'ioredis')) expect(text).toContain(`import('${name}')`);

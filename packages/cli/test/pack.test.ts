@@ -20,7 +20,13 @@ describe('the packed tarball in a fresh project', () => {
   const root = mkdtempSync(join(tmpdir(), 'mrtr-cli-pack-'));
   const tarballs = join(root, 'tarballs');
   const project = join(root, 'project');
-  const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? root, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' };
+  const env = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? root,
+    npm_config_update_notifier: 'false',
+    npm_config_fund: 'false',
+    npm_config_audit: 'false',
+  };
 
   beforeAll(async () => {
     for (const name of WORKSPACE_DEPS) {
@@ -43,7 +49,11 @@ describe('the packed tarball in a fresh project', () => {
   });
 
   it('npx mrtr doctor loads every codec from the installed packages', async () => {
-    const { stdout } = await run('npx', ['--no-install', 'mrtr', 'doctor', '--store', 'memory'], { cwd: project, env: { ...env, MRTR_KEYS: KEYS }, timeout: 60_000 });
+    const { stdout } = await run('npx', ['--no-install', 'mrtr', 'doctor', '--store', 'memory'], {
+      cwd: project,
+      env: { ...env, MRTR_KEYS: KEYS },
+      timeout: 60_000,
+    });
     expect(stdout).toMatch(/^ok {4}codec hmac/m);
     expect(stdout).toMatch(/^ok {4}codec jwe/m);
     expect(stdout).toMatch(/^ok {4}codec aead/m);
@@ -54,16 +64,27 @@ describe('the packed tarball in a fresh project', () => {
     ['postgres', { DATABASE_URL: 'postgres://127.0.0.1:1/db' }, '@mrtr/store-sql and pg', 'pg'],
     ['sqlite', { MRTR_SQLITE_FILE: 'replay.sqlite' }, '@mrtr/store-sql and better-sqlite3', 'better-sqlite3'],
   ])('npx mrtr doctor --store %s names the packages to install', async (store, storeEnv, needs, missing) => {
-    const r = await run('npx', ['--no-install', 'mrtr', 'doctor', '--store', store, '--codec', 'hmac'], { cwd: project, env: { ...env, MRTR_KEYS: KEYS, ...storeEnv }, timeout: 60_000 }).catch(
-      (error: { code: number; stdout: string }) => error,
-    );
+    const r = await run('npx', ['--no-install', 'mrtr', 'doctor', '--store', store, '--codec', 'hmac'], {
+      cwd: project,
+      env: { ...env, MRTR_KEYS: KEYS, ...storeEnv },
+      timeout: 60_000,
+    }).catch((error: { code: number; stdout: string }) => error);
     expect('code' in r ? r.code : 0).toBe(1);
-    expect(r.stdout).toContain(`doctor --store ${store} needs ${needs} installed next to @mrtr/cli, and ${missing} was not found: npm i -D ${needs.replace(' and ', ' ')}`);
+    expect(r.stdout).toContain(
+      `doctor --store ${store} needs ${needs} installed next to @mrtr/cli, and ${missing} was not found: npm i -D ${needs.replace(' and ', ' ')}`,
+    );
   });
 
   it('the tarball holds the built CLI, the README and package.json only', async () => {
     const cli = readdirSync(tarballs).find((f) => f.startsWith('mrtr-cli-'))!;
     const { stdout } = await run('tar', ['-tzf', join(tarballs, cli)], { env });
-    expect(stdout.trim().split('\n').sort()).toEqual(['package/CHANGELOG.md', 'package/LICENSE', 'package/README.md', 'package/dist/cli.js', 'package/dist/cli.js.map', 'package/package.json']);
+    expect(stdout.trim().split('\n').sort()).toEqual([
+      'package/CHANGELOG.md',
+      'package/LICENSE',
+      'package/README.md',
+      'package/dist/cli.js',
+      'package/dist/cli.js.map',
+      'package/package.json',
+    ]);
   });
 });

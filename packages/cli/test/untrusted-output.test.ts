@@ -95,10 +95,14 @@ describe('mrtr inspect never prints token text raw (issue 19 item 4)', () => {
   it('verified claims and the refusal reason (a hostile tool name bound into a real state) are escaped', async () => {
     const token = await mint('aead', { request: { target: EVIL } });
     for (const env of [{ MRTR_KEYS: KEYS }, { MRTR_KEYS: KEYS, FORCE_COLOR: '1' }]) {
-      const r = await runCli(['inspect', token, '--principal', 'alice', '--target', 'delete_files', '--now', new Date(T0).toISOString()], { env });
+      const r = await runCli(['inspect', token, '--principal', 'alice', '--target', 'delete_files', '--now', new Date(T0).toISOString()], {
+        env,
+      });
       expect(r.code).toBe(1);
       expectSafe(withoutColour(r.stdout));
-      expect(withoutColour(r.stdout)).toContain(`REFUSED ERR_STATE_BINDING: minted for another request: target "${ESCAPED}" in the token, "delete_files" in the request`);
+      expect(withoutColour(r.stdout)).toContain(
+        `REFUSED ERR_STATE_BINDING: minted for another request: target "${ESCAPED}" in the token, "delete_files" in the request`,
+      );
     }
     const j = await runCli(['inspect', token, '--json', '--now', new Date(T0).toISOString()], { env: { MRTR_KEYS: KEYS } });
     expect(j.stdout).not.toMatch(UNSAFE);
@@ -182,7 +186,9 @@ function fakeRedis(): Promise<{ url: string; server: Server }> {
     });
     socket.on('error', () => {});
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`, server })));
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () => resolve({ url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`, server })),
+  );
 }
 
 describe('mrtr doctor never prints store text raw (issue 19 item 4)', () => {
@@ -214,7 +220,9 @@ describe('mrtr doctor never prints store text raw (issue 19 item 4)', () => {
   it.skipIf(DATABASE_URL === undefined)('a PostgreSQL error quoting a hostile database name is shown escaped', async () => {
     const u = new URL(DATABASE_URL!);
     u.pathname = `/${encodeURIComponent(EVIL)}`;
-    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--timeout-ms', '3000'], { env: { MRTR_KEYS: KEYS, DATABASE_URL: u.toString() } });
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--timeout-ms', '3000'], {
+      env: { MRTR_KEYS: KEYS, DATABASE_URL: u.toString() },
+    });
     expect(r.code).toBe(1);
     expectSafe(r.stdout);
     expect(r.stdout).toMatch(/^fail {2}postgres +\S+: /m);

@@ -57,8 +57,7 @@ export const adTextFor = (kid: string): string => `${PREFIX}${kid}`;
 export const prefixFor = (kid: string): string => `${PREFIX}${kid}.`;
 
 /** Largest nonce ‖ ciphertext ‖ tag whose token (with `prefix`) fits `maxTokenBytes`. */
-export const maxSealedBytesFor = (maxTokenBytes: number, prefix: string): number =>
-  Math.floor(((maxTokenBytes - prefix.length) * 3) / 4);
+export const maxSealedBytesFor = (maxTokenBytes: number, prefix: string): number => Math.floor(((maxTokenBytes - prefix.length) * 3) / 4);
 
 const isWellFormed = (text: string): boolean => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
 
@@ -113,9 +112,7 @@ export function packableClaims(claims: StateClaims): unknown {
     // HMAC and JWE codecs do; JSON.stringify throws the TypeError for bigint and cycles.
     value = JSON.parse(JSON.stringify(claims));
     if (!isStateClaims(value) || !isPlainJson(value, 0)) {
-      throw new TypeError(
-        `AeadCodec.seal: claims must be JSON with well-formed Unicode strings, nested at most ${MAX_NESTING} deep`,
-      );
+      throw new TypeError(`AeadCodec.seal: claims must be JSON with well-formed Unicode strings, nested at most ${MAX_NESTING} deep`);
     }
   }
   return value;

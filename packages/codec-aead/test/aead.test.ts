@@ -3,13 +3,7 @@ import { canonicalJson } from '@mrtr/core/authoring';
 import { sampleClaims, samplePayloads } from '@mrtr/test-suite';
 import { Packr, unpack } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import {
-  AEAD_LIMITS,
-  AEAD_KEY_PURPOSE,
-  AEAD_MAX_NESTING,
-  type AeadCodec,
-  createAeadCodec as createAnyCodec,
-} from '../src/index.js';
+import { AEAD_LIMITS, AEAD_KEY_PURPOSE, AEAD_MAX_NESTING, type AeadCodec, createAeadCodec as createAnyCodec } from '../src/index.js';
 
 /** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
 type NodeAeadCodec = Omit<AeadCodec, 'seal' | 'unseal' | 'open'> & {
@@ -61,8 +55,7 @@ describe('wire format', () => {
   it('is never longer than the HMAC token for the same claims', () => {
     const aead = createAeadCodec(KeyRing.generate('k1'));
     // @mrtr/codec-hmac's token: "m1.k1." + base64url(JSON) + "." + 43 characters of MAC.
-    const hmacLength = (claims: StateClaims): number =>
-      6 + Buffer.from(JSON.stringify(claims)).toString('base64url').length + 1 + 43;
+    const hmacLength = (claims: StateClaims): number => 6 + Buffer.from(JSON.stringify(claims)).toString('base64url').length + 1 + 43;
     for (const payload of [...samplePayloads(), {}, { tool: 'delete_files', args: { paths: ['/srv/app/tmp/cache-1'] }, step: 1 }]) {
       const claims = sampleClaims(payload);
       expect(aead.seal(claims).length).toBeLessThanOrEqual(hmacLength(claims));
@@ -207,7 +200,21 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
   });
 
   it('keeps __proto__ and constructor keys as own data and never touches prototypes', () => {
-    const bytes = mp(0x83, '__proto__', 0x81, 'polluted', 0xc3, 'constructor', 0x81, 'prototype', 0x81, 'polluted', 0xc3, 'toString', 'data');
+    const bytes = mp(
+      0x83,
+      '__proto__',
+      0x81,
+      'polluted',
+      0xc3,
+      'constructor',
+      0x81,
+      'prototype',
+      0x81,
+      'polluted',
+      0xc3,
+      'toString',
+      'data',
+    );
     const { claims } = codec.unseal(withData(bytes));
     const data = claims.data as Record<string, unknown>;
     expect(Object.getPrototypeOf(data)).toBe(Object.prototype);
@@ -224,9 +231,7 @@ describe('bounded, prototype-safe unpacking of authentic plaintext', () => {
 
   it('refuses authentic plaintext that is not claims', () => {
     for (const value of [{}, [], 'claims', 1, null, { ...envelope, v: 2 }, { ...envelope, data: undefined }]) {
-      expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', new Packr({ useRecords: false }).pack(value))))).toBe(
-        'ERR_STATE_MALFORMED',
-      );
+      expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', new Packr({ useRecords: false }).pack(value))))).toBe('ERR_STATE_MALFORMED');
     }
     expect(codeOf(() => codec.unseal(sealRaw(keys, 'k1', Buffer.concat([pack(envelope), Buffer.from([0xc0])]))))).toBe(
       'ERR_STATE_MALFORMED',
@@ -303,7 +308,13 @@ describe('seal', () => {
       x = 1;
       y = 2;
     }
-    const data = { when: new Date(0), gone: undefined, list: [1, undefined, Number.NaN], point: new Point(), custom: { toJSON: () => 'c' } };
+    const data = {
+      when: new Date(0),
+      gone: undefined,
+      list: [1, undefined, Number.NaN],
+      point: new Point(),
+      custom: { toJSON: () => 'c' },
+    };
     const claims = sampleClaims(data as never);
     const expected = JSON.parse(JSON.stringify(data));
     expect(expected).toEqual({ when: '1970-01-01T00:00:00.000Z', list: [1, null, null], point: { x: 1, y: 2 }, custom: 'c' });

@@ -17,13 +17,38 @@ const codecPackr = new Packr({
 /** msgpackr's default settings without records (map16 for every object). */
 const plainPackr = new Packr({ useRecords: false });
 
-const roundTrip = (value: unknown, packr = codecPackr): unknown =>
-  (decodeClaims(packr.pack({ v: value })) as { v: unknown }).v;
+const roundTrip = (value: unknown, packr = codecPackr): unknown => (decodeClaims(packr.pack({ v: value })) as { v: unknown }).v;
 
 describe('decodeClaims accepts what msgpackr emits for JSON values', () => {
   const numbers = [
-    0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536, 2 ** 32 - 1, 2 ** 32, 2 ** 53 - 1, -1, -32, -33, -128, -129,
-    -32768, -32769, -(2 ** 31), -(2 ** 31) - 1, -(2 ** 53 - 1), 0.5, -1.5e-7, 1e300, -1e-300, Number.MIN_VALUE,
+    0,
+    1,
+    31,
+    32,
+    127,
+    128,
+    255,
+    256,
+    65535,
+    65536,
+    2 ** 32 - 1,
+    2 ** 32,
+    2 ** 53 - 1,
+    -1,
+    -32,
+    -33,
+    -128,
+    -129,
+    -32768,
+    -32769,
+    -(2 ** 31),
+    -(2 ** 31) - 1,
+    -(2 ** 53 - 1),
+    0.5,
+    -1.5e-7,
+    1e300,
+    -1e-300,
+    Number.MIN_VALUE,
     Number.MAX_VALUE,
   ];
 
@@ -51,14 +76,18 @@ describe('decodeClaims accepts what msgpackr emits for JSON values', () => {
     for (const text of ['\ufeff', '\ufeffx', `\ufeff${'y'.repeat(100)}`]) expect(roundTrip(text)).toBe(text);
   });
 
-  it.each([0, 15, 16, 65535, 65536])('arrays of %s elements and maps of as many keys', (n) => {
-    const array = Array.from({ length: n }, (_, i) => i % 3);
-    expect(roundTrip(array)).toEqual(array);
-    const map = Object.fromEntries(array.map((_, i) => [`k${i}`, i]));
-    expect(roundTrip(map)).toEqual(map);
-    // msgpackr's default (non-variable) map header is always map16.
-    if (n < 65536) expect(roundTrip(map, plainPackr)).toEqual(map);
-  }, 30_000);
+  it.each([0, 15, 16, 65535, 65536])(
+    'arrays of %s elements and maps of as many keys',
+    (n) => {
+      const array = Array.from({ length: n }, (_, i) => i % 3);
+      expect(roundTrip(array)).toEqual(array);
+      const map = Object.fromEntries(array.map((_, i) => [`k${i}`, i]));
+      expect(roundTrip(map)).toEqual(map);
+      // msgpackr's default (non-variable) map header is always map16.
+      if (n < 65536) expect(roundTrip(map, plainPackr)).toEqual(map);
+    },
+    30_000,
+  );
 
   it('decodes keys that share length and first/last byte (key cache collisions) exactly', () => {
     const keys = Array.from({ length: 3000 }, (_, i) => `a${i.toString(36).padStart(3, '0')}z`);
@@ -158,13 +187,19 @@ describe('decodeClaims refuses everything else', () => {
   });
 
   it(`nests at most ${MAX_NESTING} containers deep`, () => {
-    const nested = (levels: number): Uint8Array =>
-      mp(0x81, 'a', new Array(levels - 2).fill(0x91), 0x80); // map + (levels-2) arrays + empty map
+    const nested = (levels: number): Uint8Array => mp(0x81, 'a', new Array(levels - 2).fill(0x91), 0x80); // map + (levels-2) arrays + empty map
     expect(() => decodeClaims(nested(MAX_NESTING))).not.toThrow();
     malformed(nested(MAX_NESTING + 1));
     // Far deeper input is refused by the bound, not by a stack overflow.
     malformed(mp(0x81, 'a', new Array(200_000).fill(0x91), 0xc0));
-    malformed(mp(0x81, 'a', new Array(200_000).fill(0x81).flatMap((b) => [b, 0xa0]), 0xc0));
+    malformed(
+      mp(
+        0x81,
+        'a',
+        new Array(200_000).fill(0x81).flatMap((b) => [b, 0xa0]),
+        0xc0,
+      ),
+    );
   });
 
   it.each([
@@ -190,7 +225,25 @@ describe('decodeClaims refuses everything else', () => {
   });
 
   it('never sets a prototype from input: __proto__ and constructor are own data', () => {
-    const proto = mp(0x83, '__proto__', 0x81, 'polluted', 0xc3, 'constructor', 0x81, 'prototype', 0x81, 'polluted', 0xc3, 'b', 0x91, 0x81, '__proto__', 0x91, 0x01);
+    const proto = mp(
+      0x83,
+      '__proto__',
+      0x81,
+      'polluted',
+      0xc3,
+      'constructor',
+      0x81,
+      'prototype',
+      0x81,
+      'polluted',
+      0xc3,
+      'b',
+      0x91,
+      0x81,
+      '__proto__',
+      0x91,
+      0x01,
+    );
     const value = decodeClaims(proto) as Record<string, unknown>;
     expect(Object.getPrototypeOf(value)).toBe(Object.prototype);
     expect(Object.hasOwn(value, '__proto__')).toBe(true);
@@ -207,7 +260,9 @@ describe('decodeClaims refuses everything else', () => {
     expect(Object.getPrototypeOf(inner)).toBe(Object.prototype);
     expect(Object.getOwnPropertyDescriptor(inner, '__proto__')?.value).toEqual([1]);
     expect(Array.isArray(Object.getPrototypeOf(inner))).toBe(false);
-    expect(JSON.stringify(value)).toBe('{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"b":[{"__proto__":[1]}]}');
+    expect(JSON.stringify(value)).toBe(
+      '{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"b":[{"__proto__":[1]}]}',
+    );
   });
 
   it('throws only StateMalformedError on random bytes (seeded, 20 000 inputs)', () => {

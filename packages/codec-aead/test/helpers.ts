@@ -16,12 +16,7 @@ export function codeOf(fn: () => unknown): MrtrErrorCode | 'accepted' | 'non-mrt
  * Seals arbitrary plaintext bytes exactly as the codec would (same subkey, nonce size and associated
  * data), so tests can hand the decoder authentic but hostile MessagePack.
  */
-export function sealRaw(
-  keys: KeyRing,
-  kid: string,
-  plaintext: Uint8Array,
-  options: { version?: string; ad?: string } = {},
-): string {
+export function sealRaw(keys: KeyRing, kid: string, plaintext: Uint8Array, options: { version?: string; ad?: string } = {}): string {
   const version = options.version ?? 'x1';
   const key = keys.subkeySync(kid, AEAD_KEY_PURPOSE)!;
   const nonce = randomBytes(24);
@@ -35,9 +30,7 @@ export function openRaw(keys: KeyRing, token: string): Uint8Array {
   const [version, kid, body] = token.split('.') as [string, string, string];
   const bytes = Buffer.from(body, 'base64url');
   const key = keys.subkeySync(kid, AEAD_KEY_PURPOSE)!;
-  return xchacha20poly1305(key, bytes.subarray(0, 24), Buffer.from(`${version}.${kid}`, 'latin1')).decrypt(
-    bytes.subarray(24),
-  );
+  return xchacha20poly1305(key, bytes.subarray(0, 24), Buffer.from(`${version}.${kid}`, 'latin1')).decrypt(bytes.subarray(24));
 }
 
 /** Small deterministic PRNG (mulberry32) so fuzz loops are reproducible. */

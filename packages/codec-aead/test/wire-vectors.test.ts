@@ -15,12 +15,24 @@ vi.mock('@mrtr/core/authoring', async (importOriginal) => {
 const NONCE = Buffer.from('6d7274722061656164206e6f6e63652c2032342062797465', 'hex');
 
 const SECRETS = { wv1: 'bXJ0ciBhZWFkIHdpcmUgdmVjdG9yIHNlY3JldCAjMDE', wv0: 'bXJ0ciBhZWFkIHdpcmUgdmVjdG9yIHNlY3JldCAjMDA' };
-const RING = new KeyRing([{ kid: 'wv1', secret: SECRETS.wv1 }, { kid: 'wv0', secret: SECRETS.wv0 }]);
+const RING = new KeyRing([
+  { kid: 'wv1', secret: SECRETS.wv1 },
+  { kid: 'wv0', secret: SECRETS.wv0 },
+]);
 const CLAIMS: StateClaims = {
-  v: 1, iat: 1767225600000, exp: 1767226200000, jti: 'EBESExQVFhcYGRobHB0eHw', aud: 'https://mcp.example.com/mcp',
-  sub: 'YWVhZC1zdWJqZWN0LXRhZy0wMQ', req: { m: 'prompts/get', t: 'review', d: 'YWVhZC1kaWdlc3Qtb2YtdGhlLWFyZ3VtZW50cy0wMQ' },
+  v: 1,
+  iat: 1767225600000,
+  exp: 1767226200000,
+  jti: 'EBESExQVFhcYGRobHB0eHw',
+  aud: 'https://mcp.example.com/mcp',
+  sub: 'YWVhZC1zdWJqZWN0LXRhZy0wMQ',
+  req: { m: 'prompts/get', t: 'review', d: 'YWVhZC1kaWdlc3Qtb2YtdGhlLWFyZ3VtZW50cy0wMQ' },
   flow: { id: 'YWVhZC1mbG93LWlkLTAx', round: 3, deadline: 1767227400000 },
-  data: { n: [0, 1, -1, 127, 128, -33, 65535, 2 ** 32, -(2 ** 53 - 1), 0.5, -1.5e-7], s: ['', 'x'.repeat(40), 'ünï 😀'], o: { t: true, f: false, z: null } },
+  data: {
+    n: [0, 1, -1, 127, 128, -33, 65535, 2 ** 32, -(2 ** 53 - 1), 0.5, -1.5e-7],
+    s: ['', 'x'.repeat(40), 'ünï 😀'],
+    o: { t: true, f: false, z: null },
+  },
 };
 const VECTORS: { kid: string; token: string }[] = [
   {

@@ -2,12 +2,7 @@ import { createHmac } from 'node:crypto';
 import { KeyRing, MrtrError, type MrtrErrorCode, type OpenedToken, type StateClaims, generateKey } from '@mrtr/core';
 import { sampleClaims } from '@mrtr/test-suite';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import {
-  HMAC_LIMITS,
-  HMAC_KEY_PURPOSE,
-  type HmacCodec,
-  createHmacCodec as createAnyCodec,
-} from '../src/index.js';
+import { HMAC_LIMITS, HMAC_KEY_PURPOSE, type HmacCodec, createHmacCodec as createAnyCodec } from '../src/index.js';
 
 /** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
 type NodeHmacCodec = Omit<HmacCodec, 'seal' | 'unseal' | 'open'> & {
@@ -135,9 +130,7 @@ describe('strict canonical base64url', () => {
     expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b}`)))).toBe('accepted');
     // Even a MAC over the non-canonical text (only a key holder could make one) does not make it valid.
     expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${other}`)))).toBe('ERR_STATE_MALFORMED');
-    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b}`).replace(`.${b}.`, `.${other}.`)))).toBe(
-      'ERR_STATE_MALFORMED',
-    );
+    expect(codeOf(() => codec.unseal(forge(keys, 'k1', `m1.k1.${b}`).replace(`.${b}.`, `.${other}.`)))).toBe('ERR_STATE_MALFORMED');
   });
 
   it.each([

@@ -9,10 +9,7 @@ it('the quick start runs: mints, opens, and the client-readable body shows the d
   const log = vi.spyOn(console, 'log').mockImplementation(() => {});
   try {
     await import('../examples/quickstart.js');
-    expect(log.mock.calls).toEqual([
-      [{ step: 1, confirmed: false }, 'k2'],
-      [{ step: 1, confirmed: false }],
-    ]);
+    expect(log.mock.calls).toEqual([[{ step: 1, confirmed: false }, 'k2'], [{ step: 1, confirmed: false }]]);
   } finally {
     log.mockRestore();
     vi.unstubAllEnvs();

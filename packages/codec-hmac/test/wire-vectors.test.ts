@@ -7,10 +7,18 @@ import { describe, expect, it } from 'vitest';
 import { createHmacCodec } from '../src/index.js';
 
 const SECRETS = { wv1: 'bXJ0ciBobWFjIHdpcmUgdmVjdG9yIHNlY3JldCAjMDE', wv0: 'bXJ0ciBobWFjIHdpcmUgdmVjdG9yIHNlY3JldCAjMDA' };
-const RING = new KeyRing([{ kid: 'wv1', secret: SECRETS.wv1 }, { kid: 'wv0', secret: SECRETS.wv0 }]);
+const RING = new KeyRing([
+  { kid: 'wv1', secret: SECRETS.wv1 },
+  { kid: 'wv0', secret: SECRETS.wv0 },
+]);
 const CLAIMS: StateClaims = {
-  v: 1, iat: 1767225600000, exp: 1767226200000, jti: 'AAECAwQFBgcICQoLDA0ODw', aud: 'https://mcp.example.com/mcp',
-  sub: 'c3ViamVjdC10YWctMDEyMzQ1Ng', req: { m: 'tools/call', t: 'delete_files', d: 'ZGlnZXN0LW9mLXRoZS1hcmd1bWVudHMtMDEyMzQ1Njc' },
+  v: 1,
+  iat: 1767225600000,
+  exp: 1767226200000,
+  jti: 'AAECAwQFBgcICQoLDA0ODw',
+  aud: 'https://mcp.example.com/mcp',
+  sub: 'c3ViamVjdC10YWctMDEyMzQ1Ng',
+  req: { m: 'tools/call', t: 'delete_files', d: 'ZGlnZXN0LW9mLXRoZS1hcmd1bWVudHMtMDEyMzQ1Njc' },
   flow: { id: 'Zmxvdy1pZC0wMTIzNDU2Nw', round: 2, deadline: 1767227400000 },
   data: { step: 2, answers: { confirm: true }, text: 'ünïcødé ✓ 😀', list: [1, -1.5, null, false, 'a\u2028b'] },
 };

@@ -1,10 +1,6 @@
 import { KeyRing, MrtrError, type StateClaims, generateKey } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
-import {
-  JWE_LIMITS,
-  type JweCodecOptions,
-  createCodecWithEngine,
-} from '../src/codec.js';
+import { JWE_LIMITS, type JweCodecOptions, createCodecWithEngine } from '../src/codec.js';
 import { engine as nodeEngine } from '../src/engine/node.js';
 import type { JweEngine } from '../src/engine/types.js';
 import { engine as webEngine } from '../src/engine/web.js';

@@ -18,10 +18,14 @@ import { JWE_KEY_PURPOSE } from '../src/index.js';
 const PYTHON = process.env.MRTR_PYTHON ?? '/usr/bin/python3';
 const REQUIRE_SERVICES = process.env.MRTR_REQUIRE_SERVICES === '1';
 
-const probe = spawnSync(PYTHON, ['-c', 'import jwcrypto, sys; sys.stdout.write(jwcrypto.__version__ if hasattr(jwcrypto, "__version__") else "?")'], {
-  encoding: 'utf8',
-  timeout: 20_000,
-});
+const probe = spawnSync(
+  PYTHON,
+  ['-c', 'import jwcrypto, sys; sys.stdout.write(jwcrypto.__version__ if hasattr(jwcrypto, "__version__") else "?")'],
+  {
+    encoding: 'utf8',
+    timeout: 20_000,
+  },
+);
 const available = probe.status === 0;
 const reason = probe.error ? `${PYTHON}: ${probe.error.message}` : (probe.stderr || '').trim().split('\n').pop();
 
@@ -74,7 +78,9 @@ if (!available) {
       throw new Error(`${PYTHON} -c "import jwcrypto" failed (${reason}); install the Debian package python3-jwcrypto`);
     });
   } else {
-    console.warn(`[codec-jwe] interop-python.test.ts: skipped because ${PYTHON} cannot import jwcrypto (${reason}); apt-get install python3-jwcrypto`);
+    console.warn(
+      `[codec-jwe] interop-python.test.ts: skipped because ${PYTHON} cannot import jwcrypto (${reason}); apt-get install python3-jwcrypto`,
+    );
   }
 }
 

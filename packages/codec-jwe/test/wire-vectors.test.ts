@@ -19,10 +19,18 @@ vi.mock('@mrtr/core/authoring', async (importOriginal) => {
 const IV = Buffer.from('mrtr jwe iv!', 'latin1');
 
 const SECRETS = { wv1: 'bXJ0ciBqd2Ugd2lyZSB2ZWN0b3Igc2VjcmV0ICMwMDE', wv0: 'bXJ0ciBqd2Ugd2lyZSB2ZWN0b3Igc2VjcmV0ICMwMDA' };
-const RING = new KeyRing([{ kid: 'wv1', secret: SECRETS.wv1 }, { kid: 'wv0', secret: SECRETS.wv0 }]);
+const RING = new KeyRing([
+  { kid: 'wv1', secret: SECRETS.wv1 },
+  { kid: 'wv0', secret: SECRETS.wv0 },
+]);
 const CLAIMS: StateClaims = {
-  v: 1, iat: 1767225600123, exp: 1767226200456, jti: 'ICEiIyQlJicoKSorLC0uLw', aud: 'https://mcp.example.com/mcp',
-  sub: 'and1LXN1YmplY3QtdGFnLTAx', req: { m: 'resources/read', t: 'file:///srv/report.txt', d: 'and1LWRpZ2VzdC1vZi10aGUtYXJndW1lbnRzLTAx' },
+  v: 1,
+  iat: 1767225600123,
+  exp: 1767226200456,
+  jti: 'ICEiIyQlJicoKSorLC0uLw',
+  aud: 'https://mcp.example.com/mcp',
+  sub: 'and1LXN1YmplY3QtdGFnLTAx',
+  req: { m: 'resources/read', t: 'file:///srv/report.txt', d: 'and1LWRpZ2VzdC1vZi10aGUtYXJndW1lbnRzLTAx' },
   flow: { id: 'and1LWZsb3ctaWQtMDE', round: 1, deadline: 1767227400789 },
   data: { form: { name: 'Ada', agree: true }, nested: [[{ deep: [1, 2, { x: null }] }]], unicode: 'ünïcødé ✓ 😀 \u0000' },
 };
@@ -53,11 +61,14 @@ describe('compact JWE wire vectors (frozen: a change needs a new format version)
     expect(vi.mocked(randomBytes).mock.calls).toEqual([[12]]);
   });
 
-  it.each(VECTORS)('opens the frozen $kid token to exactly the fixed claims on the node and the web (jose) engine', async ({ kid, token }) => {
-    expect(createJweCodec(RING).unseal(token)).toStrictEqual({ claims: CLAIMS, kid });
-    expect(createCodecWithEngine(nodeEngine, RING).unseal(token)).toStrictEqual({ claims: CLAIMS, kid });
-    const web = createCodecWithEngine(webEngine, RING).unseal(token);
-    expect(web).toBeInstanceOf(Promise);
-    expect(await web).toStrictEqual({ claims: CLAIMS, kid });
-  });
+  it.each(VECTORS)(
+    'opens the frozen $kid token to exactly the fixed claims on the node and the web (jose) engine',
+    async ({ kid, token }) => {
+      expect(createJweCodec(RING).unseal(token)).toStrictEqual({ claims: CLAIMS, kid });
+      expect(createCodecWithEngine(nodeEngine, RING).unseal(token)).toStrictEqual({ claims: CLAIMS, kid });
+      const web = createCodecWithEngine(webEngine, RING).unseal(token);
+      expect(web).toBeInstanceOf(Promise);
+      expect(await web).toStrictEqual({ claims: CLAIMS, kid });
+    },
+  );
 });

@@ -4,7 +4,6 @@ import { isObject } from './validate.js';
 /** What an embedded request needs the client to have declared in this request's `_meta`. */
 export type InputRequestKind = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots';
 
-
 /** The capability kind one embedded request needs. */
 export function requiredKind(request: InputRequest): InputRequestKind {
   switch (request.method) {

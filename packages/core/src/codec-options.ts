@@ -33,12 +33,7 @@ const OPTION_NAMES = new Set(['maxTokenBytes']);
  * missing ring, unknown options and wrong types throw a `TypeError` labelled with `factory`, an
  * out-of-range cap a `RangeError`.
  */
-export function parseCodecOptions(
-  factory: string,
-  keys: unknown,
-  options: unknown,
-  limits: CodecOptionLimits,
-): ParsedCodecOptions {
+export function parseCodecOptions(factory: string, keys: unknown, options: unknown, limits: CodecOptionLimits): ParsedCodecOptions {
   if (!(keys instanceof KeyRing)) throw new TypeError(`${factory}: the first argument must be a KeyRing`);
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`${factory}: options must be an object`);

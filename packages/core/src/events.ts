@@ -95,13 +95,7 @@ export interface StateRetriedEvent extends EventBase {
 }
 
 /** What the state guard reports through `StateGuardOptions.onEvent`. */
-export type GuardEvent =
-  | FlowStartedEvent
-  | StateMintedEvent
-  | StateOpenedEvent
-  | StateRetriedEvent
-  | StateRejectedEvent
-  | StoreErrorEvent;
+export type GuardEvent = FlowStartedEvent | StateMintedEvent | StateOpenedEvent | StateRetriedEvent | StateRejectedEvent | StoreErrorEvent;
 
 /**
  * An answer found in a request's `inputResponses` for a question the handler asked (reported by an adapter such

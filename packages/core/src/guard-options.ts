@@ -45,13 +45,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   const clockSkewMs = intOption('clockSkewMs', options.clockSkewMs, 5_000, 0, 600_000);
   const codecMax = codec.maxTokenBytes;
   if (typeof codecMax !== 'number' || !(codecMax > 0)) throw new TypeError('createStateGuard: codec.maxTokenBytes must be positive');
-  const maxTokenBytes = intOption(
-    'maxTokenBytes',
-    options.maxTokenBytes,
-    Math.min(DEFAULT_MAX_TOKEN_BYTES, codecMax),
-    1,
-    codecMax,
-  );
+  const maxTokenBytes = intOption('maxTokenBytes', options.maxTokenBytes, Math.min(DEFAULT_MAX_TOKEN_BYTES, codecMax), 1, codecMax);
   const readPrincipal = options.principal ?? ((req: RequestContext) => req.principal);
   if (typeof readPrincipal !== 'function') throw new TypeError('createStateGuard: principal must be a function');
   const unauthenticated = options.unauthenticated ?? 'reject';
@@ -113,4 +107,3 @@ function buildCodec(codec: unknown, keys: KeyRing): StateCodec {
   if (checked.keys !== keys) throw new TypeError('createStateGuard: the codec factory returned a codec built on another KeyRing');
   return checked;
 }
-

@@ -18,15 +18,7 @@ import {
   StoreUnavailableError,
 } from './errors.js';
 import { parseGuardOptions } from './guard-options.js';
-import type {
-  GuardRequest,
-  MintedState,
-  MintOptions,
-  OpenedState,
-  RequestContext,
-  StateGuard,
-  StateGuardOptions,
-} from './guard-types.js';
+import type { GuardRequest, MintedState, MintOptions, OpenedState, RequestContext, StateGuard, StateGuardOptions } from './guard-types.js';
 import { assertJson, canonicalJson, timingSafeEqualText } from './json.js';
 import { type Admission, createOutcomes } from './outcomes.js';
 import type { EventSink, GuardEvent } from './events.js';
@@ -66,8 +58,7 @@ const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(erro
  */
 export function createStateGuard(options: StateGuardOptions): StateGuard {
   const parsed = parseGuardOptions(options);
-  const { keys, codec, store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, retryWaitMs, events } =
-    parsed;
+  const { keys, codec, store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, retryWaitMs, events } = parsed;
   const principalOf = principalPolicy(parsed.readPrincipal, parsed.unauthenticated);
   const principalTag = createPrincipalTagger(keys, audience);
 
@@ -248,7 +239,12 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
 
     /** A store step (`consume`, `claim`, an admission's `record`) timed; emits `store.error` on a store failure. */
-    const storeStep = async <T>(step: () => Promise<T>, state: OpenedState, request: RequestContext, flow: string): Promise<[T, number]> => {
+    const storeStep = async <T>(
+      step: () => Promise<T>,
+      state: OpenedState,
+      request: RequestContext,
+      flow: string,
+    ): Promise<[T, number]> => {
       const start = performance.now();
       try {
         return [await step(), elapsed(start)];
@@ -277,7 +273,12 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
     };
 
-    const openIn = async (scope: Scope, token: unknown, single: Single, answers?: JsonValue): Promise<OpenedState | Admission<OpenedState>> => {
+    const openIn = async (
+      scope: Scope,
+      token: unknown,
+      single: Single,
+      answers?: JsonValue,
+    ): Promise<OpenedState | Admission<OpenedState>> => {
       const { request } = scope;
       const start = performance.now();
       let state: OpenedState | undefined;
@@ -369,10 +370,10 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
         request,
         open: <P extends JsonValue>(token: unknown) => openS(scope, token) as Promise<OpenedState<P>>,
         verify: <P extends JsonValue>(token: unknown) => verifyS(scope, token) as Promise<OpenedState<P>>,
-        admit: <P extends JsonValue>(token: unknown, answers: JsonValue) => admitS(scope, token, answers) as Promise<Admission<OpenedState<P>>>,
+        admit: <P extends JsonValue>(token: unknown, answers: JsonValue) =>
+          admitS(scope, token, answers) as Promise<Admission<OpenedState<P>>>,
         mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintFlowS(scope, data, mintOptions),
       };
     },
   };
 }
-

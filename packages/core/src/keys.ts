@@ -88,9 +88,7 @@ export class KeyRing {
 
   /** A new ring without `kid` (rotation's last step). */
   without(kid: string): KeyRing {
-    return new KeyRing(
-      [...this.#secrets].filter(([k]) => k !== kid).map(([k, secret]) => ({ kid: k, secret })),
-    );
+    return new KeyRing([...this.#secrets].filter(([k]) => k !== kid).map(([k, secret]) => ({ kid: k, secret })));
   }
 
   /** A new ring with `key` as the new primary, the current keys kept for opening. */

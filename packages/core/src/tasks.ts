@@ -118,7 +118,8 @@ const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSa
 export function asTaskRecord(value: unknown): TaskRecord | undefined {
   if (!isObject(value)) return undefined;
   const r = value;
-  if (typeof r.taskId !== 'string' || typeof r.principal !== 'string' || typeof r.status !== 'string' || !STATUSES.has(r.status)) return undefined;
+  if (typeof r.taskId !== 'string' || typeof r.principal !== 'string' || typeof r.status !== 'string' || !STATUSES.has(r.status))
+    return undefined;
   if (!isTime(r.createdAt) || !isTime(r.lastUpdatedAt) || !isTime(r.ttlMs)) return undefined;
   if (!isObject(r.inputRequests) || !Array.isArray(r.askedKeys)) return undefined;
   return value as unknown as TaskRecord;

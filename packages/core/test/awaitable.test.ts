@@ -44,7 +44,13 @@ describe('andThen / isPromiseLike', () => {
     );
     await expect(failing).rejects.toThrow('continuation');
     expect(seen).toEqual([]);
-    await expect(andThen(Promise.reject(new Error('source')), (n) => n, () => 'recovered')).resolves.toBe('recovered');
+    await expect(
+      andThen(
+        Promise.reject(new Error('source')),
+        (n) => n,
+        () => 'recovered',
+      ),
+    ).resolves.toBe('recovered');
   });
 
   it('tells promises and thenables from plain values', () => {
@@ -94,12 +100,32 @@ describe('the codec contract: sync or async, unseal (open deprecated)', () => {
   it('a codec failure that is not an MrtrError is ERR_STATE_MALFORMED, thrown or rejected', async () => {
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
     const minted = await guardWith(testCodec, keys).mint({ step: 1 }, req());
-    const throwing = (ring: KeyRing): StateCodec => ({ ...testCodec(ring), unseal: () => { throw new Error('boom'); } });
-    const rejecting = (ring: KeyRing): StateCodec => ({ ...testCodec(ring), unseal: async () => { throw new Error('boom'); } });
+    const throwing = (ring: KeyRing): StateCodec => ({
+      ...testCodec(ring),
+      unseal: () => {
+        throw new Error('boom');
+      },
+    });
+    const rejecting = (ring: KeyRing): StateCodec => ({
+      ...testCodec(ring),
+      unseal: async () => {
+        throw new Error('boom');
+      },
+    });
     expect(await codeOf(guardWith(throwing, keys).verify(minted, req()))).toBe('ERR_STATE_MALFORMED');
     expect(await codeOf(guardWith(rejecting, keys).verify(minted, req()))).toBe('ERR_STATE_MALFORMED');
-    const sealThrows = (ring: KeyRing): StateCodec => ({ ...testCodec(ring), seal: () => { throw new Error('boom'); } });
-    const sealRejects = (ring: KeyRing): StateCodec => ({ ...testCodec(ring), seal: async () => { throw new Error('boom'); } });
+    const sealThrows = (ring: KeyRing): StateCodec => ({
+      ...testCodec(ring),
+      seal: () => {
+        throw new Error('boom');
+      },
+    });
+    const sealRejects = (ring: KeyRing): StateCodec => ({
+      ...testCodec(ring),
+      seal: async () => {
+        throw new Error('boom');
+      },
+    });
     expect(await codeOf(guardWith(sealThrows, keys).mint({}, req()))).toBe('ERR_SEAL_FAILED');
     expect(await codeOf(guardWith(sealRejects, keys).mint({}, req()))).toBe('ERR_SEAL_FAILED');
   });

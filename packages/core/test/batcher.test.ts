@@ -38,7 +38,9 @@ function manualFlush(): { flush: (fn: () => void) => void; due: (() => void)[]; 
 }
 
 /** A batcher whose batches are recorded and end only when the test says so. */
-function harness(options: { maxBatchSize?: number; maxQueued?: number; maxInFlight?: number; runLoneAtOnce?: boolean; flushAtSize?: boolean } = {}) {
+function harness(
+  options: { maxBatchSize?: number; maxQueued?: number; maxInFlight?: number; runLoneAtOnce?: boolean; flushAtSize?: boolean } = {},
+) {
   const clock = manualFlush();
   const batches: { items: number[]; entries: Entry[]; end: ReturnType<typeof deferred> }[] = [];
   const batcher = createBatcher<Entry, number>({
@@ -130,10 +132,12 @@ describe('createBatcher', () => {
 
   it('fans a failed batch out to every entry it left unsettled, and goes on with the next', async () => {
     const { batcher, clock, batches, add, answer } = harness({ maxBatchSize: 2 });
-    const results = [1, 2, 3].map((n) => add(n).then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error }),
-    ));
+    const results = [1, 2, 3].map((n) =>
+      add(n).then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+    );
     clock.fire();
     batches[0]!.entries[0]!.resolve(10);
     const cause = new Error('connection lost');
@@ -178,7 +182,13 @@ describe('createBatcher', () => {
     expect(((refused as Error).cause as Error).message).toBe('replay store queue is full');
     expect(batcher.pending).toBe(2);
 
-    const custom = createBatcher<Entry, number>({ maxBatchSize: 1, maxQueued: 1, flush: () => {}, queueFull: () => new RangeError('full'), run() {} });
+    const custom = createBatcher<Entry, number>({
+      maxBatchSize: 1,
+      maxQueued: 1,
+      flush: () => {},
+      queueFull: () => new RangeError('full'),
+      run() {},
+    });
     void custom.add((resolve, reject) => ({ n: 1, resolve, reject }));
     await expect(custom.add((resolve, reject) => ({ n: 2, resolve, reject }))).rejects.toThrow(RangeError);
   });

@@ -21,7 +21,8 @@ function reference(value: unknown, depth = 0): string {
       throw new TypeError(`canonicalJson: cannot serialize a ${typeof value}`);
   }
   if (depth >= 128) throw new RangeError('canonicalJson: nesting is too deep');
-  if (Array.isArray(value)) return `[${value.map((item: unknown) => (item === undefined ? 'null' : reference(item, depth + 1))).join(',')}]`;
+  if (Array.isArray(value))
+    return `[${value.map((item: unknown) => (item === undefined ? 'null' : reference(item, depth + 1))).join(',')}]`;
   const toJSON = (value as { toJSON?: unknown }).toJSON;
   if (typeof toJSON === 'function') return reference((toJSON as () => unknown).call(value), depth + 1);
   const members = Object.keys(value)
@@ -52,9 +53,13 @@ const odd = fc.oneof(
 const tree = fc.letrec((tie) => ({
   value: fc.oneof({ depthSize: 'small' }, fc.jsonValue({ maxDepth: 2 }), odd, tie('array'), tie('object')),
   array: fc.array(tie('value'), { maxLength: 5 }),
-  object: fc.dictionary(fc.oneof(fc.string(), fc.constantFrom('1', '10', '9', 'a', 'b', '-1', '__proto__', '\u20ac', '\ud83d\ude00')), tie('value'), {
-    maxKeys: 5,
-  }),
+  object: fc.dictionary(
+    fc.oneof(fc.string(), fc.constantFrom('1', '10', '9', 'a', 'b', '-1', '__proto__', '\u20ac', '\ud83d\ude00')),
+    tie('value'),
+    {
+      maxKeys: 5,
+    },
+  ),
 })).value;
 
 describe('canonicalJson fast paths', () => {

@@ -24,7 +24,9 @@ import { KeyRing, MrtrError, generateKey, isServerFault } from '../src/index.js'
 describe('canonicalJson (RFC 8785)', () => {
   it('sorts keys by UTF-16 code units and formats numbers as ECMAScript does', () => {
     // RFC 8785 §3.2.3 sorting example and §3.2.2.3 number examples.
-    const input = JSON.parse('{"\\u20ac":"Euro Sign","\\r":"Carriage Return","\\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\\ud83d\\ude00":"Emoji: Grinning Face","\\u0080":"Control","\\u00f6":"Latin Small Letter O With Diaeresis"}');
+    const input = JSON.parse(
+      '{"\\u20ac":"Euro Sign","\\r":"Carriage Return","\\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\\ud83d\\ude00":"Emoji: Grinning Face","\\u0080":"Control","\\u00f6":"Latin Small Letter O With Diaeresis"}',
+    );
     expect(canonicalJson(input)).toBe(
       '{"\\r":"Carriage Return","1":"One","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis","\u20ac":"Euro Sign","\ud83d\ude00":"Emoji: Grinning Face","\ufb33":"Hebrew Letter Dalet With Dagesh"}',
     );
@@ -151,7 +153,13 @@ describe('KeyRing', () => {
     expect(() => KeyRing.parse('k1:not base64!')).toThrow(TypeError);
     expect(() => new KeyRing([{ kid: 'bad kid', secret: generateKey() }])).toThrow(TypeError);
     const secret = generateKey();
-    expect(() => new KeyRing([{ kid: 'a', secret }, { kid: 'a', secret }])).toThrow(TypeError);
+    expect(
+      () =>
+        new KeyRing([
+          { kid: 'a', secret },
+          { kid: 'a', secret },
+        ]),
+    ).toThrow(TypeError);
     expect(() => new KeyRing(null as never)).toThrow(TypeError);
   });
 
@@ -174,7 +182,10 @@ describe('KeyRing', () => {
 });
 
 describe('capabilities', () => {
-  const form = { method: 'elicitation/create' as const, params: { message: 'm', requestedSchema: { type: 'object' as const, properties: {} } } };
+  const form = {
+    method: 'elicitation/create' as const,
+    params: { message: 'm', requestedSchema: { type: 'object' as const, properties: {} } },
+  };
   const url = { method: 'elicitation/create' as const, params: { mode: 'url' as const, message: 'm', url: 'https://x' } };
   const sample = { method: 'sampling/createMessage' as const, params: { messages: [], maxTokens: 5 } };
   const sampleTools = { method: 'sampling/createMessage' as const, params: { messages: [], maxTokens: 5, tools: [] } };
@@ -232,7 +243,11 @@ describe('errors', () => {
     const before = Error.stackTraceLimit;
     const error = new StateIntegrityError();
     expect(Error.stackTraceLimit).toBe(before);
-    expect(String(error.stack).split('\n').filter((line) => line.trim().startsWith('at '))).toEqual([]);
+    expect(
+      String(error.stack)
+        .split('\n')
+        .filter((line) => line.trim().startsWith('at ')),
+    ).toEqual([]);
     expect(new Error('plain').stack).toContain(' at ');
   });
 

@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  KeyRing,
-  MrtrError,
-  type MrtrErrorCode,
-  type StateGuardOptions,
-  createStateGuard,
-  generateKey,
-} from '../src/index.js';
+import { KeyRing, MrtrError, type MrtrErrorCode, type StateGuardOptions, createStateGuard, generateKey } from '../src/index.js';
 import { fakeClock, req, testCodec, testStore } from './helpers.js';
-
 
 function setup(over: Partial<StateGuardOptions> = {}) {
   const clock = fakeClock();
@@ -169,7 +161,12 @@ describe('createStateGuard', () => {
 
   it('reports a codec that cannot seal as ERR_SEAL_FAILED, not as a misuse error', async () => {
     const { keys } = setup();
-    const failing = (k: KeyRing) => ({ ...testCodec(k), seal: () => { throw new TypeError('codec says no: \ud800'); } });
+    const failing = (k: KeyRing) => ({
+      ...testCodec(k),
+      seal: () => {
+        throw new TypeError('codec says no: \ud800');
+      },
+    });
     const guard = createStateGuard({ codec: failing, keys, audience: 'a', principal: () => 'p' });
     expect(await rejectCode(guard.mint(1, req()))).toBe('ERR_SEAL_FAILED');
   });
@@ -330,7 +327,11 @@ describe('principal tags (remembered per guard, bounded)', () => {
     const { keys, guard } = setup({ store: undefined });
     const subkey = keys.subkeySync('k1', 'mrtr/principal-tag/v1')!;
     const expected = (name: string): string =>
-      createHmac('sha256', subkey).update(canonicalJson(['aud-1', 'p', name])).digest().subarray(0, 16).toString('base64url');
+      createHmac('sha256', subkey)
+        .update(canonicalJson(['aud-1', 'p', name]))
+        .digest()
+        .subarray(0, 16)
+        .toString('base64url');
     const long = `l${'x'.repeat(300)}`;
     const first = await guard.mint(null, req());
     const firstLong = await guard.mint(null, req({ principal: long }));
@@ -360,9 +361,7 @@ describe('principal tags and namespaces', () => {
     for (let round = 0; round < 2; round++) {
       const anon = await guard.mint(null, req({ principal: undefined }));
       const alice = await guard.mint(null, req());
-      expect((await guard.verify(anon, req({ principal: undefined }))).claims.sub).not.toBe(
-        (await guard.verify(alice, req())).claims.sub,
-      );
+      expect((await guard.verify(anon, req({ principal: undefined }))).claims.sub).not.toBe((await guard.verify(alice, req())).claims.sub);
       expect(await rejectCode(guard.verify(anon, req()))).toBe('ERR_STATE_PRINCIPAL');
       expect(await rejectCode(guard.verify(alice, req({ principal: undefined })))).toBe('ERR_STATE_PRINCIPAL');
     }

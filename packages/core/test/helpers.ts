@@ -1,11 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import {
-  KeyUnknownError,
-  StateIntegrityError,
-  StateMalformedError,
-  StateTooLargeError,
-  base64urlDecode,
-} from '../src/authoring.js';
+import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError, base64urlDecode } from '../src/authoring.js';
 import type { KeyRing, ReplayStore, RequestContext, StateCodec } from '../src/index.js';
 
 /** A minimal JSON+HMAC codec for exercising the guard (the real codecs live in their own packages). */

@@ -74,7 +74,9 @@ function checkBounds(config: Config, result: Awaited<ReturnType<typeof run>>, la
     // a mint (shift any other interval right until its end meets its last mint: it loses none).
     for (let i = 0, from = 0; i < minted.length; i++) {
       while (minted[from]! < minted[i]! - span) from++;
-      expect(i - from + 1, `${label}: ${principal} minted ${i - from + 1} in [${minted[i]! - span}, ${minted[i]}]`).toBeLessThanOrEqual(config.max);
+      expect(i - from + 1, `${label}: ${principal} minted ${i - from + 1} in [${minted[i]! - span}, ${minted[i]}]`).toBeLessThanOrEqual(
+        config.max,
+      );
     }
     // So at most `max` states alive at once: a state is alive from its mint until mint + ttl + 2 × skew.
     for (let i = 0, from = 0; i < minted.length; i++) {

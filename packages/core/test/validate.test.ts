@@ -75,7 +75,9 @@ describe('option validators (@mrtr/core/authoring)', () => {
     expect(oneOfOption('createX: mode', undefined, 'warn', choices)).toBe('warn');
     expect(oneOfOption('createX: mode', 'off', 'warn', choices)).toBe('off');
     for (const bad of ['maybe', 'WARN', '', 1, null]) {
-      expect(() => oneOfOption('createX: mode', bad, 'warn', choices)).toThrow(new TypeError('createX: mode must be "warn", "refuse" or "off"'));
+      expect(() => oneOfOption('createX: mode', bad, 'warn', choices)).toThrow(
+        new TypeError('createX: mode must be "warn", "refuse" or "off"'),
+      );
     }
     expect(() => oneOfOption('createX: mode', 'x', 'a', ['a', 'b'] as const)).toThrow(new TypeError('createX: mode must be "a" or "b"'));
     expect(() => oneOfOption('createX: mode', 'x', 'a', ['a'] as const)).toThrow(new TypeError('createX: mode must be "a"'));
@@ -94,7 +96,9 @@ describe('option validators (@mrtr/core/authoring)', () => {
     expect(read({ groupCommit: false })).toBe(false);
     expect(read({ batch: false, groupCommit: false })).toBe(false); // the same value under both names
     expect(seen).toEqual(['groupCommit', 'batch', 'groupCommit', 'batch']);
-    expect(() => read({ batch: false, groupCommit: true })).toThrow(new TypeError('createX: give batch (groupCommit is its deprecated name), not both'));
+    expect(() => read({ batch: false, groupCommit: true })).toThrow(
+      new TypeError('createX: give batch (groupCommit is its deprecated name), not both'),
+    );
     // Each name is validated under its own label.
     expect(() => read({ groupCommit: 'yes' })).toThrow(new TypeError('createX: groupCommit must be a boolean'));
     expect(() => read({ batch: 'yes' })).toThrow(new TypeError('createX: batch must be a boolean'));

@@ -10,7 +10,6 @@ import { isObject } from '@mrtr/core/authoring';
  * answer is refused past `maxChars` (and when it is not well-formed UTF-16) before any format check.
  */
 
-
 /** A string field of an elicitation form (`enum`/`oneOf` make it a single-select). */
 export interface StringField {
   type: 'string';
@@ -87,7 +86,6 @@ export type FormContent<S extends FormSchema> = Simplify<
     [K in Exclude<keyof S['properties'], RequiredKeys<S>>]?: FieldValue<S['properties'][K]>;
   }
 >;
-
 
 /** Limits every validator applies. */
 export interface AnswerLimits {

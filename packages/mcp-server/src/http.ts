@@ -195,7 +195,11 @@ export function createHttpHandler(factory: McpServerFactory, options: HttpHandle
     }
     let server: McpServer | Server;
     try {
-      server = await fresh({ era: 'legacy', ...(requestOptions?.authInfo !== undefined && { authInfo: requestOptions.authInfo }), requestInfo: request });
+      server = await fresh({
+        era: 'legacy',
+        ...(requestOptions?.authInfo !== undefined && { authInfo: requestOptions.authInfo }),
+        requestInfo: request,
+      });
     } catch (error) {
       report(error as Error);
       return jsonRpcError(500, -32603, 'Internal error');

@@ -28,15 +28,7 @@ import {
 } from './answers.js';
 import type { PresuppliedPolicy } from './options.js';
 import { type TaskStartOptions, type TaskWork, taskMarker } from './tasks.js';
-import type {
-  AskOptions,
-  ElicitAnswer,
-  ElicitFormQuestion,
-  ElicitUrlQuestion,
-  QuestionOptions,
-  ToolNeed,
-  UrlAnswer,
-} from './types.js';
+import type { AskOptions, ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, QuestionOptions, ToolNeed, UrlAnswer } from './types.js';
 
 /** The `data` sealed in every state: answers pinned to their question, pending pins, kept handler data. */
 export interface FlowData {
@@ -47,7 +39,6 @@ export interface FlowData {
   /** Handler data passed to `keep`. */
   k?: JsonValue;
 }
-
 
 /** Parses the sealed `data`; `undefined` if it is not ours (the caller rejects the state). */
 export function parseFlowData(data: unknown): FlowData | undefined {
@@ -221,8 +212,12 @@ export class NeedState implements ToolNeed {
     const params: Record<string, unknown> = { message: question.message, requestedSchema: schema };
     if (question.mode === 'form') params.mode = 'form';
     const request = { method: 'elicitation/create', params } as unknown as InputRequest;
-    return this.#resolve(key, request, (answer, limits) => validateFormAnswer(schema, answer, limits), options, (answer, limits) =>
-      explainFormAnswer(schema, answer, limits),
+    return this.#resolve(
+      key,
+      request,
+      (answer, limits) => validateFormAnswer(schema, answer, limits),
+      options,
+      (answer, limits) => explainFormAnswer(schema, answer, limits),
     ) as ElicitAnswer<FormContent<S>> | undefined;
   }
 

@@ -105,7 +105,6 @@ export interface ResolvedOptions {
   events: EventSink<MrtrEvent> | undefined;
 }
 
-
 function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[], fallback: T): T {
   if (value === undefined) return fallback;
   if (!allowed.includes(value as T)) throw new TypeError(`createMrtr: ${name} must be ${allowed.map((a) => `"${a}"`).join(' or ')}`);
@@ -142,7 +141,8 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   // One copy of the fixed unauthenticated principal, read by the guard and by the principal policy alike (a bad
   // value is left for the guard to refuse with its own message).
   const { unauthenticated } = guardOptions;
-  const fixed = isObject(unauthenticated) && typeof unauthenticated.principal === 'string' ? { principal: unauthenticated.principal } : undefined;
+  const fixed =
+    isObject(unauthenticated) && typeof unauthenticated.principal === 'string' ? { principal: unauthenticated.principal } : undefined;
   const guard: StateGuardOptions = {
     ...guardOptions,
     ...(fixed !== undefined && { unauthenticated: fixed }),

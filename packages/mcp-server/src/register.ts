@@ -37,10 +37,7 @@ const argsAndContext = (a: unknown, b: unknown): [unknown, ServerContext] =>
  * Registration through the SDK's own `registerTool`/`registerPrompt`/`registerResource`, with every state
  * bound to the name (or read URI) the call was registered under: the name is given once.
  */
-export function createRegistration(
-  rounds: Rounds,
-  tasks?: TaskRuntime,
-) {
+export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
   const rethrow = (error: unknown): never => {
     throw error instanceof WireError ? error.error : error;
   };
@@ -72,7 +69,8 @@ export function createRegistration(
             invoke: async (need, who) => {
               const result = await handler(args, ctx, need);
               if (!isTaskMarker(result)) return result as RoundResult | undefined;
-              if (taskSupport === undefined) throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
+              if (taskSupport === undefined)
+                throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
               // The task is created inside the round, so an identical retry of this round gets the same task; it is
               // bound to the principal the round is bound to.
               return (await tasks!.start(result, ctx, who.key, declared)) as RoundResult;

@@ -26,7 +26,6 @@ type Awaitable<T> = T | Promise<T>;
 /** What a protected handler may produce. */
 export type RoundResult = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult;
 
-
 /** One protected call: the method, its target and arguments, and the handler to run with a `Need`. */
 export interface Call {
   method: 'tools/call' | 'prompts/get' | 'resources/read';
@@ -194,7 +193,8 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     } else if (isObject(result) && result.resultType === 'input_required') {
       throw new TypeError(`mrtr: handler for ${target} must return need.ask() instead of its own input_required result`);
     } else {
-      if (flow !== undefined) emit!({ type: 'flow.completed', method: call.method, target, codec, flow, round: need.round, kid: opened!.kid });
+      if (flow !== undefined)
+        emit!({ type: 'flow.completed', method: call.method, target, codec, flow, round: need.round, kid: opened!.kid });
       return result;
     }
 

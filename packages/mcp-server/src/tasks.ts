@@ -16,7 +16,15 @@ import {
   ProtocolError,
   type ServerContext,
 } from '@modelcontextprotocol/server';
-import { type JsonValue, MrtrError, type TaskError, type TaskInputRequest, type TaskRecord, type TaskStore, type TaskStoreLimits } from '@mrtr/core';
+import {
+  type JsonValue,
+  MrtrError,
+  type TaskError,
+  type TaskInputRequest,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+} from '@mrtr/core';
 import {
   assertTaskChange,
   base64urlEncode,
@@ -255,7 +263,8 @@ interface Run {
 }
 
 function checkStatusMessage(message: unknown): void {
-  if (typeof message !== 'string' || message.length > 1_024) throw new TypeError('task.status: message must be a string of at most 1,024 characters');
+  if (typeof message !== 'string' || message.length > 1_024)
+    throw new TypeError('task.status: message must be a string of at most 1,024 characters');
 }
 
 /** The error a task reports when the process running it stopped before it finished. */
@@ -425,7 +434,8 @@ export function createTaskRuntime(
     try {
       await store.create(record);
     } catch (error) {
-      if (error instanceof TaskLimitError) throw new WireError(new ProtocolError(INVALID_REQUEST, taskLimitMessage(error), { reason: 'task_limit' }));
+      if (error instanceof TaskLimitError)
+        throw new WireError(new ProtocolError(INVALID_REQUEST, taskLimitMessage(error), { reason: 'task_limit' }));
       throw error;
     }
     const { taskId } = record;
@@ -437,8 +447,10 @@ export function createTaskRuntime(
       taskId,
       signal: controller.signal,
       async elicit(key, question) {
-        if (typeof key !== 'string' || !KEY_PATTERN.test(key)) throw new TypeError('task.elicit: key must be 1-128 printable ASCII characters');
-        if (asked.has(key)) throw new TypeError(`task.elicit: key "${key}" was already used in this task (keys are unique for a task's life)`);
+        if (typeof key !== 'string' || !KEY_PATTERN.test(key))
+          throw new TypeError('task.elicit: key must be 1-128 printable ASCII characters');
+        if (asked.has(key))
+          throw new TypeError(`task.elicit: key "${key}" was already used in this task (keys are unique for a task's life)`);
         if (!isObject(question) || typeof question.message !== 'string' || !isObject(question.requestedSchema)) {
           throw new TypeError('task.elicit: question must be { message, requestedSchema }');
         }
@@ -473,7 +485,9 @@ export function createTaskRuntime(
         checkStatusMessage(message);
         controller.signal.throwIfAborted();
         await store.update(taskId, (current) =>
-          isTerminalStatus(current.status) || current.statusMessage === message ? undefined : { ...current, statusMessage: message, lastUpdatedAt: now() },
+          isTerminalStatus(current.status) || current.statusMessage === message
+            ? undefined
+            : { ...current, statusMessage: message, lastUpdatedAt: now() },
         );
       },
     } as TaskHandle;
@@ -513,7 +527,8 @@ export function createTaskRuntime(
     try {
       return principalOf(ctx).key;
     } catch (error) {
-      if (MrtrError.is(error) && error.code === 'ERR_PRINCIPAL_REQUIRED') throw new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE);
+      if (MrtrError.is(error) && error.code === 'ERR_PRINCIPAL_REQUIRED')
+        throw new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE);
       throw error;
     }
   };
@@ -523,7 +538,8 @@ export function createTaskRuntime(
     if (!declaresTasks(ctx, () => server.server.getClientCapabilities())) throw missingTasksExtensionError(ctx.mcpReq.method);
     const principal = keyOf(ctx);
     let record = await store.get(taskId);
-    if (record === undefined || record.principal !== principal) throw new ProtocolError(INVALID_PARAMS, 'Unknown task', { reason: 'unknown_task' });
+    if (record === undefined || record.principal !== principal)
+      throw new ProtocolError(INVALID_PARAMS, 'Unknown task', { reason: 'unknown_task' });
     if (orphaned(record)) {
       record =
         (await store.update(taskId, (current) => {
@@ -610,7 +626,9 @@ export function createTaskRuntime(
 
 /** What a client is told when a task store refuses a new task. */
 function taskLimitMessage(error: TaskLimitError): string {
-  if (error.limit === 'live') return `Too many tasks in progress for this user (at most ${error.max}); wait for one to finish or cancel one`;
-  if (error.limit === 'kept') return `Too many tasks kept for this user (at most ${error.max}); finished ones are kept until their ttlMs passes`;
+  if (error.limit === 'live')
+    return `Too many tasks in progress for this user (at most ${error.max}); wait for one to finish or cancel one`;
+  if (error.limit === 'kept')
+    return `Too many tasks kept for this user (at most ${error.max}); finished ones are kept until their ttlMs passes`;
   return 'Too many tasks on this server; try again later';
 }

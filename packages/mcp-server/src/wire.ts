@@ -30,7 +30,8 @@ export class WireError extends Error {
 export function wireErrorFor(code: MrtrErrorCode): WireError {
   if (isServerFault(code)) return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error'));
   if (code === 'ERR_PRINCIPAL_REQUIRED') return new WireError(new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE));
-  if (code === 'ERR_QUOTA_EXCEEDED') return new WireError(new ProtocolError(INVALID_REQUEST, 'Too many requests in flight; try again later'));
+  if (code === 'ERR_QUOTA_EXCEEDED')
+    return new WireError(new ProtocolError(INVALID_REQUEST, 'Too many requests in flight; try again later'));
   // Only an identical retry (the same genuine state, principal and answers) of a round still running gets here.
   if (code === 'ERR_ROUND_IN_PROGRESS') {
     return new WireError(new ProtocolError(INVALID_REQUEST, ROUND_IN_PROGRESS_MESSAGE, { reason: 'round_in_progress' }));

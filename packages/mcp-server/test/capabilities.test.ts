@@ -1,4 +1,3 @@
-
 import { describe, expect, it } from 'vitest';
 import { callTool, connect, fixture, wireLog, wireError } from './harness.js';
 
@@ -19,7 +18,12 @@ describe('capabilities come from this request’s _meta only', () => {
     const r1 = await callTool(client, 'summarise', { topic: 'MRTR' });
     expect(r1.resultType).toBe('input_required');
     expect(Object.keys(r1.inputRequests as object)).toEqual(['draft']);
-    const done = await callTool(client, 'summarise', { topic: 'MRTR' }, { inputResponses: { draft: sampled }, requestState: r1.requestState as string });
+    const done = await callTool(
+      client,
+      'summarise',
+      { topic: 'MRTR' },
+      { inputResponses: { draft: sampled }, requestState: r1.requestState as string },
+    );
     expect(done.content).toEqual([{ type: 'text', text: 'Summary (plain)' }]);
     expect(embeddedMethods(client)).toEqual(['sampling/createMessage']);
   });
@@ -33,7 +37,10 @@ describe('capabilities come from this request’s _meta only', () => {
       client,
       'summarise',
       { topic: 'MRTR' },
-      { inputResponses: { draft: sampled, style: { action: 'accept', content: { style: 'terse' } } }, requestState: r1.requestState as string },
+      {
+        inputResponses: { draft: sampled, style: { action: 'accept', content: { style: 'terse' } } },
+        requestState: r1.requestState as string,
+      },
     );
     expect(done.content).toEqual([{ type: 'text', text: 'Summary (terse)' }]);
   });
@@ -67,7 +74,12 @@ describe('capabilities come from this request’s _meta only', () => {
     expect(r1.inputRequests).toEqual({
       link: { method: 'elicitation/create', params: { mode: 'url', message: 'Link your account', url: 'https://files.test/link' } },
     });
-    const done = await callTool(withUrl, 'connect_account', {}, { inputResponses: { link: { action: 'accept' } }, requestState: r1.requestState as string });
+    const done = await callTool(
+      withUrl,
+      'connect_account',
+      {},
+      { inputResponses: { link: { action: 'accept' } }, requestState: r1.requestState as string },
+    );
     expect(done.content).toEqual([{ type: 'text', text: 'link: accept' }]);
   });
 
@@ -81,7 +93,12 @@ describe('capabilities come from this request’s _meta only', () => {
 
     const full = await connect(f, { capabilities: { sampling: { tools: {} }, roots: {} } });
     const r1 = await callTool(full, 'workspace', {});
-    const bad = await callTool(full, 'workspace', {}, { inputResponses: { client_roots: { roots: [{ uri: 'https://x' }] } }, requestState: r1.requestState as string });
+    const bad = await callTool(
+      full,
+      'workspace',
+      {},
+      { inputResponses: { client_roots: { roots: [{ uri: 'https://x' }] } }, requestState: r1.requestState as string },
+    );
     expect(bad.resultType).toBe('input_required');
     const done = await callTool(
       full,

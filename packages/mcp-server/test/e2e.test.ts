@@ -1,9 +1,4 @@
-import {
-  CreateMessageRequestSchema,
-  ElicitRequestSchema,
-  ListRootsRequestSchema,
-  ResultSchema,
-} from '@modelcontextprotocol/core';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, ResultSchema } from '@modelcontextprotocol/core';
 import { ProtocolError } from '@modelcontextprotocol/client';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
@@ -19,9 +14,7 @@ import { callTool, connect, fixture, wireLog } from './harness.js';
  */
 const InputRequiredResultSchema = ResultSchema.extend({
   resultType: z.literal('input_required'),
-  inputRequests: z
-    .record(z.string(), z.union([ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema]))
-    .optional(),
+  inputRequests: z.record(z.string(), z.union([ElicitRequestSchema, CreateMessageRequestSchema, ListRootsRequestSchema])).optional(),
   requestState: z.string().optional(),
 }).refine((r) => (r.inputRequests !== undefined && Object.keys(r.inputRequests).length > 0) || r.requestState !== undefined);
 
@@ -163,7 +156,10 @@ describe('answers', () => {
       client,
       'delete_files',
       { path: '/p' },
-      { inputResponses: { confirm: accept({ ok: true, sneaky: 'x' }), extra: accept({ x: 1 }) }, requestState: wrong.requestState as string },
+      {
+        inputResponses: { confirm: accept({ ok: true, sneaky: 'x' }), extra: accept({ x: 1 }) },
+        requestState: wrong.requestState as string,
+      },
     );
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /p' }]);
   });
@@ -198,7 +194,12 @@ describe('answers', () => {
     const client = await connect(f);
     const r1 = await callTool(client, 'steps', { rounds: 3 });
     expect(Object.keys(r1.inputRequests as object)).toEqual(['step1']);
-    const r2 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: { step1: accept({ ok: true }) }, requestState: r1.requestState as string });
+    const r2 = await callTool(
+      client,
+      'steps',
+      { rounds: 3 },
+      { inputResponses: { step1: accept({ ok: true }) }, requestState: r1.requestState as string },
+    );
     expect(Object.keys(r2.inputRequests as object)).toEqual(['step2']);
     // step1 answered again with junk: it is not pending, so the sealed answer stands.
     const r3 = await callTool(
@@ -208,7 +209,12 @@ describe('answers', () => {
       { inputResponses: { step2: accept({ ok: true }), step1: accept({ ok: 'junk' }) }, requestState: r2.requestState as string },
     );
     expect(Object.keys(r3.inputRequests as object)).toEqual(['step3']);
-    const r4 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: { step3: accept({ ok: false }) }, requestState: r3.requestState as string });
+    const r4 = await callTool(
+      client,
+      'steps',
+      { rounds: 3 },
+      { inputResponses: { step3: accept({ ok: false }) }, requestState: r3.requestState as string },
+    );
     expect(r4.content).toEqual([{ type: 'text', text: 'done in round 4' }]);
   });
 });
@@ -226,7 +232,12 @@ describe('prompts and resources', () => {
       client.request(
         {
           method: 'prompts/get',
-          params: { name: 'greeting', arguments: args, inputResponses: { user_name: accept({ name: 'Ada' }) }, requestState: r1.requestState } as never,
+          params: {
+            name: 'greeting',
+            arguments: args,
+            inputResponses: { user_name: accept({ name: 'Ada' }) },
+            requestState: r1.requestState,
+          } as never,
         },
         { allowInputRequired: true },
       );

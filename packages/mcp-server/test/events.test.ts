@@ -52,10 +52,15 @@ describe('onEvent', () => {
     const f = fixture();
     const client = await connect(f);
     const r1 = await callTool(client, 'steps', { rounds: 1 }, { inputResponses: ok('step1') });
-    await callTool(client, 'steps', { rounds: 1 }, {
-      requestState: r1.requestState as string,
-      inputResponses: { step1: { action: 'accept', content: { ok: 'not a boolean' } } },
-    });
+    await callTool(
+      client,
+      'steps',
+      { rounds: 1 },
+      {
+        requestState: r1.requestState as string,
+        inputResponses: { step1: { action: 'accept', content: { ok: 'not a boolean' } } },
+      },
+    );
     const answers = f.events.filter((e) => e.type.startsWith('answer.'));
     expect(shapes(answers)).toMatchObject([
       { type: 'answer.ignored', key: 'step1', reason: 'not_asked', round: 1, flow: undefined },
@@ -155,13 +160,7 @@ describe('onEvent', () => {
       const r1 = await callTool(client, 'steps', { rounds: 1 });
       const r2 = await callTool(client, 'steps', { rounds: 1 }, { requestState: r1.requestState as string, inputResponses: ok('step1') });
       expect(r2.content).toEqual([{ type: 'text', text: 'done in round 2' }]);
-      expect(f.events.map((e) => e.type)).toEqual([
-        'flow.started',
-        'state.minted',
-        'state.opened',
-        'answer.accepted',
-        'flow.completed',
-      ]);
+      expect(f.events.map((e) => e.type)).toEqual(['flow.started', 'state.minted', 'state.opened', 'answer.accepted', 'flow.completed']);
     }
   });
 
@@ -174,12 +173,23 @@ describe('onEvent', () => {
     const state = r1.requestState as string;
     await callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: answer });
     await callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: answer });
-    await fails(callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: { ...answer, other: { action: 'decline' } } }));
+    await fails(
+      callTool(client, 'keep_text', { text: path }, { requestState: state, inputResponses: { ...answer, other: { action: 'decline' } } }),
+    );
     await fails(callTool(client, 'keep_text', { text: 'other-arg-77aa' }, { requestState: `${state}A`, inputResponses: answer }));
     const types = new Set(f.events.map((e) => e.type));
-    expect(types).toEqual(new Set(['flow.started', 'state.minted', 'state.opened', 'answer.accepted', 'flow.completed', 'state.retried', 'state.rejected']));
+    expect(types).toEqual(
+      new Set(['flow.started', 'state.minted', 'state.opened', 'answer.accepted', 'flow.completed', 'state.retried', 'state.rejected']),
+    );
     const text = JSON.stringify(f.events);
-    for (const secret of [path, 'answer-text-8b0f', 'alice-sub-93c1', 'other-arg-77aa', state, ...state.split('.').filter((p) => p.length > 8)]) {
+    for (const secret of [
+      path,
+      'answer-text-8b0f',
+      'alice-sub-93c1',
+      'other-arg-77aa',
+      state,
+      ...state.split('.').filter((p) => p.length > 8),
+    ]) {
       expect(text).not.toContain(secret);
     }
   });

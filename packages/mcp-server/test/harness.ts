@@ -106,39 +106,34 @@ export function fixture(setup: Setup = {}): Fixture {
       },
     );
     // SEP-2322's two-round example: round 2 depends on round 1's answer, which only the state carries.
-    mrtr.registerTool(
-      server,
-      'resolve_item',
-      { inputSchema: z.object({ id: z.number() }) },
-      async ({ id }, _ctx, need) => {
-        const resolution = need.elicit('resolution', {
-          message: `Resolution of #${id}?`,
+    mrtr.registerTool(server, 'resolve_item', { inputSchema: z.object({ id: z.number() }) }, async ({ id }, _ctx, need) => {
+      const resolution = need.elicit('resolution', {
+        message: `Resolution of #${id}?`,
+        requestedSchema: {
+          type: 'object',
+          properties: { resolution: { type: 'string', enum: ['Fixed', 'Duplicate', 'Won\u2019t fix'] } },
+          required: ['resolution'],
+        },
+      });
+      if (!resolution) return need.ask();
+      if (resolution.action !== 'accept') return need.fail('Cancelled');
+      let text = `#${id} resolved as ${resolution.content.resolution}`;
+      if (resolution.content.resolution === 'Duplicate') {
+        const dup = need.elicit('duplicate_of', {
+          message: 'Duplicate of which item?',
           requestedSchema: {
             type: 'object',
-            properties: { resolution: { type: 'string', enum: ['Fixed', 'Duplicate', 'Won\u2019t fix'] } },
-            required: ['resolution'],
+            properties: { duplicateOf: { type: 'integer', minimum: 1 } },
+            required: ['duplicateOf'],
           },
         });
-        if (!resolution) return need.ask();
-        if (resolution.action !== 'accept') return need.fail('Cancelled');
-        let text = `#${id} resolved as ${resolution.content.resolution}`;
-        if (resolution.content.resolution === 'Duplicate') {
-          const dup = need.elicit('duplicate_of', {
-            message: 'Duplicate of which item?',
-            requestedSchema: {
-              type: 'object',
-              properties: { duplicateOf: { type: 'integer', minimum: 1 } },
-              required: ['duplicateOf'],
-            },
-          });
-          if (!dup) return need.ask();
-          if (dup.action !== 'accept') return need.fail('Cancelled');
-          text += ` of #${dup.content.duplicateOf}`;
-        }
-        effects.push(text);
-        return { content: [{ type: 'text', text }] };
-      },
-    );
+        if (!dup) return need.ask();
+        if (dup.action !== 'accept') return need.fail('Cancelled');
+        text += ` of #${dup.content.duplicateOf}`;
+      }
+      effects.push(text);
+      return { content: [{ type: 'text', text }] };
+    });
     // One new question per round, `rounds` times (flow limits); with `stopAtLimit`, ends with its own error
     // once the flow can mint no more states.
     mrtr.registerTool(
@@ -158,85 +153,55 @@ export function fixture(setup: Setup = {}): Fixture {
       },
     );
     // Capability-aware: asks by form elicitation when allowed, always samples; degrades.
-    mrtr.registerTool(
-      server,
-      'summarise',
-      { inputSchema: z.object({ topic: z.string() }) },
-      async ({ topic }, _ctx, need) => {
-        const style = need.can('elicitation.form')
-          ? need.elicit('style', {
-              message: 'Style?',
-              requestedSchema: { type: 'object', properties: { style: { type: 'string' } }, required: ['style'] },
-            })
-          : undefined;
-        const sample = need.sample('draft', {
-          messages: [{ role: 'user', content: { type: 'text', text: `Summarise ${topic}` } }],
-          maxTokens: 100,
-        });
-        if (!sample || (need.can('elicitation.form') && !style)) return need.ask({ missingCapability: 'degrade' });
-        const text = sample.content && !Array.isArray(sample.content) && sample.content.type === 'text' ? sample.content.text : '';
-        return { content: [{ type: 'text', text: `${text} (${style?.action === 'accept' ? style.content.style : 'plain'})` }] };
-      },
-    );
+    mrtr.registerTool(server, 'summarise', { inputSchema: z.object({ topic: z.string() }) }, async ({ topic }, _ctx, need) => {
+      const style = need.can('elicitation.form')
+        ? need.elicit('style', {
+            message: 'Style?',
+            requestedSchema: { type: 'object', properties: { style: { type: 'string' } }, required: ['style'] },
+          })
+        : undefined;
+      const sample = need.sample('draft', {
+        messages: [{ role: 'user', content: { type: 'text', text: `Summarise ${topic}` } }],
+        maxTokens: 100,
+      });
+      if (!sample || (need.can('elicitation.form') && !style)) return need.ask({ missingCapability: 'degrade' });
+      const text = sample.content && !Array.isArray(sample.content) && sample.content.type === 'text' ? sample.content.text : '';
+      return { content: [{ type: 'text', text: `${text} (${style?.action === 'accept' ? style.content.style : 'plain'})` }] };
+    });
     // Strict variant: a form question for a client that cannot answer it fails with -32021.
-    mrtr.registerTool(
-      server,
-      'strict_confirm',
-      {},
-      async (_args, _ctx, need) => {
-        const confirm = need.elicit('confirm', { message: 'Sure?', requestedSchema: confirmSchema });
-        if (!confirm) return need.ask();
-        return { content: [{ type: 'text', text: 'confirmed' }] };
-      },
-    );
-    mrtr.registerTool(
-      server,
-      'connect_account',
-      {},
-      async (_args, _ctx, need) => {
-        const consent = need.elicitUrl('link', { message: 'Link your account', url: 'https://files.test/link' });
-        if (!consent) return need.ask();
-        return { content: [{ type: 'text', text: `link: ${consent.action}` }] };
-      },
-    );
-    mrtr.registerTool(
-      server,
-      'workspace',
-      {},
-      async (_args, _ctx, need) => {
-        const roots = need.roots('client_roots');
-        if (!roots) return need.ask();
-        return { content: [{ type: 'text', text: roots.map((r) => r.uri).join(',') }] };
-      },
-    );
-    mrtr.registerTool(
-      server,
-      'agent_step',
-      {},
-      async (_args, _ctx, need) => {
-        const answer = need.sample('plan', {
-          messages: [{ role: 'user', content: { type: 'text', text: 'plan' } }],
-          maxTokens: 10,
-          tools: [{ name: 'ls', inputSchema: { type: 'object' } }],
-        });
-        if (!answer) return need.ask();
-        return { content: [{ type: 'text', text: answer.model }] };
-      },
-    );
-    mrtr.registerPrompt(
-      server,
-      'greeting',
-      { argsSchema: z.object({ tone: z.string() }) },
-      async ({ tone }, _ctx, need) => {
-        const name = need.elicit('user_name', {
-          message: 'Your name?',
-          requestedSchema: { type: 'object', properties: { name: { type: 'string', minLength: 1 } }, required: ['name'] },
-        });
-        if (!name) return need.ask();
-        if (name.action !== 'accept') throw new Error('declined');
-        return { messages: [{ role: 'user', content: { type: 'text', text: `Say hello to ${name.content.name}, ${tone}` } }] };
-      },
-    );
+    mrtr.registerTool(server, 'strict_confirm', {}, async (_args, _ctx, need) => {
+      const confirm = need.elicit('confirm', { message: 'Sure?', requestedSchema: confirmSchema });
+      if (!confirm) return need.ask();
+      return { content: [{ type: 'text', text: 'confirmed' }] };
+    });
+    mrtr.registerTool(server, 'connect_account', {}, async (_args, _ctx, need) => {
+      const consent = need.elicitUrl('link', { message: 'Link your account', url: 'https://files.test/link' });
+      if (!consent) return need.ask();
+      return { content: [{ type: 'text', text: `link: ${consent.action}` }] };
+    });
+    mrtr.registerTool(server, 'workspace', {}, async (_args, _ctx, need) => {
+      const roots = need.roots('client_roots');
+      if (!roots) return need.ask();
+      return { content: [{ type: 'text', text: roots.map((r) => r.uri).join(',') }] };
+    });
+    mrtr.registerTool(server, 'agent_step', {}, async (_args, _ctx, need) => {
+      const answer = need.sample('plan', {
+        messages: [{ role: 'user', content: { type: 'text', text: 'plan' } }],
+        maxTokens: 10,
+        tools: [{ name: 'ls', inputSchema: { type: 'object' } }],
+      });
+      if (!answer) return need.ask();
+      return { content: [{ type: 'text', text: answer.model }] };
+    });
+    mrtr.registerPrompt(server, 'greeting', { argsSchema: z.object({ tone: z.string() }) }, async ({ tone }, _ctx, need) => {
+      const name = need.elicit('user_name', {
+        message: 'Your name?',
+        requestedSchema: { type: 'object', properties: { name: { type: 'string', minLength: 1 } }, required: ['name'] },
+      });
+      if (!name) return need.ask();
+      if (name.action !== 'accept') throw new Error('declined');
+      return { messages: [{ role: 'user', content: { type: 'text', text: `Say hello to ${name.content.name}, ${tone}` } }] };
+    });
     mrtr.registerResource(
       server,
       'report',

@@ -44,7 +44,11 @@ async function legacyClient(
     });
   }
   if ('sampling' in capabilities) {
-    client.setRequestHandler('sampling/createMessage', async () => ({ role: 'assistant', model: 'm', content: { type: 'text', text: 'sampled' } }));
+    client.setRequestHandler('sampling/createMessage', async () => ({
+      role: 'assistant',
+      model: 'm',
+      content: { type: 'text', text: 'sampled' },
+    }));
   }
   open.push(client);
   await client.connect(transport);
@@ -120,7 +124,12 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
     const { wire } = await legacyClient(handler, auth('alice'));
     const id = wire.sessionIds.find((s) => s !== null)!;
     const body = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} });
-    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': id, 'mcp-protocol-version': '2025-11-25' };
+    const headers = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-session-id': id,
+      'mcp-protocol-version': '2025-11-25',
+    };
     const asBob = await handler.fetch(new Request(URL_, { method: 'POST', headers, body }), { authInfo: auth('bob') });
     expect(asBob.status).toBe(404);
     const unknown = await handler.fetch(new Request(URL_, { method: 'POST', headers: { ...headers, 'mcp-session-id': 'nope' }, body }), {
@@ -136,7 +145,10 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
     const f = fixture();
     let t = 1_000_000;
     const errors: string[] = [];
-    const handler = handlerFor(f, { sessions: { maxPerUser: 2, max: 3, idleMs: 60_000, now: () => t }, onerror: (e) => errors.push(e.message) });
+    const handler = handlerFor(f, {
+      sessions: { maxPerUser: 2, max: 3, idleMs: 60_000, now: () => t },
+      onerror: (e) => errors.push(e.message),
+    });
     const a1 = await legacyClient(handler, auth('alice'));
     await legacyClient(handler, auth('alice'));
     expect(handler.sessionCount).toBe(2);
@@ -161,7 +173,9 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
   it('2026-07-28 requests still go to the stateless modern path (no session)', async () => {
     const f = fixture();
     const handler = handlerFor(f);
-    const transport = new StreamableHTTPClientTransport(URL_, { fetch: (url, init) => handler.fetch(new Request(url, init), { authInfo: auth('alice') }) });
+    const transport = new StreamableHTTPClientTransport(URL_, {
+      fetch: (url, init) => handler.fetch(new Request(url, init), { authInfo: auth('alice') }),
+    });
     const client = new Client(
       { name: 'modern', version: '1' },
       { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { elicitation: { form: {} } } },

@@ -120,7 +120,12 @@ describe('a real store outage (Redis store pointed at a closed port)', () => {
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/x' });
     const error = await wireError(
-      callTool(client, 'delete_files', { path: '/x' }, { inputResponses: { confirm: answer({ ok: true }) }, requestState: r1.requestState as string }),
+      callTool(
+        client,
+        'delete_files',
+        { path: '/x' },
+        { inputResponses: { confirm: answer({ ok: true }) }, requestState: r1.requestState as string },
+      ),
     );
     expect(error.code).toBe(-32603);
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_UNAVAILABLE']);

@@ -20,8 +20,12 @@ const init = (over: Omit<NeedInit, 'presupplied' | 'maxAnswerChars' | 'maxRounds
 
 describe('answer pins', () => {
   it('are the first 16 bytes of SHA-256 over the canonical JSON of the question', () => {
-    const request = { method: 'elicitation/create', params: { message: 'Sure?\u00e9\u{1f600}', requestedSchema: { type: 'object', properties: {} } } };
-    const canonical = '{"method":"elicitation/create","params":{"message":"Sure?\u00e9\u{1f600}","requestedSchema":{"properties":{},"type":"object"}}}';
+    const request = {
+      method: 'elicitation/create',
+      params: { message: 'Sure?\u00e9\u{1f600}', requestedSchema: { type: 'object', properties: {} } },
+    };
+    const canonical =
+      '{"method":"elicitation/create","params":{"message":"Sure?\u00e9\u{1f600}","requestedSchema":{"properties":{},"type":"object"}}}';
     const expected = createHash('sha256').update(canonical).digest().subarray(0, 16).toString('base64url');
     expect(questionPin(request as never)).toBe(expected);
     expect(questionPin(request as never, portableSha256Utf8)).toBe(expected);
@@ -48,7 +52,13 @@ const schema = {
     day: { type: 'string', format: 'date' },
     at: { type: 'string', format: 'date-time' },
     color: { type: 'string', enum: ['red', 'blue'] },
-    size: { type: 'string', oneOf: [{ const: 's', title: 'Small' }, { const: 'l', title: 'Large' }] },
+    size: {
+      type: 'string',
+      oneOf: [
+        { const: 's', title: 'Small' },
+        { const: 'l', title: 'Large' },
+      ],
+    },
     age: { type: 'integer', minimum: 0, maximum: 150 },
     ratio: { type: 'number', minimum: 0, maximum: 1 },
     ok: { type: 'boolean' },
@@ -126,14 +136,17 @@ describe('form answers are validated against requestedSchema', () => {
     expect(validateSamplingAnswer({ ...sample, role: 'system' }, L)).toBeUndefined();
     expect(validateSamplingAnswer({ ...sample, content: { type: 'text' } }, L)).toBeUndefined();
     expect(validateSamplingAnswer({ ...sample, content: [] }, L)).toBeUndefined();
-    expect(validateRootsAnswer({ roots: [{ uri: 'file:///a', name: 'a', extra: 1 }] }, L)).toEqual({ roots: [{ uri: 'file:///a', name: 'a' }] });
+    expect(validateRootsAnswer({ roots: [{ uri: 'file:///a', name: 'a', extra: 1 }] }, L)).toEqual({
+      roots: [{ uri: 'file:///a', name: 'a' }],
+    });
     expect(validateRootsAnswer({ roots: [{ uri: 'http://a' }] }, L)).toBeUndefined();
     expect(validateRootsAnswer({ roots: 'file:///a' }, L)).toBeUndefined();
   });
 });
 
 describe('NeedState: pins, pending keys and misuse', () => {
-  const q = (message: string) => ({ message, requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } }) as const;
+  const q = (message: string) =>
+    ({ message, requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] } }) as const;
   const pinOf = (message: string) => questionPin({ method: 'elicitation/create', params: q(message) } as never);
   const yes = { action: 'accept', content: { ok: true } };
 
@@ -261,73 +274,42 @@ describe('handler results', () => {
     const f = fixture();
     const custom = () => {
       const server = new McpServer({ name: 'x', version: '1' }, { ...f.mrtr.serverOptions });
-      f.mrtr.registerTool(
-        server,
-        'implicit',
-        {},
-        async (_a, _c, need) => {
-          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
-          const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
-          if (a && b) return { content: [{ type: 'text', text: 'both' }] };
-          return undefined;
-        },
-      );
-      f.mrtr.registerTool(
-        server,
-        'handmade',
-        {},
-        async () => ({ resultType: 'input_required', requestState: 'unsealed' }) as never,
-      );
-      f.mrtr.registerTool(
-        server,
-        'changing',
-        {},
-        async (_a, _c, need) => {
-          version++;
-          const a = need.elicit('a', { message: `Version ${version}?`, requestedSchema: { type: 'object', properties: {} } });
-          if (!a) return need.ask();
-          return { content: [{ type: 'text', text: `answered v${version}` }] };
-        },
-      );
+      f.mrtr.registerTool(server, 'implicit', {}, async (_a, _c, need) => {
+        const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
+        const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: { v: { type: 'string' } } } });
+        if (a && b) return { content: [{ type: 'text', text: 'both' }] };
+        return undefined;
+      });
+      f.mrtr.registerTool(server, 'handmade', {}, async () => ({ resultType: 'input_required', requestState: 'unsealed' }) as never);
+      f.mrtr.registerTool(server, 'changing', {}, async (_a, _c, need) => {
+        version++;
+        const a = need.elicit('a', { message: `Version ${version}?`, requestedSchema: { type: 'object', properties: {} } });
+        if (!a) return need.ask();
+        return { content: [{ type: 'text', text: `answered v${version}` }] };
+      });
       return server;
     };
     let version = 0;
     const withExtras = () => {
       const server = custom();
-      f.mrtr.registerTool(
-        server,
-        'memo',
-        {},
-        async (_a, _c, need) => {
-          if (need.round === 1) need.keep({ startedBy: 'round 1', n: 1 });
-          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
-          if (!a) return need.ask();
-          const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: {} } });
-          if (!b) return need.ask();
-          return { content: [{ type: 'text', text: `${JSON.stringify(need.kept)} @${need.round}` }] };
-        },
-      );
-      f.mrtr.registerPrompt(
-        server,
-        'plain',
-        {},
-        async (_a, _c, need) => {
-          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
-          if (!a) return need.ask();
-          return { messages: [{ role: 'user', content: { type: 'text', text: 'plain ok' } }] };
-        },
-      );
-      f.mrtr.registerResource(
-        server,
-        'fixed',
-        'config://app',
-        {},
-        async (uri, _c, need, variables) => {
-          const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
-          if (!a) return need.ask();
-          return { contents: [{ uri: uri.href, text: `fixed ${variables === undefined}` }] };
-        },
-      );
+      f.mrtr.registerTool(server, 'memo', {}, async (_a, _c, need) => {
+        if (need.round === 1) need.keep({ startedBy: 'round 1', n: 1 });
+        const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
+        if (!a) return need.ask();
+        const b = need.elicit('b', { message: 'B?', requestedSchema: { type: 'object', properties: {} } });
+        if (!b) return need.ask();
+        return { content: [{ type: 'text', text: `${JSON.stringify(need.kept)} @${need.round}` }] };
+      });
+      f.mrtr.registerPrompt(server, 'plain', {}, async (_a, _c, need) => {
+        const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
+        if (!a) return need.ask();
+        return { messages: [{ role: 'user', content: { type: 'text', text: 'plain ok' } }] };
+      });
+      f.mrtr.registerResource(server, 'fixed', 'config://app', {}, async (uri, _c, need, variables) => {
+        const a = need.elicit('a', { message: 'A?', requestedSchema: { type: 'object', properties: {} } });
+        if (!a) return need.ask();
+        return { contents: [{ uri: uri.href, text: `fixed ${variables === undefined}` }] };
+      });
       return server;
     };
     const client = await connect({ ...f, buildServer: withExtras });
@@ -341,10 +323,9 @@ describe('handler results', () => {
     const retry = async (method: 'prompts/get' | 'resources/read', params: Record<string, unknown>) => {
       const first = (await client.request({ method, params } as never, { allowInputRequired: true })) as Record<string, unknown>;
       expect(first.resultType).toBe('input_required');
-      return (await client.request(
-        { method, params: { ...params, inputResponses: empty, requestState: first.requestState } } as never,
-        { allowInputRequired: true },
-      )) as Record<string, unknown>;
+      return (await client.request({ method, params: { ...params, inputResponses: empty, requestState: first.requestState } } as never, {
+        allowInputRequired: true,
+      })) as Record<string, unknown>;
     };
     const prompt = (await retry('prompts/get', { name: 'plain' })) as { messages: { content: { text: string } }[] };
     expect(prompt.messages[0]!.content.text).toBe('plain ok');
@@ -353,7 +334,12 @@ describe('handler results', () => {
     const r1 = await callTool(client, 'implicit', {});
     expect(Object.keys(r1.inputRequests as object)).toEqual(['a', 'b']);
     const accepted = { action: 'accept', content: { v: 'x' } };
-    const done = await callTool(client, 'implicit', {}, { inputResponses: { a: accepted, b: accepted }, requestState: r1.requestState as string });
+    const done = await callTool(
+      client,
+      'implicit',
+      {},
+      { inputResponses: { a: accepted, b: accepted }, requestState: r1.requestState as string },
+    );
     expect(done.content).toEqual([{ type: 'text', text: 'both' }]);
 
     const handmade = await callTool(client, 'handmade', {});
@@ -362,7 +348,12 @@ describe('handler results', () => {
 
     // The question changed between rounds (server state moved on): the old answer is not applied.
     const c1 = await callTool(client, 'changing', {});
-    const c2 = await callTool(client, 'changing', {}, { inputResponses: { a: { action: 'accept', content: {} } }, requestState: c1.requestState as string });
+    const c2 = await callTool(
+      client,
+      'changing',
+      {},
+      { inputResponses: { a: { action: 'accept', content: {} } }, requestState: c1.requestState as string },
+    );
     expect(c2.resultType).toBe('input_required');
     expect((c2.inputRequests as Record<string, { params: { message: string } }>).a!.params.message).toBe('Version 2?');
   });
@@ -393,19 +384,33 @@ describe('why an answer was refused (sent back in front of the question)', () =>
     expect(why({ ok: 'yes' })).toBe('"ok" must be true or false.');
     expect(why({})).toBe('"ok" is required.');
     expect(explainFormAnswer(schema, { action: 'maybe' }, L)).toBe('The answer could not be read.');
-    for (const content of [{ ok: true, name: 'x' }, { ok: 'yes' }, {}]) expect(validateFormAnswer(schema, { action: 'accept', content }, L)).toBeUndefined();
-    expect(validateFormAnswer(schema, { action: 'accept', content: { ok: true, name: 'abc' } }, L)).toEqual({ action: 'accept', content: { ok: true, name: 'abc' } });
+    for (const content of [{ ok: true, name: 'x' }, { ok: 'yes' }, {}])
+      expect(validateFormAnswer(schema, { action: 'accept', content }, L)).toBeUndefined();
+    expect(validateFormAnswer(schema, { action: 'accept', content: { ok: true, name: 'abc' } }, L)).toEqual({
+      action: 'accept',
+      content: { ok: true, name: 'abc' },
+    });
   });
 
   it('a refused answer re-asks the question with the reason; a valid answer to it then counts (same pin)', async () => {
     const f = fixture();
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/r' });
-    const r2 = await callTool(client, 'delete_files', { path: '/r' }, { inputResponses: { confirm: { action: 'accept', content: {} } }, requestState: r1.requestState as string });
+    const r2 = await callTool(
+      client,
+      'delete_files',
+      { path: '/r' },
+      { inputResponses: { confirm: { action: 'accept', content: {} } }, requestState: r1.requestState as string },
+    );
     expect(r2.resultType).toBe('input_required');
     const asked = (r2.inputRequests as Record<string, { params: { message: string } }>).confirm!.params.message;
     expect(asked).toMatch(/^".+" is required\. Delete \/r\?$/);
-    const r3 = await callTool(client, 'delete_files', { path: '/r' }, { inputResponses: { confirm: { action: 'accept', content: { ok: true } } }, requestState: r2.requestState as string });
+    const r3 = await callTool(
+      client,
+      'delete_files',
+      { path: '/r' },
+      { inputResponses: { confirm: { action: 'accept', content: { ok: true } } }, requestState: r2.requestState as string },
+    );
     expect(r3.resultType).toBeUndefined();
     expect(f.effects).toEqual(['deleted /r']);
   });

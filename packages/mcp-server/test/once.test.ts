@@ -64,7 +64,9 @@ describe('one request, each step once', () => {
     const r1 = await callTool(client, 'steps', { rounds: 1 });
     const again = { requestState: r1.requestState as string, inputResponses: ok('step1') };
     await callTool(client, 'steps', { rounds: 1 }, again);
-    await expect(callTool(client, 'steps', { rounds: 1 }, { ...again, inputResponses: { other: { action: 'decline' } } })).rejects.toThrow();
+    await expect(
+      callTool(client, 'steps', { rounds: 1 }, { ...again, inputResponses: { other: { action: 'decline' } } }),
+    ).rejects.toThrow();
     expect(f.rejects).toEqual([{ code: 'ERR_STATE_REPLAYED', method: 'tools/call', target: 'steps' }]);
   });
 });

@@ -16,8 +16,11 @@ it('every README code block marked with a file is identical to that (type-checke
   // (zod too: it must not resolve only through hoisting); the other blocks may use the alternative codec.
   const install = /## Install\n\n```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? '';
   const installed = new Set([...install.matchAll(/^npm i(?:nstall)? (.+)$/gm)].flatMap((m) => m[1]!.replace(/\s+#.*$/, '').split(/\s+/)));
-  const imports = (code: string) => [...code.matchAll(/from '((?:@[^/']+\/)?[^/']+)[^']*'/g)].map((m) => m[1]!).filter((name) => !name.startsWith('node:'));
-  const needed = blocks.flatMap(([, file, code]) => imports(code!).filter((name) => file === 'examples/quickstart.ts' || !name.startsWith('@mrtr/')));
+  const imports = (code: string) =>
+    [...code.matchAll(/from '((?:@[^/']+\/)?[^/']+)[^']*'/g)].map((m) => m[1]!).filter((name) => !name.startsWith('node:'));
+  const needed = blocks.flatMap(([, file, code]) =>
+    imports(code!).filter((name) => file === 'examples/quickstart.ts' || !name.startsWith('@mrtr/')),
+  );
   expect(needed.filter((name) => !installed.has(name))).toEqual([]);
   // The before/after pair stays within 20 lines each.
   for (const file of ['examples/before.ts', 'examples/after.ts']) {
@@ -41,6 +44,10 @@ it("the repository README's quick start is examples/root-quickstart.ts and examp
   }
   const install = /```sh\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
   const installed = new Set([...install.matchAll(/^npm i(?:nstall)? (.+)$/gm)].flatMap((m) => m[1]!.replace(/\s+#.*$/, '').split(/\s+/)));
-  const imported = new Set(blocks.flatMap((code) => [...code!.matchAll(/from '((?:@[^/']+\/)?[^/']+)[^']*'/g)].map((m) => m[1]!)).filter((name) => !name.startsWith('node:')));
+  const imported = new Set(
+    blocks
+      .flatMap((code) => [...code!.matchAll(/from '((?:@[^/']+\/)?[^/']+)[^']*'/g)].map((m) => m[1]!))
+      .filter((name) => !name.startsWith('node:')),
+  );
   expect([...imported].filter((name) => !installed.has(name))).toEqual([]);
 });

@@ -24,7 +24,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const mallory = await connect(f, { sub: 'mallory' });
     const r1 = await callTool(alice, 'delete_files', { path: '/home/alice' });
     expectOpaque(
-      await wireError(callTool(mallory, 'delete_files', { path: '/home/alice' }, { inputResponses: yes, requestState: r1.requestState as string })),
+      await wireError(
+        callTool(mallory, 'delete_files', { path: '/home/alice' }, { inputResponses: yes, requestState: r1.requestState as string }),
+      ),
     );
     expect(f.rejects).toEqual([{ code: 'ERR_STATE_PRINCIPAL', method: 'tools/call', target: 'delete_files' }]);
     expect(f.effects).toEqual([]);
@@ -36,7 +38,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const alice = await connect(f, { sub: 'alice' });
     const r1 = await callTool(alice, 'delete_files', { path: '/x' });
     const noSubject = await connect(f, { sub: '' });
-    const error = await wireError(callTool(noSubject, 'delete_files', { path: '/x' }, { inputResponses: yes, requestState: r1.requestState as string }));
+    const error = await wireError(
+      callTool(noSubject, 'delete_files', { path: '/x' }, { inputResponses: yes, requestState: r1.requestState as string }),
+    );
     expect(error.code).toBe(-32600);
     expect(error.message).toMatch(/^Authentication required: .*authInfo\.extra\.sub/);
     // Not even a first round: without a user there is nothing to bind a state to.
@@ -50,7 +54,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const f = fixture();
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/tmp/cache' });
-    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(client, 'delete_files', { path: '/' }, { inputResponses: yes, requestState: r1.requestState as string })),
+    );
     expect(f.rejects).toEqual([{ code: 'ERR_STATE_BINDING', method: 'tools/call', target: 'delete_files' }]);
     expect(f.effects).toEqual([]);
   });
@@ -59,7 +65,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const f = fixture();
     const client = await connect(f);
     const r1 = await callTool(client, 'archive_files', { path: '/srv' });
-    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/srv' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(client, 'delete_files', { path: '/srv' }, { inputResponses: yes, requestState: r1.requestState as string })),
+    );
     expect(f.rejects).toEqual([{ code: 'ERR_STATE_BINDING', method: 'tools/call', target: 'delete_files' }]);
     expect(f.effects).toEqual([]);
   });
@@ -71,7 +79,11 @@ describe('each rejection is opaque on the wire and reported with its own code', 
       { method: 'prompts/get', params: { name: 'greeting', arguments: { tone: 'x' } } },
       { allowInputRequired: true },
     )) as Record<string, unknown>;
-    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/' }, { inputResponses: yes, requestState: prompt.requestState as string })));
+    expectOpaque(
+      await wireError(
+        callTool(client, 'delete_files', { path: '/' }, { inputResponses: yes, requestState: prompt.requestState as string }),
+      ),
+    );
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_BINDING']);
   });
 
@@ -81,7 +93,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/a' });
     clock.advance(60_000 + 5_000 + 1);
-    expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: r1.requestState as string })),
+    );
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_EXPIRED']);
     expect(f.effects).toEqual([]);
   });
@@ -153,7 +167,12 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const r1 = await callTool(client, 'delete_files', { path: '/race' });
     const outcomes = await Promise.allSettled(
       Array.from({ length: 8 }, (_, i) =>
-        callTool(client, 'delete_files', { path: '/race' }, { inputResponses: { ...yes, [`extra${i}`]: { action: 'decline' } }, requestState: r1.requestState as string }),
+        callTool(
+          client,
+          'delete_files',
+          { path: '/race' },
+          { inputResponses: { ...yes, [`extra${i}`]: { action: 'decline' } }, requestState: r1.requestState as string },
+        ),
       ),
     );
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
@@ -179,10 +198,14 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const r2 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
     expect(Object.keys(r2.inputRequests as object)).toEqual(['step2']);
     // Retried as it was sent: the recorded answer, with the same next state (still single use).
-    expect(await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string })).toEqual(r2);
+    expect(
+      await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string }),
+    ).toEqual(r2);
     // With other answers: a replay.
     const other = { ...ok('step1'), step9: { action: 'decline' } };
-    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: other, requestState: r1.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: other, requestState: r1.requestState as string })),
+    );
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STATE_REPLAYED']);
     // The current round still works.
     const r3 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step2'), requestState: r2.requestState as string });
@@ -197,7 +220,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     clock.advance(30_000);
     const r2 = await callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
     clock.advance(30_000 + 5_000 + 1);
-    expectOpaque(await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step2'), requestState: r2.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(client, 'steps', { rounds: 3 }, { inputResponses: ok('step2'), requestState: r2.requestState as string })),
+    );
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_FLOW_EXPIRED']);
   });
 
@@ -208,7 +233,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const r2 = await callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step1'), requestState: r1.requestState as string });
     expect(r2.resultType).toBe('input_required');
     // An honest flow that runs out of rounds is told so (its state was genuine), not given the forgery error.
-    const error = await wireError(callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step2'), requestState: r2.requestState as string }));
+    const error = await wireError(
+      callTool(client, 'steps', { rounds: 5 }, { inputResponses: ok('step2'), requestState: r2.requestState as string }),
+    );
     expect(error.code).toBe(-32600);
     expect(error.message).toContain('This request ran out of rounds: 2 rounds');
     expect(error.data).toEqual({ reason: 'flow_rounds_exhausted' });
@@ -226,7 +253,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     }
     // r carries round 3: opened where the limit is 2 it is refused like any forged state.
     const other = await connect(strict);
-    expectOpaque(await wireError(callTool(other, 'steps', { rounds: 5 }, { inputResponses: ok('step3'), requestState: r.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(other, 'steps', { rounds: 5 }, { inputResponses: ok('step3'), requestState: r.requestState as string })),
+    );
     expect(strict.rejects.map((x) => x.code)).toEqual(['ERR_FLOW_ROUNDS']);
   });
 
@@ -277,7 +306,9 @@ describe('each rejection is opaque on the wire and reported with its own code', 
     const siblingClient = await connect(sibling);
     const siblingState = await callTool(siblingClient, 'delete_files', { path: '/a' });
     for (const state of [foreign.requestState, siblingState.requestState]) {
-      expectOpaque(await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: state as string })));
+      expectOpaque(
+        await wireError(callTool(client, 'delete_files', { path: '/a' }, { inputResponses: yes, requestState: state as string })),
+      );
     }
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_KEY_UNKNOWN', 'ERR_STATE_AUDIENCE']);
   });
@@ -305,7 +336,9 @@ describe('faults and policies that are not tampering', () => {
     const f = fixture({ store: down });
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/o' });
-    const error = await wireError(callTool(client, 'delete_files', { path: '/o' }, { inputResponses: yes, requestState: r1.requestState as string }));
+    const error = await wireError(
+      callTool(client, 'delete_files', { path: '/o' }, { inputResponses: yes, requestState: r1.requestState as string }),
+    );
     expect(error.code).toBe(-32603);
     expect(error.message).not.toBe(INVALID_STATE_MESSAGE);
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_UNAVAILABLE']);
@@ -321,7 +354,9 @@ describe('faults and policies that are not tampering', () => {
     const f = fixture({ store: down });
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/o' });
-    const error = await wireError(callTool(client, 'delete_files', { path: '/o' }, { inputResponses: yes, requestState: r1.requestState as string }));
+    const error = await wireError(
+      callTool(client, 'delete_files', { path: '/o' }, { inputResponses: yes, requestState: r1.requestState as string }),
+    );
     expect(error.code).toBe(-32603);
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_UNAVAILABLE']);
   });
@@ -332,7 +367,9 @@ describe('faults and policies that are not tampering', () => {
     const a = await callTool(client, 'delete_files', { path: '/1' });
     const b = await callTool(client, 'delete_files', { path: '/2' });
     await callTool(client, 'delete_files', { path: '/1' }, { inputResponses: yes, requestState: a.requestState as string });
-    const error = await wireError(callTool(client, 'delete_files', { path: '/2' }, { inputResponses: yes, requestState: b.requestState as string }));
+    const error = await wireError(
+      callTool(client, 'delete_files', { path: '/2' }, { inputResponses: yes, requestState: b.requestState as string }),
+    );
     expect(error.code).toBe(-32603);
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_STORE_FULL']);
     expect(f.effects).toEqual(['deleted /1']);
@@ -357,7 +394,7 @@ describe('faults and policies that are not tampering', () => {
     expect(f.rejects.map((r) => r.code)).toEqual(['ERR_SEAL_FAILED']);
   });
 
-  it("unauthenticated requests are rejected by default (-32600), or use the configured principal", async () => {
+  it('unauthenticated requests are rejected by default (-32600), or use the configured principal', async () => {
     const strict = fixture();
     const anonymous = await connect(strict, { sub: null });
     const error = await wireError(callTool(anonymous, 'delete_files', { path: '/u' }));
@@ -367,11 +404,18 @@ describe('faults and policies that are not tampering', () => {
     const local = fixture({ unauthenticated: { principal: 'local' } });
     const localClient = await connect(local, { sub: null });
     const r1 = await callTool(localClient, 'delete_files', { path: '/u' });
-    const done = await callTool(localClient, 'delete_files', { path: '/u' }, { inputResponses: yes, requestState: r1.requestState as string });
+    const done = await callTool(
+      localClient,
+      'delete_files',
+      { path: '/u' },
+      { inputResponses: yes, requestState: r1.requestState as string },
+    );
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /u' }]);
     // The fixed principal is not the same as an authenticated user who happens to be called "local".
     const named = await connect(local, { sub: 'local' });
-    expectOpaque(await wireError(callTool(named, 'delete_files', { path: '/u' }, { inputResponses: yes, requestState: r1.requestState as string })));
+    expectOpaque(
+      await wireError(callTool(named, 'delete_files', { path: '/u' }, { inputResponses: yes, requestState: r1.requestState as string })),
+    );
   });
 
   it('a custom principal function decides who the user is', async () => {

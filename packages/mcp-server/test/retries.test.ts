@@ -1,4 +1,3 @@
-
 import type { ReplayStore } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';

@@ -24,8 +24,9 @@ describe('the SDK behaviour the adapter depends on', () => {
     const entry = createRequire(import.meta.url).resolve('@modelcontextprotocol/server');
     const sdkPackage = new URL('../package.json', pathToFileURL(entry));
     const sdkVersion = (JSON.parse(readFileSync(sdkPackage, 'utf8')) as { version: string }).version;
-    const peer = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { peerDependencies: Record<string, string> })
-      .peerDependencies['@modelcontextprotocol/server'];
+    const peer = (
+      JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { peerDependencies: Record<string, string> }
+    ).peerDependencies['@modelcontextprotocol/server'];
     expect(peer).toBe('~2.4.0');
     expect(sdkVersion.startsWith('2.4.'), `tested with ${sdkVersion}, peer range ${peer}`).toBe(true);
   });

@@ -10,5 +10,9 @@ describe('createMemoryTaskStore', () => {
       t += ms;
     },
   };
-  taskStoreCompliance(it, (o) => createMemoryTaskStore({ ...o, now: clock.now }), { clock, sharedBackend: false, name: 'memory task store' });
+  taskStoreCompliance(it, (o) => createMemoryTaskStore({ ...o, now: clock.now }), {
+    clock,
+    sharedBackend: false,
+    name: 'memory task store',
+  });
 });

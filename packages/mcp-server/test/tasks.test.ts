@@ -4,7 +4,15 @@ import { KeyRing } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import { createHttpHandler, createMemoryTaskStore, createMrtr, type MrtrOptions, TASKS_EXTENSION, type TaskRecord, type TaskStore } from '../src/index.js';
+import {
+  createHttpHandler,
+  createMemoryTaskStore,
+  createMrtr,
+  type MrtrOptions,
+  TASKS_EXTENSION,
+  type TaskRecord,
+  type TaskStore,
+} from '../src/index.js';
 
 /** A promise settled from outside (the tests never wait on wall-clock windows). */
 function deferred() {
@@ -145,7 +153,9 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
       },
     };
     const authInfo: AuthInfo = { token: 't', clientId: 'same-client', scopes: [], extra: { sub } };
-    const response = await handler.fetch(new Request('http://test.local/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), { authInfo });
+    const response = await handler.fetch(new Request('http://test.local/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), {
+      authInfo,
+    });
     // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
     const json = (await response.json()) as { result?: Record<string, any>; error?: { code: number; message: string; data?: any } };
     return json;
@@ -209,7 +219,8 @@ describe('tasks extension', () => {
     expect(created).toMatchObject({ resultType: 'task', status: 'working', ttlMs: 60_000, pollIntervalMs: 500 });
     expect(created.taskId).toMatch(/^[A-Za-z0-9_-]{22}$/); // 128 random bits
     expect(created.createdAt).toBe(new Date(1_700_000_000_000).toISOString());
-    for (const key of ['requestState', 'inputRequests', 'result', 'error', 'task', 'ttl', 'pollInterval']) expect(created).not.toHaveProperty(key);
+    for (const key of ['requestState', 'inputRequests', 'result', 'error', 'task', 'ttl', 'pollInterval'])
+      expect(created).not.toHaveProperty(key);
     const working = await s.ok('tasks/get', { taskId: created.taskId });
     expect(working).toMatchObject({ resultType: 'complete', taskId: created.taskId, status: 'working' });
     expect(working).not.toHaveProperty('result');
@@ -418,7 +429,11 @@ describe('tasks extension', () => {
     expect(partial.status).toBe('input_required');
     expect(Object.keys(partial.inputRequests)).toEqual(['second']);
     // Another user cannot answer.
-    const stolen = await s.call('tasks/update', { taskId: created.taskId, inputResponses: { second: { action: 'accept', content: { name: 'M' } } } }, { sub: 'mallory' });
+    const stolen = await s.call(
+      'tasks/update',
+      { taskId: created.taskId, inputResponses: { second: { action: 'accept', content: { name: 'M' } } } },
+      { sub: 'mallory' },
+    );
     expect(stolen.error?.code).toBe(-32602);
     await s.ok('tasks/update', { taskId: created.taskId, inputResponses: { second: { action: 'accept', content: { name: 'Zed' } } } });
     await s.settle();
@@ -442,7 +457,10 @@ describe('tasks extension', () => {
     expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({ status: 'working', statusMessage: 'step 2 of 2' });
     s.gate('progress-2').resolve();
     await s.settle();
-    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({ status: 'completed', result: { content: [{ text: 'done' }] } });
+    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({
+      status: 'completed',
+      result: { content: [{ text: 'done' }] },
+    });
     const sync = await s.ok('tools/call', { name: 'progress', arguments: {} }, { tasks: false });
     expect(sync).toMatchObject({ resultType: 'complete', content: [{ text: 'done' }] });
   });
@@ -513,7 +531,11 @@ describe('tasks extension', () => {
     const asked = await s.ok('tools/call', { name: 'named_task', arguments: {} }, { sub: 'alice' });
     expect(asked.resultType).toBe('input_required');
     const answers = { user_name: { action: 'accept', content: { name: 'Ada' } } };
-    const stolen = await s.call('tools/call', { name: 'named_task', arguments: {}, requestState: asked.requestState, inputResponses: answers }, { sub: 'bob' });
+    const stolen = await s.call(
+      'tools/call',
+      { name: 'named_task', arguments: {}, requestState: asked.requestState, inputResponses: answers },
+      { sub: 'bob' },
+    );
     expect(stolen.error?.code).toBe(-32602);
   });
 
@@ -535,9 +557,16 @@ describe('tasks extension', () => {
     const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x' });
     const server = new McpServer({ name: 'x', version: '1' });
     expect(() => mrtr.registerTool(server, 't', { task: 'optional' }, async () => ({ content: [] }))).toThrow(/tasks: \{ store \}/);
-    const withTasks = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
+    const withTasks = createMrtr({
+      keys: KeyRing.generate(),
+      codec: createHmacCodec,
+      audience: 'x',
+      tasks: { store: createMemoryTaskStore() },
+    });
     expect(() => withTasks.registerTool(server, 't', { task: 'always' as never }, async () => ({ content: [] }))).toThrow(TypeError);
-    expect(() => createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore(), ttlMs: 10 } })).toThrow(RangeError);
+    expect(() =>
+      createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore(), ttlMs: 10 } }),
+    ).toThrow(RangeError);
   });
 
   it('a 2025-era session declares the extension in initialize: tasks over sessions (and a sync run without it)', async () => {
@@ -557,7 +586,9 @@ describe('tasks extension', () => {
         const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
         if (session !== undefined) Object.assign(headers, { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' });
         const body = method.startsWith('notifications/') ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', id: ++id, method, params };
-        const response = await handler.fetch(new Request('http://t/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), { authInfo });
+        const response = await handler.fetch(new Request('http://t/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), {
+          authInfo,
+        });
         session ??= response.headers.get('mcp-session-id') ?? undefined;
         const data = /^data: (.*)$/m.exec(await response.text())?.[1];
         // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
@@ -594,13 +625,21 @@ describe('tasks extension', () => {
     it('the work runs on A; B lists its question, and B’s tasks/update answer reaches the work on A', async () => {
       const { a, b } = fleet();
       const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
-      const waiting = await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      const waiting = await until(
+        () => b.ok('tasks/get', { taskId: created.taskId }),
+        (r) => r.status === 'input_required',
+        'the question',
+      );
       expect(Object.keys(waiting.inputRequests)).toEqual(['go']);
       // B checks the answer against the question as the store keeps it: an invalid one is ignored there too.
       await b.ok('tasks/update', { taskId: created.taskId, inputResponses: { go: { action: 'accept', content: { confirm: 'yes' } } } });
       expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('input_required');
       await b.ok('tasks/update', { taskId: created.taskId, inputResponses: { go: { action: 'accept', content: { confirm: true } } } });
-      const done = await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'completed', 'the result');
+      const done = await until(
+        () => b.ok('tasks/get', { taskId: created.taskId }),
+        (r) => r.status === 'completed',
+        'the result',
+      );
       expect(done.result.content[0].text).toBe('go=true');
       expect(done).not.toHaveProperty('inputRequests');
     });
@@ -608,7 +647,11 @@ describe('tasks extension', () => {
     it('a cancel that reaches B stops the work on A (its signal aborts)', async () => {
       const { a, b } = fleet();
       const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
-      await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      await until(
+        () => b.ok('tasks/get', { taskId: created.taskId }),
+        (r) => r.status === 'input_required',
+        'the question',
+      );
       await b.ok('tasks/cancel', { taskId: created.taskId });
       await a.gate('watched-aborted').promise; // resolved by the work's abort listener on A
       expect((await a.ok('tasks/get', { taskId: created.taskId })).status).toBe('cancelled');
@@ -621,13 +664,20 @@ describe('tasks extension', () => {
       const a = setup({ store: dying.store, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000 } });
       const b = setup({ store: shared, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000 } });
       const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
-      await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      await until(
+        () => b.ok('tasks/get', { taskId: created.taskId }),
+        (r) => r.status === 'input_required',
+        'the question',
+      );
       dying.kill();
       clock.advance(1_000);
       expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('input_required'); // at the lease's end: still vouched for
       clock.advance(1);
       const failed = await b.ok('tasks/get', { taskId: created.taskId });
-      expect(failed).toMatchObject({ status: 'failed', error: { code: -32603, message: 'The server running this task stopped before it finished' } });
+      expect(failed).toMatchObject({
+        status: 'failed',
+        error: { code: -32603, message: 'The server running this task stopped before it finished' },
+      });
       expect(failed).not.toHaveProperty('inputRequests');
       // Final: an answer arriving now changes nothing.
       await b.ok('tasks/update', { taskId: created.taskId, inputResponses: { go: { action: 'accept', content: { confirm: true } } } });
@@ -637,12 +687,20 @@ describe('tasks extension', () => {
     it('the instance running a task renews its lease: a long task on a live instance is never reported failed, nor expires', async () => {
       const { a, b, clock, shared } = fleet();
       const created = await a.ok('tools/call', { name: 'watched', arguments: {} });
-      await until(() => b.ok('tasks/get', { taskId: created.taskId }), (r) => r.status === 'input_required', 'the question');
+      await until(
+        () => b.ok('tasks/get', { taskId: created.taskId }),
+        (r) => r.status === 'input_required',
+        'the question',
+      );
       // 100 × 700 ms = 70 s: past the task's ttlMs (60 s) with no change but the renewals.
       for (let i = 0; i < 100; i++) {
         const before = (await shared.get(created.taskId))!.leaseUntil!;
         clock.advance(700); // past two thirds of the lease: A renews at its next watch
-        await until(() => shared.get(created.taskId), (r) => r!.leaseUntil! > before, 'a renewed lease');
+        await until(
+          () => shared.get(created.taskId),
+          (r) => r!.leaseUntil! > before,
+          'a renewed lease',
+        );
         expect((await b.ok('tasks/get', { taskId: created.taskId })).status).toBe('input_required');
       }
       await b.ok('tasks/cancel', { taskId: created.taskId });

@@ -234,8 +234,9 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
     throw new TypeError('createMrtrTelemetry: tracerProvider must be a TracerProvider');
   }
   const zero = options.known === undefined ? undefined : knownSeries(options.known);
-  const m: Instruments | undefined =
-    !recordMetrics ? undefined : instruments((meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME));
+  const m: Instruments | undefined = !recordMetrics
+    ? undefined
+    : instruments((meterProvider ?? metrics.getMeterProvider()).getMeter(SCOPE_NAME));
   if (m !== undefined && zero !== undefined) {
     // Adding 0 creates each series at 0: an exporter then reports it before the first event.
     for (const attributes of zero.common) {

@@ -1,5 +1,14 @@
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, generateKey, KeyRing, MRTR_ERROR_CODES, MrtrError, type MrtrEvent, type RequestContext, type ReplayStore } from '@mrtr/core';
+import {
+  createStateGuard,
+  generateKey,
+  KeyRing,
+  MRTR_ERROR_CODES,
+  MrtrError,
+  type MrtrEvent,
+  type RequestContext,
+  type ReplayStore,
+} from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -82,7 +91,16 @@ describe('createMrtrTelemetry', () => {
       const s2 = await t.guard.open(await t.guard.mint({ a: 2 }, request, { continues: s1 }), request);
       // The adapter reports completion (createMrtr does this itself).
       t.onEvent({ type: 'flow.completed', method: 'tools/call', target: 'deploy', codec: 'hmac', flow: 'f', round: 3, kid: s2.kid });
-      t.onEvent({ type: 'answer.accepted', method: 'tools/call', target: 'deploy', codec: 'hmac', key: 'ok', kind: 'elicitation.form', reason: 'answered', round: 2 });
+      t.onEvent({
+        type: 'answer.accepted',
+        method: 'tools/call',
+        target: 'deploy',
+        codec: 'hmac',
+        key: 'ok',
+        kind: 'elicitation.form',
+        reason: 'answered',
+        round: 2,
+      });
       requestSpan.end();
     });
     const m = await t.collect();
@@ -93,7 +111,12 @@ describe('createMrtrTelemetry', () => {
     expect(m.get(METRICS.flowRounds)).toEqual([{ attributes: tool, value: { count: 1, sum: 3 } }]);
     expect(m.get(METRICS.answers)).toEqual([
       {
-        attributes: { ...tool, 'mrtr.answer.outcome': 'accepted', 'mrtr.answer.reason': 'answered', 'mrtr.answer.kind': 'elicitation.form' },
+        attributes: {
+          ...tool,
+          'mrtr.answer.outcome': 'accepted',
+          'mrtr.answer.reason': 'answered',
+          'mrtr.answer.kind': 'elicitation.form',
+        },
         value: 1,
       },
     ]);
@@ -210,7 +233,19 @@ describe('createMrtrTelemetry', () => {
     const m = await t.collect();
     const text = JSON.stringify({ metrics: [...m.values()], spans: t.spans().map((s) => [s.name, s.attributes, s.status]) });
     const subkey = Buffer.from((await t.keys.subkey('k1', 'mrtr/principal-tag/v1'))!).toString('base64url');
-    for (const secret of [t.secret, subkey, SECRET_ARG, 'other-3e', 'alice-91', data.answer, s1.claims.jti, s1.flow.id, s1.claims.sub, t1, t2]) {
+    for (const secret of [
+      t.secret,
+      subkey,
+      SECRET_ARG,
+      'other-3e',
+      'alice-91',
+      data.answer,
+      s1.claims.jti,
+      s1.flow.id,
+      s1.claims.sub,
+      t1,
+      t2,
+    ]) {
       expect(text).not.toContain(secret);
     }
     for (const part of [...t1.split('.'), ...t2.split('.')].filter((p) => p.length > 8)) expect(text).not.toContain(part);

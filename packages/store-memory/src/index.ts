@@ -75,7 +75,13 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
   const label = 'createMemoryStore';
   options = optionsObject(label, options);
   const maxEntries = intOption(`${label}: maxEntries`, options.maxEntries, DEFAULT_MAX_ENTRIES, 1, Number.MAX_SAFE_INTEGER);
-  const maxOutcomeBytes = intOption(`${label}: maxOutcomeBytes`, options.maxOutcomeBytes, DEFAULT_MAX_OUTCOME_BYTES, 0, Number.MAX_SAFE_INTEGER);
+  const maxOutcomeBytes = intOption(
+    `${label}: maxOutcomeBytes`,
+    options.maxOutcomeBytes,
+    DEFAULT_MAX_OUTCOME_BYTES,
+    0,
+    Number.MAX_SAFE_INTEGER,
+  );
   const namespace = stringOption(`${label}: namespace`, options.namespace, '');
   const now = fnOption(`${label}: now`, options.now, Date.now);
 

@@ -26,7 +26,9 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 describe('createMemoryStore options', () => {
   it('rejects bad options at construction', () => {
     expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(RangeError);
-    expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(new RangeError(`createMemoryStore: maxEntries must be between 1 and ${Number.MAX_SAFE_INTEGER}`));
+    expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(
+      new RangeError(`createMemoryStore: maxEntries must be between 1 and ${Number.MAX_SAFE_INTEGER}`),
+    );
     expect(() => createMemoryStore({ maxEntries: 1.5 })).toThrow(new TypeError('createMemoryStore: maxEntries must be an integer'));
     expect(() => createMemoryStore({ maxEntries: Number.NaN })).toThrow(new TypeError('createMemoryStore: maxEntries must be an integer'));
     expect(() => createMemoryStore({ maxOutcomeBytes: -1 })).toThrow(RangeError);

@@ -105,7 +105,8 @@ export function openConnection(
     });
     redis.on('ready', () => {
       clearTimeout(startupTimer);
-      if (reportedDown && !everReady) warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: Redis at ${where} is reachable now.`));
+      if (reportedDown && !everReady)
+        warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: Redis at ${where} is reachable now.`));
       everReady = true;
       lastError = undefined;
     });

@@ -19,9 +19,7 @@ export function fail(cause: unknown): never {
 
 /** Errors after which the `SET` cannot have run: Redis answered with an error, or it was never sent. */
 export const notWritten = (error: unknown): boolean =>
-  error instanceof ReplyError ||
-  MrtrError.is(error) ||
-  (error instanceof Error && error.message.includes("Stream isn't writeable"));
+  error instanceof ReplyError || MrtrError.is(error) || (error instanceof Error && error.message.includes("Stream isn't writeable"));
 
 /**
  * The `SET` may have run although its reply never arrived (timeout, connection lost with the command
@@ -110,4 +108,3 @@ export async function resolveLostRecord(
   }
   return stored === value && kept;
 }
-

@@ -244,12 +244,22 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
   const connectTimeoutMs = intOption(`${label}: connectTimeoutMs`, options.connectTimeoutMs, 2000, 1, MAX_TIMER_MS);
   const maxReconnectDelayMs = intOption(`${label}: maxReconnectDelayMs`, options.maxReconnectDelayMs, 2000, 1, MAX_TIMER_MS);
   const extraRetentionMs = intOption(`${label}: extraRetentionMs`, options.extraRetentionMs, 0, 0, Number.MAX_SAFE_INTEGER);
-  const evictionPolicyCheck = oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', ['warn', 'refuse', 'off'] as const);
+  const evictionPolicyCheck = oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', [
+    'warn',
+    'refuse',
+    'off',
+  ] as const);
   const onError = onErrorOption(label, options);
   const batching = boolOption(`${label}: batch`, options.batch, true);
   const maxBatchSize = intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096);
   const maxQueued = intOption(`${label}: maxQueued`, options.maxQueued, 16_384, 1, 1_000_000);
-  const maxOutcomeBytes = intOption(`${label}: maxOutcomeBytes`, options.maxOutcomeBytes, DEFAULT_MAX_OUTCOME_BYTES, 0, MAX_MAX_OUTCOME_BYTES);
+  const maxOutcomeBytes = intOption(
+    `${label}: maxOutcomeBytes`,
+    options.maxOutcomeBytes,
+    DEFAULT_MAX_OUTCOME_BYTES,
+    0,
+    MAX_MAX_OUTCOME_BYTES,
+  );
   const redisOptions = redisOptionsOption(label, options.redisOptions);
 
   const keyPrefix = ledgerKeyPrefix(prefix, namespace);

@@ -4,17 +4,7 @@ import { type BackgroundError, base64urlEncode, randomBytes, StoreUnavailableErr
 import { createConsumeQueue, evalScript } from './batching.js';
 import { openConnection } from './connection.js';
 import { createEvictionGuard, type EvictionCheck } from './eviction.js';
-import {
-  FIRST,
-  fail,
-  notWritten,
-  PENDING,
-  REPLAYED,
-  recordedIn,
-  resolveLost,
-  resolveLostClaim,
-  resolveLostRecord,
-} from './lost-reply.js';
+import { FIRST, fail, notWritten, PENDING, REPLAYED, recordedIn, resolveLost, resolveLostClaim, resolveLostRecord } from './lost-reply.js';
 import { parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
 
 /**
@@ -261,4 +251,3 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
 
   return { consume, claim, record, maxOutcomeBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
 }
-

@@ -193,7 +193,9 @@ const timedOut = (): Error => new Error('redis command timed out');
 
 /** A stored value that is not `<version><task record as JSON>` for this id (a foreign or damaged key). */
 const corrupt = (taskId: string): StoreUnavailableError =>
-  new StoreUnavailableError({ cause: new Error(`${LABEL}: the value stored for a task is not a task record (id of ${taskId.length} characters)`) });
+  new StoreUnavailableError({
+    cause: new Error(`${LABEL}: the value stored for a task is not a task record (id of ${taskId.length} characters)`),
+  });
 
 /**
  * Task store on Redis ≥ 6.2 (`PXAT`, `ZADD … GT`), on one server or a Cluster, shared by every instance that
@@ -285,7 +287,8 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     });
     redis.on('ready', () => {
       clearTimeout(startupTimer);
-      if (reportedDown && !everReady) warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: task store: Redis at ${where} is reachable now.`));
+      if (reportedDown && !everReady)
+        warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: task store: Redis at ${where} is reachable now.`));
       everReady = true;
       lastError = undefined;
     });

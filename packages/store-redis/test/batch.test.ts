@@ -188,7 +188,9 @@ describe.skipIf(binary === undefined)('Redis batching (throwaway redis-server)',
 
   it('maxQueued bounds the queue: one more consume fails closed at once', async () => {
     const { store } = make({ maxQueued: 2 });
-    const results = await Promise.all([uniqueId('m0'), uniqueId('m1'), uniqueId('m2'), uniqueId('m3')].map((id) => outcome(store.consume(id, exp()))));
+    const results = await Promise.all(
+      [uniqueId('m0'), uniqueId('m1'), uniqueId('m2'), uniqueId('m3')].map((id) => outcome(store.consume(id, exp()))),
+    );
     expect(results).toEqual([true, true, true, 'ERR_STORE_UNAVAILABLE']);
     await store.close();
   });
@@ -227,7 +229,11 @@ describe.skipIf(binary === undefined)('Redis batching (throwaway redis-server)',
   it('rejects bad batching options', () => {
     expect(() => createRedisStore({ url: server.url, batch: 'yes' as unknown as boolean })).toThrow(TypeError);
     expect(() => createRedisStore({ url: server.url, maxBatchSize: 0 })).toThrow(RangeError);
-    expect(() => createRedisStore({ url: server.url, maxQueued: 1.5 })).toThrow(new TypeError('createRedisStore: maxQueued must be an integer'));
-    expect(() => createRedisStore({ url: server.url, maxQueued: 1_000_001 })).toThrow(new RangeError('createRedisStore: maxQueued must be between 1 and 1000000'));
+    expect(() => createRedisStore({ url: server.url, maxQueued: 1.5 })).toThrow(
+      new TypeError('createRedisStore: maxQueued must be an integer'),
+    );
+    expect(() => createRedisStore({ url: server.url, maxQueued: 1_000_001 })).toThrow(
+      new RangeError('createRedisStore: maxQueued must be between 1 and 1000000'),
+    );
   });
 });

@@ -53,7 +53,6 @@ async function clusterPort(taken: Set<number>): Promise<number> {
   throw new Error('no free port pair for a cluster node');
 }
 
-
 const COMMAND_TIMEOUT_MS = 500;
 
 describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_000 }, () => {
@@ -130,9 +129,13 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
       nodes.push(throwawayRedis(port, nodeArgs(port)));
     }
     await Promise.all(nodes.map((node) => node.start()));
-    await run('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], {
-      timeout: 60_000,
-    });
+    await run(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'],
+      {
+        timeout: 60_000,
+      },
+    );
     for (const node of nodes) await until(`cluster_state:ok on ${node.port}`, () => clusterOk(node.port));
     const probe = new Redis(nodes[0]!.port, '127.0.0.1');
     try {
@@ -228,14 +231,23 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
   };
   taskStoreCompliance(it, newTaskStore, { name: 'redis cluster tasks' });
 
-  it('task store on the cluster: each script call touches one slot; one principal\'s tasks land on every master', async () => {
+  it("task store on the cluster: each script call touches one slot; one principal's tasks land on every master", async () => {
     const store = newTaskStore({ namespace: uniqueId('tasks'), maxLivePerPrincipal: 64, maxPerPrincipal: 64 });
     const ids: string[] = [];
     for (let i = 0; i < 30; i++) {
       const t = Date.now();
       const taskId = uniqueId(`t${i}`);
       ids.push(taskId);
-      await store.create({ taskId, principal: '{alice}\n', status: 'working', createdAt: t, lastUpdatedAt: t, ttlMs: 60_000, inputRequests: {}, askedKeys: [] });
+      await store.create({
+        taskId,
+        principal: '{alice}\n',
+        status: 'working',
+        createdAt: t,
+        lastUpdatedAt: t,
+        ttlMs: 60_000,
+        inputRequests: {},
+        askedKeys: [],
+      });
     }
     await Promise.all(ids.map((id) => store.update(id, (r) => ({ ...r, status: 'completed', lastUpdatedAt: r.lastUpdatedAt + 1 }))));
     for (const id of ids) expect((await store.get(id))?.status).toBe('completed');

@@ -7,7 +7,10 @@ import { assertRedisReachable, gateRedis, REDIS_URL, skipRedis } from './helpers
 gateRedis('compliance.test.ts');
 
 /** A store on a connection through a proxy that can lose the reply to one SET (see storeCompliance's lostReply). */
-async function lossyRedis(url: string, make: (proxiedUrl: string) => { store: LossyStore['store']; close(): Promise<void> }): Promise<LossyStore> {
+async function lossyRedis(
+  url: string,
+  make: (proxiedUrl: string) => { store: LossyStore['store']; close(): Promise<void> },
+): Promise<LossyStore> {
   const target = new URL(url);
   const proxy = await startReplyLosingProxy({ host: target.hostname, port: Number(target.port || 6379) });
   const proxied = new URL(url);
@@ -53,7 +56,11 @@ function outcomeCalls() {
         'two instances on one namespace share claims and outcomes',
         'under two state guards, 50 identical retries run the round once',
       ];
-      for (const name of expected) expect([...tests].some((test) => test.includes(`${label} compliance: ${name}`)), name).toBe(true);
+      for (const name of expected)
+        expect(
+          [...tests].some((test) => test.includes(`${label} compliance: ${name}`)),
+          name,
+        ).toBe(true);
     });
   };
   return { watch, expectEveryOutcomeTest };

@@ -26,9 +26,17 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     await server?.kill();
   });
 
-  const withStore = async (options: RedisStoreOptions, fn: (store: ReturnType<typeof createRedisStore>, warnings: string[]) => Promise<void>) => {
+  const withStore = async (
+    options: RedisStoreOptions,
+    fn: (store: ReturnType<typeof createRedisStore>, warnings: string[]) => Promise<void>,
+  ) => {
     const warnings: string[] = [];
-    const store = createRedisStore({ url: server.url, namespace: uniqueId('ev'), onError: (e) => warnings.push(`${e.code}: ${e.message}`), ...options });
+    const store = createRedisStore({
+      url: server.url,
+      namespace: uniqueId('ev'),
+      onError: (e) => warnings.push(`${e.code}: ${e.message}`),
+      ...options,
+    });
     try {
       await fn(store, warnings);
     } finally {
@@ -55,7 +63,7 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     await admin.config('SET', 'maxmemory-policy', 'noeviction');
   });
 
-  it("warn (default): an evicting policy at start-up gives one warning naming it; consumes still work", async () => {
+  it('warn (default): an evicting policy at start-up gives one warning naming it; consumes still work', async () => {
     await admin.config('SET', 'maxmemory-policy', 'volatile-lru');
     try {
       await withStore({}, async (store, warnings) => {
@@ -87,7 +95,7 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     }
   });
 
-  it("refuse: an evicting policy → every consume rejects ERR_STORE_UNAVAILABLE and writes nothing; noeviction → it works", async () => {
+  it('refuse: an evicting policy → every consume rejects ERR_STORE_UNAVAILABLE and writes nothing; noeviction → it works', async () => {
     await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
     try {
       await withStore({ evictionPolicyCheck: 'refuse' }, async (store, warnings) => {
@@ -141,7 +149,11 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     await hidden.start();
     try {
       const warnings: string[] = [];
-      const store = createRedisStore({ url: hidden.url, namespace: uniqueId('hidden'), onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
+      const store = createRedisStore({
+        url: hidden.url,
+        namespace: uniqueId('hidden'),
+        onError: (e) => warnings.push(`${e.code}: ${e.message}`),
+      });
       expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
       const result = await store.checkEvictionPolicy();
       expect(result.status).toBe('unknown');
@@ -159,7 +171,9 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     try {
       expect(() => createRedisStore({ client, evictionPolicyCheck: 'maybe' as never })).toThrow(TypeError);
       expect(() => createRedisStore({ client, onWarning: 1 as never })).toThrow(TypeError);
-      expect(() => createRedisStore({ client, onError: 1 as never })).toThrow(new TypeError('createRedisStore: onError must be a function'));
+      expect(() => createRedisStore({ client, onError: 1 as never })).toThrow(
+        new TypeError('createRedisStore: onError must be a function'),
+      );
     } finally {
       client.disconnect();
     }

@@ -106,7 +106,21 @@ export function throwawayRedis(port: number, extraArgs: readonly string[] = []):
       if (child !== undefined) throw new Error('already running');
       const proc = spawn(
         'redis-server',
-        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--loglevel', 'notice', ...extraArgs],
+        [
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--daemonize',
+          'no',
+          '--loglevel',
+          'notice',
+          ...extraArgs,
+        ],
         { stdio: ['ignore', 'pipe', 'pipe'] },
       );
       child = proc;

@@ -93,7 +93,12 @@ describe.skipIf(skipRedis)('a SET whose reply is late or lost', () => {
     const proxied = new URL(url);
     proxied.hostname = '127.0.0.1';
     proxied.port = String(proxy.port);
-    const store = createRedisStore({ url: proxied.toString(), namespace: uniqueId('cut'), commandTimeoutMs: 1000, maxReconnectDelayMs: 100 });
+    const store = createRedisStore({
+      url: proxied.toString(),
+      namespace: uniqueId('cut'),
+      commandTimeoutMs: 1000,
+      maxReconnectDelayMs: 100,
+    });
     try {
       expect(await store.consume(uniqueId('warm'), Date.now() + 60_000)).toBe(true);
       const id = uniqueId('cut');

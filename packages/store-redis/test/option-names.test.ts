@@ -27,7 +27,10 @@ describe('renamed options of the Redis stores', () => {
         };
         const old = factory === 'store' ? createRedisStore({ ...options, onWarning }) : createRedisTaskStore({ ...options, onWarning });
         const current = factory === 'store' ? createRedisStore({ ...options, onError }) : createRedisTaskStore({ ...options, onError });
-        cleanups.push(() => old.close(), () => current.close());
+        cleanups.push(
+          () => old.close(),
+          () => current.close(),
+        );
       });
       await report;
       await waitUntil(() => messages.length === 1 && errors.length === 1);
@@ -51,7 +54,9 @@ describe('renamed options of the Redis stores', () => {
     expect(() => createRedisTaskStore({ client, onError: one, onWarning: two })).toThrow(
       new TypeError('createRedisTaskStore: give onError (onWarning is its deprecated name), not both'),
     );
-    expect(() => createRedisStore({ client, onWarning: 'log' as never })).toThrow(new TypeError('createRedisStore: onWarning must be a function'));
+    expect(() => createRedisStore({ client, onWarning: 'log' as never })).toThrow(
+      new TypeError('createRedisStore: onWarning must be a function'),
+    );
     const same = createRedisStore({ client, evictionPolicyCheck: 'off', onError: one, onWarning: one });
     await same.close();
     client.disconnect();
@@ -62,7 +67,9 @@ describe('renamed options of the Redis stores', () => {
     try {
       const keyPrefixes = (factory: 'store' | 'tasks', namespace?: string): string => {
         const options = { client, ...(namespace === undefined ? {} : { namespace }) };
-        return factory === 'store' ? createRedisStore({ ...options, evictionPolicyCheck: 'off' }).keyPrefix : createRedisTaskStore(options).keyPrefix;
+        return factory === 'store'
+          ? createRedisStore({ ...options, evictionPolicyCheck: 'off' }).keyPrefix
+          : createRedisTaskStore(options).keyPrefix;
       };
       for (const [factory, prefix] of [
         ['store', 'mrtr:replay:'],

@@ -48,7 +48,6 @@ async function recorded(promise: Promise<boolean>): Promise<boolean | string> {
   }
 }
 
-
 describe('outcome options and misuse (no Redis needed)', () => {
   it('maxOutcomeBytes: default 65536, 0 allowed; out of range → labelled RangeError, not an integer → labelled TypeError', async () => {
     for (const bad of [-1, 2 ** 29 + 1]) {
@@ -76,10 +75,16 @@ describe('outcome options and misuse (no Redis needed)', () => {
       await expect(store.claim('', exp, 'fp')).rejects.toThrow(new TypeError('claim: id must be a non-empty string'));
       await expect(store.claim('id', Number.NaN, 'fp')).rejects.toThrow(new TypeError('claim: expiresAtMs must be a finite number'));
       for (const fp of ['', 'a:b', 42 as unknown as string]) {
-        await expect(store.claim('id', exp, fp)).rejects.toThrow(new TypeError('claim: fingerprint must be a non-empty string without ":"'));
-        await expect(store.record('id', fp, 'x')).rejects.toThrow(new TypeError('record: fingerprint must be a non-empty string without ":"'));
+        await expect(store.claim('id', exp, fp)).rejects.toThrow(
+          new TypeError('claim: fingerprint must be a non-empty string without ":"'),
+        );
+        await expect(store.record('id', fp, 'x')).rejects.toThrow(
+          new TypeError('record: fingerprint must be a non-empty string without ":"'),
+        );
       }
-      await expect(store.claim('id', exp, 'f'.repeat(257))).rejects.toThrow(new RangeError('claim: fingerprint must be at most 256 characters'));
+      await expect(store.claim('id', exp, 'f'.repeat(257))).rejects.toThrow(
+        new RangeError('claim: fingerprint must be at most 256 characters'),
+      );
       await expect(store.record('', 'fp', 'x')).rejects.toThrow(new TypeError('record: id must be a non-empty string'));
       await expect(store.record('id', 'fp', 7 as unknown as string)).rejects.toThrow(new TypeError('record: outcome must be a string'));
       // An expiry already past is never a first use, and needs no command (this Redis is unreachable).
@@ -443,7 +448,6 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
       await store.close();
     }
   });
-
 
   it('NOSCRIPT (first use, SCRIPT FLUSH): claim and record load their script with EVAL once, then EVALSHA', async () => {
     const { store, counts } = make();

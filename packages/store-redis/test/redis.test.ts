@@ -13,14 +13,22 @@ describe('createRedisStore options (no server needed)', () => {
       expect(() => createRedisStore({ url: 'redis://127.0.0.1:6379', client })).toThrow(TypeError);
       expect(() => createRedisStore({ url: 42 as unknown as string })).toThrow(TypeError);
       expect(() => createRedisStore({ client: {} as unknown as Redis })).toThrow(TypeError);
-      expect(() => createRedisStore({ client, namespace: 1 as unknown as string })).toThrow(new TypeError('createRedisStore: namespace must be a string'));
+      expect(() => createRedisStore({ client, namespace: 1 as unknown as string })).toThrow(
+        new TypeError('createRedisStore: namespace must be a string'),
+      );
       expect(() => createRedisStore({ client, prefix: 1 as unknown as string })).toThrow(TypeError);
       expect(() => createRedisStore({ client, commandTimeoutMs: 0 })).toThrow(RangeError);
-      expect(() => createRedisStore({ client, connectTimeoutMs: 1.5 })).toThrow(new TypeError('createRedisStore: connectTimeoutMs must be an integer'));
-      expect(() => createRedisStore({ client, connectTimeoutMs: 2 ** 31 })).toThrow(new RangeError('createRedisStore: connectTimeoutMs must be between 1 and 2147483647'));
+      expect(() => createRedisStore({ client, connectTimeoutMs: 1.5 })).toThrow(
+        new TypeError('createRedisStore: connectTimeoutMs must be an integer'),
+      );
+      expect(() => createRedisStore({ client, connectTimeoutMs: 2 ** 31 })).toThrow(
+        new RangeError('createRedisStore: connectTimeoutMs must be between 1 and 2147483647'),
+      );
       expect(() => createRedisStore({ client, maxReconnectDelayMs: -1 })).toThrow(RangeError);
       expect(() => createRedisStore({ client, extraRetentionMs: -1 })).toThrow(RangeError);
-      expect(() => createRedisStore({ client, extraRetentionMs: 0.5 })).toThrow(new TypeError('createRedisStore: extraRetentionMs must be an integer'));
+      expect(() => createRedisStore({ client, extraRetentionMs: 0.5 })).toThrow(
+        new TypeError('createRedisStore: extraRetentionMs must be an integer'),
+      );
       expect(() => createRedisStore(null as unknown as object)).toThrow(TypeError);
     } finally {
       client.disconnect();

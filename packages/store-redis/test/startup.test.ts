@@ -46,7 +46,11 @@ describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
     const { next, codes } = watched({ url, namespace: uniqueId('down'), connectTimeoutMs: 60_000 });
     const message = await next();
     expect(codes).toEqual(['STORE_UNREACHABLE']);
-    expect(message).toMatch(new RegExp(`^@mrtr/store-redis: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 at start-up \\(.*ECONNREFUSED.*\\); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable\\.$`));
+    expect(message).toMatch(
+      new RegExp(
+        `^@mrtr/store-redis: cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 at start-up \\(.*ECONNREFUSED.*\\); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable\\.$`,
+      ),
+    );
     for (const secret of ['hunter2', 'user', 'qsecret', 'sslpassword', 'fragsecret']) expect(message).not.toContain(secret);
   });
 
@@ -65,7 +69,12 @@ describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
 
   it('reports once, however many reconnects fail; close() ends the reports and the retries', async () => {
     const port = await freePort();
-    const { store, next, warnings } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('down'), connectTimeoutMs: 60_000, maxReconnectDelayMs: 1 });
+    const { store, next, warnings } = watched({
+      url: `redis://127.0.0.1:${port}`,
+      namespace: uniqueId('down'),
+      connectTimeoutMs: 60_000,
+      maxReconnectDelayMs: 1,
+    });
     await next();
     // Let several reconnect attempts fail (each is another 'error' event).
     let errors = 0;
@@ -88,7 +97,12 @@ describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
 
   it('an injected client: ready() PINGs, bounded by commandTimeoutMs, and rejects ERR_STORE_UNAVAILABLE', async () => {
     const port = await freePort();
-    const client = new Redis(`redis://127.0.0.1:${port}`, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const client = new Redis(`redis://127.0.0.1:${port}`, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     client.on('error', () => {});
     try {
       const store = createRedisStore({ client, namespace: uniqueId('inj'), commandTimeoutMs: 200, evictionPolicyCheck: 'off' });
@@ -107,7 +121,13 @@ describe('Redis down at start-up (closed port on 127.0.0.1)', () => {
 describe.skipIf(redisServerBinary() === undefined)('Redis started after the store (throwaway redis-server)', () => {
   it('the down warning is followed by one "reachable now"; ready() then resolves and consumes work', async () => {
     const port = await freePort();
-    const { store, next, codes } = watched({ url: `redis://127.0.0.1:${port}`, namespace: uniqueId('late'), connectTimeoutMs: 60_000, maxReconnectDelayMs: 50, evictionPolicyCheck: 'off' });
+    const { store, next, codes } = watched({
+      url: `redis://127.0.0.1:${port}`,
+      namespace: uniqueId('late'),
+      connectTimeoutMs: 60_000,
+      maxReconnectDelayMs: 50,
+      evictionPolicyCheck: 'off',
+    });
     expect(await next()).toMatch(/cannot reach Redis at .* at start-up/);
     const server = throwawayRedis(port);
     try {

@@ -10,7 +10,17 @@ gateRedis('task-store.test.ts');
 
 const task = (principal: string, extra: Partial<TaskRecord> = {}): TaskRecord => {
   const t = Date.now();
-  return { taskId: uniqueId('task'), principal, status: 'working', createdAt: t, lastUpdatedAt: t, ttlMs: 600_000, inputRequests: {}, askedKeys: [], ...extra };
+  return {
+    taskId: uniqueId('task'),
+    principal,
+    status: 'working',
+    createdAt: t,
+    lastUpdatedAt: t,
+    ttlMs: 600_000,
+    inputRequests: {},
+    askedKeys: [],
+    ...extra,
+  };
 };
 
 const code = async (promise: Promise<unknown>): Promise<string> => {
@@ -18,7 +28,8 @@ const code = async (promise: Promise<unknown>): Promise<string> => {
     await promise;
     return 'resolved';
   } catch (error) {
-    if (MrtrError.is(error)) return error.code === 'ERR_TASK_LIMIT' ? `ERR_TASK_LIMIT:${String((error as { limit?: unknown }).limit)}` : error.code;
+    if (MrtrError.is(error))
+      return error.code === 'ERR_TASK_LIMIT' ? `ERR_TASK_LIMIT:${String((error as { limit?: unknown }).limit)}` : error.code;
     return (error as Error).constructor.name;
   }
 };
@@ -189,7 +200,9 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
   it('concurrent creates of one principal on four instances: the bounds hold', async () => {
     const namespace = uniqueId('shared');
     const instances = Array.from({ length: 4 }, () => open({ namespace, maxLivePerPrincipal: 5, maxPerPrincipal: 7 }));
-    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => code((instances[i % 4] as RedisTaskStore).create(task('alice')))));
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => code((instances[i % 4] as RedisTaskStore).create(task('alice')))),
+    );
     expect(results.filter((r) => r === 'resolved')).toHaveLength(5);
     expect(results.filter((r) => r === 'ERR_TASK_LIMIT:live')).toHaveLength(35);
     const finals = await Promise.all(
@@ -210,7 +223,14 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
           const keys = args.slice(2, 2 + Number(args[1])) as string[];
           if (keys.length === 1 && keys[0]?.includes(':t:')) {
             const stored = (await raw.get(keys[0])) as string;
-            await raw.set(keys[0], `${uniqueId('o').replace(/[^a-z0-9]/g, '').padEnd(22, 'o').slice(-22)}${stored.slice(22)}`, 'KEEPTTL');
+            await raw.set(
+              keys[0],
+              `${uniqueId('o')
+                .replace(/[^a-z0-9]/g, '')
+                .padEnd(22, 'o')
+                .slice(-22)}${stored.slice(22)}`,
+              'KEEPTTL',
+            );
           }
           return value.apply(target, args);
         };
@@ -265,7 +285,12 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
 
   it('an unreachable Redis fails closed: ERR_STORE_UNAVAILABLE, bounded in time', async () => {
     const warnings: string[] = [];
-    const store = createRedisTaskStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 300, commandTimeoutMs: 300, onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
+    const store = createRedisTaskStore({
+      url: 'redis://127.0.0.1:1',
+      connectTimeoutMs: 300,
+      commandTimeoutMs: 300,
+      onError: (e) => warnings.push(`${e.code}: ${e.message}`),
+    });
     try {
       const started = Date.now();
       expect(await code(store.create(task('alice')))).toBe('ERR_STORE_UNAVAILABLE');
@@ -292,9 +317,15 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     expect(() => createRedisTaskStore({ url, client: new Redis({ lazyConnect: true }) })).toThrow(TypeError);
     expect(() => createRedisTaskStore({ maxLivePerPrincipal: 0 })).toThrow(RangeError);
     expect(() => createRedisTaskStore({ maxLivePerPrincipal: 10, maxPerPrincipal: 5 })).toThrow(RangeError);
-    expect(() => createRedisTaskStore({ namespace: 1 as unknown as string })).toThrow(new TypeError('createRedisTaskStore: namespace must be a string'));
-    expect(() => createRedisTaskStore({ maxUpdateAttempts: 1.5 })).toThrow(new TypeError('createRedisTaskStore: maxUpdateAttempts must be an integer'));
-    expect(() => createRedisTaskStore({ onError: 'log' as never })).toThrow(new TypeError('createRedisTaskStore: onError must be a function'));
+    expect(() => createRedisTaskStore({ namespace: 1 as unknown as string })).toThrow(
+      new TypeError('createRedisTaskStore: namespace must be a string'),
+    );
+    expect(() => createRedisTaskStore({ maxUpdateAttempts: 1.5 })).toThrow(
+      new TypeError('createRedisTaskStore: maxUpdateAttempts must be an integer'),
+    );
+    expect(() => createRedisTaskStore({ onError: 'log' as never })).toThrow(
+      new TypeError('createRedisTaskStore: onError must be a function'),
+    );
     expect(() => createRedisTaskStore({ maxUpdateAttempts: 0 })).toThrow(RangeError);
     expect(() => createRedisTaskStore({ commandTimeoutMs: -1 })).toThrow(RangeError);
   });

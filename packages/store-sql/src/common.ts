@@ -12,7 +12,6 @@ import {
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 
-
 /** Options shared by both dialects. */
 export interface SqlStoreCommonOptions {
   /**
@@ -228,10 +227,6 @@ export const CLAIM_TRIES = 3;
 export const unsettledClaimError = (): MrtrError =>
   new StoreUnavailableError({ cause: new Error(`claim: the row changed under ${CLAIM_TRIES} tries in a row; not claimed`) });
 
-
-
-
-
 /** Anything that is not already a `MrtrError` becomes `ERR_STORE_UNAVAILABLE` with the original as `cause`. */
 export function toStoreError(error: unknown): MrtrError {
   return MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error });
@@ -276,9 +271,13 @@ export function startPurgeTimer(
         try {
           const reason = error instanceof Error ? error.message || error.name : String(error);
           onError(
-            new BackgroundError('STORE_PURGE_FAILED', `${label}: the background purge failed (${reason}); expired rows stay until a later run succeeds`, {
-              cause: error,
-            }),
+            new BackgroundError(
+              'STORE_PURGE_FAILED',
+              `${label}: the background purge failed (${reason}); expired rows stay until a later run succeeds`,
+              {
+                cause: error,
+              },
+            ),
           );
         } catch {
           // a throwing onError must not become an unhandled rejection

@@ -1,6 +1,15 @@
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
-import { type BackgroundError, boolOption, fnOption, intOption, optionsObject, renamedOption, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import {
+  type BackgroundError,
+  boolOption,
+  fnOption,
+  intOption,
+  optionsObject,
+  renamedOption,
+  StoreUnavailableError,
+  withDeadline,
+} from '@mrtr/core/authoring';
 import {
   CLAIM_TRIES,
   checkClaimArgs,
@@ -83,7 +92,9 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
 }
 
 /** Structural constructor of `pg.Pool`, as loaded at run time. */
-type PoolConstructor = new (config: Record<string, unknown>) => PgPoolLike & {
+type PoolConstructor = new (
+  config: Record<string, unknown>,
+) => PgPoolLike & {
   on(event: 'error', listener: (error: Error) => void): unknown;
 };
 
@@ -213,8 +224,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     'SELECT true AS first, NULL::text AS fp, NULL::text AS outcome, NULL::bigint AS expires_at FROM ins ' +
     `UNION ALL SELECT false, r.fp, r.outcome, r.expires_at FROM ${table} AS r WHERE r.ns = $1 AND r.id = $2 AND NOT EXISTS (SELECT 1 FROM ins)`;
   // record: only the claim's own fingerprint, only once, only while the id is live.
-  const recordSql =
-    `UPDATE ${table} SET outcome = $4 WHERE ns = $1 AND id = $2 AND fp = $3 AND outcome IS NULL AND expires_at >= $5`;
+  const recordSql = `UPDATE ${table} SET outcome = $4 WHERE ns = $1 AND id = $2 AND fp = $3 AND outcome IS NULL AND expires_at >= $5`;
   // What a claim or record whose reply was lost asks.
   const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;

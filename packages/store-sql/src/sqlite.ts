@@ -1,5 +1,13 @@
 import { type ClaimResult, MrtrError } from '@mrtr/core';
-import { type BackgroundError, boolOption, fnOption, intOption, oneOfOption, optionsObject, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  type BackgroundError,
+  boolOption,
+  fnOption,
+  intOption,
+  oneOfOption,
+  optionsObject,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 import {
   CLAIM_TRIES,
   checkClaimArgs,
@@ -55,7 +63,10 @@ export interface SqliteStoreOptions extends SqlStoreCommonOptions {
 }
 
 /** Structural constructor of `better-sqlite3`'s `Database`, as loaded at run time. */
-type DatabaseConstructor = new (filename: string, options?: Record<string, unknown>) => SqliteDatabaseLike & {
+type DatabaseConstructor = new (
+  filename: string,
+  options?: Record<string, unknown>,
+) => SqliteDatabaseLike & {
   pragma(source: string): unknown;
 };
 
@@ -159,8 +170,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     `WHERE ${table}.expires_at < ?`;
   const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
   const recordSql = `UPDATE ${table} SET outcome = ? WHERE ns = ? AND id = ? AND fp = ? AND outcome IS NULL AND expires_at >= ?`;
-  const purgeSql =
-    `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
+  const purgeSql = `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
   const createTableSql =
     `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, fp TEXT, outcome TEXT, ` +
     'PRIMARY KEY (ns, id))';

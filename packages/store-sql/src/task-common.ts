@@ -1,5 +1,13 @@
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
-import { asTaskRecord, boolOption, fnOption, intOption, isTerminalStatus, StoreUnavailableError, taskExpiresAt } from '@mrtr/core/authoring';
+import {
+  asTaskRecord,
+  boolOption,
+  fnOption,
+  intOption,
+  isTerminalStatus,
+  StoreUnavailableError,
+  taskExpiresAt,
+} from '@mrtr/core/authoring';
 import { checkNamespace, quoteIdentifier } from './common.js';
 
 /** Options shared by both dialects' task stores. */
@@ -64,7 +72,11 @@ export interface TaskSettings {
 }
 
 /** Parses the options both dialects share. */
-export function taskSettings(label: string, options: SqlTaskStoreCommonOptions, limits: { maxLive: number; maxKept: number }): Omit<TaskSettings, 'table'> {
+export function taskSettings(
+  label: string,
+  options: SqlTaskStoreCommonOptions,
+  limits: { maxLive: number; maxKept: number },
+): Omit<TaskSettings, 'table'> {
   const tableName = options.table ?? DEFAULT_TASK_TABLE;
   quoteIdentifier(`${label}: table`, tableName);
   return {
@@ -137,5 +149,4 @@ export const taskIdExistsError = (): Error => new Error('task store: a task with
 export const unsettledUpdateError = (): StoreUnavailableError =>
   new StoreUnavailableError({ cause: new Error(`task store: the record changed under ${UPDATE_TRIES} updates in a row; not updated`) });
 
-export const closedTaskStoreError = (): StoreUnavailableError =>
-  new StoreUnavailableError({ cause: new Error('task store is closed') });
+export const closedTaskStoreError = (): StoreUnavailableError => new StoreUnavailableError({ cause: new Error('task store is closed') });

@@ -64,7 +64,9 @@ export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions {
 }
 
 /** Structural constructor of `pg.Pool`, as loaded at run time. */
-type PoolConstructor = new (config: Record<string, unknown>) => PgPoolLike & {
+type PoolConstructor = new (
+  config: Record<string, unknown>,
+) => PgPoolLike & {
   on(event: 'error', listener: (error: Error) => void): unknown;
 };
 

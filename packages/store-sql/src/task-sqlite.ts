@@ -38,7 +38,10 @@ export interface SqliteTaskStoreOptions extends SqlTaskStoreCommonOptions {
 }
 
 /** Structural constructor of `better-sqlite3`'s `Database`, as loaded at run time. */
-type DatabaseConstructor = new (filename: string, options?: Record<string, unknown>) => SqliteDatabaseLike & {
+type DatabaseConstructor = new (
+  filename: string,
+  options?: Record<string, unknown>,
+) => SqliteDatabaseLike & {
   pragma(source: string): unknown;
 };
 
@@ -223,7 +226,9 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
         inWriteTransaction(s.db, s.begin, () => {
           const t = Math.floor(now());
           s.deleteExpired.run(namespace, row.principal, t);
-          const counts = s.count.get({ ns: namespace, principal: row.principal, t, maxLive, maxKept }) as { live?: unknown; kept?: unknown } | undefined;
+          const counts = s.count.get({ ns: namespace, principal: row.principal, t, maxLive, maxKept }) as
+            | { live?: unknown; kept?: unknown }
+            | undefined;
           const live = Number(counts?.live);
           const kept = Number(counts?.kept);
           if (!Number.isInteger(live) || !Number.isInteger(kept)) throw new Error('task store: the count query answered no counts');
@@ -259,7 +264,15 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
         const row = toTaskRow(`${label}: update`, next, maxRecordBytes);
         let changes: number;
         try {
-          changes = s.update.run(row.json, row.live ? 1 : 0, taskExpiresAt(next), namespace, taskId, current.version, Math.floor(now())).changes;
+          changes = s.update.run(
+            row.json,
+            row.live ? 1 : 0,
+            taskExpiresAt(next),
+            namespace,
+            taskId,
+            current.version,
+            Math.floor(now()),
+          ).changes;
         } catch (error) {
           throw toStoreError(error);
         }

@@ -11,7 +11,8 @@ import { createPostgresStore, createPostgresTaskStore, createSqliteStore, type P
 // `purgeGraceMs`) still work for one release. Their behaviour is covered under the old names by the existing
 // suites (group-commit, postgres.behaviour); these check the new names mean the same and the two do not clash.
 
-const pool = (): PgPoolLike => ({ query: () => Promise.reject(new Error('not used')), connect: () => Promise.reject(new Error('not used')) }) as unknown as PgPoolLike;
+const pool = (): PgPoolLike =>
+  ({ query: () => Promise.reject(new Error('not used')), connect: () => Promise.reject(new Error('not used')) }) as unknown as PgPoolLike;
 const dir = mkdtempSync(join(tmpdir(), 'mrtr-option-names-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -47,7 +48,17 @@ describe('renamed options of the SQL stores', () => {
     expect(() => createPostgresStore({ pool: pool(), batch: false, groupCommit: true })).toThrow(TypeError);
     // The same value under both names is accepted.
     const same = [
-      createPostgresStore({ pool: pool(), ensureSchema: false, purgeIntervalMs: 0, extraRetentionMs: 5, purgeGraceMs: 5, connectTimeoutMs: 900, connectionTimeoutMs: 900, batch: false, groupCommit: false }),
+      createPostgresStore({
+        pool: pool(),
+        ensureSchema: false,
+        purgeIntervalMs: 0,
+        extraRetentionMs: 5,
+        purgeGraceMs: 5,
+        connectTimeoutMs: 900,
+        connectionTimeoutMs: 900,
+        batch: false,
+        groupCommit: false,
+      }),
     ];
     for (const store of same) void store.close();
   });
@@ -68,7 +79,9 @@ describe('onError of the SQL stores (one name and shape across the stores)', () 
       while (errors.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
       expect(errors[0]).toBeInstanceOf(BackgroundError);
       expect(errors[0]?.code).toBe('STORE_PURGE_FAILED');
-      expect(errors[0]?.message).toMatch(/^createSqliteStore: the background purge failed \(.*mrtr_replay.*\); expired rows stay until a later run succeeds$/);
+      expect(errors[0]?.message).toMatch(
+        /^createSqliteStore: the background purge failed \(.*mrtr_replay.*\); expired rows stay until a later run succeeds$/,
+      );
       expect(errors[0]?.cause).toBeInstanceOf(Error);
     } finally {
       await store.close();
@@ -76,6 +89,8 @@ describe('onError of the SQL stores (one name and shape across the stores)', () 
   });
 
   it('onError must be a function', () => {
-    expect(() => createPostgresStore({ pool: pool(), onError: 'log' as never })).toThrow(new TypeError('createPostgresStore: onError must be a function'));
+    expect(() => createPostgresStore({ pool: pool(), onError: 'log' as never })).toThrow(
+      new TypeError('createPostgresStore: onError must be a function'),
+    );
   });
 });

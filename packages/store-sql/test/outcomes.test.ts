@@ -9,12 +9,7 @@ import { type ClaimResult, MrtrError } from '@mrtr/core';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createPostgresStore,
-  createSqliteStore,
-  type SqliteDatabaseLike,
-  type SqlReplayStore,
-} from '../src/index.js';
+import { createPostgresStore, createSqliteStore, type SqliteDatabaseLike, type SqlReplayStore } from '../src/index.js';
 import {
   assertPostgresReachable,
   DATABASE_URL,
@@ -63,7 +58,13 @@ interface Row {
 /** What the shared tests need of a dialect. */
 interface Backend {
   /** A store the test closes in afterAll; `table` is created by the test's own `table()`. */
-  store(options: { table: string; now: () => number; namespace?: string; maxOutcomeBytes?: number; ensureSchema?: boolean }): SqlReplayStore;
+  store(options: {
+    table: string;
+    now: () => number;
+    namespace?: string;
+    maxOutcomeBytes?: number;
+    ensureSchema?: boolean;
+  }): SqlReplayStore;
   /** A store on a connection that records every statement text it is sent. */
   recordingStore(options: { table: string }): { store: SqlReplayStore; texts: string[] };
   table(tag: string): string;
@@ -172,7 +173,7 @@ function outcomeTests(backend: Backend): void {
     expect(await plain.record('big2', 'fp', 'y'.repeat(65_537))).toBe(false);
   });
 
-  it('expiry on an injected clock: a claim after expiry is first (the old outcome is gone), consume and claim take over each other\'s expired rows, record after expiry is refused', async () => {
+  it("expiry on an injected clock: a claim after expiry is first (the old outcome is gone), consume and claim take over each other's expired rows, record after expiry is refused", async () => {
     const table = backend.table('exp');
     const store = backend.store({ table, now });
     const ttl = 60_000;
@@ -308,7 +309,9 @@ describe('SQLite: outcome recording', () => {
     },
     table: (tag) => uniqueTable(tag),
     async createPreviousTable(table, oldExpiresAt) {
-      admin.exec(`CREATE TABLE "${table}" (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, PRIMARY KEY (ns, id))`);
+      admin.exec(
+        `CREATE TABLE "${table}" (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, PRIMARY KEY (ns, id))`,
+      );
       admin.exec(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
       admin.prepare(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'old', ?)`).run(oldExpiresAt);
     },
@@ -398,7 +401,9 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     },
     table: newTable,
     async createPreviousTable(table, oldExpiresAt) {
-      await admin.query(`CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`);
+      await admin.query(
+        `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, PRIMARY KEY (ns, id))`,
+      );
       await admin.query(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
       await admin.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'old', $1)`, [oldExpiresAt]);
     },
@@ -427,7 +432,9 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     for (const ending of ['COMMIT', 'ROLLBACK'] as const) {
       it(`a claim that waited on a row another transaction was writing (${kind}, ${ending}) answers by what committed: never a wrong first, never an error`, async () => {
         const table = newTable('snap');
-        const store = track(createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0, statementTimeoutMs: 20_000, lockTimeoutMs: 20_000 }));
+        const store = track(
+          createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0, statementTimeoutMs: 20_000, lockTimeoutMs: 20_000 }),
+        );
         await store.ensureSchema();
         if (kind === 'take-over') {
           await admin.query(`INSERT INTO "${table}" (ns, id, expires_at, fp, outcome) VALUES ('', 'x', 1, 'fp', 'old')`);

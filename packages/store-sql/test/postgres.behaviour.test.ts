@@ -60,8 +60,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
     tables.push(table);
     return table;
   };
-  const rowCount = async (table: string) =>
-    Number((await admin.query(`SELECT count(*)::int AS n FROM "${table}"`)).rows[0].n);
+  const rowCount = async (table: string) => Number((await admin.query(`SELECT count(*)::int AS n FROM "${table}"`)).rows[0].n);
 
   beforeAll(async () => {
     await assertPostgresReachable(url);
@@ -258,11 +257,9 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
     });
 
     it('needs only pg (better-sqlite3 blocked); a process that never calls close() still exits', async () => {
-      const worker = await spawnWorker(
-        { kind: 'smoke', dialect: 'postgres', target: url, table: newTable('exit'), close: false },
-        30_000,
-        { block: 'better-sqlite3' },
-      );
+      const worker = await spawnWorker({ kind: 'smoke', dialect: 'postgres', target: url, table: newTable('exit'), close: false }, 30_000, {
+        block: 'better-sqlite3',
+      });
       const exited = new Promise<number | null>((resolve) => worker.child.on('exit', (code) => resolve(code)));
       await worker.ready;
       worker.go();
@@ -432,14 +429,18 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
     it('deletes expired rows in bounded batches and keeps live ones', async () => {
       const table = newTable('purge');
       let t = 1_000_000;
-      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
+      const store = createPostgresStore({
+        connectionString: url,
+        table,
+        now: () => t,
+        purgeIntervalMs: 0,
+        purgeBatchSize: 1000,
+        purgeMaxBatches: 2,
+      });
       try {
         await store.ensureSchema();
         const soon = t + 200;
-        await admin.query(
-          `INSERT INTO "${table}" (ns, id, expires_at) SELECT 'p', 'old' || g, $1 FROM generate_series(1, 2500) g`,
-          [soon],
-        );
+        await admin.query(`INSERT INTO "${table}" (ns, id, expires_at) SELECT 'p', 'old' || g, $1 FROM generate_series(1, 2500) g`, [soon]);
         const live = Array.from({ length: 10 }, (_, i) => `live:${i}`);
         for (const id of live) expect(await store.consume(id, t + 60_000)).toBe(true);
         t = soon; // live up to and including expiresAtMs
@@ -480,7 +481,13 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       const table = newTable('bg');
       const errors: unknown[] = [];
       let t = 1_000_000;
-      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 100, onError: (e) => errors.push(e) });
+      const store = createPostgresStore({
+        connectionString: url,
+        table,
+        now: () => t,
+        purgeIntervalMs: 100,
+        onError: (e) => errors.push(e),
+      });
       try {
         const exp = t + 100;
         for (let i = 0; i < 20; i++) expect(await store.consume(`bg:${i}`, exp)).toBe(true);

@@ -7,7 +7,17 @@ import { MrtrError } from '@mrtr/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, type PgPoolLike, type PgQueryConfigLike, type SqlReplayStore } from '../src/index.js';
-import { assertPostgresReachable, DATABASE_URL, dropTables, postgresSkipReason, recorded, REQUIRE_SERVICES, skipPostgres, sleep, uniqueTable } from './helpers.js';
+import {
+  assertPostgresReachable,
+  DATABASE_URL,
+  dropTables,
+  postgresSkipReason,
+  recorded,
+  REQUIRE_SERVICES,
+  skipPostgres,
+  sleep,
+  uniqueTable,
+} from './helpers.js';
 
 postgresSkipReason('postgres.locks.test.ts');
 if (skipPostgres && REQUIRE_SERVICES) {
@@ -48,7 +58,6 @@ async function settle<T>(promise: Promise<T>): Promise<T | MrtrError> {
 }
 
 const unavailable = (value: unknown): boolean => MrtrError.is(value) && value.code === 'ERR_STORE_UNAVAILABLE';
-
 
 describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line blocking', () => {
   const url = DATABASE_URL as string;
@@ -186,7 +195,10 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         expect(cause).toContain(`"${table}"`);
         expect(cause).toMatch(/nothing was changed/);
         // The rest of the fleet (here: a plain write, as an instance of an older version would send) is not held up.
-        await within(admin.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'meanwhile', $1)`, [Date.now() + 60_000]), 'a write');
+        await within(
+          admin.query(`INSERT INTO "${table}" (ns, id, expires_at) VALUES ('', 'meanwhile', $1)`, [Date.now() + 60_000]),
+          'a write',
+        );
         // This store's consumes fail closed until its schema is ensured.
         expect(unavailable(await within(settle(starting.consume('early', Date.now() + 60_000)), 'an early consume'))).toBe(true);
         await other.query('ROLLBACK');
@@ -204,7 +216,9 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
     it('a row locked by another transaction holds up only the consumes that need it: consumes sent meanwhile, in other batches, resolve', async () => {
       const table = newTable('lkhol');
       // Long server and client bounds: the consume of the locked row waits for as long as the holder stays.
-      const store = track(createPostgresStore({ connectionString: url, table, statementTimeoutMs: 60_000, lockTimeoutMs: 60_000, purgeIntervalMs: 0 }));
+      const store = track(
+        createPostgresStore({ connectionString: url, table, statementTimeoutMs: 60_000, lockTimeoutMs: 60_000, purgeIntervalMs: 0 }),
+      );
       expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
       const locker = await holder();
       await locker.query('BEGIN');
@@ -281,9 +295,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
           },
           end: () => inner.end(),
         };
-        const store = track(
-          createPostgresStore({ pool, table, statementTimeoutMs: 500, connectionTimeoutMs: 500, purgeIntervalMs: 0 }),
-        );
+        const store = track(createPostgresStore({ pool, table, statementTimeoutMs: 500, connectionTimeoutMs: 500, purgeIntervalMs: 0 }));
         expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
         const ids = shape === 'a lone consume' ? ['mine'] : ['m1', 'm2', 'm3'];
         swallow = true;

@@ -179,7 +179,11 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       const victim = task('dave');
       const other = task('mallory');
       await store.create(victim);
-      await admin.query(`UPDATE "${table}_x" SET record = $3 WHERE ns = $1 AND task_id = $2`, [namespace, victim.taskId, JSON.stringify(other)]);
+      await admin.query(`UPDATE "${table}_x" SET record = $3 WHERE ns = $1 AND task_id = $2`, [
+        namespace,
+        victim.taskId,
+        JSON.stringify(other),
+      ]);
       await expectUnavailable(store.get(victim.taskId));
       const moved = task('erin');
       await store.create(moved);

@@ -227,7 +227,9 @@ describe('SQLite store behaviour', () => {
     expect(pgless.trues).toBe(0);
     expect(pgless.errors).toHaveLength(2);
     for (const message of pgless.errors) {
-      expect(message).toMatch(/^ERR_STORE_UNAVAILABLE: .*optional peer dependency "pg" is not installed \| ERR_MODULE_NOT_FOUND: Cannot find package 'pg'/);
+      expect(message).toMatch(
+        /^ERR_STORE_UNAVAILABLE: .*optional peer dependency "pg" is not installed \| ERR_MODULE_NOT_FOUND: Cannot find package 'pg'/,
+      );
     }
   });
 
@@ -256,7 +258,9 @@ describe('SQLite store behaviour', () => {
     expect(missingDep.trues).toBe(0);
     for (const message of missingDep.errors) {
       expect(message).not.toMatch(/not installed/);
-      expect(message).toMatch(/failed to load: Cannot find package 'pg-protocol'.* \| ERR_MODULE_NOT_FOUND: Cannot find package 'pg-protocol'/);
+      expect(message).toMatch(
+        /failed to load: Cannot find package 'pg-protocol'.* \| ERR_MODULE_NOT_FOUND: Cannot find package 'pg-protocol'/,
+      );
     }
   });
 

@@ -54,11 +54,15 @@ describe('SQLite task store, owned database file', () => {
 });
 
 describe('SQLite task store, injected database', () => {
-  taskStoreCompliance(it, (limits) => createSqliteTaskStore({ database: openDatabase(), table: `${table}_inj`, now: clock.now, ...limits }), {
-    name: 'sqlite tasks(injected)',
-    clock,
-    sharedBackend: true,
-  });
+  taskStoreCompliance(
+    it,
+    (limits) => createSqliteTaskStore({ database: openDatabase(), table: `${table}_inj`, now: clock.now, ...limits }),
+    {
+      name: 'sqlite tasks(injected)',
+      clock,
+      sharedBackend: true,
+    },
+  );
 });
 
 describe('SQLite task store, beyond the suite', () => {
@@ -107,7 +111,14 @@ describe('SQLite task store, beyond the suite', () => {
   it('interleaved creates of one principal from two connections on one file: exactly the bound', async () => {
     const namespace = `race-${n++}`;
     const a = open({ namespace, maxLivePerPrincipal: 7, maxPerPrincipal: 9 });
-    const b = createSqliteTaskStore({ database: openDatabase(), table: x, namespace, now: clock.now, maxLivePerPrincipal: 7, maxPerPrincipal: 9 });
+    const b = createSqliteTaskStore({
+      database: openDatabase(),
+      table: x,
+      namespace,
+      now: clock.now,
+      maxLivePerPrincipal: 7,
+      maxPerPrincipal: 9,
+    });
     stores.push(b);
     const settled = await Promise.allSettled(Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? a : b).create(task('carol'))));
     expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(7);
@@ -130,7 +141,9 @@ describe('SQLite task store, beyond the suite', () => {
           }),
       );
       for (const r of results) r.catch(() => {});
-      const ready = workers.map((child) => new Promise<void>((resolve) => child.on('message', (m: { type: string }) => m.type === 'ready' && resolve())));
+      const ready = workers.map(
+        (child) => new Promise<void>((resolve) => child.on('message', (m: { type: string }) => m.type === 'ready' && resolve())),
+      );
       const task = { filename, table: x, namespace, principal: 'pat', creates: 25, maxLivePerPrincipal: 11 };
       for (const child of workers) child.send({ type: 'task', task });
       await Promise.all(ready);
@@ -197,7 +210,9 @@ describe('SQLite task store, beyond the suite', () => {
     }
     const victim = task('dave');
     await store.create(victim);
-    admin.prepare(`UPDATE "${x}" SET record = ? WHERE ns = ? AND task_id = ?`).run(JSON.stringify(task('mallory')), namespace, victim.taskId);
+    admin
+      .prepare(`UPDATE "${x}" SET record = ? WHERE ns = ? AND task_id = ?`)
+      .run(JSON.stringify(task('mallory')), namespace, victim.taskId);
     await expectUnavailable(store.get(victim.taskId));
   });
 

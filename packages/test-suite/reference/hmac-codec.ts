@@ -1,8 +1,18 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { KeyRing, OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
 import {
-  type CodecOptions, KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError, base64urlDecode,
-  base64urlEncode, isStateClaims, parseCodecOptions, readTokenPrefix, utf8Decode, utf8Encode,
+  type CodecOptions,
+  KeyUnknownError,
+  StateIntegrityError,
+  StateMalformedError,
+  StateTooLargeError,
+  base64urlDecode,
+  base64urlEncode,
+  isStateClaims,
+  parseCodecOptions,
+  readTokenPrefix,
+  utf8Decode,
+  utf8Encode,
 } from '@mrtr/core/authoring';
 
 const VERSION = 'h1'; // format version: authenticated, and a new one for any change of the format

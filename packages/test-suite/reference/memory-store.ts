@@ -20,7 +20,8 @@ export function createExampleMemoryStore(options: ExampleMemoryStoreOptions = {}
     // No `await` between the check and the write: no other consume can come between them (atomic first use).
     async consume(id: string, expiresAtMs: number): Promise<boolean> {
       if (typeof id !== 'string' || id.length === 0) throw new TypeError('consume: id must be a non-empty string');
-      if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) throw new TypeError('consume: expiresAtMs must be a finite number');
+      if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs))
+        throw new TypeError('consume: expiresAtMs must be a finite number');
       if (closed) throw new StoreUnavailableError(); // never `true` when it cannot record
       const at = now();
       const held = ids.get(id);

@@ -35,8 +35,11 @@ interface Pair {
  */
 export async function startReplyLosingProxy(target: { host: string; port: number }): Promise<ReplyLosingProxy> {
   const pairs = new Set<Pair>();
-  let state: { kind: 'normal' } | { kind: 'armed'; mode: LostReplyMode } | { kind: 'holding'; pair: Pair; held: Buffer[] } | { kind: 'dropping' } =
-    { kind: 'normal' };
+  let state:
+    | { kind: 'normal' }
+    | { kind: 'armed'; mode: LostReplyMode }
+    | { kind: 'holding'; pair: Pair; held: Buffer[] }
+    | { kind: 'dropping' } = { kind: 'normal' };
 
   const flush = (): void => {
     if (state.kind !== 'holding') return;

@@ -66,7 +66,8 @@ export type StoreFactory = (options: { namespace: string }) => ReplayStore | Pro
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 let sequence = 0;
-const uniqueId = (tag: string) => `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
+const uniqueId = (tag: string) =>
+  `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
 
 /** The single-use contract of a `ReplayStore`: `storeCompliance(it, ({ namespace }) => createMyStore({ namespace }))`. */
 export function storeCompliance(it: TestFn, factory: StoreFactory, options: StoreComplianceOptions = {}): void {
@@ -133,7 +134,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         const results = await Promise.all(Array.from({ length: parallel }, () => store.consume(id, exp)));
         const trues = results.filter((r) => r === true).length;
         ok(trues === 1, `expected exactly one true, got ${trues}`);
-        ok(results.every((r) => r === true || r === false), 'every consume must resolve a boolean');
+        ok(
+          results.every((r) => r === true || r === false),
+          'every consume must resolve a boolean',
+        );
       }
     });
   });
@@ -238,14 +242,20 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       // Started together, so a store that batches (group commit, pipelines) gets them in one batch.
       const order = [a, b, a, used, c, a, b];
       const results = await Promise.all(order.map((id) => store.consume(id, exp)));
-      ok(results.every((r) => r === true || r === false), 'every consume must resolve a boolean');
+      ok(
+        results.every((r) => r === true || r === false),
+        'every consume must resolve a boolean',
+      );
       for (const id of [a, b, c]) {
         const trues = results.filter((r, i) => r === true && order[i] === id).length;
         ok(trues === 1, `an id repeated in one burst must be true exactly once, got ${trues}`);
       }
       ok(results[3] === false, 'an id consumed before the burst must be false in it');
       const again = await Promise.all([a, b, c].map((id) => store.consume(id, exp)));
-      ok(again.every((r) => r === false), 'every id of the burst must be consumed afterwards');
+      ok(
+        again.every((r) => r === false),
+        'every id of the burst must be consumed afterwards',
+      );
     });
   });
 
@@ -273,7 +283,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
         const mine = uniqueId('late-mine');
         lossy.loseNextReply('late');
-        ok((await lossy.store.consume(mine, exp)) === true, 'the write was this call\'s: a late reply must still give true');
+        ok((await lossy.store.consume(mine, exp)) === true, "the write was this call's: a late reply must still give true");
         lossy.restore();
         ok((await peer.consume(mine, exp)) === false, 'and the id is consumed for everyone');
         ok((await lossy.store.consume(mine, exp)) === false, 'a retry of the same id must be false');
@@ -281,7 +291,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         const theirs = uniqueId('late-theirs');
         ok((await peer.consume(theirs, exp)) === true, 'the peer consumes first');
         lossy.loseNextReply('late');
-        ok((await lossy.store.consume(theirs, exp)) === false, 'someone else\'s write: a late reply must give false');
+        ok((await lossy.store.consume(theirs, exp)) === false, "someone else's write: a late reply must give false");
         lossy.restore();
 
         const unknown = uniqueId('lost');
@@ -367,7 +377,9 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     await withOutcomes(async (store) => {
       const id = uniqueId('claim-race');
       const exp = now() + 60_000;
-      const results = await Promise.all(Array.from({ length: parallel }, (_, i) => store.claim(id, exp, i % 2 === 0 ? 'same' : `other-${i}`)));
+      const results = await Promise.all(
+        Array.from({ length: parallel }, (_, i) => store.claim(id, exp, i % 2 === 0 ? 'same' : `other-${i}`)),
+      );
       const firsts = results.filter((r) => r.status === 'first').length;
       ok(firsts === 1, `exactly one claim must be first, got ${firsts}`);
       const winner = results.findIndex((r) => r.status === 'first');
@@ -380,7 +392,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       });
       ok((await store.record(id, winnerFp, 'the-outcome')) === true, 'the winner records');
       const after = await Promise.all(Array.from({ length: parallel }, () => store.claim(id, exp, winnerFp)));
-      ok(after.every((r) => r.status === 'recorded' && r.outcome === 'the-outcome'), 'every identical claim gets the one outcome');
+      ok(
+        after.every((r) => r.status === 'recorded' && r.outcome === 'the-outcome'),
+        'every identical claim gets the one outcome',
+      );
     });
   });
 
@@ -431,7 +446,13 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   /** A guard over `store` with a plain (unprotected) codec, recording its events: the store's part is what is tested. */
   const observed = (store: ReplayStore) => {
     const events: MrtrEvent[] = [];
-    const guard = createStateGuard({ keys: KeyRing.generate(), codec: plainCodec, store, audience: 'store-events', onEvent: (e) => events.push(e) });
+    const guard = createStateGuard({
+      keys: KeyRing.generate(),
+      codec: plainCodec,
+      store,
+      audience: 'store-events',
+      onEvent: (e) => events.push(e),
+    });
     const request = { method: 'tools/call', target: 'tool', arguments: {}, principal: 'p' };
     return { guard, events, request };
   };
@@ -464,7 +485,8 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     try {
       if (typeof storeA.claim !== 'function') return;
       const keys = KeyRing.generate();
-      const make = (store: ReplayStore) => createStateGuard({ keys, codec: plainCodec, store, audience: 'store-admit', retryWaitMs: 20_000 });
+      const make = (store: ReplayStore) =>
+        createStateGuard({ keys, codec: plainCodec, store, audience: 'store-admit', retryWaitMs: 20_000 });
       const guards = [make(storeA), make(storeB)];
       const request = { method: 'tools/call', target: 'delete', arguments: { paths: ['a'] }, principal: 'p' };
       const token = await guards[0]!.mint(null, request);
@@ -483,7 +505,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       const identical = await Promise.all(Array.from({ length: 50 }, (_, i) => attempt(i, answers)));
       ok(executions === 1, `the round must run once, ran ${executions} times`);
       const first = JSON.stringify(identical[0]);
-      ok(identical.every((r) => JSON.stringify(r) === first), 'all 50 identical retries must get the same outcome');
+      ok(
+        identical.every((r) => JSON.stringify(r) === first),
+        'all 50 identical retries must get the same outcome',
+      );
 
       const other = await factory({ namespace: uniqueId('admit-other') });
       try {
@@ -505,7 +530,9 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         );
         ok(executions === 1, `with 50 different answers the round must run once, ran ${executions}`);
         ok(codes.filter((c) => c === 'ERR_STATE_REPLAYED').length === 49, `49 must be replays, got ${JSON.stringify(codes)}`);
-        const otherPrincipal = await codeOf(guard.admit(fresh, { ...request, principal: 'q' }, { confirm: { action: 'accept', content: { n: 0 } } }));
+        const otherPrincipal = await codeOf(
+          guard.admit(fresh, { ...request, principal: 'q' }, { confirm: { action: 'accept', content: { n: 0 } } }),
+        );
         ok(otherPrincipal === 'ERR_STATE_PRINCIPAL', `another principal must be refused, got ${String(otherPrincipal)}`);
       } finally {
         await other.close();
@@ -524,7 +551,9 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         const { guard, events, request } = observed(store);
         const token = await guard.mint(null, request);
         ok((await codeOf(guard.open(token, request))) === 'ERR_STORE_UNAVAILABLE', 'an outage must refuse with ERR_STORE_UNAVAILABLE');
-        const types = events.slice(2).map((e) => (e.type === 'state.rejected' || e.type === 'store.error' ? `${e.type}:${e.code}` : e.type));
+        const types = events
+          .slice(2)
+          .map((e) => (e.type === 'state.rejected' || e.type === 'store.error' ? `${e.type}:${e.code}` : e.type));
         ok(
           JSON.stringify(types) === JSON.stringify(['store.error:ERR_STORE_UNAVAILABLE', 'state.rejected:ERR_STORE_UNAVAILABLE']),
           `unexpected events ${JSON.stringify(types)}`,

@@ -27,7 +27,8 @@ export interface TaskStoreComplianceOptions {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 let sequence = 0;
-const uniqueId = (tag: string) => `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
+const uniqueId = (tag: string) =>
+  `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
 
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(sortKeys(a)) === JSON.stringify(sortKeys(b));
 function sortKeys(value: unknown): unknown {
@@ -45,7 +46,11 @@ async function rejectsTaskLimit(fn: () => Promise<unknown>, context: string, lim
     await fn();
   } catch (error) {
     ok(MrtrError.is(error) && error.code === 'ERR_TASK_LIMIT', `${context}: expected ERR_TASK_LIMIT, got ${String(error)}`);
-    if (limit !== undefined) ok((error as { limit?: unknown }).limit === limit, `${context}: expected the "${limit}" bound, got ${String((error as { limit?: unknown }).limit)}`);
+    if (limit !== undefined)
+      ok(
+        (error as { limit?: unknown }).limit === limit,
+        `${context}: expected the "${limit}" bound, got ${String((error as { limit?: unknown }).limit)}`,
+      );
     return;
   }
   fail(`${context}: was accepted`);
@@ -134,7 +139,14 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
       ok(same(await store.get(task.taskId), task), 'the record must come back unchanged');
       const big = 'x'.repeat(256 * 1024);
       const error = { code: -32603, message: 'Internal error', data: { nested: { deep: [1, 2, 3] } } };
-      await store.update(task.taskId, (r) => ({ ...r, status: 'failed', error, inputRequests: {}, statusMessage: big, lastUpdatedAt: now() }));
+      await store.update(task.taskId, (r) => ({
+        ...r,
+        status: 'failed',
+        error,
+        inputRequests: {},
+        statusMessage: big,
+        lastUpdatedAt: now(),
+      }));
       const read = await store.get(task.taskId);
       ok(read?.status === 'failed' && read.statusMessage === big && same(read.error, error), 'a large final record must round-trip');
     });
@@ -150,7 +162,10 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
       read.askedKeys.push('mutated-after-get');
       read.inputRequests.x = { method: 'elicitation/create' };
       const updated = await store.update(task.taskId, (r) => ({ ...r, statusMessage: 'one' }));
-      ok(updated !== undefined && updated.askedKeys.length === 0 && Object.keys(updated.inputRequests).length === 0, 'get must answer a copy');
+      ok(
+        updated !== undefined && updated.askedKeys.length === 0 && Object.keys(updated.inputRequests).length === 0,
+        'get must answer a copy',
+      );
       updated.askedKeys.push('mutated-after-update');
       const again = await store.get(task.taskId);
       ok(again?.askedKeys.length === 0 && again.statusMessage === 'one', 'update must answer a copy');
@@ -161,7 +176,12 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
     await withStore(async (store) => {
       const task = record(uniqueId('alice'));
       await store.create(task);
-      const next = await store.update(task.taskId, (r) => ({ ...r, status: 'input_required', askedKeys: ['k'], lastUpdatedAt: r.lastUpdatedAt + 1 }));
+      const next = await store.update(task.taskId, (r) => ({
+        ...r,
+        status: 'input_required',
+        askedKeys: ['k'],
+        lastUpdatedAt: r.lastUpdatedAt + 1,
+      }));
       ok(next?.status === 'input_required' && next.askedKeys[0] === 'k', 'update must answer the changed record');
       ok(same(await store.get(task.taskId), next), 'get must see the change');
       const kept = await store.update(task.taskId, () => undefined);
@@ -232,7 +252,11 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
       const created = settled.filter((s) => s.status === 'fulfilled').length;
       ok(created === limits.maxLivePerPrincipal, `expected exactly ${limits.maxLivePerPrincipal} creates, got ${created}`);
       for (const s of settled) {
-        if (s.status === 'rejected') ok(MrtrError.is(s.reason) && s.reason.code === 'ERR_TASK_LIMIT', `a refused create must be ERR_TASK_LIMIT, got ${String(s.reason)}`);
+        if (s.status === 'rejected')
+          ok(
+            MrtrError.is(s.reason) && s.reason.code === 'ERR_TASK_LIMIT',
+            `a refused create must be ERR_TASK_LIMIT, got ${String(s.reason)}`,
+          );
       }
     });
   });
@@ -332,7 +356,10 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
         ok(new Set((await a.get(task.taskId))?.askedKeys).size === 24, 'concurrent updates on two instances must lose none');
         const settled = await Promise.allSettled(Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? a : b).create(record(alice))));
         const created = settled.filter((s) => s.status === 'fulfilled').length;
-        ok(created === limits.maxLivePerPrincipal - 1, `the live bound must hold across instances: expected ${limits.maxLivePerPrincipal - 1} creates, got ${created}`);
+        ok(
+          created === limits.maxLivePerPrincipal - 1,
+          `the live bound must hold across instances: expected ${limits.maxLivePerPrincipal - 1} creates, got ${created}`,
+        );
         await finish(b, task.taskId);
       } finally {
         await close(a);

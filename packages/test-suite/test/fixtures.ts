@@ -1,6 +1,14 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { type KeyRing, MrtrError, type ReplayStore, type StateCodec } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError, StoreUnavailableError, isCanonicalBase64url, isStateClaims } from '@mrtr/core/authoring';
+import {
+  KeyUnknownError,
+  StateIntegrityError,
+  StateMalformedError,
+  StateTooLargeError,
+  StoreUnavailableError,
+  isCanonicalBase64url,
+  isStateClaims,
+} from '@mrtr/core/authoring';
 import type { TestFn } from '../src/index.js';
 
 export interface CollectedTest {
@@ -63,7 +71,8 @@ export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}, m
       shared.set(error.code, first);
       error = first;
     }
-    if (flaws.tokenInCause && error.code === 'ERR_STATE_INTEGRITY') error = new StateIntegrityError({ cause: new Error(`MAC mismatch on ${token}`) });
+    if (flaws.tokenInCause && error.code === 'ERR_STATE_INTEGRITY')
+      error = new StateIntegrityError({ cause: new Error(`MAC mismatch on ${token}`) });
     if (flaws.tokenInMessage) error.message = `${error.message}: ${String(token).slice(0, 200)}`;
     if (flaws.stackTraces) Error.captureStackTrace(error);
     if (flaws.leaksStackTraceLimit) Error.stackTraceLimit = 0;
@@ -182,7 +191,8 @@ export function misansweringBatchStore(options: { now?: () => number } = {}): Re
   return {
     consume(id, expiresAtMs) {
       if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('id must be a non-empty string'));
-      if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) return Promise.reject(new TypeError('expiresAtMs must be finite'));
+      if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs))
+        return Promise.reject(new TypeError('expiresAtMs must be finite'));
       if (closed) return Promise.reject(new StoreUnavailableError());
       return new Promise<boolean>((resolve) => {
         if (queue.length === 0) queueMicrotask(flush);

@@ -36,10 +36,14 @@ describe('the codec suite', () => {
     ['a codec that accepts non-canonical base64url', { lenientBase64: true }, ['non-canonical base64url']],
     ['a codec without a size cap', { noSizeCap: true }, ['maxTokenBytes']],
     ['a codec that throws plain Errors', { throwsPlainErrors: true }, ['arbitrary strings']],
-  ] as const)('fails %s', async (_label, flaws, mustFail) => {
-    const { failed } = await runCodecSuite(flaws);
-    for (const fragment of mustFail) expect(failed.some((name) => name.includes(fragment))).toBe(true);
-  }, 300_000);
+  ] as const)(
+    'fails %s',
+    async (_label, flaws, mustFail) => {
+      const { failed } = await runCodecSuite(flaws);
+      for (const fragment of mustFail) expect(failed.some((name) => name.includes(fragment))).toBe(true);
+    },
+    300_000,
+  );
 
   // The error-hygiene tests only (the rest of the suite is shown to bite above).
   const hygiene = ['concrete MrtrError class', 'fresh error object', 'puts no token'];
@@ -50,16 +54,24 @@ describe('the codec suite', () => {
     ['a codec that throws one shared error per class', { sharedErrors: true }, ['fresh error object']],
     ['a codec that leaves Error.stackTraceLimit changed', { leaksStackTraceLimit: true }, hygiene],
     ['a codec that throws the base MrtrError', { untypedErrors: true }, ['concrete MrtrError class']],
-  ] as const)('fails %s', async (_label, flaws, mustFail) => {
-    const limit = Error.stackTraceLimit;
-    try {
-      const { failed, passed } = await runCodecSuite(flaws, { only: hygiene });
-      expect(failed.length + passed.length).toBe(3);
-      for (const fragment of mustFail) expect(failed.filter((name) => name.includes(fragment)), fragment).not.toEqual([]);
-    } finally {
-      Error.stackTraceLimit = limit;
-    }
-  }, 300_000);
+  ] as const)(
+    'fails %s',
+    async (_label, flaws, mustFail) => {
+      const limit = Error.stackTraceLimit;
+      try {
+        const { failed, passed } = await runCodecSuite(flaws, { only: hygiene });
+        expect(failed.length + passed.length).toBe(3);
+        for (const fragment of mustFail)
+          expect(
+            failed.filter((name) => name.includes(fragment)),
+            fragment,
+          ).not.toEqual([]);
+      } finally {
+        Error.stackTraceLimit = limit;
+      }
+    },
+    300_000,
+  );
 
   it('fails a codec with a check that is quadratic in the token length, on invalid input and on genuine tokens', async () => {
     // Only the linearity tests, measured at the codec's own cap (8 KiB; at 64 KiB one open of the slow
@@ -93,14 +105,12 @@ describe('the store suite', () => {
     let t = 1_000_000;
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const { failed } = await runCollected(
-      collect((it) =>
-        storeCompliance(it, () => referenceStore({ getThenSet: true, now: clock.now }), { clock, sharedBackend: false }),
-      ),
+      collect((it) => storeCompliance(it, () => referenceStore({ getThenSet: true, now: clock.now }), { clock, sharedBackend: false })),
     );
     expect(failed.some((name) => name.includes('parallel consumes'))).toBe(true);
   });
 
-  it('fails a batching store that hands a waiter another id\'s answer on the burst test (and only there)', async () => {
+  it("fails a batching store that hands a waiter another id's answer on the burst test (and only there)", async () => {
     let t = 1_000_000;
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const { failed } = await runCollected(

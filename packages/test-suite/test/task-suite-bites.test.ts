@@ -29,7 +29,15 @@ const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
  */
 function referenceTaskStores(flaws: Flaws, now: () => number) {
   const backends = new Map<string, Map<string, TaskRecord>>();
-  return ({ namespace, maxLivePerPrincipal, maxPerPrincipal }: { namespace: string; maxLivePerPrincipal: number; maxPerPrincipal: number }): TaskStore => {
+  return ({
+    namespace,
+    maxLivePerPrincipal,
+    maxPerPrincipal,
+  }: {
+    namespace: string;
+    maxLivePerPrincipal: number;
+    maxPerPrincipal: number;
+  }): TaskStore => {
     let tasks = backends.get(namespace);
     if (tasks === undefined) backends.set(namespace, (tasks = new Map()));
     const map = tasks;
@@ -96,6 +104,10 @@ describe('the task store suite', () => {
     ['a store without the kept bound', { noKeptBound: true }, ['per-principal bounds']],
   ] as const)('fails %s', async (_label, flaws, mustFail) => {
     const { failed } = await run(flaws);
-    for (const name of mustFail) expect(failed.some((f) => f.includes(name)), `${name} in ${JSON.stringify(failed)}`).toBe(true);
+    for (const name of mustFail)
+      expect(
+        failed.some((f) => f.includes(name)),
+        `${name} in ${JSON.stringify(failed)}`,
+      ).toBe(true);
   });
 });

@@ -26,7 +26,12 @@ const CLIENT_INFO = { name: 'mrtr-playground', version: '0.1.0' } as const;
 /** The page's targets: the shared ones, and `rollout`, which becomes a task (only this page declares the extension). */
 const PLAYGROUND_TARGETS: readonly Target[] = [
   ...TARGETS,
-  { kind: 'tool', name: 'rollout', summary: 'a form, then a task: its status as it runs, an approval midway (production)', args: { service: 'web' } },
+  {
+    kind: 'tool',
+    name: 'rollout',
+    summary: 'a form, then a task: its status as it runs, an approval midway (production)',
+    args: { service: 'web' },
+  },
 ];
 
 /** Task statuses after which nothing changes. */
@@ -123,10 +128,17 @@ async function connected(path: string = flow?.path ?? selectedPath()): Promise<C
   const known = clients.get(path);
   if (known !== undefined && known.token === token) return known.client;
   await known?.client.close().catch(() => {});
-  const transport = new StreamableHTTPClientTransport(new URL(path, location.origin), { requestInit: { headers: authHeaders() }, fetch: wireFetch });
+  const transport = new StreamableHTTPClientTransport(new URL(path, location.origin), {
+    requestInit: { headers: authHeaders() },
+    fetch: wireFetch,
+  });
   const next = new Client(
     { ...CLIENT_INFO },
-    { versionNegotiation: { mode: { pin: PROTOCOL_VERSION } }, capabilities: PLAYGROUND_CAPABILITIES, inputRequired: { autoFulfill: false } },
+    {
+      versionNegotiation: { mode: { pin: PROTOCOL_VERSION } },
+      capabilities: PLAYGROUND_CAPABILITIES,
+      inputRequired: { autoFulfill: false },
+    },
   );
   await next.connect(transport);
   clients.set(path, { client: next, token });
@@ -187,7 +199,11 @@ let taskRpcId = 0;
  * ("not supported by the negotiated protocol version"), so the page sends them itself: the same endpoint and auth
  * headers as its client, the 2026-07-28 headers with `Mcp-Name: <taskId>`, and the `_meta` envelope.
  */
-async function taskRequest(path: string, method: 'tasks/get' | 'tasks/update' | 'tasks/cancel', params: Json & { taskId: string }): Promise<Json> {
+async function taskRequest(
+  path: string,
+  method: 'tasks/get' | 'tasks/update' | 'tasks/cancel',
+  params: Json & { taskId: string },
+): Promise<Json> {
   const id = `playground-task-${++taskRpcId}`;
   const response = await fetch(new URL(path, location.origin), {
     method: 'POST',
@@ -305,7 +321,15 @@ function fieldFor(question: string, name: string, schema: Json, required: boolea
     const set = el('fieldset', { 'data-field': name, 'data-type': 'multi' }, el('legend', {}, title));
     itemOptions.forEach((option, i) => {
       const optionId = `${id}-${i}`;
-      set.append(el('div', {}, el('input', { type: 'checkbox', id: optionId, value: String(option) }), ' ', el('label', { for: optionId }, String(option))));
+      set.append(
+        el(
+          'div',
+          {},
+          el('input', { type: 'checkbox', id: optionId, value: String(option) }),
+          ' ',
+          el('label', { for: optionId }, String(option)),
+        ),
+      );
     });
     wrap.append(set);
     return wrap;
@@ -313,12 +337,22 @@ function fieldFor(question: string, name: string, schema: Json, required: boolea
   const options = optionsOf(schema);
   let input: HTMLElement;
   if (options !== undefined) {
-    input = el('select', { id, 'data-field': name, 'data-type': 'enum' }, ...options.map((o) => el('option', { value: String(o) }, String(o))));
+    input = el(
+      'select',
+      { id, 'data-field': name, 'data-type': 'enum' },
+      ...options.map((o) => el('option', { value: String(o) }, String(o))),
+    );
   } else if (schema.type === 'boolean') {
     input = el('input', { id, type: 'checkbox', 'data-field': name, 'data-type': 'boolean' });
     if (schema.default === true) (input as HTMLInputElement).checked = true;
   } else if (schema.type === 'number' || schema.type === 'integer') {
-    input = el('input', { id, type: 'number', 'data-field': name, 'data-type': schema.type, step: schema.type === 'integer' ? '1' : 'any' });
+    input = el('input', {
+      id,
+      type: 'number',
+      'data-field': name,
+      'data-type': schema.type,
+      step: schema.type === 'integer' ? '1' : 'any',
+    });
   } else {
     input = el('input', { id, type: 'text', 'data-field': name, 'data-type': 'string', size: '40' });
     if (typeof schema.maxLength === 'number') input.setAttribute('maxlength', String(schema.maxLength));
@@ -337,7 +371,7 @@ function renderQuestions(asked: Record<string, Json>): void {
     if (request.method === 'sampling/createMessage') {
       const messages = (params.messages ?? []) as { content?: { text?: string } }[];
       set.append(
-        el('p', {}, 'The server asks the client\'s model (sampling). You stand in for the model:'),
+        el('p', {}, "The server asks the client's model (sampling). You stand in for the model:"),
         pretty(messages.map((m) => m.content?.text ?? '')),
         el('label', { for: `q-${key}-text` }, 'Your reply'),
         el('br'),
@@ -362,7 +396,12 @@ function renderQuestions(asked: Record<string, Json>): void {
       set.append(el('p', {}, String(params.message ?? '')));
       if (safe) {
         set.append(
-          el('p', {}, el('a', { id: `q-${key}-link`, href: url, target: '_blank', rel: 'noopener noreferrer' }, 'Open the connect page (new tab)'), ` ${url}`),
+          el(
+            'p',
+            {},
+            el('a', { id: `q-${key}-link`, href: url, target: '_blank', rel: 'noopener noreferrer' }, 'Open the connect page (new tab)'),
+            ` ${url}`,
+          ),
           el(
             'p',
             { class: 'note' },
@@ -469,13 +508,23 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
     const state = typeof result.requestState === 'string' ? result.requestState : undefined;
     current.state = state;
     current.asked = (result.inputRequests ?? {}) as Record<string, Json>;
-    const verdict = label === undefined ? [] : [el('p', { class: 'verdict', 'data-code': codes.map((r) => r.code).join(' ') }, `Not rejected. ${recordedText(codes)}`)];
+    const verdict =
+      label === undefined
+        ? []
+        : [el('p', { class: 'verdict', 'data-code': codes.map((r) => r.code).join(' ') }, `Not rejected. ${recordedText(codes)}`)];
     const li = entry(
       'input_required',
       `${label === undefined ? '' : `${label}: `}Round ${current.round}: InputRequiredResult`,
       ...children,
       ...verdict,
-      folded(`InputRequiredResult received: asks ${Object.entries(current.asked).map(([k, r]) => describeQuestion(k, r)).join(', ') || 'nothing'}`, result),
+      folded(
+        `InputRequiredResult received: asks ${
+          Object.entries(current.asked)
+            .map(([k, r]) => describeQuestion(k, r))
+            .join(', ') || 'nothing'
+        }`,
+        result,
+      ),
       ...(state === undefined ? [] : [stateDetails(state)]),
     );
     if (label !== undefined) li.dataset.attack = label;
@@ -523,7 +572,11 @@ function taskCreated(current: Flow, handle: Json, children: (Node | string)[]): 
     'task',
     `Round ${current.round}: task ${shortId(id)} created`,
     ...children,
-    el('p', { class: 'verdict' }, `→ TASK: the server runs the call as task ${shortId(id)}; this page polls tasks/get every ${task.pollMs} ms.`),
+    el(
+      'p',
+      { class: 'verdict' },
+      `→ TASK: the server runs the call as task ${shortId(id)}; this page polls tasks/get every ${task.pollMs} ms.`,
+    ),
     folded('Task handle received (resultType "task")', handle),
   );
   renderQuestions({});
@@ -631,7 +684,11 @@ function finishTask(current: Flow, view: Json): void {
     entry(
       'complete',
       `Task ${id}: completed${result.isError === true ? ' (isError)' : ''}`,
-      el('p', { class: 'verdict' }, `✓ COMPLETE: task ${id} completed after ${current.round} round(s) and ${$('task-steps').childElementCount} task step(s).`),
+      el(
+        'p',
+        { class: 'verdict' },
+        `✓ COMPLETE: task ${id} completed after ${current.round} round(s) and ${$('task-steps').childElementCount} task step(s).`,
+      ),
       el('p', { class: 'result-text' }, resultText(result)),
       folded('Result received (tasks/get)', result),
     );
@@ -641,12 +698,21 @@ function finishTask(current: Flow, view: Json): void {
     entry(
       'rejected',
       `Task ${id}: failed`,
-      el('p', { class: 'verdict', 'data-error': String(error.code ?? '') }, `✗ FAILED: ${String(error.code ?? '')} ${String(error.message ?? '')}`),
+      el(
+        'p',
+        { class: 'verdict', 'data-error': String(error.code ?? '') },
+        `✗ FAILED: ${String(error.code ?? '')} ${String(error.message ?? '')}`,
+      ),
       folded('Error received (tasks/get)', error, true),
     );
     status('The task failed.');
   } else {
-    entry('cancelled', `Task ${id}: cancelled`, el('p', { class: 'verdict' }, `✗ CANCELLED: task ${id} was cancelled; it has no result.`), folded('Task (tasks/get)', view));
+    entry(
+      'cancelled',
+      `Task ${id}: cancelled`,
+      el('p', { class: 'verdict' }, `✗ CANCELLED: task ${id} was cancelled; it has no result.`),
+      folded('Task (tasks/get)', view),
+    );
     status('The task is cancelled.');
   }
 }
@@ -739,7 +805,9 @@ async function wait(ms: number): Promise<void> {
   const end = Date.now() + ms;
   // Bounded: one tick per second until the deadline, at most ms/1000 + 1 ticks.
   for (let tick = 0; tick <= ms / 1000 + 1 && Date.now() < end; tick++) {
-    status(`Waiting ${Math.ceil((end - Date.now()) / 1000)} s for the state to expire (TTL ${config.ttlMs} ms + ${config.skewMs} ms skew)…`);
+    status(
+      `Waiting ${Math.ceil((end - Date.now()) / 1000)} s for the state to expire (TTL ${config.ttlMs} ms + ${config.skewMs} ms skew)…`,
+    );
     await new Promise((resolve) => setTimeout(resolve, Math.min(1000, Math.max(0, end - Date.now()))));
   }
 }
@@ -795,8 +863,7 @@ async function start(): Promise<void> {
       config.codec === 'all'
         ? `codecs ${config.endpoints.map((e) => e.codec).join(', ')} (one endpoint each)`
         : `codec ${config.codec} (${config.codec === 'hmac' ? 'readable by the client, integrity-protected' : 'confidential'})`
-    }, ` +
-    `state lifetime ${ttl} (+${config.skewMs / 1000} s clock skew), auth ${config.auth}.`;
+    }, ` + `state lifetime ${ttl} (+${config.skewMs / 1000} s clock skew), auth ${config.auth}.`;
   $('server-info').dataset.codec = config.codec;
   $('token-row').hidden = config.auth !== 'bearer';
   $('expire-note').textContent =
@@ -853,7 +920,8 @@ async function start(): Promise<void> {
       if (flow!.task !== undefined) return answerTask(flow!, kind);
       const responses = collectAnswers(kind);
       await round({ inputResponses: responses, ...(flow!.state !== undefined && { requestState: flow!.state }) }, flow!.args);
-      if (flow!.task === undefined) status(flow!.done ? 'The flow is complete. Try "Replay the last state".' : 'Answer the next question(s).');
+      if (flow!.task === undefined)
+        status(flow!.done ? 'The flow is complete. Try "Replay the last state".' : 'Answer the next question(s).');
     });
   $('answer-form').addEventListener('submit', (event) => {
     event.preventDefault();
@@ -886,7 +954,11 @@ async function start(): Promise<void> {
       const first = await sendRound(c, other, other.args);
       const foreign = String(first.requestState);
       entry('input_required', `Another call: ${other.name} ${JSON.stringify(other.args)}, round 1`, stateDetails(foreign));
-      await round({ inputResponses: answersFor(f.asked, f.args), requestState: foreign }, f.args, `Attack: the state of ${other.name} presented to ${f.target.name}`);
+      await round(
+        { inputResponses: answersFor(f.asked, f.args), requestState: foreign },
+        f.args,
+        `Attack: the state of ${other.name} presented to ${f.target.name}`,
+      );
     }),
   );
   $('attack-replay').addEventListener(
@@ -944,5 +1016,6 @@ async function start(): Promise<void> {
 }
 
 start().catch((error: unknown) => {
-  document.getElementById('server-info')!.textContent = `The playground could not start: ${error instanceof Error ? error.message : String(error)}`;
+  document.getElementById('server-info')!.textContent =
+    `The playground could not start: ${error instanceof Error ? error.message : String(error)}`;
 });

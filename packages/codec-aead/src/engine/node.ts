@@ -68,10 +68,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     if (sealBuffer.length < sealedLength) sealBuffer = Buffer.allocUnsafe(Math.max(sealedLength, sealBuffer.length * 2));
     const nonce = randomBytes(NONCE_BYTES);
     sealBuffer.set(nonce, 0);
-    xchacha20poly1305(sealKeys.key, nonce, sealKeys.ad).encrypt(
-      plaintext,
-      sealBuffer.subarray(NONCE_BYTES, sealedLength),
-    );
+    xchacha20poly1305(sealKeys.key, nonce, sealKeys.ad).encrypt(plaintext, sealBuffer.subarray(NONCE_BYTES, sealedLength));
     return sealKeys.prefix + sealBuffer.toString('base64url', 0, sealedLength);
   };
 

@@ -64,10 +64,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     const entry = await keysFor(sealKid)!;
     const sealed = new Uint8Array(sealedLength);
     sealed.set(randomBytes(NONCE_BYTES), 0);
-    xchacha20poly1305(entry.key, sealed.subarray(0, NONCE_BYTES), entry.ad).encrypt(
-      plaintext,
-      sealed.subarray(NONCE_BYTES),
-    );
+    xchacha20poly1305(entry.key, sealed.subarray(0, NONCE_BYTES), entry.ad).encrypt(plaintext, sealed.subarray(NONCE_BYTES));
     plaintext.fill(0);
     return sealPrefix + base64urlEncode(sealed);
   };
@@ -82,9 +79,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     // 4. Decrypt and verify (version and kid are the associated data). Nothing is unpacked before this.
     let plaintext: Uint8Array;
     try {
-      plaintext = xchacha20poly1305(entry.key, sealed.subarray(0, NONCE_BYTES), entry.ad).decrypt(
-        sealed.subarray(NONCE_BYTES),
-      );
+      plaintext = xchacha20poly1305(entry.key, sealed.subarray(0, NONCE_BYTES), entry.ad).decrypt(sealed.subarray(NONCE_BYTES));
     } catch {
       throw new StateIntegrityError();
     }

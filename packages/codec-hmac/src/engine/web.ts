@@ -1,11 +1,5 @@
 import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import {
-  KeyUnknownError,
-  StateIntegrityError,
-  StateTooLargeError,
-  base64urlEncode,
-  utf8Encode,
-} from '@mrtr/core/authoring';
+import { KeyUnknownError, StateIntegrityError, StateTooLargeError, base64urlEncode, utf8Encode } from '@mrtr/core/authoring';
 import {
   HMAC_KEY_PURPOSE,
   type HmacCodecOptions,

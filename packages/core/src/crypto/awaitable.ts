@@ -9,8 +9,7 @@ export type Awaitable<T> = T | Promise<T>;
 
 /** Whether `value` is a promise or another thenable (a codec may return any `PromiseLike`). */
 export const isPromiseLike = <T>(value: T | PromiseLike<T>): value is PromiseLike<T> =>
-  value instanceof Promise ||
-  (value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function');
+  value instanceof Promise || (value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function');
 
 /**
  * `fn(value)`, now when `value` is a plain value (no promise, no microtask), after it resolves when it is a promise.

@@ -13,17 +13,15 @@ import { rejectsMrtr } from '../assert.js';
 import { sampleClaims } from '../claims.js';
 
 /** Builds a codec on a key ring with a given `maxTokenBytes` (the codec's own option). */
-export type CappedCodecFactory = (
-  keys: KeyRing,
-  maxTokenBytes: number,
-) => StateCodec | OpenOnlyCodec | Promise<StateCodec | OpenOnlyCodec>;
+export type CappedCodecFactory = (keys: KeyRing, maxTokenBytes: number) => StateCodec | OpenOnlyCodec | Promise<StateCodec | OpenOnlyCodec>;
 
 /**
  * The codec as the suite calls it: a codec with the deprecated `open` only (written before `unseal`) is checked through
  * its `open`, for one release, as `createStateGuard` accepts it. The same object when the codec has `unseal`.
  */
 export function withUnseal<C extends StateCodec | OpenOnlyCodec>(codec: C): StateCodec {
-  if (codec === null || typeof codec !== 'object' || typeof (codec as Partial<StateCodec>).unseal === 'function') return codec as StateCodec;
+  if (codec === null || typeof codec !== 'object' || typeof (codec as Partial<StateCodec>).unseal === 'function')
+    return codec as StateCodec;
   const legacy = codec as OpenOnlyCodec;
   return Object.freeze({
     id: legacy.id,
@@ -71,7 +69,13 @@ export interface CodecSuite {
 export function codecSuite(
   it: (name: string, fn: () => Promise<void>, timeout?: number) => void,
   factory: CodecFactory,
-  options: { fuzzRuns: number; timeoutMs: number; label: string; report: (line: string) => void; factoryWithCap?: CappedStateCodecFactory | undefined },
+  options: {
+    fuzzRuns: number;
+    timeoutMs: number;
+    label: string;
+    report: (line: string) => void;
+    factoryWithCap?: CappedStateCodecFactory | undefined;
+  },
 ): CodecSuite {
   return {
     factory,

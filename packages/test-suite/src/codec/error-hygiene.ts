@@ -47,7 +47,11 @@ async function rejectionCases(suite: CodecSuite) {
   const cases: RejectionCase[] = [
     { what: 'a number', input: 42, codes: ['ERR_STATE_MALFORMED'] },
     { what: 'an object holding the token', input: { token }, codes: ['ERR_STATE_MALFORMED'] },
-    { what: 'input over maxTokenBytes', input: `${token}.${marker.repeat(Math.ceil(codec.maxTokenBytes / marker.length))}`, codes: ['ERR_STATE_TOO_LARGE'] },
+    {
+      what: 'input over maxTokenBytes',
+      input: `${token}.${marker.repeat(Math.ceil(codec.maxTokenBytes / marker.length))}`,
+      codes: ['ERR_STATE_TOO_LARGE'],
+    },
     { what: 'a token of a kid not in the ring', input: stranger, codes: ['ERR_KEY_UNKNOWN'] },
     { what: 'a token sealed with another secret', input: otherSecret, codes: ['ERR_STATE_INTEGRITY'] },
     { what: 'a token with a bit flipped', input: flipped, codes: REJECTION_CODES },
@@ -116,9 +120,15 @@ export function errorHygieneProperties(suite: CodecSuite): void {
     for (const c of cases) {
       const error = await rejectionOf(codec, c);
       const type = error.constructor as { code?: unknown; name?: unknown };
-      ok(type.code === error.code, `${c.what}: threw ${String(type.name)} for ${error.code}, not the concrete class of that code (throw the classes of @mrtr/core/authoring)`);
+      ok(
+        type.code === error.code,
+        `${c.what}: threw ${String(type.name)} for ${error.code}, not the concrete class of that code (throw the classes of @mrtr/core/authoring)`,
+      );
       ok(error.name === type.name, `${c.what}: error.name must be its class name (got ${error.name})`);
-      ok(error.message === FIXED_MESSAGES[error.code], `${c.what}: message must be the fixed message of ${error.code} (got "${error.message}")`);
+      ok(
+        error.message === FIXED_MESSAGES[error.code],
+        `${c.what}: message must be the fixed message of ${error.code} (got "${error.message}")`,
+      );
       const frames = typeof error.stack === 'string' ? error.stack.split('\n').filter((line) => /^\s+at /.test(line)) : [];
       ok(frames.length === 0, `${c.what}: a rejection must carry no stack trace (found ${frames.length} frames)`);
     }
@@ -131,7 +141,8 @@ export function errorHygieneProperties(suite: CodecSuite): void {
     for (const c of cases) {
       for (let round = 0; round < 2; round++) {
         const error = await rejectionOf(codec, c);
-        if (seen.has(error)) fail(`${c.what}: the same error object was thrown twice (a shared error keeps whatever a caller attaches to it)`);
+        if (seen.has(error))
+          fail(`${c.what}: the same error object was thrown twice (a shared error keeps whatever a caller attaches to it)`);
         seen.add(error);
       }
     }

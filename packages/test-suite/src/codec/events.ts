@@ -26,7 +26,12 @@ export function eventProperties(suite: CodecSuite): void {
     const events: MrtrEvent[] = [];
     const guard = createStateGuard({ keys, codec: suite.factory, audience: 'events-aud', onEvent: (e) => events.push(e) });
     const marker = `EV-${base64urlEncode(crypto.getRandomValues(new Uint8Array(12)))}`;
-    const request: RequestContext = { method: 'tools/call', target: 'tool', arguments: { arg: `${marker}-arg` }, principal: `${marker}-who` };
+    const request: RequestContext = {
+      method: 'tools/call',
+      target: 'tool',
+      arguments: { arg: `${marker}-arg` },
+      principal: `${marker}-who`,
+    };
     const data = { answer: `${marker}-data` };
     const t1 = await guard.mint(data, request);
     const s1 = await guard.open(t1, request);

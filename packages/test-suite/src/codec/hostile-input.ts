@@ -34,9 +34,7 @@ export function hostileInputProperties(suite: CodecSuite): void {
     const max = codec.maxTokenBytes;
     const a = tokens[0]!;
     await expectRejected(codec, 'A'.repeat(max + 1), 'maxTokenBytes + 1', ['ERR_STATE_TOO_LARGE']);
-    await expectRejected(codec, a + 'A'.repeat(max + 1 - a.length), 'valid token padded to maxTokenBytes + 1', [
-      'ERR_STATE_TOO_LARGE',
-    ]);
+    await expectRejected(codec, a + 'A'.repeat(max + 1 - a.length), 'valid token padded to maxTokenBytes + 1', ['ERR_STATE_TOO_LARGE']);
     await expectRejected(codec, '\u0000'.repeat(max + 1), 'garbage of maxTokenBytes + 1', ['ERR_STATE_TOO_LARGE']);
     await expectRejected(codec, 'A'.repeat(1024 * 1024), '1 MiB input', ['ERR_STATE_TOO_LARGE']);
     await expectRejected(codec, `${a}.${'x'.repeat(1024 * 1024)}`, '1 MiB input with a valid prefix', ['ERR_STATE_TOO_LARGE']);

@@ -102,7 +102,10 @@ export function linearityProperties(suite: CodecSuite): void {
     const keys = ring('k1');
     if (factoryWithCap === undefined) return factory(keys);
     const codec = await factoryWithCap(keys, LINEARITY_CAP);
-    ok(codec.maxTokenBytes === LINEARITY_CAP, `factoryWithCap(keys, ${LINEARITY_CAP}) must build a codec with that maxTokenBytes (got ${codec.maxTokenBytes})`);
+    ok(
+      codec.maxTokenBytes === LINEARITY_CAP,
+      `factoryWithCap(keys, ${LINEARITY_CAP}) must build a codec with that maxTokenBytes (got ${codec.maxTokenBytes})`,
+    );
     return codec;
   };
 
