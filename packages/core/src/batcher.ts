@@ -4,6 +4,7 @@
  * item settled on its own, and one failure fanned out to every item of its batch. Shared by the SQL and Redis
  * stores so both queue, flush and fail alike.
  */
+import { isPromiseLike } from './crypto/awaitable.js';
 import { MrtrError, StoreUnavailableError } from './errors.js';
 
 /** One queued item as a batch receives it: the store's own fields plus how to settle its caller's promise. */
@@ -186,7 +187,7 @@ class QueueBatcher<E extends BatchEntry<R>, R> implements Batcher<E, R> {
       this.finished();
       return;
     }
-    if (work instanceof Promise) {
+    if (isPromiseLike(work)) {
       work.then(this.finished, (error: unknown) => {
         this.failed(batch, error);
         this.finished();

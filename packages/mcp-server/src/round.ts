@@ -9,6 +9,7 @@ import type {
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolError } from '@modelcontextprotocol/server';
 import {
   type Admission,
+  type Awaitable,
   type GuardRequest,
   type JsonValue,
   MrtrError,
@@ -22,7 +23,6 @@ import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
 import type { RequestPrincipal } from './principal.js';
 import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
 
-type Awaitable<T> = T | Promise<T>;
 /** What a protected handler may produce. */
 export type RoundResult = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult;
 

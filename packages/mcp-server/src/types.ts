@@ -20,7 +20,7 @@ import type {
   ToolAnnotations,
   Variables,
 } from '@modelcontextprotocol/server';
-import type { JsonValue, StateGuard } from '@mrtr/core';
+import type { Awaitable, JsonValue, StateGuard } from '@mrtr/core';
 import type { InputRequestKind } from '@mrtr/core/authoring';
 import type { FormContent, FormSchema } from './answers.js';
 import type { MissingCapabilityPolicy, PresuppliedPolicy } from './options.js';
@@ -134,8 +134,6 @@ export interface ToolNeed extends Need {
    */
   task(work: TaskWork, options?: TaskStartOptions): CallToolResult;
 }
-
-type Awaitable<T> = T | Promise<T>;
 
 /** A protected tool handler. Returning nothing while questions are pending means `need.ask()`. */
 export type MrtrToolHandler<Args> = (
