@@ -11,7 +11,8 @@
 //    pointed at the scratch registry, with NPM_CONFIG_PROVENANCE=false (the release workflow turns it on).
 //    The repository itself is never modified.
 // 3. Checks every published tarball: LICENSE, README.md, CHANGELOG.md, repository/homepage/bugs/engines/
-//    keywords, no `workspace:` ranges, no relative README links.
+//    keywords, no `workspace:` ranges, no exports into ./src (the workspace-only "@mrtr/source" condition),
+//    no relative README links.
 // 4. For npm and for pnpm (isolated, no hoisting, strict peers), per package a fresh consumer project made with
 //    `npm init -y` (so "type" is the default, commonjs, unless the README's own lines change it):
 //    - install: the README's Install section, verbatim: its `npm install …` lines (`pnpm add …` for pnpm) and
@@ -546,6 +547,10 @@ async function checkPublished(pkg, url, env) {
   const ranges = ['dependencies', 'peerDependencies', 'optionalDependencies'].flatMap((k) => Object.entries(manifest[k] ?? {}));
   const workspace = ranges.filter(([, range]) => String(range).startsWith('workspace:'));
   if (workspace.length) problems.push(`workspace: ranges left in: ${workspace.map(([n]) => n).join(', ')}`);
+  // The workspace's exports lead with "@mrtr/source" (./src, not published); the tarball must carry publishConfig.exports.
+  const exportsText = JSON.stringify(manifest.exports ?? {});
+  if (exportsText.includes('@mrtr/source') || exportsText.includes('./src/'))
+    problems.push('exports point into ./src (publishConfig.exports not applied)');
   if (existsSync(join(root, 'README.md'))) {
     const relative = [...readFileSync(join(root, 'README.md'), 'utf8').matchAll(/\]\((?!https?:|mailto:|#)([^)\s]+)\)/g)].map((m) => m[1]);
     if (relative.length) problems.push(`relative README links (broken on the registry page): ${relative.join(', ')}`);
