@@ -1,6 +1,5 @@
 import { BackgroundError, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
-import type { ParsedRedisStoreOptions } from './options.js';
 
 /** The commands the replay store sends. */
 export interface RedisCommands {
@@ -43,17 +42,31 @@ export interface RedisConnection {
   end(): Promise<void>;
 }
 
+/** What {@link openConnection} needs: the connection options both stores parse alike, and how reports name the store. */
+export interface ConnectionOptions {
+  readonly url: string | undefined;
+  readonly injected: Redis | Cluster | undefined;
+  readonly redisOptions: RedisOptions;
+  readonly connectTimeoutMs: number;
+  readonly commandTimeoutMs: number;
+  readonly maxReconnectDelayMs: number;
+  /** `store`: '' for the replay store, else its name ('task store'); `operation`: what fails closed while Redis is down. */
+  readonly subject: { readonly store: string; readonly operation: string };
+}
+
 /**
  * Opens the owned client (fail-fast options, capped exponential reconnect) or wraps the injected one. An owned
  * client that is down at start-up is reported through `warn` at once (`STORE_UNREACHABLE`), not only by the first
  * consume, and once more when it is reached after that (`STORE_REACHABLE`).
  */
 export function openConnection(
-  parsed: ParsedRedisStoreOptions,
+  options: ConnectionOptions,
   warn: (error: BackgroundError) => void,
   isClosed: () => boolean,
 ): RedisConnection {
-  const { url, injected, redisOptions, connectTimeoutMs, commandTimeoutMs, maxReconnectDelayMs } = parsed;
+  const { url, injected, redisOptions, connectTimeoutMs, commandTimeoutMs, maxReconnectDelayMs, subject } = options;
+  // How the start-up reports name the store: '' (the replay store) or e.g. 'task store'.
+  const who = subject.store === '' ? '' : `${subject.store} `;
   const owned = injected === undefined;
   let lastError: unknown;
   const client: Redis | Cluster =
@@ -93,7 +106,7 @@ export function openConnection(
       warn(
         new BackgroundError(
           'STORE_UNREACHABLE',
-          `@mrtr/store-redis: cannot reach Redis at ${where} at start-up (${reason}); every consume fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`,
+          `@mrtr/store-redis: ${who}cannot reach Redis at ${where} at start-up (${reason}); every ${subject.operation} fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`,
           { cause },
         ),
       );
@@ -106,7 +119,9 @@ export function openConnection(
     redis.on('ready', () => {
       clearTimeout(startupTimer);
       if (reportedDown && !everReady)
-        warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: Redis at ${where} is reachable now.`));
+        warn(
+          new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: ${who && `${subject.store}: `}Redis at ${where} is reachable now.`),
+        );
       everReady = true;
       lastError = undefined;
     });

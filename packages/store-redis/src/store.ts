@@ -72,7 +72,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     }
   };
 
-  const connection = openConnection(parsed, warn, isClosed);
+  const connection = openConnection({ ...parsed, subject: { store: '', operation: 'consume' } }, warn, isClosed);
   const { client, commands, owned, whenUsable, bounded } = connection;
 
   const interpret = (reply: unknown): boolean => {

@@ -26,7 +26,7 @@ import { MrtrError, type TaskRecord, type TaskStore, type TaskStoreLimits } from
 import {
   asTaskRecord,
   assertTaskChange,
-  BackgroundError,
+  type BackgroundError,
   base64urlEncode,
   intOption,
   isTerminalStatus,
@@ -37,10 +37,9 @@ import {
   StoreUnavailableError,
   TaskLimitError,
   taskExpiresAt,
-  withDeadline,
 } from '@mrtr/core/authoring';
-import { type Cluster, Redis, type RedisOptions, ReplyError } from 'ioredis';
-import { DEFAULT_URL, redact } from './connection.js';
+import { type Cluster, type Redis, type RedisOptions, ReplyError } from 'ioredis';
+import { openConnection } from './connection.js';
 import { DEFAULT_NAMESPACE, ledgerKeyPrefix, MAX_TIMER_MS, onErrorOption, redisOptionsOption } from './options.js';
 
 const LABEL = 'createRedisTaskStore';
@@ -189,7 +188,6 @@ const MAX_TASK_ID_LENGTH = 256;
 
 const digest = (value: string): string => createHash('sha256').update(value, 'utf8').digest('base64url');
 const newVersion = (): string => base64urlEncode(randomBytes(16));
-const timedOut = (): Error => new Error('redis command timed out');
 
 /** A stored value that is not `<version><task record as JSON>` for this id (a foreign or damaged key). */
 const corrupt = (taskId: string): StoreUnavailableError =>
@@ -229,33 +227,8 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     return [`${tag}:k`, `${tag}:l`];
   };
 
-  const owned = injected === undefined;
-  let lastError: unknown;
-  const client: Redis | Cluster =
-    injected ??
-    new Redis(url ?? DEFAULT_URL, {
-      ...(redisOptions as RedisOptions & { replyMapping?: 'legacy' }),
-      lazyConnect: false,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      autoResendUnfulfilledCommands: false,
-      enableReadyCheck: true,
-      connectTimeout: connectTimeoutMs,
-      commandTimeout: commandTimeoutMs,
-      retryStrategy: (attempt: number) => {
-        const base = Math.min(maxReconnectDelayMs, 50 * 2 ** Math.min(attempt - 1, 16));
-        return Math.max(1, Math.round(base * (0.8 + Math.random() * 0.2)));
-      },
-      reconnectOnError: (error: Error) => error.message.startsWith('READONLY'),
-    });
-  const commands = client as unknown as Commands;
-
   let closed = false;
   let closing: Promise<void> | undefined;
-  let everReady = false;
-  let startup: Promise<void> | undefined;
-  let startupTimer: ReturnType<typeof setTimeout> | undefined;
-
   const warn = (error: BackgroundError): void => {
     try {
       onError(error);
@@ -263,70 +236,26 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       // a throwing hook must not break the store
     }
   };
-
-  if (owned) {
-    const redis = client as Redis;
-    const where = redact(url ?? DEFAULT_URL);
-    let reportedDown = false;
-    const reportDown = (cause: unknown): void => {
-      clearTimeout(startupTimer);
-      if (reportedDown || everReady || closed) return;
-      reportedDown = true;
-      const reason = cause instanceof Error ? cause.message || cause.name : String(cause);
-      warn(
-        new BackgroundError(
-          'STORE_UNREACHABLE',
-          `@mrtr/store-redis: task store cannot reach Redis at ${where} at start-up (${reason}); every task operation fails closed with ERR_STORE_UNAVAILABLE until it is reachable.`,
-          { cause },
-        ),
-      );
-    };
-    redis.on('error', (error: unknown) => {
-      lastError = error;
-      if (!everReady) reportDown(error);
-    });
-    redis.on('ready', () => {
-      clearTimeout(startupTimer);
-      if (reportedDown && !everReady)
-        warn(new BackgroundError('STORE_REACHABLE', `@mrtr/store-redis: task store: Redis at ${where} is reachable now.`));
-      everReady = true;
-      lastError = undefined;
-    });
-    startupTimer = setTimeout(() => reportDown(lastError ?? new Error(`no connection within ${connectTimeoutMs} ms`)), connectTimeoutMs);
-    startupTimer.unref?.();
-  }
+  const connection = openConnection(
+    {
+      url,
+      injected,
+      redisOptions,
+      connectTimeoutMs,
+      commandTimeoutMs,
+      maxReconnectDelayMs,
+      subject: { store: 'task store', operation: 'task operation' },
+    },
+    warn,
+    () => closed,
+  );
+  const { client, owned, bounded } = connection;
+  const commands = client as unknown as Commands;
+  const whenUsable = (): Promise<void> | undefined => (owned ? connection.whenUsable() : undefined);
 
   const fail = (cause: unknown): never => {
     if (cause instanceof StoreUnavailableError) throw cause;
     throw new StoreUnavailableError({ cause });
-  };
-
-  /** Owned client only: at start-up, wait (bounded) for the first connection; afterwards never wait. */
-  const whenUsable = (): Promise<void> | undefined => {
-    if (!owned) return undefined;
-    const redis = client as Redis;
-    const status = redis.status;
-    if (status === 'ready') return undefined;
-    if (everReady || (status !== 'wait' && status !== 'connecting' && status !== 'connect')) {
-      return Promise.reject(new StoreUnavailableError({ cause: lastError ?? new Error(`redis connection is ${status}`) }));
-    }
-    startup ??= new Promise<void>((resolve, reject) => {
-      const done = (error?: unknown) => {
-        clearTimeout(timer);
-        redis.off('ready', onReady);
-        redis.off('close', onClose);
-        startup = undefined;
-        if (error === undefined) resolve();
-        else reject(new StoreUnavailableError({ cause: error }));
-      };
-      const onReady = () => done();
-      const onClose = () => done(lastError ?? new Error('redis connection closed'));
-      const timer = setTimeout(() => done(new Error('redis connection timed out')), connectTimeoutMs);
-      timer.unref();
-      redis.once('ready', onReady);
-      redis.once('close', onClose);
-    });
-    return startup;
   };
 
   /**
@@ -341,7 +270,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       if (wait !== undefined) await wait;
       if (closed) throw new Error('store is closed');
       const reply = send();
-      return await (owned ? reply : withDeadline(reply, commandTimeoutMs, timedOut));
+      return await bounded(reply);
     } catch (error) {
       return fail(error);
     }
@@ -495,34 +424,8 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
 
   const close = (): Promise<void> => {
     closed = true;
-    clearTimeout(startupTimer);
-    if (closing !== undefined) return closing;
-    if (!owned) {
-      closing = Promise.resolve();
-      return closing;
-    }
-    const redis = client as Redis;
-    closing = (async () => {
-      const status = redis.status;
-      const ended =
-        status === 'ready' || status === 'connect' || status === 'connecting'
-          ? new Promise<void>((resolve) => {
-              const timer = setTimeout(resolve, connectTimeoutMs);
-              timer.unref();
-              redis.once('end', () => {
-                clearTimeout(timer);
-                resolve();
-              });
-            })
-          : undefined;
-      try {
-        if (status === 'ready') await redis.quit();
-      } catch {
-        // The connection is going away either way.
-      }
-      redis.disconnect(false);
-      await ended;
-    })();
+    connection.stop();
+    closing ??= connection.end();
     return closing;
   };
 

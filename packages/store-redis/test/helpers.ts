@@ -44,7 +44,7 @@ export const uniqueId = (tag: string): string =>
   `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
 
 /** Resolves the outcome of a consume as `true`, `false` or the MrtrError code (anything else is re-thrown). */
-export async function outcome(promise: Promise<boolean>): Promise<boolean | string> {
+export async function outcome<T>(promise: Promise<T>): Promise<T | string> {
   try {
     return await promise;
   } catch (error) {

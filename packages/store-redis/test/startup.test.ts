@@ -5,7 +5,7 @@ import { MrtrError } from '@mrtr/core';
 import { BackgroundError } from '@mrtr/core/authoring';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createRedisStore, type RedisReplayStore } from '../src/index.js';
+import { createRedisStore, createRedisTaskStore, type RedisReplayStore } from '../src/index.js';
 import { freePort, gateRedis, outcome, REDIS_URL, redisServerBinary, skipRedis, throwawayRedis, uniqueId } from './helpers.js';
 
 gateRedis('startup.test.ts');
@@ -159,4 +159,75 @@ describe.skipIf(skipRedis)('Redis up at start-up', () => {
       client.disconnect();
     }
   });
+});
+
+// The task store opens its connection through the same code (connection.ts): the same reports, named for it.
+describe('the task store: the same start-up reports, named for it', () => {
+  it('down at start-up: STORE_UNREACHABLE naming the task store and its operations; ready() and create fail closed', async () => {
+    const port = await freePort();
+    const reports: BackgroundError[] = [];
+    let reported: () => void = () => {};
+    const first = new Promise<void>((resolve) => {
+      reported = resolve;
+    });
+    const tasks = createRedisTaskStore({
+      url: `redis://user:hunter2@127.0.0.1:${port}/0`,
+      namespace: uniqueId('tasks-down'),
+      connectTimeoutMs: 60_000,
+      onError: (error) => {
+        reports.push(error);
+        reported();
+      },
+    });
+    try {
+      await first;
+      expect(reports.map((r) => r.code)).toEqual(['STORE_UNREACHABLE']);
+      expect(reports[0]!.message).toMatch(
+        new RegExp(
+          `^@mrtr/store-redis: task store cannot reach Redis at redis://127\\.0\\.0\\.1:${port}/0 at start-up \\(.*ECONNREFUSED.*\\); every task operation fails closed with ERR_STORE_UNAVAILABLE until it is reachable\\.$`,
+        ),
+      );
+      expect(reports[0]!.message).not.toContain('hunter2');
+      expect(await outcome(tasks.ready())).toBe('ERR_STORE_UNAVAILABLE');
+      expect(await outcome(tasks.get('no-such-task'))).toBe('ERR_STORE_UNAVAILABLE');
+    } finally {
+      await tasks.close();
+    }
+  });
+
+  it.skipIf(redisServerBinary() === undefined)(
+    'started after the store: one "reachable now" naming the task store, then it works',
+    async () => {
+      const port = await freePort();
+      const codes: string[] = [];
+      const messages: string[] = [];
+      const waiting: (() => void)[] = [];
+      const tasks = createRedisTaskStore({
+        url: `redis://127.0.0.1:${port}`,
+        namespace: uniqueId('tasks-late'),
+        connectTimeoutMs: 60_000,
+        maxReconnectDelayMs: 50,
+        onError: (error) => {
+          codes.push(error.code);
+          messages.push(error.message);
+          waiting.shift()?.();
+        },
+      });
+      const reports = (n: number): Promise<void> =>
+        codes.length >= n ? Promise.resolve() : new Promise<void>((resolve) => waiting.push(resolve)).then(() => reports(n));
+      const server = throwawayRedis(port);
+      try {
+        await reports(1);
+        await server.start();
+        await reports(2);
+        expect(codes).toEqual(['STORE_UNREACHABLE', 'STORE_REACHABLE']);
+        expect(messages[1]).toBe(`@mrtr/store-redis: task store: Redis at redis://127.0.0.1:${port} is reachable now.`);
+        await tasks.ready();
+        expect(await tasks.get('no-such-task')).toBeUndefined();
+      } finally {
+        await tasks.close();
+        await server.kill();
+      }
+    },
+  );
 });
