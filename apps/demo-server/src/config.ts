@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KeyRing, type MintQuota } from '@mrtr/core';
+import { redactUrl as redactCoreUrl } from '@mrtr/core/authoring';
 import { escapeForTerminal } from './observe.js';
 
 export const CODECS = ['hmac', 'jwe', 'aead'] as const;
@@ -295,17 +296,7 @@ export function readLedgerLimits(env: NodeJS.ProcessEnv): {
   return { maxPendingPerPrincipal, maxLinksPerPrincipal: Math.max(20, 4 * maxPendingPerPrincipal), pendingTtlMs };
 }
 
-/**
- * Where a store is, for the start line: scheme, host, port and database (the path) only, e.g.
- * `postgres://u:pw@db:5432/app?sslpassword=x` → `postgres://db:5432/app`. The user, the password, the query
- * (`?password=`, `?sslpassword=`) and the fragment are left out; an unparsable URL is a fixed placeholder, never the
- * text itself. Escaped for the terminal (the URL serializer percent-encodes already: this is belt and braces).
- */
+/** Where a store is, for the start line: `redactUrl` of `@mrtr/core/authoring` (scheme, host, port and database only), escaped for the terminal. */
 export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return escapeForTerminal(`${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`);
-  } catch {
-    return '(unparsable URL)';
-  }
+  return escapeForTerminal(redactCoreUrl(url));
 }

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createStateGuard, KeyRing, type ReplayStore, type TaskRecord, type TaskStore } from '@mrtr/core';
-import { withDeadline } from '@mrtr/core/authoring';
+import { redactUrl, withDeadline } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory } from './codecs.js';
 import {
   COMMON_OPTIONS,
@@ -77,21 +77,6 @@ const errorText = (error: unknown): string => {
   const code = (error as { code?: unknown }).code;
   return `${typeof code === 'string' && code.startsWith('ERR_') ? `${code} ` : ''}${error.message}${cause}`;
 };
-
-/**
- * Where a store is, for the output: scheme, host, port and database (the path) only, e.g.
- * `postgres://u:pw@db:5432/app?sslpassword=x` → `postgres://db:5432/app`. The user, the password, the query
- * (`?password=`, `?sslpassword=`) and the fragment are left out; an unparsable URL is a fixed placeholder, never the
- * text itself. The result is percent-encoded and is escaped again where it is printed.
- */
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.protocol}//${u.host}${u.pathname === '/' ? '' : u.pathname}`;
-  } catch {
-    return '(unparsable URL)';
-  }
-}
 
 function skewCheck(name: string, skew: number, rtt: number, skewMs: number, note: string): Check {
   const abs = Math.abs(skew);

@@ -1,7 +1,7 @@
 /**
  * `@mrtr/core/authoring`: what codec, store and integration authors need beyond the application API —
  * the concrete error classes to throw, option parsing and validators, strict base64url, random bytes, UTF-8, the claims
- * shape check, the token prefix scanner, canonical JSON, a deadline helper and the capability helpers.
+ * shape check, the token prefix scanner, canonical JSON, a deadline helper, URL redaction and the capability helpers.
  */
 export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
 export { allowedKinds, capabilitiesFor, type InputRequestKind, requiredKind } from './capabilities.js';
@@ -15,6 +15,7 @@ export {
 export { andThen, type Awaitable, isPromiseLike } from './crypto/awaitable.js';
 export { isCanonicalBase64url } from './crypto/base64url.js';
 export { withDeadline } from './deadline.js';
+export { redactUrl } from './redact.js';
 export {
   CapabilityMissingError,
   FlowExpiredError,

@@ -73,6 +73,7 @@ describe('exported names', () => {
       'parseTaskStoreLimits',
       'randomBytes',
       'readTokenPrefix',
+      'redactUrl',
       'renamedOption',
       'requiredKind',
       'safeEmitter',

@@ -1,4 +1,4 @@
-import { BackgroundError, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { BackgroundError, redactUrl, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 
 /** The commands the replay store sends. */
@@ -14,18 +14,6 @@ export interface RedisCommands {
 export const DEFAULT_URL = 'redis://127.0.0.1:6379';
 export const timedOut = (): Error => new Error('redis command timed out');
 
-/**
- * A URL as messages show it: scheme, host, port and database only (`redis://user:pw@host:6379/0?password=x#f` →
- * `redis://host:6379/0`): no user, password, query or fragment, where secrets also travel.
- */
-export function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.protocol}//${parsed.host}${parsed.pathname === '/' ? '' : parsed.pathname}`;
-  } catch {
-    return 'the configured URL';
-  }
-}
 /** The store's connection: owned (created from `url`) or injected (`client`). */
 export interface RedisConnection {
   readonly client: Redis | Cluster;
@@ -96,7 +84,7 @@ export function openConnection(
   let startupTimer: ReturnType<typeof setTimeout> | undefined;
   if (owned) {
     const redis = client as Redis;
-    const where = redact(url ?? DEFAULT_URL);
+    const where = redactUrl(url ?? DEFAULT_URL);
     let reportedDown = false;
     const reportDown = (cause: unknown): void => {
       clearTimeout(startupTimer);
