@@ -2,7 +2,7 @@
 // Checks the two faces of every package's `exports` (run by the root `lint`):
 // - in the workspace, each public subpath leads with the "@mrtr/source" condition, a file under ./src that
 //   exists, so type-checks and tests resolve sibling packages from source without waiting for their build
-//   (tsconfig.base.json `customConditions`, vitest.config.base.ts `ssr.resolve.conditions`);
+//   (tsconfig.base.json `customConditions`; vitest.config.base.ts makes an alias of each);
 // - the tarball gets `publishConfig.exports`, which pnpm puts in its place when packing: it must be the same
 //   map without that condition (so nothing published points into ./src, which is not in `files`).
 //
