@@ -53,6 +53,22 @@ export const taskSleep = (ms: number, signal: AbortSignal) =>
   });
 
 /** How many instances `rollout` updates: a canary, then the rest in two waves. */
+/** The environment question of deploy and rollout. */
+const ENVIRONMENT_SCHEMA = {
+  type: 'object',
+  properties: {
+    environment: {
+      type: 'string',
+      title: 'Environment',
+      oneOf: [
+        { const: 'staging', title: 'Staging' },
+        { const: 'production', title: 'Production' },
+      ],
+    },
+  },
+  required: ['environment'],
+} as const;
+
 const ROLLOUT_INSTANCES = 10;
 
 /** Text of a sampling result (a block or an array of blocks). */
@@ -146,20 +162,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
     async ({ service }, _ctx, need) => {
       const env = need.elicit('environment', {
         message: `Where should ${service} be deployed?`,
-        requestedSchema: {
-          type: 'object',
-          properties: {
-            environment: {
-              type: 'string',
-              title: 'Environment',
-              oneOf: [
-                { const: 'staging', title: 'Staging' },
-                { const: 'production', title: 'Production' },
-              ],
-            },
-          },
-          required: ['environment'],
-        },
+        requestedSchema: ENVIRONMENT_SCHEMA,
       });
       if (env === undefined) return need.ask();
       if (env.action !== 'accept') return need.fail(`Deployment of ${service} ${env.action === 'decline' ? 'declined' : 'cancelled'}.`);
@@ -219,20 +222,7 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
     async ({ service }, _ctx, need) => {
       const env = need.elicit('environment', {
         message: `Roll ${service} out where?`,
-        requestedSchema: {
-          type: 'object',
-          properties: {
-            environment: {
-              type: 'string',
-              title: 'Environment',
-              oneOf: [
-                { const: 'staging', title: 'Staging' },
-                { const: 'production', title: 'Production' },
-              ],
-            },
-          },
-          required: ['environment'],
-        },
+        requestedSchema: ENVIRONMENT_SCHEMA,
       });
       if (env === undefined) return need.ask();
       if (env.action !== 'accept') return need.fail(`Rollout of ${service} ${env.action === 'decline' ? 'declined' : 'cancelled'}.`);

@@ -352,8 +352,9 @@ interface PgPool {
   on(event: 'error', listener: (error: Error) => void): unknown;
 }
 
-async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
-  const { rows: columns } = await withTimeout(
+/** The columns of `table` in the connection's current schema (none when it does not exist). */
+async function pgColumns(pool: PgPool, table: string, timeoutMs: number): Promise<Record<string, unknown>[]> {
+  const { rows } = await withTimeout(
     pool.query(
       'SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1',
       [table],
@@ -361,6 +362,11 @@ async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Prom
     timeoutMs,
     'postgres',
   );
+  return rows;
+}
+
+async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
+  const columns = await pgColumns(pool, table, timeoutMs);
   if (columns.length === 0) return undefined;
   const problems: string[] = [];
   const want: Record<string, string> = { ns: 'text', id: 'text', expires_at: 'bigint' };
@@ -813,14 +819,7 @@ function afterCreation(schema: Check, after: Check | undefined): void {
 }
 
 async function pgTaskSchema(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
-  const { rows: columns } = await withTimeout(
-    pool.query(
-      'SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1',
-      [table],
-    ),
-    timeoutMs,
-    'postgres',
-  );
+  const columns = await pgColumns(pool, table, timeoutMs);
   if (columns.length === 0) return undefined;
   const { rows: keys } = await withTimeout(
     pool.query(
