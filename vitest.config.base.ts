@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
 // `--conditions`, and from there to every `require()` of a built file and every forked child, which then
 // loaded .ts files. Tests that run the built files themselves still need a build: see each package's turbo.json.
 const packages = new URL('./packages/', import.meta.url);
-const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+const literal = (text: string): string => text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 const sourceAliases = readdirSync(packages).flatMap((dir) => {
   const manifest = new URL(`${dir}/package.json`, packages);
   if (!existsSync(manifest)) return [];
@@ -17,7 +17,7 @@ const sourceAliases = readdirSync(packages).flatMap((dir) => {
     const source = typeof target === 'object' && target !== null ? (target as Record<string, unknown>)['@mrtr/source'] : undefined;
     if (typeof source !== 'string') return [];
     const specifier = subpath === '.' ? name : `${name}/${subpath.slice(2)}`;
-    return [{ find: new RegExp(`^${escape(specifier)}$`), replacement: fileURLToPath(new URL(`${dir}/${source}`, packages)) }];
+    return [{ find: new RegExp(`^${literal(specifier)}$`), replacement: fileURLToPath(new URL(`${dir}/${source}`, packages)) }];
   });
 });
 
