@@ -45,6 +45,69 @@ export interface SqliteDatabaseLike {
   readonly open: boolean;
 }
 
+/** Structural constructor of `pg.Pool`, as loaded at run time. */
+export type PoolConstructor = new (
+  config: Record<string, unknown>,
+) => PgPoolLike & {
+  on(event: 'error', listener: (error: Error) => void): unknown;
+};
+
+/** Structural constructor of `better-sqlite3`'s `Database`, as loaded at run time. */
+export type DatabaseConstructor = new (
+  filename: string,
+  options?: Record<string, unknown>,
+) => SqliteDatabaseLike & {
+  pragma(source: string): unknown;
+};
+
+/** Where a PostgreSQL store (replay or task) connects: the options both take alike. */
+export interface PostgresConnectionOptions {
+  /**
+   * An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself.
+   * @default none (give `pool` or `connectionString`)
+   */
+  pool?: PgPoolLike;
+  /**
+   * A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`.
+   * @default none (give `pool` or `connectionString`)
+   */
+  connectionString?: string;
+  /** Schema that holds the table (must exist). @default the connection's search_path */
+  schema?: string;
+  /**
+   * Former name of `connectTimeoutMs` (kept for one release; giving both with different values is a `TypeError`).
+   * @deprecated use `connectTimeoutMs`
+   * @default 5000
+   */
+  connectionTimeoutMs?: number;
+}
+
+/** Where a SQLite store (replay or task) keeps its table: the options both take alike. */
+export interface SqliteConnectionOptions {
+  /**
+   * An open `better-sqlite3` database. The store never closes it; configure it with `configureSqliteDatabase` (WAL, `busy_timeout`).
+   * @default none (give `database` or `filename`)
+   */
+  database?: SqliteDatabaseLike;
+  /**
+   * Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`.
+   * @default none (give `database` or `filename`)
+   */
+  filename?: string;
+  /**
+   * How long a statement waits for another connection's write lock before failing with `ERR_STORE_UNAVAILABLE`,
+   * in ms (`busy_timeout` of an owned database). better-sqlite3 is synchronous, so this wait blocks the event
+   * loop. @default 5000
+   */
+  busyTimeoutMs?: number;
+  /**
+   * `synchronous` pragma of an owned database. `'full'` makes every write durable across power loss; `'normal'`
+   * (with WAL) survives a process crash but may lose the last commits on an OS crash or power loss (for the replay
+   * store, that would re-open those ids). @default "full"
+   */
+  synchronous?: 'full' | 'normal';
+}
+
 /**
  * Loads an optional peer driver. Only a module-not-found error for that very package is reported as
  * "not installed"; any other failure (a broken install, a native addon built for another Node ABI, an

@@ -4,6 +4,8 @@ export type {
   PgPoolLike,
   PgQueryConfigLike,
   PgQueryResultLike,
+  PostgresConnectionOptions,
+  SqliteConnectionOptions,
   SqliteDatabaseLike,
   SqliteStatementLike,
 } from './drivers.js';

@@ -37,21 +37,17 @@ import {
   unsettledClaimError,
   type Waiter,
 } from './common.js';
-import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
+import {
+  loadDriver,
+  type PgPoolClientLike,
+  type PgPoolLike,
+  type PgQueryConfigLike,
+  type PgQueryResultLike,
+  type PoolConstructor,
+  type PostgresConnectionOptions,
+} from './drivers.js';
 
-export interface PostgresStoreOptions extends SqlStoreCommonOptions {
-  /**
-   * An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself.
-   * @default none (give `pool` or `connectionString`)
-   */
-  pool?: PgPoolLike;
-  /**
-   * A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`.
-   * @default none (give `pool` or `connectionString`)
-   */
-  connectionString?: string;
-  /** Schema that holds the table (must exist). @default the connection's search_path */
-  schema?: string;
+export interface PostgresStoreOptions extends SqlStoreCommonOptions, PostgresConnectionOptions {
   /**
    * Upper bound of one statement in ms, enforced by the server: sent as `statement_timeout` on a pool
    * the store creates; on an injected pool whose connections have no `statement_timeout` of at most this
@@ -74,12 +70,6 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
    */
   connectTimeoutMs?: number;
   /**
-   * Former name of `connectTimeoutMs` (kept for one release; giving both with different values is a `TypeError`).
-   * @deprecated use `connectTimeoutMs`
-   * @default 5000
-   */
-  connectionTimeoutMs?: number;
-  /**
    * Size of an owned pool, and the most consume statements the store has in flight at once (on an
    * injected pool too: give that pool at least this many connections). @default 10
    */
@@ -90,13 +80,6 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions {
    */
   preparedStatements?: boolean;
 }
-
-/** Structural constructor of `pg.Pool`, as loaded at run time. */
-type PoolConstructor = new (
-  config: Record<string, unknown>,
-) => PgPoolLike & {
-  on(event: 'error', listener: (error: Error) => void): unknown;
-};
 
 /** An error reply of the server (pg's DatabaseError carries the SQLSTATE and a severity): the statement did not commit. */
 export function isServerError(error: unknown): boolean {

@@ -35,40 +35,15 @@ import {
   unsettledClaimError,
   type Waiter,
 } from './common.js';
-import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
+import {
+  type DatabaseConstructor,
+  loadDriver,
+  type SqliteConnectionOptions,
+  type SqliteDatabaseLike,
+  type SqliteStatementLike,
+} from './drivers.js';
 
-export interface SqliteStoreOptions extends SqlStoreCommonOptions {
-  /**
-   * An open `better-sqlite3` database. The store never closes it; configure it with {@link configureSqliteDatabase} (WAL, `busy_timeout`).
-   * @default none (give `database` or `filename`)
-   */
-  database?: SqliteDatabaseLike;
-  /**
-   * Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`.
-   * @default none (give `database` or `filename`)
-   */
-  filename?: string;
-  /**
-   * How long a statement waits for another process's write lock before failing with
-   * `ERR_STORE_UNAVAILABLE`, in ms (`busy_timeout` of an owned database). better-sqlite3 is
-   * synchronous, so this wait blocks the event loop. @default 5000
-   */
-  busyTimeoutMs?: number;
-  /**
-   * `synchronous` pragma of an owned database. `'full'` makes every consume durable across power
-   * loss; `'normal'` (with WAL) survives a process crash but may lose the last commits on an OS
-   * crash or power loss, which would re-open those ids. @default "full"
-   */
-  synchronous?: 'full' | 'normal';
-}
-
-/** Structural constructor of `better-sqlite3`'s `Database`, as loaded at run time. */
-type DatabaseConstructor = new (
-  filename: string,
-  options?: Record<string, unknown>,
-) => SqliteDatabaseLike & {
-  pragma(source: string): unknown;
-};
+export interface SqliteStoreOptions extends SqlStoreCommonOptions, SqliteConnectionOptions {}
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 

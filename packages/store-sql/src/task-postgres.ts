@@ -11,7 +11,15 @@ import {
   withDeadline,
 } from '@mrtr/core/authoring';
 import { once, quoteIdentifier, toStoreError } from './common.js';
-import { loadDriver, type PgPoolClientLike, type PgPoolLike, type PgQueryConfigLike, type PgQueryResultLike } from './drivers.js';
+import {
+  loadDriver,
+  type PgPoolClientLike,
+  type PgPoolLike,
+  type PgQueryConfigLike,
+  type PgQueryResultLike,
+  type PoolConstructor,
+  type PostgresConnectionOptions,
+} from './drivers.js';
 import { holdErrors } from './postgres.js';
 import {
   closedTaskStoreError,
@@ -26,19 +34,7 @@ import {
   unsettledUpdateError,
 } from './task-common.js';
 
-export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions {
-  /**
-   * An existing `pg.Pool`. The store never ends it; give it an `'error'` listener yourself.
-   * @default none (give `pool` or `connectionString`)
-   */
-  pool?: PgPoolLike;
-  /**
-   * A `postgres://` URL; the store then creates (and on `close()` ends) its own `pg.Pool`.
-   * @default none (give `pool` or `connectionString`)
-   */
-  connectionString?: string;
-  /** Schema that holds the table (must exist). @default the connection's search_path */
-  schema?: string;
+export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions, PostgresConnectionOptions {
   /**
    * Upper bound of one statement in ms, enforced by the server: sent as `statement_timeout` on a pool the store
    * creates, and with `SET LOCAL` in every transaction (each `create`; each write of `update` on an injected
@@ -53,22 +49,9 @@ export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions {
   lockTimeoutMs?: number;
   /** Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool; the name `@mrtr/store-redis` uses). @default 5000 */
   connectTimeoutMs?: number;
-  /**
-   * Former name of `connectTimeoutMs` (kept for one release; giving both with different values is a `TypeError`).
-   * @deprecated use `connectTimeoutMs`
-   * @default 5000
-   */
-  connectionTimeoutMs?: number;
   /** Size of an owned pool. @default 10 */
   maxConnections?: number;
 }
-
-/** Structural constructor of `pg.Pool`, as loaded at run time. */
-type PoolConstructor = new (
-  config: Record<string, unknown>,
-) => PgPoolLike & {
-  on(event: 'error', listener: (error: Error) => void): unknown;
-};
 
 /** Arbitrary 32-bit class ids for `pg_advisory_xact_lock(int, int)`: "mrtr" (schema, as the replay store) and "mrtk" (a principal's creates). */
 const SCHEMA_LOCK_CLASS = 0x6d727472;

@@ -1,7 +1,13 @@
 import type { TaskRecord } from '@mrtr/core';
 import { assertTaskChange, intOption, optionsObject, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
 import { once, quoteIdentifier, toStoreError } from './common.js';
-import { loadDriver, type SqliteDatabaseLike, type SqliteStatementLike } from './drivers.js';
+import {
+  type DatabaseConstructor,
+  loadDriver,
+  type SqliteConnectionOptions,
+  type SqliteDatabaseLike,
+  type SqliteStatementLike,
+} from './drivers.js';
 import { configureSqliteDatabase } from './sqlite.js';
 import {
   closedTaskStoreError,
@@ -16,34 +22,7 @@ import {
   unsettledUpdateError,
 } from './task-common.js';
 
-export interface SqliteTaskStoreOptions extends SqlTaskStoreCommonOptions {
-  /**
-   * An open `better-sqlite3` database. The store never closes it; configure it with `configureSqliteDatabase` (WAL, `busy_timeout`).
-   * @default none (give `database` or `filename`)
-   */
-  database?: SqliteDatabaseLike;
-  /**
-   * Path of a database file; the store opens it (WAL, `busy_timeout`) and closes it on `close()`.
-   * @default none (give `database` or `filename`)
-   */
-  filename?: string;
-  /**
-   * How long a statement waits for another connection's write lock before failing with `ERR_STORE_UNAVAILABLE`,
-   * in ms (`busy_timeout` of an owned database). better-sqlite3 is synchronous, so this wait blocks the event
-   * loop. @default 5000
-   */
-  busyTimeoutMs?: number;
-  /** `synchronous` pragma of an owned database (see `createSqliteStore`). @default "full" */
-  synchronous?: 'full' | 'normal';
-}
-
-/** Structural constructor of `better-sqlite3`'s `Database`, as loaded at run time. */
-type DatabaseConstructor = new (
-  filename: string,
-  options?: Record<string, unknown>,
-) => SqliteDatabaseLike & {
-  pragma(source: string): unknown;
-};
+export interface SqliteTaskStoreOptions extends SqlTaskStoreCommonOptions, SqliteConnectionOptions {}
 
 /**
  * Task store on SQLite through `better-sqlite3` (loaded only when this factory is used). One row per task, as on
