@@ -27,6 +27,7 @@ import {
   validateUrlAnswer,
 } from './answers.js';
 import type { PresuppliedPolicy } from './options.js';
+import { type AnswerCheck, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
 import { type TaskStartOptions, type TaskWork, taskMarker } from './tasks.js';
 import type { AskOptions, ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, QuestionOptions, ToolNeed, UrlAnswer } from './types.js';
 
@@ -201,17 +202,8 @@ export class NeedState implements ToolNeed {
     question: ElicitFormQuestion<S>,
     options?: QuestionOptions,
   ): ElicitAnswer<FormContent<S>> | undefined {
-    if (!isObject(question) || typeof question.message !== 'string') {
-      throw new TypeError('need.elicit: question must be { message, requestedSchema }');
-    }
+    const request = formRequest('need.elicit', question);
     const schema = question.requestedSchema;
-    if (!isObject(schema) || schema.type !== 'object' || !isObject(schema.properties)) {
-      throw new TypeError('need.elicit: requestedSchema must be { type: "object", properties }');
-    }
-    if (question.mode !== undefined && question.mode !== 'form') throw new TypeError('need.elicit: mode must be "form"');
-    const params: Record<string, unknown> = { message: question.message, requestedSchema: schema };
-    if (question.mode === 'form') params.mode = 'form';
-    const request = { method: 'elicitation/create', params } as unknown as InputRequest;
     return this.#resolve(
       key,
       request,
@@ -222,31 +214,15 @@ export class NeedState implements ToolNeed {
   }
 
   elicitUrl(key: string, question: ElicitUrlQuestion, options?: QuestionOptions): UrlAnswer | undefined {
-    if (!isObject(question) || typeof question.message !== 'string' || typeof question.url !== 'string') {
-      throw new TypeError('need.elicitUrl: question must be { message, url }');
-    }
-    try {
-      new URL(question.url);
-    } catch {
-      throw new TypeError('need.elicitUrl: url must be an absolute URL');
-    }
-    const request = {
-      method: 'elicitation/create',
-      params: { mode: 'url', message: question.message, url: question.url },
-    } as InputRequest;
-    return this.#resolve(key, request, validateUrlAnswer, options) as UrlAnswer | undefined;
+    return this.#resolve(key, urlRequest('need.elicitUrl', question), validateUrlAnswer, options) as UrlAnswer | undefined;
   }
 
   sample(key: string, params: CreateMessageRequestParams, options?: QuestionOptions): CreateMessageResult | undefined {
-    if (!isObject(params) || !Array.isArray(params.messages) || typeof params.maxTokens !== 'number') {
-      throw new TypeError('need.sample: params must be { messages, maxTokens, ... }');
-    }
-    const request = { method: 'sampling/createMessage', params } as unknown as InputRequest;
-    return this.#resolve(key, request, validateSamplingAnswer, options) as CreateMessageResult | undefined;
+    return this.#resolve(key, samplingRequest('need.sample', params), validateSamplingAnswer, options) as CreateMessageResult | undefined;
   }
 
   roots(key: string, options?: QuestionOptions): Root[] | undefined {
-    const answer = this.#resolve(key, { method: 'roots/list' }, validateRootsAnswer, options) as { roots: Root[] } | undefined;
+    const answer = this.#resolve(key, ROOTS_REQUEST, validateRootsAnswer, options) as { roots: Root[] } | undefined;
     return answer?.roots;
   }
 
@@ -285,7 +261,7 @@ export class NeedState implements ToolNeed {
   #resolve(
     key: string,
     request: InputRequest,
-    validate: (answer: unknown, limits: AnswerLimits) => JsonValue | undefined,
+    validate: AnswerCheck,
     options: QuestionOptions | undefined,
     explain?: (answer: unknown, limits: AnswerLimits) => string,
   ): JsonValue | undefined {

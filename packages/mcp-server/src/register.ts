@@ -72,8 +72,8 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
               if (taskSupport === undefined)
                 throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
               // The task is created inside the round, so an identical retry of this round gets the same task; it is
-              // bound to the principal the round is bound to.
-              return (await tasks!.start(result, ctx, who.key, declared)) as RoundResult;
+              // bound to the principal the round is bound to, and may ask only the kinds this request declared.
+              return (await tasks!.start(result, (kind) => need.can(kind), who.key, declared)) as RoundResult;
             },
           })) as CallToolResult | InputRequiredResult;
         } catch (error) {

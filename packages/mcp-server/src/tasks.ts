@@ -11,9 +11,12 @@ import {
   CLIENT_CAPABILITIES_META_KEY,
   type CallToolResult,
   type ClientCapabilities,
+  type CreateMessageRequestParams,
+  type CreateMessageResult,
   type McpServer,
   MissingRequiredClientCapabilityError,
   ProtocolError,
+  type Root,
   type ServerContext,
 } from '@modelcontextprotocol/server';
 import {
@@ -28,17 +31,21 @@ import {
 import {
   assertTaskChange,
   base64urlEncode,
+  type InputRequest,
+  type InputRequestKind,
   intOption,
   isObject,
   isTerminalStatus,
   parseTaskStoreLimits,
+  requiredKind,
   TaskLimitError,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
-import { type FormContent, type FormSchema, validateFormAnswer } from './answers.js';
+import type { FormContent, FormSchema } from './answers.js';
 import type { RequestPrincipal } from './principal.js';
-import type { ElicitAnswer, ElicitFormQuestion } from './types.js';
-import { PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
+import { answerCheckFor, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
+import type { ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, UrlAnswer } from './types.js';
+import { missingCapabilityError, PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
 
 export type { TaskError, TaskInputRequest, TaskRecord, TaskStatus, TaskStore } from '@mrtr/core';
 export { isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
@@ -175,11 +182,26 @@ export interface TaskHandle {
   /** Aborted when the task is cancelled (`tasks/cancel`). */
   readonly signal: AbortSignal;
   /**
+   * Whether the client may be asked `kind` during this task: the capabilities the request that started the task
+   * declared (an entry of `inputRequests` is subject to them as the standalone request would be). `false` for every
+   * kind without a task (synchronous run).
+   */
+  can(kind: InputRequestKind): boolean;
+  /**
    * Asks a form elicitation during the task: the task goes to `input_required` and `tasks/get` lists the question
-   * under `key` until `tasks/update` brings a valid answer. Keys are unique for the task's life (a reused key is a
-   * `TypeError`). Without a task (synchronous run) it fails with `-32021` naming the tasks extension.
+   * under `key` until `tasks/update` brings a valid answer (checked against `requestedSchema`; an invalid one is
+   * ignored and the question stays outstanding). Keys are unique for the task's life, across every kind (a reused
+   * key is a `TypeError`). A kind the client did not declare ({@link can}) fails with `-32021` naming the
+   * capability, and without a task (synchronous run) with `-32021` naming the tasks extension: uncaught, the task
+   * fails with that error.
    */
   elicit<const S extends FormSchema>(key: string, question: ElicitFormQuestion<S>): Promise<ElicitAnswer<FormContent<S>>>;
+  /** A URL elicitation during the task (needs `elicitation.url`); `accept` is consent, not completion. As {@link elicit}. */
+  elicitUrl(key: string, question: ElicitUrlQuestion): Promise<UrlAnswer>;
+  /** Sampling during the task (`sampling/createMessage`; with `tools`/`toolChoice` it needs `sampling.tools`). As {@link elicit}. */
+  sample(key: string, params: CreateMessageRequestParams): Promise<CreateMessageResult>;
+  /** The client's roots during the task (`roots/list`); only `file://` URIs are accepted. As {@link elicit}. */
+  roots(key: string): Promise<Root[]>;
   /**
    * Sets the task's `statusMessage` (what `tasks/get` shows while it runs, e.g. "canary: 1 of 10 instances"), at
    * most 1,024 characters. Without a task (synchronous run) it does nothing.
@@ -274,9 +296,10 @@ const LOST_RUNNER: TaskError = { code: INTERNAL_ERROR, message: 'The server runn
 export interface TaskRuntime {
   /**
    * Runs `marker`'s work: as a task when the request declares the extension, else at once. `principal` is the
-   * {@link RequestPrincipal.key} of the round that started it (the task is bound to it).
+   * {@link RequestPrincipal.key} of the round that started it (the task is bound to it); `can` tells the kinds of
+   * input that request's client declared (the task may ask only those).
    */
-  start(marker: TaskMarker, ctx: ServerContext, principal: string, declared: boolean): Promise<CallToolResult>;
+  start(marker: TaskMarker, can: (kind: InputRequestKind) => boolean, principal: string, declared: boolean): Promise<CallToolResult>;
   /** Registers `tasks/get`, `tasks/update`, `tasks/cancel` on `server` (once) and advertises the extension. */
   install(server: McpServer): void;
 }
@@ -401,17 +424,27 @@ export function createTaskRuntime(
     };
   };
 
-  async function start(marker: TaskMarker, _ctx: ServerContext, principal: string, declared: boolean): Promise<CallToolResult> {
+  async function start(
+    marker: TaskMarker,
+    can: (kind: InputRequestKind) => boolean,
+    principal: string,
+    declared: boolean,
+  ): Promise<CallToolResult> {
     const { work, options: startOptions } = marker[TASK];
     const controller = new AbortController();
     if (!declared) {
       // No task without the extension: the work runs now and its result is the call's result.
+      const noTask = async (): Promise<never> => {
+        throw new WireError(missingTasksExtensionError('Asking for input while this tool runs'));
+      };
       const sync: TaskHandle = {
         taskId: undefined,
         signal: controller.signal,
-        elicit: async () => {
-          throw new WireError(missingTasksExtensionError('Asking for input while this tool runs'));
-        },
+        can: () => false,
+        elicit: noTask,
+        elicitUrl: noTask,
+        sample: noTask,
+        roots: noTask,
         status: async (message) => {
           checkStatusMessage(message);
         },
@@ -443,44 +476,47 @@ export function createTaskRuntime(
     const run: Run = { controller, waiters: new Map(), wake: nap.wake, done: false };
     runs.set(taskId, run);
     const asked = new Set<string>();
+    /**
+     * Puts `request` among the task's outstanding `inputRequests` under `key` and waits for the answer `tasks/update`
+     * stores (checked there against the question, on whichever instance takes it).
+     */
+    const ask = async (label: string, key: unknown, request: InputRequest): Promise<JsonValue> => {
+      if (typeof key !== 'string' || !KEY_PATTERN.test(key)) throw new TypeError(`${label}: key must be 1-128 printable ASCII characters`);
+      if (asked.has(key)) throw new TypeError(`${label}: key "${key}" was already used in this task (keys are unique for a task's life)`);
+      const kind = requiredKind(request);
+      if (!can(kind)) throw missingCapabilityError([kind]);
+      controller.signal.throwIfAborted();
+      asked.add(key);
+      const entry = request as unknown as TaskInputRequest;
+      const answer = new Promise<JsonValue>((resolve, reject) => {
+        run.waiters.set(key, { resolve, reject });
+      });
+      answer.catch(() => undefined); // rejected only when the run stops; the work sees it through its await
+      const updated = await store.update(taskId, (current) => {
+        if (isTerminalStatus(current.status)) return undefined;
+        return {
+          ...current,
+          status: 'input_required',
+          inputRequests: { ...current.inputRequests, [key]: entry },
+          askedKeys: [...current.askedKeys, key],
+          lastUpdatedAt: now(),
+        };
+      });
+      if (updated === undefined || isTerminalStatus(updated.status)) {
+        run.waiters.delete(key);
+        controller.signal.throwIfAborted();
+        throw new Error('task ended');
+      }
+      return await answer;
+    };
     const handle: TaskHandle = {
       taskId,
       signal: controller.signal,
-      async elicit(key, question) {
-        if (typeof key !== 'string' || !KEY_PATTERN.test(key))
-          throw new TypeError('task.elicit: key must be 1-128 printable ASCII characters');
-        if (asked.has(key))
-          throw new TypeError(`task.elicit: key "${key}" was already used in this task (keys are unique for a task's life)`);
-        if (!isObject(question) || typeof question.message !== 'string' || !isObject(question.requestedSchema)) {
-          throw new TypeError('task.elicit: question must be { message, requestedSchema }');
-        }
-        controller.signal.throwIfAborted();
-        asked.add(key);
-        const request: TaskInputRequest = {
-          method: 'elicitation/create',
-          params: { message: question.message, requestedSchema: question.requestedSchema as unknown as JsonValue },
-        };
-        const answer = new Promise<JsonValue>((resolve, reject) => {
-          run.waiters.set(key, { resolve, reject });
-        });
-        answer.catch(() => undefined); // rejected only when the run stops; the work sees it through its await
-        const updated = await store.update(taskId, (current) => {
-          if (isTerminalStatus(current.status)) return undefined;
-          return {
-            ...current,
-            status: 'input_required',
-            inputRequests: { ...current.inputRequests, [key]: request },
-            askedKeys: [...current.askedKeys, key],
-            lastUpdatedAt: now(),
-          };
-        });
-        if (updated === undefined || isTerminalStatus(updated.status)) {
-          run.waiters.delete(key);
-          controller.signal.throwIfAborted();
-          throw new Error('task ended');
-        }
-        return (await answer) as unknown as ElicitAnswer<FormContent<typeof question.requestedSchema>>;
-      },
+      can,
+      elicit: async (key, question) => (await ask('task.elicit', key, formRequest('task.elicit', question))) as never,
+      elicitUrl: async (key, question) => (await ask('task.elicitUrl', key, urlRequest('task.elicitUrl', question))) as never,
+      sample: async (key, params) => (await ask('task.sample', key, samplingRequest('task.sample', params))) as never,
+      roots: async (key) => ((await ask('task.roots', key, ROOTS_REQUEST)) as unknown as { roots: Root[] }).roots,
       async status(message) {
         checkStatusMessage(message);
         controller.signal.throwIfAborted();
@@ -586,9 +622,8 @@ export function createTaskRuntime(
       const accepted = new Map<string, JsonValue>();
       for (const [key, value] of Object.entries(responses)) {
         const request = Object.hasOwn(record.inputRequests, key) ? record.inputRequests[key] : undefined;
-        const schema = request?.params?.requestedSchema;
-        if (!isObject(schema)) continue;
-        const answer = validateFormAnswer(schema as unknown as FormSchema, value, limits);
+        const check = request === undefined ? undefined : answerCheckFor(request);
+        const answer = check?.(value, limits);
         if (answer !== undefined) accepted.set(key, answer);
       }
       if (accepted.size > 0) {

@@ -88,9 +88,9 @@ export interface Need {
    */
   readonly maxRounds: number;
   /**
-   * Whether the client declared the capability for `kind` in this request's `_meta`. On a 2025-era
-   * connection (legacy shim) capabilities are not visible here and this returns `true`; the SDK's shim
-   * then gates with the `initialize`-time capabilities.
+   * Whether the client declared the capability for `kind`: in this request's `_meta` (2026-07-28), or in its
+   * session's `initialize` (a 2025-era client on a session). A 2025-era request without a session (stateless HTTP)
+   * can be asked nothing: `false` for every kind.
    */
   can(kind: InputRequestKind): boolean;
   /** Form elicitation. `key` must be unique per handler; the same key asked twice must ask the same question. */

@@ -119,6 +119,36 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
         return { content: [{ type: 'text', text: 'done' }] };
       }),
     );
+    // Every kind of input during a task, at once; what the client can answer decides what is asked.
+    mrtr.registerTool(server, 'gather', { task: 'optional' }, async (_args, _ctx, need) =>
+      need.task(async (task) => {
+        const kinds = (['elicitation.form', 'elicitation.url', 'sampling', 'sampling.tools', 'roots'] as const).filter((k) => task.can(k));
+        await task.status(`can: ${kinds.join(',')}`);
+        if (!task.can('sampling')) return { content: [{ type: 'text', text: 'no sampling: summary skipped' }] };
+        const [consent, summary, roots] = await Promise.all([
+          task.elicitUrl('consent', { message: 'Link your account', url: 'https://accounts.example/link' }),
+          task.sample('summary', { messages: [{ role: 'user', content: { type: 'text', text: 'Summarise' } }], maxTokens: 50 }),
+          task.roots('roots'),
+        ]);
+        const said = Array.isArray(summary.content) ? 'blocks' : summary.content.type === 'text' ? summary.content.text : '?';
+        return { content: [{ type: 'text', text: `${consent.action}|${said}|${roots.map((r) => r.uri).join(',')}` }] };
+      }),
+    );
+    // Asks whatever kind it is told to, without looking at can(): an undeclared kind fails the task.
+    mrtr.registerTool(server, 'ask_kind', { task: 'optional', inputSchema: z.object({ kind: z.string() }) }, async ({ kind }, _ctx, need) =>
+      need.task(async (task) => {
+        if (kind === 'form') await task.elicit('q', CONFIRM);
+        else if (kind === 'url') await task.elicitUrl('q', { message: 'Open', url: 'https://example.com/x' });
+        else if (kind === 'tools')
+          await task.sample('q', { messages: [], maxTokens: 5, tools: [{ name: 't', inputSchema: { type: 'object' } }] });
+        else if (kind === 'roots') await task.roots('q');
+        else if (kind === 'same-key') {
+          await task.elicit('k', CONFIRM);
+          await task.roots('k');
+        }
+        return { content: [{ type: 'text', text: 'asked' }] };
+      }),
+    );
     mrtr.registerTool(server, 'reuse_key', { task: 'optional' }, async (_args, _ctx, need) =>
       need.task(async (task) => {
         await task.elicit('k', CONFIRM);
@@ -130,10 +160,14 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
   };
   const handler = createMcpHandler(() => build(), { legacy: 'reject' });
   let id = 0;
-  const call = async (method: string, params: Record<string, unknown>, opts: { sub?: string; tasks?: boolean; elicit?: boolean } = {}) => {
+  const call = async (
+    method: string,
+    params: Record<string, unknown>,
+    opts: { sub?: string; tasks?: boolean; elicit?: boolean; caps?: Record<string, unknown> } = {},
+  ) => {
     const { sub = 'alice', tasks = true, elicit = true } = opts;
-    const caps: Record<string, unknown> = {};
-    if (elicit) caps.elicitation = { form: {} };
+    const caps: Record<string, unknown> = { ...opts.caps };
+    if (elicit && caps.elicitation === undefined) caps.elicitation = { form: {} };
     if (tasks) caps.extensions = { [TASKS_EXTENSION]: {} };
     const name = typeof params.name === 'string' ? params.name : typeof params.taskId === 'string' ? params.taskId : undefined;
     const headers: Record<string, string> = {
@@ -445,6 +479,106 @@ describe('tasks extension', () => {
     const done = await s.ok('tasks/get', { taskId: created.taskId });
     expect(done.status).toBe('completed');
     expect(done.result.content[0].text).toBe('{"confirm":true} {"name":"Zed"} decline');
+  });
+
+  it('every kind of input during a task: URL elicitation, sampling and roots listed, each answer checked by its kind', async () => {
+    const s = setup();
+    const caps = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+    const created = await s.ok('tools/call', { name: 'gather', arguments: {} }, { caps });
+    await s.settle();
+    const waiting = await s.ok('tasks/get', { taskId: created.taskId }, { caps });
+    expect(waiting.statusMessage).toBe('can: elicitation.form,elicitation.url,sampling,roots');
+    expect(waiting.status).toBe('input_required');
+    expect(waiting.inputRequests).toEqual({
+      consent: {
+        method: 'elicitation/create',
+        params: { mode: 'url', message: 'Link your account', url: 'https://accounts.example/link' },
+      },
+      summary: {
+        method: 'sampling/createMessage',
+        params: { messages: [{ role: 'user', content: { type: 'text', text: 'Summarise' } }], maxTokens: 50 },
+      },
+      roots: { method: 'roots/list' },
+    });
+    // Answers of the wrong shape for their question are ignored: a form answer to sampling, a root that is not
+    // file://, a URL answer with an unknown action. Every question stays outstanding.
+    await s.ok(
+      'tasks/update',
+      {
+        taskId: created.taskId,
+        inputResponses: {
+          summary: { action: 'accept', content: { text: 'hi' } },
+          roots: { roots: [{ uri: 'https://example.com/repo' }] },
+          consent: { action: 'maybe' },
+        },
+      },
+      { caps },
+    );
+    expect(Object.keys((await s.ok('tasks/get', { taskId: created.taskId }, { caps })).inputRequests).sort()).toEqual([
+      'consent',
+      'roots',
+      'summary',
+    ]);
+    await s.ok(
+      'tasks/update',
+      {
+        taskId: created.taskId,
+        inputResponses: {
+          summary: { role: 'assistant', content: { type: 'text', text: 'All fine' }, model: 'm-1', extra: 'dropped' },
+          roots: { roots: [{ uri: 'file:///srv/a', name: 'a' }, { uri: 'file:///srv/b' }] },
+          consent: { action: 'accept', content: { ignored: true } },
+        },
+      },
+      { caps },
+    );
+    await s.settle();
+    const done = await s.ok('tasks/get', { taskId: created.taskId }, { caps });
+    expect(done.status).toBe('completed');
+    expect(done.result.content[0].text).toBe('accept|All fine|file:///srv/a,file:///srv/b');
+  });
+
+  it('a task asks only the kinds the request that started it declared: can() tells them, an undeclared kind fails it with -32021', async () => {
+    const s = setup();
+    // Nothing but form elicitation declared: the work sees it and degrades instead of asking.
+    const degraded = await s.ok('tools/call', { name: 'gather', arguments: {} });
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: degraded.taskId })).toMatchObject({
+      status: 'completed',
+      statusMessage: 'can: elicitation.form',
+      result: { content: [{ text: 'no sampling: summary skipped' }] },
+    });
+    // Asking anyway: the task fails with the error a round gets, naming the capability; nothing is listed.
+    const cases: [string, Record<string, unknown>, Record<string, unknown>][] = [
+      ['form', { elicit: false }, { elicitation: { form: {} } }],
+      ['url', {}, { elicitation: { url: {} } }],
+      ['tools', { caps: { sampling: {} } }, { sampling: { tools: {} } }],
+      ['roots', { caps: { sampling: {} } }, { roots: {} }],
+    ];
+    for (const [kind, opts, required] of cases) {
+      const created = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind } }, opts);
+      await s.settle();
+      const failed = await s.ok('tasks/get', { taskId: created.taskId }, opts);
+      expect(failed, kind).toMatchObject({ status: 'failed', error: { code: -32021, data: { requiredCapabilities: required } } });
+      expect(failed, kind).not.toHaveProperty('inputRequests');
+    }
+    // Declared, the same tool asks; a key is unique across kinds for the task's life.
+    const roots = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind: 'roots' } }, { caps: { roots: {} } });
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: roots.taskId })).toMatchObject({
+      status: 'input_required',
+      inputRequests: { q: { method: 'roots/list' } },
+    });
+    const same = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind: 'same-key' } }, { caps: { roots: {} } });
+    await s.settle();
+    await s.ok('tasks/update', { taskId: same.taskId, inputResponses: { k: { action: 'accept', content: { confirm: true } } } });
+    await s.settle();
+    expect(await s.ok('tasks/get', { taskId: same.taskId })).toMatchObject({ status: 'failed', error: { code: -32603 } });
+    // Without a task (synchronous run) nothing can be asked: can() is false and asking is -32021 naming the extension.
+    const sync = await s.call('tools/call', { name: 'ask_kind', arguments: { kind: 'roots' } }, { tasks: false, caps: { roots: {} } });
+    expect(sync.error?.code).toBe(-32021);
+    expect(sync.error?.data?.requiredCapabilities?.extensions).toEqual({ [TASKS_EXTENSION]: {} });
+    const plain = await s.ok('tools/call', { name: 'gather', arguments: {} }, { tasks: false, caps: { sampling: {} } });
+    expect(plain.content[0].text).toBe('no sampling: summary skipped');
   });
 
   it('task.status sets the statusMessage tasks/get shows while the task runs; without a task it does nothing', async () => {
