@@ -16,18 +16,9 @@ import {
   utf8Encode,
 } from '@mrtr/core/authoring';
 import { sha256 } from '@noble/hashes/sha2.js';
-import {
-  type AnswerLimits,
-  explainFormAnswer,
-  type FormContent,
-  type FormSchema,
-  validateFormAnswer,
-  validateRootsAnswer,
-  validateSamplingAnswer,
-  validateUrlAnswer,
-} from './answers.js';
+import { type AnswerLimits, explainFormAnswer, type FormContent, type FormSchema } from './answers.js';
 import type { PresuppliedPolicy } from './options.js';
-import { type AnswerCheck, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
+import { answerCheckFor, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
 import { type TaskStartOptions, type TaskWork, taskMarker } from './tasks.js';
 import type { AskOptions, ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, QuestionOptions, ToolNeed, UrlAnswer } from './types.js';
 
@@ -204,25 +195,21 @@ export class NeedState implements ToolNeed {
   ): ElicitAnswer<FormContent<S>> | undefined {
     const request = formRequest('need.elicit', question);
     const schema = question.requestedSchema;
-    return this.#resolve(
-      key,
-      request,
-      (answer, limits) => validateFormAnswer(schema, answer, limits),
-      options,
-      (answer, limits) => explainFormAnswer(schema, answer, limits),
-    ) as ElicitAnswer<FormContent<S>> | undefined;
+    return this.#resolve(key, request, options, (answer, limits) => explainFormAnswer(schema, answer, limits)) as
+      | ElicitAnswer<FormContent<S>>
+      | undefined;
   }
 
   elicitUrl(key: string, question: ElicitUrlQuestion, options?: QuestionOptions): UrlAnswer | undefined {
-    return this.#resolve(key, urlRequest('need.elicitUrl', question), validateUrlAnswer, options) as UrlAnswer | undefined;
+    return this.#resolve(key, urlRequest('need.elicitUrl', question), options) as UrlAnswer | undefined;
   }
 
   sample(key: string, params: CreateMessageRequestParams, options?: QuestionOptions): CreateMessageResult | undefined {
-    return this.#resolve(key, samplingRequest('need.sample', params), validateSamplingAnswer, options) as CreateMessageResult | undefined;
+    return this.#resolve(key, samplingRequest('need.sample', params), options) as CreateMessageResult | undefined;
   }
 
   roots(key: string, options?: QuestionOptions): Root[] | undefined {
-    const answer = this.#resolve(key, ROOTS_REQUEST, validateRootsAnswer, options) as { roots: Root[] } | undefined;
+    const answer = this.#resolve(key, ROOTS_REQUEST, options) as { roots: Root[] } | undefined;
     return answer?.roots;
   }
 
@@ -261,7 +248,6 @@ export class NeedState implements ToolNeed {
   #resolve(
     key: string,
     request: InputRequest,
-    validate: AnswerCheck,
     options: QuestionOptions | undefined,
     explain?: (answer: unknown, limits: AnswerLimits) => string,
   ): JsonValue | undefined {
@@ -295,7 +281,8 @@ export class NeedState implements ToolNeed {
     if (current !== undefined) {
       const kind = this.#asked.get(key)!.kind;
       if (counts) {
-        const answer = validate(current, this.#limits);
+        // The check follows the question's kind (the same one a task's answers get in tasks/update).
+        const answer = answerCheckFor(request)!(current, this.#limits);
         if (answer !== undefined) {
           this.seen.set(key, { key, kind, accepted: true, reason: pendingPin === undefined ? 'presupplied' : 'answered' });
           this.answers.set(key, [pin, answer]);
