@@ -38,6 +38,11 @@ export function runCli(
       if (signal !== null) reject(new Error(`mrtr ${args.join(' ')} was killed (${signal}); stderr: ${stderr}`));
       else resolve({ code, stdout, stderr });
     });
+    // A CLI that exits before reading its input (a usage error) closes the pipe first: the write then fails with
+    // EPIPE, which is no failure of the run (its exit code and output are what the tests check). Anything else is.
+    child.stdin.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') reject(error);
+    });
     child.stdin.end(options.input ?? '');
   });
 }
