@@ -15,6 +15,13 @@ export {
 export { andThen, type Awaitable, isPromiseLike } from './crypto/awaitable.js';
 export { isCanonicalBase64url } from './crypto/base64url.js';
 export { withDeadline } from './deadline.js';
+export {
+  DEFAULT_MAX_OUTCOME_BYTES,
+  DEFAULT_OUTCOME_BUDGET_BYTES,
+  MAX_FINGERPRINT_MISSES,
+  type ParsedOutcomeStoreLimits,
+  parseOutcomeStoreLimits,
+} from './outcome-limits.js';
 export { redactUrl } from './redact.js';
 export {
   CapabilityMissingError,

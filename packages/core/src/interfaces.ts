@@ -112,15 +112,24 @@ export interface ReplayStore {
   /**
    * One atomic operation, like `consume`: holds `id` until at least `expiresAtMs` with `fingerprint` (a short
    * opaque string) if it is not held, else reports how it is held (see {@link ClaimResult}). `consume` and `claim`
-   * share one ledger: an id taken by either is taken for both.
+   * share one ledger: an id taken by either is taken for both. A claim with another fingerprint of an id held by
+   * `claim` counts a miss; the `MAX_FINGERPRINT_MISSES`-th (3rd) miss marks the id "done, not kept" (every later claim
+   * is `replayed`, a later `record` resolves `false`).
    */
   claim?(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   /**
    * Stores `outcome` for an id held by `claim` with this `fingerprint` and no outcome yet, until the id's expiry;
    * `true` when stored, `false` otherwise (another fingerprint, already recorded, expired, or more than the store
-   * keeps — a store that cannot keep an outcome records `''`, "done, not kept", so retries become replays).
+   * keeps — a store that cannot keep an outcome records `''`, "done, not kept", so retries become replays). An
+   * outcome longer than {@link ReplayStore.maxOutcomeBytes}, or that would take the store past its outcome budget
+   * (`OutcomeStoreLimits`), is recorded as `''`.
    */
   record?(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  /**
+   * Largest outcome `record` keeps, in bytes, when the store records outcomes: the guard seals nothing longer (it
+   * records `''` at once instead).
+   */
+  readonly maxOutcomeBytes?: number;
   /** Releases connections; calling it twice is harmless. */
   close(): Promise<void>;
 }

@@ -66,7 +66,8 @@ export const taskExpiresAt = (record: TaskRecord): number => record.lastUpdatedA
  * Where tasks live. Every store keeps these promises (`taskStoreCompliance` checks them):
  * - `create` makes the task readable by `get` (on every instance sharing the backend) before it resolves, or
  *   rejects: `TaskLimitError` when the principal holds its most unfinished tasks or its most kept tasks, or the
- *   store is full; any error for an id already present. The bounds hold under concurrent creates.
+ *   store is full of unfinished tasks (a full store first drops a final task of its heaviest holder: see
+ *   {@link TaskStoreLimits.maxTasks}); any error for an id already present. The bounds hold under concurrent creates.
  * - `get` answers a copy of the record, or `undefined` for an unknown task and for one past
  *   `lastUpdatedAt + ttlMs`.
  * - `update` applies `change` to the current record atomically: concurrent updates of one task never lose one.
@@ -93,20 +94,30 @@ export interface TaskStoreLimits {
    * `ttlMs` passes); one more is refused with `TaskLimitError('kept')`. @default 256
    */
   maxPerPrincipal?: number | undefined;
+  /**
+   * Most tasks kept in all, every principal together. When the store is full, `create` makes room by dropping the
+   * oldest final task of the principal that holds the most tasks among those holding a final one; only a store full
+   * of unfinished tasks refuses, with `TaskLimitError('store')`. So no principal can take the store from the
+   * others: its unfinished tasks are bounded by `maxLivePerPrincipal`, and its final ones go first.
+   * @default 10_000 in memory, 100_000 in a shared backend
+   */
+  maxTasks?: number | undefined;
 }
 
 /** The parsed {@link TaskStoreLimits}. */
 export interface ParsedTaskStoreLimits {
   maxLivePerPrincipal: number;
   maxPerPrincipal: number;
+  maxTasks: number;
 }
 
 /** Parses {@link TaskStoreLimits} (labelled `TypeError`/`RangeError` on misuse). */
-export function parseTaskStoreLimits(label: string, options: TaskStoreLimits): ParsedTaskStoreLimits {
+export function parseTaskStoreLimits(label: string, options: TaskStoreLimits, defaultMaxTasks = 100_000): ParsedTaskStoreLimits {
   const maxLivePerPrincipal = intOption(`${label}: maxLivePerPrincipal`, options.maxLivePerPrincipal, 16, 1, 100_000);
   const maxPerPrincipal = intOption(`${label}: maxPerPrincipal`, options.maxPerPrincipal, 256, 1, 1_000_000);
   if (maxPerPrincipal < maxLivePerPrincipal) throw new RangeError(`${label}: maxPerPrincipal must be at least maxLivePerPrincipal`);
-  return { maxLivePerPrincipal, maxPerPrincipal };
+  const maxTasks = intOption(`${label}: maxTasks`, options.maxTasks, defaultMaxTasks, 1, 100_000_000);
+  return { maxLivePerPrincipal, maxPerPrincipal, maxTasks };
 }
 
 const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;

@@ -1,21 +1,23 @@
-import type { ClaimResult, ReplayStore } from '@mrtr/core';
-import { fnOption, intOption, optionsObject, StoreFullError, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
+import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import {
+  fnOption,
+  intOption,
+  MAX_FINGERPRINT_MISSES,
+  optionsObject,
+  parseOutcomeStoreLimits,
+  StoreFullError,
+  StoreUnavailableError,
+  stringOption,
+} from '@mrtr/core/authoring';
 
 /** Options of {@link createMemoryStore}. */
-export interface MemoryStoreOptions {
+export interface MemoryStoreOptions extends OutcomeStoreLimits {
   /**
    * Most ids held at once (live plus expired-but-not-yet-swept). When the store is full and no expired
    * id can be reclaimed, `consume` rejects with `StoreFullError` — a live id is never evicted.
    * @default 100_000
    */
   maxEntries?: number | undefined;
-  /**
-   * Most characters of recorded outcomes held at once (sealed responses for identical retries, see `claim` and
-   * `record`). Past it a new outcome is recorded as "done, not kept", so its retries are replays: memory stays
-   * bounded: 64 MiB worth (sealed outcomes are ASCII).
-   * @default 67_108_864
-   */
-  maxOutcomeBytes?: number | undefined;
   /**
    * Label of this ledger (diagnostics only: every memory store owns its own map, so stores are always isolated).
    * `''` is the default ledger, as in every `@mrtr/store-*` store.
@@ -30,6 +32,7 @@ export interface MemoryStoreOptions {
 export interface MemoryReplayStore extends ReplayStore {
   readonly maxEntries: number;
   readonly maxOutcomeBytes: number;
+  readonly outcomeBudgetBytes: number;
   readonly namespace: string;
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
@@ -42,12 +45,12 @@ export interface MemoryReplayStore extends ReplayStore {
 /** Entries examined by the incremental sweep on every `consume`. */
 const SWEEP_PER_CALL = 2;
 const DEFAULT_MAX_ENTRIES = 100_000;
-const DEFAULT_MAX_OUTCOME_BYTES = 64 * 1024 * 1024;
 
-/** An id taken by `claim`: its fingerprint and, once recorded, its outcome (`''`: done, not kept). */
+/** An id taken by `claim`: its fingerprint, claims with other ones, and once recorded its outcome (`''`: done, not kept). */
 interface Claimed {
   exp: number;
   fp: string;
+  misses: number;
   outcome: string | undefined;
 }
 /** A plain `consume` holds only the expiry (no object per id on the hot path). */
@@ -75,13 +78,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
   const label = 'createMemoryStore';
   options = optionsObject(label, options);
   const maxEntries = intOption(`${label}: maxEntries`, options.maxEntries, DEFAULT_MAX_ENTRIES, 1, Number.MAX_SAFE_INTEGER);
-  const maxOutcomeBytes = intOption(
-    `${label}: maxOutcomeBytes`,
-    options.maxOutcomeBytes,
-    DEFAULT_MAX_OUTCOME_BYTES,
-    0,
-    Number.MAX_SAFE_INTEGER,
-  );
+  const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits(label, options);
   const namespace = stringOption(`${label}: namespace`, options.namespace, '');
   const now = fnOption(`${label}: now`, options.now, Date.now);
 
@@ -187,12 +184,20 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     }
     let held: Held | null | undefined;
     try {
-      held = take(id, expiresAtMs, { exp: expiresAtMs, fp: fingerprint, outcome: undefined }, now());
+      held = take(id, expiresAtMs, { exp: expiresAtMs, fp: fingerprint, misses: 0, outcome: undefined }, now());
     } catch (error) {
       return Promise.reject(error);
     }
     if (held === undefined) return FIRST;
-    if (held === null || typeof held === 'number' || held.fp !== fingerprint) return REPLAYED;
+    if (held === null || typeof held === 'number') return REPLAYED;
+    if (held.fp !== fingerprint) {
+      // A miss: the third drops the outcome, recorded or to come (no oracle for the answers).
+      if (++held.misses >= MAX_FINGERPRINT_MISSES && held.outcome !== '') {
+        if (held.outcome !== undefined) outcomeBytes -= held.outcome.length;
+        held.outcome = '';
+      }
+      return REPLAYED;
+    }
     if (held.outcome === undefined) return PENDING;
     return held.outcome === '' ? REPLAYED : Promise.resolve({ status: 'recorded', outcome: held.outcome });
   };
@@ -205,7 +210,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     const held = entries.get(id);
     if (held === undefined || typeof held === 'number' || held.fp !== fingerprint || held.outcome !== undefined) return FALSE;
     if (held.exp < now()) return FALSE;
-    if (outcomeBytes + outcome.length > maxOutcomeBytes) {
+    if (outcome.length > maxOutcomeBytes || outcomeBytes + outcome.length > outcomeBudgetBytes) {
       held.outcome = '';
       return FALSE;
     }
@@ -227,6 +232,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     },
     maxEntries,
     maxOutcomeBytes,
+    outcomeBudgetBytes,
     namespace,
     get outcomeBytes(): number {
       return outcomeBytes;

@@ -10,7 +10,7 @@ const clock = {
   },
 };
 
-storeCompliance(it, ({ namespace }) => createMemoryStore({ namespace, now: clock.now }), {
+storeCompliance(it, (options) => createMemoryStore({ ...options, now: clock.now }), {
   clock,
   sharedBackend: false,
   name: 'memory',

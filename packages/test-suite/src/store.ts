@@ -5,6 +5,7 @@ import {
   KeyRing,
   MrtrError,
   type MrtrEvent,
+  type OutcomeStoreLimits,
   type ReplayStore,
   type StateCodec,
 } from '@mrtr/core';
@@ -62,7 +63,11 @@ export interface LossyStore {
   close(): Promise<void>;
 }
 
-export type StoreFactory = (options: { namespace: string }) => ReplayStore | Promise<ReplayStore>;
+/**
+ * Makes a store on `namespace`. The outcome tests also pass the outcome bounds ({@link OutcomeStoreLimits}): a store
+ * that records outcomes must take them (other tests leave them out, for the store's defaults).
+ */
+export type StoreFactory = (options: { namespace: string } & OutcomeStoreLimits) => ReplayStore | Promise<ReplayStore>;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 let sequence = 0;
@@ -79,9 +84,12 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   const now = () => (clock ? clock.now() : Date.now());
   const test = (name: string, fn: () => Promise<void>): void => it(`${label} compliance: ${name}`, fn, timeout);
 
-  const withStore = async (fn: (store: ReplayStore, namespace: string) => Promise<void>): Promise<void> => {
+  const withStore = async (
+    fn: (store: ReplayStore, namespace: string) => Promise<void>,
+    limits: OutcomeStoreLimits = {},
+  ): Promise<void> => {
     const namespace = uniqueId('ns');
-    const store = await factory({ namespace });
+    const store = await factory({ namespace, ...limits });
     try {
       await fn(store, namespace);
     } finally {
@@ -329,32 +337,115 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
-  const withOutcomes = async (fn: (store: Required<ReplayStore>, namespace: string) => Promise<void>): Promise<void> => {
+  type Recording = Required<Pick<ReplayStore, 'claim' | 'record'>> & ReplayStore;
+  const withOutcomes = async (fn: (store: Recording, namespace: string) => Promise<void>, limits?: OutcomeStoreLimits): Promise<void> => {
     await withStore(async (store, namespace) => {
       if (typeof store.claim !== 'function' || typeof store.record !== 'function') return;
-      await fn(store as Required<ReplayStore>, namespace);
-    });
+      await fn(store as Recording, namespace);
+    }, limits);
   };
   const status = (r: ClaimResult): string => (r.status === 'recorded' ? `recorded:${r.outcome}` : r.status);
   // A sealed outcome is an ASCII token up to a codec's cap (16 KiB by default, up to ~1 MiB); 64 KiB here.
   const bigOutcome = (tag: string) => `${tag}.${'x'.repeat(64 * 1024 - tag.length - 1)}`;
 
   test('claim: first, then pending for the same fingerprint, recorded after record, replayed for another', async () => {
+    await withOutcomes(
+      async (store) => {
+        const id = uniqueId('claim');
+        const exp = now() + 60_000;
+        ok(status(await store.claim(id, exp, 'fp-a')) === 'first', 'the first claim must be first');
+        ok(status(await store.claim(id, exp, 'fp-a')) === 'pending', 'the same fingerprint before record must be pending');
+        ok(status(await store.claim(id, exp, 'fp-b')) === 'replayed', 'another fingerprint must be replayed');
+        ok((await store.record(id, 'fp-b', 'theirs')) === false, 'record with another fingerprint must be refused');
+        ok(status(await store.claim(id, exp, 'fp-a')) === 'pending', 'a refused record changes nothing');
+        const outcome = bigOutcome('mine');
+        ok((await store.record(id, 'fp-a', outcome)) === true, 'record by the fingerprint that claimed must be stored');
+        ok((await store.record(id, 'fp-a', 'again')) === false, 'a second record must be refused');
+        const again = await store.claim(id, exp, 'fp-a');
+        ok(again.status === 'recorded' && again.outcome === outcome, 'an identical claim after record gets the outcome, unchanged');
+        ok(status(await store.claim(id, exp, 'fp-b')) === 'replayed', 'another fingerprint stays replayed');
+        ok((await store.consume(id, exp)) === false, 'a claimed id is consumed for consume too');
+      },
+      { maxOutcomeBytes: 64 * 1024 },
+    );
+  });
+
+  test('record keeps no outcome longer than maxOutcomeBytes, and says how large it keeps', async () => {
+    await withOutcomes(
+      async (store) => {
+        ok(store.maxOutcomeBytes === 1000, `the store must expose the maxOutcomeBytes it was given (got ${String(store.maxOutcomeBytes)})`);
+        const exp = now() + 60_000;
+        const fits = uniqueId('fits');
+        ok(status(await store.claim(fits, exp, 'fp')) === 'first', 'first claim');
+        ok((await store.record(fits, 'fp', 'y'.repeat(1000))) === true, 'an outcome of exactly maxOutcomeBytes is kept');
+        const big = uniqueId('big');
+        ok(status(await store.claim(big, exp, 'fp')) === 'first', 'first claim');
+        ok((await store.record(big, 'fp', 'y'.repeat(1001))) === false, 'an outcome past maxOutcomeBytes is not kept');
+        ok(status(await store.claim(big, exp, 'fp')) === 'replayed', 'its retries are replays');
+        ok((await store.record(big, 'fp', 'small')) === false, 'and it cannot be recorded again');
+      },
+      { maxOutcomeBytes: 1000 },
+    );
+  });
+
+  test('the outcomes held never pass outcomeBudgetBytes; past it a round is done, not kept', async () => {
+    const size = 10_000;
+    const budget = 4 * size + size / 2;
+    await withOutcomes(
+      async (store) => {
+        const exp = now() + 60_000;
+        const ids = Array.from({ length: 10 }, () => uniqueId('budget'));
+        for (const id of ids) ok(status(await store.claim(id, exp, 'fp')) === 'first', 'first claim');
+        const kept: string[] = [];
+        for (const [i, id] of ids.entries()) {
+          if (await store.record(id, 'fp', `${i}`.padEnd(size, 'z'))) kept.push(id);
+        }
+        ok(kept.length >= 1, 'the first outcome within the budget must be kept');
+        ok(kept.length <= 4, `at most 4 outcomes of ${size} bytes fit in ${budget}, ${kept.length} were kept`);
+        for (const [i, id] of ids.entries()) {
+          const found = await store.claim(id, exp, 'fp');
+          if (kept.includes(id)) ok(found.status === 'recorded' && found.outcome.startsWith(`${i}`), 'a kept outcome stays');
+          else ok(found.status === 'replayed', `an outcome past the budget is done, not kept (got ${found.status})`);
+        }
+        // In parallel too: the budget is checked and taken in one step.
+        const more = Array.from({ length: 16 }, () => uniqueId('budget-race'));
+        for (const id of more) await store.claim(id, exp, 'fp');
+        const raced = await Promise.all(more.map((id) => store.record(id, 'fp', 'r'.repeat(size))));
+        ok(
+          raced.every((r) => r === false),
+          'a full budget keeps nothing more, whatever the concurrency',
+        );
+        if (clock) {
+          // The budget frees as the ids holding it expire (a store may count them a little past their expiry).
+          await clock.advance(60_000 + 3_600_000);
+          const later = uniqueId('budget-later');
+          ok(status(await store.claim(later, now() + 60_000, 'fp')) === 'first', 'first claim');
+          ok((await store.record(later, 'fp', 'w'.repeat(size))) === true, 'expired outcomes no longer count against the budget');
+        }
+      },
+      { maxOutcomeBytes: size, outcomeBudgetBytes: budget },
+    );
+  });
+
+  test('a state is no oracle: the third claim with another fingerprint drops the outcome, recorded or pending', async () => {
     await withOutcomes(async (store) => {
-      const id = uniqueId('claim');
       const exp = now() + 60_000;
-      ok(status(await store.claim(id, exp, 'fp-a')) === 'first', 'the first claim must be first');
-      ok(status(await store.claim(id, exp, 'fp-a')) === 'pending', 'the same fingerprint before record must be pending');
-      ok(status(await store.claim(id, exp, 'fp-b')) === 'replayed', 'another fingerprint must be replayed');
-      ok((await store.record(id, 'fp-b', 'theirs')) === false, 'record with another fingerprint must be refused');
-      ok(status(await store.claim(id, exp, 'fp-a')) === 'pending', 'a refused record changes nothing');
-      const outcome = bigOutcome('mine');
-      ok((await store.record(id, 'fp-a', outcome)) === true, 'record by the fingerprint that claimed must be stored');
-      ok((await store.record(id, 'fp-a', 'again')) === false, 'a second record must be refused');
-      const again = await store.claim(id, exp, 'fp-a');
-      ok(again.status === 'recorded' && again.outcome === outcome, 'an identical claim after record gets the outcome, unchanged');
-      ok(status(await store.claim(id, exp, 'fp-b')) === 'replayed', 'another fingerprint stays replayed');
-      ok((await store.consume(id, exp)) === false, 'a claimed id is consumed for consume too');
+      const recorded = uniqueId('oracle');
+      ok(status(await store.claim(recorded, exp, 'right')) === 'first', 'first claim');
+      ok((await store.record(recorded, 'right', 'secret-result')) === true, 'record');
+      ok(status(await store.claim(recorded, exp, 'guess-1')) === 'replayed', 'a wrong guess is a replay');
+      ok(status(await store.claim(recorded, exp, 'guess-2')) === 'replayed', 'a second wrong guess is a replay');
+      ok(status(await store.claim(recorded, exp, 'right')) === 'recorded:secret-result', 'two misses leave the outcome');
+      ok(status(await store.claim(recorded, exp, 'guess-3')) === 'replayed', 'a third wrong guess is a replay');
+      ok(status(await store.claim(recorded, exp, 'right')) === 'replayed', 'after three misses the outcome is gone for everyone');
+      const pending = uniqueId('oracle-pending');
+      ok(status(await store.claim(pending, exp, 'right')) === 'first', 'first claim');
+      for (let i = 0; i < 3; i++) ok(status(await store.claim(pending, exp, `guess-${i}`)) === 'replayed', 'wrong guesses are replays');
+      ok((await store.record(pending, 'right', 'late-result')) === false, 'a round that ends after three misses keeps nothing');
+      ok(status(await store.claim(pending, exp, 'right')) === 'replayed', 'and its retries are replays');
+      const consumed = uniqueId('oracle-consumed');
+      ok((await store.consume(consumed, exp)) === true, 'consume');
+      for (let i = 0; i < 4; i++) ok(status(await store.claim(consumed, exp, `g-${i}`)) === 'replayed', 'a consumed id stays replayed');
     });
   });
 
@@ -377,25 +468,32 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     await withOutcomes(async (store) => {
       const id = uniqueId('claim-race');
       const exp = now() + 60_000;
-      const results = await Promise.all(
-        Array.from({ length: parallel }, (_, i) => store.claim(id, exp, i % 2 === 0 ? 'same' : `other-${i}`)),
-      );
+      const results = await Promise.all(Array.from({ length: parallel }, () => store.claim(id, exp, 'same')));
       const firsts = results.filter((r) => r.status === 'first').length;
       ok(firsts === 1, `exactly one claim must be first, got ${firsts}`);
-      const winner = results.findIndex((r) => r.status === 'first');
-      const winnerFp = winner % 2 === 0 ? 'same' : `other-${winner}`;
-      results.forEach((r, i) => {
-        if (i === winner) return;
-        const fp = i % 2 === 0 ? 'same' : `other-${i}`;
-        const expected = fp === winnerFp ? 'pending' : 'replayed';
-        ok(r.status === expected, `claim ${i} (${fp}) must be ${expected}, got ${r.status}`);
-      });
-      ok((await store.record(id, winnerFp, 'the-outcome')) === true, 'the winner records');
-      const after = await Promise.all(Array.from({ length: parallel }, () => store.claim(id, exp, winnerFp)));
+      const pending = results.filter((r) => r.status === 'pending').length;
+      ok(pending === parallel - 1, `every other identical claim must be pending, got ${pending} of ${parallel - 1}`);
+      ok((await store.record(id, 'same', 'the-outcome')) === true, 'the winner records');
+      const after = await Promise.all(Array.from({ length: parallel }, () => store.claim(id, exp, 'same')));
       ok(
         after.every((r) => r.status === 'recorded' && r.outcome === 'the-outcome'),
         'every identical claim gets the one outcome',
       );
+    });
+  });
+
+  test(`${parallel} parallel claims of one id with other fingerprints: all replayed, and the outcome is gone`, async () => {
+    await withOutcomes(async (store) => {
+      const id = uniqueId('miss-race');
+      const exp = now() + 60_000;
+      ok(status(await store.claim(id, exp, 'owner')) === 'first', 'first claim');
+      ok((await store.record(id, 'owner', 'the-outcome')) === true, 'record');
+      const results = await Promise.all(Array.from({ length: parallel }, (_, i) => store.claim(id, exp, `guess-${i}`)));
+      ok(
+        results.every((r) => r.status === 'replayed'),
+        'every claim with another fingerprint must be replayed',
+      );
+      ok(status(await store.claim(id, exp, 'owner')) === 'replayed', 'the misses, counted atomically, dropped the outcome');
     });
   });
 

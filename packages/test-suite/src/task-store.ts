@@ -7,6 +7,8 @@ export type TaskStoreFactory = (options: {
   namespace: string;
   maxLivePerPrincipal: number;
   maxPerPrincipal: number;
+  /** Passed by the store-wide bound's test only (others leave the store's default). */
+  maxTasks?: number;
 }) => TaskStore | Promise<TaskStore>;
 
 export interface TaskStoreComplianceOptions {
@@ -82,8 +84,8 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
   const close = async (store: TaskStore) => {
     await store.close?.();
   };
-  const withStore = async (fn: (store: TaskStore) => Promise<void>): Promise<void> => {
-    const store = await open(uniqueId('ns'));
+  const withStore = async (fn: (store: TaskStore) => Promise<void>, maxTasks?: number): Promise<void> => {
+    const store = await (maxTasks === undefined ? open(uniqueId('ns')) : factory({ namespace: uniqueId('ns'), ...limits, maxTasks }));
     try {
       await fn(store);
     } finally {
@@ -259,6 +261,50 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
           );
       }
     });
+  });
+
+  test('a full store makes room from the heaviest holder of final tasks; only unfinished tasks fill it', async () => {
+    await withStore(async (store) => {
+      const heavy = uniqueId('heavy');
+      const light = uniqueId('light');
+      const heavyIds: string[] = [];
+      for (let i = 0; i < limits.maxPerPrincipal; i++) {
+        const task = record(heavy, { status: 'completed', result: { content: [] } });
+        await store.create(task);
+        heavyIds.push(task.taskId);
+      }
+      const lightIds: string[] = [];
+      for (let i = 0; i < limits.maxLivePerPrincipal; i++) {
+        const task = record(light);
+        await store.create(task);
+        lightIds.push(task.taskId);
+      }
+      // 5 + 3 = 8 = maxTasks: full. A newcomer still gets a task, from the heavy holder's final ones.
+      const newcomer = record(uniqueId('newcomer'));
+      await store.create(newcomer);
+      ok((await store.get(newcomer.taskId)) !== undefined, "the newcomer's task must be readable");
+      const heavyLeft = (await Promise.all(heavyIds.map((id) => store.get(id)))).filter((t) => t !== undefined).length;
+      ok(heavyLeft === limits.maxPerPrincipal - 1, `exactly one of the heaviest holder's final tasks must go, ${heavyLeft} left`);
+      for (const id of lightIds) ok((await store.get(id)) !== undefined, 'unfinished tasks are never dropped to make room');
+    }, 8);
+    await withStore(async (store) => {
+      const ids: string[] = [];
+      for (let p = 0; p < 2; p++) {
+        const who = uniqueId('live');
+        for (let i = 0; i < limits.maxLivePerPrincipal; i++) {
+          const task = record(who);
+          await store.create(task);
+          ids.push(task.taskId);
+        }
+      }
+      await rejectsTaskLimit(() => store.create(record(uniqueId('late'))), 'a store full of unfinished tasks', 'store');
+      for (const id of ids) ok((await store.get(id)) !== undefined, 'a refused create drops nothing');
+    }, 2 * limits.maxLivePerPrincipal);
+    await withStore(async (store) => {
+      const settled = await Promise.allSettled(Array.from({ length: 12 }, () => store.create(record(uniqueId('racer')))));
+      const created = settled.filter((s) => s.status === 'fulfilled').length;
+      ok(created === 8, `the store-wide bound must hold under 12 concurrent creates: expected 8, got ${created}`);
+    }, 8);
   });
 
   test('24 concurrent updates of one task lose none', async () => {
