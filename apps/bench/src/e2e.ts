@@ -105,6 +105,13 @@ export type CodecFactory = (keys: KeyRing) => StateCodec;
  * (c)–(g): the mcp-server adapter with a codec and a store. `recordOutcomes` is passed on only when given (the
  * rows c–g leave the adapter's default; the outcome rows of issue 20 set it both ways).
  */
+/**
+ * The per-principal bounds off: one bench principal mints and records far more in a state lifetime than a server lets
+ * one user (the default mint quota of a memory store, 1 MiB of outcomes), and the rows measure the path that keeps
+ * every outcome, not the cheaper "done, not kept" one.
+ */
+export const UNBOUNDED_PRINCIPAL = { mintQuota: false, outcomeQuota: { maxBytes: Number.MAX_SAFE_INTEGER } } as const;
+
 export function mrtrServer(
   createMrtr: CreateMrtr,
   codec: CodecFactory,
@@ -112,7 +119,14 @@ export function mrtrServer(
   keys: KeyRing,
   recordOutcomes?: boolean,
 ): () => McpServer {
-  const mrtr = createMrtr({ keys, codec, store, audience: AUDIENCE, ...(recordOutcomes === undefined ? {} : { recordOutcomes }) });
+  const mrtr = createMrtr({
+    keys,
+    codec,
+    store,
+    audience: AUDIENCE,
+    ...UNBOUNDED_PRINCIPAL,
+    ...(recordOutcomes === undefined ? {} : { recordOutcomes }),
+  });
   return () => {
     const server = new McpServer({ name: 'bench', version: '1.0.0' }, { ...mrtr.serverOptions });
     mrtr.registerTool(server, 'delete_files', { inputSchema: pathSchema }, async ({ path }, _ctx, need) => {

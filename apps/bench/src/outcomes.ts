@@ -14,7 +14,17 @@ import {
   type StateGuard,
 } from '@mrtr/core';
 import { CheckFailure, type SkippedRow } from './codecs.js';
-import { type CodecFactory, type CreateMrtr, closeAll, connectClient, E2E_CONCURRENCY, flow, mrtrServer, PATH } from './e2e.js';
+import {
+  type CodecFactory,
+  type CreateMrtr,
+  closeAll,
+  connectClient,
+  E2E_CONCURRENCY,
+  flow,
+  mrtrServer,
+  PATH,
+  UNBOUNDED_PRINCIPAL,
+} from './e2e.js';
 import { makeGuardArgs, makeGuardData } from './guard.js';
 import type { Job } from './harness.js';
 import { loadFunction } from './load.js';
@@ -210,7 +220,15 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
   }
   const keys = new KeyRing([{ kid: 'k1', secret: new Uint8Array(randomBytes(32)) }]);
   const guardOn = (store: ReplayStore): StateGuard =>
-    createStateGuard({ keys, codec: hmac.value, store, audience: AUDIENCE, ttlMs: LIFETIME_MS, flowTtlMs: LIFETIME_MS });
+    createStateGuard({
+      keys,
+      codec: hmac.value,
+      store,
+      audience: AUDIENCE,
+      ttlMs: LIFETIME_MS,
+      flowTtlMs: LIFETIME_MS,
+      ...UNBOUNDED_PRINCIPAL,
+    });
   const add = (backend: Backend, label: string, get: () => RecordingStore, prepare?: () => Promise<void>): void => {
     stores.push({
       backend,
@@ -483,6 +501,7 @@ async function sealedOutcomeOf(row: OutcomeStoreRow, setup: OutcomeSetup): Promi
     audience: AUDIENCE,
     ttlMs: LIFETIME_MS,
     flowTtlMs: LIFETIME_MS,
+    ...UNBOUNDED_PRINCIPAL,
   });
   const token = await guard.mint(setup.data, setup.request);
   const admission = await guard.admit(token, setup.request, { confirm: CONFIRM });

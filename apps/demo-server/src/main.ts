@@ -135,10 +135,14 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       audience: AUDIENCE,
       ttlMs: cli.ttlMs,
       flowTtlMs,
-      unauthenticated: cli.stdio || tokens === undefined ? { principal: fixedPrincipal } : 'reject',
+      // Without tokens every caller is one anonymous principal. Recorded outcomes are returned to it only where its
+      // callers are one party: over stdio, or bound to loopback (the person running the demo); open to the network,
+      // a copy of someone's spent state must not fetch their result, so an identical retry there is a replay.
+      unauthenticated:
+        cli.stdio || tokens === undefined ? { principal: fixedPrincipal, recordOutcomes: cli.stdio || isLoopbackHost(cli.host) } : 'reject',
       // No single principal can fill the replay store that every other user depends on.
       // At most `max` minted in any state lifetime (the guard's window), so at most `max` alive at once.
-      ...(quota !== undefined && { mintQuota: quota }),
+      mintQuota: quota ?? false,
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,

@@ -1,11 +1,26 @@
 import { KeyRing } from './keys.js';
 import { type EventSink, type GuardEvent, createEventSink, isEventSink } from './events.js';
-import type { RequestContext, StateGuardOptions } from './guard-types.js';
+import type { OutcomeQuota, RequestContext, StateGuardOptions } from './guard-types.js';
 import { asStateCodec, type CodecFactory, type ReplayStore, type StateCodec } from './interfaces.js';
 import { intOption, YEAR_MS } from './int-option.js';
-import { createQuota } from './quota.js';
+import type { WaitingBounds } from './outcomes.js';
+import { createQuota, type Quota } from './quota.js';
 
 const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
+/** Default {@link OutcomeQuota.maxBytes}: 1 MiB per principal (about 60 re-asks quoting long arguments, 1,000 small results). */
+const DEFAULT_OUTCOME_QUOTA_BYTES = 1024 * 1024;
+
+/**
+ * The mint quota: the one given, none for `false`, else one sized from the store's declared capacity (a store with
+ * `maxEntries` holds that many ids: no principal may take more than a hundredth of it, and at least 16).
+ */
+function parseMintQuota(option: StateGuardOptions['mintQuota'], store: ReplayStore | undefined, lifetimeMs: number): Quota | undefined {
+  if (option === false) return undefined;
+  if (option !== undefined) return createQuota(option, lifetimeMs);
+  const capacity = (store as { maxEntries?: unknown } | undefined)?.maxEntries;
+  if (typeof capacity !== 'number' || !Number.isSafeInteger(capacity) || capacity <= 0) return undefined;
+  return createQuota({ max: Math.max(16, Math.floor(capacity / 100)) }, lifetimeMs);
+}
 
 /** {@link StateGuardOptions} validated, with their defaults. */
 export interface ParsedGuardOptions {
@@ -20,9 +35,13 @@ export interface ParsedGuardOptions {
   maxTokenBytes: number;
   readPrincipal: (request: RequestContext) => string | undefined;
   unauthenticated: 'reject' | { principal: string };
-  quota: { take(principal: string, t: number): boolean } | undefined;
+  /** Whether outcomes are recorded for the fixed unauthenticated principal. */
+  recordUnauthenticated: boolean;
+  quota: Quota | undefined;
+  outcomeQuota: Quota;
   now: () => number;
   retryWaitMs: number;
+  waiting: WaitingBounds;
   /** The event path, when `onEvent` is set. */
   events: EventSink<GuardEvent> | undefined;
 }
@@ -58,10 +77,38 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   ) {
     throw new TypeError('createStateGuard: unauthenticated must be "reject" or { principal: string }');
   }
-  const quota = options.mintQuota === undefined ? undefined : createQuota(options.mintQuota, ttlMs + 2 * clockSkewMs);
+  let recordUnauthenticated = false;
+  if (unauthenticated !== 'reject' && unauthenticated.recordOutcomes !== undefined) {
+    if (typeof unauthenticated.recordOutcomes !== 'boolean') {
+      throw new TypeError('createStateGuard: unauthenticated.recordOutcomes must be a boolean');
+    }
+    recordUnauthenticated = unauthenticated.recordOutcomes;
+  }
+  const lifetimeMs = ttlMs + 2 * clockSkewMs;
+  const quota = parseMintQuota(options.mintQuota, store, lifetimeMs);
+  const outcomeQuotaOptions: OutcomeQuota = options.outcomeQuota ?? {};
+  if (outcomeQuotaOptions === null || typeof outcomeQuotaOptions !== 'object') {
+    throw new TypeError('createStateGuard: outcomeQuota must be an object');
+  }
+  const maxBytes = intOption(
+    'outcomeQuota.maxBytes',
+    outcomeQuotaOptions.maxBytes,
+    DEFAULT_OUTCOME_QUOTA_BYTES,
+    1,
+    Number.MAX_SAFE_INTEGER,
+  );
+  const outcomeQuota = createQuota({ ...outcomeQuotaOptions, max: maxBytes }, lifetimeMs, 'outcomeQuota', Number.MAX_SAFE_INTEGER);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createStateGuard: now must be a function');
-  const retryWaitMs = intOption('retryWaitMs', options.retryWaitMs, 10_000, 0, 600_000);
+  const retryWaitMs = intOption('retryWaitMs', options.retryWaitMs, 3_000, 0, 600_000);
+  const waitingOptions = options.maxWaitingRetries ?? {};
+  if (waitingOptions === null || typeof waitingOptions !== 'object') {
+    throw new TypeError('createStateGuard: maxWaitingRetries must be an object');
+  }
+  const waiting: WaitingBounds = {
+    perPrincipal: intOption('maxWaitingRetries.perPrincipal', waitingOptions.perPrincipal, 16, 0, 1_000_000),
+    total: intOption('maxWaitingRetries.total', waitingOptions.total, 1_024, 0, 1_000_000),
+  };
   if (store !== undefined && (typeof store.claim === 'function') !== (typeof store.record === 'function')) {
     throw new TypeError('createStateGuard: a store implements claim and record, both or neither');
   }
@@ -84,9 +131,12 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
     maxTokenBytes,
     readPrincipal,
     unauthenticated,
+    recordUnauthenticated,
     quota,
+    outcomeQuota,
     now,
     retryWaitMs,
+    waiting,
     events,
   };
 }

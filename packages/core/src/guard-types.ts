@@ -43,6 +43,30 @@ export interface MintQuota {
   maxPrincipals?: number;
 }
 
+/**
+ * A per-principal bound on the bytes of recorded outcomes (what safe retry keeps in the store for identical retries).
+ * Like {@link MintQuota}, in any window of `H` = max(`windowMs`, the state lifetime) a principal records at most
+ * `maxBytes` of sealed outcomes through this guard, so at most that much of its outcomes is held at once. An outcome
+ * past it is recorded as "done, not kept": the round is answered, and its retries are replays. Each instance of a
+ * fleet keeps its own counts; the store's `outcomeBudgetBytes` bounds what all principals hold together.
+ */
+export interface OutcomeQuota {
+  /** Bytes of sealed outcomes one principal may have kept in any window. @default 1_048_576 (1 MiB) */
+  maxBytes?: number;
+  /** Window length in ms, raised to the state lifetime when shorter. @default ttlMs + 2 × clockSkewMs */
+  windowMs?: number;
+  /** Most principals tracked at once; past it (after dropping those with nothing in the window) a new principal's outcomes are not kept. @default 100_000 */
+  maxPrincipals?: number;
+}
+
+/** Bounds on identical retries that wait for a round still in progress (each one holds its request while it waits). */
+export interface WaitingRetries {
+  /** Most retries of one principal waiting at once on this guard; one more gets `ERR_ROUND_IN_PROGRESS` at once. @default 16 */
+  perPrincipal?: number;
+  /** Most retries waiting at once on this guard, all principals together. @default 1_024 */
+  total?: number;
+}
+
 /** Options of {@link createStateGuard}. Validated at construction (labelled `TypeError`/`RangeError`). */
 export interface StateGuardOptions {
   /** The key ring: the codec is built on it and the principal tags are derived from it. */
@@ -71,17 +95,31 @@ export interface StateGuardOptions {
   /**
    * Requests without a principal: `'reject'` throws `ERR_PRINCIPAL_REQUIRED`; `{ principal }` gives them
    * one fixed identity in a namespace of its own (no authenticated principal can ever share its states).
+   *
+   * Under that shared identity every anonymous caller is the same principal, so a copy of someone's spent state
+   * with the right answers would get the outcome of their round: recorded outcomes are therefore not kept for it
+   * (an identical retry is a replay, as without safe retry) unless `recordOutcomes: true` says the callers are one
+   * party (a single trusted client, a local tool).
    * @default 'reject'
    */
-  unauthenticated?: 'reject' | { principal: string } | undefined;
-  /** Per-principal bound on minting (no single principal can fill a bounded store others depend on). @default none */
-  mintQuota?: MintQuota | undefined;
+  unauthenticated?: 'reject' | { principal: string; recordOutcomes?: boolean | undefined } | undefined;
+  /**
+   * Per-principal bound on minting (no single principal can fill a bounded store others depend on). `false`
+   * turns the default off.
+   * @default with a store that declares its capacity (`maxEntries`, like the memory store's): `{ max: maxEntries / 100 }`
+   * (at least 16), so no principal can fill it; else none
+   */
+  mintQuota?: MintQuota | false | undefined;
+  /** Per-principal bound on the bytes of recorded outcomes. @default { maxBytes: 1_048_576 } */
+  outcomeQuota?: OutcomeQuota | undefined;
   /**
    * How long `admit`/`claim` waits for the first attempt of a round when an identical retry arrives while it is
-   * still running (locally: until it records; on another instance: polling the store), before
-   * `ERR_ROUND_IN_PROGRESS`. @default 10_000
+   * still running (locally: until it records; on another instance: one poller per state, pausing 50 ms, doubling up
+   * to 1 s), before `ERR_ROUND_IN_PROGRESS`. @default 3_000
    */
   retryWaitMs?: number | undefined;
+  /** Bounds on identical retries waiting at once. @default { perPrincipal: 16, total: 1_024 } */
+  maxWaitingRetries?: WaitingRetries | undefined;
   /** Clock in ms since the epoch. @default Date.now */
   now?: (() => number) | undefined;
   /**

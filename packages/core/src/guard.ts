@@ -59,6 +59,7 @@ const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(erro
 export function createStateGuard(options: StateGuardOptions): StateGuard {
   const parsed = parseGuardOptions(options);
   const { keys, codec, store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, retryWaitMs, events } = parsed;
+  const { unauthenticated, recordUnauthenticated, outcomeQuota, waiting } = parsed;
   const principalOf = principalPolicy(parsed.readPrincipal, parsed.unauthenticated);
   const principalTag = createPrincipalTagger(keys, audience);
 
@@ -95,7 +96,24 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     }
     if (first !== true) throw new StateReplayedError();
   };
-  const claim = createOutcomes({ store, codec, audience, ledger, consume, now, retryWaitMs }) as StateGuard['claim'];
+  // Outcomes are kept for every principal but the shared unauthenticated one (unless opted in): its tag under the
+  // state's key tells it (cached by the tagger).
+  const anonymous: Principal | undefined =
+    unauthenticated === 'reject' || recordUnauthenticated ? undefined : ['u', unauthenticated.principal];
+  const recordable = (state: OpenedState): Awaitable<boolean> =>
+    anonymous === undefined ? true : andThen(principalTag(state.kid, anonymous), (tag) => !timingSafeEqualText(state.claims.sub, tag));
+  const claim = createOutcomes({
+    store,
+    codec,
+    audience,
+    ledger,
+    consume,
+    now,
+    retryWaitMs,
+    recordable,
+    budget: outcomeQuota,
+    waiting,
+  }) as StateGuard['claim'];
 
   /** A codec's failure as the guard reports it: its `MrtrError`, anything else `ERR_STATE_MALFORMED`. */
   const unsealFailure = (cause: unknown): never => {

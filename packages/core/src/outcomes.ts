@@ -25,14 +25,26 @@ export type Admission<S> =
   | { readonly state: S; readonly replay: true; readonly outcome: JsonValue };
 
 /** Suffix of the audience of a sealed outcome: never the audience of a state, so it can never pass as one. */
-const OUTCOME_AUDIENCE = '#outcome';
-/** Longest pause between two polls of a round in progress on another instance. */
-const MAX_POLL_MS = 200;
-/** Answered to local waiters when the first attempt recorded nothing they can use. */
+export const OUTCOME_AUDIENCE = '#outcome';
+/** First pause between two polls of a round in progress on another instance; it doubles up to {@link MAX_POLL_MS}. */
+const FIRST_POLL_MS = 50;
+/** Longest pause between two polls. */
+const MAX_POLL_MS = 1_000;
+/** Rounds remembered as stalled (polled for a whole wait, still pending): a bound on that memory. */
+const MAX_STALLED = 1_024;
+/** Answered to waiters when the first attempt recorded nothing they can use. */
 const NOTHING: unique symbol = Symbol('nothing recorded');
-type Settled = { outcome: string } | typeof NOTHING;
+/** Answered to waiters when the wait ran out with the round still running. */
+const STILL_RUNNING: unique symbol = Symbol('still running');
+type Settled = { outcome: string } | typeof NOTHING | typeof STILL_RUNNING;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Bounds on identical retries waiting for a round in progress (see `StateGuardOptions.maxWaitingRetries`). */
+export interface WaitingBounds {
+  perPrincipal: number;
+  total: number;
+}
 
 export interface OutcomeDeps {
   store: ReplayStore | undefined;
@@ -40,11 +52,16 @@ export interface OutcomeDeps {
   audience: string;
   /** The id and expiry a state is consumed under (shared with the guard's `consume`). */
   ledger: (state: Opened) => { id: string; expiresAtMs: number };
-  /** The guard's `consume`, for stores that do not record outcomes. */
+  /** The guard's `consume`, for stores that do not record outcomes and for states whose outcomes are not kept. */
   consume: (state: Opened) => Promise<void>;
   now: () => number;
   /** How long an identical retry waits for a round in progress before `ERR_ROUND_IN_PROGRESS`. */
   retryWaitMs: number;
+  /** Whether the outcome of a state may be recorded and returned (not under the shared unauthenticated principal, unless opted in). */
+  recordable: (state: Opened) => Awaitable<boolean>;
+  /** The per-principal budget of recorded outcome bytes (`take(principal tag, now, bytes)`), if any. */
+  budget: { take(principal: string, t: number, weight: number): boolean } | undefined;
+  waiting: WaitingBounds;
 }
 
 /**
@@ -52,14 +69,28 @@ export interface OutcomeDeps {
  * principal tag the state carries and the canonical JSON of the answers: the state alone fixes the method, target
  * and arguments (its binding), so equal fingerprints on one state id mean the same request by the same principal.
  *
- * Concurrent identical retries on this instance wait for the first attempt's promise (no polling); on other
- * instances they poll the store with a growing pause, both bounded by `retryWaitMs`.
+ * What an outcome may cost is bounded: an outcome is sealed only when it may be kept (the store's
+ * `maxOutcomeBytes`), and kept only within the principal's byte budget (else recorded as "done, not kept"). Waiting
+ * is bounded too: identical retries on this instance wait for the first attempt's promise (no polling); a round
+ * in progress on another instance is polled by one poller per state on this instance, the others waiting on it;
+ * at most `waiting.perPrincipal` retries of a principal, and `waiting.total` in all, wait at once (past it
+ * `ERR_ROUND_IN_PROGRESS` at once); a round polled for a whole wait is remembered as stalled, and its later
+ * retries ask the store once instead of polling again.
  */
 export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, answers: JsonValue) => Promise<Admission<S>> {
-  const { store, codec, audience, ledger, consume, now, retryWaitMs } = deps;
-  /** Rounds this instance admitted and has not recorded yet: key → the outcome once recorded. */
+  const { store, codec, audience, ledger, consume, now, retryWaitMs, recordable, budget, waiting } = deps;
+  const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
+  /** Rounds this instance admitted and has not recorded yet: key → what they recorded, once they did. */
   const inflight = new Map<string, Promise<Settled>>();
+  /** Rounds in progress on another instance that this instance polls: key → what the poll found. */
+  const polls = new Map<string, Promise<Settled>>();
+  /** Rounds polled for a whole wait and still pending: key → until when (epoch ms) they count as stalled. */
+  const stalled = new Map<string, number>();
+  /** Retries waiting, per principal tag, and in all. */
+  const waiters = new Map<string, number>();
+  let waitingTotal = 0;
   const notRecorded = async (): Promise<boolean> => false;
+  const maxKept = (): number => Math.min(codec.maxTokenBytes, store?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
 
   /**
    * The attempt's fingerprint. Answers that have no canonical form (nested past canonicalJson's depth, or not
@@ -84,26 +115,42 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
     }
   };
 
+  /**
+   * The sealed outcome, or `''` (done, not kept) when it would not be kept: larger than the store keeps (told
+   * before sealing when even the JSON is too large: a sealed token is at least a quarter of its JSON, whatever the
+   * codec's encoding), past the principal's byte budget, or a codec failure.
+   */
   const seal = async (state: Opened, fp: string, outcome: JsonValue): Promise<string> => {
     const { claims } = state;
+    const limit = maxKept();
+    let json: string;
+    try {
+      json = JSON.stringify(outcome);
+    } catch {
+      return '';
+    }
+    if (typeof json !== 'string' || json.length > 4 * limit) return '';
     const sealed: StateClaims = {
       v: CLAIMS_VERSION,
       iat: now(),
       exp: claims.exp,
       jti: claims.jti,
-      aud: `${audience}${OUTCOME_AUDIENCE}`,
+      aud: outcomeAudience,
       sub: claims.sub,
       req: claims.req,
       flow: claims.flow,
       data: { f: fp, o: outcome },
     };
+    let token: string;
     try {
-      const token = await codec.seal(sealed);
-      // Too large for this codec to open again: recorded as "done, not kept", so retries are replays.
-      return token.length > codec.maxTokenBytes ? '' : token;
+      token = await codec.seal(sealed);
     } catch {
       return '';
     }
+    if (token.length > limit) return '';
+    // The principal's share of what stores hold: charged only for what is kept.
+    if (budget !== undefined && !budget.take(claims.sub, now(), token.length)) return '';
+    return token;
   };
 
   /** The recorded outcome, if it is authentic and belongs to this state and fingerprint; else a replay. */
@@ -116,7 +163,7 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
     }
     const data = claims.data;
     if (
-      claims.aud !== `${audience}${OUTCOME_AUDIENCE}` ||
+      claims.aud !== outcomeAudience ||
       claims.jti !== state.claims.jti ||
       claims.sub !== state.claims.sub ||
       !isObject(data) ||
@@ -128,11 +175,11 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
     return data.o as JsonValue;
   };
 
-  /** Waits for a local first attempt, at most until `deadline` (performance.now()). */
-  const waitLocal = async (settled: Promise<Settled>, deadline: number): Promise<Settled | undefined> => {
+  /** Races `settled` against the time left until `deadline` (performance.now()). */
+  const within = async (settled: Promise<Settled>, deadline: number): Promise<Settled> => {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - performance.now()));
+    const timeout = new Promise<Settled>((resolve) => {
+      timer = setTimeout(() => resolve(STILL_RUNNING), Math.max(0, deadline - performance.now()));
     });
     try {
       return await Promise.race([settled, timeout]);
@@ -141,9 +188,84 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
     }
   };
 
+  /** Polls the store for a round in progress elsewhere until it is recorded or `deadline` passes (one poll per key). */
+  const poll = (key: string, id: string, expiresAtMs: number, fp: string, deadline: number): Promise<Settled> => {
+    const running = polls.get(key);
+    if (running !== undefined) return running;
+    const run = async (): Promise<Settled> => {
+      for (let pause = FIRST_POLL_MS; ; pause = Math.min(MAX_POLL_MS, pause * 2)) {
+        await sleep(Math.min(pause, Math.max(0, deadline - performance.now())));
+        if (performance.now() >= deadline) {
+          if (stalled.size >= MAX_STALLED) stalled.delete(stalled.keys().next().value!);
+          stalled.set(key, expiresAtMs);
+          return STILL_RUNNING;
+        }
+        const found = await fromStore(() => store!.claim!(id, expiresAtMs, fp));
+        if (found.status === 'recorded') return found.outcome === '' ? NOTHING : { outcome: found.outcome };
+        if (found.status === 'first') {
+          // The id expired while its round ran: taken now by this poll, and never run. Done, not kept.
+          await store!.record!(id, fp, '').catch(() => false);
+          return NOTHING;
+        }
+        if (found.status !== 'pending') return NOTHING;
+      }
+    };
+    const polled = run().finally(() => polls.delete(key));
+    polls.set(key, polled);
+    return polled;
+  };
+
+  /** Waits for what `settled` brings (it ends by the deadline), as one of the bounded waiters of the state's principal. */
+  const wait = async <S extends Opened>(state: S, fp: string, settled: () => Promise<Settled>): Promise<Admission<S>> => {
+    const principal = state.claims.sub;
+    const mine = waiters.get(principal) ?? 0;
+    if (mine >= waiting.perPrincipal || waitingTotal >= waiting.total) throw new RoundInProgressError();
+    waiters.set(principal, mine + 1);
+    waitingTotal++;
+    let result: Settled;
+    try {
+      result = await settled();
+    } finally {
+      waitingTotal--;
+      const left = (waiters.get(principal) ?? 1) - 1;
+      if (left === 0) waiters.delete(principal);
+      else waiters.set(principal, left);
+    }
+    if (result === NOTHING) throw new StateReplayedError();
+    if (result === STILL_RUNNING) throw new RoundInProgressError();
+    return { state, replay: true, outcome: await unseal(state, fp, result.outcome) };
+  };
+
+  /** The first attempt: it runs the round and records its outcome once. */
+  const owner = <S extends Opened>(state: S, id: string, fp: string, key: string): Admission<S> => {
+    let settle!: (settled: Settled) => void;
+    inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
+    let done = false;
+    const record = async (outcome: JsonValue): Promise<boolean> => {
+      if (done) throw new TypeError('Admission.record: called twice');
+      done = true;
+      let token = '';
+      let kept = false;
+      try {
+        token = await seal(state, fp, outcome);
+        kept = (await fromStore(() => store!.record!(id, fp, token))) && token !== '';
+        return kept;
+      } finally {
+        inflight.delete(key);
+        settle(kept ? { outcome: token } : NOTHING);
+      }
+    };
+    return { state, replay: false, record };
+  };
+
   return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
     if (store === undefined) return { state, replay: false, record: notRecorded };
     if (typeof store.claim !== 'function' || typeof store.record !== 'function') {
+      await consume(state);
+      return { state, replay: false, record: notRecorded };
+    }
+    const allowed = recordable(state);
+    if (!(typeof allowed === 'boolean' ? allowed : await allowed)) {
       await consume(state);
       return { state, replay: false, record: notRecorded };
     }
@@ -154,49 +276,25 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
     const deadline = performance.now() + retryWaitMs;
 
     const local = inflight.get(key);
-    if (local !== undefined) {
-      const settled = await waitLocal(local, deadline);
-      if (settled === NOTHING) throw new StateReplayedError();
-      if (settled !== undefined) return { state, replay: true, outcome: await unseal(state, fp, settled.outcome) };
-      // Still running here after the whole wait.
-      throw new RoundInProgressError();
-    }
+    if (local !== undefined) return wait(state, fp, () => within(local, deadline));
 
-    for (let pause = 10; ; pause = Math.min(MAX_POLL_MS, pause * 2)) {
-      const found: ClaimResult = await fromStore(() => store.claim!(id, expiresAtMs, fp));
-      switch (found.status) {
-        case 'first': {
-          let settle!: (settled: Settled) => void;
-          inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
-          let done = false;
-          const record = async (outcome: JsonValue): Promise<boolean> => {
-            if (done) throw new TypeError('Admission.record: called twice');
-            done = true;
-            let token = '';
-            let kept = false;
-            try {
-              token = await seal(state, fp, outcome);
-              kept = (await fromStore(() => store.record!(id, fp, token))) && token !== '';
-              return kept;
-            } finally {
-              inflight.delete(key);
-              settle(kept ? { outcome: token } : NOTHING);
-            }
-          };
-          return { state, replay: false, record };
-        }
-        case 'recorded':
-          if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
-          return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
-        case 'pending': {
-          const left = deadline - performance.now();
-          if (left <= 0) throw new RoundInProgressError();
-          await sleep(Math.min(pause, left));
-          break;
-        }
-        default:
-          throw new StateReplayedError();
+    const found: ClaimResult = await fromStore(() => store.claim!(id, expiresAtMs, fp));
+    switch (found.status) {
+      case 'first':
+        stalled.delete(key);
+        return owner(state, id, fp, key);
+      case 'recorded':
+        if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
+        return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
+      case 'pending': {
+        // A round polled for a whole wait already: this retry asked the store once, and is not polled again.
+        const until = stalled.get(key);
+        if (until !== undefined && until >= now()) throw new RoundInProgressError();
+        stalled.delete(key);
+        return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline));
       }
+      default:
+        throw new StateReplayedError();
     }
   };
 }

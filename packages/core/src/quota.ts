@@ -1,16 +1,28 @@
-import type { MintQuota } from './guard-types.js';
 import { intOption, YEAR_MS } from './int-option.js';
 
 /** Sub-windows of a mint quota's window: its memory per principal and its slack (a place frees up to H / this late). */
 const QUOTA_SUB_WINDOWS = 10;
 
-/** Sliding-window counters per principal tag (see {@link MintQuota}), bounded in the number of principals. */
-export function createQuota(options: MintQuota, lifetimeMs: number): { take(principal: string, t: number): boolean } {
-  if (options === null || typeof options !== 'object') throw new TypeError('createStateGuard: mintQuota must be an object');
-  if (options.max === undefined) throw new TypeError('createStateGuard: mintQuota needs max');
-  const max = intOption('mintQuota.max', options.max, 0, 1, 1_000_000_000);
-  const windowMs = intOption('mintQuota.windowMs', options.windowMs, lifetimeMs, 1, YEAR_MS);
-  const maxPrincipals = intOption('mintQuota.maxPrincipals', options.maxPrincipals, 100_000, 1, 100_000_000);
+/** A per-principal sliding-window bound: `take(principal, t, weight)` spends `weight` (1 by default) of its `max`. */
+export interface Quota {
+  take(principal: string, t: number, weight?: number): boolean;
+}
+
+/**
+ * Sliding-window counters per principal tag (see `MintQuota`), bounded in the number of principals. `name`
+ * labels the option in errors (`mintQuota`, `outcomeQuota`); a take of `weight` is refused when it would pass `max`.
+ */
+export function createQuota(
+  options: { max?: number | undefined; windowMs?: number | undefined; maxPrincipals?: number | undefined },
+  lifetimeMs: number,
+  name = 'mintQuota',
+  ceiling = 1_000_000_000,
+): Quota {
+  if (options === null || typeof options !== 'object') throw new TypeError(`createStateGuard: ${name} must be an object`);
+  if (options.max === undefined) throw new TypeError(`createStateGuard: ${name} needs max`);
+  const max = intOption(`${name}.max`, options.max, 0, 1, ceiling);
+  const windowMs = intOption(`${name}.windowMs`, options.windowMs, lifetimeMs, 1, YEAR_MS);
+  const maxPrincipals = intOption(`${name}.maxPrincipals`, options.maxPrincipals, 100_000, 1, 100_000_000);
   // H: the window, never shorter than a state's lifetime, so that `max` also bounds the states alive at once.
   const span = Math.max(windowMs, lifetimeMs);
   // Sub-window j covers [j·width, (j+1)·width). A mint at t counts every sub-window from floor((t − H) / width)
@@ -28,7 +40,7 @@ export function createQuota(options: MintQuota, lifetimeMs: number): { take(prin
   // left in the window are dropped from the front in time proportional to what is dropped.
   const entries = new Map<string, Entry>();
   return {
-    take(principal, t) {
+    take(principal, t, weight = 1) {
       if (!Number.isFinite(t)) return false;
       const oldest = Math.floor((t - span) / width);
       let entry = entries.get(principal);
@@ -47,14 +59,14 @@ export function createQuota(options: MintQuota, lifetimeMs: number): { take(prin
       const current = Math.max(Math.floor(t / width), entry.last);
       let used = 0;
       for (let j = Math.max(oldest, entry.last - SLOTS + 1); j <= entry.last; j++) used += counts[slot(j)]!;
-      if (used >= max) return false;
+      if (used + weight > max) return false;
       if (current > entry.last) {
         // Clear the slots of the sub-windows between the newest mint and now (they held older sub-windows).
         const from = Math.max(entry.last + 1, current - SLOTS + 1);
         for (let j = from; j <= current; j++) counts[slot(j)] = 0;
         entry.last = current;
       }
-      counts[slot(current)]!++;
+      counts[slot(current)]! += weight;
       entries.delete(principal);
       entries.set(principal, entry);
       return true;

@@ -160,3 +160,40 @@ describe('mintQuota: a sliding window whose bound holds for any TTL', () => {
     expect(make(null)).toThrow(TypeError);
   });
 });
+
+// Issue 32 item 7: with the defaults (no mintQuota) one principal filled the memory store's 100,000 entries and every
+// other user's valid state was refused for the state lifetime. A store that declares its capacity (maxEntries) now
+// gets a default per-principal bound of a hundredth of it (at least 16); `mintQuota: false` turns it off.
+describe('default mint quota sized from the store', () => {
+  const sized = (maxEntries: number) => ({
+    maxEntries,
+    consume: async () => true,
+    close: async () => {},
+  });
+  const guardOn = (store: ReturnType<typeof sized> | { consume(): Promise<boolean>; close(): Promise<void> }, extra = {}) =>
+    createStateGuard({ keys: new KeyRing([{ kid: 'k', secret: generateKey() }]), codec: testCodec, store, audience: 'a', ...extra });
+  const mintUntilRefused = async (guard: ReturnType<typeof guardOn>, principal: string, limit: number): Promise<number> => {
+    for (let i = 0; i < limit; i++) {
+      try {
+        await guard.mint(null, request(principal));
+      } catch (error) {
+        expect(MrtrError.is(error) && error.code).toBe('ERR_QUOTA_EXCEEDED');
+        return i;
+      }
+    }
+    return limit;
+  };
+
+  it('a store with maxEntries 10,000: one principal mints 100, then ERR_QUOTA_EXCEEDED; another principal is not affected', async () => {
+    const guard = guardOn(sized(10_000));
+    expect(await mintUntilRefused(guard, 'mallory', 1_000)).toBe(100);
+    expect(await mintUntilRefused(guard, 'alice', 5)).toBe(5);
+  });
+
+  it('at least 16 per principal for a small store; none for a store without a declared capacity; off with mintQuota: false', async () => {
+    expect(await mintUntilRefused(guardOn(sized(100)), 'p', 100)).toBe(16);
+    expect(await mintUntilRefused(guardOn({ consume: async () => true, close: async () => {} }), 'p', 500)).toBe(500);
+    expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: false }), 'p', 500)).toBe(500);
+    expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: { max: 3 } }), 'p', 500)).toBe(3);
+  });
+});

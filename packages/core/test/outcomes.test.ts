@@ -225,3 +225,136 @@ describe('guard.admit: one run per state, the first answer for an identical retr
     expect(store.calls.claim).toBe(0);
   });
 });
+
+// Issue 31: what safe retry may cost is bounded — bytes per principal, nothing sealed that will not be kept,
+// waiting retries, and no answer oracle under a shared principal.
+describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
+  /** Runs one round for `principal` and records an outcome of about `bytes` characters: whether it was kept. */
+  const round = async (guard: ReturnType<typeof setup>['guard'], principal: string, bytes: number, tag = principal) => {
+    const token = await guard.mint(null, req({ principal }));
+    const first = await guard.admit(token, req({ principal }), yes);
+    if (first.replay) throw new Error('first must run');
+    return { token, kept: await first.record({ r: `${tag}:`.padEnd(bytes, 'x') }) };
+  };
+  const heldBytes = (store: ReturnType<typeof setup>['store']) =>
+    [...store.held.values()].reduce((sum, h) => sum + (h.outcome?.length ?? 0), 0);
+
+  it("one principal's outcomes stop being kept past its outcomeQuota; its retries are replays; another principal's are kept", async () => {
+    const { guard, store } = setup({ outcomeQuota: { maxBytes: 40_000 } });
+    const results = [];
+    for (let i = 0; i < 10; i++) results.push(await round(guard, 'mallory', 8_000));
+    const kept = results.filter((r) => r.kept).length;
+    expect(kept).toBeGreaterThanOrEqual(1);
+    expect(kept).toBeLessThan(10);
+    expect(heldBytes(store)).toBeLessThanOrEqual(40_000);
+    const unkept = results.find((r) => !r.kept)!;
+    expect(await code(guard.admit(unkept.token, req({ principal: 'mallory' }), yes))).toBe('ERR_STATE_REPLAYED');
+    const alice = await round(guard, 'alice', 8_000);
+    expect(alice.kept).toBe(true);
+    expect(await guard.admit(alice.token, req({ principal: 'alice' }), yes)).toMatchObject({ replay: true });
+  });
+
+  it('by default one principal keeps at most 1 MiB of outcomes, however many rounds it runs (the review flood)', async () => {
+    const { guard, store } = setup();
+    for (let i = 0; i < 100; i++) await round(guard, 'mallory', 15_000);
+    expect(heldBytes(store)).toBeLessThanOrEqual(1024 * 1024);
+    expect((await round(guard, 'alice', 15_000)).kept).toBe(true);
+  });
+
+  it('nothing is sealed that will not be kept: an outcome far past the store’s maxOutcomeBytes is recorded as done, not kept', async () => {
+    const clock = fakeClock();
+    const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
+    const store = Object.assign(recordingStore(clock.now), { maxOutcomeBytes: 4_096 });
+    let seals = 0;
+    const codec = (k: KeyRing) => {
+      const inner = testCodec(k);
+      return { ...inner, seal: (claims: Parameters<typeof inner.seal>[0]) => (seals++, inner.seal(claims)) };
+    };
+    const guard = createStateGuard({ codec, keys, store, audience: 'aud-1', now: clock.now });
+    const token = await guard.mint(null, req());
+    const first = await guard.admit(token, req(), yes);
+    if (first.replay) throw new Error('first must run');
+    const sealsBefore = seals;
+    expect(await first.record({ r: 'x'.repeat(100 * 1024) })).toBe(false);
+    expect(seals).toBe(sealsBefore);
+    expect([...store.held.values()].some((h) => h.outcome === '')).toBe(true);
+    // One that fits is sealed and kept.
+    const small = await guard.mint(null, req());
+    const again = await guard.admit(small, req(), yes);
+    if (again.replay) throw new Error('first must run');
+    expect(await again.record({ r: 'small' })).toBe(true);
+  });
+
+  it('300 identical retries of a round running elsewhere: one poller, 16 wait, the rest ERR_ROUND_IN_PROGRESS at once; a stalled round is not polled again', async () => {
+    const { guard, make, store } = setup({ retryWaitMs: 400 });
+    const other = make();
+    const token = await guard.mint(null, req());
+    const first = await guard.admit(token, req(), yes);
+    if (first.replay) throw new Error('first must run');
+    const claimsBefore = store.calls.claim;
+    const codes = await Promise.all(Array.from({ length: 300 }, () => code(other.admit(token, req(), yes))));
+    expect(codes.every((c) => c === 'ERR_ROUND_IN_PROGRESS')).toBe(true);
+    // Each retry asked the store once; the one poller at most once per pause of its wait (50, 100, 200 ms…).
+    const polls = store.calls.claim - claimsBefore - 300;
+    expect(polls).toBeGreaterThanOrEqual(0);
+    expect(polls).toBeLessThanOrEqual(4);
+    // A retry after the wait ran out: one claim, no polling, in progress at once.
+    const before = store.calls.claim;
+    expect(await code(other.admit(token, req(), yes))).toBe('ERR_ROUND_IN_PROGRESS');
+    expect(store.calls.claim).toBe(before + 1);
+    // Once the round records, a retry gets its outcome.
+    await first.record({ r: 'done' });
+    expect(await other.admit(token, req(), yes)).toMatchObject({ replay: true, outcome: { r: 'done' } });
+  });
+
+  it('the waiting bound is per principal: a principal at its bound does not stop another from waiting', async () => {
+    const { guard, make } = setup({ retryWaitMs: 60_000, maxWaitingRetries: { perPrincipal: 2 } });
+    const other = make();
+    const start = async (principal: string) => {
+      const token = await guard.mint(null, req({ principal }));
+      const first = await guard.admit(token, req({ principal }), yes);
+      if (first.replay) throw new Error('first must run');
+      return { token, first };
+    };
+    const m = await start('mallory');
+    const waits = [other.admit(m.token, req({ principal: 'mallory' }), yes), other.admit(m.token, req({ principal: 'mallory' }), yes)];
+    expect(await code(other.admit(m.token, req({ principal: 'mallory' }), yes))).toBe('ERR_ROUND_IN_PROGRESS');
+    const a = await start('alice');
+    const aliceWait = other.admit(a.token, req({ principal: 'alice' }), yes);
+    await a.first.record({ r: 'alice' });
+    expect(await aliceWait).toMatchObject({ replay: true, outcome: { r: 'alice' } });
+    await m.first.record({ r: 'mallory' });
+    for (const w of waits) expect(await w).toMatchObject({ replay: true, outcome: { r: 'mallory' } });
+  });
+
+  it('under the shared unauthenticated principal an outcome is not returned (a copy of a spent state is no oracle) unless opted in', async () => {
+    const anonymous = req({ principal: undefined });
+    const { guard } = setup({ unauthenticated: { principal: 'anonymous' } });
+    const token = await guard.mint(null, anonymous);
+    const first = await guard.admit(token, anonymous, { code: '4711' });
+    if (first.replay) throw new Error('first must run');
+    expect(await first.record({ r: 'the owner’s result' })).toBe(false);
+    for (const guess of ['0000', '4711']) expect(await code(guard.admit(token, anonymous, { code: guess }))).toBe('ERR_STATE_REPLAYED');
+    // Authenticated principals keep safe retry under the same guard.
+    const alice = await guard.mint(null, req());
+    const own = await guard.admit(alice, req(), yes);
+    if (own.replay) throw new Error('first must run');
+    expect(await own.record({ r: 'hers' })).toBe(true);
+    expect(await guard.admit(alice, req(), yes)).toMatchObject({ replay: true, outcome: { r: 'hers' } });
+
+    const { guard: optedIn } = setup({ unauthenticated: { principal: 'anonymous', recordOutcomes: true } });
+    const t2 = await optedIn.mint(null, anonymous);
+    const f2 = await optedIn.admit(t2, anonymous, { code: '4711' });
+    if (f2.replay) throw new Error('first must run');
+    expect(await f2.record({ r: 'kept' })).toBe(true);
+    expect(await optedIn.admit(t2, anonymous, { code: '4711' })).toMatchObject({ replay: true, outcome: { r: 'kept' } });
+  });
+
+  it('options: outcomeQuota, maxWaitingRetries and unauthenticated.recordOutcomes are checked', () => {
+    expect(() => setup({ outcomeQuota: { maxBytes: 0 } })).toThrow(RangeError);
+    expect(() => setup({ outcomeQuota: 'big' as never })).toThrow(TypeError);
+    expect(() => setup({ maxWaitingRetries: { perPrincipal: 1.5 } })).toThrow(TypeError);
+    expect(() => setup({ maxWaitingRetries: { total: -1 } })).toThrow(RangeError);
+    expect(() => setup({ unauthenticated: { principal: 'a', recordOutcomes: 'yes' as never } })).toThrow(TypeError);
+  });
+});

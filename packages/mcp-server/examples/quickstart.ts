@@ -30,6 +30,6 @@ const handler = createHttpHandler(() => {
 
 // The principal is "sub:" + authInfo.extra.sub. toNodeHandler passes req.auth on as authInfo: put your bearer-auth
 // middleware in front to verify the token and set req.auth; without it every call is refused (-32600).
-// For stdio: `serveStdio(factory)` with `unauthenticated: { principal: 'local' }`.
+// For stdio: `serveStdio(factory)` with `unauthenticated: { principal: 'local', recordOutcomes: true }`.
 const serve = toNodeHandler(handler);
 createServer((req, res) => void serve(req, res)).listen(Number(process.env.PORT ?? 3000), '127.0.0.1');

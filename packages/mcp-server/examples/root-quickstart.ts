@@ -12,7 +12,7 @@ const mrtr = createMrtr({
   codec: createHmacCodec, // signed; @mrtr/codec-aead or codec-jwe also encrypt
   store: createMemoryStore(), // single use in this process; store-redis or store-sql for a fleet
   audience: 'files',
-  unauthenticated: { principal: 'local' }, // local use only: see "Who is calling" below
+  unauthenticated: { principal: 'local', recordOutcomes: true }, // local use only: see "Who is calling" below
 });
 
 // The factory builds a fresh McpServer for every request: never share one between requests.

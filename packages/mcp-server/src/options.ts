@@ -142,7 +142,12 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   // value is left for the guard to refuse with its own message).
   const { unauthenticated } = guardOptions;
   const fixed =
-    isObject(unauthenticated) && typeof unauthenticated.principal === 'string' ? { principal: unauthenticated.principal } : undefined;
+    isObject(unauthenticated) && typeof unauthenticated.principal === 'string'
+      ? {
+          principal: unauthenticated.principal,
+          ...(unauthenticated.recordOutcomes !== undefined && { recordOutcomes: unauthenticated.recordOutcomes }),
+        }
+      : undefined;
   const guard: StateGuardOptions = {
     ...guardOptions,
     ...(fixed !== undefined && { unauthenticated: fixed }),

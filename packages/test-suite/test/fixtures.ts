@@ -1,7 +1,9 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { type KeyRing, MrtrError, type ReplayStore, type StateCodec } from '@mrtr/core';
+import { type ClaimResult, type KeyRing, MrtrError, type OutcomeStoreLimits, type ReplayStore, type StateCodec } from '@mrtr/core';
 import {
   KeyUnknownError,
+  MAX_FINGERPRINT_MISSES,
+  parseOutcomeStoreLimits,
   StateIntegrityError,
   StateMalformedError,
   StateTooLargeError,
@@ -149,6 +151,77 @@ export function referenceStore(options: { getThenSet?: boolean; now?: () => numb
       if (options.getThenSet && used) return false;
       seen.set(id, expiresAtMs);
       return true;
+    },
+    async close() {
+      closed = true;
+    },
+  };
+}
+
+/** Flaws of {@link referenceRecordingStore}. */
+export interface RecordingFlaws {
+  /** Keeps outcomes of any length. */
+  noMaxOutcome?: boolean;
+  /** Has no store-wide outcome budget. */
+  noBudget?: boolean;
+  /** Counts the budget, then awaits, then keeps (the check is stale under concurrency). */
+  racyBudget?: boolean;
+  /** Never drops an outcome however many claims with other fingerprints come. */
+  noMisses?: boolean;
+}
+
+/** A correct in-process store that records outcomes ({@link OutcomeStoreLimits}, the misses rule), or a flawed one. */
+export function referenceRecordingStore(
+  flaws: RecordingFlaws,
+  options: { now: () => number } & OutcomeStoreLimits,
+): ReplayStore & { maxOutcomeBytes: number } {
+  const { now } = options;
+  const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits('referenceRecordingStore', options);
+  const held = new Map<string, { exp: number; fp?: string; misses: number; outcome?: string }>();
+  const live = (id: string) => {
+    const h = held.get(id);
+    return h !== undefined && h.exp >= now() ? h : undefined;
+  };
+  const bytesHeld = () => [...held.keys()].reduce((sum, id) => sum + (live(id)?.outcome?.length ?? 0), 0);
+  let closed = false;
+  const check = (id: unknown, exp: unknown): void => {
+    if (typeof id !== 'string' || id.length === 0) throw new TypeError('id must be a non-empty string');
+    if (typeof exp !== 'number' || !Number.isFinite(exp)) throw new TypeError('expiresAtMs must be finite');
+    if (closed) throw new StoreUnavailableError();
+  };
+  return {
+    maxOutcomeBytes: flaws.noMaxOutcome ? Number.MAX_SAFE_INTEGER : maxOutcomeBytes,
+    async consume(id, exp) {
+      check(id, exp);
+      if (live(id) !== undefined || exp <= now()) return false;
+      held.set(id, { exp, misses: 0 });
+      return true;
+    },
+    async claim(id, exp, fp): Promise<ClaimResult> {
+      check(id, exp);
+      const h = live(id);
+      if (h === undefined) {
+        if (exp <= now()) return { status: 'replayed' };
+        held.set(id, { exp, fp, misses: 0 });
+        return { status: 'first' };
+      }
+      if (h.fp === undefined) return { status: 'replayed' };
+      if (h.fp !== fp) {
+        if (++h.misses >= MAX_FINGERPRINT_MISSES && !flaws.noMisses) h.outcome = '';
+        return { status: 'replayed' };
+      }
+      if (h.outcome === undefined) return { status: 'pending' };
+      return h.outcome === '' ? { status: 'replayed' } : { status: 'recorded', outcome: h.outcome };
+    },
+    async record(id, fp, outcome) {
+      if (closed) throw new StoreUnavailableError();
+      const h = live(id);
+      if (h === undefined || h.fp !== fp || h.outcome !== undefined) return false;
+      const fits = flaws.noMaxOutcome || outcome.length <= maxOutcomeBytes;
+      const room = flaws.noBudget || bytesHeld() + outcome.length <= outcomeBudgetBytes;
+      if (flaws.racyBudget) await new Promise((resolve) => setImmediate(resolve));
+      h.outcome = fits && room ? outcome : '';
+      return h.outcome !== '';
     },
     async close() {
       closed = true;

@@ -6,7 +6,9 @@ import {
   collect,
   lossyReferenceBackend,
   misansweringBatchStore,
+  type RecordingFlaws,
   referenceCodec,
+  referenceRecordingStore,
   referenceStore,
   runCollected,
 } from './fixtures.js';
@@ -99,6 +101,36 @@ describe('the store suite', () => {
       collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false })),
     );
     expect(failed).toEqual([]);
+  });
+
+  describe('outcomes: a store that records outcomes is held to their bounds', () => {
+    const run = async (flaws: RecordingFlaws) => {
+      let t = 1_000_000;
+      const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
+      return runCollected(
+        collect((it) =>
+          storeCompliance(it, (o) => referenceRecordingStore(flaws, { ...o, now: clock.now }), { clock, sharedBackend: false }),
+        ),
+      );
+    };
+    it('passes a correct recording store', async () => {
+      const { failed, passed } = await run({});
+      expect(failed).toEqual([]);
+      expect(passed.filter((name) => /claim|record|outcome|oracle/.test(name)).length).toBeGreaterThanOrEqual(8);
+    });
+    it.each([
+      ['keeps outcomes of any length', { noMaxOutcome: true }, ['no outcome longer than maxOutcomeBytes']],
+      ['has no store-wide budget', { noBudget: true }, ['never pass outcomeBudgetBytes']],
+      ['checks the budget apart from taking it', { racyBudget: true }, ['never pass outcomeBudgetBytes']],
+      ['never drops an outcome for misses', { noMisses: true }, ['no oracle', 'other fingerprints']],
+    ] as const)('fails a store that %s', async (_label, flaws, mustFail) => {
+      const { failed } = await run(flaws);
+      for (const name of mustFail)
+        expect(
+          failed.some((f) => f.includes(name)),
+          `${name} in ${JSON.stringify(failed)}`,
+        ).toBe(true);
+    });
   });
 
   it('fails a get-then-set store on the parallel test', async () => {

@@ -19,6 +19,10 @@ interface Flaws {
   noChangeCheck?: boolean;
   /** Bounds only unfinished tasks. */
   noKeptBound?: boolean;
+  /** Has no store-wide bound. */
+  noStoreBound?: boolean;
+  /** Refuses a create when full instead of dropping the heaviest holder's oldest final task. */
+  refusesWhenFull?: boolean;
 }
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -33,10 +37,12 @@ function referenceTaskStores(flaws: Flaws, now: () => number) {
     namespace,
     maxLivePerPrincipal,
     maxPerPrincipal,
+    maxTasks = 100_000,
   }: {
     namespace: string;
     maxLivePerPrincipal: number;
     maxPerPrincipal: number;
+    maxTasks?: number;
   }): TaskStore => {
     let tasks = backends.get(namespace);
     if (tasks === undefined) backends.set(namespace, (tasks = new Map()));
@@ -60,6 +66,17 @@ function referenceTaskStores(flaws: Flaws, now: () => number) {
         if (!isTerminalStatus(record.status) && unfinished >= maxLivePerPrincipal) throw new TaskLimitError('live', maxLivePerPrincipal);
         if (!flaws.noKeptBound && mine.length >= maxPerPrincipal) throw new TaskLimitError('kept', maxPerPrincipal);
         if (live(record.taskId) !== undefined) throw new Error('task id already present');
+        const all = [...map.keys()].map(live).filter((r) => r !== undefined) as TaskRecord[];
+        if (!flaws.noStoreBound && all.length >= maxTasks) {
+          // Full: the oldest final task of the heaviest holder of final tasks goes, else the store refuses.
+          const held = new Map<string, TaskRecord[]>();
+          for (const r of all) held.set(r.principal, [...(held.get(r.principal) ?? []), r]);
+          const holders = [...held.values()].filter((rs) => rs.some((r) => isTerminalStatus(r.status)));
+          if (flaws.refusesWhenFull || holders.length === 0) throw new TaskLimitError('store', maxTasks);
+          const heaviest = holders.reduce((a, b) => (b.length > a.length ? b : a));
+          const oldest = heaviest.filter((r) => isTerminalStatus(r.status)).sort((a, b) => a.lastUpdatedAt - b.lastUpdatedAt)[0]!;
+          map.delete(oldest.taskId);
+        }
         map.set(record.taskId, copy(record));
       },
       async get(taskId) {
@@ -92,7 +109,7 @@ describe('the task store suite', () => {
   it('passes a correct reference task store', async () => {
     const { failed, passed } = await run({});
     expect(failed).toEqual([]);
-    expect(passed.length).toBe(12);
+    expect(passed.length).toBe(13);
   });
 
   it.each([
@@ -102,6 +119,8 @@ describe('the task store suite', () => {
     ['a store that shares objects with its callers', { sharesObjects: true }, ['answer copies']],
     ['a store that lets a change move a task', { noChangeCheck: true }, ['may not move a task']],
     ['a store without the kept bound', { noKeptBound: true }, ['per-principal bounds']],
+    ['a store without a store-wide bound', { noStoreBound: true }, ['a full store makes room']],
+    ['a store that refuses when full instead of making room', { refusesWhenFull: true }, ['a full store makes room']],
   ] as const)('fails %s', async (_label, flaws, mustFail) => {
     const { failed } = await run(flaws);
     for (const name of mustFail)
