@@ -8,7 +8,9 @@ import {
   type McpRequestContext,
   type McpServer,
   type McpServerFactory,
+  localhostAllowedHostnames,
   type Server,
+  validateHostHeader,
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
 import { intOption } from '@mrtr/core/authoring';
@@ -65,6 +67,18 @@ export interface HttpHandlerOptions extends Omit<CreateMcpHandlerOptions, 'legac
   legacy?: 'sessions' | 'reject' | undefined;
   /** Bounds of the 2025-era sessions. @default {} (each bound at its own default) */
   sessions?: LegacySessionOptions | undefined;
+  /**
+   * The host names this handler answers to (DNS-rebinding protection), checked on every request before anything
+   * else, whoever mounts `fetch` (`toNodeHandler`, Hono, Bun, Deno, a Worker): a request for another host is
+   * answered `403`. Host names as the SDK's `validateHostHeader` takes them: no scheme, no port (any port
+   * matches), IPv6 in brackets (`[::1]`). The `Host` header is read, or the request URL's host when there is none.
+   * - `'localhost'`: `localhost`, `127.0.0.1` and `[::1]` only (a server for this machine).
+   * - a list: those names (a public deployment: the names clients reach it by).
+   * - `'any'` (or left out): no check. The handler cannot know where it is served, so it does not guess; a server
+   *   reachable on a loopback or private address without a check is open to DNS rebinding from any web page.
+   * @default 'any'
+   */
+  allowedHosts?: 'localhost' | 'any' | readonly string[] | undefined;
 }
 
 /** What {@link createHttpHandler} returns: the SDK's handler shape (`toNodeHandler` takes it), plus a session count. */
@@ -108,6 +122,30 @@ const defaultOwner = (authInfo: AuthInfo | undefined): string | undefined =>
 const positiveInt = (name: string, value: unknown, fallback: number): number =>
   intOption(`createHttpHandler: ${name}`, value, fallback, 1, Number.MAX_SAFE_INTEGER);
 
+/** The host names of {@link HttpHandlerOptions.allowedHosts}, or `undefined` for no check. */
+function parseAllowedHosts(value: unknown): string[] | undefined {
+  if (value === undefined || value === 'any') return undefined;
+  if (value === 'localhost') return localhostAllowedHostnames();
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new TypeError('createHttpHandler: allowedHosts must be "localhost", "any" or a non-empty list of host names');
+  }
+  return value.map((host: unknown) => {
+    // A host name is what the SDK's check compares: the hostname of http://<host>, unchanged but for case.
+    let parsed: URL | undefined;
+    try {
+      parsed = typeof host === 'string' && host.length > 0 ? new URL(`http://${host}`) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    if (parsed === undefined || parsed.hostname !== (host as string).toLowerCase() || parsed.port !== '') {
+      throw new TypeError(
+        `createHttpHandler: allowedHosts holds ${JSON.stringify(host)}, not a host name (no scheme, no port; IPv6 in brackets)`,
+      );
+    }
+    return parsed.hostname;
+  });
+}
+
 function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
     status,
@@ -133,7 +171,14 @@ function jsonRpcError(status: number, code: number, message: string, headers: Re
 export function createHttpHandler(factory: McpServerFactory, options: HttpHandlerOptions = {}): HttpHandler {
   if (typeof factory !== 'function') throw new TypeError('createHttpHandler: factory must be a function that returns a new McpServer');
   if (options === null || typeof options !== 'object') throw new TypeError('createHttpHandler: options must be an object');
-  const { legacy = 'sessions', sessions: sessionOptions = {}, ...sdkOptions } = options;
+  const { legacy = 'sessions', sessions: sessionOptions = {}, allowedHosts, ...sdkOptions } = options;
+  const hostnames = parseAllowedHosts(allowedHosts);
+  /** The `403` for a request to a host name not allowed, before anything reads it. */
+  const refusedHost = (request: Request): Response | undefined => {
+    if (hostnames === undefined) return undefined;
+    const checked = validateHostHeader(request.headers.get('host') ?? new URL(request.url).host, hostnames);
+    return checked.ok ? undefined : jsonRpcError(403, -32000, 'Forbidden: Host not allowed');
+  };
   if (legacy !== 'sessions' && legacy !== 'reject') throw new TypeError('createHttpHandler: legacy must be "sessions" or "reject"');
   const max = positiveInt('sessions.max', sessionOptions.max, 1000);
   const maxPerUser = positiveInt('sessions.maxPerUser', sessionOptions.maxPerUser, 16);
@@ -184,7 +229,15 @@ export function createHttpHandler(factory: McpServerFactory, options: HttpHandle
     },
     { ...sdkOptions, legacy: 'reject' },
   );
-  if (legacy === 'reject') return Object.assign(modern, { sessionCount: 0 });
+  if (legacy === 'reject') {
+    return {
+      fetch: async (request, requestOptions) => refusedHost(request) ?? modern.fetch(request, requestOptions),
+      notify: modern.notify,
+      bus: modern.bus,
+      sessionCount: 0,
+      close: () => modern.close(),
+    };
+  }
 
   /** Open sessions, least recently used first (a use moves a session to the end). */
   const open = new Map<string, Session>();
@@ -351,6 +404,8 @@ export function createHttpHandler(factory: McpServerFactory, options: HttpHandle
   }
 
   async function fetch(request: Request, requestOptions?: McpHandlerRequestOptions): Promise<Response> {
+    const refused = refusedHost(request);
+    if (refused !== undefined) return refused;
     let isLegacy: boolean;
     try {
       isLegacy = await isLegacyRequest(request, requestOptions?.parsedBody, {

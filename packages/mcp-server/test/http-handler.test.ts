@@ -349,6 +349,99 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
   });
 });
 
+describe('createHttpHandler: allowedHosts (DNS rebinding) on the fetch path', () => {
+  const withHost = (request: Request, host: string | null): Request => {
+    const headers = new Headers(request.headers);
+    if (host !== null) headers.set('host', host);
+    return new Request(request, { headers });
+  };
+  const modernList = (url: string): Request =>
+    new Request(url, {
+      method: 'POST',
+      headers: { ...WIRE_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: {
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+            'io.modelcontextprotocol/clientCapabilities': {},
+          },
+        },
+      }),
+    });
+
+  it("'localhost' answers 403 to another host before anything runs, on both eras and in either legacy mode", async () => {
+    const f = fixture();
+    let built = 0;
+    const factory = () => {
+      built++;
+      return f.buildServer();
+    };
+    for (const legacy of ['sessions', 'reject'] as const) {
+      built = 0;
+      const handler = createHttpHandler(factory, { allowedHosts: 'localhost', legacy });
+      for (const host of ['evil.example', 'evil.example:3000', 'localhost.evil.example', '127.0.0.2', 'localhost@evil.example', '']) {
+        for (const request of [initialize(), modernList('http://localhost/mcp')]) {
+          const response = await handler.fetch(withHost(request, host), { authInfo: auth('alice') });
+          expect(response.status, host).toBe(403);
+          expect(await response.json()).toEqual({
+            jsonrpc: '2.0',
+            error: { code: -32000, message: 'Forbidden: Host not allowed' },
+            id: null,
+          });
+        }
+      }
+      // No Host header: the request URL's host is checked (test.local is not allowed).
+      expect((await handler.fetch(modernList('http://test.local/mcp'), { authInfo: auth('alice') })).status).toBe(403);
+      expect(built).toBe(0);
+      expect(handler.sessionCount).toBe(0);
+      // Loopback names at any port pass; case does not matter.
+      for (const host of ['localhost:3000', 'LOCALHOST', '127.0.0.1:8080', '[::1]:1']) {
+        const response = await handler.fetch(withHost(modernList('http://localhost/mcp'), host), { authInfo: auth('alice') });
+        expect(response.status, host).toBe(200);
+      }
+      expect((await handler.fetch(modernList('http://localhost:3000/mcp'), { authInfo: auth('alice') })).status).toBe(200);
+      await handler.close();
+    }
+    const sessions = createHttpHandler(factory, { allowedHosts: 'localhost' });
+    expect((await sessions.fetch(withHost(initialize(), 'localhost:3000'), { authInfo: auth('alice') })).status).toBe(200);
+    expect(sessions.sessionCount).toBe(1);
+    await sessions.close();
+  });
+
+  it('a list allows exactly those host names (any port); leaving it out or "any" checks nothing', async () => {
+    const f = fixture();
+    const handler = createHttpHandler(() => f.buildServer(), { allowedHosts: ['mcp.example.com', '[::1]'] });
+    const status = async (host: string | null, url = 'http://x/mcp') =>
+      (await handler.fetch(withHost(modernList(url), host), { authInfo: auth('alice') })).status;
+    expect(await status('mcp.example.com')).toBe(200);
+    expect(await status('MCP.example.com:443')).toBe(200);
+    expect(await status('[::1]:8080')).toBe(200);
+    expect(await status('localhost')).toBe(403);
+    expect(await status('mcp.example.com.evil.example')).toBe(403);
+    expect(await status(null, 'https://mcp.example.com/mcp')).toBe(200);
+    await handler.close();
+    for (const allowedHosts of [undefined, 'any'] as const) {
+      const open = createHttpHandler(() => f.buildServer(), { allowedHosts });
+      expect((await open.fetch(withHost(modernList('http://x/mcp'), 'evil.example'), { authInfo: auth('alice') })).status).toBe(200);
+      await open.close();
+    }
+  });
+
+  it('rejects an allowedHosts that is not host names with a labelled TypeError', () => {
+    const f = fixture();
+    for (const allowedHosts of [[], ['localhost:3000'], ['http://x'], ['x/y'], ['::1'], [''], [3], 'none', 'LOCALHOST', null]) {
+      expect(() => handlerFor(f, { allowedHosts: allowedHosts as never }), JSON.stringify(allowedHosts)).toThrow(
+        /^createHttpHandler: allowedHosts /,
+      );
+      expect(() => handlerFor(f, { allowedHosts: allowedHosts as never })).toThrow(TypeError);
+    }
+  });
+});
+
 describe("the SDK's stateless fallback for 2025-era requests: nothing can be asked, and the error says why", () => {
   it('a question fails with -32021 whose message leads with the real reason; nothing runs, no state is minted', async () => {
     const f = fixture();
