@@ -58,6 +58,9 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   if (typeof audience !== 'string' || audience.length === 0 || audience.length > 4096) {
     throw new TypeError('createStateGuard: audience must be a non-empty string');
   }
+  // `${audience}#outcome` is the audience of this guard's sealed outcomes: an audience with that suffix would share
+  // the outcome audience of the guard named without it.
+  if (audience.endsWith('#outcome')) throw new TypeError('createStateGuard: audience must not end in "#outcome" (reserved for outcomes)');
   const ttlMs = intOption('ttlMs', options.ttlMs, 600_000, 1, YEAR_MS);
   const flowTtlMs = intOption('flowTtlMs', options.flowTtlMs, 1_800_000, 1, YEAR_MS);
   const maxRounds = intOption('maxRounds', options.maxRounds, 8, 1, 1000);

@@ -318,6 +318,17 @@ describe('createStateGuard', () => {
     expect(() => createStateGuard({ codec: {} as never, keys, audience: 'a' })).toThrow(TypeError);
     expect(() => createStateGuard({ codec, keys, audience: 'a', store: {} as never })).toThrow(TypeError);
   });
+
+  it('refuses an audience that ends in "#outcome": it would be the outcome audience of the guard named without it', () => {
+    const keys = KeyRing.generate();
+    const codec = testCodec(keys);
+    expect(() => createStateGuard({ codec, keys, audience: 'https://mcp.example.com/mcp#outcome' })).toThrow(
+      new TypeError('createStateGuard: audience must not end in "#outcome" (reserved for outcomes)'),
+    );
+    expect(() => createStateGuard({ codec, keys, audience: '#outcome' })).toThrow(TypeError);
+    // Anywhere else in the audience the text is fine.
+    expect(() => createStateGuard({ codec, keys, audience: 'a#outcome/b' })).not.toThrow();
+  });
 });
 
 describe('principal tags (remembered per guard, bounded)', () => {

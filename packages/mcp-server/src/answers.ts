@@ -225,10 +225,18 @@ function formProblem(schema: FormSchema, content: Record<string, unknown>, limit
     const field = own(schema.properties, name) ? schema.properties[name] : undefined;
     if (field === undefined || !own(content, name) || content[name] === undefined) return `"${field?.title ?? name}" is required.`;
   }
+  // Keys the form did not ask for are dropped, but their strings are bounded like every other string of an answer
+  // (the key is the client's text: never quoted back).
+  for (const name of Object.keys(content)) {
+    if (own(schema.properties, name)) continue;
+    if (!validString(name, limits) || !validStrings(content[name], limits, 0)) {
+      return `The answer holds a field the form did not ask for, with text over ${limits.maxChars} characters or not well-formed.`;
+    }
+  }
   return undefined;
 }
 
-/** Validates an answer to a form elicitation. Unrequested content keys are dropped. */
+/** Validates an answer to a form elicitation. Unrequested content keys are dropped (their strings are still bounded). */
 export function validateFormAnswer(schema: FormSchema, answer: unknown, limits: AnswerLimits): JsonValue | undefined {
   if (!isObject(answer)) return undefined;
   const { action } = answer;

@@ -55,6 +55,29 @@ async function legacyClient(
   return { client, wire, elicited };
 }
 
+const WIRE_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+
+/** A raw 2025-era `initialize` (no session yet). */
+const initialize = (): Request =>
+  new Request(URL_, {
+    method: 'POST',
+    headers: WIRE_HEADERS,
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+    }),
+  });
+
+/** A raw 2025-era `tools/list` on session `id` (`null`: no session header). */
+const listTools = (id: string | null): Request =>
+  new Request(URL_, {
+    method: 'POST',
+    headers: { ...WIRE_HEADERS, 'mcp-protocol-version': '2025-11-25', ...(id !== null && { 'mcp-session-id': id }) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} }),
+  });
+
 async function rejection(promise: Promise<unknown>): Promise<ProtocolError> {
   const error = await promise.then(
     () => {
@@ -150,7 +173,7 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
       onerror: (e) => errors.push(e.message),
     });
     const a1 = await legacyClient(handler, auth('alice'));
-    await legacyClient(handler, auth('alice'));
+    const a2 = await legacyClient(handler, auth('alice'));
     expect(handler.sessionCount).toBe(2);
     await legacyClient(handler, auth('alice'));
     // alice's third session closed her least recently used one: its next request is 404.
@@ -159,15 +182,120 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
     expect(a1.wire.statuses.at(-1)).toBe(404);
     await legacyClient(handler, auth('bob'));
     expect(handler.sessionCount).toBe(3);
-    await expect(legacyClient(handler, auth('carol'))).rejects.toThrow();
+    // At the total bound, carol's session makes room from the one who holds the most (alice: 2, two more than carol).
+    await legacyClient(handler, auth('carol'));
+    expect(handler.sessionCount).toBe(3);
+    await expect(a2.client.listTools()).rejects.toThrow();
+    expect(a2.wire.statuses.at(-1)).toBe(404);
+    // Now everyone holds one: dave is refused (503) rather than closing someone's only session.
+    await expect(legacyClient(handler, auth('dave'))).rejects.toThrow();
     expect(handler.sessionCount).toBe(3);
     expect(errors).toEqual(['createHttpHandler: 3 legacy sessions open (sessions.max): a new one was refused']);
-    // An hour later every session has idled out: carol gets one, and the others are gone.
+    // An hour later every session has idled out: dave gets one, and the others are gone.
     t += 3_600_000;
-    const carol = await legacyClient(handler, auth('carol'));
+    const dave = await legacyClient(handler, auth('dave'));
     expect(handler.sessionCount).toBe(1);
-    expect((await carol.client.listTools()).tools.length).toBeGreaterThan(0);
+    expect((await dave.client.listTools()).tools.length).toBeGreaterThan(0);
     await handler.close();
+  });
+
+  it("anonymous sessions are each their own owner: initializes by one anonymous client close no one else's, and the class is bounded (503)", async () => {
+    const f = fixture();
+    const errors: string[] = [];
+    const handler = handlerFor(f, { sessions: { maxAnonymous: 3 }, onerror: (e) => errors.push(e.message) });
+    const victim = await legacyClient(handler, undefined);
+    // Well past the default maxPerUser (16): one bucket for every anonymous client would have closed the victim's.
+    await legacyClient(handler, undefined);
+    await legacyClient(handler, undefined);
+    expect(handler.sessionCount).toBe(3);
+    for (let i = 0; i < 20; i++) await expect(legacyClient(handler, undefined)).rejects.toThrow();
+    expect(handler.sessionCount).toBe(3);
+    expect((await victim.client.listTools()).tools.length).toBeGreaterThan(0);
+    expect(victim.wire.statuses.every((status) => status < 400)).toBe(true);
+    expect(errors[0]).toBe('createHttpHandler: 3 anonymous legacy sessions open (sessions.maxAnonymous): a new one was refused');
+    // An authenticated user still gets a session (the anonymous class does not count against users), and cannot
+    // use an anonymous session's id (nor an anonymous request a user's).
+    const alice = await legacyClient(handler, auth('alice'));
+    expect(handler.sessionCount).toBe(4);
+    const anonymousId = victim.wire.sessionIds.find((s) => s !== null)!;
+    const aliceId = alice.wire.sessionIds.find((s) => s !== null)!;
+    expect((await handler.fetch(listTools(anonymousId), { authInfo: auth('alice') })).status).toBe(404);
+    expect((await handler.fetch(listTools(aliceId), {})).status).toBe(404);
+    expect((await handler.fetch(listTools(anonymousId), {})).status).toBe(200);
+    await handler.close();
+
+    // At the total bound an anonymous newcomer is refused: it never makes room by closing a user's session.
+    const full = handlerFor(f, { sessions: { max: 2 }, onerror: () => {} });
+    const bob = await legacyClient(full, auth('bob'));
+    await legacyClient(full, auth('bob'));
+    expect((await full.fetch(initialize(), {})).status).toBe(503);
+    expect(full.sessionCount).toBe(2);
+    expect((await bob.client.listTools()).tools.length).toBeGreaterThan(0);
+    await full.close();
+  });
+
+  it('maxPerUser counts one user across OAuth clients, and at the total bound room is made from whoever holds the most', async () => {
+    const f = fixture();
+    const errors: string[] = [];
+    const handler = handlerFor(f, { sessions: { max: 4, maxPerUser: 3 }, onerror: (e) => errors.push(e.message) });
+    // One user through four registered clients: the fourth closes her least recently used session.
+    const mallory = [];
+    for (const client of ['c1', 'c2', 'c3', 'c4']) mallory.push(await legacyClient(handler, auth('mallory', client)));
+    expect(handler.sessionCount).toBe(3);
+    await expect(mallory[0]!.client.listTools()).rejects.toThrow();
+    expect(mallory[0]!.wire.statuses.at(-1)).toBe(404);
+    // Ownership stays (client, user): her session is not hers through another client.
+    const c2Id = mallory[1]!.wire.sessionIds.find((s) => s !== null)!;
+    expect((await handler.fetch(listTools(c2Id), { authInfo: auth('mallory', 'c3') })).status).toBe(404);
+    expect((await handler.fetch(listTools(c2Id), { authInfo: auth('mallory', 'c2') })).status).toBe(200);
+    await legacyClient(handler, auth('bob'));
+    expect(handler.sessionCount).toBe(4);
+    // The server is full: carol and dave each close mallory's least recently used session (c3, then c4: c2 was
+    // just used), not bob's.
+    await legacyClient(handler, auth('carol'));
+    await legacyClient(handler, auth('dave'));
+    expect(handler.sessionCount).toBe(4);
+    await expect(mallory[2]!.client.listTools()).rejects.toThrow();
+    await expect(mallory[3]!.client.listTools()).rejects.toThrow();
+    expect(mallory.map((m) => m.wire.statuses.at(-1))).toEqual([404, 200, 404, 404]);
+    expect((await handler.fetch(listTools(c2Id), { authInfo: auth('mallory', 'c2') })).status).toBe(200);
+    // Everyone holds one now: erin is refused rather than closing someone's only session.
+    await expect(legacyClient(handler, auth('erin'))).rejects.toThrow();
+    expect(errors).toEqual(['createHttpHandler: 4 legacy sessions open (sessions.max): a new one was refused']);
+    await handler.close();
+  });
+
+  it('bounds hold for concurrent starts: the slot is reserved before the first await, and released when a start fails', async () => {
+    const f = fixture();
+    const handler = handlerFor(f, { sessions: { max: 50, maxPerUser: 4, maxAnonymous: 6 }, onerror: () => {} });
+    const one = await Promise.all(Array.from({ length: 120 }, () => handler.fetch(initialize(), { authInfo: auth('alice') })));
+    expect(one.every((r) => r.status === 200 || r.status === 503)).toBe(true);
+    expect(handler.sessionCount).toBe(4);
+    const anonymous = await Promise.all(Array.from({ length: 120 }, () => handler.fetch(initialize(), {})));
+    expect(anonymous.filter((r) => r.status === 200)).toHaveLength(6);
+    expect(handler.sessionCount).toBe(10);
+    // 60 users at once: 40 fill the server, then room is made from the largest holders (alice down to 1 and the
+    // anonymous class down to 1: 8 more), and the rest are refused; never more than max.
+    const many = await Promise.all(Array.from({ length: 60 }, (_, i) => handler.fetch(initialize(), { authInfo: auth(`u${i}`) })));
+    expect(many.filter((r) => r.status === 200)).toHaveLength(48);
+    expect(handler.sessionCount).toBe(50);
+    await handler.close();
+
+    // A start that fails (the factory throws; a request that is not an initialize) gives its slot back.
+    let fail = true;
+    const strict = createHttpHandler(
+      () => {
+        if (fail) throw new Error('factory down');
+        return f.buildServer();
+      },
+      { sessions: { max: 1, maxPerUser: 1 }, onerror: () => {} },
+    );
+    expect((await strict.fetch(initialize(), { authInfo: auth('alice') })).status).toBe(500);
+    fail = false;
+    expect((await strict.fetch(listTools(null), { authInfo: auth('bob') })).status).toBe(400);
+    expect((await strict.fetch(initialize(), { authInfo: auth('carol') })).status).toBe(200);
+    expect(strict.sessionCount).toBe(1);
+    await strict.close();
   });
 
   it('2026-07-28 requests still go to the stateless modern path (no session)', async () => {
@@ -215,7 +343,102 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
     expect(() => handlerFor(f, { legacy: 'stateless' as never })).toThrow(/legacy must be/);
     expect(() => handlerFor(f, { sessions: { max: 0 } })).toThrow(RangeError);
     expect(() => handlerFor(f, { sessions: { idleMs: 1.5 } })).toThrow(TypeError);
+    expect(() => handlerFor(f, { sessions: { maxAnonymous: -1 } })).toThrow(RangeError);
+    expect(() => handlerFor(f, { sessions: { user: 'sub' as never } })).toThrow(/sessions.user must be a function/);
     expect(new McpServer({ name: 'x', version: '1' })).toBeInstanceOf(McpServer);
+  });
+});
+
+describe('createHttpHandler: allowedHosts (DNS rebinding) on the fetch path', () => {
+  const withHost = (request: Request, host: string | null): Request => {
+    const headers = new Headers(request.headers);
+    if (host !== null) headers.set('host', host);
+    return new Request(request, { headers });
+  };
+  const modernList = (url: string): Request =>
+    new Request(url, {
+      method: 'POST',
+      headers: { ...WIRE_HEADERS, 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/list',
+        params: {
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+            'io.modelcontextprotocol/clientCapabilities': {},
+          },
+        },
+      }),
+    });
+
+  it("'localhost' answers 403 to another host before anything runs, on both eras and in either legacy mode", async () => {
+    const f = fixture();
+    let built = 0;
+    const factory = () => {
+      built++;
+      return f.buildServer();
+    };
+    for (const legacy of ['sessions', 'reject'] as const) {
+      built = 0;
+      const handler = createHttpHandler(factory, { allowedHosts: 'localhost', legacy });
+      for (const host of ['evil.example', 'evil.example:3000', 'localhost.evil.example', '127.0.0.2', 'localhost@evil.example', '']) {
+        for (const request of [initialize(), modernList('http://localhost/mcp')]) {
+          const response = await handler.fetch(withHost(request, host), { authInfo: auth('alice') });
+          expect(response.status, host).toBe(403);
+          expect(await response.json()).toEqual({
+            jsonrpc: '2.0',
+            error: { code: -32000, message: 'Forbidden: Host not allowed' },
+            id: null,
+          });
+        }
+      }
+      // No Host header: the request URL's host is checked (test.local is not allowed).
+      expect((await handler.fetch(modernList('http://test.local/mcp'), { authInfo: auth('alice') })).status).toBe(403);
+      expect(built).toBe(0);
+      expect(handler.sessionCount).toBe(0);
+      // Loopback names at any port pass; case does not matter.
+      for (const host of ['localhost:3000', 'LOCALHOST', '127.0.0.1:8080', '[::1]:1']) {
+        const response = await handler.fetch(withHost(modernList('http://localhost/mcp'), host), { authInfo: auth('alice') });
+        expect(response.status, host).toBe(200);
+      }
+      expect((await handler.fetch(modernList('http://localhost:3000/mcp'), { authInfo: auth('alice') })).status).toBe(200);
+      await handler.close();
+    }
+    const sessions = createHttpHandler(factory, { allowedHosts: 'localhost' });
+    expect((await sessions.fetch(withHost(initialize(), 'localhost:3000'), { authInfo: auth('alice') })).status).toBe(200);
+    expect(sessions.sessionCount).toBe(1);
+    await sessions.close();
+  });
+
+  it('a list allows exactly those host names (any port); leaving it out or "any" checks nothing', async () => {
+    const f = fixture();
+    const handler = createHttpHandler(() => f.buildServer(), { allowedHosts: ['mcp.example.com', '[::1]'] });
+    const status = async (host: string | null, url = 'http://x/mcp') =>
+      (await handler.fetch(withHost(modernList(url), host), { authInfo: auth('alice') })).status;
+    expect(await status('mcp.example.com')).toBe(200);
+    expect(await status('MCP.example.com:443')).toBe(200);
+    expect(await status('[::1]:8080')).toBe(200);
+    expect(await status('localhost')).toBe(403);
+    expect(await status('mcp.example.com.evil.example')).toBe(403);
+    expect(await status(null, 'https://mcp.example.com/mcp')).toBe(200);
+    await handler.close();
+    for (const allowedHosts of [undefined, 'any'] as const) {
+      const open = createHttpHandler(() => f.buildServer(), { allowedHosts });
+      expect((await open.fetch(withHost(modernList('http://x/mcp'), 'evil.example'), { authInfo: auth('alice') })).status).toBe(200);
+      await open.close();
+    }
+  });
+
+  it('rejects an allowedHosts that is not host names with a labelled TypeError', () => {
+    const f = fixture();
+    for (const allowedHosts of [[], ['localhost:3000'], ['http://x'], ['x/y'], ['::1'], [''], [3], 'none', 'LOCALHOST', null]) {
+      expect(() => handlerFor(f, { allowedHosts: allowedHosts as never }), JSON.stringify(allowedHosts)).toThrow(
+        /^createHttpHandler: allowedHosts /,
+      );
+      expect(() => handlerFor(f, { allowedHosts: allowedHosts as never })).toThrow(TypeError);
+    }
   });
 });
 

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { checkFormat, type FormSchema, validateFormAnswer, validateRootsAnswer, validateSamplingAnswer } from '../src/answers.js';
+import {
+  checkFormat,
+  explainFormAnswer,
+  type FormSchema,
+  validateFormAnswer,
+  validateRootsAnswer,
+  validateSamplingAnswer,
+} from '../src/answers.js';
 
 /**
  * Every check a client's answer reaches must be linear in its length. Review finding: the `email` format
@@ -62,6 +69,7 @@ describe('answer checks are linear in the input (1 KiB × 1024 vs 1 MiB)', () =>
     ['form answer (email field)', (s) => validateFormAnswer(schema, { action: 'accept', content: { email: s } }, limits)],
     ['form answer (length in code points)', (s) => validateFormAnswer(schema, { action: 'accept', content: { name: s } }, limits)],
     ['form answer (enum)', (s) => validateFormAnswer(schema, { action: 'accept', content: { pick: s } }, limits)],
+    ['form answer (a key not asked for)', (s) => validateFormAnswer(schema, { action: 'accept', content: { other: [s, { s }] } }, limits)],
     ['sampling answer', (s) => validateSamplingAnswer({ role: 'assistant', model: 'm', content: { type: 'text', text: s } }, limits)],
     ['roots answer', (s) => validateRootsAnswer({ roots: [{ uri: `file:///${s}`, name: s }] }, limits)],
   ];
@@ -79,6 +87,26 @@ describe('answer strings are capped before any format check', () => {
     expect(ok).toEqual({ action: 'accept', content: { email: 'a@b.example' } });
     expect(validateFormAnswer(schema, { action: 'accept', content: { email: 'a@bc.example' } }, { maxChars: 11 })).toBeUndefined();
     expect(validateFormAnswer(schema, { action: 'accept', content: { email: 'a@b.example\ud800' } }, { maxChars: 100 })).toBeUndefined();
+  });
+
+  it('refuses a key the form did not ask for when its text is past maxChars (it is dropped only when bounded)', () => {
+    const answer = (content: Record<string, unknown>) => validateFormAnswer(schema, { action: 'accept', content }, { maxChars: 11 });
+    // Bounded: dropped, as before.
+    expect(answer({ email: 'a@b.example', extra: 'short', n: [1, { deep: 'ok' }] })).toEqual({
+      action: 'accept',
+      content: { email: 'a@b.example' },
+    });
+    // Past maxChars in the value (at any depth), in the key, or not well-formed: refused, with a reason that quotes nothing.
+    expect(answer({ email: 'a@b.example', extra: 'x'.repeat(12) })).toBeUndefined();
+    expect(answer({ email: 'a@b.example', extra: { nested: ['x'.repeat(1_000_000)] } })).toBeUndefined();
+    expect(answer({ email: 'a@b.example', ['k'.repeat(12)]: 1 })).toBeUndefined();
+    expect(answer({ email: 'a@b.example', extra: '\ud800' })).toBeUndefined();
+    const reason = explainFormAnswer(
+      schema,
+      { action: 'accept', content: { email: 'a@b.example', secret: 'x'.repeat(12) } },
+      { maxChars: 11 },
+    );
+    expect(reason).toBe('The answer holds a field the form did not ask for, with text over 11 characters or not well-formed.');
   });
 
   it('keeps the e-mail rule of the old expression', () => {
