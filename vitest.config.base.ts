@@ -1,4 +1,5 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -20,6 +21,29 @@ const sourceAliases = readdirSync(packages).flatMap((dir) => {
     return [{ find: new RegExp(`^${literal(specifier)}$`), replacement: fileURLToPath(new URL(`${dir}/${source}`, packages)) }];
   });
 });
+
+// The services the tests use, at their default local addresses when REDIS_URL / DATABASE_URL are unset: the README's
+// test command, run as it is on a machine where Redis and PostgreSQL answer on their usual ports, runs every test.
+// A test whose service answers nowhere skips with a printed reason (or fails under MRTR_REQUIRE_SERVICES=1).
+const answers = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = createConnection({ host: '127.0.0.1', port });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1_000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+const LOCAL_SERVICES = [
+  { variable: 'REDIS_URL', port: 6379, url: 'redis://127.0.0.1:6379' },
+  { variable: 'DATABASE_URL', port: 5432, url: 'postgres://postgres@127.0.0.1:5432/test' },
+] as const;
+for (const { variable, port, url } of LOCAL_SERVICES) {
+  if (process.env[variable] !== undefined && process.env[variable] !== '') continue;
+  if (await answers(port)) process.env[variable] = url;
+}
 
 export default defineConfig({
   resolve: { alias: sourceAliases },
