@@ -197,5 +197,8 @@ export interface GuardRequest {
   open<P extends JsonValue = JsonValue>(token: unknown): Promise<OpenedState<P>>;
   verify<P extends JsonValue = JsonValue>(token: unknown): Promise<OpenedState<P>>;
   admit<P extends JsonValue = JsonValue>(token: unknown, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
-  mint<P extends JsonValue>(data: P, options?: MintOptions): Promise<MintedState>;
+  /** `StateGuard.mint` for this request: the token. */
+  mint<P extends JsonValue>(data: P, options?: MintOptions): Promise<string>;
+  /** `StateGuard.mintFlow` for this request: the token and its flow. */
+  mintFlow<P extends JsonValue>(data: P, options?: MintOptions): Promise<MintedState>;
 }

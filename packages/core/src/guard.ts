@@ -228,135 +228,109 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const withFlow = (token: string, flow: FlowClaims): MintedState => ({ token, flow });
   const tokenOnly = (token: string): string => token;
 
+  /** The single-use step of an operation: none (`verify`), `consume`, or `claim` (admit, with the answers). */
   type Single = 'verify' | 'consume' | 'claim';
-  interface Operations {
-    openS: (scope: Scope, token: unknown) => Promise<OpenedState>;
-    verifyS: (scope: Scope, token: unknown) => Promise<OpenedState>;
-    admitS: (scope: Scope, token: unknown, answers: JsonValue) => Promise<Admission<OpenedState>>;
-    mintS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<string>;
-    mintFlowS: <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions) => Promise<MintedState>;
-  }
+  const codecId = codec.id;
+  const emit = events?.emit;
+  const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
 
-  /** No hook: the checks alone, no event built. */
-  const bare = (): Operations => ({
-    openS: async (scope, token) => {
-      const state = await verifyNow(scope, token);
-      // 8. single use
-      if (store !== undefined) await consume(state);
-      return state;
-    },
-    verifyS: async (scope, token) => verifyNow(scope, token),
-    admitS: async (scope, token, answers) => claim(await verifyNow(scope, token), answers),
-    mintS: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, tokenOnly),
-    mintFlowS: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, withFlow),
-  });
-
-  /** With a hook: the same checks, each step reported through the sink. */
-  const observed = ({ emit, flowTag }: EventSink<GuardEvent>): Operations => {
-    const codecId = codec.id;
-    const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
-
-    /** A store step (`consume`, `claim`, an admission's `record`) timed; emits `store.error` on a store failure. */
-    const storeStep = async <T>(
-      step: () => Promise<T>,
-      state: OpenedState,
-      request: RequestContext,
-      flow: string,
-    ): Promise<[T, number]> => {
-      const start = performance.now();
-      try {
-        return [await step(), elapsed(start)];
-      } catch (error) {
-        const code = codeOf(error);
-        if (code !== undefined && code !== 'ERR_STATE_REPLAYED' && code !== 'ERR_ROUND_IN_PROGRESS') {
-          emit({ type: 'store.error', ...base(request), code, flow, round: state.flow.round + 1, kid: state.kid, storeMs: elapsed(start) });
-        }
-        throw error;
-      }
-    };
-
-    const rejected = async (
-      error: unknown,
-      request: RequestContext,
-      operation: 'open' | 'mint',
-      start: number,
-      token: unknown,
-      state: OpenedState | undefined,
-    ): Promise<void> => {
+  /** A store step (`consume`, `claim`, an admission's `record`) timed; reports `store.error` on a store failure. */
+  const storeStep = async <T>(step: () => Promise<T>, state: OpenedState, request: RequestContext, flow: string): Promise<[T, number]> => {
+    const start = performance.now();
+    try {
+      return [await step(), elapsed(start)];
+    } catch (error) {
       const code = codeOf(error);
-      if (code === undefined) return;
-      const durationMs = elapsed(start);
-      const known = state === undefined ? {} : { flow: await flowTag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
-      const tokenBytes = typeof token === 'string' ? token.length : undefined;
-      emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
-    };
-
-    const openIn = async (
-      scope: Scope,
-      token: unknown,
-      single: Single,
-      answers?: JsonValue,
-    ): Promise<OpenedState | Admission<OpenedState>> => {
-      const { request } = scope;
-      const start = performance.now();
-      let state: OpenedState | undefined;
-      try {
-        state = await verifyNow(scope, token);
-        const flow = await flowTag(state.flow.id);
-        const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
-        const opened = state;
-        if (single === 'claim') {
-          const [admission, storeMs] = await storeStep(() => claim(opened, answers ?? null), opened, request, flow);
-          if (admission.replay) {
-            emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
-            return admission;
-          }
-          emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(store !== undefined && { storeMs }) });
-          return {
-            state: admission.state,
-            replay: false,
-            record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
-          } satisfies Admission<OpenedState>;
-        }
-        const storeMs =
-          single === 'consume' && store !== undefined ? (await storeStep(() => consume(opened), opened, request, flow))[1] : undefined;
-        emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
-        return state;
-      } catch (error) {
-        await rejected(error, request, 'open', start, token, state);
-        throw error;
+      if (emit !== undefined && code !== undefined && code !== 'ERR_STATE_REPLAYED' && code !== 'ERR_ROUND_IN_PROGRESS') {
+        emit({ type: 'store.error', ...base(request), code, flow, round: state.flow.round + 1, kid: state.kid, storeMs: elapsed(start) });
       }
-    };
-
-    const mintFlowS = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState> => {
-      const { request } = scope;
-      const start = performance.now();
-      const previous = mintOptions?.continues;
-      let minted: MintedState;
-      try {
-        minted = await mintNow(scope, data, mintOptions, withFlow);
-      } catch (error) {
-        await rejected(error, request, 'mint', start, undefined, previous);
-        throw error;
-      }
-      const durationMs = elapsed(start);
-      const { token } = minted;
-      const { round } = minted.flow;
-      const flow = await flowTag(minted.flow.id);
-      const kid = keys.primaryKid;
-      if (round === 1) emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
-      emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: token.length, durationMs });
-      return minted;
-    };
-    return {
-      openS: (scope, token) => openIn(scope, token, 'consume') as Promise<OpenedState>,
-      verifyS: (scope, token) => openIn(scope, token, 'verify') as Promise<OpenedState>,
-      admitS: (scope, token, answers) => openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState>>,
-      mintS: async (scope, data, mintOptions) => (await mintFlowS(scope, data, mintOptions)).token,
-      mintFlowS,
-    };
+      throw error;
+    }
   };
-  const { openS, verifyS, admitS, mintS, mintFlowS } = events === undefined ? bare() : observed(events);
+
+  /** Reports a refusal (an `MrtrError`) as `state.rejected`, with what is known of the state. */
+  const rejected = async (
+    error: unknown,
+    request: RequestContext,
+    operation: 'open' | 'mint',
+    start: number,
+    token: unknown,
+    state: OpenedState | undefined,
+  ): Promise<void> => {
+    const code = codeOf(error);
+    if (events === undefined || code === undefined) return;
+    const durationMs = elapsed(start);
+    const known = state === undefined ? {} : { flow: await events.flowTag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
+    const tokenBytes = typeof token === 'string' ? token.length : undefined;
+    events.emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
+  };
+
+  /**
+   * Every open of a state: the checks (1–7), then its single-use step (8): none, `consume`, or `claim`. With
+   * `onEvent`, each step is reported; without it no event is built and nothing is timed.
+   */
+  const openIn = async (scope: Scope, token: unknown, single: Single, answers?: JsonValue): Promise<OpenedState | Admission<OpenedState>> => {
+    const { request } = scope;
+    if (events === undefined) {
+      const state = await verifyNow(scope, token);
+      if (single === 'claim') return claim(state, answers ?? null);
+      if (single === 'consume' && store !== undefined) await consume(state);
+      return state;
+    }
+    const start = performance.now();
+    let state: OpenedState | undefined;
+    try {
+      state = await verifyNow(scope, token);
+      const flow = await events.flowTag(state.flow.id);
+      const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
+      const opened = state;
+      // 8. single use
+      if (single === 'claim') {
+        const [admission, storeMs] = await storeStep(() => claim(opened, answers ?? null), opened, request, flow);
+        if (admission.replay) {
+          events.emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
+          return admission;
+        }
+        events.emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(store !== undefined && { storeMs }) });
+        return {
+          state: admission.state,
+          replay: false,
+          record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
+        } satisfies Admission<OpenedState>;
+      }
+      const storeMs =
+        single === 'consume' && store !== undefined ? (await storeStep(() => consume(opened), opened, request, flow))[1] : undefined;
+      events.emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
+      return state;
+    } catch (error) {
+      await rejected(error, request, 'open', start, token, state);
+      throw error;
+    }
+  };
+
+  /** Every mint: the next state sealed, and with `onEvent` reported (`flow.started` in round 1, `state.minted`). */
+  const mintIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState> => {
+    if (events === undefined) return mintNow(scope, data, mintOptions, withFlow);
+    const { request } = scope;
+    const start = performance.now();
+    let minted: MintedState;
+    try {
+      minted = await mintNow(scope, data, mintOptions, withFlow);
+    } catch (error) {
+      await rejected(error, request, 'mint', start, undefined, mintOptions?.continues);
+      throw error;
+    }
+    const durationMs = elapsed(start);
+    const { round } = minted.flow;
+    const flow = await events.flowTag(minted.flow.id);
+    const kid = keys.primaryKid;
+    if (round === 1) events.emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
+    events.emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: minted.token.length, durationMs });
+    return minted;
+  };
+  /** `mint` answers the token alone: without events, sealed without building the flow's answer object. */
+  const mintTokenIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string> =>
+    events === undefined ? mintNow(scope, data, mintOptions, tokenOnly) : (await mintIn(scope, data, mintOptions)).token;
 
   return {
     codec,
@@ -367,30 +341,31 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     consume,
     claim,
     open<P extends JsonValue>(token: unknown, request: RequestContext) {
-      return openS(scopeOf(request), token) as Promise<OpenedState<P>>;
+      return openIn(scopeOf(request), token, 'consume') as Promise<OpenedState<P>>;
     },
     verify<P extends JsonValue>(token: unknown, request: RequestContext) {
-      return verifyS(scopeOf(request), token) as Promise<OpenedState<P>>;
+      return openIn(scopeOf(request), token, 'verify') as Promise<OpenedState<P>>;
     },
     admit<P extends JsonValue>(token: unknown, request: RequestContext, answers: JsonValue) {
-      return admitS(scopeOf(request), token, answers) as Promise<Admission<OpenedState<P>>>;
+      return openIn(scopeOf(request), token, 'claim', answers) as Promise<Admission<OpenedState<P>>>;
     },
     mint<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<string> {
-      return mintS(scopeOf(request), data, mintOptions);
+      return mintTokenIn(scopeOf(request), data, mintOptions);
     },
     mintFlow<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<MintedState> {
-      return mintFlowS(scopeOf(request), data, mintOptions);
+      return mintIn(scopeOf(request), data, mintOptions);
     },
     forRequest(request: RequestContext): GuardRequest {
       const scope = scopeOf(request);
       whoIn(scope);
       return {
         request,
-        open: <P extends JsonValue>(token: unknown) => openS(scope, token) as Promise<OpenedState<P>>,
-        verify: <P extends JsonValue>(token: unknown) => verifyS(scope, token) as Promise<OpenedState<P>>,
+        open: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'consume') as Promise<OpenedState<P>>,
+        verify: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'verify') as Promise<OpenedState<P>>,
         admit: <P extends JsonValue>(token: unknown, answers: JsonValue) =>
-          admitS(scope, token, answers) as Promise<Admission<OpenedState<P>>>,
-        mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintFlowS(scope, data, mintOptions),
+          openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState<P>>>,
+        mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintTokenIn(scope, data, mintOptions),
+        mintFlow: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintIn(scope, data, mintOptions),
       };
     },
   };

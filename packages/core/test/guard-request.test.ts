@@ -44,7 +44,7 @@ describe('guard.forRequest: every check once per request', () => {
       expect(perDigest).toBeGreaterThan(0);
       const first = countedRequest();
       const r1 = guard.forRequest(first.request);
-      const { token } = await r1.mint({ step: 1 });
+      const { token } = await r1.mintFlow({ step: 1 });
       expect(principal).toHaveBeenCalledTimes(1);
       expect(first.digests()).toBe(perDigest);
 
@@ -53,7 +53,7 @@ describe('guard.forRequest: every check once per request', () => {
       const r2 = guard.forRequest(second.request);
       const state = await r2.admit(token, null);
       if (state.replay) throw new Error('not a retry');
-      const next = await r2.mint({ step: 2 }, { continues: state.state });
+      const next = await r2.mintFlow({ step: 2 }, { continues: state.state });
       expect(next.flow).toEqual({ ...state.state.flow, round: 2 });
       // One policy, one digest for the whole request (each open and each mint used to apply both again).
       expect(principal).toHaveBeenCalledTimes(1);

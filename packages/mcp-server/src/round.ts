@@ -215,7 +215,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     const data: FlowData = { a: Object.fromEntries(need.answers), p: pins };
     const kept = need.keptForNext;
     if (kept !== undefined) data.k = kept.value;
-    const minted = await request.mint(data as unknown as JsonValue, { continues: opened }).catch((error: unknown) => {
+    const minted = await request.mintFlow(data as unknown as JsonValue, { continues: opened }).catch((error: unknown) => {
       // An honest flow that asks once more than its round limit allows, or past its deadline, is told so: this
       // state was genuine (it was just opened), so the reason is no secret. The guard reported the code already.
       if (opened !== undefined && MrtrError.is(error) && (error.code === 'ERR_FLOW_ROUNDS' || error.code === 'ERR_FLOW_EXPIRED')) {
