@@ -10,7 +10,6 @@
 import {
   CLIENT_CAPABILITIES_META_KEY,
   type CallToolResult,
-  type ClientCapabilities,
   type CreateMessageRequestParams,
   type CreateMessageResult,
   type McpServer,
@@ -29,6 +28,7 @@ import {
   type TaskStoreLimits,
 } from '@mrtr/core';
 import {
+  allowedKinds,
   assertTaskChange,
   base64urlEncode,
   type InputRequest,
@@ -45,7 +45,7 @@ import type { FormContent, FormSchema } from './answers.js';
 import type { RequestPrincipal } from './principal.js';
 import { answerCheckFor, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
 import type { ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, UrlAnswer } from './types.js';
-import { missingCapabilityError, PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
+import { kindNames, missingCapabilityError, PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
 
 export type { TaskError, TaskInputRequest, TaskRecord, TaskStatus, TaskStore } from '@mrtr/core';
 export { isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
@@ -177,23 +177,24 @@ export interface TaskStartOptions {
 
 /** What the work of a task receives. */
 export interface TaskHandle {
-  /** The task id, or `undefined` when the tool runs synchronously (the client did not declare the extension). */
+  /** The task id, or `undefined` when the tool runs synchronously (the request cannot follow a task). */
   readonly taskId: string | undefined;
   /** Aborted when the task is cancelled (`tasks/cancel`). */
   readonly signal: AbortSignal;
   /**
    * Whether the client may be asked `kind` during this task: the capabilities the request that started the task
    * declared (an entry of `inputRequests` is subject to them as the standalone request would be). `false` for every
-   * kind without a task (synchronous run).
+   * kind without a task (synchronous run). A kind the tool does not list in `taskInput` may be asked only after
+   * this said `true` for it.
    */
   can(kind: InputRequestKind): boolean;
   /**
    * Asks a form elicitation during the task: the task goes to `input_required` and `tasks/get` lists the question
    * under `key` until `tasks/update` brings a valid answer (checked against `requestedSchema`; an invalid one is
    * ignored and the question stays outstanding). Keys are unique for the task's life, across every kind (a reused
-   * key is a `TypeError`). A kind the client did not declare ({@link can}) fails with `-32021` naming the
-   * capability, and without a task (synchronous run) with `-32021` naming the tasks extension: uncaught, the task
-   * fails with that error.
+   * key is a `TypeError`). The kind must be in the tool's `taskInput` (then the call was refused before its first
+   * round unless the client can be asked it) or {@link can} must have said `true` for it first; anything else is a
+   * `TypeError` (uncaught, the task fails with `-32603`), also without a task (synchronous run).
    */
   elicit<const S extends FormSchema>(key: string, question: ElicitFormQuestion<S>): Promise<ElicitAnswer<FormContent<S>>>;
   /** A URL elicitation during the task (needs `elicitation.url`); `accept` is consent, not completion. As {@link elicit}. */
@@ -230,19 +231,69 @@ export const isTaskMarker = (value: unknown): value is TaskMarker =>
 const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const MAX_TTL_MS = 30 * 24 * 3_600_000;
 
-/** `-32021` naming the tasks extension. */
-export function missingTasksExtensionError(what: string): MissingRequiredClientCapabilityError {
-  return new MissingRequiredClientCapabilityError(
-    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } as never },
-    `${what} needs the ${TASKS_EXTENSION} extension: declare it in the client's capabilities (capabilities.extensions)`,
-  );
+/** Every kind of input a task may ask, in the order `taskInput` is checked and named. */
+const INPUT_KINDS: readonly InputRequestKind[] = ['elicitation.form', 'elicitation.url', 'sampling', 'sampling.tools', 'roots'];
+
+/**
+ * Whether this request can follow a task: `'task'` for a 2026-07-28 request (client capabilities in its own
+ * `_meta`) that declares the extension; `'undeclared'` for one that does not; `'legacy'` for a 2025-era request
+ * (a session or the stateless fallback), whatever its `initialize` declared: the extension is defined for
+ * 2026-07-28 requests only, and a 2025-era client cannot read a `CreateTaskResult` (it shows an empty result).
+ */
+export type TaskLane = 'task' | 'undeclared' | 'legacy';
+
+export function taskLaneOf(ctx: ServerContext): TaskLane {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  if (envelope === undefined) return 'legacy';
+  const caps = envelope[CLIENT_CAPABILITIES_META_KEY] as { extensions?: unknown } | undefined;
+  return isObject(caps) && isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]) ? 'task' : 'undeclared';
 }
 
-/** Whether this request's client capabilities declare the tasks extension (its own `_meta`, else its session's). */
-export function declaresTasks(ctx: ServerContext, session: () => ClientCapabilities | undefined): boolean {
-  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
-  const caps = (envelope !== undefined ? envelope[CLIENT_CAPABILITIES_META_KEY] : session()) as { extensions?: unknown } | undefined;
-  return isObject(caps) && isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]);
+/** `-32021` naming the tasks extension, and for a 2025-era request the protocol version it needs. */
+export function missingTasksExtensionError(what: string, lane: TaskLane = 'undeclared'): MissingRequiredClientCapabilityError {
+  const message =
+    lane === 'legacy'
+      ? `${what} needs the ${TASKS_EXTENSION} extension, which only 2026-07-28 requests can use: this request came from a ` +
+        '2025-era client, which cannot follow a task. Connect with a 2026-07-28 client that declares the extension'
+      : `${what} needs the ${TASKS_EXTENSION} extension: declare it in the client's capabilities (capabilities.extensions)`;
+  return new MissingRequiredClientCapabilityError({ requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } as never }, message);
+}
+
+/** Validates `taskInput` of `registerTool`: the kinds the task's work asks without checking `task.can` first. */
+export function parseTaskInput(taskSupport: unknown, taskInput: unknown): ReadonlySet<InputRequestKind> {
+  if (taskInput === undefined) return new Set();
+  if (taskSupport === undefined) throw new TypeError('mrtr.registerTool: taskInput needs task: "optional" or "required"');
+  if (!Array.isArray(taskInput) || taskInput.some((kind) => !INPUT_KINDS.includes(kind as InputRequestKind))) {
+    throw new TypeError(`mrtr.registerTool: taskInput must be an array of ${INPUT_KINDS.map((k) => `"${k}"`).join(', ')}`);
+  }
+  return new Set(INPUT_KINDS.filter((kind) => taskInput.includes(kind)));
+}
+
+/**
+ * Decides, before any round of a `tools/call` runs, whether it may become a task (the answer), or refuses it at
+ * once with `-32021` naming what is missing, so that no user answers a round for work that cannot go on:
+ * - a request that cannot follow a task (see {@link TaskLane}) gets no task: a `'required'` tool, or one whose work
+ *   asks for input during the task (`needs`, its `taskInput`), is refused; any other runs its work synchronously;
+ * - a request that can follow one must declare every kind in `needs`.
+ */
+export function gateTaskCall(
+  ctx: ServerContext,
+  name: string,
+  support: 'optional' | 'required',
+  needs: ReadonlySet<InputRequestKind>,
+): boolean {
+  const lane = taskLaneOf(ctx);
+  if (lane !== 'task') {
+    if (support === 'required') throw new WireError(missingTasksExtensionError(`The tool ${name}`, lane));
+    if (needs.size > 0)
+      throw new WireError(missingTasksExtensionError(`The tool ${name} asks for ${kindNames(needs)} while it runs as a task, so it`, lane));
+    return false;
+  }
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown>;
+  const allowed = allowedKinds(envelope[CLIENT_CAPABILITIES_META_KEY] as Parameters<typeof allowedKinds>[0]);
+  const missing = [...needs].filter((kind) => !allowed.has(kind));
+  if (missing.length > 0) throw missingCapabilityError(missing);
+  return true;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -292,14 +343,22 @@ function checkStatusMessage(message: unknown): void {
 /** The error a task reports when the process running it stopped before it finished. */
 const LOST_RUNNER: TaskError = { code: INTERNAL_ERROR, message: 'The server running this task stopped before it finished' };
 
+/** How the round that returned `need.task()` starts it. */
+export interface TaskStart {
+  /** Whether it becomes a task ({@link gateTaskCall}); else the work runs at once. */
+  task: boolean;
+  /** Who the round is: the task is bound to its {@link RequestPrincipal.key}. */
+  principal: RequestPrincipal;
+  /** The kinds of input the request's client declared (the task may ask only those). */
+  can: (kind: InputRequestKind) => boolean;
+  /** The tool's `taskInput`: the kinds the work may ask without checking `task.can` (the gate checked them). */
+  needs: ReadonlySet<InputRequestKind>;
+}
+
 /** The tasks support of one `createMrtr`: starts tasks and answers `tasks/get`, `tasks/update`, `tasks/cancel`. */
 export interface TaskRuntime {
-  /**
-   * Runs `marker`'s work: as a task when the request declares the extension, else at once. `principal` is the
-   * {@link RequestPrincipal.key} of the round that started it (the task is bound to it); `can` tells the kinds of
-   * input that request's client declared (the task may ask only those).
-   */
-  start(marker: TaskMarker, can: (kind: InputRequestKind) => boolean, principal: string, declared: boolean): Promise<CallToolResult>;
+  /** Runs `marker`'s work: as a task when `how.task`, else at once. */
+  start(marker: TaskMarker, how: TaskStart): Promise<CallToolResult>;
   /** Registers `tasks/get`, `tasks/update`, `tasks/cancel` on `server` (once) and advertises the extension. */
   install(server: McpServer): void;
 }
@@ -424,33 +483,48 @@ export function createTaskRuntime(
     };
   };
 
-  async function start(
-    marker: TaskMarker,
-    can: (kind: InputRequestKind) => boolean,
-    principal: string,
-    declared: boolean,
-  ): Promise<CallToolResult> {
+  async function start(marker: TaskMarker, how: TaskStart): Promise<CallToolResult> {
     const { work, options: startOptions } = marker[TASK];
+    const { needs } = how;
     const controller = new AbortController();
-    if (!declared) {
-      // No task without the extension: the work runs now and its result is the call's result.
-      const noTask = async (): Promise<never> => {
-        throw new WireError(missingTasksExtensionError('Asking for input while this tool runs'));
+    /** Kinds `task.can` answered `true` for in this task: the work checked them before asking. */
+    const confirmed = new Set<InputRequestKind>();
+    /**
+     * The rule that makes every refusal come before the first round ({@link gateTaskCall}): the work asks a kind
+     * only if the tool lists it in `taskInput` (then the call was refused up front unless the client declared it)
+     * or `task.can(kind)` said `true` first. Anything else is a bug in the tool, a `TypeError` whatever the client
+     * declared, so it shows on the first run instead of after a user answered the rounds.
+     */
+    const checkKind = (label: string, kind: InputRequestKind): void => {
+      if (!needs.has(kind) && !confirmed.has(kind)) {
+        throw new TypeError(
+          `${label}: "${kind}" is neither in the tool's taskInput nor checked with task.can("${kind}") first ` +
+            '(list the kinds the work asks in taskInput, or ask only after task.can says true)',
+        );
+      }
+    };
+    if (!how.task) {
+      // No task (this request cannot follow one): the work runs now and its result is the call's result. Nothing
+      // can be asked: can() is false for every kind, and the gate refused a tool that lists kinds in taskInput.
+      const noTask = async (label: string, request: InputRequest): Promise<never> => {
+        checkKind(label, requiredKind(request));
+        throw new WireError(missingTasksExtensionError('Asking for input while this tool runs')); // not reached: fail closed
       };
       const sync: TaskHandle = {
         taskId: undefined,
         signal: controller.signal,
         can: () => false,
-        elicit: noTask,
-        elicitUrl: noTask,
-        sample: noTask,
-        roots: noTask,
+        elicit: async (_key, question) => noTask('task.elicit', formRequest('task.elicit', question)),
+        elicitUrl: async (_key, question) => noTask('task.elicitUrl', urlRequest('task.elicitUrl', question)),
+        sample: async (_key, params) => noTask('task.sample', samplingRequest('task.sample', params)),
+        roots: async () => noTask('task.roots', ROOTS_REQUEST),
         status: async (message) => {
           checkStatusMessage(message);
         },
       };
       return await work(sync);
     }
+    const principal = how.principal.key;
     const t = now();
     const record: TaskRecord = {
       taskId: newTaskId(),
@@ -484,7 +558,8 @@ export function createTaskRuntime(
       if (typeof key !== 'string' || !KEY_PATTERN.test(key)) throw new TypeError(`${label}: key must be 1-128 printable ASCII characters`);
       if (asked.has(key)) throw new TypeError(`${label}: key "${key}" was already used in this task (keys are unique for a task's life)`);
       const kind = requiredKind(request);
-      if (!can(kind)) throw missingCapabilityError([kind]);
+      checkKind(label, kind);
+      if (!how.can(kind)) throw missingCapabilityError([kind]); // not reached for a listed kind (the gate checked it): fail closed
       controller.signal.throwIfAborted();
       asked.add(key);
       const entry = request as unknown as TaskInputRequest;
@@ -512,7 +587,11 @@ export function createTaskRuntime(
     const handle: TaskHandle = {
       taskId,
       signal: controller.signal,
-      can,
+      can: (kind) => {
+        const yes = how.can(kind);
+        if (yes) confirmed.add(kind);
+        return yes;
+      },
       elicit: async (key, question) => (await ask('task.elicit', key, formRequest('task.elicit', question))) as never,
       elicitUrl: async (key, question) => (await ask('task.elicitUrl', key, urlRequest('task.elicitUrl', question))) as never,
       sample: async (key, params) => (await ask('task.sample', key, samplingRequest('task.sample', params))) as never,
@@ -570,8 +649,9 @@ export function createTaskRuntime(
   };
 
   /** The task of this request's principal, or the `-32602` an unknown one gets (another user's task included). */
-  async function own(taskId: string, ctx: ServerContext, server: McpServer): Promise<TaskRecord> {
-    if (!declaresTasks(ctx, () => server.server.getClientCapabilities())) throw missingTasksExtensionError(ctx.mcpReq.method);
+  async function own(taskId: string, ctx: ServerContext): Promise<TaskRecord> {
+    const lane = taskLaneOf(ctx);
+    if (lane !== 'task') throw missingTasksExtensionError(ctx.mcpReq.method, lane);
     const principal = keyOf(ctx);
     let record = await store.get(taskId);
     if (record === undefined || record.principal !== principal)
@@ -606,7 +686,7 @@ export function createTaskRuntime(
     server.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
     const low = server.server;
     low.setRequestHandler('tasks/get', { params: TaskIdParams }, async (params, ctx) => {
-      const record = await own(params.taskId, ctx, server);
+      const record = await own(params.taskId, ctx);
       const out: Record<string, unknown> = { resultType: 'complete', ...taskFields(record) };
       if (record.status === 'input_required') out.inputRequests = record.inputRequests;
       if (record.status === 'completed' && record.result !== undefined) out.result = record.result;
@@ -614,7 +694,7 @@ export function createTaskRuntime(
       return out as never;
     });
     low.setRequestHandler('tasks/update', { params: TaskIdParams }, async (params, ctx) => {
-      const record = await own(params.taskId, ctx, server);
+      const record = await own(params.taskId, ctx);
       // The SDK lifts `inputResponses` out of every request's params; they are answers to this task's
       // outstanding requests, never an MRTR retry (no requestState is read here). Each is checked against the
       // question as the store keeps it, so any instance can take it; keys not outstanding are ignored.
@@ -644,7 +724,7 @@ export function createTaskRuntime(
       return { resultType: 'complete' } as never;
     });
     low.setRequestHandler('tasks/cancel', { params: TaskIdParams }, async (params, ctx) => {
-      const record = await own(params.taskId, ctx, server);
+      const record = await own(params.taskId, ctx);
       await store.update(record.taskId, (current) => {
         if (isTerminalStatus(current.status)) return undefined;
         const { answers: _answers, leaseUntil: _lease, ...rest } = current;
