@@ -163,6 +163,22 @@ export interface TaskOptions {
    * it failed. @default 30_000
    */
   leaseMs?: number | undefined;
+  /**
+   * How long a question asked during a task waits for its answer, in ms (from when the work asked it). Past it,
+   * unanswered, the task is `failed` (`-32600` "… ran out of time waiting for input …", `data.reason:
+   * 'input_timeout'`) and its work's `signal` aborts: a task waiting for input always ends, and frees its slot in
+   * the store's bounds (the lease renewal keeps a waiting task readable, so nothing else would end it). Checked by
+   * the instance running the work at each `watchIntervalMs`. @default 3_600_000 (1 h)
+   */
+  inputTimeoutMs?: number | undefined;
+  /**
+   * Most unfinished tasks that callers without a principal (the fixed `unauthenticated: { principal }` of
+   * `createMrtr`) may have running on this instance; one more is `-32600`. Those callers all share one principal, so
+   * the store's per-principal bound (`maxLivePerPrincipal`) is a single bucket for all of them: this smaller one
+   * keeps some of it free of any one anonymous caller, and `inputTimeoutMs` frees every slot a waiting task holds.
+   * Counted per instance (the tasks whose work runs here); the store's bound still caps a fleet. @default 4
+   */
+  maxLiveUnauthenticated?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
 }
@@ -173,6 +189,8 @@ export interface TaskStartOptions {
   ttlMs?: number;
   /** Overrides {@link TaskOptions.pollIntervalMs} for this task. @default the `pollIntervalMs` of `createMrtr`'s `tasks` */
   pollIntervalMs?: number;
+  /** Overrides {@link TaskOptions.inputTimeoutMs} for this task. @default the `inputTimeoutMs` of `createMrtr`'s `tasks` */
+  inputTimeoutMs?: number;
 }
 
 /** What the work of a task receives. */
@@ -324,10 +342,14 @@ function taskErrorOf(error: unknown): TaskError {
 interface Waiter {
   resolve(answer: JsonValue): void;
   reject(error: unknown): void;
+  /** When (ms) the question stops waiting: past it, unanswered, the task fails (`inputTimeoutMs`). */
+  deadline: number;
 }
 /** A task whose work runs in this process. */
 interface Run {
   controller: AbortController;
+  /** The task's `inputTimeoutMs`. */
+  inputTimeoutMs: number;
   /** Keys asked by the work and not yet answered. */
   waiters: Map<string, Waiter>;
   /** Makes the watch loop read the record now. */
@@ -368,7 +390,10 @@ export function createTaskRuntime(
   principalOf: (ctx: ServerContext) => RequestPrincipal,
   maxAnswerChars: number,
 ): TaskRuntime {
-  if (!isObject(options)) throw new TypeError('createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs? }');
+  if (!isObject(options))
+    throw new TypeError(
+      'createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs?, inputTimeoutMs?, maxLiveUnauthenticated? }',
+    );
   const { store } = options;
   if (!isObject(store) || typeof store.create !== 'function' || typeof store.get !== 'function' || typeof store.update !== 'function') {
     throw new TypeError('createMrtr: tasks.store must be a TaskStore (create, get, update)');
@@ -378,6 +403,10 @@ export function createTaskRuntime(
   const watchIntervalMs = intOption('createMrtr: tasks.watchIntervalMs', options.watchIntervalMs, 1_000, 1, 60_000);
   const leaseMs = intOption('createMrtr: tasks.leaseMs', options.leaseMs, 30_000, 1_000, 3_600_000);
   if (leaseMs < 3 * watchIntervalMs) throw new RangeError('createMrtr: tasks.leaseMs must be at least three times watchIntervalMs');
+  const inputTimeoutMs = intOption('createMrtr: tasks.inputTimeoutMs', options.inputTimeoutMs, 3_600_000, 1_000, MAX_TTL_MS);
+  const maxLiveUnauthenticated = intOption('createMrtr: tasks.maxLiveUnauthenticated', options.maxLiveUnauthenticated, 4, 1, 1_000_000);
+  /** Unfinished tasks of the fixed unauthenticated principal whose work runs here (or is being created). */
+  let unauthenticatedLive = 0;
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMrtr: tasks.now must be a function');
   const limits = { maxChars: maxAnswerChars };
@@ -426,6 +455,7 @@ export function createTaskRuntime(
         return;
       }
       const taken = Object.keys(record.answers ?? {}).filter((key) => run.waiters.has(key));
+      if (await timedOut(taskId, run, new Set(taken))) return;
       const renew = record.leaseUntil === undefined || now() >= record.leaseUntil - (2 * leaseMs) / 3;
       if (taken.length === 0 && !renew) continue;
       let updated: TaskRecord | undefined;
@@ -451,6 +481,37 @@ export function createTaskRuntime(
         waiter?.resolve(record.answers![key]!);
       }
     }
+  };
+
+  /**
+   * Fails the task when a question the work waits on is still unanswered past its deadline (`inputTimeoutMs`),
+   * and stops the work. An answer that `tasks/update` stored meanwhile wins: the change checks the question is
+   * still outstanding. `true` when the task ended here. A store that fails the write is tried at the next tick.
+   */
+  const timedOut = async (taskId: string, run: Run, taken: ReadonlySet<string>): Promise<boolean> => {
+    const t = now();
+    const late = [...run.waiters].filter(([key, waiter]) => t >= waiter.deadline && !taken.has(key)).map(([key]) => key);
+    if (late.length === 0) return false;
+    const error: TaskError = {
+      code: INVALID_REQUEST,
+      message:
+        `This task ran out of time waiting for input: "${late[0]}" was not answered within ${Math.ceil(run.inputTimeoutMs / 1000)} s ` +
+        '(inputTimeoutMs). Start it again',
+      data: { reason: 'input_timeout' },
+    };
+    let updated: TaskRecord | undefined;
+    try {
+      updated = await store.update(taskId, (current) => {
+        if (isTerminalStatus(current.status) || !late.some((key) => Object.hasOwn(current.inputRequests, key))) return undefined;
+        const { answers: _answers, leaseUntil: _lease, ...rest } = current;
+        return { ...rest, status: 'failed', error, inputRequests: {}, lastUpdatedAt: now() };
+      });
+    } catch {
+      return false;
+    }
+    if (updated?.status !== 'failed') return false; // answered meanwhile, or ended otherwise (seen at the next read)
+    stop(run, new ProtocolError(error.code, error.message, error.data));
+    return true;
   };
 
   /** A sleep of `watchIntervalMs` that `wake()` cuts short; its timer never keeps the process alive. */
@@ -525,6 +586,28 @@ export function createTaskRuntime(
       return await work(sync);
     }
     const principal = how.principal.key;
+    const taskTtlMs = intOption('need.task: ttlMs', startOptions.ttlMs, ttlMs, 1_000, MAX_TTL_MS);
+    const taskPollIntervalMs = intOption('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000);
+    const taskInputTimeoutMs = intOption('need.task: inputTimeoutMs', startOptions.inputTimeoutMs, inputTimeoutMs, 1_000, MAX_TTL_MS);
+    // Callers without a principal all share one: they get a bound of their own, taken before the store is asked
+    // (synchronously, so concurrent calls cannot pass it together) and given back when the work ends.
+    const anonymous = how.principal.principal === undefined;
+    if (anonymous && unauthenticatedLive >= maxLiveUnauthenticated) {
+      throw new WireError(
+        new ProtocolError(
+          INVALID_REQUEST,
+          `Too many tasks in progress for unauthenticated callers (at most ${maxLiveUnauthenticated}); wait for one to finish, or authenticate`,
+          { reason: 'task_limit' },
+        ),
+      );
+    }
+    let released = !anonymous;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      unauthenticatedLive--;
+    };
+    if (anonymous) unauthenticatedLive++;
     const t = now();
     const record: TaskRecord = {
       taskId: newTaskId(),
@@ -532,8 +615,8 @@ export function createTaskRuntime(
       status: 'working',
       createdAt: t,
       lastUpdatedAt: t,
-      ttlMs: intOption('need.task: ttlMs', startOptions.ttlMs, ttlMs, 1_000, MAX_TTL_MS),
-      pollIntervalMs: intOption('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000),
+      ttlMs: taskTtlMs,
+      pollIntervalMs: taskPollIntervalMs,
       inputRequests: {},
       askedKeys: [],
       leaseUntil: t + leaseMs,
@@ -541,13 +624,14 @@ export function createTaskRuntime(
     try {
       await store.create(record);
     } catch (error) {
+      release();
       if (error instanceof TaskLimitError)
         throw new WireError(new ProtocolError(INVALID_REQUEST, taskLimitMessage(error), { reason: 'task_limit' }));
       throw error;
     }
     const { taskId } = record;
     const nap = napper();
-    const run: Run = { controller, waiters: new Map(), wake: nap.wake, done: false };
+    const run: Run = { controller, inputTimeoutMs: taskInputTimeoutMs, waiters: new Map(), wake: nap.wake, done: false };
     runs.set(taskId, run);
     const asked = new Set<string>();
     /**
@@ -564,7 +648,7 @@ export function createTaskRuntime(
       asked.add(key);
       const entry = request as unknown as TaskInputRequest;
       const answer = new Promise<JsonValue>((resolve, reject) => {
-        run.waiters.set(key, { resolve, reject });
+        run.waiters.set(key, { resolve, reject, deadline: now() + run.inputTimeoutMs });
       });
       answer.catch(() => undefined); // rejected only when the run stops; the work sees it through its await
       const updated = await store.update(taskId, (current) => {
@@ -624,6 +708,7 @@ export function createTaskRuntime(
           run.wake();
           stop(run, new Error('task ended'));
           runs.delete(taskId);
+          release();
         }
       })().catch(() => undefined);
     });

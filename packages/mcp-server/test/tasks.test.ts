@@ -844,6 +844,114 @@ describe('tasks extension', () => {
     await handler.close();
   });
 
+  it('callers without a principal share a bound of their own (maxLiveUnauthenticated, 4 by default): one anonymous caller cannot take the store’s whole per-principal bound', async () => {
+    const principal = (ctx: { http?: { authInfo?: AuthInfo } }) => {
+      const sub = ctx.http?.authInfo?.extra?.sub;
+      return sub === 'anon' ? undefined : (sub as string);
+    };
+    const s = setup({ options: { principal, unauthenticated: { principal: 'local' } } });
+    for (const label of ['u1', 'u2', 'u3', 'u4'])
+      expect((await s.ok('tools/call', { name: 'job', arguments: { label } }, { sub: 'anon' })).resultType).toBe('task');
+    // The store would take 16 for this principal: the fifth is refused, with a message that names the way out.
+    const fifth = await s.call('tools/call', { name: 'job', arguments: { label: 'u5' } }, { sub: 'anon' });
+    expect(fifth.error).toMatchObject({ code: -32600, data: { reason: 'task_limit' } });
+    expect(fifth.error?.message).toMatch(/unauthenticated callers \(at most 4\).*authenticate/);
+    // An authenticated user is not affected, and a finished anonymous task gives its slot back.
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'a1' } }, { sub: 'alice' })).resultType).toBe('task');
+    s.gate('u1').resolve();
+    await s.settle();
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'u6' } }, { sub: 'anon' })).resultType).toBe('task');
+    // Configurable; a refused create (the store's own bound) gives its slot back too.
+    const t = setup({
+      store: createMemoryTaskStore({ maxLivePerPrincipal: 1, now: () => 1_700_000_000_000 }),
+      options: { principal, unauthenticated: { principal: 'local' } },
+      tasks: { maxLiveUnauthenticated: 2 },
+    });
+    expect((await t.ok('tools/call', { name: 'job', arguments: { label: 'v1' } }, { sub: 'anon' })).resultType).toBe('task');
+    for (let i = 0; i < 3; i++)
+      expect((await t.call('tools/call', { name: 'job', arguments: { label: 'v2' } }, { sub: 'anon' })).error?.message).toMatch(
+        /for this user/,
+      );
+    t.gate('v1').resolve();
+    await t.settle();
+    for (const label of ['v3', 'v4']) {
+      expect((await t.ok('tools/call', { name: 'job', arguments: { label } }, { sub: 'anon' })).resultType).toBe('task');
+      t.gate(label).resolve();
+      await t.settle();
+    }
+  });
+
+  it('a question unanswered past inputTimeoutMs fails the task (-32600, input_timeout) and aborts its work; never before, and an answer in time wins', async () => {
+    const clock = fakeClock();
+    const shared = createMemoryTaskStore({ now: clock.now });
+    // The runner's reads of the store, as events: the test waits for the watch loop instead of for time.
+    let reads = 0;
+    const readers: { at: number; resolve: () => void }[] = [];
+    const spied: TaskStore = {
+      create: (record) => shared.create(record),
+      update: (id, change) => shared.update(id, change),
+      get: async (id) => {
+        const record = await shared.get(id);
+        reads++;
+        for (const r of readers.filter((r) => reads >= r.at)) {
+          readers.splice(readers.indexOf(r), 1);
+          r.resolve();
+        }
+        return record;
+      },
+    };
+    const readsMore = (n: number) => new Promise<void>((resolve) => readers.push({ at: reads + n, resolve }));
+    const s = setup({ store: spied, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000, inputTimeoutMs: 10_000 } });
+    const created = await s.ok('tools/call', { name: 'watched', arguments: {} });
+    await until(
+      () => shared.get(created.taskId),
+      (r) => r?.status === 'input_required',
+      'the question',
+    );
+    clock.advance(9_999);
+    await readsMore(2); // a whole watch tick ran after the advance
+    expect((await shared.get(created.taskId))?.status).toBe('input_required');
+    clock.advance(1);
+    const failed = await until(
+      () => shared.get(created.taskId),
+      (r) => r?.status !== 'input_required',
+      'the deadline',
+    );
+    expect(failed).toMatchObject({ status: 'failed', error: { code: -32600, data: { reason: 'input_timeout' } }, inputRequests: {} });
+    expect(failed?.error?.message).toMatch(/ran out of time waiting for input: "go" was not answered within 10 s/);
+    await s.gate('watched-aborted').promise; // the work's signal aborted
+    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({
+      status: 'failed',
+      error: { data: { reason: 'input_timeout' } },
+    });
+    // An answer in time: the task completes, and the deadline passing later changes nothing.
+    const answered = await s.ok('tools/call', { name: 'watched', arguments: {} });
+    await until(
+      () => shared.get(answered.taskId),
+      (r) => r?.status === 'input_required',
+      'the question',
+    );
+    clock.advance(9_999);
+    await s.ok('tasks/update', { taskId: answered.taskId, inputResponses: { go: { action: 'accept', content: { confirm: true } } } });
+    clock.advance(1);
+    const done = await until(
+      () => shared.get(answered.taskId),
+      (r) => r?.status !== 'input_required' && r?.status !== 'working',
+      'the result',
+    );
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ text: 'go=true' }] } });
+  });
+
+  it('validates inputTimeoutMs and maxLiveUnauthenticated (RangeError/TypeError)', () => {
+    const make = (tasks: Record<string, unknown>) => () =>
+      createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore(), ...tasks } });
+    expect(make({ inputTimeoutMs: 999 })).toThrow(RangeError);
+    expect(make({ inputTimeoutMs: 1.5 })).toThrow(TypeError);
+    expect(make({ maxLiveUnauthenticated: 0 })).toThrow(RangeError);
+    expect(make({ maxLiveUnauthenticated: '4' })).toThrow(TypeError);
+    expect(make({ inputTimeoutMs: 1_000, maxLiveUnauthenticated: 1 })).not.toThrow();
+  });
+
   describe('two instances sharing one task store (a fleet)', () => {
     const fleet = () => {
       const clock = fakeClock();
