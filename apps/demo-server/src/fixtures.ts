@@ -420,6 +420,7 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
       description: 'Task-supporting: asks for confirmation during the task',
       inputSchema: z.object({ filename: z.string() }),
       task: 'optional',
+      taskInput: ['elicitation.form'],
     },
     ({ filename }, _ctx, need) =>
       need.task(async (task) => {
@@ -435,7 +436,7 @@ export function registerConformanceFixtures(server: McpServer, { mrtr, notifier 
   mrtr.registerTool(
     server,
     'multi_input',
-    { description: 'Task-supporting: two questions at once during the task', task: 'optional' },
+    { description: 'Task-supporting: two questions at once during the task', task: 'optional', taskInput: ['elicitation.form'] },
     (_args, _ctx, need) =>
       need.task(async (task) => {
         const [first, second] = await Promise.all([

@@ -146,8 +146,13 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,
-      // The tasks extension (rollout, and the conformance fixtures): tasks live on the chosen backend.
-      tasks: { store: backend.tasks, pollIntervalMs: cli.fixtures === 'conformance' ? 200 : 500 },
+      // The tasks extension (rollout, and the conformance fixtures): tasks live on the chosen backend. The conformance
+      // suite runs unauthenticated and starts many tasks at once: the unauthenticated bound (4) is raised with the store's.
+      tasks: {
+        store: backend.tasks,
+        pollIntervalMs: cli.fixtures === 'conformance' ? 200 : 500,
+        ...(cli.fixtures === 'conformance' && { maxLiveUnauthenticated: 64 }),
+      },
     });
     let handler: McpHttpHandler | undefined;
     const factory = createServerFactory({

@@ -218,6 +218,9 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
       inputSchema: z.object({ service: SERVICE }),
       annotations: { destructiveHint: true },
       task: 'required',
+      // The production approval is asked during the task: a client that cannot answer it is refused before the
+      // environment round, not after the canary.
+      taskInput: ['elicitation.form'],
     },
     async ({ service }, _ctx, need) => {
       const env = need.elicit('environment', {

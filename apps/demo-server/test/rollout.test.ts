@@ -138,6 +138,36 @@ describe('rollout: MRTR first, then a task that asks for approval midway (issue 
     );
     expect(body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { extensions: TASKS } } });
   });
+
+  it('a 2025-era session that declares the extension in initialize (the Inspector CLI does) gets -32021, never a task it cannot follow', async () => {
+    let session: string | undefined;
+    let id = 0;
+    const post = async (method: string, params?: Json): Promise<Wire | undefined> => {
+      const headers: Record<string, string> = {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${ALICE}`,
+        ...(session !== undefined && { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }),
+      };
+      const body = method.startsWith('notifications/') ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', id: ++id, method, params };
+      const response = await fetch(new URL('/mcp', demo.url), { method: 'POST', headers, body: JSON.stringify(body) });
+      session ??= response.headers.get('mcp-session-id') ?? undefined;
+      const text = await response.text();
+      const data = text.trim().startsWith('{') ? text : /^data: (.*)$/m.exec(text)?.[1];
+      return data === undefined ? undefined : (JSON.parse(data) as Wire);
+    };
+    const init = await post('initialize', {
+      protocolVersion: '2025-11-25',
+      capabilities: CAPS,
+      clientInfo: { name: 'mcpdo', version: '1' },
+    });
+    expect(init?.result?.protocolVersion).toBe('2025-11-25');
+    await post('notifications/initialized');
+    const answer = await post('tools/call', { name: 'rollout', arguments: { service: 'web' } });
+    expect(answer?.result).toBeUndefined(); // neither an empty "task" result nor the environment round
+    expect(answer?.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { extensions: TASKS } } });
+    expect(answer?.error.message).toMatch(/2026-07-28/);
+  });
 });
 
 describe('tasks on --store sqlite survive a restart (issue 21)', () => {

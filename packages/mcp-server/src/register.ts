@@ -14,7 +14,7 @@ import type {
 } from '@modelcontextprotocol/server';
 import type { RoundResult, Rounds } from './round.js';
 import type { MrtrPromptHandler, MrtrResourceHandler, MrtrToolHandler, PromptConfig, ResourceConfig, ToolConfig } from './types.js';
-import { declaresTasks, isTaskMarker, missingTasksExtensionError, type TaskRuntime } from './tasks.js';
+import { gateTaskCall, isTaskMarker, parseTaskInput, type TaskRuntime } from './tasks.js';
 import { WireError, escapeToWire } from './wire.js';
 
 const checkName = (kind: string, name: unknown): void => {
@@ -46,10 +46,11 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
       checkServer('registerTool', server);
       checkName('registerTool', name);
       checkHandler('registerTool', handler);
-      const { task: taskSupport, ...sdkConfig } = (config ?? {}) as ToolConfig;
+      const { task: taskSupport, taskInput, ...sdkConfig } = (config ?? {}) as ToolConfig;
       if (taskSupport !== undefined && taskSupport !== 'optional' && taskSupport !== 'required') {
         throw new TypeError('mrtr.registerTool: task must be "optional" or "required"');
       }
+      const needs = parseTaskInput(taskSupport, taskInput);
       if (taskSupport !== undefined && tasks === undefined) {
         throw new TypeError('mrtr.registerTool: a tool with task support needs createMrtr({ tasks: { store } })');
       }
@@ -58,8 +59,9 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
       const callback = async (a: unknown, b?: unknown): Promise<CallToolResult | InputRequiredResult> => {
         const [args, ctx] = argsAndContext(a, b);
         try {
-          const declared = taskSupport !== undefined && declaresTasks(ctx, session);
-          if (taskSupport === 'required' && !declared) throw new WireError(missingTasksExtensionError(`The tool ${name}`));
+          // Decided before any round, on every request of the flow: whether this call may become a task, or its
+          // refusal (-32021) when the task it needs cannot run, so no user answers a round for work that cannot go on.
+          const task = taskSupport !== undefined && gateTaskCall(ctx, name, taskSupport, needs);
           return (await rounds.run({
             method: 'tools/call',
             target: name,
@@ -73,7 +75,7 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
                 throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
               // The task is created inside the round, so an identical retry of this round gets the same task; it is
               // bound to the principal the round is bound to, and may ask only the kinds this request declared.
-              return (await tasks!.start(result, (kind) => need.can(kind), who.key, declared)) as RoundResult;
+              return (await tasks!.start(result, { task, principal: who, can: (kind) => need.can(kind), needs })) as RoundResult;
             },
           })) as CallToolResult | InputRequiredResult;
         } catch (error) {

@@ -10,7 +10,6 @@
 import {
   CLIENT_CAPABILITIES_META_KEY,
   type CallToolResult,
-  type ClientCapabilities,
   type CreateMessageRequestParams,
   type CreateMessageResult,
   type McpServer,
@@ -29,6 +28,7 @@ import {
   type TaskStoreLimits,
 } from '@mrtr/core';
 import {
+  allowedKinds,
   assertTaskChange,
   base64urlEncode,
   type InputRequest,
@@ -45,7 +45,7 @@ import type { FormContent, FormSchema } from './answers.js';
 import type { RequestPrincipal } from './principal.js';
 import { answerCheckFor, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
 import type { ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, UrlAnswer } from './types.js';
-import { missingCapabilityError, PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
+import { kindNames, missingCapabilityError, PRINCIPAL_REQUIRED_MESSAGE, WireError } from './wire.js';
 
 export type { TaskError, TaskInputRequest, TaskRecord, TaskStatus, TaskStore } from '@mrtr/core';
 export { isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
@@ -193,6 +193,22 @@ export interface TaskOptions {
    * it failed. @default 30_000
    */
   leaseMs?: number | undefined;
+  /**
+   * How long a question asked during a task waits for its answer, in ms (from when the work asked it). Past it,
+   * unanswered, the task is `failed` (`-32600` "… ran out of time waiting for input …", `data.reason:
+   * 'input_timeout'`) and its work's `signal` aborts: a task waiting for input always ends, and frees its slot in
+   * the store's bounds (the lease renewal keeps a waiting task readable, so nothing else would end it). Checked by
+   * the instance running the work at each `watchIntervalMs`. @default 3_600_000 (1 h)
+   */
+  inputTimeoutMs?: number | undefined;
+  /**
+   * Most unfinished tasks that callers without a principal (the fixed `unauthenticated: { principal }` of
+   * `createMrtr`) may have running on this instance; one more is `-32600`. Those callers all share one principal, so
+   * the store's per-principal bound (`maxLivePerPrincipal`) is a single bucket for all of them: this smaller one
+   * keeps some of it free of any one anonymous caller, and `inputTimeoutMs` frees every slot a waiting task holds.
+   * Counted per instance (the tasks whose work runs here); the store's bound still caps a fleet. @default 4
+   */
+  maxLiveUnauthenticated?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
 }
@@ -203,27 +219,30 @@ export interface TaskStartOptions {
   ttlMs?: number;
   /** Overrides {@link TaskOptions.pollIntervalMs} for this task. @default the `pollIntervalMs` of `createMrtr`'s `tasks` */
   pollIntervalMs?: number;
+  /** Overrides {@link TaskOptions.inputTimeoutMs} for this task. @default the `inputTimeoutMs` of `createMrtr`'s `tasks` */
+  inputTimeoutMs?: number;
 }
 
 /** What the work of a task receives. */
 export interface TaskHandle {
-  /** The task id, or `undefined` when the tool runs synchronously (the client did not declare the extension). */
+  /** The task id, or `undefined` when the tool runs synchronously (the request cannot follow a task). */
   readonly taskId: string | undefined;
   /** Aborted when the task is cancelled (`tasks/cancel`). */
   readonly signal: AbortSignal;
   /**
    * Whether the client may be asked `kind` during this task: the capabilities the request that started the task
    * declared (an entry of `inputRequests` is subject to them as the standalone request would be). `false` for every
-   * kind without a task (synchronous run).
+   * kind without a task (synchronous run). A kind the tool does not list in `taskInput` may be asked only after
+   * this said `true` for it.
    */
   can(kind: InputRequestKind): boolean;
   /**
    * Asks a form elicitation during the task: the task goes to `input_required` and `tasks/get` lists the question
    * under `key` until `tasks/update` brings a valid answer (checked against `requestedSchema`; an invalid one is
    * ignored and the question stays outstanding). Keys are unique for the task's life, across every kind (a reused
-   * key is a `TypeError`). A kind the client did not declare ({@link can}) fails with `-32021` naming the
-   * capability, and without a task (synchronous run) with `-32021` naming the tasks extension: uncaught, the task
-   * fails with that error.
+   * key is a `TypeError`). The kind must be in the tool's `taskInput` (then the call was refused before its first
+   * round unless the client can be asked it) or {@link can} must have said `true` for it first; anything else is a
+   * `TypeError` (uncaught, the task fails with `-32603`), also without a task (synchronous run).
    */
   elicit<const S extends FormSchema>(key: string, question: ElicitFormQuestion<S>): Promise<ElicitAnswer<FormContent<S>>>;
   /** A URL elicitation during the task (needs `elicitation.url`); `accept` is consent, not completion. As {@link elicit}. */
@@ -260,19 +279,69 @@ export const isTaskMarker = (value: unknown): value is TaskMarker =>
 const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
 const MAX_TTL_MS = 30 * 24 * 3_600_000;
 
-/** `-32021` naming the tasks extension. */
-export function missingTasksExtensionError(what: string): MissingRequiredClientCapabilityError {
-  return new MissingRequiredClientCapabilityError(
-    { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } as never },
-    `${what} needs the ${TASKS_EXTENSION} extension: declare it in the client's capabilities (capabilities.extensions)`,
-  );
+/** Every kind of input a task may ask, in the order `taskInput` is checked and named. */
+const INPUT_KINDS: readonly InputRequestKind[] = ['elicitation.form', 'elicitation.url', 'sampling', 'sampling.tools', 'roots'];
+
+/**
+ * Whether this request can follow a task: `'task'` for a 2026-07-28 request (client capabilities in its own
+ * `_meta`) that declares the extension; `'undeclared'` for one that does not; `'legacy'` for a 2025-era request
+ * (a session or the stateless fallback), whatever its `initialize` declared: the extension is defined for
+ * 2026-07-28 requests only, and a 2025-era client cannot read a `CreateTaskResult` (it shows an empty result).
+ */
+export type TaskLane = 'task' | 'undeclared' | 'legacy';
+
+export function taskLaneOf(ctx: ServerContext): TaskLane {
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
+  if (envelope === undefined) return 'legacy';
+  const caps = envelope[CLIENT_CAPABILITIES_META_KEY] as { extensions?: unknown } | undefined;
+  return isObject(caps) && isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]) ? 'task' : 'undeclared';
 }
 
-/** Whether this request's client capabilities declare the tasks extension (its own `_meta`, else its session's). */
-export function declaresTasks(ctx: ServerContext, session: () => ClientCapabilities | undefined): boolean {
-  const envelope = ctx.mcpReq.envelope as Record<string, unknown> | undefined;
-  const caps = (envelope !== undefined ? envelope[CLIENT_CAPABILITIES_META_KEY] : session()) as { extensions?: unknown } | undefined;
-  return isObject(caps) && isObject(caps.extensions) && isObject(caps.extensions[TASKS_EXTENSION]);
+/** `-32021` naming the tasks extension, and for a 2025-era request the protocol version it needs. */
+export function missingTasksExtensionError(what: string, lane: TaskLane = 'undeclared'): MissingRequiredClientCapabilityError {
+  const message =
+    lane === 'legacy'
+      ? `${what} needs the ${TASKS_EXTENSION} extension, which only 2026-07-28 requests can use: this request came from a ` +
+        '2025-era client, which cannot follow a task. Connect with a 2026-07-28 client that declares the extension'
+      : `${what} needs the ${TASKS_EXTENSION} extension: declare it in the client's capabilities (capabilities.extensions)`;
+  return new MissingRequiredClientCapabilityError({ requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } as never }, message);
+}
+
+/** Validates `taskInput` of `registerTool`: the kinds the task's work asks without checking `task.can` first. */
+export function parseTaskInput(taskSupport: unknown, taskInput: unknown): ReadonlySet<InputRequestKind> {
+  if (taskInput === undefined) return new Set();
+  if (taskSupport === undefined) throw new TypeError('mrtr.registerTool: taskInput needs task: "optional" or "required"');
+  if (!Array.isArray(taskInput) || taskInput.some((kind) => !INPUT_KINDS.includes(kind as InputRequestKind))) {
+    throw new TypeError(`mrtr.registerTool: taskInput must be an array of ${INPUT_KINDS.map((k) => `"${k}"`).join(', ')}`);
+  }
+  return new Set(INPUT_KINDS.filter((kind) => taskInput.includes(kind)));
+}
+
+/**
+ * Decides, before any round of a `tools/call` runs, whether it may become a task (the answer), or refuses it at
+ * once with `-32021` naming what is missing, so that no user answers a round for work that cannot go on:
+ * - a request that cannot follow a task (see {@link TaskLane}) gets no task: a `'required'` tool, or one whose work
+ *   asks for input during the task (`needs`, its `taskInput`), is refused; any other runs its work synchronously;
+ * - a request that can follow one must declare every kind in `needs`.
+ */
+export function gateTaskCall(
+  ctx: ServerContext,
+  name: string,
+  support: 'optional' | 'required',
+  needs: ReadonlySet<InputRequestKind>,
+): boolean {
+  const lane = taskLaneOf(ctx);
+  if (lane !== 'task') {
+    if (support === 'required') throw new WireError(missingTasksExtensionError(`The tool ${name}`, lane));
+    if (needs.size > 0)
+      throw new WireError(missingTasksExtensionError(`The tool ${name} asks for ${kindNames(needs)} while it runs as a task, so it`, lane));
+    return false;
+  }
+  const envelope = ctx.mcpReq.envelope as Record<string, unknown>;
+  const allowed = allowedKinds(envelope[CLIENT_CAPABILITIES_META_KEY] as Parameters<typeof allowedKinds>[0]);
+  const missing = [...needs].filter((kind) => !allowed.has(kind));
+  if (missing.length > 0) throw missingCapabilityError(missing);
+  return true;
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -303,10 +372,14 @@ function taskErrorOf(error: unknown): TaskError {
 interface Waiter {
   resolve(answer: JsonValue): void;
   reject(error: unknown): void;
+  /** When (ms) the question stops waiting: past it, unanswered, the task fails (`inputTimeoutMs`). */
+  deadline: number;
 }
 /** A task whose work runs in this process. */
 interface Run {
   controller: AbortController;
+  /** The task's `inputTimeoutMs`. */
+  inputTimeoutMs: number;
   /** Keys asked by the work and not yet answered. */
   waiters: Map<string, Waiter>;
   /** Makes the watch loop read the record now. */
@@ -322,14 +395,22 @@ function checkStatusMessage(message: unknown): void {
 /** The error a task reports when the process running it stopped before it finished. */
 const LOST_RUNNER: TaskError = { code: INTERNAL_ERROR, message: 'The server running this task stopped before it finished' };
 
+/** How the round that returned `need.task()` starts it. */
+export interface TaskStart {
+  /** Whether it becomes a task ({@link gateTaskCall}); else the work runs at once. */
+  task: boolean;
+  /** Who the round is: the task is bound to its {@link RequestPrincipal.key}. */
+  principal: RequestPrincipal;
+  /** The kinds of input the request's client declared (the task may ask only those). */
+  can: (kind: InputRequestKind) => boolean;
+  /** The tool's `taskInput`: the kinds the work may ask without checking `task.can` (the gate checked them). */
+  needs: ReadonlySet<InputRequestKind>;
+}
+
 /** The tasks support of one `createMrtr`: starts tasks and answers `tasks/get`, `tasks/update`, `tasks/cancel`. */
 export interface TaskRuntime {
-  /**
-   * Runs `marker`'s work: as a task when the request declares the extension, else at once. `principal` is the
-   * {@link RequestPrincipal.key} of the round that started it (the task is bound to it); `can` tells the kinds of
-   * input that request's client declared (the task may ask only those).
-   */
-  start(marker: TaskMarker, can: (kind: InputRequestKind) => boolean, principal: string, declared: boolean): Promise<CallToolResult>;
+  /** Runs `marker`'s work: as a task when `how.task`, else at once. */
+  start(marker: TaskMarker, how: TaskStart): Promise<CallToolResult>;
   /** Registers `tasks/get`, `tasks/update`, `tasks/cancel` on `server` (once) and advertises the extension. */
   install(server: McpServer): void;
 }
@@ -339,7 +420,10 @@ export function createTaskRuntime(
   principalOf: (ctx: ServerContext) => RequestPrincipal,
   maxAnswerChars: number,
 ): TaskRuntime {
-  if (!isObject(options)) throw new TypeError('createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs? }');
+  if (!isObject(options))
+    throw new TypeError(
+      'createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs?, inputTimeoutMs?, maxLiveUnauthenticated? }',
+    );
   const { store } = options;
   if (!isObject(store) || typeof store.create !== 'function' || typeof store.get !== 'function' || typeof store.update !== 'function') {
     throw new TypeError('createMrtr: tasks.store must be a TaskStore (create, get, update)');
@@ -349,6 +433,10 @@ export function createTaskRuntime(
   const watchIntervalMs = intOption('createMrtr: tasks.watchIntervalMs', options.watchIntervalMs, 1_000, 1, 60_000);
   const leaseMs = intOption('createMrtr: tasks.leaseMs', options.leaseMs, 30_000, 1_000, 3_600_000);
   if (leaseMs < 3 * watchIntervalMs) throw new RangeError('createMrtr: tasks.leaseMs must be at least three times watchIntervalMs');
+  const inputTimeoutMs = intOption('createMrtr: tasks.inputTimeoutMs', options.inputTimeoutMs, 3_600_000, 1_000, MAX_TTL_MS);
+  const maxLiveUnauthenticated = intOption('createMrtr: tasks.maxLiveUnauthenticated', options.maxLiveUnauthenticated, 4, 1, 1_000_000);
+  /** Unfinished tasks of the fixed unauthenticated principal whose work runs here (or is being created). */
+  let unauthenticatedLive = 0;
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMrtr: tasks.now must be a function');
   const limits = { maxChars: maxAnswerChars };
@@ -397,6 +485,7 @@ export function createTaskRuntime(
         return;
       }
       const taken = Object.keys(record.answers ?? {}).filter((key) => run.waiters.has(key));
+      if (await timedOut(taskId, run, new Set(taken))) return;
       const renew = record.leaseUntil === undefined || now() >= record.leaseUntil - (2 * leaseMs) / 3;
       if (taken.length === 0 && !renew) continue;
       let updated: TaskRecord | undefined;
@@ -422,6 +511,37 @@ export function createTaskRuntime(
         waiter?.resolve(record.answers![key]!);
       }
     }
+  };
+
+  /**
+   * Fails the task when a question the work waits on is still unanswered past its deadline (`inputTimeoutMs`),
+   * and stops the work. An answer that `tasks/update` stored meanwhile wins: the change checks the question is
+   * still outstanding. `true` when the task ended here. A store that fails the write is tried at the next tick.
+   */
+  const timedOut = async (taskId: string, run: Run, taken: ReadonlySet<string>): Promise<boolean> => {
+    const t = now();
+    const late = [...run.waiters].filter(([key, waiter]) => t >= waiter.deadline && !taken.has(key)).map(([key]) => key);
+    if (late.length === 0) return false;
+    const error: TaskError = {
+      code: INVALID_REQUEST,
+      message:
+        `This task ran out of time waiting for input: "${late[0]}" was not answered within ${Math.ceil(run.inputTimeoutMs / 1000)} s ` +
+        '(inputTimeoutMs). Start it again',
+      data: { reason: 'input_timeout' },
+    };
+    let updated: TaskRecord | undefined;
+    try {
+      updated = await store.update(taskId, (current) => {
+        if (isTerminalStatus(current.status) || !late.some((key) => Object.hasOwn(current.inputRequests, key))) return undefined;
+        const { answers: _answers, leaseUntil: _lease, ...rest } = current;
+        return { ...rest, status: 'failed', error, inputRequests: {}, lastUpdatedAt: now() };
+      });
+    } catch {
+      return false;
+    }
+    if (updated?.status !== 'failed') return false; // answered meanwhile, or ended otherwise (seen at the next read)
+    stop(run, new ProtocolError(error.code, error.message, error.data));
+    return true;
   };
 
   /** A sleep of `watchIntervalMs` that `wake()` cuts short; its timer never keeps the process alive. */
@@ -454,33 +574,70 @@ export function createTaskRuntime(
     };
   };
 
-  async function start(
-    marker: TaskMarker,
-    can: (kind: InputRequestKind) => boolean,
-    principal: string,
-    declared: boolean,
-  ): Promise<CallToolResult> {
+  async function start(marker: TaskMarker, how: TaskStart): Promise<CallToolResult> {
     const { work, options: startOptions } = marker[TASK];
+    const { needs } = how;
     const controller = new AbortController();
-    if (!declared) {
-      // No task without the extension: the work runs now and its result is the call's result.
-      const noTask = async (): Promise<never> => {
-        throw new WireError(missingTasksExtensionError('Asking for input while this tool runs'));
+    /** Kinds `task.can` answered `true` for in this task: the work checked them before asking. */
+    const confirmed = new Set<InputRequestKind>();
+    /**
+     * The rule that makes every refusal come before the first round ({@link gateTaskCall}): the work asks a kind
+     * only if the tool lists it in `taskInput` (then the call was refused up front unless the client declared it)
+     * or `task.can(kind)` said `true` first. Anything else is a bug in the tool, a `TypeError` whatever the client
+     * declared, so it shows on the first run instead of after a user answered the rounds.
+     */
+    const checkKind = (label: string, kind: InputRequestKind): void => {
+      if (!needs.has(kind) && !confirmed.has(kind)) {
+        throw new TypeError(
+          `${label}: "${kind}" is neither in the tool's taskInput nor checked with task.can("${kind}") first ` +
+            '(list the kinds the work asks in taskInput, or ask only after task.can says true)',
+        );
+      }
+    };
+    if (!how.task) {
+      // No task (this request cannot follow one): the work runs now and its result is the call's result. Nothing
+      // can be asked: can() is false for every kind, and the gate refused a tool that lists kinds in taskInput.
+      const noTask = async (label: string, request: InputRequest): Promise<never> => {
+        checkKind(label, requiredKind(request));
+        throw new WireError(missingTasksExtensionError('Asking for input while this tool runs')); // not reached: fail closed
       };
       const sync: TaskHandle = {
         taskId: undefined,
         signal: controller.signal,
         can: () => false,
-        elicit: noTask,
-        elicitUrl: noTask,
-        sample: noTask,
-        roots: noTask,
+        elicit: async (_key, question) => noTask('task.elicit', formRequest('task.elicit', question)),
+        elicitUrl: async (_key, question) => noTask('task.elicitUrl', urlRequest('task.elicitUrl', question)),
+        sample: async (_key, params) => noTask('task.sample', samplingRequest('task.sample', params)),
+        roots: async () => noTask('task.roots', ROOTS_REQUEST),
         status: async (message) => {
           checkStatusMessage(message);
         },
       };
       return await work(sync);
     }
+    const principal = how.principal.key;
+    const taskTtlMs = intOption('need.task: ttlMs', startOptions.ttlMs, ttlMs, 1_000, MAX_TTL_MS);
+    const taskPollIntervalMs = intOption('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000);
+    const taskInputTimeoutMs = intOption('need.task: inputTimeoutMs', startOptions.inputTimeoutMs, inputTimeoutMs, 1_000, MAX_TTL_MS);
+    // Callers without a principal all share one: they get a bound of their own, taken before the store is asked
+    // (synchronously, so concurrent calls cannot pass it together) and given back when the work ends.
+    const anonymous = how.principal.principal === undefined;
+    if (anonymous && unauthenticatedLive >= maxLiveUnauthenticated) {
+      throw new WireError(
+        new ProtocolError(
+          INVALID_REQUEST,
+          `Too many tasks in progress for unauthenticated callers (at most ${maxLiveUnauthenticated}); wait for one to finish, or authenticate`,
+          { reason: 'task_limit' },
+        ),
+      );
+    }
+    let released = !anonymous;
+    const release = (): void => {
+      if (released) return;
+      released = true;
+      unauthenticatedLive--;
+    };
+    if (anonymous) unauthenticatedLive++;
     const t = now();
     const record: TaskRecord = {
       taskId: newTaskId(),
@@ -488,8 +645,8 @@ export function createTaskRuntime(
       status: 'working',
       createdAt: t,
       lastUpdatedAt: t,
-      ttlMs: intOption('need.task: ttlMs', startOptions.ttlMs, ttlMs, 1_000, MAX_TTL_MS),
-      pollIntervalMs: intOption('need.task: pollIntervalMs', startOptions.pollIntervalMs, pollIntervalMs, 1, 3_600_000),
+      ttlMs: taskTtlMs,
+      pollIntervalMs: taskPollIntervalMs,
       inputRequests: {},
       askedKeys: [],
       leaseUntil: t + leaseMs,
@@ -497,13 +654,14 @@ export function createTaskRuntime(
     try {
       await store.create(record);
     } catch (error) {
+      release();
       if (error instanceof TaskLimitError)
         throw new WireError(new ProtocolError(INVALID_REQUEST, taskLimitMessage(error), { reason: 'task_limit' }));
       throw error;
     }
     const { taskId } = record;
     const nap = napper();
-    const run: Run = { controller, waiters: new Map(), wake: nap.wake, done: false };
+    const run: Run = { controller, inputTimeoutMs: taskInputTimeoutMs, waiters: new Map(), wake: nap.wake, done: false };
     runs.set(taskId, run);
     const asked = new Set<string>();
     /**
@@ -514,12 +672,13 @@ export function createTaskRuntime(
       if (typeof key !== 'string' || !KEY_PATTERN.test(key)) throw new TypeError(`${label}: key must be 1-128 printable ASCII characters`);
       if (asked.has(key)) throw new TypeError(`${label}: key "${key}" was already used in this task (keys are unique for a task's life)`);
       const kind = requiredKind(request);
-      if (!can(kind)) throw missingCapabilityError([kind]);
+      checkKind(label, kind);
+      if (!how.can(kind)) throw missingCapabilityError([kind]); // not reached for a listed kind (the gate checked it): fail closed
       controller.signal.throwIfAborted();
       asked.add(key);
       const entry = request as unknown as TaskInputRequest;
       const answer = new Promise<JsonValue>((resolve, reject) => {
-        run.waiters.set(key, { resolve, reject });
+        run.waiters.set(key, { resolve, reject, deadline: now() + run.inputTimeoutMs });
       });
       answer.catch(() => undefined); // rejected only when the run stops; the work sees it through its await
       const updated = await store.update(taskId, (current) => {
@@ -542,7 +701,11 @@ export function createTaskRuntime(
     const handle: TaskHandle = {
       taskId,
       signal: controller.signal,
-      can,
+      can: (kind) => {
+        const yes = how.can(kind);
+        if (yes) confirmed.add(kind);
+        return yes;
+      },
       elicit: async (key, question) => (await ask('task.elicit', key, formRequest('task.elicit', question))) as never,
       elicitUrl: async (key, question) => (await ask('task.elicitUrl', key, urlRequest('task.elicitUrl', question))) as never,
       sample: async (key, params) => (await ask('task.sample', key, samplingRequest('task.sample', params))) as never,
@@ -575,6 +738,7 @@ export function createTaskRuntime(
           run.wake();
           stop(run, new Error('task ended'));
           runs.delete(taskId);
+          release();
         }
       })().catch(() => undefined);
     });
@@ -600,8 +764,9 @@ export function createTaskRuntime(
   };
 
   /** The task of this request's principal, or the `-32602` an unknown one gets (another user's task included). */
-  async function own(taskId: string, ctx: ServerContext, server: McpServer): Promise<TaskRecord> {
-    if (!declaresTasks(ctx, () => server.server.getClientCapabilities())) throw missingTasksExtensionError(ctx.mcpReq.method);
+  async function own(taskId: string, ctx: ServerContext): Promise<TaskRecord> {
+    const lane = taskLaneOf(ctx);
+    if (lane !== 'task') throw missingTasksExtensionError(ctx.mcpReq.method, lane);
     const principal = keyOf(ctx);
     let record = await store.get(taskId);
     if (record === undefined || record.principal !== principal)
@@ -636,7 +801,7 @@ export function createTaskRuntime(
     server.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
     const low = server.server;
     low.setRequestHandler('tasks/get', { params: TaskIdParams }, async (params, ctx) => {
-      const record = await own(params.taskId, ctx, server);
+      const record = await own(params.taskId, ctx);
       const out: Record<string, unknown> = { resultType: 'complete', ...taskFields(record) };
       if (record.status === 'input_required') out.inputRequests = record.inputRequests;
       if (record.status === 'completed' && record.result !== undefined) out.result = record.result;
@@ -644,7 +809,7 @@ export function createTaskRuntime(
       return out as never;
     });
     low.setRequestHandler('tasks/update', { params: TaskIdParams }, async (params, ctx) => {
-      const record = await own(params.taskId, ctx, server);
+      const record = await own(params.taskId, ctx);
       // The SDK lifts `inputResponses` out of every request's params; they are answers to this task's
       // outstanding requests, never an MRTR retry (no requestState is read here). Each is checked against the
       // question as the store keeps it, so any instance can take it; keys not outstanding are ignored.
@@ -674,7 +839,7 @@ export function createTaskRuntime(
       return { resultType: 'complete' } as never;
     });
     low.setRequestHandler('tasks/cancel', { params: TaskIdParams }, async (params, ctx) => {
-      const record = await own(params.taskId, ctx, server);
+      const record = await own(params.taskId, ctx);
       await store.update(record.taskId, (current) => {
         if (isTerminalStatus(current.status)) return undefined;
         const { answers: _answers, leaseUntil: _lease, ...rest } = current;

@@ -127,10 +127,10 @@ export interface ToolNeed extends Need {
   fail(message: string): CallToolResult;
   /**
    * Ends the protected rounds and turns the call into a task (tasks extension, SEP-2663): return its value.
-   * When this request's client capabilities declare `io.modelcontextprotocol/tasks`, the client gets a
-   * `CreateTaskResult` at once and `work` runs in the background (its result, or error, is read with `tasks/get`;
-   * it may ask with `task.elicit`). Otherwise `work` runs now and its result is the call's result. Only for tools
-   * registered with `task: 'optional' | 'required'`.
+   * When this is a 2026-07-28 request whose client capabilities declare `io.modelcontextprotocol/tasks`, the client
+   * gets a `CreateTaskResult` at once and `work` runs in the background (its result, or error, is read with
+   * `tasks/get`; it may ask the kinds in the tool's `taskInput`, and others after `task.can`). Otherwise `work` runs
+   * now and its result is the call's result. Only for tools registered with `task: 'optional' | 'required'`.
    */
   task(work: TaskWork, options?: TaskStartOptions): CallToolResult;
 }
@@ -172,11 +172,22 @@ export interface ToolConfig<
   scopeChallenge?: ScopeChallengeHandler;
   _meta?: Record<string, unknown>;
   /**
-   * Task support (tasks extension): `'optional'` becomes a task only when the request declares the extension
-   * (else it runs synchronously); `'required'` answers `-32021` (with `data.requiredCapabilities.extensions`)
-   * to a request that does not declare it, before the handler runs. Needs `tasks` in `createMrtr`.
+   * Task support (tasks extension): `'optional'` becomes a task only when the request can follow one (a
+   * 2026-07-28 request that declares the extension; never a 2025-era one), else it runs synchronously;
+   * `'required'` answers `-32021` (with `data.requiredCapabilities.extensions`) to any other request, before the
+   * handler runs. Needs `tasks` in `createMrtr`.
    */
   task?: 'optional' | 'required';
+  /**
+   * The kinds of input the task's work asks (`task.elicit`: `'elicitation.form'`, `task.elicitUrl`:
+   * `'elicitation.url'`, `task.sample`: `'sampling'`, or `'sampling.tools'` with `tools`/`toolChoice`,
+   * `task.roots`: `'roots'`). Checked before the handler runs, in every round: a request that cannot follow a task,
+   * or does not declare one of these, is answered `-32021` naming what is missing (an `'optional'` tool with
+   * `taskInput` is then refused like a `'required'` one: its work could not ask). The work may ask another kind
+   * only after `task.can(kind)` said `true`; asking one neither listed nor checked is a `TypeError`.
+   * @default [] (the work asks nothing, or only after task.can)
+   */
+  taskInput?: readonly InputRequestKind[];
 }
 /** The config of `mrtr.registerPrompt`: the SDK's `registerPrompt` config. */
 export interface PromptConfig<A extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined> {

@@ -10,6 +10,7 @@ import {
   createMrtr,
   type MrtrOptions,
   TASKS_EXTENSION,
+  type TaskHandle,
   type TaskRecord,
   type TaskStore,
 } from '../src/index.js';
@@ -93,7 +94,7 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
       return need.task(async () => ({ content: [{ type: 'text', text: `Task for ${name.content.name}` }] }));
     });
     // Input during the task: two questions at once, then one more (a new key).
-    mrtr.registerTool(server, 'approve', { task: 'optional' }, async (_args, _ctx, need) =>
+    mrtr.registerTool(server, 'approve', { task: 'optional', taskInput: ['elicitation.form'] }, async (_args, _ctx, need) =>
       need.task(async (task) => {
         const [a, b] = await Promise.all([task.elicit('first', CONFIRM), task.elicit('second', NAME)]);
         const again = await task.elicit('third', CONFIRM);
@@ -102,7 +103,7 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
       }),
     );
     // Waits for one answer, or for its signal (a cancel that reached any instance).
-    mrtr.registerTool(server, 'watched', { task: 'required' }, async (_args, _ctx, need) =>
+    mrtr.registerTool(server, 'watched', { task: 'required', taskInput: ['elicitation.form'] }, async (_args, _ctx, need) =>
       need.task(async (task) => {
         task.signal.addEventListener('abort', () => gate('watched-aborted').resolve());
         const answer = await task.elicit('go', CONFIRM);
@@ -134,22 +135,44 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
         return { content: [{ type: 'text', text: `${consent.action}|${said}|${roots.map((r) => r.uri).join(',')}` }] };
       }),
     );
-    // Asks whatever kind it is told to, without looking at can(): an undeclared kind fails the task.
+    // Asks whatever kind it is told to, without looking at can(): `ask_kind` lists none of them in taskInput (every
+    // ask is a bug in the tool), `ask_listed` all of them (a request that cannot be asked one is refused up front).
+    const askKind = async (task: TaskHandle, kind: string) => {
+      if (kind === 'form') await task.elicit('q', CONFIRM);
+      else if (kind === 'url') await task.elicitUrl('q', { message: 'Open', url: 'https://example.com/x' });
+      else if (kind === 'tools')
+        await task.sample('q', { messages: [], maxTokens: 5, tools: [{ name: 't', inputSchema: { type: 'object' } }] });
+      else if (kind === 'roots') await task.roots('q');
+      else if (kind === 'same-key') {
+        await task.elicit('k', CONFIRM);
+        await task.roots('k');
+      }
+      return { content: [{ type: 'text' as const, text: 'asked' }] };
+    };
     mrtr.registerTool(server, 'ask_kind', { task: 'optional', inputSchema: z.object({ kind: z.string() }) }, async ({ kind }, _ctx, need) =>
-      need.task(async (task) => {
-        if (kind === 'form') await task.elicit('q', CONFIRM);
-        else if (kind === 'url') await task.elicitUrl('q', { message: 'Open', url: 'https://example.com/x' });
-        else if (kind === 'tools')
-          await task.sample('q', { messages: [], maxTokens: 5, tools: [{ name: 't', inputSchema: { type: 'object' } }] });
-        else if (kind === 'roots') await task.roots('q');
-        else if (kind === 'same-key') {
-          await task.elicit('k', CONFIRM);
-          await task.roots('k');
-        }
-        return { content: [{ type: 'text', text: 'asked' }] };
-      }),
+      need.task((task) => askKind(task, kind)),
     );
-    mrtr.registerTool(server, 'reuse_key', { task: 'optional' }, async (_args, _ctx, need) =>
+    for (const [kind, taskInput] of [
+      ['form', ['elicitation.form']],
+      ['url', ['elicitation.url']],
+      ['tools', ['sampling.tools']],
+      ['roots', ['roots']],
+      ['same-key', ['elicitation.form', 'roots']],
+    ] as const) {
+      mrtr.registerTool(server, `ask_listed_${kind}`, { task: 'optional', taskInput }, async (_args, _ctx, need) =>
+        need.task((task) => askKind(task, kind)),
+      );
+    }
+    // An optional task tool whose rounds come first, then a task that asks for approval.
+    mrtr.registerTool(server, 'named_approval', { task: 'optional', taskInput: ['elicitation.form'] }, async (_args, _ctx, need) => {
+      const name = need.elicit('user_name', NAME);
+      if (name === undefined) return need.ask();
+      return need.task(async (task) => {
+        const go = await task.elicit('approve', CONFIRM);
+        return { content: [{ type: 'text', text: go.action }] };
+      });
+    });
+    mrtr.registerTool(server, 'reuse_key', { task: 'optional', taskInput: ['elicitation.form'] }, async (_args, _ctx, need) =>
       need.task(async (task) => {
         await task.elicit('k', CONFIRM);
         await task.elicit('k', CONFIRM);
@@ -537,7 +560,7 @@ describe('tasks extension', () => {
     expect(done.result.content[0].text).toBe('accept|All fine|file:///srv/a,file:///srv/b');
   });
 
-  it('a task asks only the kinds the request that started it declared: can() tells them, an undeclared kind fails it with -32021', async () => {
+  it('a task asks only the kinds the request that started it declared: can() tells them; a kind listed in taskInput and not declared is refused before the task', async () => {
     const s = setup();
     // Nothing but form elicitation declared: the work sees it and degrades instead of asking.
     const degraded = await s.ok('tools/call', { name: 'gather', arguments: {} });
@@ -547,7 +570,8 @@ describe('tasks extension', () => {
       statusMessage: 'can: elicitation.form',
       result: { content: [{ text: 'no sampling: summary skipped' }] },
     });
-    // Asking anyway: the task fails with the error a round gets, naming the capability; nothing is listed.
+    // A kind the tool lists in taskInput and the request does not declare: -32021 naming the capability, at once,
+    // before any task (nothing is created, nothing is listed).
     const cases: [string, Record<string, unknown>, Record<string, unknown>][] = [
       ['form', { elicit: false }, { elicitation: { form: {} } }],
       ['url', {}, { elicitation: { url: {} } }],
@@ -555,30 +579,89 @@ describe('tasks extension', () => {
       ['roots', { caps: { sampling: {} } }, { roots: {} }],
     ];
     for (const [kind, opts, required] of cases) {
-      const created = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind } }, opts);
-      await s.settle();
-      const failed = await s.ok('tasks/get', { taskId: created.taskId }, opts);
-      expect(failed, kind).toMatchObject({ status: 'failed', error: { code: -32021, data: { requiredCapabilities: required } } });
-      expect(failed, kind).not.toHaveProperty('inputRequests');
+      const refused = await s.call('tools/call', { name: `ask_listed_${kind}`, arguments: {} }, opts);
+      expect(refused.result, kind).toBeUndefined();
+      expect(refused.error, kind).toMatchObject({ code: -32021, data: { requiredCapabilities: required } });
     }
     // Declared, the same tool asks; a key is unique across kinds for the task's life.
-    const roots = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind: 'roots' } }, { caps: { roots: {} } });
+    const roots = await s.ok('tools/call', { name: 'ask_listed_roots', arguments: {} }, { caps: { roots: {} } });
     await s.settle();
     expect(await s.ok('tasks/get', { taskId: roots.taskId })).toMatchObject({
       status: 'input_required',
       inputRequests: { q: { method: 'roots/list' } },
     });
-    const same = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind: 'same-key' } }, { caps: { roots: {} } });
+    const same = await s.ok('tools/call', { name: 'ask_listed_same-key', arguments: {} }, { caps: { roots: {} } });
     await s.settle();
     await s.ok('tasks/update', { taskId: same.taskId, inputResponses: { k: { action: 'accept', content: { confirm: true } } } });
     await s.settle();
     expect(await s.ok('tasks/get', { taskId: same.taskId })).toMatchObject({ status: 'failed', error: { code: -32603 } });
-    // Without a task (synchronous run) nothing can be asked: can() is false and asking is -32021 naming the extension.
-    const sync = await s.call('tools/call', { name: 'ask_kind', arguments: { kind: 'roots' } }, { tasks: false, caps: { roots: {} } });
+    // Without a task (synchronous run) nothing can be asked: can() is false, and a tool that lists kinds is refused
+    // with -32021 naming the extension before its handler runs.
+    const sync = await s.call('tools/call', { name: 'ask_listed_roots', arguments: {} }, { tasks: false, caps: { roots: {} } });
     expect(sync.error?.code).toBe(-32021);
     expect(sync.error?.data?.requiredCapabilities?.extensions).toEqual({ [TASKS_EXTENSION]: {} });
     const plain = await s.ok('tools/call', { name: 'gather', arguments: {} }, { tasks: false, caps: { sampling: {} } });
     expect(plain.content[0].text).toBe('no sampling: summary skipped');
+  });
+
+  it('a kind neither listed in taskInput nor checked with task.can() is a TypeError in the work, whatever the client declared', async () => {
+    const s = setup();
+    const caps = { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {} };
+    for (const kind of ['form', 'url', 'tools', 'roots']) {
+      const created = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind } }, { caps });
+      await s.settle();
+      const failed = await s.ok('tasks/get', { taskId: created.taskId }, { caps });
+      expect(failed, kind).toMatchObject({ status: 'failed', error: { code: -32603, message: 'Internal error' } });
+      expect(failed, kind).not.toHaveProperty('inputRequests');
+    }
+    // Without a task, the same bug shows the same way (McpServer makes a thrown error an isError result).
+    const sync = await s.ok('tools/call', { name: 'ask_kind', arguments: { kind: 'roots' } }, { tasks: false, caps });
+    expect(sync.isError).toBe(true);
+    expect(sync.content[0].text).toMatch(/TypeError|taskInput/);
+  });
+
+  it('an optional task tool whose work asks during the task is refused before its first round when no task can run (not after the rounds)', async () => {
+    const s = setup({ options: { store: createMemoryStore() } });
+    // A 2026-07-28 client without the extension: refused at once, the user is never asked the round's question.
+    const refused = await s.call('tools/call', { name: 'named_approval', arguments: {} }, { tasks: false });
+    expect(refused.result).toBeUndefined();
+    expect(refused.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } } });
+    expect(refused.error?.message).toMatch(/asks for elicitation \(form\) while it runs as a task/);
+    // With the extension: the round, then the task that asks.
+    const round1 = await s.ok('tools/call', { name: 'named_approval', arguments: {} });
+    expect(Object.keys(round1.inputRequests)).toEqual(['user_name']);
+    const created = await s.ok('tools/call', {
+      name: 'named_approval',
+      arguments: {},
+      inputResponses: { user_name: { action: 'accept', content: { name: 'Ann' } } },
+      requestState: round1.requestState,
+    });
+    expect(created.resultType).toBe('task');
+    await s.settle();
+    expect((await s.ok('tasks/get', { taskId: created.taskId })).inputRequests).toHaveProperty('approve');
+    // A later round of the flow is gated again: the same answers without the extension are refused, no task.
+    const round1b = await s.ok('tools/call', { name: 'named_approval', arguments: {} });
+    const dropped = await s.call(
+      'tools/call',
+      {
+        name: 'named_approval',
+        arguments: {},
+        inputResponses: { user_name: { action: 'accept', content: { name: 'Ann' } } },
+        requestState: round1b.requestState,
+      },
+      { tasks: false },
+    );
+    expect(dropped.error?.code).toBe(-32021);
+  });
+
+  it('taskInput is validated at registration (TypeError)', () => {
+    const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
+    const server = new McpServer({ name: 'x', version: '1' });
+    const work = async () => ({ content: [] });
+    expect(() => mrtr.registerTool(server, 'a', { taskInput: ['roots'] }, work)).toThrow(/taskInput needs task/);
+    expect(() => mrtr.registerTool(server, 'b', { task: 'optional', taskInput: ['form' as never] }, work)).toThrow(TypeError);
+    expect(() => mrtr.registerTool(server, 'c', { task: 'optional', taskInput: 'roots' as never }, work)).toThrow(TypeError);
+    expect(() => mrtr.registerTool(server, 'd', { task: 'optional', taskInput: ['roots', 'roots'] }, work)).not.toThrow();
   });
 
   it('task.status sets the statusMessage tasks/get shows while the task runs; without a task it does nothing', async () => {
@@ -703,12 +786,18 @@ describe('tasks extension', () => {
     ).toThrow(RangeError);
   });
 
-  it('a 2025-era session declares the extension in initialize: tasks over sessions (and a sync run without it)', async () => {
+  it('a 2025-era session never gets a task, even when its initialize declares the extension: optional runs synchronously, required is -32021', async () => {
     const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
     const handler = createHttpHandler(() => {
       const server = new McpServer({ name: 'x', version: '1' }, { ...mrtr.serverOptions });
       mrtr.registerTool(server, 'job', { task: 'optional' }, async (_args, _ctx, need) =>
         need.task(async () => ({ content: [{ type: 'text', text: 'done' }] })),
+      );
+      mrtr.registerTool(server, 'required_job', { task: 'required' }, async (_args, _ctx, need) =>
+        need.task(async () => ({ content: [{ type: 'text', text: 'unreachable' }] })),
+      );
+      mrtr.registerTool(server, 'approval', { task: 'optional', taskInput: ['elicitation.form'] }, async (_args, _ctx, need) =>
+        need.task(async (task) => ({ content: [{ type: 'text', text: (await task.elicit('go', CONFIRM)).action }] })),
       );
       return server;
     });
@@ -732,19 +821,135 @@ describe('tasks extension', () => {
       await post('notifications/initialized');
       return post;
     };
-    const withTasks = await open({ extensions: { [TASKS_EXTENSION]: {} } });
-    const created = await withTasks('tools/call', { name: 'job', arguments: {} });
-    expect(created.result).toMatchObject({ resultType: 'task', status: 'working' });
-    for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
-    const done = await withTasks('tasks/get', { taskId: created.result.taskId });
-    expect(done.result).toMatchObject({ status: 'completed', result: { content: [{ text: 'done' }] } });
-    expect((await withTasks('tasks/list', {})).error.code).toBe(-32601);
-    const without = await open({});
-    const sync = await without('tools/call', { name: 'job', arguments: {} });
-    expect(sync.result.content).toEqual([{ type: 'text', text: 'done' }]);
-    expect(sync.result).not.toHaveProperty('taskId');
-    expect((await without('tasks/get', { taskId: created.result.taskId })).error.code).toBe(-32021);
+    // The Inspector's CLI declares the extension in initialize by default: it could not follow a CreateTaskResult
+    // (its user would see an empty result while the task ran on), so no task is created.
+    for (const capabilities of [{ extensions: { [TASKS_EXTENSION]: {} }, elicitation: { form: {} } }, {}]) {
+      const post = await open(capabilities);
+      const sync = await post('tools/call', { name: 'job', arguments: {} });
+      expect(sync.result).toMatchObject({ content: [{ type: 'text', text: 'done' }] });
+      expect(sync.result).not.toHaveProperty('taskId');
+      expect(sync.result.resultType).not.toBe('task');
+      for (const name of ['required_job', 'approval']) {
+        const refused = await post('tools/call', { name, arguments: {} });
+        expect(refused.error, name).toMatchObject({
+          code: -32021,
+          data: { requiredCapabilities: { extensions: { [TASKS_EXTENSION]: {} } } },
+        });
+        expect(refused.error.message, name).toMatch(/only 2026-07-28 requests can use/);
+      }
+      const get = await post('tasks/get', { taskId: 'any' });
+      expect(get.error.code).toBe(-32021);
+      expect((await post('tasks/list', {})).error.code).toBe(-32601);
+    }
     await handler.close();
+  });
+
+  it('callers without a principal share a bound of their own (maxLiveUnauthenticated, 4 by default): one anonymous caller cannot take the store’s whole per-principal bound', async () => {
+    const principal = (ctx: { http?: { authInfo?: AuthInfo } }) => {
+      const sub = ctx.http?.authInfo?.extra?.sub;
+      return sub === 'anon' ? undefined : (sub as string);
+    };
+    const s = setup({ options: { principal, unauthenticated: { principal: 'local' } } });
+    for (const label of ['u1', 'u2', 'u3', 'u4'])
+      expect((await s.ok('tools/call', { name: 'job', arguments: { label } }, { sub: 'anon' })).resultType).toBe('task');
+    // The store would take 16 for this principal: the fifth is refused, with a message that names the way out.
+    const fifth = await s.call('tools/call', { name: 'job', arguments: { label: 'u5' } }, { sub: 'anon' });
+    expect(fifth.error).toMatchObject({ code: -32600, data: { reason: 'task_limit' } });
+    expect(fifth.error?.message).toMatch(/unauthenticated callers \(at most 4\).*authenticate/);
+    // An authenticated user is not affected, and a finished anonymous task gives its slot back.
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'a1' } }, { sub: 'alice' })).resultType).toBe('task');
+    s.gate('u1').resolve();
+    await s.settle();
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'u6' } }, { sub: 'anon' })).resultType).toBe('task');
+    // Configurable; a refused create (the store's own bound) gives its slot back too.
+    const t = setup({
+      store: createMemoryTaskStore({ maxLivePerPrincipal: 1, now: () => 1_700_000_000_000 }),
+      options: { principal, unauthenticated: { principal: 'local' } },
+      tasks: { maxLiveUnauthenticated: 2 },
+    });
+    expect((await t.ok('tools/call', { name: 'job', arguments: { label: 'v1' } }, { sub: 'anon' })).resultType).toBe('task');
+    for (let i = 0; i < 3; i++)
+      expect((await t.call('tools/call', { name: 'job', arguments: { label: 'v2' } }, { sub: 'anon' })).error?.message).toMatch(
+        /for this user/,
+      );
+    t.gate('v1').resolve();
+    await t.settle();
+    for (const label of ['v3', 'v4']) {
+      expect((await t.ok('tools/call', { name: 'job', arguments: { label } }, { sub: 'anon' })).resultType).toBe('task');
+      t.gate(label).resolve();
+      await t.settle();
+    }
+  });
+
+  it('a question unanswered past inputTimeoutMs fails the task (-32600, input_timeout) and aborts its work; never before, and an answer in time wins', async () => {
+    const clock = fakeClock();
+    const shared = createMemoryTaskStore({ now: clock.now });
+    // The runner's reads of the store, as events: the test waits for the watch loop instead of for time.
+    let reads = 0;
+    const readers: { at: number; resolve: () => void }[] = [];
+    const spied: TaskStore = {
+      create: (record) => shared.create(record),
+      update: (id, change) => shared.update(id, change),
+      get: async (id) => {
+        const record = await shared.get(id);
+        reads++;
+        for (const r of readers.filter((r) => reads >= r.at)) {
+          readers.splice(readers.indexOf(r), 1);
+          r.resolve();
+        }
+        return record;
+      },
+    };
+    const readsMore = (n: number) => new Promise<void>((resolve) => readers.push({ at: reads + n, resolve }));
+    const s = setup({ store: spied, clock, tasks: { watchIntervalMs: 5, leaseMs: 1_000, inputTimeoutMs: 10_000 } });
+    const created = await s.ok('tools/call', { name: 'watched', arguments: {} });
+    await until(
+      () => shared.get(created.taskId),
+      (r) => r?.status === 'input_required',
+      'the question',
+    );
+    clock.advance(9_999);
+    await readsMore(2); // a whole watch tick ran after the advance
+    expect((await shared.get(created.taskId))?.status).toBe('input_required');
+    clock.advance(1);
+    const failed = await until(
+      () => shared.get(created.taskId),
+      (r) => r?.status !== 'input_required',
+      'the deadline',
+    );
+    expect(failed).toMatchObject({ status: 'failed', error: { code: -32600, data: { reason: 'input_timeout' } }, inputRequests: {} });
+    expect(failed?.error?.message).toMatch(/ran out of time waiting for input: "go" was not answered within 10 s/);
+    await s.gate('watched-aborted').promise; // the work's signal aborted
+    expect(await s.ok('tasks/get', { taskId: created.taskId })).toMatchObject({
+      status: 'failed',
+      error: { data: { reason: 'input_timeout' } },
+    });
+    // An answer in time: the task completes, and the deadline passing later changes nothing.
+    const answered = await s.ok('tools/call', { name: 'watched', arguments: {} });
+    await until(
+      () => shared.get(answered.taskId),
+      (r) => r?.status === 'input_required',
+      'the question',
+    );
+    clock.advance(9_999);
+    await s.ok('tasks/update', { taskId: answered.taskId, inputResponses: { go: { action: 'accept', content: { confirm: true } } } });
+    clock.advance(1);
+    const done = await until(
+      () => shared.get(answered.taskId),
+      (r) => r?.status !== 'input_required' && r?.status !== 'working',
+      'the result',
+    );
+    expect(done).toMatchObject({ status: 'completed', result: { content: [{ text: 'go=true' }] } });
+  });
+
+  it('validates inputTimeoutMs and maxLiveUnauthenticated (RangeError/TypeError)', () => {
+    const make = (tasks: Record<string, unknown>) => () =>
+      createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore(), ...tasks } });
+    expect(make({ inputTimeoutMs: 999 })).toThrow(RangeError);
+    expect(make({ inputTimeoutMs: 1.5 })).toThrow(TypeError);
+    expect(make({ maxLiveUnauthenticated: 0 })).toThrow(RangeError);
+    expect(make({ maxLiveUnauthenticated: '4' })).toThrow(TypeError);
+    expect(make({ inputTimeoutMs: 1_000, maxLiveUnauthenticated: 1 })).not.toThrow();
   });
 
   describe('two instances sharing one task store (a fleet)', () => {
