@@ -32,12 +32,6 @@ export const AEAD_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
   minMaxTokenBytes: 256,
   maxMaxTokenBytes: 524_288,
 });
-/** @deprecated Use `AEAD_LIMITS.defaultMaxTokenBytes`; removed in the next minor release. */
-export const AEAD_DEFAULT_MAX_TOKEN_BYTES: number = AEAD_LIMITS.defaultMaxTokenBytes;
-/** @deprecated Use `AEAD_LIMITS.minMaxTokenBytes`; removed in the next minor release. */
-export const AEAD_MIN_MAX_TOKEN_BYTES: number = AEAD_LIMITS.minMaxTokenBytes;
-/** @deprecated Use `AEAD_LIMITS.maxMaxTokenBytes`; removed in the next minor release. */
-export const AEAD_MAX_MAX_TOKEN_BYTES: number = AEAD_LIMITS.maxMaxTokenBytes;
 
 const PREFIX = `${AEAD_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;

@@ -4,15 +4,12 @@ import type { AeadCodecOptions } from './format.js';
 
 export { MAX_NESTING as AEAD_MAX_NESTING } from './decode.js';
 export {
-  AEAD_DEFAULT_MAX_TOKEN_BYTES,
   AEAD_LIMITS,
   AEAD_FORMAT_VERSION,
   AEAD_KEY_PURPOSE,
-  AEAD_MAX_MAX_TOKEN_BYTES,
-  AEAD_MIN_MAX_TOKEN_BYTES,
   type AeadCodecOptions,
 } from './format.js';
-export type { AeadCodec, AeadWebCodec } from './types.js';
+export type { AeadCodec } from './types.js';
 
 /**
  * The AEAD codec: `x1.<kid>.<base64url(nonce ‖ ciphertext ‖ tag)>`, where the plaintext is the
@@ -26,7 +23,7 @@ export type { AeadCodec, AeadWebCodec } from './types.js';
  * Two builds, chosen by the `node` export condition, one type ({@link AeadCodec}): on Node (and unbundled Bun and
  * Deno) `seal` and `unseal` answer synchronously and msgpackr packs; everywhere else (browsers, workerd, web bundles)
  * the subkey is derived with async WebCrypto, a small packer writes the same bytes, and `seal`/`unseal` return
- * promises. `await` their results (the state guard does). `open` is the deprecated former name of `unseal`.
+ * promises. `await` their results (the state guard does).
  *
  * A codec factory: pass it as `codec: createAeadCodec` (or `(keys) => createAeadCodec(keys, options)`).
  */

@@ -7,9 +7,4 @@ import type { Awaitable, OpenedToken, StateCodec } from '@mrtr/core';
 export interface AeadCodec extends StateCodec {
   readonly id: 'aead';
   readonly confidential: true;
-  /** @deprecated The former name of `unseal` (kept for one release). */
-  open(token: string): Awaitable<OpenedToken>;
 }
-
-/** @deprecated One type for both builds now: use {@link AeadCodec}. Removed in the next minor release. */
-export type AeadWebCodec = AeadCodec;

@@ -6,10 +6,9 @@ import { describe, expect, it } from 'vitest';
 import { AEAD_LIMITS, AEAD_KEY_PURPOSE, AEAD_MAX_NESTING, type AeadCodec, createAeadCodec as createAnyCodec } from '../src/index.js';
 
 /** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
-type NodeAeadCodec = Omit<AeadCodec, 'seal' | 'unseal' | 'open'> & {
+type NodeAeadCodec = Omit<AeadCodec, 'seal' | 'unseal'> & {
   seal(claims: StateClaims): string;
   unseal(token: string): OpenedToken;
-  open(token: string): OpenedToken;
 };
 const createAeadCodec = (...args: Parameters<typeof createAnyCodec>): NodeAeadCodec => createAnyCodec(...args) as NodeAeadCodec;
 import { claimsWithData, codeOf, mp, openRaw, prng, randomJson, sealRaw } from './helpers.js';
@@ -384,19 +383,17 @@ describe('options', () => {
 });
 
 describe('AEAD_LIMITS', () => {
-  it('is one frozen limits object; the separate constants it replaces still work for one release (deprecated)', async () => {
+  it('is one frozen limits object, and the only export of the limits', async () => {
     const mod = await import('../src/index.js');
     expect(Object.isFrozen(mod.AEAD_LIMITS)).toBe(true);
-    expect(mod.AEAD_DEFAULT_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.defaultMaxTokenBytes);
-    expect(mod.AEAD_MIN_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.minMaxTokenBytes);
-    expect(mod.AEAD_MAX_MAX_TOKEN_BYTES).toBe(mod.AEAD_LIMITS.maxMaxTokenBytes);
+    expect(Object.keys(mod).filter((name) => name.endsWith('MAX_TOKEN_BYTES'))).toEqual([]);
   });
 });
 
-describe('unseal, and open as its deprecated alias (issue 22)', () => {
-  it('open is the same function as unseal, and the Node build answers synchronously', () => {
+describe('unseal', () => {
+  it('the codec has unseal and no other name for it, and the Node build answers synchronously', () => {
     const codec = createAeadCodec(KeyRing.generate('k1'));
-    expect(codec.open).toBe(codec.unseal);
+    expect('open' in codec).toBe(false);
     const claims = sampleClaims({ n: 1 });
     const token = codec.seal(claims);
     expect(typeof token).toBe('string');

@@ -31,12 +31,6 @@ export const HMAC_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
   minMaxTokenBytes: 256,
   maxMaxTokenBytes: 524_288,
 });
-/** @deprecated Use `HMAC_LIMITS.defaultMaxTokenBytes`; removed in the next minor release. */
-export const HMAC_DEFAULT_MAX_TOKEN_BYTES: number = HMAC_LIMITS.defaultMaxTokenBytes;
-/** @deprecated Use `HMAC_LIMITS.minMaxTokenBytes`; removed in the next minor release. */
-export const HMAC_MIN_MAX_TOKEN_BYTES: number = HMAC_LIMITS.minMaxTokenBytes;
-/** @deprecated Use `HMAC_LIMITS.maxMaxTokenBytes`; removed in the next minor release. */
-export const HMAC_MAX_MAX_TOKEN_BYTES: number = HMAC_LIMITS.maxMaxTokenBytes;
 
 const PREFIX = `${HMAC_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;

@@ -3,15 +3,12 @@ import { type BuildCodec, createCodec } from '#engine';
 import type { HmacCodecOptions } from './format.js';
 
 export {
-  HMAC_DEFAULT_MAX_TOKEN_BYTES,
   HMAC_FORMAT_VERSION,
   HMAC_KEY_PURPOSE,
   HMAC_LIMITS,
-  HMAC_MAX_MAX_TOKEN_BYTES,
-  HMAC_MIN_MAX_TOKEN_BYTES,
   type HmacCodecOptions,
 } from './format.js';
-export type { HmacCodec, HmacWebCodec } from './types.js';
+export type { HmacCodec } from './types.js';
 
 /**
  * The HMAC codec: `m1.<kid>.<base64url(JSON claims)>.<base64url(HMAC-SHA256)>`.
@@ -22,8 +19,7 @@ export type { HmacCodec, HmacWebCodec } from './types.js';
  *
  * Two builds, chosen by the `node` export condition, one type ({@link HmacCodec}): on Node (and unbundled Bun and
  * Deno) `seal` and `unseal` answer synchronously on `node:crypto`; everywhere else (browsers, workerd, web bundles)
- * they run on WebCrypto and return promises. `await` their results (the state guard does). `open` is the deprecated
- * former name of `unseal`.
+ * they run on WebCrypto and return promises. `await` their results (the state guard does).
  *
  * A codec factory: pass it as `codec: createHmacCodec` (or `(keys) => createHmacCodec(keys, options)`).
  */

@@ -7,9 +7,4 @@ import type { Awaitable, OpenedToken, StateCodec } from '@mrtr/core';
 export interface HmacCodec extends StateCodec {
   readonly id: 'hmac';
   readonly confidential: false;
-  /** @deprecated The former name of `unseal` (kept for one release). */
-  open(token: string): Awaitable<OpenedToken>;
 }
-
-/** @deprecated One type for both builds now: use {@link HmacCodec}. Removed in the next minor release. */
-export type HmacWebCodec = HmacCodec;

@@ -5,10 +5,9 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { HMAC_LIMITS, HMAC_KEY_PURPOSE, type HmacCodec, createHmacCodec as createAnyCodec } from '../src/index.js';
 
 /** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
-type NodeHmacCodec = Omit<HmacCodec, 'seal' | 'unseal' | 'open'> & {
+type NodeHmacCodec = Omit<HmacCodec, 'seal' | 'unseal'> & {
   seal(claims: StateClaims): string;
   unseal(token: string): OpenedToken;
-  open(token: string): OpenedToken;
 };
 const createHmacCodec = (...args: Parameters<typeof createAnyCodec>): NodeHmacCodec => createAnyCodec(...args) as NodeHmacCodec;
 
@@ -291,19 +290,17 @@ describe('options', () => {
 });
 
 describe('HMAC_LIMITS', () => {
-  it('is one frozen limits object; the separate constants it replaces still work for one release (deprecated)', async () => {
+  it('is one frozen limits object, and the only export of the limits', async () => {
     const mod = await import('../src/index.js');
     expect(Object.isFrozen(mod.HMAC_LIMITS)).toBe(true);
-    expect(mod.HMAC_DEFAULT_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.defaultMaxTokenBytes);
-    expect(mod.HMAC_MIN_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.minMaxTokenBytes);
-    expect(mod.HMAC_MAX_MAX_TOKEN_BYTES).toBe(mod.HMAC_LIMITS.maxMaxTokenBytes);
+    expect(Object.keys(mod).filter((name) => name.endsWith('MAX_TOKEN_BYTES'))).toEqual([]);
   });
 });
 
-describe('unseal, and open as its deprecated alias (issue 22)', () => {
-  it('open is the same function as unseal, and the Node build answers synchronously', () => {
+describe('unseal', () => {
+  it('the codec has unseal and no other name for it, and the Node build answers synchronously', () => {
     const codec = createHmacCodec(KeyRing.generate('k1'));
-    expect(codec.open).toBe(codec.unseal);
+    expect('open' in codec).toBe(false);
     const claims = sampleClaims({ n: 1 });
     const token = codec.seal(claims);
     expect(typeof token).toBe('string');

@@ -30,12 +30,6 @@ export const JWE_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
   minMaxTokenBytes: 256,
   maxMaxTokenBytes: 1024 * 1024 - 1,
 });
-/** @deprecated Use `JWE_LIMITS.defaultMaxTokenBytes`; removed in the next minor release. */
-export const DEFAULT_MAX_TOKEN_BYTES: number = JWE_LIMITS.defaultMaxTokenBytes;
-/** @deprecated Use `JWE_LIMITS.minMaxTokenBytes`; removed in the next minor release. */
-export const MIN_MAX_TOKEN_BYTES: number = JWE_LIMITS.minMaxTokenBytes;
-/** @deprecated Use `JWE_LIMITS.maxMaxTokenBytes`; removed in the next minor release. */
-export const MAX_MAX_TOKEN_BYTES: number = JWE_LIMITS.maxMaxTokenBytes;
 
 const IV_SEGMENT_CHARS = 16; // 12 bytes
 const TAG_SEGMENT_CHARS = 22; // 16 bytes
@@ -121,7 +115,7 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, op
   };
 
   if (engine.name === 'node') {
-    return Object.freeze({ id: 'jwe' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal, open: unseal });
+    return Object.freeze({ id: 'jwe' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal });
   }
   // Async engine: every failure is a rejected promise, never a synchronous throw.
   const unsealAsync = async (token: string): Promise<OpenedToken> => unseal(token);
@@ -132,7 +126,6 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, op
     keys,
     seal: async (claims: StateClaims) => seal(claims),
     unseal: unsealAsync,
-    open: unsealAsync,
   });
 }
 
@@ -143,6 +136,4 @@ export function createCodecWithEngine<K>(engine: JweEngine<K>, keys: KeyRing, op
 export interface JweCodec extends StateCodec {
   readonly id: 'jwe';
   readonly confidential: true;
-  /** @deprecated The former name of `unseal` (kept for one release). */
-  open(token: string): Awaitable<OpenedToken>;
 }

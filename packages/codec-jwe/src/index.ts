@@ -3,13 +3,10 @@ import { type JweCodec, type JweCodecOptions, createCodecWithEngine } from './co
 import { engine } from '#engine';
 
 export {
-  DEFAULT_MAX_TOKEN_BYTES,
   JWE_LIMITS,
   JWE_KEY_PURPOSE,
   type JweCodec,
   type JweCodecOptions,
-  MAX_MAX_TOKEN_BYTES,
-  MIN_MAX_TOKEN_BYTES,
 } from './codec.js';
 export { JWE_ALG, JWE_ENC } from './header.js';
 

@@ -1,7 +1,7 @@
 import { KeyRing } from './keys.js';
 import { type EventSink, type GuardEvent, createEventSink, isEventSink } from './events.js';
 import type { OutcomeQuota, RequestContext, StateGuardOptions } from './guard-types.js';
-import { asStateCodec, type CodecFactory, type ReplayStore, type StateCodec } from './interfaces.js';
+import type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
 import { intOption, YEAR_MS } from './int-option.js';
 import type { WaitingBounds } from './outcomes.js';
 import { createQuota, type Quota } from './quota.js';
@@ -154,8 +154,8 @@ function buildCodec(codec: unknown, keys: KeyRing): StateCodec {
     );
   }
   const c = built as Partial<StateCodec> | null;
-  // asStateCodec: a codec with the deprecated `open` only is still accepted, for one release.
-  const checked = c === null || typeof c !== 'object' || typeof c.seal !== 'function' ? undefined : asStateCodec(c as StateCodec);
+  const checked =
+    c === null || typeof c !== 'object' || typeof c.seal !== 'function' || typeof c.unseal !== 'function' ? undefined : (c as StateCodec);
   if (checked === undefined) throw new TypeError('createStateGuard: codec must be a codec factory or a StateCodec');
   if (checked.keys !== keys) throw new TypeError('createStateGuard: the codec factory returned a codec built on another KeyRing');
   return checked;

@@ -269,7 +269,12 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
    * Every open of a state: the checks (1–7), then its single-use step (8): none, `consume`, or `claim`. With
    * `onEvent`, each step is reported; without it no event is built and nothing is timed.
    */
-  const openIn = async (scope: Scope, token: unknown, single: Single, answers?: JsonValue): Promise<OpenedState | Admission<OpenedState>> => {
+  const openIn = async (
+    scope: Scope,
+    token: unknown,
+    single: Single,
+    answers?: JsonValue,
+  ): Promise<OpenedState | Admission<OpenedState>> => {
     const { request } = scope;
     if (events === undefined) {
       const state = await verifyNow(scope, token);

@@ -59,7 +59,7 @@ export {
   type StateGuardOptions,
 } from './guard.js';
 export type { Admission } from './outcomes.js';
-export type { ClaimResult, CodecFactory, CodecInput, OpenedToken, OpenOnlyCodec, ReplayStore, StateCodec } from './interfaces.js';
+export type { ClaimResult, CodecFactory, CodecInput, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
 export type { OutcomeStoreLimits } from './outcome-limits.js';
 export { generateKey, type KeyInput, KeyRing } from './keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';

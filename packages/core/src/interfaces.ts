@@ -38,49 +38,13 @@ export interface StateCodec {
   seal(claims: StateClaims): Awaitable<string>;
   /** Checks a token's integrity with any key of the ring and returns its claims (no policy: see the guard's `verify`). */
   unseal(token: string): Awaitable<OpenedToken>;
-  /**
-   * @deprecated The codec's former name of {@link StateCodec.unseal} (the guard's `open` does more: every check and
-   * single use). The codecs of this repository keep it as an alias for one release; core never calls it on a codec
-   * that has `unseal`.
-   */
-  open?(token: string): Awaitable<OpenedToken>;
-}
-
-/**
- * @deprecated A codec written before `unseal` (it has `open` only). `createStateGuard` still accepts one for one
- * release, calling its `open` as `unseal`; rename the method to `unseal`.
- */
-export interface OpenOnlyCodec extends Omit<StateCodec, 'unseal' | 'open'> {
-  open(token: string): Awaitable<OpenedToken>;
 }
 
 /** Builds a codec on a key ring: what every codec package exports (`createHmacCodec`, …). */
 export type CodecFactory = (keys: KeyRing) => StateCodec;
 
-/**
- * What `createStateGuard` takes as `codec`: a factory (called with the guard's ring) or a codec built on that ring.
- * The `open`-only forms are deprecated (accepted for one release).
- */
-export type CodecInput = CodecFactory | StateCodec | ((keys: KeyRing) => OpenOnlyCodec) | OpenOnlyCodec;
-
-/**
- * The codec as core calls it: `unseal` as the codec defines it, or its deprecated `open` for a codec that has no
- * `unseal` (a new object with the codec's fields; the codec itself is not changed). `undefined` when it has neither.
- */
-export function asStateCodec(codec: StateCodec | OpenOnlyCodec): StateCodec | undefined {
-  if (typeof (codec as Partial<StateCodec>).unseal === 'function') return codec as StateCodec;
-  if (typeof codec.open !== 'function') return undefined;
-  const legacy = codec as OpenOnlyCodec;
-  return Object.freeze({
-    id: legacy.id,
-    confidential: legacy.confidential,
-    maxTokenBytes: legacy.maxTokenBytes,
-    keys: legacy.keys,
-    seal: (claims: StateClaims) => legacy.seal(claims),
-    unseal: (token: string) => legacy.open(token),
-    open: (token: string) => legacy.open(token),
-  });
-}
+/** What `createStateGuard` takes as `codec`: a factory (called with the guard's ring) or a codec built on that ring. */
+export type CodecInput = CodecFactory | StateCodec;
 
 /**
  * What {@link ReplayStore.claim} found:

@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { andThen, isPromiseLike } from '../src/authoring.js';
-import {
-  KeyRing,
-  MrtrError,
-  type OpenOnlyCodec,
-  type StateCodec,
-  type StateGuardOptions,
-  createStateGuard,
-  generateKey,
-} from '../src/index.js';
+import { KeyRing, MrtrError, type StateCodec, type StateGuardOptions, createStateGuard, generateKey } from '../src/index.js';
 import { fakeClock, req, testCodec, testStore } from './helpers.js';
 
 // Issue 22: one Awaitable-typed surface. A codec (and core's crypto) may answer now or later; the branching between the
@@ -75,7 +67,7 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
   return 'accepted';
 }
 
-describe('the codec contract: sync or async, unseal (open deprecated)', () => {
+describe('the codec contract: sync or async, unseal', () => {
   const asyncCodec = (keys: KeyRing): StateCodec => {
     const inner = testCodec(keys);
     return { ...inner, seal: async (claims) => inner.seal(claims), unseal: async (token) => inner.unseal(token) };
@@ -130,28 +122,13 @@ describe('the codec contract: sync or async, unseal (open deprecated)', () => {
     expect(await codeOf(guardWith(sealRejects, keys).mint({}, req()))).toBe('ERR_SEAL_FAILED');
   });
 
-  it('still accepts, for one release, a codec that has only the deprecated open (factory or instance)', async () => {
+  it('uses a codec with unseal as it is, and refuses one without unseal at construction', () => {
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
-    const legacy = (ring: KeyRing): OpenOnlyCodec => {
-      const { unseal, ...rest } = testCodec(ring);
-      return { ...rest, open: (token) => unseal(token) };
-    };
-    for (const codec of [legacy, legacy(keys)]) {
-      const guard = guardWith(codec, keys);
-      const token = await guard.mint({ step: 2 }, req());
-      expect((await guard.open(token, req())).data).toEqual({ step: 2 });
-      expect(await codeOf(guard.open(token, req()))).toBe('ERR_STATE_REPLAYED');
-      // The guard's codec is the one core calls: it has unseal (and open), the codec's fields unchanged.
-      expect(typeof guard.codec.unseal).toBe('function');
-      expect((await guard.codec.unseal(token)).claims.data).toEqual({ step: 2 });
-      expect(guard.codec.keys).toBe(keys);
-      expect(guard.codec.id).toBe('test');
-    }
-    // A codec with unseal is used as it is.
     const current = testCodec(keys);
     expect(guardWith(current, keys).codec).toBe(current);
-    // Neither unseal nor open: refused at construction.
-    const { unseal: _unseal, ...none } = testCodec(keys);
-    expect(() => guardWith(none as unknown as StateCodec, keys)).toThrow(/codec must be a codec factory or a StateCodec/);
+    const { unseal, ...rest } = testCodec(keys);
+    const openOnly = { ...rest, open: (token: string) => unseal(token) };
+    expect(() => guardWith(openOnly as unknown as StateCodec, keys)).toThrow(/codec must be a codec factory or a StateCodec/);
+    expect(() => guardWith(rest as unknown as StateCodec, keys)).toThrow(/codec must be a codec factory or a StateCodec/);
   });
 });

@@ -1,5 +1,5 @@
-import type { CodecFactory, KeyRing, OpenOnlyCodec } from '@mrtr/core';
-import { type CappedCodecFactory, codecSuite, withUnseal } from './codec/context.js';
+import type { CodecFactory } from '@mrtr/core';
+import { type CappedCodecFactory, codecSuite } from './codec/context.js';
 import { errorHygieneProperties } from './codec/error-hygiene.js';
 import { eventProperties } from './codec/events.js';
 import { hostileInputProperties } from './codec/hostile-input.js';
@@ -34,20 +34,13 @@ const MIN_FUZZ_RUNS = 10_000;
  * The security contract of a `StateCodec`. Every property is always on: no option switches one off.
  * Call it from a test file: `codecCompliance(it, (keys) => createMyCodec(keys))`.
  */
-export function codecCompliance(
-  it: TestFn,
-  factory: CodecFactory | ((keys: KeyRing) => OpenOnlyCodec),
-  options: CodecComplianceOptions = {},
-): void {
-  // A codec with the deprecated `open` only is checked through it, for one release (see withUnseal).
-  const unsealing = ((keys: KeyRing) => withUnseal(factory(keys))) as CodecFactory;
-  const capped = options.factoryWithCap;
-  const suite = codecSuite(it, unsealing, {
+export function codecCompliance(it: TestFn, factory: CodecFactory, options: CodecComplianceOptions = {}): void {
+  const suite = codecSuite(it, factory, {
     fuzzRuns: Math.max(MIN_FUZZ_RUNS, options.fuzzRuns ?? MIN_FUZZ_RUNS),
     timeoutMs: options.timeoutMs ?? 120_000,
     label: options.name ?? 'codec',
     report: options.report ?? ((line: string) => console.info(line)),
-    factoryWithCap: capped && (async (keys, maxTokenBytes) => withUnseal(await capped(keys, maxTokenBytes))),
+    factoryWithCap: options.factoryWithCap,
   });
   roundTripProperties(suite);
   keyProperties(suite);

@@ -87,7 +87,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     return { claims: claimsFromPlaintext(plaintext, webSlicer), kid };
   };
 
-  return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal, open: unseal });
+  return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal });
 }
 
 /** What `createAeadCodec` returns on this build. */

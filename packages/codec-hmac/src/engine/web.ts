@@ -94,7 +94,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return { claims: parseClaimsJson(utf8Text.decode(body)), kid };
   };
 
-  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal, open: unseal });
+  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal });
 }
 
 /** What `createHmacCodec` returns on this build. */

@@ -1,37 +1,10 @@
-import {
-  type CodecFactory,
-  KeyRing,
-  type MrtrError,
-  type MrtrErrorCode,
-  type OpenOnlyCodec,
-  type StateClaims,
-  type StateCodec,
-  generateKey,
-} from '@mrtr/core';
+import { type CodecFactory, KeyRing, type MrtrError, type MrtrErrorCode, type StateClaims, type StateCodec, generateKey } from '@mrtr/core';
 import { canonicalJson } from '@mrtr/core/authoring';
 import { rejectsMrtr } from '../assert.js';
 import { sampleClaims } from '../claims.js';
 
 /** Builds a codec on a key ring with a given `maxTokenBytes` (the codec's own option). */
-export type CappedCodecFactory = (keys: KeyRing, maxTokenBytes: number) => StateCodec | OpenOnlyCodec | Promise<StateCodec | OpenOnlyCodec>;
-
-/**
- * The codec as the suite calls it: a codec with the deprecated `open` only (written before `unseal`) is checked through
- * its `open`, for one release, as `createStateGuard` accepts it. The same object when the codec has `unseal`.
- */
-export function withUnseal<C extends StateCodec | OpenOnlyCodec>(codec: C): StateCodec {
-  if (codec === null || typeof codec !== 'object' || typeof (codec as Partial<StateCodec>).unseal === 'function')
-    return codec as StateCodec;
-  const legacy = codec as OpenOnlyCodec;
-  return Object.freeze({
-    id: legacy.id,
-    confidential: legacy.confidential,
-    maxTokenBytes: legacy.maxTokenBytes,
-    keys: legacy.keys,
-    seal: (claims: StateClaims) => legacy.seal(claims),
-    unseal: (token: string) => legacy.open(token),
-  });
-}
+export type CappedCodecFactory = (keys: KeyRing, maxTokenBytes: number) => StateCodec | Promise<StateCodec>;
 
 /** The codes a rejected token may carry. */
 export const REJECTION_CODES: readonly MrtrErrorCode[] = [
