@@ -1,4 +1,4 @@
-import type { Awaitable, OpenedToken, StateCodec } from '@mrtr/core';
+import type { StateCodec } from '@mrtr/core';
 
 /**
  * The HMAC codec, one type for every build: `seal` and `unseal` answer synchronously on the Node build

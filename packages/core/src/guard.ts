@@ -21,7 +21,7 @@ import { parseGuardOptions } from './guard-options.js';
 import type { GuardRequest, MintedState, MintOptions, OpenedState, RequestContext, StateGuard, StateGuardOptions } from './guard-types.js';
 import { assertJson, canonicalJson, timingSafeEqualText } from './json.js';
 import { type Admission, createOutcomes } from './outcomes.js';
-import type { EventSink, GuardEvent } from './events.js';
+import type { GuardEvent } from './events.js';
 import { type Principal, createPrincipalTagger, principalPolicy } from './principal.js';
 import type { OpenedToken } from './interfaces.js';
 import type { JsonValue } from './protocol.js';

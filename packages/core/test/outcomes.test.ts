@@ -268,7 +268,11 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
     let seals = 0;
     const codec = (k: KeyRing) => {
       const inner = testCodec(k);
-      return { ...inner, seal: (claims: Parameters<typeof inner.seal>[0]) => (seals++, inner.seal(claims)) };
+      const seal = (claims: Parameters<typeof inner.seal>[0]) => {
+        seals++;
+        return inner.seal(claims);
+      };
+      return { ...inner, seal };
     };
     const guard = createStateGuard({ codec, keys, store, audience: 'aud-1', now: clock.now });
     const token = await guard.mint(null, req());
