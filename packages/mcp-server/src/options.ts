@@ -155,13 +155,21 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
     principal: (request) => request.principal,
     ...((events ?? hook) !== undefined && { onEvent: (events ?? hook) as StateGuardOptions['onEvent'] }),
   };
+  const store = options.store;
+  const records = typeof store?.claim === 'function';
+  if (recordOutcomes && store !== undefined && !records) {
+    // Said once, at start: a store without claim/record turns every retry after a lost response into a replay.
+    console.warn(
+      'mrtr: recordOutcomes is on but the store does not record outcomes (no claim/record): an identical retry after a lost response will be refused as a replay. Use a store that records outcomes (memory, Redis, SQL), or set recordOutcomes: false.',
+    );
+  }
   return {
     guard,
     principalOf: createPrincipalPolicy(principal ?? defaultPrincipal, guard.unauthenticated),
     missingCapability: oneOf('missingCapability', missingCapability, ['fail', 'degrade'], 'fail'),
     presupplied: oneOf('presupplied', presupplied, ['ignore', 'accept'], 'ignore'),
     maxAnswerChars,
-    recordOutcomes: recordOutcomes && typeof options.store?.claim === 'function',
+    recordOutcomes: recordOutcomes && records,
     events,
   };
 }

@@ -1,6 +1,6 @@
 import type { ReplayStore } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import * as z from 'zod/v4';
 import { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from '../src/index.js';
 import { callTool, connect, type Fixture, fixture, type Setup, wireError } from './harness.js';
@@ -150,6 +150,21 @@ describe('identical retries get the first answer (issue 20)', () => {
     const error = await wireError(callTool(client, 'delete_files', { path: '/p' }, params));
     expect(error.code).toBe(-32602);
     expect(f.effects).toEqual(['deleted /p']);
+  });
+
+  it('warns once at start when recordOutcomes is on but the store cannot record (a store written from the guide)', () => {
+    const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+    try {
+      const consumeOnly: ReplayStore = { consume: async () => true, close: async () => {} };
+      fixture({ store: consumeOnly });
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(String(warn.mock.calls[0]![0])).toMatch(/does not record outcomes.*recordOutcomes: false/);
+      fixture({ store: consumeOnly, recordOutcomes: false });
+      fixture({ store: createMemoryStore() });
+      expect(warn).toHaveBeenCalledTimes(1);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('recordOutcomes must be a boolean and retryWaitMs an integer in 0..600000', async () => {

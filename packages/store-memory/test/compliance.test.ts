@@ -14,4 +14,5 @@ storeCompliance(it, (options) => createMemoryStore({ ...options, now: clock.now 
   clock,
   sharedBackend: false,
   name: 'memory',
+  outcomes: true,
 });

@@ -46,6 +46,13 @@ export interface StoreComplianceOptions {
    * registered for it.
    */
   lostReply?: (options: { namespace: string }) => LossyStore | Promise<LossyStore>;
+  /**
+   * Whether the store records outcomes (`claim` and `record`, with the bounds of `OutcomeStoreLimits`). Declared:
+   * `true` runs the outcome tests and fails them when the store lacks `claim`/`record`; `false` skips them (said
+   * once, with the reason) and fails if the store has them after all. Left out, it is read off the store, and the
+   * first outcome test says which it found.
+   */
+  outcomes?: boolean;
 }
 
 /** See {@link StoreComplianceOptions.lostReply}. */
@@ -331,16 +338,32 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   }
 
   // Outcome recording (`claim` + `record`): registered for every store, which must implement both or neither.
-  test('implements claim and record both or neither', async () => {
+  const declared = options.outcomes;
+  test('implements claim and record both or neither, as declared', async () => {
     await withStore(async (store) => {
-      ok((typeof store.claim === 'function') === (typeof store.record === 'function'), 'claim and record come together');
+      const records = typeof store.claim === 'function';
+      ok(records === (typeof store.record === 'function'), 'claim and record come together');
+      if (declared !== undefined) {
+        ok(records === declared, `the store is declared with outcomes: ${declared}, but it ${records ? 'has' : 'lacks'} claim and record`);
+      } else {
+        console.info(
+          `[${label}] outcome tests: ${records ? 'run (the store has claim and record)' : 'pass trivially (the store has no claim/record; declare outcomes: false to skip them)'}`,
+        );
+      }
     });
   });
+  if (declared === false)
+    console.info(`[${label}] outcome tests skipped: the store is declared with outcomes: false (every retry is a replay)`);
 
+  /** An outcome test: registered unless the store is declared without outcomes. */
+  const outcomeTest: typeof test = declared === false ? () => {} : test;
   type Recording = Required<Pick<ReplayStore, 'claim' | 'record'>> & ReplayStore;
   const withOutcomes = async (fn: (store: Recording, namespace: string) => Promise<void>, limits?: OutcomeStoreLimits): Promise<void> => {
     await withStore(async (store, namespace) => {
-      if (typeof store.claim !== 'function' || typeof store.record !== 'function') return;
+      if (typeof store.claim !== 'function' || typeof store.record !== 'function') {
+        if (declared === true) fail('the store is declared with outcomes: true but has no claim/record');
+        return;
+      }
       await fn(store as Recording, namespace);
     }, limits);
   };
@@ -348,7 +371,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   // A sealed outcome is an ASCII token up to a codec's cap (16 KiB by default, up to ~1 MiB); 64 KiB here.
   const bigOutcome = (tag: string) => `${tag}.${'x'.repeat(64 * 1024 - tag.length - 1)}`;
 
-  test('claim: first, then pending for the same fingerprint, recorded after record, replayed for another', async () => {
+  outcomeTest('claim: first, then pending for the same fingerprint, recorded after record, replayed for another', async () => {
     await withOutcomes(
       async (store) => {
         const id = uniqueId('claim');
@@ -370,7 +393,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     );
   });
 
-  test('record keeps no outcome longer than maxOutcomeBytes, and says how large it keeps', async () => {
+  outcomeTest('record keeps no outcome longer than maxOutcomeBytes, and says how large it keeps', async () => {
     await withOutcomes(
       async (store) => {
         ok(store.maxOutcomeBytes === 1000, `the store must expose the maxOutcomeBytes it was given (got ${String(store.maxOutcomeBytes)})`);
@@ -388,7 +411,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     );
   });
 
-  test('the outcomes held never pass outcomeBudgetBytes; past it a round is done, not kept', async () => {
+  outcomeTest('the outcomes held never pass outcomeBudgetBytes; past it a round is done, not kept', async () => {
     const size = 10_000;
     const budget = 4 * size + size / 2;
     await withOutcomes(
@@ -421,7 +444,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     );
   });
 
-  test('a state is no oracle: the third claim with another fingerprint drops the outcome, recorded or pending', async () => {
+  outcomeTest('a state is no oracle: the third claim with another fingerprint drops the outcome, recorded or pending', async () => {
     await withOutcomes(async (store) => {
       const exp = now() + 60_000;
       const recorded = uniqueId('oracle');
@@ -443,7 +466,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
-  test('claim and consume share one ledger; an outcome recorded as not kept makes retries replays', async () => {
+  outcomeTest('claim and consume share one ledger; an outcome recorded as not kept makes retries replays', async () => {
     await withOutcomes(async (store) => {
       const exp = now() + 60_000;
       const consumed = uniqueId('consumed');
@@ -458,7 +481,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
-  test(`${parallel} parallel claims of one id: one first; identical ones pending, then all the same outcome`, async () => {
+  outcomeTest(`${parallel} parallel claims of one id: one first; identical ones pending, then all the same outcome`, async () => {
     await withOutcomes(async (store) => {
       const id = uniqueId('claim-race');
       const exp = now() + 60_000;
@@ -476,7 +499,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
-  test(`${parallel} parallel claims of one id with other fingerprints: all replayed, and the outcome is gone`, async () => {
+  outcomeTest(`${parallel} parallel claims of one id with other fingerprints: all replayed, and the outcome is gone`, async () => {
     await withOutcomes(async (store) => {
       const id = uniqueId('miss-race');
       const exp = now() + 60_000;
@@ -491,7 +514,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
-  test('a claimed id with its outcome expires with the id and is claimable again', async () => {
+  outcomeTest('a claimed id with its outcome expires with the id and is claimable again', async () => {
     await withOutcomes(async (store) => {
       if (!clock) {
         // Real time: one TTL, doubled when a loaded machine overslept (nothing asserted about that moment).
@@ -522,7 +545,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   });
 
   if (options.sharedBackend !== false) {
-    test('two instances on one namespace share claims and outcomes', async () => {
+    outcomeTest('two instances on one namespace share claims and outcomes', async () => {
       await withTwo(async (a, b) => {
         if (typeof a.claim !== 'function' || typeof a.record !== 'function' || typeof b.claim !== 'function') return;
         const id = uniqueId('fleet-claim');
@@ -570,77 +593,80 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
-  test('under two state guards, 50 identical retries run the round once and all get its outcome; other answers are replays', async () => {
-    const namespace = uniqueId('admit');
-    const storeA = await factory({ namespace });
-    const storeB = options.sharedBackend === false ? storeA : await factory({ namespace });
-    try {
-      if (typeof storeA.claim !== 'function') return;
-      const keys = KeyRing.generate();
-      const make = (store: ReplayStore) =>
-        createStateGuard({
-          keys,
-          codec: plainCodec,
-          store,
-          audience: 'store-admit',
-          retryWaitMs: 20_000,
-          maxWaitingRetries: { perPrincipal: 64 },
-        });
-      const guards = [make(storeA), make(storeB)];
-      const request = { method: 'tools/call', target: 'delete', arguments: { paths: ['a'] }, principal: 'p' };
-      const token = await guards[0]!.mint(null, request);
-      const answers: JsonValue = { confirm: { action: 'accept', content: { ok: true } } };
-      let executions = 0;
-      const attempt = async (i: number, a: JsonValue): Promise<JsonValue> => {
-        const admission = await guards[i % 2]!.admit(token, request, a);
-        if (admission.replay) return admission.outcome;
-        executions++;
-        // The round's effect, after the claim: identical retries arrive while it is still running.
-        await sleep(20);
-        const outcome: JsonValue = { content: [{ type: 'text', text: `deleted once (${executions})` }] };
-        await admission.record(outcome);
-        return outcome;
-      };
-      const identical = await Promise.all(Array.from({ length: 50 }, (_, i) => attempt(i, answers)));
-      ok(executions === 1, `the round must run once, ran ${executions} times`);
-      const first = JSON.stringify(identical[0]);
-      ok(
-        identical.every((r) => JSON.stringify(r) === first),
-        'all 50 identical retries must get the same outcome',
-      );
-
-      const other = await factory({ namespace: uniqueId('admit-other') });
+  outcomeTest(
+    'under two state guards, 50 identical retries run the round once and all get its outcome; other answers are replays',
+    async () => {
+      const namespace = uniqueId('admit');
+      const storeA = await factory({ namespace });
+      const storeB = options.sharedBackend === false ? storeA : await factory({ namespace });
       try {
-        const guard = make(other);
-        const fresh = await guard.mint(null, request);
-        executions = 0;
-        const codes = await Promise.all(
-          Array.from({ length: 50 }, (_, i) =>
-            guard.admit(fresh, request, { confirm: { action: 'accept', content: { n: i } } }).then(
-              async (admission) => {
-                if (admission.replay) return 'replay';
-                executions++;
-                await admission.record({ n: i });
-                return 'ran';
-              },
-              (error: unknown) => (MrtrError.is(error) ? error.code : String(error)),
+        if (typeof storeA.claim !== 'function') return;
+        const keys = KeyRing.generate();
+        const make = (store: ReplayStore) =>
+          createStateGuard({
+            keys,
+            codec: plainCodec,
+            store,
+            audience: 'store-admit',
+            retryWaitMs: 20_000,
+            maxWaitingRetries: { perPrincipal: 64 },
+          });
+        const guards = [make(storeA), make(storeB)];
+        const request = { method: 'tools/call', target: 'delete', arguments: { paths: ['a'] }, principal: 'p' };
+        const token = await guards[0]!.mint(null, request);
+        const answers: JsonValue = { confirm: { action: 'accept', content: { ok: true } } };
+        let executions = 0;
+        const attempt = async (i: number, a: JsonValue): Promise<JsonValue> => {
+          const admission = await guards[i % 2]!.admit(token, request, a);
+          if (admission.replay) return admission.outcome;
+          executions++;
+          // The round's effect, after the claim: identical retries arrive while it is still running.
+          await sleep(20);
+          const outcome: JsonValue = { content: [{ type: 'text', text: `deleted once (${executions})` }] };
+          await admission.record(outcome);
+          return outcome;
+        };
+        const identical = await Promise.all(Array.from({ length: 50 }, (_, i) => attempt(i, answers)));
+        ok(executions === 1, `the round must run once, ran ${executions} times`);
+        const first = JSON.stringify(identical[0]);
+        ok(
+          identical.every((r) => JSON.stringify(r) === first),
+          'all 50 identical retries must get the same outcome',
+        );
+
+        const other = await factory({ namespace: uniqueId('admit-other') });
+        try {
+          const guard = make(other);
+          const fresh = await guard.mint(null, request);
+          executions = 0;
+          const codes = await Promise.all(
+            Array.from({ length: 50 }, (_, i) =>
+              guard.admit(fresh, request, { confirm: { action: 'accept', content: { n: i } } }).then(
+                async (admission) => {
+                  if (admission.replay) return 'replay';
+                  executions++;
+                  await admission.record({ n: i });
+                  return 'ran';
+                },
+                (error: unknown) => (MrtrError.is(error) ? error.code : String(error)),
+              ),
             ),
-          ),
-        );
-        ok(executions === 1, `with 50 different answers the round must run once, ran ${executions}`);
-        ok(codes.filter((c) => c === 'ERR_STATE_REPLAYED').length === 49, `49 must be replays, got ${JSON.stringify(codes)}`);
-        const otherPrincipal = await codeOf(
-          guard.admit(fresh, { ...request, principal: 'q' }, { confirm: { action: 'accept', content: { n: 0 } } }),
-        );
-        ok(otherPrincipal === 'ERR_STATE_PRINCIPAL', `another principal must be refused, got ${String(otherPrincipal)}`);
+          );
+          ok(executions === 1, `with 50 different answers the round must run once, ran ${executions}`);
+          ok(codes.filter((c) => c === 'ERR_STATE_REPLAYED').length === 49, `49 must be replays, got ${JSON.stringify(codes)}`);
+          const otherPrincipal = await codeOf(
+            guard.admit(fresh, { ...request, principal: 'q' }, { confirm: { action: 'accept', content: { n: 0 } } }),
+          );
+          ok(otherPrincipal === 'ERR_STATE_PRINCIPAL', `another principal must be refused, got ${String(otherPrincipal)}`);
+        } finally {
+          await other.close();
+        }
       } finally {
-        await other.close();
+        await storeA.close();
+        if (storeB !== storeA) await storeB.close();
       }
-    } finally {
-      await storeA.close();
-      if (storeB !== storeA) await storeB.close();
-    }
-  });
+    },
+  );
 
   if (options.unreachable) {
     const unreachable = options.unreachable;

@@ -109,7 +109,11 @@ describe('the store suite', () => {
       const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
       return runCollected(
         collect((it) =>
-          storeCompliance(it, (o) => referenceRecordingStore(flaws, { ...o, now: clock.now }), { clock, sharedBackend: false }),
+          storeCompliance(it, (o) => referenceRecordingStore(flaws, { ...o, now: clock.now }), {
+            clock,
+            sharedBackend: false,
+            outcomes: true,
+          }),
         ),
       );
     };
@@ -131,6 +135,23 @@ describe('the store suite', () => {
           `${name} in ${JSON.stringify(failed)}`,
         ).toBe(true);
     });
+  });
+
+  it('holds a store to what it declares: outcomes: true without claim/record fails, outcomes: false with them fails', async () => {
+    let t = 1_000_000;
+    const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
+    const lacking = await runCollected(
+      collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false, outcomes: true })),
+    );
+    expect(lacking.failed.some((name) => name.includes('as declared'))).toBe(true);
+    expect(lacking.failed.some((name) => name.includes('claim: first'))).toBe(true);
+    const hiding = await runCollected(
+      collect((it) =>
+        storeCompliance(it, (o) => referenceRecordingStore({}, { ...o, now: clock.now }), { clock, sharedBackend: false, outcomes: false }),
+      ),
+    );
+    expect(hiding.failed.some((name) => name.includes('as declared'))).toBe(true);
+    expect([...hiding.passed, ...hiding.failed].some((name) => name.includes('claim: first'))).toBe(false);
   });
 
   it('fails a get-then-set store on the parallel test', async () => {
