@@ -266,22 +266,26 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   if (!hasPrincipal) unchecked.push('principal (give --principal or --unauthenticated)');
   if (values.args === undefined) unchecked.push('arguments (give --args)');
   if (opt.audience === undefined) unchecked.push('audience (give --audience)');
+  const ran = checksRun(hasPrincipal, values.args !== undefined, opt.audience !== undefined);
   try {
     await guard.verify(token, request);
     verdict = {
       accepted: true,
       code: undefined,
-      reason: "every check of the guard passes (single use is the store's: not consumed here)",
+      reason:
+        unchecked.length === 0
+          ? "every check of the guard passes (single use is the store's: not consumed here)"
+          : `the checks run pass: ${ran} (single use is the store's: not consumed here)`,
       unchecked,
     };
   } catch (error) {
     if (!MrtrError.is(error)) throw error;
     if (error.code === 'ERR_PRINCIPAL_REQUIRED' && !hasPrincipal) {
       // The guard stops at the principal (step 5) when none is given: steps 1-4 passed; judge the rest here.
-      verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked);
+      verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked, ran);
     } else if (error.code === 'ERR_STATE_BINDING' && values.args === undefined && binding?.method.match && binding.target.match) {
       // Without --args the guard binds `{}`: only the arguments differ, which were not given; steps 1-5 passed.
-      verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked);
+      verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked, ran);
     } else {
       verdict = {
         accepted: false,
@@ -360,6 +364,7 @@ function restOfChecks(
   skewMs: number,
   maxRounds: number,
   unchecked: string[],
+  ran: string,
 ): Verdict {
   if (binding !== undefined && !(binding.method.match && binding.target.match && (binding.arguments.match || !binding.arguments.given))) {
     return { accepted: false, code: 'ERR_STATE_BINDING', reason: bindingReason(binding), unchecked };
@@ -378,9 +383,22 @@ function restOfChecks(
   return {
     accepted: true,
     code: undefined,
-    reason: 'the checks that could be run pass (integrity, expiry, audience, the binding given, flow deadline and round)',
+    reason: `the checks run pass: ${ran}`,
     unchecked,
   };
+}
+
+/** The checks an inspection runs, named once: each one given is listed here, each one not given only under "not checked". */
+function checksRun(principal: boolean, args: boolean, audience: boolean): string {
+  const binding = args ? 'binding (method, target, arguments)' : 'binding (method, target)';
+  return [
+    'integrity',
+    'expiry',
+    ...(audience ? ['audience'] : []),
+    ...(principal ? ['principal'] : []),
+    binding,
+    'flow deadline and round',
+  ].join(', ');
 }
 
 function bindingReason(binding: BindingReport | undefined): string {

@@ -92,6 +92,10 @@ describe.each(CODECS)('mrtr inspect with MRTR_KEYS: %s', (codec) => {
     expect(r.stdout).toContain(
       'not checked: principal (give --principal or --unauthenticated); arguments (give --args); audience (give --audience)',
     );
+    // A check is listed as run or as not checked, never both (the verdict used to claim "audience" was checked).
+    const verdict = r.stdout.split('\n').find((line) => line.includes('verdict'))!;
+    expect(verdict).toContain('the checks run pass: integrity, expiry, binding (method, target), flow deadline and round');
+    for (const unchecked of ['audience', 'principal', 'arguments']) expect(verdict).not.toContain(unchecked);
   });
 
   it('a token of an older key of the ring opens', async () => {
@@ -194,6 +198,7 @@ describe('mrtr inspect: every refusal of the guard, with its reason', () => {
     const r = await runCli(['inspect', await mint('hmac'), '--principal', 'alice', ...AT(0)], { env });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('not checked: arguments (give --args)');
+    expect(r.stdout).toMatch(/verdict +NOT REFUSED the checks run pass: integrity, expiry, principal, binding \(method, target\), flow/);
   });
 
   it('ERR_FLOW_EXPIRED while the state itself is still valid', async () => {
