@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
-import { type BatchEntry, createBatcher, StoreUnavailableError } from '@mrtr/core/authoring';
+import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
 import { evalScript } from './batching.js';
 import type { RedisConnection } from './connection.js';
 import { hashSlot } from './hash-slot.js';
@@ -45,19 +45,28 @@ local function clock()
   if not now then local t = redis.call('TIME') now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
   return now
 end
+local total = nil
+local seen = {}
 local function take(h, z, b, len)
-  local cur = math.floor(clock() / W)
-  local ended = redis.call('ZRANGEBYSCORE', z, '-inf', '(' .. int(cur), 'LIMIT', 0, 16)
-  for _, e in ipairs(ended) do
-    local bytes = tonumber(redis.call('HGET', h, e) or '0')
-    redis.call('HINCRBY', h, 't', int(-bytes)) redis.call('HDEL', h, e) redis.call('ZREM', z, e)
+  if total == nil then
+    local cur = math.floor(clock() / W)
+    local ended = redis.call('ZRANGEBYSCORE', z, '-inf', '(' .. int(cur), 'LIMIT', 0, 16)
+    for _, e in ipairs(ended) do
+      local bytes = tonumber(redis.call('HGET', h, e) or '0')
+      redis.call('HINCRBY', h, 't', int(-bytes)) redis.call('HDEL', h, e) redis.call('ZREM', z, e)
+    end
+    total = tonumber(redis.call('HGET', h, 't') or '0')
   end
-  local total = tonumber(redis.call('HGET', h, 't') or '0')
   if total + len > B then return false end
-  redis.call('HINCRBY', h, b, int(len)) redis.call('HINCRBY', h, 't', int(len)) redis.call('ZADD', z, b, b)
-  local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-  local at = int((tonumber(top[2]) + 1) * W)
-  redis.call('PEXPIREAT', h, at) redis.call('PEXPIREAT', z, at)
+  total = total + len
+  redis.call('HINCRBY', h, b, int(len)) redis.call('HINCRBY', h, 't', int(len))
+  if not seen[b] then
+    seen[b] = true
+    redis.call('ZADD', z, b, b)
+    local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+    local at = int((tonumber(top[2]) + 1) * W)
+    redis.call('PEXPIREAT', h, at) redis.call('PEXPIREAT', z, at)
+  end
   return true
 end
 if mode == 'lease' then
@@ -126,8 +135,8 @@ interface Op extends BatchEntry<unknown> {
   readonly type: 'c' | 'r';
   readonly key: string;
   readonly fp: string;
-  /** claim: the value it writes (`p:<fp>:<owner>`); record: the outcome (`''`: not kept). */
-  readonly a: string;
+  /** claim: the value it writes (`p:<fp>:<owner>`, the owner drawn when its batch is sent); record: the outcome (`''`: not kept). */
+  a: string;
   /** claim: the expiry (ms); record: the bucket leased for it (`''`: none). */
   readonly b: string;
 }
@@ -153,7 +162,7 @@ function claimFromValue(stored: string, fp: string, mine: string): ClaimResult {
 
 /** The outcome ops of one store: batched like consumes (one script call per batch, per hash slot on a Cluster). */
 export interface OutcomeQueue {
-  claim(key: string, at: number, fp: string, value: string): Promise<ClaimResult>;
+  claim(key: string, at: number, fp: string): Promise<ClaimResult>;
   record(key: string, fp: string, outcome: string): Promise<boolean>;
   failAll(error: unknown): void;
 }
@@ -225,7 +234,12 @@ export function createOutcomeQueue(
   const sendGroup = async (group: Op[]): Promise<void> => {
     const keys = isCluster ? group.map((op) => op.key) : [budgetKeys[0], budgetKeys[1], ...group.map((op) => op.key)];
     const args: (string | number)[] = [...keys, ...head, group.length];
-    for (const op of group) args.push(op.type, op.fp, op.a, op.b);
+    // One CSPRNG call per batch: each claim's owner value, known only to it (see ownerValues).
+    const owners = ownerValues(group.length);
+    group.forEach((op, i) => {
+      if (op.type === 'c') op.a = `p:${op.fp}:${owners[i]}`;
+      args.push(op.type, op.fp, op.a, op.b);
+    });
     let reply: unknown;
     try {
       reply = await evalScript(connection, OUTCOME_SCRIPT, OUTCOME_SHA, args, keys.length);
@@ -290,14 +304,14 @@ export function createOutcomeQueue(
     }
   };
 
-  const claim = (key: string, at: number, fp: string, value: string): Promise<ClaimResult> =>
-    add('c', key, fp, value, String(at)) as Promise<ClaimResult>;
+  const claim = (key: string, at: number, fp: string): Promise<ClaimResult> => add('c', key, fp, '', String(at)) as Promise<ClaimResult>;
 
-  const record = async (key: string, fp: string, outcome: string): Promise<boolean> => {
-    const first = await add('r', key, fp, outcome, '');
-    if (typeof first === 'boolean') return first;
-    // A Cluster: the script named the id's bucket (`n<bucket>`); lease the bytes, then record with the lease.
-    const bucket = (first as string).slice(1);
+  const record = (key: string, fp: string, outcome: string): Promise<boolean> =>
+    add('r', key, fp, outcome, '').then((first) => (typeof first === 'boolean' ? first : withLease(key, fp, outcome, first as string)));
+
+  /** A Cluster: the script named the id's bucket (`n<bucket>`); lease the bytes, then record with the lease. */
+  const withLease = async (key: string, fp: string, outcome: string, need: string): Promise<boolean> => {
+    const bucket = need.slice(1);
     const leased = outcome !== '' && (await lease(bucket, Buffer.byteLength(outcome, 'utf8')));
     const second = await add('r', key, fp, leased ? outcome : '', leased ? bucket : '');
     if (typeof second === 'boolean') return second;

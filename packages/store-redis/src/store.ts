@@ -136,7 +136,8 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     const go = (): Promise<T> => {
       if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
       const gate = gated ? policyGate() : undefined;
-      if (gate === undefined) return op().catch(fail);
+      // The queue settles with ERR_STORE_UNAVAILABLE itself: nothing to wrap on the hot path.
+      if (gate === undefined) return op();
       return gate.then(() => (closed ? fail(new Error('store is closed')) : op()), fail).catch(fail);
     };
     try {
@@ -164,8 +165,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
     const key = keyPrefix + id;
     const at = Math.ceil(expiresAtMs) + extraRetentionMs;
-    const mine = `p:${fingerprint}:${base64urlEncode(randomBytes(16))}`; // a value only this claim knows
-    return whenOpen(() => outcomes.claim(key, at, fingerprint, mine), true);
+    return whenOpen(() => outcomes.claim(key, at, fingerprint), true);
   };
 
   const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {

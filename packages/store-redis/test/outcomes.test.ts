@@ -373,6 +373,50 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       }
     });
 
+    for (const mode of ['late', 'lost'] as const) {
+      it(`a batch of claims and records whose reply is ${mode}: never two firsts for an id, never a record true that did not land`, async () => {
+        const { proxy, store, peer } = await setUp();
+        try {
+          const at = exp();
+          const recordIds = Array.from({ length: 10 }, (_, i) => uniqueId(`batch-rec${i}`));
+          for (const id of recordIds) expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first' });
+          const claimIds = Array.from({ length: 20 }, (_, i) => uniqueId(`batch-claim${i}`));
+          proxy.loseNextReply(mode);
+          // One tick: a lone call goes at once (its reply is the one held back or dropped), the rest as batches behind it.
+          const claims = claimIds.flatMap((id) => [claimed(store.claim(id, at, 'fp')), claimed(store.claim(id, at, 'fp'))]);
+          const records = recordIds.map((id) => recorded(store.record(id, 'fp', `out-${id}`)));
+          const claimResults = await Promise.all(claims);
+          const recordResults = await Promise.all(records);
+          proxy.restore();
+          for (const [i, id] of claimIds.entries()) {
+            const mine = [claimResults[2 * i], claimResults[2 * i + 1]];
+            expect(
+              mine.every((r) => ['first', 'pending', 'ERR_STORE_UNAVAILABLE'].includes(r as string)),
+              id,
+            ).toBe(true);
+            const firsts = mine.filter((r) => r === 'first').length;
+            expect(firsts, id).toBeLessThanOrEqual(1);
+            // Whoever claims it now: never first when the script ran (the key is held), whatever the store answered.
+            const now = await claimed(peer.claim(id, at, 'fp'));
+            if (now === 'first') expect(firsts, `${id} was first before`).toBe(0);
+            else expect(now).toBe('pending');
+            if (mode === 'late') expect(firsts, `${id}: a late reply is read back from the owner`).toBe(1);
+          }
+          for (const [i, id] of recordIds.entries()) {
+            const result = recordResults[i];
+            expect([true, false, 'ERR_STORE_UNAVAILABLE']).toContain(result);
+            const now = await claimed(peer.claim(id, at, 'fp'));
+            if (result === true) expect(now).toBe(`recorded:out-${id}`);
+            if (mode === 'late') expect(result).toBe(true);
+          }
+        } finally {
+          proxy.restore();
+          await Promise.all([store.close(), peer.close()]);
+          await proxy.close();
+        }
+      });
+    }
+
     it('a record whose reply and check are lost → ERR_STORE_UNAVAILABLE; the write landed: identical claims get the outcome', async () => {
       const { proxy, store, peer } = await setUp();
       try {
