@@ -232,6 +232,23 @@ const RESERVE_SHA = sha1(RESERVE_SCRIPT);
 const BUMP_SHA = sha1(BUMP_SCRIPT);
 const FINAL_SHA = sha1(FINAL_SCRIPT);
 const CAS_SHA = sha1(CAS_SCRIPT);
+/**
+ * One Redis (not a Cluster, where the task and the bookkeeping are on different slots): the update's three steps
+ * in one script, in the same order. KEYS: the task, then all, holders, kept, live, final. ARGV: the version read,
+ * the new value, its expiry, member, H(principal), `1` to raise the entries' scores first, `1` when the task became
+ * final. Replies as the compare-and-set.
+ */
+const CAS_BOOKS_SCRIPT =
+  COMMON +
+  `local v = redis.call('GETRANGE', KEYS[1], 0, ${VERSION_LENGTH - 1}) ` +
+  "if v == '' then return 0 end if v ~= ARGV[1] then return 1 end " +
+  "if ARGV[6] == '1' then for _, i in ipairs({2, 4, 5, 6}) do redis.call('ZADD', KEYS[i], 'XX', 'GT', ARGV[3], ARGV[4]) end " +
+  'tops(KEYS[2], KEYS[4], KEYS[5], KEYS[6]) end ' +
+  "redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3]) " +
+  "if ARGV[7] == '1' then redis.call('ZREM', KEYS[5], ARGV[4]) local s = redis.call('ZSCORE', KEYS[4], ARGV[4]) " +
+  "if s then redis.call('ZADD', KEYS[6], s, ARGV[4]) redis.call('ZADD', KEYS[3], redis.call('ZCARD', KEYS[4]), ARGV[5]) end tops(KEYS[6]) end " +
+  "local all = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[3], all[2]) end return 2";
+const CAS_BOOKS_SHA = sha1(CAS_BOOKS_SCRIPT);
 
 const DEFAULT_PREFIX = 'mrtr:task:';
 const MAX_TASK_ID_LENGTH = 256;
@@ -436,6 +453,21 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     return (await read(taskId))?.record;
   };
 
+  const isCluster = (client as { isCluster?: unknown }).isCluster === true;
+  /** A Cluster: the entries' scores raised first (an entry is never scored before its task's expiry), then the compare-and-set. */
+  const casInSteps = async (
+    keys: string[],
+    key: string,
+    member: string,
+    version: string,
+    value: string,
+    at: number,
+    bump: boolean,
+  ): Promise<unknown> => {
+    if (bump) await script(BUMP_SCRIPT, BUMP_SHA, keys, [member, at]);
+    return script(CAS_SCRIPT, CAS_SHA, [key], [version, value, at]);
+  };
+
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
     if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
     if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
@@ -453,12 +485,19 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
       const json = JSON.stringify(next);
       const { keys, who } = bookKeys(before.principal);
-      // The entries first: an entry is never scored before its task's expiry.
-      if (at > taskExpiresAt(before)) await script(BUMP_SCRIPT, BUMP_SHA, keys, [member, at]);
+      const bump = at > taskExpiresAt(before);
+      const becameFinal = !isTerminalStatus(before.status) && isTerminalStatus(next.status);
       const version = newVersion();
       let reply: unknown;
       try {
-        reply = await script(CAS_SCRIPT, CAS_SHA, [key], [current.version, version + json, at]);
+        reply = isCluster
+          ? await casInSteps(keys, key, member, current.version, version + json, at, bump)
+          : await script(
+              CAS_BOOKS_SCRIPT,
+              CAS_BOOKS_SHA,
+              [key, ...keys],
+              [current.version, version + json, at, member, who, bump ? 1 : 0, becameFinal ? 1 : 0],
+            );
       } catch (error) {
         if (notWritten(error)) throw error;
         // Lost reply: written only if the key now holds this call's version; else unknown (fail closed).
@@ -468,7 +507,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       }
       if (reply === 0) return undefined;
       if (reply === 2) {
-        if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
+        if (isCluster && becameFinal) {
           // Best effort: a leftover live entry only counts until its expiry (and the task cannot make room meanwhile).
           await script(FINAL_SCRIPT, FINAL_SHA, keys, [member, who]).catch(() => undefined);
         }

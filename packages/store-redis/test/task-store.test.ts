@@ -251,7 +251,8 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
         if (prop !== 'evalsha') return value.bind(target);
         return async (...args: unknown[]) => {
           const keys = args.slice(2, 2 + Number(args[1])) as string[];
-          if (keys.length === 1 && keys[0]?.includes(':t:')) {
+          // The compare-and-set: the task's key first (on one Redis with the bookkeeping's keys after it).
+          if (keys[0]?.includes(':t:')) {
             const stored = (await raw.get(keys[0])) as string;
             await raw.set(
               keys[0],
