@@ -60,6 +60,16 @@ describe('outcome options and misuse (no Redis needed)', () => {
         new TypeError('createRedisStore: maxOutcomeBytes must be an integer'),
       );
     }
+    for (const bad of [-1, -1024]) {
+      expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', outcomeBudgetBytes: bad })).toThrow(
+        new RangeError('createRedisStore: outcomeBudgetBytes must be between 0 and 9007199254740991'),
+      );
+    }
+    for (const bad of [0.5, 2 ** 53, '1' as unknown as number]) {
+      expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', outcomeBudgetBytes: bad })).toThrow(
+        new TypeError('createRedisStore: outcomeBudgetBytes must be an integer'),
+      );
+    }
     const store = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {}, maxOutcomeBytes: 0 });
     expect(store.maxOutcomeBytes).toBe(0);
     await store.close();
