@@ -37,92 +37,92 @@ local mode = ARGV[1]
 local B = tonumber(ARGV[2])
 local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
-local base = 0
-if mode == 'd' then base = 2 end
-local now = nil
-local function int(x) return string.format('%.0f', x) end
+local now, total, seen
 local function clock()
   if not now then local t = redis.call('TIME') now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
   return now
 end
-local total = nil
-local seen = {}
-local function take(h, z, b, len)
+local function take(b, len)
+  local h, z = KEYS[1], KEYS[2]
   if total == nil then
-    local cur = math.floor(clock() / W)
-    local ended = redis.call('ZRANGEBYSCORE', z, '-inf', '(' .. int(cur), 'LIMIT', 0, 16)
+    local ended = redis.call('ZRANGEBYSCORE', z, '-inf', '(' .. string.format('%.0f', math.floor(clock() / W)), 'LIMIT', 0, 16)
     for _, e in ipairs(ended) do
       local bytes = tonumber(redis.call('HGET', h, e) or '0')
-      redis.call('HINCRBY', h, 't', int(-bytes)) redis.call('HDEL', h, e) redis.call('ZREM', z, e)
+      redis.call('HINCRBY', h, 't', string.format('%.0f', -bytes)) redis.call('HDEL', h, e) redis.call('ZREM', z, e)
     end
     total = tonumber(redis.call('HGET', h, 't') or '0')
+    seen = {}
   end
   if total + len > B then return false end
   total = total + len
-  redis.call('HINCRBY', h, b, int(len)) redis.call('HINCRBY', h, 't', int(len))
+  redis.call('HINCRBY', h, b, len) redis.call('HINCRBY', h, 't', len)
   if not seen[b] then
     seen[b] = true
     redis.call('ZADD', z, b, b)
     local top = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-    local at = int((tonumber(top[2]) + 1) * W)
+    local at = string.format('%.0f', (tonumber(top[2]) + 1) * W)
     redis.call('PEXPIREAT', h, at) redis.call('PEXPIREAT', z, at)
   end
   return true
 end
 if mode == 'lease' then
-  if take(KEYS[1], KEYS[2], ARGV[5], tonumber(ARGV[6])) then return 1 end
+  if take(ARGV[5], tonumber(ARGV[6])) then return 1 end
   return 0
 end
-local function claim(k, fp, value, at)
-  local v = redis.call('GET', k)
-  if not v then redis.call('SET', k, value, 'PXAT', at) return 'first' end
-  local kind, m = string.match(v, '^([pd])(%d?):')
-  if not kind then return 'replayed' end
-  local head = #m + 2
-  local stop = string.find(v, ':', head + 1, true)
-  if not stop then return 'replayed' end
-  local sfp = string.sub(v, head + 1, stop - 1)
-  if sfp == fp then
-    if kind == 'p' then return 'pending' end
-    if #v > stop then return '=' .. string.sub(v, stop + 1) end
-    return 'replayed'
-  end
-  if kind == 'd' and #v == stop then return 'replayed' end
-  local misses = (tonumber(m) or 0) + 1
-  if misses >= 3 then redis.call('SET', k, 'd:' .. sfp .. ':', 'KEEPTTL')
-  else redis.call('SET', k, kind .. misses .. string.sub(v, head), 'KEEPTTL') end
-  return 'replayed'
-end
-local function record(k, fp, out, lease)
-  local v = redis.call('GET', k)
-  if not v then return 0 end
-  local m = string.match(v, '^p(%d?):')
-  if not m then return 0 end
-  local pre = 'p' .. m .. ':' .. fp .. ':'
-  if string.sub(v, 1, #pre) ~= pre then return 0 end
-  local kept = 2
-  if #out > 0 then
-    local pttl = redis.call('PTTL', k)
-    if pttl > 0 then
-      local b = math.floor((clock() + pttl) / W)
-      if mode == 'd' then
-        if take(KEYS[1], KEYS[2], int(b), #out) then kept = 1 end
-      elseif lease == '' then
-        return 'n' .. int(b)
-      elseif b <= tonumber(lease) then
-        kept = 1
-      end
-    end
-    if kept ~= 1 then out = '' end
-  end
-  redis.call('SET', k, 'd' .. m .. ':' .. fp .. ':' .. out, 'KEEPTTL')
-  return kept
-end
+local base = 0
+if mode == 'd' then base = 2 end
 local r = {}
 for i = 1, n do
   local a = 4 + 4 * (i - 1)
-  if ARGV[a + 1] == 'c' then r[i] = claim(KEYS[base + i], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
-  else r[i] = record(KEYS[base + i], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]) end
+  local k, fp = KEYS[base + i], ARGV[a + 2]
+  local v = redis.call('GET', k)
+  if ARGV[a + 1] == 'c' then
+    if not v then
+      redis.call('SET', k, ARGV[a + 3], 'PXAT', ARGV[a + 4]) r[i] = 'first'
+    else
+      local kind, m = string.match(v, '^([pd])(%d?):')
+      local stop = kind and string.find(v, ':', #m + 3, true)
+      if not stop then r[i] = 'replayed'
+      else
+        local sfp = string.sub(v, #m + 3, stop - 1)
+        if sfp == fp then
+          if kind == 'p' then r[i] = 'pending'
+          elseif #v > stop then r[i] = '=' .. string.sub(v, stop + 1)
+          else r[i] = 'replayed' end
+        else
+          r[i] = 'replayed'
+          if not (kind == 'd' and #v == stop) then
+            local misses = (tonumber(m) or 0) + 1
+            if misses >= 3 then redis.call('SET', k, 'd:' .. sfp .. ':', 'KEEPTTL')
+            else redis.call('SET', k, kind .. misses .. string.sub(v, #m + 2), 'KEEPTTL') end
+          end
+        end
+      end
+    end
+  else
+    local m = v and string.match(v, '^p(%d?):')
+    local pre = m and ('p' .. m .. ':' .. fp .. ':')
+    if not pre or string.sub(v, 1, #pre) ~= pre then r[i] = 0
+    else
+      local out, lease, kept = ARGV[a + 3], ARGV[a + 4], 2
+      if #out > 0 then
+        local pttl = redis.call('PTTL', k)
+        if pttl > 0 then
+          local b = string.format('%.0f', math.floor((clock() + pttl) / W))
+          if mode == 'd' then
+            if take(b, #out) then kept = 1 end
+          elseif lease == '' then
+            kept = 'n' .. b
+          elseif tonumber(b) <= tonumber(lease) then
+            kept = 1
+          end
+        end
+        if kept ~= 1 then out = '' end
+      end
+      if kept == 1 or kept == 2 then redis.call('SET', k, 'd' .. m .. ':' .. fp .. ':' .. out, 'KEEPTTL') end
+      r[i] = kept
+    end
+  end
 end
 return r`;
 const OUTCOME_SHA = createHash('sha1').update(OUTCOME_SCRIPT).digest('hex');
