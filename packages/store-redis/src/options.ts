@@ -26,7 +26,7 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
   /**
    * An existing ioredis `Redis` or `Cluster` instance. The store only sends `SET … NX PXAT`, `GET`, for
    * batches `EVALSHA`/`EVAL` of its batch script and `MGET`, and for `claim`/`record` `EVALSHA`/`EVAL` of
-   * their one-key scripts, on it and never quits it: its owner closes it. Its own options (offline queue,
+   * their script and `MGET`, on it and never quits it: its owner closes it. Its own options (offline queue,
    * retries) stay in force; the store bounds every command with `commandTimeoutMs` itself.
    * @default none (the store creates its own client from `url`)
    */
@@ -151,13 +151,15 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
 /** A {@link ReplayStore} on Redis. */
 export interface RedisReplayStore extends ReplayStore {
   /**
-   * One atomic script on the id's key (the key `consume` uses): takes it with `p:<fingerprint>:<owner>` and the
-   * same expiry as `consume` if it is free, else reports how it is held. See {@link ReplayStore.claim}.
+   * Atomic on the id's key (the key `consume` uses), batched with other claims and records: takes it with
+   * `p:<fingerprint>:<owner>` and the same expiry as `consume` if it is free, else reports how it is held (a claim
+   * with another fingerprint counts a miss; the third drops the outcome). See {@link ReplayStore.claim}.
    */
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   /**
-   * One atomic script on the id's key: replaces `p:<fingerprint>:…` with `d:<fingerprint>:<outcome>`, keeping
-   * the key's expiry (`KEEPTTL`). See {@link ReplayStore.record}.
+   * Atomic on the id's key, batched: replaces `p:<fingerprint>:…` with `d:<fingerprint>:<outcome>`, keeping the
+   * key's expiry (`KEEPTTL`), the outcome's bytes taken from the ledger's budget in the same step (`''` past
+   * `maxOutcomeBytes` or the budget). See {@link ReplayStore.record}.
    */
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   /** Largest outcome kept, in bytes (see {@link RedisStoreOptions.maxOutcomeBytes}). */

@@ -27,12 +27,13 @@ const MAX_FINGERPRINT_LENGTH = 256;
  * Redis would accept `SET … PXAT <past>` and drop the key at once, so every call would look like a
  * first use.
  *
- * Outcome recording (`claim`, `record`): each is one `EVALSHA` (`EVAL` on `NOSCRIPT`) of a Lua script on the
- * id's one key — the key `consume` uses, so an id taken by either is taken for both — and so runs unchanged on
- * a Cluster. `claim` writes `p:<fingerprint>:<owner>` with the expiry `consume` would give; `record` replaces
- * it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done, not
- * kept) when the outcome exceeds `maxOutcomeBytes`. A lost reply is resolved with one `GET`, as for `consume`:
- * a claim is `first` only when the key holds this call's own owner value.
+ * Outcome recording (`claim`, `record`): batched like consumes, as calls of one Lua script that runs each claim
+ * and record atomically on its id's one key — the key `consume` uses, so an id taken by either is taken for both —
+ * one call per hash slot on a Cluster (see `outcomes.ts`). `claim` writes `p:<fingerprint>:<owner>` with the
+ * expiry `consume` would give and counts claims with another fingerprint (the third drops the outcome); `record`
+ * replaces it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done,
+ * not kept) past `maxOutcomeBytes` or the ledger's `outcomeBudgetBytes`. A lost or failed batch is resolved with one
+ * `MGET`: a claim is `first` only when the key holds this call's own owner value.
  */
 export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
   const parsed = parseRedisStoreOptions(options);
