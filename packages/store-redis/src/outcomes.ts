@@ -55,7 +55,8 @@ local function take(b, len)
   end
   if total + len > B then return false end
   total = total + len
-  redis.call('HINCRBY', h, b, len) redis.call('HINCRBY', h, 't', len)
+  local bytes = string.format('%.0f', len)
+  redis.call('HINCRBY', h, b, bytes) redis.call('HINCRBY', h, 't', bytes)
   if not seen[b] then
     seen[b] = true
     redis.call('ZADD', z, b, b)

@@ -218,6 +218,24 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
     }
   });
 
+  it('the budget counts every byte of large outcomes exactly: 3,000,000 bytes kept and counted, 6,000,000 more refused', async () => {
+    const store = createRedisStore({ url, namespace: uniqueId('big'), maxOutcomeBytes: 8_000_000, outcomeBudgetBytes: 8_000_000 });
+    try {
+      const budgetHash = `${store.keyPrefix.slice(0, -1)}%o{${store.keyPrefix.slice(0, -1)}}:h`;
+      const [a, b] = [uniqueId('big'), uniqueId('big')];
+      expect(await store.claim(a, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.record(a, 'fp', 'a'.repeat(3_000_000))).toBe(true);
+      expect(await admin.hget(budgetHash, 't')).toBe('3000000');
+      expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.record(b, 'fp', 'b'.repeat(6_000_000))).toBe(false);
+      expect(await admin.hget(budgetHash, 't')).toBe('3000000');
+      expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'replayed' });
+      expect(await admin.get(store.keyPrefix + b)).toBe('d:fp:');
+    } finally {
+      await store.close();
+    }
+  });
+
   it('50 concurrent identical claims over two stores → one first, 49 pending; after record, 50 times the outcome', async () => {
     const namespace = uniqueId('race');
     // A generous command timeout: this test is about who wins, not how fast (the machine may be busy).
