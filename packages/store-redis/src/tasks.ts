@@ -242,19 +242,36 @@ const CAS_BOOKS_SCRIPT =
   COMMON +
   `local v = redis.call('GETRANGE', KEYS[1], 0, ${VERSION_LENGTH - 1}) ` +
   "if v == '' then return 0 end if v ~= ARGV[1] then return 1 end " +
-  "if ARGV[6] == '1' then for _, i in ipairs({2, 4, 5, 6}) do redis.call('ZADD', KEYS[i], 'XX', 'GT', ARGV[3], ARGV[4]) end " +
-  'tops(KEYS[2], KEYS[4], KEYS[5], KEYS[6]) end ' +
+  // Raised scores: a set's expiry, at or after its latest entry, moves to the new expiry only when that is later.
+  "if ARGV[6] == '1' then local at = tonumber(ARGV[3]) for _, i in ipairs({2, 4, 5, 6, 3}) do " +
+  "if i == 3 or redis.call('ZADD', KEYS[i], 'XX', 'GT', 'CH', ARGV[3], ARGV[4]) == 1 then " +
+  "if redis.call('PTTL', KEYS[i]) < at - now then redis.call('PEXPIREAT', KEYS[i], ARGV[3]) end end end end " +
   "redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3]) " +
   "if ARGV[7] == '1' then redis.call('ZREM', KEYS[5], ARGV[4]) local s = redis.call('ZSCORE', KEYS[4], ARGV[4]) " +
-  "if s then redis.call('ZADD', KEYS[6], s, ARGV[4]) redis.call('ZADD', KEYS[3], redis.call('ZCARD', KEYS[4]), ARGV[5]) end tops(KEYS[6]) end " +
-  "local all = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[3], all[2]) end return 2";
+  "if s then redis.call('ZADD', KEYS[6], s, ARGV[4]) redis.call('ZADD', KEYS[3], redis.call('ZCARD', KEYS[4]), ARGV[5]) end tops(KEYS[6]) " +
+  "local all = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[3], all[2]) end end return 2";
 const CAS_BOOKS_SHA = sha1(CAS_BOOKS_SCRIPT);
 
 const DEFAULT_PREFIX = 'mrtr:task:';
 const MAX_TASK_ID_LENGTH = 256;
 
 const digest = (value: string): string => createHash('sha256').update(value, 'utf8').digest('base64url');
-const newVersion = (): string => base64urlEncode(randomBytes(16));
+/**
+ * A new version: 22 base64url characters, unique — 10 random bytes drawn per 65,536 versions (one CSPRNG call) and a
+ * counter — so that a compare-and-set never mistakes another write for its own (it is not a secret).
+ */
+const versionBytes = randomBytes(16);
+let versionCount = 0;
+const newVersion = (): string => {
+  if ((versionCount & 0xffff) === 0) versionBytes.set(randomBytes(10));
+  versionCount = (versionCount + 1) % 0x1_0000_0000_0000;
+  let n = versionCount;
+  for (let i = 15; i >= 10; i--) {
+    versionBytes[i] = n % 256;
+    n = Math.floor(n / 256);
+  }
+  return base64urlEncode(versionBytes);
+};
 
 /** A stored value that is not `<version><task record as JSON>` for this id (a foreign or damaged key). */
 const corrupt = (taskId: string): StoreUnavailableError =>
@@ -370,20 +387,24 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
   };
 
   /** The stored value of a task: its version and record; `undefined` when absent or expired (by this host's clock too). */
-  const read = async (taskId: string): Promise<{ version: string; record: TaskRecord } | undefined> => {
-    const value = await call(() => commands.get(taskKey(taskId)));
+  const read = async (
+    taskId: string,
+    key = taskKey(taskId),
+  ): Promise<{ version: string; record: TaskRecord; json: string } | undefined> => {
+    const value = await call(() => commands.get(key));
     if (value === null) return undefined;
     if (typeof value !== 'string' || value.length <= VERSION_LENGTH) throw corrupt(taskId);
+    const json = value.slice(VERSION_LENGTH);
     let parsed: unknown;
     try {
-      parsed = JSON.parse(value.slice(VERSION_LENGTH));
+      parsed = JSON.parse(json);
     } catch {
       throw corrupt(taskId);
     }
     const record = asTaskRecord(parsed);
     if (record === undefined || record.taskId !== taskId) throw corrupt(taskId);
     if (Date.now() >= taskExpiresAt(record)) return undefined;
-    return { version: value.slice(0, VERSION_LENGTH), record };
+    return { version: value.slice(0, VERSION_LENGTH), record, json };
   };
 
   /** Takes back a create's entries (best effort: a leftover entry only counts until its expiry). */
@@ -472,13 +493,14 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
     if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
     if (closed) fail(new Error('store is closed'));
-    const key = taskKey(taskId);
     const member = digest(taskId);
+    const key = `${keyPrefix}t:{${member}}`;
     for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-      const current = await read(taskId);
+      const current = await read(taskId, key);
       if (current === undefined) return undefined;
       const before = current.record;
-      const next = change(structuredClone(before));
+      // `change` gets its own copy: a second parse of the stored JSON (cheaper than structuredClone).
+      const next = change(JSON.parse(current.json) as TaskRecord);
       if (next === undefined) return before;
       assertTaskChange(`${LABEL}: update`, before, next);
       const at = taskExpiresAt(next);

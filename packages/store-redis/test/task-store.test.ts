@@ -200,6 +200,29 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     await store.create(task('alice'));
   });
 
+  it('every bookkeeping key lives at least as long as the latest task it counts, through updates that raise the expiry and make a task final', async () => {
+    const store = open();
+    const t = task('alice', { ttlMs: 60_000 });
+    await store.create(t);
+    await store.create(task('alice', { ttlMs: 30_000 }));
+    const books = async () => (await keysOf(store)).filter((k) => k.slice(store.keyPrefix.length).startsWith('r:'));
+    const expiries = async () => Promise.all((await books()).map(async (k) => [k, Number(await raw.call('PEXPIRETIME', k))] as const));
+    let at = t.lastUpdatedAt + 60_000;
+    for (const [key, expiry] of await expiries()) expect(expiry, key).toBeGreaterThanOrEqual(at);
+    await store.update(t.taskId, (r) => ({ ...r, lastUpdatedAt: r.lastUpdatedAt + 5_000 }));
+    at += 5_000;
+    for (const [key, expiry] of await expiries()) expect(expiry, key).toBeGreaterThanOrEqual(at);
+    await store.update(t.taskId, (r) => ({ ...r, status: 'completed', lastUpdatedAt: r.lastUpdatedAt + 5_000 }));
+    at += 5_000;
+    const after = await expiries();
+    expect(after.map(([key]) => key.split(':').slice(-2)[0])).toEqual(expect.arrayContaining(['f']));
+    for (const [key, expiry] of after) {
+      // The live set no longer holds it (only the 30 s task); every other set does, or counts it (w).
+      if (/:l:/.test(key)) continue;
+      expect(expiry, key).toBeGreaterThanOrEqual(at);
+    }
+  });
+
   it('concurrent creates of one principal on four instances: the bounds hold', async () => {
     const namespace = uniqueId('shared');
     const instances = Array.from({ length: 4 }, () => open({ namespace, maxLivePerPrincipal: 5, maxPerPrincipal: 7 }));
