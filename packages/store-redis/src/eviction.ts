@@ -37,7 +37,7 @@ export interface EvictionGuard {
 /** Start-up check of maxmemory-policy: eviction could drop consumed ids before they expire. */
 export function createEvictionGuard(
   connection: RedisConnection,
-  evictionPolicyCheck: 'warn' | 'refuse' | 'off',
+  evictionPolicyCheck: 'default' | 'warn' | 'refuse' | 'off',
   commandTimeoutMs: number,
   warn: (error: BackgroundError) => void,
 ): EvictionGuard {
@@ -51,11 +51,12 @@ export function createEvictionGuard(
       policy = result;
       const message =
         result.status === 'evicting'
-          ? `@mrtr/store-redis: Redis maxmemory-policy is "${result.policy}": under memory pressure it can delete consumed ids before they expire, and those states could then be used again. Use "noeviction" or a dedicated Redis.`
+          ? `@mrtr/store-redis: Redis maxmemory-policy is "${result.policy}": under memory pressure it can delete consumed ids before they expire, and those states could then be used again. Use "noeviction" or a dedicated Redis.${evictionPolicyCheck === 'default' ? ' Every consume and claim is refused (ERR_STORE_UNAVAILABLE) until it is.' : ''}`
           : result.status === 'unknown'
             ? `@mrtr/store-redis: could not read Redis maxmemory-policy (${String((result.error as Error)?.message ?? result.error)}); make sure it is "noeviction", then set evictionPolicyCheck: 'off'.`
             : undefined;
-      if (message !== undefined && message !== warned && evictionPolicyCheck === 'warn') {
+      const reported = evictionPolicyCheck === 'warn' || evictionPolicyCheck === 'default';
+      if (message !== undefined && message !== warned && reported) {
         warned = message;
         warn(
           result.status === 'evicting'
@@ -70,7 +71,10 @@ export function createEvictionGuard(
   if (owned && evictionPolicyCheck !== 'off') {
     (client as Redis).on('ready', () => void checkEvictionPolicy());
   }
-  /** `'refuse'`: consumes wait for a check that says `noeviction`; while it does not, every consume fails (and re-checks). */
+  /**
+   * `'refuse'`: consumes wait for a check that says `noeviction`; while it does not, every consume fails (and
+   * re-checks). The default: the same, except that a policy that cannot be read lets them through (warned).
+   */
   const policyGate = (): Promise<void> | undefined => {
     if (evictionPolicyCheck === 'off') return undefined;
     if (evictionPolicyCheck === 'warn') {
@@ -78,11 +82,14 @@ export function createEvictionGuard(
       return undefined;
     }
     if (policy?.status === 'safe') return undefined;
+    if (evictionPolicyCheck === 'default' && policy?.status === 'unknown' && checking === undefined) return undefined;
     return (checking ?? checkEvictionPolicy()).then((result) => {
-      if (result.status === 'safe') return;
+      if (result.status === 'safe' || (evictionPolicyCheck === 'default' && result.status === 'unknown')) return;
       const cause =
         result.status === 'evicting'
-          ? new Error(`Redis maxmemory-policy is "${result.policy}" (evicting); refused by evictionPolicyCheck: 'refuse'`)
+          ? new Error(
+              `Redis maxmemory-policy is "${result.policy}" (evicting); refused by evictionPolicyCheck: ${evictionPolicyCheck === 'refuse' ? "'refuse'" : 'default (set "noeviction")'}`,
+            )
           : new Error("Redis maxmemory-policy could not be read; refused by evictionPolicyCheck: 'refuse'", { cause: result.error });
       throw new StoreUnavailableError({ cause });
     });

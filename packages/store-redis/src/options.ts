@@ -1,4 +1,4 @@
-import type { ClaimResult, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
 import {
   type BackgroundError,
   boolOption,
@@ -7,6 +7,7 @@ import {
   isObject,
   oneOfOption,
   optionsObject,
+  parseOutcomeStoreLimits,
   renamedOption,
   stringOption,
 } from '@mrtr/core/authoring';
@@ -15,7 +16,7 @@ import type { RedisCommands } from './connection.js';
 import type { EvictionCheck } from './eviction.js';
 
 /** Options of {@link createRedisStore}. Give `url` or `client`, not both. */
-export interface RedisStoreOptions {
+export interface RedisStoreOptions extends OutcomeStoreLimits {
   /**
    * Connection URL (`redis://`, `rediss://`, with user, password and db) for a client the store creates
    * and owns. Default `redis://127.0.0.1:6379` when no `client` is given.
@@ -25,7 +26,7 @@ export interface RedisStoreOptions {
   /**
    * An existing ioredis `Redis` or `Cluster` instance. The store only sends `SET … NX PXAT`, `GET`, for
    * batches `EVALSHA`/`EVAL` of its batch script and `MGET`, and for `claim`/`record` `EVALSHA`/`EVAL` of
-   * their one-key scripts, on it and never quits it: its owner closes it. Its own options (offline queue,
+   * their script and `MGET`, on it and never quits it: its owner closes it. Its own options (offline queue,
    * retries) stay in force; the store bounds every command with `commandTimeoutMs` itself.
    * @default none (the store creates its own client from `url`)
    */
@@ -78,14 +79,19 @@ export interface RedisStoreOptions {
    */
   redisOptions?: RedisOptions | undefined;
   /**
-   * What to do at start-up when Redis reports a `maxmemory-policy` that may evict keys (`allkeys-*` or
-   * `volatile-*`: every key of this store has an expiry, so `volatile-*` policies target exactly them).
-   * An evicted id can be used again. `'warn'` (default) calls `onError`; `'refuse'` makes every consume (and claim)
-   * reject `ERR_STORE_UNAVAILABLE` until a later check (on reconnect) sees a safe policy; `'off'` skips
-   * the check. When `CONFIG GET` is not allowed (managed Redis, ACLs) the policy is unknown: `'warn'`
-   * warns that it could not be checked, `'refuse'` refuses (set `'off'` once you have verified the
-   * policy yourself).
-   * @default 'warn'
+   * What to do when Redis reports a `maxmemory-policy` that may evict keys (`allkeys-*` or `volatile-*`: every
+   * key of this store has an expiry, so `volatile-*` policies target exactly them). An evicted id can be used
+   * again: a flood of other keys (outcomes of another user included) can evict a spent state, and its confirmed
+   * action then runs twice. Checked at start-up and on every reconnect (an injected client: before its first
+   * write).
+   * - Not set (the default): an evicting policy is refused — every consume and claim rejects
+   *   `ERR_STORE_UNAVAILABLE` until a later check sees `noeviction` — and reported through `onError`
+   *   (`STORE_EVICTION_POLICY`); a policy that cannot be read (`CONFIG GET` not allowed: managed Redis, ACLs) is
+   *   only reported (`STORE_EVICTION_POLICY_UNKNOWN`), since the store cannot tell.
+   * - `'warn'`: reports either and goes on (the former default).
+   * - `'refuse'`: refuses both an evicting and an unknown policy, without a report.
+   * - `'off'`: no check (once you have verified the policy yourself).
+   * @default refuse an evicting policy, warn when it cannot be read
    */
   evictionPolicyCheck?: 'warn' | 'refuse' | 'off' | undefined;
   /**
@@ -128,27 +134,38 @@ export interface RedisStoreOptions {
   /**
    * Largest outcome `record` keeps, in UTF-8 bytes (sealed outcomes are ASCII tokens, so characters). A larger
    * one is recorded as `''`, "done, not kept": `record` resolves `false` and identical retries of that round
-   * are replays. Every kept outcome lives in Redis memory until the state's expiry. `0` keeps none; at most
-   * 536870912 (Redis's largest string).
-   * @default 65536
+   * are replays. `0` keeps none; at most 536870912 (Redis's largest string).
+   * @default 16384
    */
   maxOutcomeBytes?: number | undefined;
+  /**
+   * Most bytes of outcomes this ledger (prefix and namespace) holds in Redis at once, every instance together:
+   * checked and taken in the script that writes an outcome; past it an outcome is recorded as `''` (done, not
+   * kept). An outcome is counted until the end of the minute (Redis's clock) in which its id expires. On a Cluster
+   * the whole budget is one pair of keys that records lease their bytes from (see the README). `0` keeps none.
+   * @default 67108864 (64 MiB)
+   */
+  outcomeBudgetBytes?: number | undefined;
 }
 
 /** A {@link ReplayStore} on Redis. */
 export interface RedisReplayStore extends ReplayStore {
   /**
-   * One atomic script on the id's key (the key `consume` uses): takes it with `p:<fingerprint>:<owner>` and the
-   * same expiry as `consume` if it is free, else reports how it is held. See {@link ReplayStore.claim}.
+   * Atomic on the id's key (the key `consume` uses), batched with other claims and records: takes it with
+   * `p:<fingerprint>:<owner>` and the same expiry as `consume` if it is free, else reports how it is held (a claim
+   * with another fingerprint counts a miss; the third drops the outcome). See {@link ReplayStore.claim}.
    */
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   /**
-   * One atomic script on the id's key: replaces `p:<fingerprint>:…` with `d:<fingerprint>:<outcome>`, keeping
-   * the key's expiry (`KEEPTTL`). See {@link ReplayStore.record}.
+   * Atomic on the id's key, batched: replaces `p:<fingerprint>:…` with `d:<fingerprint>:<outcome>`, keeping the
+   * key's expiry (`KEEPTTL`), the outcome's bytes taken from the ledger's budget in the same step (`''` past
+   * `maxOutcomeBytes` or the budget). See {@link ReplayStore.record}.
    */
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   /** Largest outcome kept, in bytes (see {@link RedisStoreOptions.maxOutcomeBytes}). */
   readonly maxOutcomeBytes: number;
+  /** Most outcome bytes held at once (see {@link RedisStoreOptions.outcomeBudgetBytes}). */
+  readonly outcomeBudgetBytes: number;
   /** The connection in use (owned unless it was passed in as `client`). */
   readonly client: Redis | Cluster;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
@@ -172,9 +189,6 @@ export const DEFAULT_PREFIX = 'mrtr:replay:';
 export const DEFAULT_NAMESPACE = '';
 /** How the default ledger is keyed: `'default'`, this option's default before issue 22, so existing keys stay in use. */
 const DEFAULT_NAMESPACE_KEY = 'default';
-const DEFAULT_MAX_OUTCOME_BYTES = 65_536;
-/** Redis's largest string (512 MiB). */
-const MAX_MAX_OUTCOME_BYTES = 512 * 1024 * 1024;
 /** The longest delay a timer takes (Node fires a longer one at once). */
 export const MAX_TIMER_MS = 2_147_483_647;
 
@@ -217,12 +231,14 @@ export interface ParsedRedisStoreOptions {
   readonly connectTimeoutMs: number;
   readonly maxReconnectDelayMs: number;
   readonly extraRetentionMs: number;
-  readonly evictionPolicyCheck: 'warn' | 'refuse' | 'off';
+  /** `'default'`: refuses a policy read as evicting (and warns), warns when the policy cannot be read. */
+  readonly evictionPolicyCheck: 'default' | 'warn' | 'refuse' | 'off';
   readonly onError: (error: BackgroundError) => void;
   readonly batching: boolean;
   readonly maxBatchSize: number;
   readonly maxQueued: number;
   readonly maxOutcomeBytes: number;
+  readonly outcomeBudgetBytes: number;
   readonly redisOptions: RedisOptions;
 }
 
@@ -244,22 +260,15 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
   const connectTimeoutMs = intOption(`${label}: connectTimeoutMs`, options.connectTimeoutMs, 2000, 1, MAX_TIMER_MS);
   const maxReconnectDelayMs = intOption(`${label}: maxReconnectDelayMs`, options.maxReconnectDelayMs, 2000, 1, MAX_TIMER_MS);
   const extraRetentionMs = intOption(`${label}: extraRetentionMs`, options.extraRetentionMs, 0, 0, Number.MAX_SAFE_INTEGER);
-  const evictionPolicyCheck = oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', [
-    'warn',
-    'refuse',
-    'off',
-  ] as const);
+  const evictionPolicyCheck =
+    options.evictionPolicyCheck === undefined
+      ? 'default'
+      : oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', ['warn', 'refuse', 'off'] as const);
   const onError = onErrorOption(label, options);
   const batching = boolOption(`${label}: batch`, options.batch, true);
   const maxBatchSize = intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096);
   const maxQueued = intOption(`${label}: maxQueued`, options.maxQueued, 16_384, 1, 1_000_000);
-  const maxOutcomeBytes = intOption(
-    `${label}: maxOutcomeBytes`,
-    options.maxOutcomeBytes,
-    DEFAULT_MAX_OUTCOME_BYTES,
-    0,
-    MAX_MAX_OUTCOME_BYTES,
-  );
+  const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits(label, options);
   const redisOptions = redisOptionsOption(label, options.redisOptions);
 
   const keyPrefix = ledgerKeyPrefix(prefix, namespace);
@@ -277,6 +286,7 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
     maxBatchSize,
     maxQueued,
     maxOutcomeBytes,
+    outcomeBudgetBytes,
     redisOptions,
   };
 }

@@ -1,34 +1,12 @@
-import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
 import { type BackgroundError, base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
-import { createConsumeQueue, evalScript } from './batching.js';
+import { createConsumeQueue } from './batching.js';
 import { openConnection } from './connection.js';
 import { createEvictionGuard, type EvictionCheck } from './eviction.js';
-import { FIRST, fail, notWritten, PENDING, REPLAYED, recordedIn, resolveLost, resolveLostClaim, resolveLostRecord } from './lost-reply.js';
+import { fail, notWritten, REPLAYED, resolveLost } from './lost-reply.js';
+import { createOutcomeQueue } from './outcomes.js';
 import { parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
 
-/**
- * `claim` on one key. ARGV: the value to write (`p:<fp>:<owner>`), the absolute expiry (ms), the pending
- * prefix `p:<fp>:` and the done prefix `d:<fp>:`. Free key → written, `'first'`; held by this fingerprint with
- * no outcome → `'pending'`; with a non-empty outcome → the whole stored value (`d:<fp>:<outcome>`); anything
- * else (a `consume` owner value, another fingerprint, `d:<fp>:` = done, not kept) → `'replayed'`.
- */
-const CLAIM_SCRIPT =
-  "local v = redis.call('GET', KEYS[1]) " +
-  "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2]) return 'first' end " +
-  "if string.sub(v, 1, #ARGV[3]) == ARGV[3] then return 'pending' end " +
-  'if #v > #ARGV[4] and string.sub(v, 1, #ARGV[4]) == ARGV[4] then return v end ' +
-  "return 'replayed'";
-const CLAIM_SHA = createHash('sha1').update(CLAIM_SCRIPT).digest('hex');
-/**
- * `record` on one key. ARGV: the pending prefix `p:<fp>:` and the value to write (`d:<fp>:<outcome>`). Only a
- * key held by `claim` with this fingerprint and no outcome is replaced, keeping its expiry: 1; else 0.
- */
-const RECORD_SCRIPT =
-  "local v = redis.call('GET', KEYS[1]) " +
-  'if not v or string.sub(v, 1, #ARGV[1]) ~= ARGV[1] then return 0 end ' +
-  "redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL') return 1";
-const RECORD_SHA = createHash('sha1').update(RECORD_SCRIPT).digest('hex');
 /** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
 const MAX_FINGERPRINT_LENGTH = 256;
 
@@ -49,16 +27,18 @@ const MAX_FINGERPRINT_LENGTH = 256;
  * Redis would accept `SET … PXAT <past>` and drop the key at once, so every call would look like a
  * first use.
  *
- * Outcome recording (`claim`, `record`): each is one `EVALSHA` (`EVAL` on `NOSCRIPT`) of a Lua script on the
- * id's one key — the key `consume` uses, so an id taken by either is taken for both — and so runs unchanged on
- * a Cluster. `claim` writes `p:<fingerprint>:<owner>` with the expiry `consume` would give; `record` replaces
- * it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done, not
- * kept) when the outcome exceeds `maxOutcomeBytes`. A lost reply is resolved with one `GET`, as for `consume`:
- * a claim is `first` only when the key holds this call's own owner value.
+ * Outcome recording (`claim`, `record`): batched like consumes, as calls of one Lua script that runs each claim
+ * and record atomically on its id's one key — the key `consume` uses, so an id taken by either is taken for both —
+ * one call per hash slot on a Cluster (see `outcomes.ts`). `claim` writes `p:<fingerprint>:<owner>` with the
+ * expiry `consume` would give and counts claims with another fingerprint (the third drops the outcome); `record`
+ * replaces it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done,
+ * not kept) past `maxOutcomeBytes` or the ledger's `outcomeBudgetBytes`. A lost or failed batch is resolved with one
+ * `MGET`: a claim is `first` only when the key holds this call's own owner value.
  */
 export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
   const parsed = parseRedisStoreOptions(options);
-  const { keyPrefix, commandTimeoutMs, extraRetentionMs, evictionPolicyCheck, onError, batching, maxOutcomeBytes } = parsed;
+  const { keyPrefix, commandTimeoutMs, extraRetentionMs, evictionPolicyCheck, onError, batching, maxOutcomeBytes, outcomeBudgetBytes } =
+    parsed;
 
   let closed = false;
   let closing: Promise<void> | undefined;
@@ -135,32 +115,19 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     return undefined;
   };
 
-  const interpretClaim = (reply: unknown, fp: string): ClaimResult => {
-    if (reply === 'first') return FIRST;
-    if (reply === 'pending') return PENDING;
-    if (reply === 'replayed') return REPLAYED;
-    const recorded = typeof reply === 'string' ? recordedIn(reply, fp) : undefined;
-    if (recorded !== undefined) return recorded;
-    throw new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') });
-  };
-
-  const sendClaim = (key: string, at: number, fp: string): Promise<ClaimResult> => {
-    const mine = `p:${fp}:${base64urlEncode(randomBytes(16))}`; // a value only this claim knows
-    return evalScript(connection, CLAIM_SCRIPT, CLAIM_SHA, [key, mine, at, `p:${fp}:`, `d:${fp}:`], 1).then(
-      (reply) => interpretClaim(reply, fp),
-      (error: unknown) => (notWritten(error) ? fail(error) : resolveLostClaim(connection, key, mine, fp, error)),
-    );
-  };
-
-  const sendRecord = (key: string, fp: string, value: string, kept: boolean): Promise<boolean> =>
-    evalScript(connection, RECORD_SCRIPT, RECORD_SHA, [key, `p:${fp}:`, value], 1).then(
-      (reply) => {
-        if (reply === 1) return kept;
-        if (reply === 0) return false;
-        throw new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') });
-      },
-      (error: unknown) => (notWritten(error) ? fail(error) : resolveLostRecord(connection, key, value, kept, error)),
-    );
+  // Claims and records: batched like consumes (one script call per batch, one per hash slot on a Cluster).
+  const ledgerBase = keyPrefix.slice(0, -1);
+  const outcomes = createOutcomeQueue(
+    connection,
+    {
+      maxBatchSize: parsed.maxBatchSize,
+      maxQueued: parsed.maxQueued,
+      outcomeBudgetBytes,
+      // `%` never follows an encoded namespace but as `%25`/`%3A`: no id of any ledger can name these keys.
+      budgetKeys: [`${ledgerBase}%o{${ledgerBase}}:h`, `${ledgerBase}%o{${ledgerBase}}:z`],
+    },
+    isClosed,
+  );
 
   /**
    * Runs `op` once the store may talk to Redis: an owned client's start-up wait and, when `gated`, the eviction
@@ -170,7 +137,8 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     const go = (): Promise<T> => {
       if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
       const gate = gated ? policyGate() : undefined;
-      if (gate === undefined) return op().catch(fail);
+      // The queue settles with ERR_STORE_UNAVAILABLE itself: nothing to wrap on the hot path.
+      if (gate === undefined) return op();
       return gate.then(() => (closed ? fail(new Error('store is closed')) : op()), fail).catch(fail);
     };
     try {
@@ -198,7 +166,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
     const key = keyPrefix + id;
     const at = Math.ceil(expiresAtMs) + extraRetentionMs;
-    return whenOpen(() => sendClaim(key, at, fingerprint), true);
+    return whenOpen(() => outcomes.claim(key, at, fingerprint), true);
   };
 
   const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
@@ -209,8 +177,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
     // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
     const kept = outcome !== '' && outcomeFits(outcome);
-    const value = `d:${fingerprint}:${kept ? outcome : ''}`;
-    return whenOpen(() => sendRecord(keyPrefix + id, fingerprint, value, kept), false);
+    return whenOpen(() => outcomes.record(keyPrefix + id, fingerprint, kept ? outcome : ''), false);
   };
 
   const close = (): Promise<void> => {
@@ -219,6 +186,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (closing !== undefined) return closing;
     // Consumes still queued fail closed; a batch in flight settles by itself.
     queue.failAll(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    outcomes.failAll(new StoreUnavailableError({ cause: new Error('store is closed') }));
     closing = connection.end();
     return closing;
   };
@@ -249,5 +217,5 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     }
   };
 
-  return { consume, claim, record, maxOutcomeBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
+  return { consume, claim, record, maxOutcomeBytes, outcomeBudgetBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
 }

@@ -5,21 +5,27 @@
  * Keys (`<kp>` = `prefix + namespace + ":"`, `H(x)` = SHA-256 of `x` in base64url, 43 characters):
  * - `<kp>t:{H(taskId)}` — the task: a string `<version><json>`, where `<version>` is 22 random base64url
  *   characters written with every change (so a compare-and-set can never be fooled by an older value coming
- *   back), expiring (`PXAT`) at `lastUpdatedAt + ttlMs`.
- * - `<kp>p:{H(principal)}:k` and `…:l` — the principal's kept tasks and unfinished ("live") tasks: sorted sets of
- *   `H(taskId)` scored by expiry. Both carry the same hash tag, so one script touches one slot on a Cluster.
+ *   back), expiring (`PXAT`) at `lastUpdatedAt + ttlMs`. Tasks spread over a Cluster's slots.
+ * - The bookkeeping, every key under one hash tag `<kp>r:{H(<kp>)}:` (so one slot, one master on a Cluster: the
+ *   store-wide bound needs one atomic step over all of it): `…a`, every task of the store; `…k:<H(principal)>`,
+ *   `…l:<H(principal)>` and `…f:<H(principal)>`, a principal's kept, unfinished ("live") and final tasks — sorted
+ *   sets of `H(taskId)` scored by expiry; `…w`, the principals holding a final task, scored by how many tasks they
+ *   hold (an upper bound: an expired task is taken off when its principal is looked at). Each key expires with its
+ *   latest entry.
  *
  * Ids and principals are attacker-influenced: only their hashes reach key names (bounded length, no `{}`).
  *
- * A task's key and its principal's sets are on different slots, so a create and an update are two steps each,
- * ordered so that a process dying between them can only make a principal's count too high (its own tasks are
- * refused a little earlier, until the stale entry's expiry), never too low (the bounds always hold):
- * - create: the principal script first (drop expired entries, check both bounds, add the entry), then
- *   `SET … NX PXAT` of the task. An id already present: its entry is taken back, the first record stays.
- * - update: read the task with its version, run `change`, raise the entry's scores (`ZADD XX GT`) to the new
+ * A task's key and the bookkeeping are on different slots, so a create and an update are two steps each, ordered
+ * so that a process dying between them can only make a count too high (tasks are refused a little earlier, until
+ * the stale entry's expiry), never too low (the bounds always hold):
+ * - create: the reserve script first (drop expired entries, check the principal's bounds, then the store's: a full
+ *   store names a victim, the first-expiring final task of the principal holding the most tasks among those holding
+ *   a final one, which stays counted in `…a` until it is gone), `DEL` of the victim, then `SET … NX PXAT` of the
+ *   task, then the victim leaves `…a`. An id already present: its entries are taken back, the first record stays.
+ * - update: read the task with its version, run `change`, raise the entries' scores (`ZADD XX GT`) to the new
  *   expiry first, then a compare-and-set script on the version; on a conflict read again and run `change` again
- *   (at most `maxUpdateAttempts` times). A task that became final leaves the live set after its write.
- * Each set entry is thus always scored at or after its task's expiry.
+ *   (at most `maxUpdateAttempts` times). A task that became final then moves from the live set to the final one.
+ * Each entry is thus always scored at or after its task's expiry.
  */
 import { createHash } from 'node:crypto';
 import { MrtrError, type TaskRecord, type TaskStore, type TaskStoreLimits } from '@mrtr/core';
@@ -44,7 +50,10 @@ import { DEFAULT_NAMESPACE, ledgerKeyPrefix, MAX_TIMER_MS, onErrorOption, redisO
 
 const LABEL = 'createRedisTaskStore';
 
-/** Options of {@link createRedisTaskStore}: the per-principal bounds (16 unfinished, 256 kept) and these. Give `url` or `client`, not both. */
+/**
+ * Options of {@link createRedisTaskStore}: the bounds (16 unfinished and 256 kept per principal; `maxTasks`, 100,000 in
+ * all, a full store making room from the heaviest holder's final tasks) and these. Give `url` or `client`, not both.
+ */
 export interface RedisTaskStoreOptions extends TaskStoreLimits {
   /**
    * Connection URL (`redis://`, `rediss://`, with user, password and db) for a client the store creates and
@@ -53,7 +62,7 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
    */
   url?: string | undefined;
   /**
-   * An existing ioredis `Redis` or `Cluster` instance. The store sends `GET`, `SET … NX PXAT`, `ZADD`, `ZREM`
+   * An existing ioredis `Redis` or `Cluster` instance. The store sends `GET`, `SET … NX PXAT`, `DEL`, `ZREM`
    * and `EVALSHA`/`EVAL` of its scripts on it and never quits it: its owner closes it. The store bounds every
    * command with `commandTimeoutMs` itself.
    * @default none (the store creates its own client from `url`)
@@ -137,6 +146,7 @@ interface Commands {
   get(key: string): Promise<string | null>;
   set(key: string, value: string, pxat: 'PXAT', unixTimeMs: number, nx: 'NX'): Promise<'OK' | null>;
   zrem(key: string, member: string): Promise<number>;
+  del(key: string): Promise<number>;
   evalsha(sha: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   ping(): Promise<unknown>;
@@ -145,30 +155,69 @@ interface Commands {
 /** Length of the version that starts every stored task (16 random bytes in base64url). */
 const VERSION_LENGTH = 22;
 
+/** Redis's clock (ms) and `tops(...)`: keeps each sorted set as long as its latest entry. */
+const COMMON =
+  "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " +
+  'local function tops(...) for _, k in ipairs({...}) do ' +
+  "local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES') if top[2] then redis.call('PEXPIREAT', k, top[2]) end end end ";
 /**
- * Create, on the principal's slot. KEYS: kept set, live set. ARGV: member, expiry (ms), `1` when the task is
- * unfinished, maxLive, maxKept. Drops entries past Redis's clock, refuses a member already kept
- * (`duplicate`), then the live bound (`live`), then the kept bound (`kept`); else adds the member and keeps each
- * set until its latest entry's expiry (`ok`). Its work is bounded by the sets' size, itself bounded by maxKept.
+ * Create, on the bookkeeping's slot. KEYS: all, holders, kept, live, final (the principal's). ARGV: member, expiry
+ * (ms), `1` when the task is unfinished, maxLive, maxKept, maxTasks, the bookkeeping's key prefix, H(principal).
+ * Drops expired entries, refuses a member already kept (`duplicate`), then the live bound (`live`), then the kept
+ * bound (`kept`); a full store (`…a` at maxTasks) makes room: the heaviest holder of final tasks (`…w`, its count
+ * checked against its sets, at most 64 holders looked at) gives up its first-expiring final task, which leaves its
+ * sets but stays in `…a` until the caller has deleted it (reply `v<member>`); no holder → `store`. Else adds the
+ * member (`ok`). Bounded: each step is a sorted-set operation, the holder search at most 64 rounds.
  */
 const RESERVE_SCRIPT =
-  "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " +
-  "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now) redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. now) " +
-  "if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 'duplicate' end " +
-  "if ARGV[3] == '1' and redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 'live' end " +
-  "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[5]) then return 'kept' end " +
-  "redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) if ARGV[3] == '1' then redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1]) end " +
-  "for i = 1, 2 do local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES') " +
-  "if top[2] then redis.call('PEXPIREAT', KEYS[i], top[2]) end end return 'ok'";
+  COMMON +
+  "for i = 1, 5 do if i ~= 2 then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end end " +
+  "if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 'duplicate' end " +
+  "if ARGV[3] == '1' and redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[4]) then return 'live' end " +
+  "if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return 'kept' end " +
+  "local victim = '' " +
+  "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[6]) then " +
+  '  for i = 1, 64 do ' +
+  "    local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES') if not top[1] then break end " +
+  "    local fk = ARGV[7] .. 'f:' .. top[1] local kk = ARGV[7] .. 'k:' .. top[1] " +
+  "    redis.call('ZREMRANGEBYSCORE', fk, '-inf', '(' .. now) redis.call('ZREMRANGEBYSCORE', kk, '-inf', '(' .. now) " +
+  "    local count = redis.call('ZCARD', kk) " +
+  "    if redis.call('ZCARD', fk) == 0 then redis.call('ZREM', KEYS[2], top[1]) " +
+  "    elseif count < tonumber(top[2]) and i < 64 then redis.call('ZADD', KEYS[2], count, top[1]) " +
+  "    else local x = redis.call('ZPOPMIN', fk) victim = x[1] redis.call('ZREM', kk, victim) " +
+  "      if redis.call('ZCARD', fk) == 0 then redis.call('ZREM', KEYS[2], top[1]) else redis.call('ZADD', KEYS[2], count - 1, top[1]) end " +
+  '      break end ' +
+  '  end ' +
+  "  if victim == '' then return 'store' end " +
+  'end ' +
+  "redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) " +
+  "if ARGV[3] == '1' then redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1]) " +
+  "else redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1]) redis.call('ZADD', KEYS[2], redis.call('ZCARD', KEYS[3]), ARGV[8]) end " +
+  "if redis.call('ZSCORE', KEYS[2], ARGV[8]) then redis.call('ZADD', KEYS[2], redis.call('ZCARD', KEYS[3]), ARGV[8]) end " +
+  'tops(KEYS[1], KEYS[3], KEYS[4], KEYS[5]) ' +
+  "local all = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[2], all[2]) end " +
+  "if victim == '' then return 'ok' end return 'v' .. victim";
 /**
- * Before an update's write, on the principal's slot. KEYS: kept set, live set. ARGV: member, new expiry. Raises
- * the member's score where it is present (`XX GT`: never adds, never lowers) and keeps each set as long as its
- * latest entry.
+ * Before an update's write, on the bookkeeping's slot. KEYS: all, holders, kept, live, final. ARGV: member, new
+ * expiry. Raises the member's score where it is present (`XX GT`: never adds, never lowers) and keeps each set as
+ * long as its latest entry (the holders as long as all).
  */
 const BUMP_SCRIPT =
-  "for i = 1, 2 do redis.call('ZADD', KEYS[i], 'XX', 'GT', ARGV[2], ARGV[1]) " +
-  "local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES') " +
-  "if top[2] then redis.call('PEXPIREAT', KEYS[i], top[2]) end end return 1";
+  COMMON +
+  "for _, i in ipairs({1, 3, 4, 5}) do redis.call('ZADD', KEYS[i], 'XX', 'GT', ARGV[2], ARGV[1]) end " +
+  'tops(KEYS[1], KEYS[3], KEYS[4], KEYS[5]) ' +
+  "local all = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[2], all[2]) end return 1";
+/**
+ * After an update made a task final, on the bookkeeping's slot. KEYS: all, holders, kept, live, final. ARGV:
+ * member, H(principal). Moves the member from the live set to the final one (if still kept) and counts the
+ * principal among the holders of final tasks.
+ */
+const FINAL_SCRIPT =
+  COMMON +
+  "redis.call('ZREM', KEYS[4], ARGV[1]) local s = redis.call('ZSCORE', KEYS[3], ARGV[1]) " +
+  "if s then redis.call('ZADD', KEYS[5], s, ARGV[1]) redis.call('ZADD', KEYS[2], redis.call('ZCARD', KEYS[3]), ARGV[2]) end " +
+  'tops(KEYS[5]) ' +
+  "local all = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[2], all[2]) end return 1";
 /**
  * Compare-and-set of a task, on its slot. KEYS: the task. ARGV: the version read, the new value, its expiry.
  * 0: no task (expired meanwhile); 1: another version (changed meanwhile); 2: written.
@@ -181,13 +230,48 @@ const CAS_SCRIPT =
 const sha1 = (script: string): string => createHash('sha1').update(script).digest('hex');
 const RESERVE_SHA = sha1(RESERVE_SCRIPT);
 const BUMP_SHA = sha1(BUMP_SCRIPT);
+const FINAL_SHA = sha1(FINAL_SCRIPT);
 const CAS_SHA = sha1(CAS_SCRIPT);
+/**
+ * One Redis (not a Cluster, where the task and the bookkeeping are on different slots): the update's three steps
+ * in one script, in the same order. KEYS: the task, then all, holders, kept, live, final. ARGV: the version read,
+ * the new value, its expiry, member, H(principal), `1` to raise the entries' scores first, `1` when the task became
+ * final. Replies as the compare-and-set.
+ */
+const CAS_BOOKS_SCRIPT =
+  COMMON +
+  `local v = redis.call('GETRANGE', KEYS[1], 0, ${VERSION_LENGTH - 1}) ` +
+  "if v == '' then return 0 end if v ~= ARGV[1] then return 1 end " +
+  // Raised scores: a set's expiry, at or after its latest entry, moves to the new expiry only when that is later.
+  "if ARGV[6] == '1' then local at = tonumber(ARGV[3]) for _, i in ipairs({2, 4, 5, 6, 3}) do " +
+  "if i == 3 or redis.call('ZADD', KEYS[i], 'XX', 'GT', 'CH', ARGV[3], ARGV[4]) == 1 then " +
+  "if redis.call('PTTL', KEYS[i]) < at - now then redis.call('PEXPIREAT', KEYS[i], ARGV[3]) end end end end " +
+  "redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3]) " +
+  "if ARGV[7] == '1' then redis.call('ZREM', KEYS[5], ARGV[4]) local s = redis.call('ZSCORE', KEYS[4], ARGV[4]) " +
+  "if s then redis.call('ZADD', KEYS[6], s, ARGV[4]) redis.call('ZADD', KEYS[3], redis.call('ZCARD', KEYS[4]), ARGV[5]) end tops(KEYS[6]) " +
+  "local all = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[3], all[2]) end end return 2";
+const CAS_BOOKS_SHA = sha1(CAS_BOOKS_SCRIPT);
 
 const DEFAULT_PREFIX = 'mrtr:task:';
 const MAX_TASK_ID_LENGTH = 256;
 
 const digest = (value: string): string => createHash('sha256').update(value, 'utf8').digest('base64url');
-const newVersion = (): string => base64urlEncode(randomBytes(16));
+/**
+ * A new version: 22 base64url characters, unique — 10 random bytes drawn per 65,536 versions (one CSPRNG call) and a
+ * counter — so that a compare-and-set never mistakes another write for its own (it is not a secret).
+ */
+const versionBytes = randomBytes(16);
+let versionCount = 0;
+const newVersion = (): string => {
+  if ((versionCount & 0xffff) === 0) versionBytes.set(randomBytes(10));
+  versionCount = (versionCount + 1) % 0x1_0000_0000_0000;
+  let n = versionCount;
+  for (let i = 15; i >= 10; i--) {
+    versionBytes[i] = n % 256;
+    n = Math.floor(n / 256);
+  }
+  return base64urlEncode(versionBytes);
+};
 
 /** A stored value that is not `<version><task record as JSON>` for this id (a foreign or damaged key). */
 const corrupt = (taskId: string): StoreUnavailableError =>
@@ -204,7 +288,7 @@ const corrupt = (taskId: string): StoreUnavailableError =>
  */
 export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): RedisTaskStore {
   options = optionsObject(LABEL, options);
-  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept } = parseTaskStoreLimits(LABEL, options);
+  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
   const { url, client: injected } = options;
   if (url !== undefined && injected !== undefined) throw new TypeError(`${LABEL}: give either url or client, not both`);
   stringOption(`${LABEL}: url`, url, '');
@@ -222,9 +306,12 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
 
   const keyPrefix = ledgerKeyPrefix(prefix, namespace);
   const taskKey = (taskId: string): string => `${keyPrefix}t:{${digest(taskId)}}`;
-  const principalKeys = (principal: string): [kept: string, live: string] => {
-    const tag = `${keyPrefix}p:{${digest(principal)}}`;
-    return [`${tag}:k`, `${tag}:l`];
+  /** The bookkeeping's keys, one hash tag (see the module comment). */
+  const books = `${keyPrefix}r:{${digest(keyPrefix)}}:`;
+  /** The keys the bookkeeping scripts take for a principal: all, holders, kept, live, final; and H(principal). */
+  const bookKeys = (principal: string): { keys: string[]; who: string } => {
+    const who = digest(principal);
+    return { keys: [`${books}a`, `${books}w`, `${books}k:${who}`, `${books}l:${who}`, `${books}f:${who}`], who };
   };
 
   let closed = false;
@@ -300,25 +387,29 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
   };
 
   /** The stored value of a task: its version and record; `undefined` when absent or expired (by this host's clock too). */
-  const read = async (taskId: string): Promise<{ version: string; record: TaskRecord } | undefined> => {
-    const value = await call(() => commands.get(taskKey(taskId)));
+  const read = async (
+    taskId: string,
+    key = taskKey(taskId),
+  ): Promise<{ version: string; record: TaskRecord; json: string } | undefined> => {
+    const value = await call(() => commands.get(key));
     if (value === null) return undefined;
     if (typeof value !== 'string' || value.length <= VERSION_LENGTH) throw corrupt(taskId);
+    const json = value.slice(VERSION_LENGTH);
     let parsed: unknown;
     try {
-      parsed = JSON.parse(value.slice(VERSION_LENGTH));
+      parsed = JSON.parse(json);
     } catch {
       throw corrupt(taskId);
     }
     const record = asTaskRecord(parsed);
     if (record === undefined || record.taskId !== taskId) throw corrupt(taskId);
     if (Date.now() >= taskExpiresAt(record)) return undefined;
-    return { version: value.slice(0, VERSION_LENGTH), record };
+    return { version: value.slice(0, VERSION_LENGTH), record, json };
   };
 
-  /** Takes back a create's set entries (best effort: a leftover entry only counts until its expiry). */
-  const release = async (kept: string, live: string, member: string): Promise<void> => {
-    await Promise.all([call(() => commands.zrem(kept, member)), call(() => commands.zrem(live, member))]).catch(() => undefined);
+  /** Takes back a create's entries (best effort: a leftover entry only counts until its expiry). */
+  const release = async (keys: string[], member: string): Promise<void> => {
+    await Promise.all([0, 2, 3, 4].map((i) => call(() => commands.zrem(keys[i] as string, member)).catch(() => undefined)));
   };
 
   const duplicate = (): Error => new Error(`${LABEL}: create: a task with this id is already present`);
@@ -332,14 +423,27 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     const at = taskExpiresAt(record);
     if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
     const json = JSON.stringify(record);
-    const [kept, live] = principalKeys(record.principal);
+    const { keys, who } = bookKeys(record.principal);
     const member = digest(taskId);
     const unfinished = !isTerminalStatus(record.status);
-    const reply = await script(RESERVE_SCRIPT, RESERVE_SHA, [kept, live], [member, at, unfinished ? 1 : 0, maxLive, maxKept]);
+    const reply = await script(RESERVE_SCRIPT, RESERVE_SHA, keys, [member, at, unfinished ? 1 : 0, maxLive, maxKept, maxTasks, books, who]);
     if (reply === 'live') throw new TaskLimitError('live', maxLive);
     if (reply === 'kept') throw new TaskLimitError('kept', maxKept);
+    if (reply === 'store') throw new TaskLimitError('store', maxTasks);
     if (reply === 'duplicate') throw duplicate();
-    if (reply !== 'ok') fail(new Error('unexpected reply to the task reserve script'));
+    if (reply !== 'ok' && !(typeof reply === 'string' && reply.startsWith('v')))
+      fail(new Error('unexpected reply to the task reserve script'));
+    const victim = reply === 'ok' ? undefined : (reply as string).slice(1);
+    if (victim !== undefined) {
+      // Room made: the victim goes before this task is written (it stays counted in `…a` until then), so the store
+      // never holds more than maxTasks. Its deletion unknown → this create fails closed, the victim still counted.
+      try {
+        await call(() => commands.del(`${keyPrefix}t:{${victim}}`));
+      } catch (error) {
+        await release(keys, member);
+        throw error;
+      }
+    }
     const key = taskKey(taskId);
     const version = newVersion();
     let written: boolean;
@@ -347,7 +451,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       written = (await call(() => commands.set(key, version + json, 'PXAT', at, 'NX'))) === 'OK';
     } catch (error) {
       if (notWritten(error)) {
-        await release(kept, live, member);
+        await release(keys, member);
         throw error;
       }
       // Lost reply: the SET may have run. One GET on the key: this call's version → written; another → a
@@ -357,9 +461,11 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       written = (stored as string).startsWith(version);
     }
     if (!written) {
-      await release(kept, live, member);
+      await release(keys, member);
       throw duplicate();
     }
+    // Best effort: a victim left in `…a` only counts until its expiry.
+    if (victim !== undefined) await call(() => commands.zrem(keys[0] as string, victim)).catch(() => undefined);
   };
 
   const get = async (taskId: string): Promise<TaskRecord | undefined> => {
@@ -368,29 +474,52 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     return (await read(taskId))?.record;
   };
 
+  const isCluster = (client as { isCluster?: unknown }).isCluster === true;
+  /** A Cluster: the entries' scores raised first (an entry is never scored before its task's expiry), then the compare-and-set. */
+  const casInSteps = async (
+    keys: string[],
+    key: string,
+    member: string,
+    version: string,
+    value: string,
+    at: number,
+    bump: boolean,
+  ): Promise<unknown> => {
+    if (bump) await script(BUMP_SCRIPT, BUMP_SHA, keys, [member, at]);
+    return script(CAS_SCRIPT, CAS_SHA, [key], [version, value, at]);
+  };
+
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
     if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
     if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
     if (closed) fail(new Error('store is closed'));
-    const key = taskKey(taskId);
     const member = digest(taskId);
+    const key = `${keyPrefix}t:{${member}}`;
     for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-      const current = await read(taskId);
+      const current = await read(taskId, key);
       if (current === undefined) return undefined;
       const before = current.record;
-      const next = change(structuredClone(before));
+      // `change` gets its own copy: a second parse of the stored JSON (cheaper than structuredClone).
+      const next = change(JSON.parse(current.json) as TaskRecord);
       if (next === undefined) return before;
       assertTaskChange(`${LABEL}: update`, before, next);
       const at = taskExpiresAt(next);
       if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
       const json = JSON.stringify(next);
-      const [kept, live] = principalKeys(before.principal);
-      // The entries first: a set entry is never scored before its task's expiry.
-      if (at > taskExpiresAt(before)) await script(BUMP_SCRIPT, BUMP_SHA, [kept, live], [member, at]);
+      const { keys, who } = bookKeys(before.principal);
+      const bump = at > taskExpiresAt(before);
+      const becameFinal = !isTerminalStatus(before.status) && isTerminalStatus(next.status);
       const version = newVersion();
       let reply: unknown;
       try {
-        reply = await script(CAS_SCRIPT, CAS_SHA, [key], [current.version, version + json, at]);
+        reply = isCluster
+          ? await casInSteps(keys, key, member, current.version, version + json, at, bump)
+          : await script(
+              CAS_BOOKS_SCRIPT,
+              CAS_BOOKS_SHA,
+              [key, ...keys],
+              [current.version, version + json, at, member, who, bump ? 1 : 0, becameFinal ? 1 : 0],
+            );
       } catch (error) {
         if (notWritten(error)) throw error;
         // Lost reply: written only if the key now holds this call's version; else unknown (fail closed).
@@ -400,9 +529,9 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       }
       if (reply === 0) return undefined;
       if (reply === 2) {
-        if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
-          // Best effort: a leftover live entry only counts until its expiry.
-          await call(() => commands.zrem(live, member)).catch(() => undefined);
+        if (isCluster && becameFinal) {
+          // Best effort: a leftover live entry only counts until its expiry (and the task cannot make room meanwhile).
+          await script(FINAL_SCRIPT, FINAL_SHA, keys, [member, who]).catch(() => undefined);
         }
         return JSON.parse(json) as TaskRecord;
       }

@@ -53,6 +53,10 @@ function outcomeCalls() {
         'claim and consume share one ledger',
         '64 parallel claims of one id: one first',
         'a claimed id with its outcome expires with the id',
+        'record keeps no outcome longer than maxOutcomeBytes',
+        'the outcomes held never pass outcomeBudgetBytes',
+        'a state is no oracle: the third claim with another fingerprint',
+        '64 parallel claims of one id with other fingerprints',
         'two instances on one namespace share claims and outcomes',
         'under two state guards, 50 identical retries run the round once',
       ];
@@ -71,7 +75,7 @@ describe.skipIf(skipRedis)('Redis store (owned connection per store)', () => {
   beforeAll(() => assertRedisReachable(url));
   const calls = outcomeCalls();
 
-  storeCompliance(it, ({ namespace }) => calls.watch(createRedisStore({ url, namespace })), {
+  storeCompliance(it, (options) => calls.watch(createRedisStore({ ...options, url })), {
     name: 'redis',
     ttlMs: 400,
     unreachable: () => createRedisStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 500, commandTimeoutMs: 500 }),
@@ -97,9 +101,9 @@ describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
 
   storeCompliance(
     it,
-    ({ namespace }) => {
+    (options) => {
       shared ??= new Redis(url);
-      return calls.watch(createRedisStore({ client: shared, namespace }));
+      return calls.watch(createRedisStore({ ...options, client: shared }));
     },
     {
       name: 'redis injected',

@@ -63,10 +63,10 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     await admin.config('SET', 'maxmemory-policy', 'noeviction');
   });
 
-  it('warn (default): an evicting policy at start-up gives one warning naming it; consumes still work', async () => {
+  it('warn: an evicting policy at start-up gives one warning naming it; consumes still work', async () => {
     await admin.config('SET', 'maxmemory-policy', 'volatile-lru');
     try {
-      await withStore({}, async (store, warnings) => {
+      await withStore({ evictionPolicyCheck: 'warn' }, async (store, warnings) => {
         expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
         // The check started on `ready`; awaiting it here waits for that same check (an event, not a delay).
         expect((await store.checkEvictionPolicy()).status).toBe('evicting');
@@ -78,13 +78,35 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     }
   });
 
-  it('an injected client is checked before its first consume', async () => {
+  it('default: an evicting policy is refused (consumes and claims reject, nothing written) and reported once; noeviction → it works', async () => {
+    // The review finding: on allkeys-lru an outcome flood evicted another user's spent state, and her confirmed
+    // action ran twice. The default no longer only warns.
+    await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
+    try {
+      await withStore({}, async (store, warnings) => {
+        expect(await outcome(store.consume('d0', Date.now() + 60_000))).toBe('ERR_STORE_UNAVAILABLE');
+        const claimed = await store.claim('d1', Date.now() + 60_000, 'fp').catch((e: unknown) => e);
+        expect((claimed as { code?: string }).code).toBe('ERR_STORE_UNAVAILABLE');
+        expect(String((claimed as { cause?: unknown }).cause)).toMatch(/allkeys-lru/);
+        expect(await admin.exists(`${store.keyPrefix}d0`, `${store.keyPrefix}d1`)).toBe(0);
+        expect(warnings).toHaveLength(1);
+        expect(warnings[0]).toMatch(/^STORE_EVICTION_POLICY: .*"allkeys-lru".*refused/);
+        await admin.config('SET', 'maxmemory-policy', 'noeviction');
+        expect(await store.consume('d0', Date.now() + 60_000)).toBe(true); // re-checked while refusing
+      });
+    } finally {
+      await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    }
+  });
+
+  it('an injected client is checked before its first consume (default: refused)', async () => {
     await admin.config('SET', 'maxmemory-policy', 'allkeys-lru');
     const client = new Redis(server.url);
     try {
       const warnings: string[] = [];
       const store = createRedisStore({ client, namespace: uniqueId('inj'), onError: (e) => warnings.push(`${e.code}: ${e.message}`) });
-      expect(await store.consume('a', Date.now() + 60_000)).toBe(true);
+      expect(await outcome(store.consume('a', Date.now() + 60_000))).toBe('ERR_STORE_UNAVAILABLE');
+      expect(await admin.exists(`${store.keyPrefix}a`)).toBe(0);
       expect((await store.checkEvictionPolicy()).status).toBe('evicting');
       expect(warnings).toHaveLength(1);
       expect(warnings[0]).toMatch(/^STORE_EVICTION_POLICY: .*"allkeys-lru"/);

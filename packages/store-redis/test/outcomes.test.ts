@@ -49,7 +49,7 @@ async function recorded(promise: Promise<boolean>): Promise<boolean | string> {
 }
 
 describe('outcome options and misuse (no Redis needed)', () => {
-  it('maxOutcomeBytes: default 65536, 0 allowed; out of range → labelled RangeError, not an integer → labelled TypeError', async () => {
+  it("maxOutcomeBytes: default 16384 (core's DEFAULT_MAX_OUTCOME_BYTES), outcomeBudgetBytes 64 MiB, 0 allowed; out of range → labelled RangeError, not an integer → labelled TypeError", async () => {
     for (const bad of [-1, 2 ** 29 + 1]) {
       expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', maxOutcomeBytes: bad })).toThrow(
         new RangeError('createRedisStore: maxOutcomeBytes must be between 0 and 536870912'),
@@ -60,11 +60,22 @@ describe('outcome options and misuse (no Redis needed)', () => {
         new TypeError('createRedisStore: maxOutcomeBytes must be an integer'),
       );
     }
+    for (const bad of [-1, -1024]) {
+      expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', outcomeBudgetBytes: bad })).toThrow(
+        new RangeError('createRedisStore: outcomeBudgetBytes must be between 0 and 9007199254740991'),
+      );
+    }
+    for (const bad of [0.5, 2 ** 53, '1' as unknown as number]) {
+      expect(() => createRedisStore({ url: 'redis://127.0.0.1:1', outcomeBudgetBytes: bad })).toThrow(
+        new TypeError('createRedisStore: outcomeBudgetBytes must be an integer'),
+      );
+    }
     const store = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {}, maxOutcomeBytes: 0 });
     expect(store.maxOutcomeBytes).toBe(0);
     await store.close();
     const defaults = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {} });
-    expect(defaults.maxOutcomeBytes).toBe(65_536);
+    expect(defaults.maxOutcomeBytes).toBe(16_384);
+    expect(defaults.outcomeBudgetBytes).toBe(64 * 1024 * 1024);
     await defaults.close();
   });
 
@@ -144,9 +155,13 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       expect(await admin.pttl(key)).toBeLessThanOrEqual(pttlBefore);
       expect(await store.claim(id, expiresAtMs, 'fpA')).toEqual({ status: 'recorded', outcome: 'sealed.outcome:with:colons' });
       expect(await store.claim(id, expiresAtMs, 'fpB')).toEqual({ status: 'replayed' });
+      // A claim with another fingerprint is a miss, counted in the value (d<misses>:), the expiry kept.
+      expect(await admin.get(key)).toBe('d1:fpA:sealed.outcome:with:colons');
+      expect(Number(await admin.call('PEXPIRETIME', key))).toBe(at);
       // A refused record writes nothing.
       expect(await store.record(id, 'fpA', 'again')).toBe(false);
-      expect(await admin.get(key)).toBe('d:fpA:sealed.outcome:with:colons');
+      expect(await admin.get(key)).toBe('d1:fpA:sealed.outcome:with:colons');
+      expect(await store.claim(id, expiresAtMs, 'fpA')).toEqual({ status: 'recorded', outcome: 'sealed.outcome:with:colons' });
     } finally {
       await store.close();
     }
@@ -200,6 +215,24 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       expect(await none.claim(id, exp(), 'fp')).toEqual({ status: 'replayed' });
     } finally {
       await none.close();
+    }
+  });
+
+  it('the budget counts every byte of large outcomes exactly: 3,000,000 bytes kept and counted, 6,000,000 more refused', async () => {
+    const store = createRedisStore({ url, namespace: uniqueId('big'), maxOutcomeBytes: 8_000_000, outcomeBudgetBytes: 8_000_000 });
+    try {
+      const budgetHash = `${store.keyPrefix.slice(0, -1)}%o{${store.keyPrefix.slice(0, -1)}}:h`;
+      const [a, b] = [uniqueId('big'), uniqueId('big')];
+      expect(await store.claim(a, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.record(a, 'fp', 'a'.repeat(3_000_000))).toBe(true);
+      expect(await admin.hget(budgetHash, 't')).toBe('3000000');
+      expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.record(b, 'fp', 'b'.repeat(6_000_000))).toBe(false);
+      expect(await admin.hget(budgetHash, 't')).toBe('3000000');
+      expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'replayed' });
+      expect(await admin.get(store.keyPrefix + b)).toBe('d:fp:');
+    } finally {
+      await store.close();
     }
   });
 
@@ -284,21 +317,25 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
     const store = stores.owned!();
     try {
       await warm(store);
-      const held: [string, string][] = [
-        ['someone-else-consumed', 'replayed'],
-        ['p:fp:another-owner', 'pending'],
-        ['p:other:owner', 'replayed'],
-        ['d:fp:their-outcome', 'recorded:their-outcome'],
-        ['d:fp:', 'replayed'], // done, not kept
-        ['d:other:x', 'replayed'],
+      // [stored, answer, stored after]: a claim with another fingerprint counts a miss; nothing else is written.
+      const held: [string, string, string][] = [
+        ['someone-else-consumed', 'replayed', 'someone-else-consumed'],
+        ['p:fp:another-owner', 'pending', 'p:fp:another-owner'],
+        ['p1:fp:another-owner', 'pending', 'p1:fp:another-owner'],
+        ['p:other:owner', 'replayed', 'p1:other:owner'],
+        ['p2:other:owner', 'replayed', 'd:other:'],
+        ['d:fp:their-outcome', 'recorded:their-outcome', 'd:fp:their-outcome'],
+        ['d2:fp:their-outcome', 'recorded:their-outcome', 'd2:fp:their-outcome'],
+        ['d:fp:', 'replayed', 'd:fp:'], // done, not kept
+        ['d:other:x', 'replayed', 'd1:other:x'],
       ];
-      for (const [value, expected] of held) {
+      for (const [value, expected, after] of held) {
         const id = uniqueId('theirs');
         await admin.set(store.keyPrefix + id, value, 'PX', 60_000);
         const pending = claimed(store.claim(id, exp(), 'fp'));
         blockEventLoop(TIMEOUT_MS * 2);
         expect(await pending, value).toBe(expected);
-        expect(await admin.get(store.keyPrefix + id)).toBe(value); // untouched
+        expect(await admin.get(store.keyPrefix + id), value).toBe(after);
       }
     } finally {
       await store.close();
@@ -363,6 +400,50 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
         await proxy.close();
       }
     });
+
+    for (const mode of ['late', 'lost'] as const) {
+      it(`a batch of claims and records whose reply is ${mode}: never two firsts for an id, never a record true that did not land`, async () => {
+        const { proxy, store, peer } = await setUp();
+        try {
+          const at = exp();
+          const recordIds = Array.from({ length: 10 }, (_, i) => uniqueId(`batch-rec${i}`));
+          for (const id of recordIds) expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first' });
+          const claimIds = Array.from({ length: 20 }, (_, i) => uniqueId(`batch-claim${i}`));
+          proxy.loseNextReply(mode);
+          // One tick: a lone call goes at once (its reply is the one held back or dropped), the rest as batches behind it.
+          const claims = claimIds.flatMap((id) => [claimed(store.claim(id, at, 'fp')), claimed(store.claim(id, at, 'fp'))]);
+          const records = recordIds.map((id) => recorded(store.record(id, 'fp', `out-${id}`)));
+          const claimResults = await Promise.all(claims);
+          const recordResults = await Promise.all(records);
+          proxy.restore();
+          for (const [i, id] of claimIds.entries()) {
+            const mine = [claimResults[2 * i], claimResults[2 * i + 1]];
+            expect(
+              mine.every((r) => ['first', 'pending', 'ERR_STORE_UNAVAILABLE'].includes(r as string)),
+              id,
+            ).toBe(true);
+            const firsts = mine.filter((r) => r === 'first').length;
+            expect(firsts, id).toBeLessThanOrEqual(1);
+            // Whoever claims it now: never first when the script ran (the key is held), whatever the store answered.
+            const now = await claimed(peer.claim(id, at, 'fp'));
+            if (now === 'first') expect(firsts, `${id} was first before`).toBe(0);
+            else expect(now).toBe('pending');
+            if (mode === 'late') expect(firsts, `${id}: a late reply is read back from the owner`).toBe(1);
+          }
+          for (const [i, id] of recordIds.entries()) {
+            const result = recordResults[i];
+            expect([true, false, 'ERR_STORE_UNAVAILABLE']).toContain(result);
+            const now = await claimed(peer.claim(id, at, 'fp'));
+            if (result === true) expect(now).toBe(`recorded:out-${id}`);
+            if (mode === 'late') expect(result).toBe(true);
+          }
+        } finally {
+          proxy.restore();
+          await Promise.all([store.close(), peer.close()]);
+          await proxy.close();
+        }
+      });
+    }
 
     it('a record whose reply and check are lost → ERR_STORE_UNAVAILABLE; the write landed: identical claims get the outcome', async () => {
       const { proxy, store, peer } = await setUp();
@@ -449,16 +530,16 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
     }
   });
 
-  it('NOSCRIPT (first use, SCRIPT FLUSH): claim and record load their script with EVAL once, then EVALSHA', async () => {
+  it('NOSCRIPT (first use, SCRIPT FLUSH): claim and record (one script) load it with EVAL once, then EVALSHA', async () => {
     const { store, counts } = make();
     try {
       await admin.call('SCRIPT', 'FLUSH');
       const id = uniqueId('noscript');
       expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
       expect(await store.record(id, 'fp', 'out')).toBe(true);
-      expect(counts).toEqual({ evalsha: 2, eval: 2 });
+      expect(counts).toEqual({ evalsha: 2, eval: 1 });
       expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'recorded', outcome: 'out' });
-      expect(counts).toEqual({ evalsha: 3, eval: 2 });
+      expect(counts).toEqual({ evalsha: 3, eval: 1 });
     } finally {
       await store.close();
     }
@@ -485,6 +566,67 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
     } finally {
       await store.close();
       await admin.call('ACL', 'DELUSER', user);
+    }
+  });
+
+  it('a byte flood by one namespace against its outcome budget leaves every other round working (noeviction, 32 MB)', async () => {
+    // The review finding: records of 16 KiB outcomes from one namespace filled a 32 MB noeviction Redis, and every
+    // other round got -32603 (OOM). 3,000 × 16 KiB = 48 MiB: without a budget this OOMs; with 1 MiB it cannot.
+    const size = 16 * 1024;
+    const budget = 1024 * 1024;
+    const flood = createRedisStore({
+      url: server.url,
+      namespace: uniqueId('flood'),
+      outcomeBudgetBytes: budget,
+      evictionPolicyCheck: 'off',
+    });
+    const other = createRedisStore({ url: server.url, namespace: uniqueId('other'), evictionPolicyCheck: 'off' });
+    await admin.config('SET', 'maxmemory-policy', 'noeviction');
+    await admin.config('SET', 'maxmemory', '32mb');
+    try {
+      let kept = 0;
+      for (let wave = 0; wave < 30; wave++) {
+        const ids = Array.from({ length: 100 }, (_, i) => uniqueId(`flood${wave}-${i}`));
+        const claims = await Promise.all(ids.map((id) => claimed(flood.claim(id, exp(), 'fp'))));
+        expect(claims.every((c) => c === 'first')).toBe(true);
+        const records = await Promise.all(ids.map((id, i) => recorded(flood.record(id, 'fp', `${i}`.padEnd(size, 'f')))));
+        expect(records.every((r) => r === true || r === false)).toBe(true); // never ERR_STORE_UNAVAILABLE (OOM)
+        kept += records.filter((r) => r === true).length;
+      }
+      // Never more than the budget, and it was used (the first outcomes were kept).
+      expect(kept).toBeGreaterThan(0);
+      expect(kept * size).toBeLessThanOrEqual(budget);
+      // Everyone else's rounds still work: claim, record, consume.
+      const id = uniqueId('after-flood');
+      expect(await other.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await other.record(id, 'fp', 'y'.repeat(1000))).toBe(true);
+      expect(await other.claim(id, exp(), 'fp')).toEqual({ status: 'recorded', outcome: 'y'.repeat(1000) });
+      expect(await other.consume(uniqueId('after-flood'), exp())).toBe(true);
+    } finally {
+      await admin.config('SET', 'maxmemory', '0');
+      await Promise.all([flood.close(), other.close()]);
+    }
+  });
+
+  it("the budget is the namespace's, shared by its instances: two stores together keep no more than it", async () => {
+    const namespace = uniqueId('shared-budget');
+    const size = 1000;
+    const pair = [0, 1].map(() =>
+      createRedisStore({ url: server.url, namespace, outcomeBudgetBytes: 5 * size, evictionPolicyCheck: 'off' }),
+    );
+    try {
+      const ids = Array.from({ length: 40 }, (_, i) => uniqueId(`sb${i}`));
+      await Promise.all(ids.map((id, i) => pair[i % 2]!.claim(id, exp(), 'fp')));
+      const records = await Promise.all(ids.map((id, i) => pair[i % 2]!.record(id, 'fp', 'z'.repeat(size))));
+      expect(records.filter((r) => r === true)).toHaveLength(5);
+      const keys = await admin.keys(`${pair[0]!.keyPrefix.slice(0, -1)}%o*`);
+      expect(keys.sort()).toEqual([
+        `${pair[0]!.keyPrefix.slice(0, -1)}%o{${pair[0]!.keyPrefix.slice(0, -1)}}:h`,
+        `${pair[0]!.keyPrefix.slice(0, -1)}%o{${pair[0]!.keyPrefix.slice(0, -1)}}:z`,
+      ]);
+      for (const key of keys) expect(await admin.pttl(key)).toBeGreaterThan(0);
+    } finally {
+      await Promise.all(pair.map((store) => store.close()));
     }
   });
 

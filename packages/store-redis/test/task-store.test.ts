@@ -101,11 +101,14 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     expect(await code(store.create(task(weird, { status: 'completed' })))).toBe('ERR_TASK_LIMIT:kept');
     expect((await store.get(first.taskId))?.principal).toBe(weird);
     const keys = await keysOf(store);
-    // 5 tasks, and a kept and a live set for each of the 3 principals.
-    expect(keys).toHaveLength(5 + 3 * 2);
+    // 5 tasks; the bookkeeping: all tasks, the holders of final tasks, a kept and a live set for each of the 3
+    // principals, and a final set for the one with a final task.
+    expect(keys).toHaveLength(5 + 2 + 3 * 2 + 1);
     for (const key of keys) {
-      expect(key.length).toBeLessThan(store.keyPrefix.length + 60);
-      expect(key.slice(store.keyPrefix.length)).toMatch(/^(t:\{[A-Za-z0-9_-]{43}\}|p:\{[A-Za-z0-9_-]{43}\}:[kl])$/);
+      expect(key.length).toBeLessThan(store.keyPrefix.length + 100);
+      expect(key.slice(store.keyPrefix.length)).toMatch(
+        /^(t:\{[A-Za-z0-9_-]{43}\}|r:\{[A-Za-z0-9_-]{43}\}:(a|w|[klf]:[A-Za-z0-9_-]{43}))$/,
+      );
       // Every key expires (tasks at their expiry, the sets with their latest entry).
       expect(await raw.pttl(key)).toBeGreaterThan(0);
     }
@@ -197,6 +200,29 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     await store.create(task('alice'));
   });
 
+  it('every bookkeeping key lives at least as long as the latest task it counts, through updates that raise the expiry and make a task final', async () => {
+    const store = open();
+    const t = task('alice', { ttlMs: 60_000 });
+    await store.create(t);
+    await store.create(task('alice', { ttlMs: 30_000 }));
+    const books = async () => (await keysOf(store)).filter((k) => k.slice(store.keyPrefix.length).startsWith('r:'));
+    const expiries = async () => Promise.all((await books()).map(async (k) => [k, Number(await raw.call('PEXPIRETIME', k))] as const));
+    let at = t.lastUpdatedAt + 60_000;
+    for (const [key, expiry] of await expiries()) expect(expiry, key).toBeGreaterThanOrEqual(at);
+    await store.update(t.taskId, (r) => ({ ...r, lastUpdatedAt: r.lastUpdatedAt + 5_000 }));
+    at += 5_000;
+    for (const [key, expiry] of await expiries()) expect(expiry, key).toBeGreaterThanOrEqual(at);
+    await store.update(t.taskId, (r) => ({ ...r, status: 'completed', lastUpdatedAt: r.lastUpdatedAt + 5_000 }));
+    at += 5_000;
+    const after = await expiries();
+    expect(after.map(([key]) => key.split(':').slice(-2)[0])).toEqual(expect.arrayContaining(['f']));
+    for (const [key, expiry] of after) {
+      // The live set no longer holds it (only the 30 s task); every other set does, or counts it (w).
+      if (/:l:/.test(key)) continue;
+      expect(expiry, key).toBeGreaterThanOrEqual(at);
+    }
+  });
+
   it('concurrent creates of one principal on four instances: the bounds hold', async () => {
     const namespace = uniqueId('shared');
     const instances = Array.from({ length: 4 }, () => open({ namespace, maxLivePerPrincipal: 5, maxPerPrincipal: 7 }));
@@ -211,6 +237,33 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     expect(finals.filter((r) => r === 'resolved')).toHaveLength(2);
   });
 
+  it("maxTasks across four instances: concurrent creates into a full store take the heaviest holder's final tasks, one each; never more than maxTasks readable", async () => {
+    const namespace = uniqueId('full');
+    const limits = { namespace, maxLivePerPrincipal: 4, maxPerPrincipal: 10, maxTasks: 10 };
+    const instances = Array.from({ length: 4 }, () => open(limits));
+    const heavy = Array.from({ length: 10 }, () => task('heavy', { status: 'completed', result: { content: [] } }));
+    for (const t of heavy) await (instances[0] as RedisTaskStore).create(t);
+    const readable = async (ids: string[]) =>
+      (await Promise.all(ids.map((id) => (instances[1] as RedisTaskStore).get(id)))).filter((t) => t !== undefined).length;
+    // 8 newcomers at once, on four instances: each takes one final task of the heavy holder.
+    const first = Array.from({ length: 8 }, (_, i) => task(`newcomer-${i}`));
+    const results = await Promise.all(first.map((t, i) => code((instances[i % 4] as RedisTaskStore).create(t))));
+    expect(results).toEqual(first.map(() => 'resolved'));
+    expect(await readable(heavy.map((t) => t.taskId))).toBe(2);
+    expect(await readable(first.map((t) => t.taskId))).toBe(8);
+    // 4 more: the 2 final tasks left go, then the store is full of unfinished tasks.
+    const more = Array.from({ length: 4 }, (_, i) => task(`late-${i}`));
+    const late = await Promise.all(more.map((t, i) => code((instances[i % 4] as RedisTaskStore).create(t))));
+    expect(late.filter((r) => r === 'resolved')).toHaveLength(2);
+    expect(late.filter((r) => r === 'ERR_TASK_LIMIT:store')).toHaveLength(2);
+    expect(await readable([...heavy, ...first, ...more].map((t) => t.taskId))).toBe(10);
+    // A task that becomes final can make room again.
+    const done = first[0] as TaskRecord;
+    await (instances[2] as RedisTaskStore).update(done.taskId, (r) => ({ ...r, status: 'completed', lastUpdatedAt: r.lastUpdatedAt + 1 }));
+    await (instances[3] as RedisTaskStore).create(task('after'));
+    expect(await (instances[0] as RedisTaskStore).get(done.taskId)).toBeUndefined();
+  });
+
   it('update gives up after maxUpdateAttempts while the task keeps changing under it: ERR_STORE_UNAVAILABLE, the record as the others left it', async () => {
     // A client on which every compare-and-set finds that someone else wrote a new version just before it.
     const client = new Redis(url);
@@ -221,7 +274,8 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
         if (prop !== 'evalsha') return value.bind(target);
         return async (...args: unknown[]) => {
           const keys = args.slice(2, 2 + Number(args[1])) as string[];
-          if (keys.length === 1 && keys[0]?.includes(':t:')) {
+          // The compare-and-set: the task's key first (on one Redis with the bookkeeping's keys after it).
+          if (keys[0]?.includes(':t:')) {
             const stored = (await raw.get(keys[0])) as string;
             await raw.set(
               keys[0],
@@ -327,6 +381,10 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
       new TypeError('createRedisTaskStore: onError must be a function'),
     );
     expect(() => createRedisTaskStore({ maxUpdateAttempts: 0 })).toThrow(RangeError);
+    expect(() => createRedisTaskStore({ maxTasks: 0 })).toThrow(
+      new RangeError('createRedisTaskStore: maxTasks must be between 1 and 100000000'),
+    );
+    expect(() => createRedisTaskStore({ maxTasks: 2.5 })).toThrow(new TypeError('createRedisTaskStore: maxTasks must be an integer'));
     expect(() => createRedisTaskStore({ commandTimeoutMs: -1 })).toThrow(RangeError);
   });
 });
