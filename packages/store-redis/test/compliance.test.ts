@@ -77,6 +77,7 @@ describe.skipIf(skipRedis)('Redis store (owned connection per store)', () => {
 
   storeCompliance(it, (options) => calls.watch(createRedisStore({ ...options, url })), {
     name: 'redis',
+    outcomes: true,
     ttlMs: 400,
     unreachable: () => createRedisStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 500, commandTimeoutMs: 500 }),
     lostReply: ({ namespace }) =>
@@ -107,6 +108,7 @@ describe.skipIf(skipRedis)('Redis store (injected client, not owned)', () => {
     },
     {
       name: 'redis injected',
+      outcomes: true,
       ttlMs: 400,
       // A client left on ioredis defaults (offline queue, 20 retries per request) at a dead port: the
       // store's own timeout must still bound every consume.
