@@ -258,5 +258,15 @@ if ('problem' in found) {
       expect(done.status).toBe('completed');
       expect(textOf(done.result as Json)).toMatch(/^Deployed api \(run [0-9a-f]{8}\)$/);
     });
+
+    it('a task answered on the isolate that runs its work (another request there wakes it) completes too', async () => {
+      const created = await rpc(a, 'tools/call', { name: 'deploy', arguments: { service: 'web' } });
+      const taskId = String(created.taskId);
+      await until(a, taskId, (task) => task.status === 'input_required');
+      await rpc(a, 'tasks/update', { taskId, inputResponses: { approve: accept({ approve: false }) } });
+      const done = await until(b, taskId, (task) => task.status === 'completed' || task.status === 'failed');
+      expect(done.status).toBe('completed');
+      expect(textOf(done.result as Json)).toBe('Not deployed: web');
+    });
   });
 }
