@@ -211,6 +211,14 @@ export interface TaskOptions {
   maxLiveUnauthenticated?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
+  /**
+   * Keeps a task's work alive after the response that created it, on a platform that ends a request's work with its
+   * response: called once per task, after its `CreateTaskResult` is ready, with a promise that settles (never rejects)
+   * when the work has ended and its final state was written to the store. On Cloudflare Workers:
+   * `background: (work) => ctx.waitUntil(work)` (or `waitUntil` from `cloudflare:workers`). A throw from it is ignored:
+   * the work runs on regardless. @default none (a long-running process keeps the work alive by itself)
+   */
+  background?: ((work: Promise<void>) => void) | undefined;
 }
 
 /** Per-task options of `need.task`. */
@@ -439,6 +447,8 @@ export function createTaskRuntime(
   let unauthenticatedLive = 0;
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMrtr: tasks.now must be a function');
+  const { background } = options;
+  if (background !== undefined && typeof background !== 'function') throw new TypeError('createMrtr: tasks.background must be a function');
   const limits = { maxChars: maxAnswerChars };
   const runs = new Map<string, Run>();
   const installed = new WeakSet<object>();
@@ -722,6 +732,8 @@ export function createTaskRuntime(
     } as TaskHandle;
     void watch(taskId, run, nap.sleep).catch(() => undefined);
     // The CreateTaskResult leaves only after the store has the task; the work starts once this call returns.
+    let ended!: () => void;
+    const finished = new Promise<void>((resolve) => (ended = resolve));
     queueMicrotask(() => {
       void (async () => {
         try {
@@ -740,8 +752,15 @@ export function createTaskRuntime(
           runs.delete(taskId);
           release();
         }
-      })().catch(() => undefined);
+      })()
+        .catch(() => undefined)
+        .finally(ended);
     });
+    if (background !== undefined) {
+      try {
+        background(finished);
+      } catch {}
+    }
     return { resultType: 'task', ...taskFields(record) } as unknown as CallToolResult;
   }
 

@@ -1,0 +1,59 @@
+// The test Worker: runs one registered test per request (`POST /run?name=…`) and answers its result as JSON;
+// `GET /tests` lists them. Bundled by the Node test and served by workerd with the real Durable Object.
+import { MrtrStoreObject } from '../../src/index.js';
+import { registerTests, type TestEnv } from './tests.js';
+
+export { MrtrStoreObject };
+
+/** The object of the BROKEN namespace: every request fails, as a store whose backend cannot be reached. */
+export class BrokenObject {
+  async fetch(): Promise<Response> {
+    throw new Error('this object is down');
+  }
+}
+
+interface Registered {
+  fn: () => Promise<void> | void;
+  timeout: number;
+}
+const tests = new Map<string, Registered>();
+let current: TestEnv | undefined;
+registerTests(
+  (name, fn, timeout) => {
+    if (tests.has(name)) throw new Error(`duplicate test name: ${name}`);
+    tests.set(name, { fn, timeout: timeout ?? 30_000 });
+  },
+  () => {
+    if (current === undefined) throw new Error('no env');
+    return current;
+  },
+);
+
+export default {
+  async fetch(request: Request, env: TestEnv): Promise<Response> {
+    current = env;
+    const url = new URL(request.url);
+    if (url.pathname === '/tests') return Response.json([...tests.keys()]);
+    if (url.pathname !== '/run') return new Response('ok');
+    const name = url.searchParams.get('name') ?? '';
+    const test = tests.get(name);
+    if (test === undefined) return Response.json({ ok: false, error: `no test named ${name}` });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      await Promise.race([
+        Promise.resolve().then(test.fn),
+        new Promise((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`timed out after ${test.timeout} ms`)), test.timeout);
+        }),
+      ]);
+      return Response.json({ ok: true });
+    } catch (error) {
+      return Response.json({
+        ok: false,
+        error: error instanceof Error ? `${error.name}: ${error.message}\n${error.stack ?? ''}` : String(error),
+      });
+    } finally {
+      clearTimeout(timer);
+    }
+  },
+};
