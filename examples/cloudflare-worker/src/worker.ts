@@ -77,7 +77,12 @@ const serverFor = perIsolate('MRTR_KEYS', (text, env: Env) => {
       mrtr.registerTool(
         server,
         'deploy',
-        { description: 'Builds, then deploys once a person approves', task: 'required', inputSchema: z.object({ service: z.string() }) },
+        {
+          description: 'Builds, then deploys once a person approves',
+          task: 'required',
+          taskInput: ['elicitation.form'],
+          inputSchema: z.object({ service: z.string() }),
+        },
         async ({ service }, _ctx, need) =>
           need.task(async (task) => {
             await task.status(`built ${service}, waiting for approval`);
