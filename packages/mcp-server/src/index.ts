@@ -54,9 +54,7 @@ export type {
   UrlAnswer,
 } from './types.js';
 export {
-  createMemoryTaskStore,
   isTerminalStatus,
-  type MemoryTaskStoreOptions,
   TASKS_EXTENSION,
   type TaskError,
   type TaskHandle,

@@ -1,12 +1,11 @@
 import { type AuthInfo, createMcpHandler, McpServer, ProtocolError } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
-import { createMemoryStore } from '@mrtr/store-memory';
+import { createMemoryStore, createMemoryTaskStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
 import {
   createHttpHandler,
-  createMemoryTaskStore,
   createMrtr,
   type MrtrOptions,
   TASKS_EXTENSION,
