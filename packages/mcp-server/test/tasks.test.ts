@@ -4,15 +4,9 @@ import { KeyRing } from '@mrtr/core';
 import { createMemoryStore, createMemoryTaskStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import {
-  createHttpHandler,
-  createMrtr,
-  type MrtrOptions,
-  TASKS_EXTENSION,
-  type TaskHandle,
-  type TaskRecord,
-  type TaskStore,
-} from '../src/index.js';
+import { createHttpHandler } from '../src/http/index.js';
+import { createMrtr, type MrtrOptions } from '../src/index.js';
+import { TASKS_EXTENSION, type TaskHandle, type TaskRecord, type TaskStore } from '../src/tasks/index.js';
 
 /** A promise settled from outside (the tests never wait on wall-clock windows). */
 function deferred() {
