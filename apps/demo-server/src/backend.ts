@@ -1,5 +1,5 @@
 import type { ReplayStore, TaskStore, TaskStoreLimits } from '@mrtr/core';
-import { createMemoryTaskStore } from '@mrtr/mcp-server';
+import { createMemoryTaskStore } from '@mrtr/store-memory';
 import { randomBytes, base64urlEncode } from '@mrtr/core/authoring';
 import { MEMORY_STORE_ENTRIES, redactUrl, type StoreName } from './config.js';
 import { escapeForTerminal } from './observe.js';

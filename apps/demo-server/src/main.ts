@@ -2,7 +2,8 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
-import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
+import { createMrtr } from '@mrtr/mcp-server';
+import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';
 import { createCodec } from './codecs.js';
 import {

@@ -3,7 +3,8 @@ import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpServer } from '@modelcontextprotocol/server';
 import { createAeadCodec } from '@mrtr/codec-aead';
 import { KeyRing } from '@mrtr/core';
-import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
+import { createMrtr } from '@mrtr/mcp-server';
+import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { createRedisStore } from '@mrtr/store-redis';
 
 const mrtr = createMrtr({

@@ -4,7 +4,8 @@ import { localhostHostValidation, toNodeHandler } from '@modelcontextprotocol/no
 import { McpServer } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
-import { createHttpHandler, createMrtr } from '@mrtr/mcp-server';
+import { createMrtr } from '@mrtr/mcp-server';
+import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { createMemoryStore } from '@mrtr/store-memory';
 
 const mrtr = createMrtr({

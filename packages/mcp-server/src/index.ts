@@ -13,6 +13,8 @@
  *   ...
  * });
  * ```
+ *
+ * Tasks (the tasks extension): `@mrtr/mcp-server/tasks`. Serving over HTTP: `@mrtr/mcp-server/http`.
  */
 export type {
   BooleanField,
@@ -23,51 +25,21 @@ export type {
   MultiSelectField,
   NumberField,
   StringField,
-} from './answers.js';
+} from './rounds/answers.js';
 export { createMrtr } from './mrtr.js';
-export type {
-  AnswerEvent,
-  FlowCompletedEvent,
-  MissingCapabilityPolicy,
-  MrtrEvent,
-  MrtrOptions,
-  PresuppliedPolicy,
-  RejectEvent,
-} from './options.js';
+export type { AnswerEvent, FlowCompletedEvent, MrtrEvent, MrtrOptions, RejectEvent } from './options.js';
+export type { MissingCapabilityPolicy, PresuppliedPolicy } from './rounds/options.js';
+export type { ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, UrlAnswer } from './rounds/questions.js';
+export type { AskOptions, Need, QuestionOptions, ToolNeed } from './rounds/types.js';
+export { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from './rounds/wire.js';
 export type {
   ArgsOf,
-  AskOptions,
-  ElicitAnswer,
-  ElicitFormQuestion,
-  ElicitUrlQuestion,
   Mrtr,
   MrtrPromptHandler,
   MrtrResourceHandler,
   MrtrServerOptions,
   MrtrToolHandler,
-  Need,
   PromptConfig,
-  QuestionOptions,
   ResourceConfig,
   ToolConfig,
-  ToolNeed,
-  UrlAnswer,
 } from './types.js';
-export {
-  createMemoryTaskStore,
-  isTerminalStatus,
-  type MemoryTaskStoreOptions,
-  TASKS_EXTENSION,
-  type TaskError,
-  type TaskHandle,
-  type TaskInputRequest,
-  TaskLimitError,
-  type TaskOptions,
-  type TaskRecord,
-  type TaskStartOptions,
-  type TaskStatus,
-  type TaskStore,
-  type TaskWork,
-} from './tasks.js';
-export { createHttpHandler, type HttpHandler, type HttpHandlerOptions, type LegacySessionOptions } from './http.js';
-export { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from './wire.js';

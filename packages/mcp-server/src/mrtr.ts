@@ -3,8 +3,8 @@ import { createStateGuard } from '@mrtr/core';
 import { StateMalformedError, StateTooLargeError } from '@mrtr/core/authoring';
 import { type MrtrOptions, resolveOptions } from './options.js';
 import { createRegistration } from './register.js';
-import { createRounds } from './round.js';
-import { createTaskRuntime } from './tasks.js';
+import { createRounds } from './rounds/round.js';
+import { createTaskRuntime } from './tasks/runtime.js';
 import type { Mrtr, MrtrServerOptions } from './types.js';
 
 /** Characters a token may contain (printable ASCII); anything else is rejected before decoding. */

@@ -1,16 +1,9 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
-import {
-  type AnswerEvent,
-  type EventSink,
-  type FlowCompletedEvent,
-  KeyRing,
-  type MrtrErrorCode,
-  type MrtrEvent,
-  type StateGuardOptions,
-} from '@mrtr/core';
+import { type AnswerEvent, type FlowCompletedEvent, KeyRing, type MrtrErrorCode, type MrtrEvent, type StateGuardOptions } from '@mrtr/core';
 import { createEventSink, intOption, isObject, safeEmitter } from '@mrtr/core/authoring';
-import { createPrincipalPolicy, defaultPrincipal, type RequestPrincipal } from './principal.js';
-import type { TaskOptions } from './tasks.js';
+import type { MissingCapabilityPolicy, PresuppliedPolicy, ResolvedOptions } from './rounds/options.js';
+import { createPrincipalPolicy, defaultPrincipal } from './rounds/principal.js';
+import type { TaskOptions } from './tasks/options.js';
 
 /** What `onReject` receives: the real reason behind an opaque wire error (for logs and metrics). */
 export interface RejectEvent {
@@ -23,16 +16,6 @@ export interface RejectEvent {
 }
 
 export type { AnswerEvent, FlowCompletedEvent, MrtrEvent };
-
-/** What to do with a question the client did not declare a capability for in this request. */
-export type MissingCapabilityPolicy = 'fail' | 'degrade';
-
-/**
- * Answers in `inputResponses` to a question this server has not sent yet in the flow: `'ignore'` asks the
- * question (the client must see it); `'accept'` takes a valid pre-supplied answer (the spec allows it;
- * only for questions whose answer needs no human confirmation).
- */
-export type PresuppliedPolicy = 'ignore' | 'accept';
 
 /**
  * Options of {@link createMrtr}: every option of the state guard (`StateGuardOptions` of `@mrtr/core`, documented,
@@ -86,23 +69,6 @@ export interface MrtrOptions extends Omit<StateGuardOptions, 'principal' | 'onEv
    * bound to (one principal policy: `principal`, then `unauthenticated`). @default none (no tool may use `task`)
    */
   tasks?: TaskOptions | undefined;
-}
-
-/** The validated options the adapter runs on. */
-export interface ResolvedOptions {
-  guard: StateGuardOptions;
-  /**
-   * The principal policy (the `principal` option, then `unauthenticated`): who a request is, for the guard's
-   * request context and for the tasks alike, so that a task is bound to exactly the principal a round is.
-   */
-  principalOf: (ctx: ServerContext) => RequestPrincipal;
-  missingCapability: MissingCapabilityPolicy;
-  presupplied: PresuppliedPolicy;
-  maxAnswerChars: number;
-  /** Whether a round is admitted with `guard.admit` (its outcome recorded for identical retries). */
-  recordOutcomes: boolean;
-  /** The one event path (`onEvent`, and `onReject` as a filter on it), shared with the guard; none without either hook. */
-  events: EventSink<MrtrEvent> | undefined;
 }
 
 function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[], fallback: T): T {

@@ -12,10 +12,12 @@ import type {
   ServerContext,
   Variables,
 } from '@modelcontextprotocol/server';
-import type { RoundResult, Rounds } from './round.js';
+import { isTaskMarker } from './rounds/handoff.js';
+import type { RoundResult, Rounds } from './rounds/round.js';
+import { WireError, escapeToWire } from './rounds/wire.js';
+import { gateTaskCall, parseTaskInput } from './tasks/gate.js';
+import type { TaskRuntime } from './tasks/runtime.js';
 import type { MrtrPromptHandler, MrtrResourceHandler, MrtrToolHandler, PromptConfig, ResourceConfig, ToolConfig } from './types.js';
-import { gateTaskCall, isTaskMarker, parseTaskInput, type TaskRuntime } from './tasks.js';
-import { WireError, escapeToWire } from './wire.js';
 
 const checkName = (kind: string, name: unknown): void => {
   if (typeof name !== 'string' || name.length === 0) throw new TypeError(`mrtr.${kind}: name must be a non-empty string`);

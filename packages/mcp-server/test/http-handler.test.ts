@@ -1,7 +1,7 @@
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { type AuthInfo, createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHttpHandler, type HttpHandler } from '../src/index.js';
+import { createHttpHandler, type HttpHandler } from '../src/http/index.js';
 import { type Fixture, fixture } from './harness.js';
 
 const auth = (sub: string, clientId = 'shared-app'): AuthInfo => ({ token: `t-${sub}`, clientId, scopes: [], extra: { sub } });

@@ -6,7 +6,7 @@ import {
   validateFormAnswer,
   validateRootsAnswer,
   validateSamplingAnswer,
-} from '../src/answers.js';
+} from '../src/rounds/answers.js';
 
 /**
  * Every check a client's answer reaches must be linear in its length. Review finding: the `email` format

@@ -2,7 +2,7 @@
 // as documented (an array of the listed values, within minItems/maxItems).
 import { readFileSync } from 'node:fs';
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import { validateFormAnswer } from '../src/answers.js';
+import { validateFormAnswer } from '../src/rounds/answers.js';
 import type { FormContent, FormSchema } from '../src/index.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');

@@ -4,8 +4,14 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
 import { createMrtr, type FormSchema } from '../src/index.js';
-import { explainFormAnswer, validateFormAnswer, validateRootsAnswer, validateSamplingAnswer, validateUrlAnswer } from '../src/answers.js';
-import { type NeedInit, NeedState, nativeSha256Utf8, portableSha256Utf8, questionPin } from '../src/need.js';
+import {
+  explainFormAnswer,
+  validateFormAnswer,
+  validateRootsAnswer,
+  validateSamplingAnswer,
+  validateUrlAnswer,
+} from '../src/rounds/answers.js';
+import { type NeedInit, NeedState, nativeSha256Utf8, portableSha256Utf8, questionPin } from '../src/rounds/need.js';
 import { callTool, connect, fixture } from './harness.js';
 
 /** Default answer limits, as `createMrtr` sets them. */

@@ -4,7 +4,9 @@ import { type AuthInfo, createMcpHandler, McpServer } from '@modelcontextprotoco
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
 import { describe, expect, it } from 'vitest';
-import { createMemoryTaskStore, createMrtr, TASKS_EXTENSION, type TaskOptions } from '../src/index.js';
+import { createMemoryTaskStore } from '@mrtr/store-memory';
+import { createMrtr } from '../src/index.js';
+import { TASKS_EXTENSION, type TaskOptions } from '../src/tasks/index.js';
 
 function setup(background: TaskOptions['background']) {
   let release!: () => void;

@@ -1,19 +1,12 @@
 import { type AuthInfo, createMcpHandler, McpServer, ProtocolError } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
-import { createMemoryStore } from '@mrtr/store-memory';
+import { createMemoryStore, createMemoryTaskStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import {
-  createHttpHandler,
-  createMemoryTaskStore,
-  createMrtr,
-  type MrtrOptions,
-  TASKS_EXTENSION,
-  type TaskHandle,
-  type TaskRecord,
-  type TaskStore,
-} from '../src/index.js';
+import { createHttpHandler } from '../src/http/index.js';
+import { createMrtr, type MrtrOptions } from '../src/index.js';
+import { TASKS_EXTENSION, type TaskHandle, type TaskRecord, type TaskStore } from '../src/tasks/index.js';
 
 /** A promise settled from outside (the tests never wait on wall-clock windows). */
 function deferred() {

@@ -242,3 +242,5 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     },
   };
 }
+
+export { createMemoryTaskStore, type MemoryTaskStoreOptions } from './tasks.js';

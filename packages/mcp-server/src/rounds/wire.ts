@@ -86,7 +86,7 @@ export function missingCapabilityError(kinds: Iterable<InputRequestKind>, lane: 
     lane === 'stateless'
       ? `This request needs ${names}, but it came from a 2025-era client over stateless HTTP, where the server cannot ` +
         'send requests back to the client. Connect with a 2026-07-28 client, or serve 2025-era clients with sessions ' +
-        "(createHttpHandler from @mrtr/mcp-server, legacy: 'sessions')"
+        "(createHttpHandler from @mrtr/mcp-server/http, legacy: 'sessions')"
       : `The client did not declare the ${names} capability this request needs (declare it in the client's capabilities)`;
   return new WireError(new MissingRequiredClientCapabilityError({ requiredCapabilities: capabilitiesFor(list) as never }, message));
 }

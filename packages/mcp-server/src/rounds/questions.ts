@@ -10,6 +10,25 @@ import {
   validateUrlAnswer,
 } from './answers.js';
 
+/** An answer to a form elicitation. `decline`/`cancel` reach the handler as such. */
+export type ElicitAnswer<T> = { action: 'accept'; content: T } | { action: 'decline' } | { action: 'cancel' };
+/** An answer to a URL elicitation: `accept` is consent, not completion (spec EL7). */
+export interface UrlAnswer {
+  action: 'accept' | 'decline' | 'cancel';
+}
+
+/** A form elicitation question. */
+export interface ElicitFormQuestion<S extends FormSchema> {
+  mode?: 'form';
+  message: string;
+  requestedSchema: S;
+}
+/** A URL elicitation question (never put credentials or PII in `url`). */
+export interface ElicitUrlQuestion {
+  message: string;
+  url: string;
+}
+
 /**
  * The embedded requests a handler or a task's work asks, built and checked in one place for `need.*` (MRTR rounds)
  * and `task.*` (input during a task). `label` names the caller in the `TypeError` a malformed question gets.

@@ -18,9 +18,19 @@ import {
 import { sha256 } from '@noble/hashes/sha2.js';
 import { type AnswerLimits, explainFormAnswer, type FormContent, type FormSchema } from './answers.js';
 import type { PresuppliedPolicy } from './options.js';
-import { answerCheckFor, formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from './questions.js';
-import { type TaskStartOptions, type TaskWork, taskMarker } from './tasks.js';
-import type { AskOptions, ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, QuestionOptions, ToolNeed, UrlAnswer } from './types.js';
+import { type TaskStartOptions, type TaskWork, taskMarker } from './handoff.js';
+import {
+  answerCheckFor,
+  type ElicitAnswer,
+  type ElicitFormQuestion,
+  type ElicitUrlQuestion,
+  formRequest,
+  ROOTS_REQUEST,
+  samplingRequest,
+  type UrlAnswer,
+  urlRequest,
+} from './questions.js';
+import type { AskOptions, QuestionOptions, ToolNeed } from './types.js';
 
 /** The `data` sealed in every state: answers pinned to their question, pending pins, kept handler data. */
 export interface FlowData {

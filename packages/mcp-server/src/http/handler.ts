@@ -1,0 +1,139 @@
+import {
+  createMcpHandler,
+  isLegacyRequest,
+  type McpHandlerRequestOptions,
+  type McpRequestContext,
+  type McpServer,
+  type McpServerFactory,
+  type Server,
+  validateHostHeader,
+} from '@modelcontextprotocol/server';
+import { type HttpHandler, type HttpHandlerOptions, parseAllowedHosts, resolveSessionOptions } from './options.js';
+import { jsonRpcError } from './responses.js';
+import { createLegacySessions } from './sessions.js';
+
+/** The `403` for a request to a host name not in `hostnames` (`undefined`: no check), before anything reads it. */
+function hostCheck(hostnames: string[] | undefined): (request: Request) => Response | undefined {
+  return (request) => {
+    if (hostnames === undefined) return undefined;
+    const checked = validateHostHeader(request.headers.get('host') ?? new URL(request.url).host, hostnames);
+    return checked.ok ? undefined : jsonRpcError(403, -32000, 'Forbidden: Host not allowed');
+  };
+}
+
+/** `onerror`, or `console.error` without it; a throwing hook never changes the answer. */
+function reporter(onerror: ((error: Error) => void) | undefined): (error: Error) => void {
+  return (error) => {
+    if (onerror === undefined) {
+      console.error(error);
+      return;
+    }
+    try {
+      onerror(error);
+    } catch {
+      // A reporting hook never changes the answer.
+    }
+  };
+}
+
+/**
+ * The factory, checked on every call: a server instance serves one connection, so the factory must make a new one
+ * each time (a shared server would make the SDK hang or fail without a word).
+ */
+function freshServers(factory: McpServerFactory): (ctx: McpRequestContext) => Promise<McpServer | Server> {
+  const handedOut = new WeakSet<object>();
+  return async (ctx) => {
+    const server = await factory(ctx);
+    if (server === null || typeof server !== 'object' || typeof (server as { connect?: unknown }).connect !== 'function') {
+      throw new TypeError('createHttpHandler: the factory must return an McpServer (or Server)');
+    }
+    if (handedOut.has(server)) {
+      throw new TypeError(
+        'createHttpHandler: the factory returned a server it had returned before. Build a new McpServer in every call ' +
+          '(() => { const server = new McpServer(...); register tools; return server; }), not one shared instance',
+      );
+    }
+    handedOut.add(server);
+    return server;
+  };
+}
+
+/**
+ * Serves MCP over HTTP from a server factory (a new `McpServer` per call, as with the SDK's `createMcpHandler`):
+ * 2026-07-28 requests on the SDK's stateless path, and 2025-era clients on sessions, where the SDK's legacy shim
+ * can ask them the questions of mrtr-protected tools, prompts and resources.
+ *
+ * Sessions are bound to the owner who opened them (each anonymous session its own) and bounded in number, per
+ * user, for anonymous clients as a class and in idle time (see {@link LegacySessionOptions}). A factory
+ * that returns the same server twice is refused with a clear error (a shared server cannot serve two
+ * connections: the SDK would hang or fail without a word).
+ *
+ * ```ts
+ * const handler = createHttpHandler(() => buildServer());
+ * createServer(toNodeHandler(handler)).listen(3000); // toNodeHandler from @modelcontextprotocol/node
+ * ```
+ */
+export function createHttpHandler(factory: McpServerFactory, options: HttpHandlerOptions = {}): HttpHandler {
+  if (typeof factory !== 'function') throw new TypeError('createHttpHandler: factory must be a function that returns a new McpServer');
+  if (options === null || typeof options !== 'object') throw new TypeError('createHttpHandler: options must be an object');
+  const { legacy = 'sessions', sessions: sessionOptions = {}, allowedHosts, ...sdkOptions } = options;
+  const refusedHost = hostCheck(parseAllowedHosts(allowedHosts));
+  if (legacy !== 'sessions' && legacy !== 'reject') throw new TypeError('createHttpHandler: legacy must be "sessions" or "reject"');
+  const settings = resolveSessionOptions(sessionOptions);
+  const report = reporter(sdkOptions.onerror);
+  const fresh = freshServers(factory);
+  const modern = createMcpHandler(
+    async (ctx) => {
+      try {
+        return await fresh(ctx);
+      } catch (error) {
+        report(error as Error);
+        throw error;
+      }
+    },
+    { ...sdkOptions, legacy: 'reject' },
+  );
+  if (legacy === 'reject') {
+    return {
+      fetch: async (request, requestOptions) => refusedHost(request) ?? modern.fetch(request, requestOptions),
+      notify: modern.notify,
+      bus: modern.bus,
+      sessionCount: 0,
+      close: () => modern.close(),
+    };
+  }
+  const sessions = createLegacySessions(settings, {
+    fresh,
+    report,
+    maxRequestBodySize: sdkOptions.maxRequestBodySize,
+    keepAliveMs: sdkOptions.keepAliveMs,
+  });
+
+  async function fetch(request: Request, requestOptions?: McpHandlerRequestOptions): Promise<Response> {
+    const refused = refusedHost(request);
+    if (refused !== undefined) return refused;
+    let isLegacy: boolean;
+    try {
+      isLegacy = await isLegacyRequest(request, requestOptions?.parsedBody, {
+        ...(sdkOptions.maxRequestBodySize !== undefined && { maxRequestBodySize: sdkOptions.maxRequestBodySize }),
+      });
+    } catch {
+      isLegacy = false; // the modern path owns every error answer (unreadable or oversized bodies included)
+    }
+    if (!isLegacy) return modern.fetch(request, requestOptions);
+    return sessions.serve(request, requestOptions);
+  }
+
+  return {
+    fetch,
+    notify: modern.notify,
+    bus: modern.bus,
+    get sessionCount() {
+      return sessions.count;
+    },
+    async close() {
+      await sessions.close();
+      await modern.close();
+    },
+  };
+}

@@ -1,0 +1,11 @@
+/**
+ * `@mrtr/mcp-server/http`: serves MCP over HTTP from a server factory, 2026-07-28 requests statelessly and 2025-era
+ * clients on bounded, owner-bound sessions (where the SDK's legacy shim can ask them a protected call's questions).
+ *
+ * ```ts
+ * const handler = createHttpHandler(() => buildServer());
+ * createServer(toNodeHandler(handler)).listen(3000); // toNodeHandler from @modelcontextprotocol/node
+ * ```
+ */
+export { createHttpHandler } from './handler.js';
+export type { HttpHandler, HttpHandlerOptions, LegacySessionOptions } from './options.js';
