@@ -2,7 +2,7 @@ import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcont
 import { generateKey } from '@mrtr/core';
 import { Redis as TcpRedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { type RestShim, startRestShim } from '../../../packages/store-upstash/test/rest-shim.ts';
+import { type UpstashRestShim as RestShim, startUpstashRestShim as startRestShim } from '../../../scripts/upstash-rest-shim.mjs';
 
 // The route module, imported twice (two module instances = two serverless instances, two stores on one Upstash),
 // its GET/POST handlers called as fetch functions by the official MCP client. Upstash is the REST shim in front of

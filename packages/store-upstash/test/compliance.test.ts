@@ -3,7 +3,7 @@ import { Redis } from '@upstash/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUpstashStore, createUpstashTaskStore } from '../src/index.js';
 import { assertRedisReachable, gateRedis, REDIS_URL, skipRedis } from './helpers.js';
-import { type RestShim, startRestShim } from './rest-shim.js';
+import { type UpstashRestShim as RestShim, startUpstashRestShim as startRestShim } from '../../../scripts/upstash-rest-shim.mjs';
 
 gateRedis('compliance.test.ts');
 
