@@ -396,7 +396,7 @@ async function main() {
   const consumerEnv = { ...env, MRTR_KEYS: keys };
   // @mrtr/store-upstash's quick start talks to Upstash's REST API: a small stand-in in front of REDIS_URL plays it
   // (scripts/upstash-rest-shim.mjs), as REDIS_URL and DATABASE_URL play the services of the other store quick starts.
-  if (process.env.REDIS_URL && !process.env.UPSTASH_REDIS_REST_URL) {
+  if (process.env.REDIS_URL && !setting('UPSTASH_REDIS_REST_URL')) {
     const shim = await startUpstashRestShim(process.env.REDIS_URL);
     process.on('exit', () => void shim.close());
     consumerEnv.UPSTASH_REDIS_REST_URL = shim.url;
