@@ -6,6 +6,9 @@ import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './help
 // dynalite has no TTL and the stores judge expiry in their conditions by their own clock: a fake clock drives it.
 let time = 1_700_000_000_000; // behind the real clock: the suite's state guards mint by Date.now(), far ahead of it
 const clock = { now: () => time, advance: (ms: number) => void (time += ms) };
+// dynalite runs the 64 conditional puts on one item one after another, slowly on a loaded machine: the suite is about
+// outcomes, not timeouts (the unreachable store keeps a short one).
+const commandTimeoutMs = 60_000;
 
 describe('DynamoDB stores on dynalite', () => {
   let dynamo: Awaited<ReturnType<typeof startDynalite>>;
@@ -25,7 +28,15 @@ describe('DynamoDB stores on dynalite', () => {
   storeCompliance(
     it,
     ({ namespace, maxOutcomeBytes, outcomeBudgetBytes }) => {
-      const store = createDynamoStore({ client, tableName, namespace, maxOutcomeBytes, outcomeBudgetBytes, now: clock.now });
+      const store = createDynamoStore({
+        client,
+        tableName,
+        namespace,
+        maxOutcomeBytes,
+        outcomeBudgetBytes,
+        now: clock.now,
+        commandTimeoutMs,
+      });
       const note = () => outcomeTests.add(expect.getState().currentTestName ?? '');
       return {
         ...store,
@@ -42,12 +53,13 @@ describe('DynamoDB stores on dynalite', () => {
     {
       name: 'dynamodb',
       clock,
+      timeoutMs: 120_000,
       unreachable: () =>
         createDynamoStore({ client: dynamoClient('http://127.0.0.1:1', 1), tableName: 'nowhere', commandTimeoutMs: 500, now: clock.now }),
       lostReply: async ({ namespace }) => {
         const proxy = await startLossyProxy(dynamo.endpoint);
         const lossyClient = dynamoClient(proxy.endpoint);
-        const store = createDynamoStore({ client: lossyClient, tableName, namespace, commandTimeoutMs: 2000, now: clock.now });
+        const store = createDynamoStore({ client: lossyClient, tableName, namespace, commandTimeoutMs, now: clock.now });
         return {
           store,
           loseNextReply: (mode) => proxy.loseNextReply(mode),
@@ -74,7 +86,16 @@ describe('DynamoDB stores on dynalite', () => {
   taskStoreCompliance(
     it,
     ({ namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks }) =>
-      createDynamoTaskStore({ client, tableName, namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks, now: clock.now }),
-    { name: 'dynamodb tasks', clock },
+      createDynamoTaskStore({
+        client,
+        tableName,
+        namespace,
+        maxLivePerPrincipal,
+        maxPerPrincipal,
+        maxTasks,
+        now: clock.now,
+        commandTimeoutMs,
+      }),
+    { name: 'dynamodb tasks', clock, timeoutMs: 120_000 },
   );
 });

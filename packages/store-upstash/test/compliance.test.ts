@@ -7,6 +7,10 @@ import { type UpstashRestShim as RestShim, startUpstashRestShim as startRestShim
 
 gateRedis('compliance.test.ts');
 
+// A lost reply is a cut connection (an error at once), never a timeout: on a loaded machine, no legitimate reply may
+// run into commandTimeoutMs (the unreachable store keeps a short one).
+const commandTimeoutMs = 60_000;
+
 describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
   let shim: RestShim;
   beforeAll(async () => {
@@ -19,7 +23,14 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
   storeCompliance(
     it,
     ({ namespace, maxOutcomeBytes, outcomeBudgetBytes }) => {
-      const store = createUpstashStore({ url: shim.url, token: shim.token, namespace, maxOutcomeBytes, outcomeBudgetBytes });
+      const store = createUpstashStore({
+        url: shim.url,
+        token: shim.token,
+        namespace,
+        maxOutcomeBytes,
+        outcomeBudgetBytes,
+        commandTimeoutMs,
+      });
       const note = () => outcomeTests.add(expect.getState().currentTestName ?? '');
       return {
         ...store,
@@ -36,11 +47,12 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
     {
       name: 'upstash',
       ttlMs: 400,
+      timeoutMs: 120_000,
       unreachable: () => createUpstashStore({ url: 'http://127.0.0.1:1', token: 't', commandTimeoutMs: 500 }),
       lostReply: async ({ namespace }) => {
         const lossy = await startRestShim(REDIS_URL as string);
         // The same Redis, another shim (so only this store's replies are lost), its token.
-        const store = createUpstashStore({ url: lossy.url, token: lossy.token, namespace, commandTimeoutMs: 1500 });
+        const store = createUpstashStore({ url: lossy.url, token: lossy.token, namespace, commandTimeoutMs });
         return {
           store,
           loseNextReply: (mode) => lossy.loseNextReply(mode),
@@ -66,8 +78,16 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
   taskStoreCompliance(
     it,
     ({ namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks }) =>
-      createUpstashTaskStore({ url: shim.url, token: shim.token, namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks }),
-    { name: 'upstash tasks', ttlMs: 400 },
+      createUpstashTaskStore({
+        url: shim.url,
+        token: shim.token,
+        namespace,
+        maxLivePerPrincipal,
+        maxPerPrincipal,
+        maxTasks,
+        commandTimeoutMs,
+      }),
+    { name: 'upstash tasks', ttlMs: 400, timeoutMs: 120_000 },
   );
 
   it('an injected @upstash/redis client with its defaults (retries, automatic deserialization) keeps the promises', async () => {
