@@ -1,7 +1,7 @@
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDynamoStore, createDynamoTaskStore, createTable } from '../src/index.js';
-import { dynamoClient, freshTable, startDynalite } from './helpers.js';
+import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';
 
 describe('DynamoDB store: options, table, foreign items', () => {
   let dynamo: Awaited<ReturnType<typeof startDynalite>>;
@@ -41,6 +41,24 @@ describe('DynamoDB store: options, table, foreign items', () => {
     await expect(store.consume(id, Date.now() + 60_000)).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
     await expect(store.claim(id, Date.now() + 60_000, 'fp')).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
     await expect(store.record(id, 'fp', 'out')).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
+  });
+
+  it('claim and record whose replies are lost (the SDK retries them) still give first and stored', async () => {
+    const proxy = await startLossyProxy(dynamo.endpoint);
+    const lossyClient = dynamoClient(proxy.endpoint);
+    try {
+      const store = createDynamoStore({ client: lossyClient, tableName, namespace: 'lost-outcomes' });
+      const exp = Date.now() + 60_000;
+      proxy.loseNextReply('late');
+      expect(await store.claim('id', exp, 'fp')).toEqual({ status: 'first' });
+      proxy.loseNextReply('late');
+      expect(await store.record('id', 'fp', 'the-outcome')).toBe(true);
+      expect(await store.claim('id', exp, 'fp')).toEqual({ status: 'recorded', outcome: 'the-outcome' });
+      expect(await store.claim('id', exp, 'other')).toEqual({ status: 'replayed' });
+    } finally {
+      lossyClient.destroy();
+      await proxy.close();
+    }
   });
 
   it('the namespace is encoded: "a#b" and "a%23b" are two ledgers', async () => {

@@ -123,6 +123,36 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
     }
   });
 
+  it('task writes whose replies are lost are asked again and count once (the scripts know their own version)', async () => {
+    const lossy = await startRestShim(REDIS_URL as string);
+    try {
+      const tasks = createUpstashTaskStore({ url: lossy.url, token: lossy.token, namespace: `lost-${Date.now()}`, maxLivePerPrincipal: 2 });
+      const now = Date.now();
+      const record = (taskId: string) => ({
+        taskId,
+        principal: 'alice',
+        status: 'working' as const,
+        createdAt: now,
+        lastUpdatedAt: now,
+        ttlMs: 60_000,
+        inputRequests: {},
+        askedKeys: [],
+      });
+      lossy.loseNextReply('late');
+      await tasks.create(record('t1'));
+      lossy.loseNextReply('late');
+      await tasks.create(record('t2'));
+      // Each create ran twice on the server (the reply lost, then asked again) yet holds one slot: a third is refused.
+      await expect(tasks.create(record('t3'))).rejects.toMatchObject({ code: 'ERR_TASK_LIMIT', limit: 'live' });
+      lossy.loseNextReply('late');
+      const updated = await tasks.update('t1', (r) => ({ ...r, askedKeys: [...r.askedKeys, 'k'] }));
+      expect(updated?.askedKeys).toEqual(['k']);
+      expect((await tasks.get('t1'))?.askedKeys).toEqual(['k']);
+    } finally {
+      await lossy.close();
+    }
+  });
+
   it('a value that is not a task record fails closed, and a wrong token is ERR_STORE_UNAVAILABLE', async () => {
     const namespace = `corrupt-${Date.now()}`;
     const tasks = createUpstashTaskStore({ url: shim.url, token: shim.token, namespace });
