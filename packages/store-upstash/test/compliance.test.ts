@@ -153,6 +153,25 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
     }
   });
 
+  it('outcomes stop counting against the budget once their ids expired (by the Redis clock)', async () => {
+    const store = createUpstashStore({
+      url: shim.url,
+      token: shim.token,
+      namespace: `budget-${Date.now()}`,
+      maxOutcomeBytes: 100,
+      outcomeBudgetBytes: 100,
+    });
+    const exp = Date.now() + 300;
+    expect(await store.claim('a', exp, 'fp')).toEqual({ status: 'first' });
+    expect(await store.record('a', 'fp', 'x'.repeat(100))).toBe(true);
+    expect(await store.claim('b', Date.now() + 60_000, 'fp')).toEqual({ status: 'first' });
+    expect(await store.record('b', 'fp', 'y')).toBe(false); // the budget is full while a is live
+    // Only after a's expiry has passed (no assertion about any moment before it): its bytes are given back.
+    while (Date.now() <= exp + 5) await new Promise((resolve) => setTimeout(resolve, exp + 6 - Date.now()));
+    expect(await store.claim('c', Date.now() + 60_000, 'fp')).toEqual({ status: 'first' });
+    expect(await store.record('c', 'fp', 'z'.repeat(100))).toBe(true);
+  });
+
   it('a value that is not a task record fails closed, and a wrong token is ERR_STORE_UNAVAILABLE', async () => {
     const namespace = `corrupt-${Date.now()}`;
     const tasks = createUpstashTaskStore({ url: shim.url, token: shim.token, namespace });
