@@ -132,7 +132,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
     );
     // Exactly one drop succeeds (the condition), and it alone gives the recorded bytes back.
     if (dropped !== 'condition' && str(dropped.Attributes?.k) === 'd') {
-      await budget.give(num(dropped.Attributes?.ob) ?? 0, num(dropped.Attributes?.exp) ?? 0).catch(() => undefined);
+      await table.release('outcome bytes', () => budget.give(num(dropped.Attributes?.ob) ?? 0, num(dropped.Attributes?.exp) ?? 0));
     }
   };
 
@@ -234,7 +234,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
     ) {
       return true;
     }
-    await budget.give(size, exp).catch(() => undefined);
+    await table.release('outcome bytes', () => budget.give(size, exp));
     return false;
   };
 

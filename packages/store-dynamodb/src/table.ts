@@ -9,7 +9,7 @@ import {
   UpdateItemCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
-import { fnOption, intOption, optionsObject, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
+import { BackgroundError, fnOption, intOption, optionsObject, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
 
 /** The connection options every store of this package takes. */
 export interface DynamoConnectionOptions {
@@ -33,6 +33,13 @@ export interface DynamoConnectionOptions {
   commandTimeoutMs?: number | undefined;
   /** The clock (ms) the store judges expiry by: DynamoDB's TTL deletes late, so expiry lives in the conditions. @default Date.now */
   now?: (() => number) | undefined;
+  /**
+   * Receives what the store survives after an operation has its answer, as a `BackgroundError` with the cause:
+   * `STORE_RELEASE_FAILED` when giving back counted bytes or a task slot failed (they stay counted until their
+   * bucket ends: too many, never too few).
+   * @default (error) => console.warn(error.message)
+   */
+  onError?: ((error: BackgroundError) => void) | undefined;
 }
 
 export interface Table {
@@ -40,6 +47,8 @@ export interface Table {
   readonly tableName: string;
   readonly namespace: string;
   readonly now: () => number;
+  /** Runs a give-back; its failure goes to `onError` (the operation's answer does not depend on it). */
+  release(what: string, work: () => Promise<unknown>): Promise<void>;
   /** `<kind>#<namespace>#<rest>`, the namespace with `%` and `#` percent-encoded. */
   key(kind: string, rest: string): Record<string, AttributeValue>;
   /** Sends a command bounded by `commandTimeoutMs`; a conditional failure resolves `'condition'`, any other failure rejects `StoreUnavailableError`. */
@@ -64,6 +73,7 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
   const namespace = stringOption(`${label}: namespace`, options.namespace, '');
   const commandTimeoutMs = intOption(`${label}: commandTimeoutMs`, options.commandTimeoutMs, 5000, 1, 600_000);
   const now = fnOption(`${label}: now`, options.now, Date.now);
+  const onError = fnOption(`${label}: onError`, options.onError, (error: BackgroundError) => console.warn(error.message));
   const ns = namespace.replace(/%/g, '%25').replace(/#/g, '%23');
   const table: Table = {
     client,
@@ -71,6 +81,21 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
     namespace,
     now,
     closed: false,
+    async release(what, work) {
+      try {
+        await work();
+      } catch (cause) {
+        try {
+          onError(
+            new BackgroundError('STORE_RELEASE_FAILED', `${label}: giving back ${what} failed; it stays counted until its bucket ends`, {
+              cause,
+            }),
+          );
+        } catch {
+          // a throwing hook must not break the store
+        }
+      }
+    },
     key: (kind, rest) => ({ pk: { S: `${kind}#${ns}#${rest}` } }),
     async send<T>(command: { input: unknown }): Promise<T | 'condition'> {
       if (table.closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });

@@ -207,11 +207,11 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
         return true;
       });
     } catch (error) {
-      await count.give(1, exp).catch(() => undefined);
+      await table.release('a task slot', () => count.give(1, exp));
       throw error;
     }
     if (refused !== undefined) {
-      await count.give(1, exp).catch(() => undefined);
+      await table.release('a task slot', () => count.give(1, exp));
       throw refused;
     }
     // 3. The task itself, if its id is free.
@@ -235,8 +235,8 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
     // Held: by this very call (the SDK retried a put whose reply was lost), or by another task with this id.
     const stored = await readItem(table, taskKey(member));
     if (stored !== undefined && str(stored.v) === version) return;
-    await changePrincipal(holder, (entries) => delete entries[member]).catch(() => undefined);
-    await count.give(1, exp).catch(() => undefined);
+    await table.release("a principal's entry", () => changePrincipal(holder, (entries) => delete entries[member]));
+    await table.release('a task slot', () => count.give(1, exp));
     throw new Error(`${LABEL}: create: a task with this id is already present`);
   };
 
@@ -287,11 +287,11 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
       let ours = written !== 'condition';
       if (!ours) ours = str((await readItem(table, taskKey(member)))?.v) === version; // the SDK retried our own put
       if (!ours) {
-        if (moved) await count.give(1, exp).catch(() => undefined);
+        if (moved) await table.release('a task slot', () => count.give(1, exp));
         await pause(attempt);
         continue;
       }
-      if (moved) await count.give(1, oldExp).catch(() => undefined);
+      if (moved) await table.release('a task slot', () => count.give(1, oldExp));
       if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
         await changePrincipal(holder, (entries) => {
           const entry = entries[member];

@@ -1,4 +1,5 @@
-import { PutItemCommand } from '@aws-sdk/client-dynamodb';
+import { PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import type { BackgroundError } from '@mrtr/core/authoring';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDynamoStore, createDynamoTaskStore, createTable } from '../src/index.js';
 import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';
@@ -59,6 +60,32 @@ describe('DynamoDB store: options, table, foreign items', () => {
       lossyClient.destroy();
       await proxy.close();
     }
+  });
+
+  it('a failed give-back of outcome bytes goes to onError, and the answers stay right', async () => {
+    const errors: BackgroundError[] = [];
+    // The real client, except that giving bytes back to the budget fails.
+    const failing = {
+      send: (command: unknown, options?: unknown) => {
+        const input = (command as { input?: { Key?: { pk?: { S?: string } }; ExpressionAttributeValues?: Record<string, { N?: string }> } })
+          .input;
+        if (
+          command instanceof UpdateItemCommand &&
+          input?.Key?.pk?.S?.startsWith('b#') &&
+          Number(input.ExpressionAttributeValues?.[':n']?.N) < 0
+        ) {
+          return Promise.reject(new Error('budget item unavailable'));
+        }
+        return client.send(command as never, options as never);
+      },
+    } as unknown as typeof client;
+    const store = createDynamoStore({ client: failing, tableName, namespace: 'give-back', onError: (e) => errors.push(e) });
+    const exp = Date.now() + 60_000;
+    expect(await store.claim('id', exp, 'owner')).toEqual({ status: 'first' });
+    expect(await store.record('id', 'owner', 'outcome')).toBe(true);
+    for (let i = 0; i < 3; i++) expect(await store.claim('id', exp, `guess-${i}`)).toEqual({ status: 'replayed' });
+    expect(await store.claim('id', exp, 'owner')).toEqual({ status: 'replayed' }); // the third miss dropped it
+    expect(errors.map((e) => e.code)).toEqual(['STORE_RELEASE_FAILED']);
   });
 
   it('the namespace is encoded: "a#b" and "a%23b" are two ledgers', async () => {
