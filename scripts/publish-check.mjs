@@ -2,7 +2,8 @@
 // Publish check: release every public package to a throwaway registry exactly as a release does, then install
 // each one back from that registry like a user would, and run its README's quick start.
 //
-//   node scripts/publish-check.mjs        (needs REDIS_URL / DATABASE_URL for the store quick starts)
+//   node scripts/publish-check.mjs        (needs REDIS_URL / DATABASE_URL for the store quick starts; with REDIS_URL,
+//                                          an Upstash REST stand-in for store-upstash's: UPSTASH_REDIS_REST_URL/_TOKEN)
 //
 // 1. Installs Verdaccio (pinned) with npm into a temp dir and starts it on 127.0.0.1 (random free port):
 //    @mrtr/* is served only from its local storage, everything else is proxied from the upstream registry.
@@ -49,6 +50,7 @@ import { connect, createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { startUpstashRestShim } from './upstash-rest-shim.mjs';
 
 /** A setting of this script (not a turbo task, so none of these belong in turbo.json). */
 const setting = (name) => process.env[name];
@@ -392,6 +394,14 @@ async function main() {
   // better-sqlite3 (store-sql's README) would otherwise compile from source for minutes. The quick starts use
   // PostgreSQL when DATABASE_URL is set. PUBLISH_CHECK_INSTALL_SCRIPTS=1 runs them.
   const consumerEnv = { ...env, MRTR_KEYS: keys };
+  // @mrtr/store-upstash's quick start talks to Upstash's REST API: a small stand-in in front of REDIS_URL plays it
+  // (scripts/upstash-rest-shim.mjs), as REDIS_URL and DATABASE_URL play the services of the other store quick starts.
+  if (process.env.REDIS_URL && !setting('UPSTASH_REDIS_REST_URL')) {
+    const shim = await startUpstashRestShim(process.env.REDIS_URL);
+    process.on('exit', () => void shim.close());
+    consumerEnv.UPSTASH_REDIS_REST_URL = shim.url;
+    consumerEnv.UPSTASH_REDIS_REST_TOKEN = shim.token;
+  }
   if (setting('PUBLISH_CHECK_INSTALL_SCRIPTS') !== '1') consumerEnv.npm_config_ignore_scripts = 'true';
   // The repository README's quick start gets no MRTR_KEYS: it makes its own .env, as a user does.
   const { MRTR_KEYS: _, ...rootEnv } = consumerEnv;

@@ -1,0 +1,102 @@
+import { storeCompliance, taskStoreCompliance } from '@mrtr/test-suite';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createDynamoStore, createDynamoTaskStore } from '../src/index.js';
+import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';
+
+// dynalite has no TTL and the stores judge expiry in their conditions by their own clock: a fake clock drives it.
+let time = 1_700_000_000_000; // behind the real clock: the suite's state guards mint by Date.now(), far ahead of it
+const clock = { now: () => time, advance: (ms: number) => void (time += ms) };
+// dynalite runs the 64 conditional puts on one item one after another, slowly on a loaded machine: the suite is about
+// outcomes, not timeouts (the unreachable store keeps a short one).
+const commandTimeoutMs = 60_000;
+
+describe('DynamoDB stores on dynalite', () => {
+  let dynamo: Awaited<ReturnType<typeof startDynalite>>;
+  let tableName: string;
+  let client: ReturnType<typeof dynamoClient>;
+  beforeAll(async () => {
+    dynamo = await startDynalite();
+    tableName = await freshTable(dynamo.endpoint);
+    client = dynamoClient(dynamo.endpoint);
+  });
+  afterAll(async () => {
+    client?.destroy();
+    await dynamo?.close();
+  });
+  const outcomeTests = new Set<string>();
+
+  storeCompliance(
+    it,
+    ({ namespace, maxOutcomeBytes, outcomeBudgetBytes }) => {
+      const store = createDynamoStore({
+        client,
+        tableName,
+        namespace,
+        maxOutcomeBytes,
+        outcomeBudgetBytes,
+        now: clock.now,
+        commandTimeoutMs,
+      });
+      const note = () => outcomeTests.add(expect.getState().currentTestName ?? '');
+      return {
+        ...store,
+        claim: (...a) => {
+          note();
+          return store.claim(...a);
+        },
+        record: (...a) => {
+          note();
+          return store.record(...a);
+        },
+      };
+    },
+    {
+      name: 'dynamodb',
+      outcomes: true,
+      clock,
+      timeoutMs: 120_000,
+      unreachable: () =>
+        createDynamoStore({ client: dynamoClient('http://127.0.0.1:1', 1), tableName: 'nowhere', commandTimeoutMs: 500, now: clock.now }),
+      lostReply: async ({ namespace }) => {
+        const proxy = await startLossyProxy(dynamo.endpoint);
+        const lossyClient = dynamoClient(proxy.endpoint);
+        const store = createDynamoStore({ client: lossyClient, tableName, namespace, commandTimeoutMs, now: clock.now });
+        return {
+          store,
+          loseNextReply: (mode) => proxy.loseNextReply(mode),
+          restore: () => proxy.restore(),
+          close: async () => {
+            await store.close();
+            lossyClient.destroy();
+            await proxy.close();
+          },
+        };
+      },
+    },
+  );
+
+  it('dynamodb: every outcome test of the suite called claim and record on this store', () => {
+    for (const name of ['claim: first, then pending', 'outcomeBudgetBytes', 'no oracle', '64 parallel claims of one id with other']) {
+      expect(
+        [...outcomeTests].some((t) => t.includes(name)),
+        name,
+      ).toBe(true);
+    }
+  });
+
+  taskStoreCompliance(
+    it,
+    ({ namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks }) =>
+      createDynamoTaskStore({
+        client,
+        tableName,
+        namespace,
+        maxLivePerPrincipal,
+        maxPerPrincipal,
+        maxTasks,
+        now: clock.now,
+        commandTimeoutMs,
+      }),
+    { name: 'dynamodb tasks', clock, timeoutMs: 120_000 },
+  );
+});

@@ -1,0 +1,88 @@
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import dynalite from 'dynalite';
+import { createTable } from '../src/index.js';
+
+/** dynalite (pure JS, in memory) on 127.0.0.1, a random port: no service to skip for. */
+export async function startDynalite(): Promise<{ endpoint: string; close(): Promise<void> }> {
+  const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { endpoint: `http://127.0.0.1:${port}`, close: () => closeServer(server) };
+}
+
+const closeServer = (server: Server): Promise<void> => {
+  server.closeAllConnections();
+  return new Promise((resolve) => server.close(() => resolve()));
+};
+
+export function dynamoClient(endpoint: string, maxAttempts = 3): DynamoDBClient {
+  return new DynamoDBClient({
+    endpoint,
+    region: 'us-east-1',
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    maxAttempts,
+  });
+}
+
+let tables = 0;
+/** A fresh table (dynalite has no TTL: `timeToLive: false`). */
+export async function freshTable(endpoint: string): Promise<string> {
+  const name = `mrtr-${process.pid}-${tables++}`;
+  const client = dynamoClient(endpoint);
+  await createTable(client, name, { timeToLive: false });
+  client.destroy();
+  return name;
+}
+
+/**
+ * An HTTP proxy in front of DynamoDB that can lose replies: the request is forwarded and runs, then the client's
+ * connection is cut instead of answered (`'late'`: this one request; `'lost'`: every request until `restore()`).
+ */
+export async function startLossyProxy(target: string): Promise<{
+  endpoint: string;
+  loseNextReply(mode: 'late' | 'lost'): void;
+  restore(): void;
+  close(): Promise<void>;
+}> {
+  const upstream = new URL(target);
+  let mode: 'normal' | 'late' | 'lost' = 'normal';
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const forward = request(
+        { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
+        (answer) => {
+          const body: Buffer[] = [];
+          answer.on('data', (chunk: Buffer) => body.push(chunk));
+          answer.on('end', () => {
+            const lose = mode !== 'normal';
+            if (mode === 'late') mode = 'normal';
+            if (lose) {
+              req.socket.destroy();
+              return;
+            }
+            res.writeHead(answer.statusCode ?? 500, answer.headers).end(Buffer.concat(body));
+          });
+        },
+      );
+      forward.on('error', () => req.socket.destroy());
+      forward.end(Buffer.concat(chunks));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    loseNextReply(next) {
+      if (mode !== 'normal') throw new Error('loseNextReply: the previous lost reply is not resolved (call restore())');
+      mode = next;
+    },
+    restore() {
+      mode = 'normal';
+    },
+    close: () => closeServer(server),
+  };
+}

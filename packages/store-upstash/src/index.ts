@@ -1,0 +1,3 @@
+export type { UpstashConnectionOptions } from './link.js';
+export { createUpstashStore, type UpstashReplayStore, type UpstashStoreOptions } from './store.js';
+export { createUpstashTaskStore, type UpstashTaskStore, type UpstashTaskStoreOptions } from './tasks.js';

@@ -1,0 +1,161 @@
+import { intOption, optionsObject, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
+import { errors, Redis } from '@upstash/redis';
+
+/** How a store reaches Upstash: `url` and `token` (an owned client), or an `@upstash/redis` `client`. */
+export interface UpstashConnectionOptions {
+  /**
+   * The REST URL (`UPSTASH_REDIS_REST_URL`, or `KV_REST_API_URL` on a Vercel integration). With `token`, the store
+   * makes its own client: no automatic retries (the store resolves an unanswered request itself), every request
+   * bounded by `commandTimeoutMs`.
+   * @default none: give `url` and `token`, or `client`
+   */
+  url?: string | undefined;
+  /**
+   * The REST token (`UPSTASH_REDIS_REST_TOKEN`, or `KV_REST_API_TOKEN`). Never logged.
+   * @default none
+   */
+  token?: string | undefined;
+  /**
+   * An existing `@upstash/redis` `Redis` client. The store sends only `EVALSHA`/`EVAL` of its own scripts on it
+   * and reads their replies strictly, so the client's own retries are harmless (every script is idempotent for the
+   * call that sent it) and `automaticDeserialization` may be on or off. The store bounds each call by
+   * `commandTimeoutMs` itself.
+   * @default none (the store creates its own client from `url` and `token`)
+   */
+  client?: Redis | undefined;
+  /**
+   * Longest wait for one reply, in ms (1–600000); then the store asks once more, and past that the operation
+   * rejects `ERR_STORE_UNAVAILABLE`.
+   * @default 5000
+   */
+  commandTimeoutMs?: number | undefined;
+  /**
+   * Prefix of every key the store writes; stores with the same prefix and namespace share one ledger.
+   * @default 'mrtr:'
+   */
+  prefix?: string | undefined;
+  /**
+   * Ledger name inside the prefix (`%` and `:` percent-encoded, so two namespaces never share a key).
+   * @default ''
+   */
+  namespace?: string | undefined;
+}
+
+/** One script call on Upstash: its reply, or a rejection that is always `StoreUnavailableError`. */
+export interface Link {
+  readonly client: Redis;
+  readonly keyPrefix: string;
+  readonly namespace: string;
+  run(script: Script, keys: string[], args: (string | number)[]): Promise<unknown>;
+  close(): void;
+  readonly closed: boolean;
+}
+
+/** A Lua script with its SHA-1 (computed once, with Web Crypto, so the store runs on edge runtimes too). */
+export interface Script {
+  readonly source: string;
+  sha(): Promise<string>;
+}
+
+export function script(source: string): Script {
+  let sha: Promise<string> | undefined;
+  return {
+    source,
+    sha: () => {
+      sha ??= crypto.subtle.digest('SHA-1', new TextEncoder().encode(source)).then((digest) => {
+        let hex = '';
+        for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
+        return hex;
+      });
+      return sha;
+    },
+  };
+}
+
+const encodeNamespace = (namespace: string): string => namespace.replace(/%/g, '%25').replace(/:/g, '%3A');
+
+/** Redis answered with an error: the script did not run (or ran and failed before writing: scripts check first). */
+const isReplyError = (error: unknown): error is Error => error instanceof errors.UpstashError;
+
+/** Parses the connection options and opens the link (no request is sent before the first operation). */
+export function openLink(label: string, options: UpstashConnectionOptions): Link {
+  options = optionsObject(label, options);
+  const { url, token, client: injected } = options;
+  const commandTimeoutMs = intOption(`${label}: commandTimeoutMs`, options.commandTimeoutMs, 5000, 1, 600_000);
+  const prefix = stringOption(`${label}: prefix`, options.prefix, 'mrtr:');
+  const namespace = stringOption(`${label}: namespace`, options.namespace, '');
+  if (injected !== undefined) {
+    if (url !== undefined || token !== undefined) throw new TypeError(`${label}: give either url and token, or client, not both`);
+    if (injected === null || typeof (injected as Partial<Redis>).evalsha !== 'function') {
+      throw new TypeError(`${label}: client must be an @upstash/redis Redis instance`);
+    }
+  } else {
+    if (typeof url !== 'string' || url.length === 0) throw new TypeError(`${label}: url must be a non-empty string (or give client)`);
+    if (!/^https?:\/\//.test(url)) throw new TypeError(`${label}: url must start with https:// (or http:// for a local server)`);
+    if (typeof token !== 'string' || token.length === 0) throw new TypeError(`${label}: token must be a non-empty string`);
+  }
+  const client =
+    injected ??
+    new Redis({
+      url,
+      token,
+      // No automatic retries: the store asks again itself, once, with scripts that are idempotent for their caller.
+      retry: false,
+      automaticDeserialization: false,
+      enableTelemetry: false,
+      enableAutoPipelining: false, // one request per operation: a lost reply concerns one operation only
+      // A function: @upstash/redis answers an aborted *shared* signal with a made-up `{ result: "Aborted" }`.
+      signal: () => AbortSignal.timeout(commandTimeoutMs),
+    });
+
+  let closed = false;
+  const bounded = <T>(promise: Promise<T>): Promise<T> => {
+    if (injected === undefined) return promise;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no reply within ${commandTimeoutMs} ms`)), commandTimeoutMs);
+    });
+    return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+  };
+
+  const once = async (s: Script, keys: string[], args: (string | number)[]): Promise<unknown> => {
+    const sha = await s.sha();
+    try {
+      return await bounded(client.evalsha(sha, keys, args));
+    } catch (error) {
+      // Not cached on this server (first use, a flush): nothing ran; EVAL loads it.
+      if (isReplyError(error) && error.message.includes('NOSCRIPT')) return bounded(client.eval(s.source, keys, args));
+      throw error;
+    }
+  };
+
+  const run = async (s: Script, keys: string[], args: (string | number)[]): Promise<unknown> => {
+    if (closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+    try {
+      return await once(s, keys, args);
+    } catch (first) {
+      if (isReplyError(first)) throw new StoreUnavailableError({ cause: first });
+      // No answer (a timeout, a connection cut, a reply lost on the way): the script may have run. Every script of
+      // this package answers its own caller's second call as it answered the first, so asking again settles it.
+      if (closed) throw new StoreUnavailableError({ cause: first });
+      try {
+        return await once(s, keys, args);
+      } catch {
+        throw new StoreUnavailableError({ cause: first });
+      }
+    }
+  };
+
+  return {
+    client,
+    keyPrefix: `${prefix}${encodeNamespace(namespace)}:`,
+    namespace,
+    run,
+    close: () => {
+      closed = true;
+    },
+    get closed() {
+      return closed;
+    },
+  };
+}
