@@ -77,6 +77,8 @@ export {
   type OctJwkSet,
   parseJwks,
   parseKeySet,
+  type RotationScheduleOptions,
+  scheduleRotation,
   toJwks,
 } from './key-sources.js';
 export { generateKey, type KeyInput, KeyRing, type ScheduledKey } from './keys.js';

@@ -2,7 +2,7 @@ import { cryptoProvider } from '#crypto';
 import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { isCanonicalBase64url } from './crypto/base64url.js';
 import { utf8Encode } from './json.js';
-import { KeyRing, MAX_RING_KEYS, MIN_KEY_BYTES, type ScheduledKey, parseKeysText, secretBytes } from './keys.js';
+import { type KeyInput, KeyRing, MAX_RING_KEYS, MIN_KEY_BYTES, type ScheduledKey, parseKeysText, secretBytes } from './keys.js';
 
 /** Largest key set text a source may return (a JWKS of {@link MAX_RING_KEYS} keys is far below it). */
 export const MAX_KEY_SET_CHARS: number = 64 * 1024;
@@ -176,4 +176,43 @@ export function deriveKey(secret: Uint8Array | string, options: { kid: string; l
   }
   if (typeof kid !== 'string') throw new TypeError('deriveKey: kid must be a string');
   return andThen(cryptoProvider.hkdfSha256(bytes, DERIVE_SALT, utf8Encode(label), 32), (derived) => ({ kid, secret: derived }));
+}
+
+/** Options of {@link scheduleRotation}. */
+export interface RotationScheduleOptions {
+  /** When the rotation is written (ms since the epoch). */
+  now: number;
+  /**
+   * Time for the new key set to reach every replica (longer than the providers' `refreshMs`, plus the clock skew):
+   * the new key starts sealing this long after `now`.
+   */
+  propagationMs: number;
+  /** The guard's `ttlMs`. */
+  ttlMs: number;
+  /** The guard's `clockSkewMs`. */
+  clockSkewMs: number;
+}
+
+/**
+ * The key set after a rotation to `next`, with no coordinator: `next` is published now and seals from
+ * `now + propagationMs`; every older key stops opening `ttlMs + 2 × clockSkewMs` after that (the last state it
+ * seals may carry an `exp` from a clock `skew` ahead and is accepted until `exp + skew`); keys already gone at `now`
+ * are left out. Every replica reading the set switches at the same instant, within its clock skew.
+ */
+export function scheduleRotation(current: readonly ScheduledKey[], next: KeyInput, options: RotationScheduleOptions): ScheduledKey[] {
+  if (!Array.isArray(current)) throw new TypeError('scheduleRotation: current must be an array of keys');
+  if (options === null || typeof options !== 'object') throw new TypeError('scheduleRotation: options must be an object');
+  const { now, propagationMs, ttlMs, clockSkewMs } = options;
+  for (const [name, value] of Object.entries({ now, propagationMs, ttlMs, clockSkewMs })) {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+      throw new RangeError(`scheduleRotation: ${name} must be a non-negative integer (ms)`);
+    }
+  }
+  if (current.some((k) => k.kid === next.kid)) throw new TypeError(`scheduleRotation: kid "${next.kid}" is already in the set`);
+  const starts = now + propagationMs;
+  const drop = starts + ttlMs + 2 * clockSkewMs;
+  const kept = current
+    .filter((k) => k.notAfter === undefined || k.notAfter > now)
+    .map((k) => ({ ...k, notAfter: Math.min(k.notAfter ?? drop, drop) }));
+  return [{ kid: next.kid, secret: next.secret, notBefore: starts }, ...kept];
 }

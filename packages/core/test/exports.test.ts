@@ -25,6 +25,7 @@ describe('exported names', () => {
       'keysFromEnv',
       'parseJwks',
       'parseKeySet',
+      'scheduleRotation',
       'toJwks',
     ]);
   });
