@@ -11,7 +11,6 @@ import {
   KeyProvider,
   type OpenedState,
   type ScheduledKey,
-  type StateGuard,
   createStateGuard,
   generateKey,
   parseJwks,
