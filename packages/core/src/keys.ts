@@ -85,6 +85,10 @@ export class KeyRing {
   readonly #kids: readonly string[];
   #live: LiveState | undefined;
   #ephemeral = false;
+  /** Key ids, primary first (of the ring in force now, for a refreshing ring). */
+  readonly kids: readonly string[];
+  /** The id of the key that seals (now, for a refreshing ring: `ERR_KEYS_UNAVAILABLE` when no key may seal). */
+  readonly primaryKid: string;
 
   constructor(keys: Iterable<KeyInput>) {
     const cache = KeyRing.#sharedCache;
@@ -96,21 +100,20 @@ export class KeyRing {
     this.#secrets = new Map(entries.map((e) => [e.kid, e.bytes]));
     this.#subkeys = cache ?? new Map();
     this.#kids = Object.freeze(entries.map((e) => e.kid));
+    // Plain properties on a fixed ring (an object whose prototype is a ring reads them too); a refreshing ring
+    // replaces them with getters on the ring in force.
+    this.kids = this.#kids;
+    this.primaryKid = this.#kids[0]!;
   }
 
-  /** Key ids, primary first (of the ring in force now, for a refreshing ring). */
-  get kids(): readonly string[] {
-    return this.#live === undefined ? this.#kids : this.current().#kids;
-  }
-
-  /** The id of the key that seals (now, for a refreshing ring: `ERR_KEYS_UNAVAILABLE` when no key may seal). */
-  get primaryKid(): string {
-    return this.kids[0]!;
+  /** The state of a refreshing ring; undefined for a fixed ring, or an object that only inherits from a ring. */
+  static #liveOf(ring: KeyRing): LiveState | undefined {
+    return #live in ring ? ring.#live : undefined;
   }
 
   /** True for a refreshing ring (made by a `KeyProvider`). */
   get refreshing(): boolean {
-    return this.#live !== undefined;
+    return KeyRing.#liveOf(this) !== undefined;
   }
 
   /**
@@ -118,7 +121,7 @@ export class KeyRing {
    * guard refuses it with a store shared across processes unless told otherwise (`allowEphemeralKeys`).
    */
   get ephemeral(): boolean {
-    return this.#ephemeral;
+    return #ephemeral in this && this.#ephemeral;
   }
 
   /**
@@ -127,7 +130,7 @@ export class KeyRing {
    * per operation). Throws `ERR_KEYS_UNAVAILABLE` when no key may seal now (every key is scheduled later or gone).
    */
   current(): KeyRing {
-    const live = this.#live;
+    const live = KeyRing.#liveOf(this);
     if (live === undefined) return this;
     const t = live.now();
     if (live.view !== undefined && t >= live.from && t < live.until) return live.view;
@@ -187,7 +190,7 @@ export class KeyRing {
 
   /** True when `kid` is in the ring (opens now, for a refreshing ring). */
   has(kid: string): boolean {
-    return this.#live === undefined ? this.#secrets.has(kid) : this.current().#secrets.has(kid);
+    return KeyRing.#liveOf(this) === undefined ? this.#secrets.has(kid) : this.current().#secrets.has(kid);
   }
 
   /** A new fixed ring without `kid` (rotation's last step). */
@@ -208,7 +211,7 @@ export class KeyRing {
    * `undefined` for an unknown kid. Async only on WebCrypto runtimes.
    */
   subkey(kid: string, purpose: string, length = 32): Awaitable<Uint8Array> | undefined {
-    if (this.#live !== undefined) return this.current().subkey(kid, purpose, length);
+    if (KeyRing.#liveOf(this) !== undefined) return this.current().subkey(kid, purpose, length);
     const secret = this.#secrets.get(kid);
     if (secret === undefined) return undefined;
     if (typeof purpose !== 'string' || purpose.length === 0) throw new TypeError('KeyRing.subkey: purpose must be a non-empty string');
@@ -255,6 +258,10 @@ export class KeyRing {
       const known = new Map<string, Uint8Array>();
       for (const e of entries) known.set(e.kid, e.bytes);
       ring.#live = { now, entries, known, view: undefined, from: 0, until: 0 };
+      Object.defineProperties(ring, {
+        kids: { get: () => ring.current().#kids, enumerable: true },
+        primaryKid: { get: () => ring.current().#kids[0]!, enumerable: true },
+      });
       return ring;
     };
     /** Swaps a refreshing ring's key set; false when nothing changed. A kid with another secret is refused. */
