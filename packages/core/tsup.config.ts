@@ -8,7 +8,8 @@ import { emptyDist, packageConfig } from '../../tsup.config.base.ts';
 const entry = { index: 'src/index.ts', authoring: 'src/authoring.ts' };
 emptyDist(import.meta.url);
 export default defineConfig([
-  packageConfig({ entry, splitting: true, clean: false }),
+  // `/node` (key files) exists only in the Node build.
+  packageConfig({ entry: { ...entry, node: 'src/node.ts' }, splitting: true, clean: false }),
   packageConfig({
     entry: { 'web/index': entry.index, 'web/authoring': entry.authoring },
     splitting: true,

@@ -210,10 +210,15 @@ export interface KeySetting {
   ephemeral: boolean;
 }
 
-/** Reads MRTR_KEYS (core's format); never echoes key material in errors. */
+/**
+ * Reads MRTR_KEYS (core's format); never echoes key material in errors. Unset: an ephemeral key for this process.
+ * Set but empty (a secret binding that did not resolve, `MRTR_KEYS=` in a .env file) is an error, never a random key.
+ */
 export function readKeys(env: NodeJS.ProcessEnv): KeySetting {
   const text = env.MRTR_KEYS;
-  if (text === undefined || text.trim() === '') return { keys: KeyRing.generate('ephemeral'), ephemeral: true };
+  if (text === undefined) return { keys: KeyRing.generate('ephemeral'), ephemeral: true };
+  if (text.trim() === '')
+    throw new UsageError('MRTR_KEYS is set but empty: set a key ring (npx @mrtr/cli keygen) or unset it for an ephemeral key');
   try {
     return { keys: KeyRing.parse(text), ephemeral: false };
   } catch (error) {

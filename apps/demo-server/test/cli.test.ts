@@ -6,7 +6,7 @@ import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { afterAll, describe, expect, it } from 'vitest';
 import { CLI } from '../scripts/lib.mjs';
-import { redactUrl } from '../src/config.js';
+import { readKeys, redactUrl } from '../src/config.js';
 import {
   accept,
   callTool,
@@ -357,3 +357,11 @@ function freePort(): Promise<number> {
     });
   });
 }
+
+describe('readKeys', () => {
+  it('generates an ephemeral key only when MRTR_KEYS is unset: set but empty is an error, never a random key', () => {
+    expect(readKeys({}).ephemeral).toBe(true);
+    expect(readKeys({}).keys.ephemeral).toBe(true);
+    for (const empty of ['', '  ', '\n']) expect(() => readKeys({ MRTR_KEYS: empty })).toThrow(/set but empty/);
+  });
+});

@@ -10,9 +10,9 @@ const HELP = `Usage: mrtr <command> [options]
 Tools for MCP Multi Round-Trip Request state (requestState) sealed by @mrtr/core.
 
 Commands:
-  keygen         print a new MRTR_KEYS entry ("kid:<secret>"); --env for "MRTR_KEYS=…"
-  keys check     validate an MRTR_KEYS value: format, kids, sizes, duplicates, how many keys open
-  keys rotate    print the next MRTR_KEYS value and the rollout steps for a new primary key
+  keygen         print a new MRTR_KEYS entry ("kid:<secret>"); --env for "MRTR_KEYS=…", --jwks for a key file
+  keys check     validate a key set (MRTR_KEYS, stdin or --file; MRTR_KEYS format or JWK Set) and its schedule
+  keys rotate    --file: write a rotation schedule into a key file; else print the rollout steps
   inspect        tell what a token is and, with MRTR_KEYS, whether the guard accepts it and why not
   doctor         check keys, codecs, the replay store, Redis eviction, the SQL schema and clock skew
 
@@ -64,7 +64,7 @@ export async function run(io: Io): Promise<number> {
       return keygen(io, rest, now);
     case 'keys': {
       const [sub, ...args] = rest;
-      if (sub === 'check') return keysCheck(io, args);
+      if (sub === 'check') return keysCheck(io, args, now);
       if (sub === 'rotate') return keysRotate(io, args, now);
       if (sub === undefined || sub === '-h' || sub === '--help') {
         (sub === undefined ? io.stderr : io.stdout).write(KEYS_HELP);

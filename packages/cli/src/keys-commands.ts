@@ -1,14 +1,20 @@
+import { type ScheduledKey, parseKeySet, scheduleRotation, toJwks } from '@mrtr/core';
+import { duration } from './time.js';
 import {
+  checkKeySet,
   checkRing,
   DEFAULT_KEEP,
+  DEFAULT_PROPAGATION_MS,
   DEFAULT_SKEW_MS,
   DEFAULT_TTL_MS,
   dateKid,
   KID_PATTERN,
   newSecret,
   planRotation,
+  readKeySource,
   readKeysValue,
   splitEntries,
+  writeKeyFile,
 } from './keys.js';
 import {
   COMMON_OPTIONS,
@@ -24,7 +30,7 @@ import {
   writeJson,
 } from './io.js';
 
-export const KEYGEN_HELP = `Usage: mrtr keygen [--kid ID] [--bytes N] [--env] [--json]
+export const KEYGEN_HELP = `Usage: mrtr keygen [--kid ID] [--bytes N] [--env | --jwks] [--json]
 
 Prints a new key ring entry in the MRTR_KEYS format, "kid:<base64url secret>".
 
@@ -32,6 +38,8 @@ Options:
   --kid ID     key id, 1-32 characters of [A-Za-z0-9_-] (default: from today's date, e.g. k20261202)
   --bytes N    secret length in bytes, 32-1024 (default 32)
   --env        print "MRTR_KEYS=<entry>", ready for a .env file
+  --jwks       print a JWK Set of one "oct" key instead: the key file a KeyProvider reads and
+               "mrtr keys rotate --file" rotates
   --json       print {"kid", "bytes", "entry"} as JSON
   -h, --help   this help
 
@@ -42,7 +50,7 @@ Exit codes: 0 ok, 2 usage error.
 export async function keygen(io: Io, args: string[], now: () => number): Promise<number> {
   const { values, positionals } = parse(
     args,
-    { ...COMMON_OPTIONS, kid: { type: 'string' }, bytes: { type: 'string' }, env: { type: 'boolean' } },
+    { ...COMMON_OPTIONS, kid: { type: 'string' }, bytes: { type: 'string' }, env: { type: 'boolean' }, jwks: { type: 'boolean' } },
     true,
   );
   if (values.help) {
@@ -53,6 +61,11 @@ export async function keygen(io: Io, args: string[], now: () => number): Promise
   const kid = typeof values.kid === 'string' ? values.kid : dateKid(new Date(now()));
   if (!KID_PATTERN.test(kid)) throw new UsageError('--kid must be 1-32 characters of [A-Za-z0-9_-]');
   const bytes = intValue('bytes', values.bytes, 32, 32, 1024);
+  if (values.jwks) {
+    if (values.env || values.json) throw new UsageError('--jwks prints JSON already: not with --env or --json');
+    io.stdout.write(`${JSON.stringify(toJwks([{ kid, secret: newSecret(bytes) }]), null, 2)}\n`);
+    return EXIT_OK;
+  }
   const entry = `${kid}:${newSecret(bytes)}`;
   if (values.json) writeJson(io, { kid, bytes, entry });
   else io.stdout.write(values.env ? `MRTR_KEYS=${entry}\n` : `${entry}\n`);
@@ -62,34 +75,43 @@ export async function keygen(io: Io, args: string[], now: () => number): Promise
 export const KEYS_HELP = `Usage: mrtr keys <check|rotate> [options]
 
 Commands:
-  check    validate an MRTR_KEYS value: format, kids, secret sizes, duplicates, how many keys open
-  rotate   print the next value and the rollout steps for a new primary key
+  check    validate a key set (MRTR_KEYS format or JWK Set): format, kids, secret sizes, duplicates,
+           how many keys open, and each key's schedule
+  rotate   --file: write a rotation schedule into a key file; else print the rollout steps for MRTR_KEYS
 
-Both read the value from MRTR_KEYS, or from stdin with "-" (never from the command line).
+Both read the value from MRTR_KEYS, from stdin with "-", or from a key file with --file (never from
+the command line).
 Run "mrtr keys <command> --help" for its options.
 `;
 
-export const KEYS_CHECK_HELP = `Usage: mrtr keys check [-] [--json]
+export const KEYS_CHECK_HELP = `Usage: mrtr keys check [- | --file PATH] [--json]
 
-Validates an MRTR_KEYS value ("kid:<secret>,kid2:<secret>", the first key seals, every key opens):
-each entry's format, kid, secret encoding (base64url or standard base64) and size (>= 32 bytes),
-duplicate kids and reused secrets. Prints one line per key, never a secret.
+Validates a key set, from MRTR_KEYS, stdin or a key file, in either format:
+- an MRTR_KEYS value ("kid:<secret>,kid2:<secret>", the first key seals, every key opens): each entry's
+  format, kid, secret encoding (base64url or standard base64) and size (>= 32 bytes), duplicate kids
+  and reused secrets;
+- a JWK Set of "oct" keys (what "mrtr keygen --jwks" and "mrtr keys rotate --file" write), strictly,
+  with each key's schedule: which key seals now, which are published ahead, when each one drops.
+Prints one line per key, never a secret.
 
-  -           read the value from stdin instead of MRTR_KEYS
-  --json      print the report as JSON
+  -            read the value from stdin instead of MRTR_KEYS
+  --file PATH  read a key file (JWK Set or MRTR_KEYS value)
+  --json       print the report as JSON
   -h, --help  this help
 
 Exit codes: 0 valid, 1 invalid, 2 usage error (no value given).
 `;
 
-export async function keysCheck(io: Io, args: string[]): Promise<number> {
-  const { values, positionals } = parse(args, { ...COMMON_OPTIONS }, true);
+export async function keysCheck(io: Io, args: string[], now: () => number = Date.now): Promise<number> {
+  const { values, positionals } = parse(args, { ...COMMON_OPTIONS, file: { type: 'string' } }, true);
   if (values.help) {
     io.stdout.write(KEYS_CHECK_HELP);
     return EXIT_OK;
   }
   if (positionals.length > 1) throw new UsageError('keys check takes at most one argument, "-"');
-  const { text, source } = await readKeysValue(io, positionals[0], 'keys check');
+  const file = typeof values.file === 'string' ? values.file : undefined;
+  const { text, source } = await readKeySource(io, positionals[0], file, 'keys check');
+  if (text.startsWith('{')) return checkJwks(io, text, source, values.json === true, now());
   const report = checkRing(text);
   if (values.json) {
     writeJson(io, { source, ...report });
@@ -133,7 +155,15 @@ export async function keysCheck(io: Io, args: string[]): Promise<number> {
   return report.ok ? EXIT_OK : EXIT_BAD;
 }
 
-export const KEYS_ROTATE_HELP = `Usage: mrtr keys rotate [-] [--kid ID] [--bytes N] [--keep N] [--ttl-ms MS] [--skew-ms MS] [--json]
+export const KEYS_ROTATE_HELP = `Usage: mrtr keys rotate --file PATH [--kid ID] [--bytes N] [--propagation-ms MS] [--ttl-ms MS] [--skew-ms MS] [--json]
+       mrtr keys rotate [-] [--kid ID] [--bytes N] [--keep N] [--ttl-ms MS] [--skew-ms MS] [--json]
+
+With --file (a key file read by every replica's KeyProvider): writes the rotation into the file as a
+schedule, no restart and no manual steps. The new key is published now and starts sealing at
+now + --propagation-ms on every replica at once (within the clock skew); the keys in the file stop
+opening ttl + 2 × skew after that. Keys already gone are removed. The file is written as a JWK Set
+(atomically, mode 0600); nothing secret is printed. --propagation-ms must exceed the providers'
+refreshMs plus the clock skew (default ${DEFAULT_PROPAGATION_MS}, 15 min: three times the default refresh).
 
 Reads the current MRTR_KEYS value and prints the rotation to a new primary key as three rollout
 steps, each with its full MRTR_KEYS value (the output contains secrets: treat it like the value):
@@ -172,6 +202,8 @@ export async function keysRotate(io: Io, args: string[], now: () => number): Pro
       keep: { type: 'string' },
       'ttl-ms': { type: 'string' },
       'skew-ms': { type: 'string' },
+      'propagation-ms': { type: 'string' },
+      file: { type: 'string' },
     },
     true,
   );
@@ -180,6 +212,8 @@ export async function keysRotate(io: Io, args: string[], now: () => number): Pro
     return EXIT_OK;
   }
   if (positionals.length > 1) throw new UsageError('keys rotate takes at most one argument, "-"');
+  if (typeof values.file === 'string') return rotateFile(io, values, values.file, now);
+  if (values['propagation-ms'] !== undefined) throw new UsageError('--propagation-ms needs --file');
   const keep = intValue('keep', values.keep, DEFAULT_KEEP, 1, 32);
   const bytes = intValue('bytes', values.bytes, 32, 32, 1024);
   const ttlMs = intValue('ttl-ms', values['ttl-ms'], DEFAULT_TTL_MS, 1, 365 * 86_400_000);
@@ -227,4 +261,95 @@ export async function keysRotate(io: Io, args: string[], now: () => number): Pro
   );
   io.stdout.write(`${out.join('\n')}\n`);
   return EXIT_OK;
+}
+
+/** `keys check` of a JWK Set: one line per key with its schedule. */
+function checkJwks(io: Io, text: string, source: string, json: boolean, now: number): number {
+  const report = checkKeySet(text, now);
+  if (json) {
+    writeJson(io, { source, ...report });
+    return report.ok ? EXIT_OK : EXIT_BAD;
+  }
+  const s = style(colourEnabled(io.stdout, io.env));
+  const out: string[] = [];
+  for (const k of report.keys) {
+    const when = [k.sealsFrom && `seals from ${k.sealsFrom}`, k.dropsAt && `drops at ${k.dropsAt}`].filter(Boolean).join(', ');
+    const what =
+      k.state === 'seals'
+        ? 'seals now and opens'
+        : k.state === 'published'
+          ? 'published: opens, seals later'
+          : k.state === 'opens'
+            ? 'opens only'
+            : 'gone: neither seals nor opens';
+    out.push(statusLine(s, k.state === 'gone' ? 'warn' : 'ok', k.kid, `${k.bytes} bytes; ${what}${when ? `; ${when}` : ''}`));
+  }
+  for (const p of report.problems) out.push(statusLine(s, 'fail', 'ring', p));
+  if (report.ok) {
+    const open = report.keys.filter((k) => k.state !== 'gone').length;
+    out.push(
+      statusLine(s, 'ok', 'ring', `valid JWK Set (${source}): ${open} key${open === 1 ? '' : 's'} can open, "${report.primaryKid}" seals`),
+    );
+  }
+  io.stdout.write(`${out.join('\n')}\n`);
+  return report.ok ? EXIT_OK : EXIT_BAD;
+}
+
+/** `keys rotate --file`: the rotation written into the key file as a schedule. */
+async function rotateFile(io: Io, values: Record<string, string | boolean | undefined>, file: string, now: () => number): Promise<number> {
+  if (values.keep !== undefined) throw new UsageError('--keep is for the printed plan; with --file old keys drop on their schedule');
+  const bytes = intValue('bytes', values.bytes, 32, 32, 1024);
+  const ttlMs = intValue('ttl-ms', values['ttl-ms'], DEFAULT_TTL_MS, 1, 365 * 86_400_000);
+  const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
+  const propagationMs = intValue('propagation-ms', values['propagation-ms'], DEFAULT_PROPAGATION_MS, 0, 30 * 86_400_000);
+  if (typeof values.kid === 'string' && !KID_PATTERN.test(values.kid))
+    throw new UsageError('--kid must be 1-32 characters of [A-Za-z0-9_-]');
+  const { text } = await readKeySource(io, undefined, file, 'keys rotate');
+  const t = now();
+  const report = text.startsWith('{') ? checkKeySet(text, t) : undefined;
+  let current: ScheduledKey[];
+  if (report !== undefined) {
+    if (!report.ok) return rotateRefused(io, values.json === true, file, report.problems);
+    current = parseKeySet(text);
+  } else {
+    const ring = checkRing(text);
+    if (!ring.ok) {
+      const reasons = [...ring.problems, ...ring.entries.flatMap((e) => e.problems.map((p) => `${e.kid ?? `entry ${e.index}`}: ${p}`))];
+      return rotateRefused(io, values.json === true, file, reasons);
+    }
+    current = parseKeySet(text);
+  }
+  const taken = new Set(current.map((k) => k.kid));
+  const kid = typeof values.kid === 'string' ? values.kid : dateKid(new Date(t), taken);
+  if (taken.has(kid)) throw new UsageError(`--kid "${kid}" is already in the key set`);
+  const next = scheduleRotation(current, { kid, secret: newSecret(bytes) }, { now: t, propagationMs, ttlMs, clockSkewMs: skewMs });
+  await writeKeyFile(file, `${JSON.stringify(toJwks(next), null, 2)}\n`);
+  const sealsFrom = new Date(next[0]!.notBefore!).toISOString();
+  const drops = next.slice(1).map((k) => ({ kid: k.kid, at: new Date(k.notAfter!).toISOString() }));
+  const removed = current.filter((k) => !next.some((n) => n.kid === k.kid)).map((k) => k.kid);
+  if (values.json) {
+    writeJson(io, { ok: true, file, newKid: kid, bytes, sealsFrom, drops, removed, propagationMs, ttlMs, skewMs });
+    return EXIT_OK;
+  }
+  const s = style(colourEnabled(io.stdout, io.env));
+  const out = [
+    `Wrote the rotation to ${file} (a JWK Set; no secret printed):`,
+    `  ${kid} (${bytes} bytes): published now, seals from ${sealsFrom} on every replica`,
+    ...drops.map(
+      (d) => `  ${d.kid}: stops opening at ${d.at} (ttl ${duration(ttlMs)} + 2 × skew ${duration(skewMs)} after ${kid} starts sealing)`,
+    ),
+    ...removed.map((r) => `  ${r}: removed (already gone)`),
+    s.dim(
+      `Every replica's KeyProvider must read the file within ${duration(propagationMs)} (its refreshMs plus the clock skew must be less); "mrtr keys check --file ${file}" shows the schedule.`,
+    ),
+  ];
+  io.stdout.write(`${out.join('\n')}\n`);
+  return EXIT_OK;
+}
+
+function rotateRefused(io: Io, json: boolean, file: string, reasons: string[]): number {
+  if (json) writeJson(io, { ok: false, source: file, problems: reasons });
+  else
+    io.stderr.write(`error: the key file ${file} is invalid: ${reasons.join('; ')}\nRun "mrtr keys check --file ${file}" for details.\n`);
+  return EXIT_BAD;
 }

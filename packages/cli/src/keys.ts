@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { KeyRing } from '@mrtr/core';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { KeyRing, parseKeySet, type ScheduledKey } from '@mrtr/core';
 import { base64urlDecode, MIN_KEY_BYTES } from '@mrtr/core/authoring';
 import { duration } from './time.js';
 import { type Io, UsageError } from './io.js';
@@ -241,4 +242,94 @@ export function splitEntries(text: string): { kid: string; secret: string }[] {
       const colon = p.indexOf(':');
       return { kid: p.slice(0, colon), secret: p.slice(colon + 1).trim() };
     });
+}
+
+/** Default of `keys rotate --propagation-ms`: 15 min, three times a `KeyProvider`'s default refresh (5 min). */
+export const DEFAULT_PROPAGATION_MS = 900_000;
+
+/** Where a keys command reads its key set: `--file PATH`, stdin (`-`), or MRTR_KEYS. */
+export async function readKeySource(
+  io: Io,
+  positional: string | undefined,
+  file: string | undefined,
+  command: string,
+): Promise<{ text: string; source: string }> {
+  if (file === undefined) return readKeysValue(io, positional, command);
+  if (positional !== undefined) throw new UsageError(`${command}: give --file or "-", not both`);
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`${command}: cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+  return { text: text.trim(), source: file };
+}
+
+export interface ScheduledEntry {
+  kid: string;
+  bytes: number;
+  /** What the key does at the time of the check. */
+  state: 'seals' | 'opens' | 'published' | 'gone';
+  sealsFrom: string | undefined;
+  dropsAt: string | undefined;
+}
+
+export interface KeySetReport {
+  ok: boolean;
+  format: 'jwks';
+  keys: ScheduledEntry[];
+  problems: string[];
+  primaryKid: string | undefined;
+}
+
+const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+
+/** Checks a JWK Set (core's `parseKeySet` is the verdict) and tells what each key does at `now`. Never a secret. */
+export function checkKeySet(text: string, now: number): KeySetReport {
+  let keys: ScheduledKey[];
+  try {
+    keys = parseKeySet(text);
+    new KeyRing(keys); // duplicate kids, sizes
+    for (const k of keys) {
+      if (k.notBefore !== undefined && k.notAfter !== undefined && !(k.notBefore < k.notAfter)) {
+        throw new RangeError(`notBefore of "${k.kid}" must be before its notAfter`);
+      }
+    }
+  } catch (error) {
+    // Core's messages name the kid at most, never the secret.
+    return {
+      ok: false,
+      format: 'jwks',
+      keys: [],
+      problems: [error instanceof Error ? error.message : String(error)],
+      primaryKid: undefined,
+    };
+  }
+  let sealer: ScheduledKey | undefined;
+  for (const k of keys) {
+    const active = (k.notBefore ?? Number.NEGATIVE_INFINITY) <= now && now < (k.notAfter ?? Number.POSITIVE_INFINITY);
+    if (active && (sealer === undefined || (k.notBefore ?? Number.NEGATIVE_INFINITY) > (sealer.notBefore ?? Number.NEGATIVE_INFINITY))) {
+      sealer = k;
+    }
+  }
+  const entries = keys.map((k): ScheduledEntry => {
+    const gone = k.notAfter !== undefined && now >= k.notAfter;
+    const later = k.notBefore !== undefined && now < k.notBefore;
+    return {
+      kid: k.kid,
+      bytes: (k.secret as Uint8Array).length,
+      state: gone ? 'gone' : k === sealer ? 'seals' : later ? 'published' : 'opens',
+      sealsFrom: iso(k.notBefore),
+      dropsAt: iso(k.notAfter),
+    };
+  });
+  const problems = sealer === undefined ? ['no key may seal now: every key starts later or is gone (ERR_KEYS_UNAVAILABLE)'] : [];
+  return { ok: problems.length === 0, format: 'jwks', keys: entries, problems, primaryKid: sealer?.kid };
+}
+
+/** Writes `text` to `path` atomically (a temporary file renamed over it), readable by its owner only. */
+export async function writeKeyFile(path: string, text: string): Promise<void> {
+  const temporary = `${path}.${process.pid}.tmp`;
+  await writeFile(temporary, text, { mode: 0o600 });
+  await rename(temporary, path);
 }

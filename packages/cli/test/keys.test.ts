@@ -1,6 +1,9 @@
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, KeyRing } from '@mrtr/core';
-import { describe, expect, it } from 'vitest';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createStateGuard, generateKey, KeyProvider, KeyRing, parseJwks, type ScheduledKey, toJwks } from '@mrtr/core';
+import { afterAll, describe, expect, it } from 'vitest';
 import { K1, K2, KEYS, REQUEST, runCli } from './helpers.js';
 
 const ENTRY = /^([A-Za-z0-9_-]{1,32}):([A-Za-z0-9_-]+)$/;
@@ -233,5 +236,105 @@ describe('mrtr keys rotate', () => {
     const r = await runCli(['keys', 'rotate']);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/MRTR_KEYS is not set/);
+  });
+});
+
+describe('key files (JWK Sets): keygen --jwks, keys check --file, keys rotate --file', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mrtr-cli-keys-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('keygen --jwks prints a JWK Set of one oct key that core reads', async () => {
+    const r = await runCli(['keygen', '--jwks', '--kid', 'j1', '--bytes', '48']);
+    expect(r.code).toBe(0);
+    const keys = parseJwks(r.stdout);
+    expect(keys).toHaveLength(1);
+    expect(keys[0]!.kid).toBe('j1');
+    expect(keys[0]!.secret).toHaveLength(48);
+    expect((await runCli(['keygen', '--jwks', '--env'])).code).toBe(2);
+  });
+
+  it('keys check reads a JWK Set from MRTR_KEYS, stdin and --file, with each key schedule; never a secret', async () => {
+    const path = join(dir, 'check.json');
+    const now = Date.now();
+    const set = toJwks([
+      { kid: 'k3', secret: generateKey(), notBefore: now + 3_600_000 },
+      { kid: 'k2', secret: generateKey(), notAfter: now + 7_200_000 },
+      { kid: 'k1', secret: generateKey(), notAfter: now - 1 },
+    ]);
+    const text = JSON.stringify(set);
+    writeFileSync(path, text);
+    for (const run of [
+      runCli(['keys', 'check', '--file', path]),
+      runCli(['keys', 'check', '-'], { input: text }),
+      runCli(['keys', 'check'], { env: { MRTR_KEYS: text } }),
+    ]) {
+      const r = await run;
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/k3 .*published: opens, seals later; seals from /);
+      expect(r.stdout).toMatch(/k2 .*seals now and opens; drops at /);
+      expect(r.stdout).toMatch(/k1 .*gone: neither seals nor opens/);
+      expect(r.stdout).toMatch(/valid JWK Set .*: 2 keys can open, "k2" seals/);
+      for (const jwk of set.keys) expect(r.stdout).not.toContain(jwk.k.slice(0, 12));
+    }
+    const json = JSON.parse((await runCli(['keys', 'check', '--file', path, '--json'])).stdout);
+    expect(json).toMatchObject({ ok: true, format: 'jwks', primaryKid: 'k2', source: path });
+    // No key may seal now: invalid, exit 1.
+    writeFileSync(path, JSON.stringify(toJwks([{ kid: 'k4', secret: generateKey(), notBefore: now + 3_600_000 }])));
+    const later = await runCli(['keys', 'check', '--file', path]);
+    expect(later.code).toBe(1);
+    expect(later.stdout).toContain('no key may seal now');
+    // Strict: an asymmetric member or a short key is refused, naming neither secret.
+    writeFileSync(path, JSON.stringify({ keys: [{ ...set.keys[1], d: 'x' }] }));
+    expect((await runCli(['keys', 'check', '--file', path])).code).toBe(1);
+    expect((await runCli(['keys', 'check', '--file', join(dir, 'absent.json')])).code).toBe(2);
+  });
+
+  it('keys rotate --file writes the schedule into the file: publish now, seal from now + propagation, drop ttl + 2 × skew later', async () => {
+    const path = join(dir, 'rotate.json');
+    writeFileSync(path, `k1:${generateKey()}\n`); // an MRTR_KEYS value becomes a JWK Set
+    const before = Date.now();
+    const r = await runCli([
+      'keys',
+      'rotate',
+      '--file',
+      path,
+      '--kid',
+      'k2',
+      '--propagation-ms',
+      '60000',
+      '--ttl-ms',
+      '20000',
+      '--skew-ms',
+      '1000',
+    ]);
+    const after = Date.now();
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('k2 (32 bytes): published now, seals from ');
+    expect((statSync(path).mode & 0o777).toString(8)).toBe('600');
+    const keys = parseJwks(readFileSync(path, 'utf8'));
+    expect(keys.map((k) => k.kid)).toEqual(['k2', 'k1']);
+    const [k2, k1] = keys as [ScheduledKey, ScheduledKey];
+    expect(k2.notBefore).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000 + 60_000 - 1000);
+    expect(k2.notBefore).toBeLessThanOrEqual(after + 60_000);
+    expect(k2.notAfter).toBeUndefined();
+    expect(k1.notAfter! - k2.notBefore!).toBe(20_000 + 2 * 1_000);
+    for (const key of keys)
+      expect(r.stdout).not.toContain(
+        Buffer.from(key.secret as Uint8Array)
+          .toString('base64url')
+          .slice(0, 12),
+      );
+    // A second rotation keeps k1's earlier drop and gives k2 one.
+    const again = JSON.parse((await runCli(['keys', 'rotate', '--file', path, '--kid', 'k3', '--json'])).stdout);
+    expect(again).toMatchObject({
+      ok: true,
+      newKid: 'k3',
+      drops: [{ kid: 'k2' }, { kid: 'k1', at: new Date(k1.notAfter!).toISOString() }],
+    });
+    // The file is what KeyProvider reads.
+    const provider = await KeyProvider.create({ load: () => readFileSync(path, 'utf8'), refreshMs: 0 });
+    expect(provider.keys.primaryKid).toBe('k1');
+    expect((await runCli(['keys', 'rotate', '--file', path, '--kid', 'k3'])).code).toBe(2);
+    expect((await runCli(['keys', 'rotate', '--propagation-ms', '5'], { env: { MRTR_KEYS: KEYS } })).code).toBe(2);
   });
 });

@@ -27,6 +27,10 @@ export {
   CapabilityMissingError,
   FlowExpiredError,
   FlowRoundsError,
+  KeyConflictError,
+  KeyMismatchError,
+  KeySourceError,
+  KeysUnavailableError,
   KeyUnknownError,
   PrincipalRequiredError,
   QuotaExceededError,
@@ -46,7 +50,8 @@ export {
 } from './errors.js';
 export { createEventSink, createFlowTagger, safeEmitter } from './events.js';
 export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
-export { MIN_KEY_BYTES } from './keys.js';
+export { checkFleetKeys, keyFingerprint, MAX_FLEET_KEYS } from './fleet.js';
+export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';

@@ -35,6 +35,11 @@ const OPTION_NAMES = new Set(['maxTokenBytes']);
  */
 export function parseCodecOptions(factory: string, keys: unknown, options: unknown, limits: CodecOptionLimits): ParsedCodecOptions {
   if (!(keys instanceof KeyRing)) throw new TypeError(`${factory}: the first argument must be a KeyRing`);
+  if (keys.refreshing) {
+    throw new TypeError(
+      `${factory}: a codec is built on a fixed ring; with a refreshing ring (KeyProvider) give the factory to the guard (codec: ${factory}), which builds it on each keys.current()`,
+    );
+  }
   if (options === undefined) options = {};
   if (!isObject(options)) throw new TypeError(`${factory}: options must be an object`);
   for (const name of Object.keys(options)) {

@@ -24,6 +24,10 @@ const MESSAGES = {
   ERR_SEAL_FAILED: 'the state could not be sealed',
   ERR_ROUND_IN_PROGRESS: 'this round is still being processed',
   ERR_TASK_LIMIT: 'the principal holds too many tasks',
+  ERR_KEYS_UNAVAILABLE: 'no key of the key ring may seal now',
+  ERR_KEY_SOURCE: 'the key source failed or returned an invalid key set',
+  ERR_KEY_CONFLICT: 'the key source changed the secret of a known key id',
+  ERR_KEY_MISMATCH: "this key ring does not match the fleet's keys",
 } as const;
 
 /** The stable code of every `MrtrError`. */
@@ -236,6 +240,55 @@ export class TaskLimitError extends MrtrError<'ERR_TASK_LIMIT'> {
   }
 }
 
+/**
+ * No key of a refreshing ring may seal now: every key is scheduled to start later or is past its `notAfter`. Nothing
+ * is sealed or opened until the source gives a key that is active (fail closed).
+ */
+export class KeysUnavailableError extends MrtrError<'ERR_KEYS_UNAVAILABLE'> {
+  static override readonly code = 'ERR_KEYS_UNAVAILABLE' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_KEYS_UNAVAILABLE', options);
+  }
+}
+/** A key source threw, or returned something that is not a valid key set (the reason is the `cause`). */
+export class KeySourceError extends MrtrError<'ERR_KEY_SOURCE'> {
+  static override readonly code = 'ERR_KEY_SOURCE' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_KEY_SOURCE', options);
+  }
+}
+/**
+ * A refresh returned a known key id with another secret. Refused (the last good ring stays): a kid's secret never
+ * changes, so that what was sealed under it keeps opening and caches of its subkeys stay valid. Use a new kid.
+ */
+export class KeyConflictError extends MrtrError<'ERR_KEY_CONFLICT'> {
+  static override readonly code = 'ERR_KEY_CONFLICT' as const;
+  /** The key id whose secret changed (an id, never key material). */
+  readonly kid: string;
+  constructor(kid: string, options?: MrtrErrorOptions) {
+    super('ERR_KEY_CONFLICT', options);
+    this.kid = kid;
+  }
+}
+/** Why a replica's ring does not match the fleet's (see {@link KeyMismatchError}). */
+export type KeyMismatch = 'secret' | 'missing';
+/**
+ * The fleet check (`StateGuard.checkKeys`) found that this replica's ring cannot open what the fleet seals: the
+ * shared store holds another secret's fingerprint for `kid` (`secret`), or a kid the fleet seals with is not in
+ * this ring (`missing`).
+ */
+export class KeyMismatchError extends MrtrError<'ERR_KEY_MISMATCH'> {
+  static override readonly code = 'ERR_KEY_MISMATCH' as const;
+  /** The key id at fault (an id, never key material). */
+  readonly kid: string;
+  readonly reason: KeyMismatch;
+  constructor(kid: string, reason: KeyMismatch, options?: MrtrErrorOptions) {
+    super('ERR_KEY_MISMATCH', options);
+    this.kid = kid;
+    this.reason = reason;
+  }
+}
+
 /** Discriminated union of every concrete error: `switch (err.code)` narrows. */
 export type AnyMrtrError =
   | StateMalformedError
@@ -256,9 +309,26 @@ export type AnyMrtrError =
   | QuotaExceededError
   | SealFailedError
   | RoundInProgressError
-  | TaskLimitError;
+  | TaskLimitError
+  | KeysUnavailableError
+  | KeySourceError
+  | KeyConflictError
+  | KeyMismatchError;
 
-/** True for server-side faults (store outage, full store, a failed seal): answer `-32603`, never "invalid state". */
+const SERVER_FAULTS: ReadonlySet<MrtrErrorCode> = new Set<MrtrErrorCode>([
+  'ERR_STORE_UNAVAILABLE',
+  'ERR_STORE_FULL',
+  'ERR_SEAL_FAILED',
+  'ERR_KEYS_UNAVAILABLE',
+  'ERR_KEY_SOURCE',
+  'ERR_KEY_CONFLICT',
+  'ERR_KEY_MISMATCH',
+]);
+
+/**
+ * True for server-side faults (store outage, full store, a failed seal, no usable key): answer `-32603`, never
+ * "invalid state".
+ */
 export function isServerFault(code: MrtrErrorCode): boolean {
-  return code === 'ERR_STORE_UNAVAILABLE' || code === 'ERR_STORE_FULL' || code === 'ERR_SEAL_FAILED';
+  return SERVER_FAULTS.has(code);
 }

@@ -17,7 +17,8 @@ export interface EventBase {
   codec: string;
   /**
    * Short flow id: the first 8 bytes (hex) of HMAC-SHA256 of the flow id under a key derived from the ring's
-   * primary key. The same for every round of a flow while the primary key stays; it reveals nothing sealed.
+   * primary key. The same for every round of a flow while the primary key stays (a rotation changes it); it
+   * reveals nothing sealed.
    */
   flow?: string | undefined;
   /** The request's round in its flow: 1 for the call without a state, n + 1 for the call presenting state n (= `need.round`). */
@@ -143,7 +144,9 @@ const FLOW_TAGS_CACHED = 1024;
  * bounded in entries (flow ids come only from verified or freshly minted states, at most 128 characters).
  */
 export function createFlowTagger(keys: KeyRing): (flowId: string) => Awaitable<string> {
-  const kid = keys.primaryKid;
+  // The key of the tags: the primary's. A refreshing ring's primary changes at a rotation; the tags then change
+  // with it (the remembered ones are dropped), and a tag is never computed under a key that left the ring.
+  let kid = keys.primaryKid;
   const known = new Map<string, string>();
   const remember = (flowId: string, tag: string): string => {
     if (known.size >= FLOW_TAGS_CACHED) known.delete(known.keys().next().value!);
@@ -158,6 +161,13 @@ export function createFlowTagger(keys: KeyRing): (flowId: string) => Awaitable<s
   const withKey = (key: Uint8Array, flowId: string): Awaitable<string> =>
     andThen(cryptoProvider.hmacSha256(key, utf8Encode(flowId)), (mac) => hex(flowId, mac));
   return (flowId) => {
+    if (keys.refreshing) {
+      const primary = keys.primaryKid;
+      if (primary !== kid) {
+        kid = primary;
+        known.clear();
+      }
+    }
     const tag = known.get(flowId);
     if (tag !== undefined) return tag;
     return andThen(keys.subkey(kid, FLOW_TAG_PURPOSE)!, (key) => withKey(key, flowId));

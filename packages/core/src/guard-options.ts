@@ -25,7 +25,10 @@ function parseMintQuota(option: StateGuardOptions['mintQuota'], store: ReplaySto
 /** {@link StateGuardOptions} validated, with their defaults. */
 export interface ParsedGuardOptions {
   keys: KeyRing;
+  /** The codec built on `keys.current()` at construction. */
   codec: StateCodec;
+  /** Builds the codec for a ring in force (`keys.current()`); with a fixed ring, only ever called with `keys`. */
+  codecFor: (ring: KeyRing) => StateCodec;
   store: ReplayStore | undefined;
   audience: string;
   ttlMs: number;
@@ -51,9 +54,25 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   if (options === null || typeof options !== 'object') throw new TypeError('createStateGuard: options must be an object');
   const { keys, store, audience } = options;
   if (!(keys instanceof KeyRing)) throw new TypeError('createStateGuard: keys must be a KeyRing');
-  const codec = buildCodec(options.codec, keys);
+  if (keys.refreshing && typeof options.codec !== 'function') {
+    throw new TypeError(
+      'createStateGuard: with a refreshing KeyRing pass the codec factory (e.g. codec: createHmacCodec): the guard builds the codec on each ring in force',
+    );
+  }
+  const codecFor = (ring: KeyRing): StateCodec => buildCodec(options.codec, ring);
+  const codec = codecFor(keys.current());
   if (store !== undefined && (store === null || typeof store.consume !== 'function')) {
     throw new TypeError('createStateGuard: store must implement ReplayStore');
+  }
+  const allowEphemeralKeys = options.allowEphemeralKeys ?? false;
+  if (typeof allowEphemeralKeys !== 'boolean') throw new TypeError('createStateGuard: allowEphemeralKeys must be a boolean');
+  if (keys.ephemeral && store?.shared === true && !allowEphemeralKeys) {
+    throw new TypeError(
+      'createStateGuard: a generated key (KeyRing.generate) with a store shared across processes: no other replica can open what this one seals. Give every replica the same keys (MRTR_KEYS, a KeyProvider), or set allowEphemeralKeys: true for a single process',
+    );
+  }
+  if (store !== undefined && store.keyFingerprints !== undefined && typeof store.keyFingerprints !== 'function') {
+    throw new TypeError('createStateGuard: store.keyFingerprints must be a function');
   }
   if (typeof audience !== 'string' || audience.length === 0 || audience.length > 4096) {
     throw new TypeError('createStateGuard: audience must be a non-empty string');
@@ -125,6 +144,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   return {
     keys,
     codec,
+    codecFor,
     store,
     audience,
     ttlMs,

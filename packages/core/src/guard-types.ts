@@ -1,5 +1,6 @@
 import type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
 import type { EventHook, EventSink, GuardEvent } from './events.js';
+import type { FleetKeyCheck } from './fleet.js';
 import type { CodecInput, ReplayStore, StateCodec } from './interfaces.js';
 import type { KeyRing } from './keys.js';
 import type { Admission } from './outcomes.js';
@@ -69,13 +70,22 @@ export interface WaitingRetries {
 
 /** Options of {@link createStateGuard}. Validated at construction (labelled `TypeError`/`RangeError`). */
 export interface StateGuardOptions {
-  /** The key ring: the codec is built on it and the principal tags are derived from it. */
+  /**
+   * The key ring: the codec is built on it and the principal tags are derived from it. A refreshing ring
+   * (`KeyProvider`'s `keys`) is read per operation: the codec is rebuilt, by its factory, when the ring in force changes.
+   */
   keys: KeyRing;
   /**
    * Seals and unseals tokens: a codec factory such as `createHmacCodec`, called with `keys`. A codec
-   * instance is accepted only when it was built on this same `keys` ring.
+   * instance is accepted only when it was built on this same `keys` ring, and never with a refreshing ring.
    */
   codec: CodecInput;
+  /**
+   * Accept a generated ring (`KeyRing.generate`, `keysFromEnv(env, { unset: 'ephemeral' })`) with a store that is
+   * shared across processes (`store.shared`). Off, such a guard is refused at construction: another replica cannot
+   * open what this one seals, so every request that lands elsewhere would fail. @default false
+   */
+  allowEphemeralKeys?: boolean | undefined;
   /** Makes each state single-use. Without it, a state can be replayed until it expires. */
   store?: ReplayStore | undefined;
   /** Who the states are for (e.g. the server's name or URL); a state from another audience is rejected. */
@@ -148,7 +158,15 @@ export interface OpenedState<P extends JsonValue = JsonValue> {
 
 /** Mints and opens request states with every check. */
 export interface StateGuard {
+  /** The codec (with a refreshing ring: one that seals and opens with the codec of the ring in force). */
   readonly codec: StateCodec;
+  /**
+   * The fleet check, for a replica at start (and after its keys change): with a store that keeps key fingerprints
+   * (`ReplayStore.keyFingerprints`), publishes a keyed fingerprint of the key this replica seals with and rejects with
+   * `ERR_KEY_MISMATCH` (its `kid` and `reason`) when the fleet seals under a kid this ring lacks or holds another
+   * secret under one of its kids. Resolves `{ checked: false }` with a store that keeps none.
+   */
+  checkKeys(): Promise<FleetKeyCheck>;
   readonly store: ReplayStore | undefined;
   readonly maxTokenBytes: number;
   readonly maxRounds: number;

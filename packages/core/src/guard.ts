@@ -17,13 +17,15 @@ import {
   StateTooLargeError,
   StoreUnavailableError,
 } from './errors.js';
+import { checkFleetKeys } from './fleet.js';
 import { parseGuardOptions } from './guard-options.js';
 import type { GuardRequest, MintedState, MintOptions, OpenedState, RequestContext, StateGuard, StateGuardOptions } from './guard-types.js';
 import { assertJson, canonicalJson, timingSafeEqualText } from './json.js';
 import { type Admission, createOutcomes } from './outcomes.js';
 import type { GuardEvent } from './events.js';
 import { type Principal, createPrincipalTagger, principalPolicy } from './principal.js';
-import type { OpenedToken } from './interfaces.js';
+import type { OpenedToken, StateCodec } from './interfaces.js';
+import type { KeyRing } from './keys.js';
 import type { JsonValue } from './protocol.js';
 
 export type {
@@ -58,10 +60,32 @@ const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(erro
  */
 export function createStateGuard(options: StateGuardOptions): StateGuard {
   const parsed = parseGuardOptions(options);
-  const { keys, codec, store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, retryWaitMs, events } = parsed;
+  const { keys, codecFor, store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, retryWaitMs, events } =
+    parsed;
   const { unauthenticated, recordUnauthenticated, outcomeQuota, waiting } = parsed;
   const principalOf = principalPolicy(parsed.readPrincipal, parsed.unauthenticated);
   const principalTag = createPrincipalTagger(keys, audience);
+
+  // The ring in force and its codec. A fixed ring is its own `current()`: the view never changes. A refreshing ring
+  // gives a new ring when its keys or its schedule change, and only then is the codec rebuilt (no allocation per
+  // operation otherwise). One operation reads the view once, so a mint seals with the key its principal tag names.
+  let view: { readonly ring: KeyRing; readonly codec: StateCodec } = { ring: parsed.codec.keys, codec: parsed.codec };
+  const viewNow = (): { readonly ring: KeyRing; readonly codec: StateCodec } => {
+    const ring = keys.current();
+    if (ring !== view.ring) view = { ring, codec: codecFor(ring) };
+    return view;
+  };
+  const first = parsed.codec;
+  const codec: StateCodec = keys.refreshing
+    ? Object.freeze({
+        id: first.id,
+        confidential: first.confidential,
+        maxTokenBytes: first.maxTokenBytes,
+        keys,
+        seal: (claims: StateClaims) => viewNow().codec.seal(claims),
+        unseal: (token: string) => viewNow().codec.unseal(token),
+      })
+    : first;
 
   const bindNow = (request: RequestContext): Awaitable<RequestBinding> => {
     if (request === null || typeof request !== 'object') throw new TypeError('request must be an object');
@@ -137,7 +161,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     // 2. integrity (the codec)
     let unsealed: Awaitable<OpenedToken>;
     try {
-      unsealed = codec.unseal(token);
+      unsealed = viewNow().codec.unseal(token);
     } catch (cause) {
       return unsealFailure(cause);
     }
@@ -180,9 +204,12 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     scope: Scope,
     data: P,
     mintOptions: MintOptions | undefined,
-    out: (token: string, flow: FlowClaims) => R,
+    out: (token: string, flow: FlowClaims, kid: string) => R,
   ): Awaitable<R> => {
     const principal = whoIn(scope);
+    // One view for the whole mint: the principal tag is keyed by the kid the codec seals with.
+    const { ring, codec: sealer } = viewNow();
+    const kid = ring.primaryKid;
     const t = now();
     const previous = mintOptions?.continues;
     let flow: FlowClaims;
@@ -197,9 +224,9 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     assertJson(data);
     const checkSealed = (token: string): R => {
       if (token.length > maxTokenBytes) throw new SealFailedError({ cause: new StateTooLargeError() });
-      return out(token, flow);
+      return out(token, flow, kid);
     };
-    return andThen(principalTag(keys.primaryKid, principal), (sub) =>
+    return andThen(principalTag(kid, principal), (sub) =>
       andThen(bindingIn(scope), (req) => {
         const claims: StateClaims<P> = {
           v: CLAIMS_VERSION,
@@ -216,7 +243,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
         if (quota !== undefined && !quota.take(claims.sub, t)) throw new QuotaExceededError();
         let sealed: Awaitable<string>;
         try {
-          sealed = codec.seal(claims);
+          sealed = sealer.seal(claims);
         } catch (cause) {
           // The data is JSON (checked above): see sealFailure.
           return sealFailure(cause);
@@ -226,6 +253,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     );
   };
   const withFlow = (token: string, flow: FlowClaims): MintedState => ({ token, flow });
+  const withKid = (token: string, flow: FlowClaims, kid: string) => ({ token, flow, kid });
   const tokenOnly = (token: string): string => token;
 
   /** The single-use step of an operation: none (`verify`), `consume`, or `claim` (admit, with the answers). */
@@ -318,9 +346,9 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     if (events === undefined) return mintNow(scope, data, mintOptions, withFlow);
     const { request } = scope;
     const start = performance.now();
-    let minted: MintedState;
+    let minted: { token: string; flow: FlowClaims; kid: string };
     try {
-      minted = await mintNow(scope, data, mintOptions, withFlow);
+      minted = await mintNow(scope, data, mintOptions, withKid);
     } catch (error) {
       await rejected(error, request, 'mint', start, undefined, mintOptions?.continues);
       throw error;
@@ -328,10 +356,10 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     const durationMs = elapsed(start);
     const { round } = minted.flow;
     const flow = await events.flowTag(minted.flow.id);
-    const kid = keys.primaryKid;
+    const { kid } = minted;
     if (round === 1) events.emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
     events.emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: minted.token.length, durationMs });
-    return minted;
+    return { token: minted.token, flow: minted.flow };
   };
   /** `mint` answers the token alone: without events, sealed without building the flow's answer object. */
   const mintTokenIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string> =>
@@ -342,6 +370,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     store,
     maxTokenBytes,
     maxRounds,
+    checkKeys: () => checkFleetKeys(keys, store, { now: now(), lifetimeMs: ttlMs + 2 * clockSkewMs }),
     bind,
     consume,
     claim,

@@ -10,6 +10,11 @@ export {
   type FlowExpiredError,
   type FlowRoundsError,
   isServerFault,
+  type KeyConflictError,
+  type KeyMismatch,
+  type KeyMismatchError,
+  type KeySourceError,
+  type KeysUnavailableError,
   type KeyUnknownError,
   MRTR_ERROR_CODES,
   MrtrError,
@@ -61,7 +66,22 @@ export {
 export type { Admission } from './outcomes.js';
 export type { ClaimResult, CodecFactory, CodecInput, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
 export type { OutcomeStoreLimits } from './outcome-limits.js';
-export { generateKey, type KeyInput, KeyRing } from './keys.js';
+export type { FleetKeyCheck, KeyFingerprint } from './fleet.js';
+export { KeyProvider, type KeyProviderOptions } from './key-provider.js';
+export {
+  deriveKey,
+  type KeySetInput,
+  keysFromEnv,
+  type KeysFromEnvOptions,
+  type OctJwk,
+  type OctJwkSet,
+  parseJwks,
+  parseKeySet,
+  type RotationScheduleOptions,
+  scheduleRotation,
+  toJwks,
+} from './key-sources.js';
+export { generateKey, type KeyInput, KeyRing, type ScheduledKey } from './keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';
 export type {
   ParsedTaskStoreLimits,

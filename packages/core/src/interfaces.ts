@@ -1,5 +1,6 @@
 import type { StateClaims } from './claims.js';
 import type { Awaitable } from './crypto/awaitable.js';
+import type { KeyFingerprint } from './fleet.js';
 import type { KeyRing } from './keys.js';
 
 /** What a codec returns when a token is authentic. */
@@ -40,7 +41,10 @@ export interface StateCodec {
   unseal(token: string): Awaitable<OpenedToken>;
 }
 
-/** Builds a codec on a key ring: what every codec package exports (`createHmacCodec`, …). */
+/**
+ * Builds a codec on a key ring: what every codec package exports (`createHmacCodec`, …). The ring is fixed: with a
+ * refreshing ring (`KeyProvider`) the guard calls the factory again on each new `keys.current()`.
+ */
 export type CodecFactory = (keys: KeyRing) => StateCodec;
 
 /** What `createStateGuard` takes as `codec`: a factory (called with the guard's ring) or a codec built on that ring. */
@@ -94,6 +98,20 @@ export interface ReplayStore {
    * records `''` at once instead).
    */
   readonly maxOutcomeBytes?: number;
+  /**
+   * `true` when processes other than this one share the ledger (Redis, SQL, any networked store): every replica must
+   * then hold the same keys, so the guard refuses a generated (`ephemeral`) ring with such a store unless
+   * `allowEphemeralKeys` is set. Absent or `false`: the store lives in this process.
+   */
+  readonly shared?: boolean;
+  /**
+   * The fleet check's exchange (see `StateGuard.checkKeys`), for shared stores. For each offered record, atomically:
+   * if the store holds no unexpired record for its `kid`, store it until its `expiresAtMs`; if it holds one with the
+   * same `fingerprint`, extend its expiry to the later of the two; if it holds one with another fingerprint, keep
+   * that one (the first writer wins). Then resolve every unexpired record the store holds (at most 256). A record is a
+   * keyed fingerprint, never a key. A backend failure rejects (reported as `ERR_STORE_UNAVAILABLE`).
+   */
+  keyFingerprints?(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
   /** Releases connections; calling it twice is harmless. */
   close(): Promise<void>;
 }

@@ -8,18 +8,30 @@ import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
 import * as authoring from '../src/authoring.js';
 import * as core from '../src/index.js';
+import * as nodeEntry from '../src/node.js';
 
 // The public surface is pinned: a widening (or narrowing) of either entry is a visible diff here.
 describe('exported names', () => {
   it('@mrtr/core holds what application authors use', () => {
     expect(Object.keys(core).sort()).toEqual([
+      'KeyProvider',
       'KeyRing',
       'MRTR_ERROR_CODES',
       'MrtrError',
       'createStateGuard',
+      'deriveKey',
       'generateKey',
       'isServerFault',
+      'keysFromEnv',
+      'parseJwks',
+      'parseKeySet',
+      'scheduleRotation',
+      'toJwks',
     ]);
+  });
+
+  it('@mrtr/core/node holds the key sources that need Node APIs', () => {
+    expect(Object.keys(nodeEntry).sort()).toEqual(['fileKeySource', 'watchKeyFile']);
   });
 
   it('@mrtr/core/authoring holds what codec, store and integration authors use', () => {
@@ -31,8 +43,14 @@ describe('exported names', () => {
       'DEFAULT_OUTCOME_BUDGET_BYTES',
       'FlowExpiredError',
       'FlowRoundsError',
+      'KeyConflictError',
+      'KeyMismatchError',
+      'KeySourceError',
       'KeyUnknownError',
+      'KeysUnavailableError',
       'MAX_FINGERPRINT_MISSES',
+      'MAX_FLEET_KEYS',
+      'MAX_RING_KEYS',
       'MIN_KEY_BYTES',
       'PrincipalRequiredError',
       'QuotaExceededError',
@@ -59,6 +77,7 @@ describe('exported names', () => {
       'boolOption',
       'canonicalJson',
       'capabilitiesFor',
+      'checkFleetKeys',
       'createBatcher',
       'createEventSink',
       'createFlowTagger',
@@ -69,6 +88,7 @@ describe('exported names', () => {
       'isPromiseLike',
       'isStateClaims',
       'isTerminalStatus',
+      'keyFingerprint',
       'oneOfOption',
       'optionsObject',
       'ownerValues',
@@ -102,6 +122,10 @@ describe('exported names', () => {
       'guard',
       'interfaces',
       'keys',
+      'key-provider',
+      'key-sources',
+      'fleet',
+      'node',
       'claims',
       'codec-options',
       'capabilities',
@@ -118,7 +142,7 @@ describe('exported names', () => {
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
       .join('\n');
     const undocumented: string[] = [];
-    for (const name of [...Object.keys(core), ...Object.keys(authoring)]) {
+    for (const name of [...Object.keys(core), ...Object.keys(authoring), ...Object.keys(nodeEntry)]) {
       const at = new RegExp(`export (?:declare )?(?:async )?(?:function|class|const|interface|type) ${name}\\b`).exec(sources);
       if (at === null) continue; // re-exported under another file's name
       const before = sources.slice(0, at.index).trimEnd();

@@ -1,0 +1,80 @@
+import { cryptoProvider } from '#crypto';
+import { type Awaitable, andThen } from './crypto/awaitable.js';
+import { KeyMismatchError, KeyUnknownError, MrtrError, StoreUnavailableError } from './errors.js';
+import type { ReplayStore } from './interfaces.js';
+import { utf8Encode } from './json.js';
+import type { KeyRing } from './keys.js';
+
+/**
+ * A keyed fingerprint of one key, never the key: what replicas compare through a shared store. Equal for the same
+ * secret under the same kid, unrelated otherwise; only a holder of the secret can compute it.
+ */
+export interface KeyFingerprint {
+  readonly kid: string;
+  /** base64url of the first 16 bytes of HMAC-SHA256(subkey(kid, "mrtr/key-fingerprint/v1"), kid). */
+  readonly fingerprint: string;
+  /** Until when the store keeps the record (ms since the epoch): the fleet may present states sealed under `kid` until then. */
+  readonly expiresAtMs: number;
+}
+
+/** What {@link StateGuard.checkKeys} found. */
+export interface FleetKeyCheck {
+  /** False when the store keeps no fingerprints (no `keyFingerprints`): nothing was compared. */
+  readonly checked: boolean;
+  /** The kids the fleet seals with, as the store reported them (this replica's own included). */
+  readonly fleet: readonly string[];
+}
+
+const FINGERPRINT_PURPOSE = 'mrtr/key-fingerprint/v1';
+/** Most records a store's answer may hold; more is a broken store. */
+export const MAX_FLEET_KEYS = 256;
+
+/** The fingerprint of `kid` in `ring` (throws `ERR_KEY_UNKNOWN` when the ring does not have it). */
+export function keyFingerprint(ring: KeyRing, kid: string): Awaitable<string> {
+  const key = ring.subkey(kid, FINGERPRINT_PURPOSE);
+  if (key === undefined) throw new KeyUnknownError();
+  return andThen(key, (k) =>
+    andThen(cryptoProvider.hmacSha256(k, utf8Encode(kid)), (mac) => cryptoProvider.base64urlEncode(mac.subarray(0, 16))),
+  );
+}
+
+/**
+ * The fleet check: publishes the fingerprint of the key this replica seals with (kept until a state it seals now can
+ * no longer be presented, `now + lifetimeMs`) through the store's `keyFingerprints`, then compares with every record
+ * the store holds. Throws `ERR_KEY_MISMATCH` naming the kid when the fleet holds another secret under a kid of this
+ * ring (`reason: "secret"`: e.g. every replica generated its own `k1`), or seals with a kid this ring lacks
+ * (`reason: "missing"`: this replica's source is behind the fleet's). A store failure is `ERR_STORE_UNAVAILABLE`.
+ */
+export async function checkFleetKeys(
+  keys: KeyRing,
+  store: ReplayStore | undefined,
+  options: { now: number; lifetimeMs: number },
+): Promise<FleetKeyCheck> {
+  const exchange = store?.keyFingerprints;
+  if (store === undefined || typeof exchange !== 'function') return { checked: false, fleet: [] };
+  const ring = keys.current();
+  const kid = ring.primaryKid;
+  const mine: KeyFingerprint = { kid, fingerprint: await keyFingerprint(ring, kid), expiresAtMs: options.now + options.lifetimeMs };
+  let records: unknown;
+  try {
+    records = await exchange.call(store, [mine]);
+  } catch (cause) {
+    if (MrtrError.is(cause)) throw cause;
+    throw new StoreUnavailableError({ cause });
+  }
+  if (!Array.isArray(records) || records.length > MAX_FLEET_KEYS) {
+    throw new StoreUnavailableError({ cause: new TypeError('keyFingerprints must resolve an array of at most 256 records') });
+  }
+  const fleet: string[] = [];
+  for (const record of records as unknown[]) {
+    const { kid: other, fingerprint, expiresAtMs } = (record ?? {}) as Partial<KeyFingerprint>;
+    if (typeof other !== 'string' || typeof fingerprint !== 'string' || typeof expiresAtMs !== 'number') {
+      throw new StoreUnavailableError({ cause: new TypeError('keyFingerprints returned a malformed record') });
+    }
+    if (expiresAtMs <= options.now) continue;
+    fleet.push(other);
+    if (!ring.has(other)) throw new KeyMismatchError(other, 'missing');
+    if (fingerprint !== (await keyFingerprint(ring, other))) throw new KeyMismatchError(other, 'secret');
+  }
+  return { checked: true, fleet };
+}

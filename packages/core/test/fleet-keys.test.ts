@@ -1,0 +1,127 @@
+// Fail closed on a fleet: a generated key with a store shared across processes is refused unless opted in, and a
+// replica whose ring cannot open what the fleet seals is caught by the fleet check (keyed fingerprints kept in the
+// shared store, never keys), with an error naming the kid.
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { checkFleetKeys, keyFingerprint } from '../src/authoring.js';
+import { type KeyFingerprint, KeyRing, type ReplayStore, createStateGuard, generateKey, isServerFault } from '../src/index.js';
+import { fakeClock, testCodec, testStore } from './helpers.js';
+
+/** A shared store as the contract of `keyFingerprints` describes it (first writer wins, expiry extended on a match). */
+function fleetStore(now: () => number): ReplayStore & { records: Map<string, KeyFingerprint>; down: boolean } {
+  const base = testStore(now);
+  const records = new Map<string, KeyFingerprint>();
+  return {
+    ...base,
+    shared: true,
+    records,
+    down: false,
+    async keyFingerprints(offer) {
+      if (this.down) throw new Error('connection refused');
+      for (const r of offer) {
+        const held = records.get(r.kid);
+        if (held === undefined || held.expiresAtMs <= now()) records.set(r.kid, { ...r });
+        else if (held.fingerprint === r.fingerprint)
+          records.set(r.kid, { ...held, expiresAtMs: Math.max(held.expiresAtMs, r.expiresAtMs) });
+      }
+      return [...records.values()].filter((r) => r.expiresAtMs > now());
+    },
+  };
+}
+
+const k1 = { kid: 'k1', secret: generateKey() };
+const k2 = { kid: 'k2', secret: generateKey() };
+
+describe('an ephemeral key with a shared store', () => {
+  it('is refused at construction unless allowEphemeralKeys is set; fine with a store of this process', () => {
+    const shared = { ...testStore(Date.now), shared: true };
+    expect(() => createStateGuard({ keys: KeyRing.generate(), codec: testCodec, store: shared, audience: 'a' })).toThrow(
+      /generated key .* shared across processes/,
+    );
+    expect(() =>
+      createStateGuard({ keys: KeyRing.generate(), codec: testCodec, store: shared, audience: 'a', allowEphemeralKeys: 'yes' as never }),
+    ).toThrow(TypeError);
+    createStateGuard({ keys: KeyRing.generate(), codec: testCodec, store: shared, audience: 'a', allowEphemeralKeys: true });
+    createStateGuard({ keys: KeyRing.generate(), codec: testCodec, store: testStore(Date.now), audience: 'a' });
+    createStateGuard({ keys: new KeyRing([k1]), codec: testCodec, store: shared, audience: 'a' });
+    expect([KeyRing.generate().ephemeral, new KeyRing([k1]).ephemeral, KeyRing.parse(`k1:${k1.secret}`).ephemeral]).toEqual([
+      true,
+      false,
+      false,
+    ]);
+  });
+});
+
+describe('key failures are server faults', () => {
+  it('answers -32603, never "invalid state", for every key error', () => {
+    for (const code of ['ERR_KEYS_UNAVAILABLE', 'ERR_KEY_SOURCE', 'ERR_KEY_CONFLICT', 'ERR_KEY_MISMATCH'] as const) {
+      expect(isServerFault(code)).toBe(true);
+    }
+    expect(isServerFault('ERR_KEY_UNKNOWN')).toBe(false);
+  });
+});
+
+describe('the fleet check (StateGuard.checkKeys)', () => {
+  const guardOn = (keys: KeyRing, store: ReplayStore, now: () => number) =>
+    createStateGuard({ keys, codec: testCodec, store, audience: 'a', now, ttlMs: 60_000, clockSkewMs: 5_000 });
+
+  it('passes for replicas with the same keys, and publishes a keyed fingerprint, never the key', async () => {
+    const clock = fakeClock();
+    const store = fleetStore(clock.now);
+    expect(await guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).toEqual({ checked: true, fleet: ['k1'] });
+    expect(await guardOn(new KeyRing([k2, k1]), store, clock.now).checkKeys()).toEqual({ checked: true, fleet: ['k1', 'k2'] });
+    expect(await guardOn(new KeyRing([k2, k1]), store, clock.now).checkKeys()).toEqual({ checked: true, fleet: ['k1', 'k2'] });
+    const record = store.records.get('k1')!;
+    expect(record).toEqual({ kid: 'k1', fingerprint: await keyFingerprint(new KeyRing([k1]), 'k1'), expiresAtMs: clock.now() + 70_000 });
+    expect(record.fingerprint).toMatch(/^[A-Za-z0-9_-]{22}$/);
+    expect(record.fingerprint).not.toContain(k1.secret.slice(0, 8));
+  });
+
+  it('refuses a replica that generated its own k1 (another secret under a fleet kid), naming the kid', async () => {
+    const clock = fakeClock();
+    const store = fleetStore(clock.now);
+    await guardOn(new KeyRing([k1]), store, clock.now).checkKeys();
+    const error = await guardOn(new KeyRing([{ kid: 'k1', secret: randomBytes(32) }]), store, clock.now)
+      .checkKeys()
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_KEY_MISMATCH', kid: 'k1', reason: 'secret' });
+  });
+
+  it('refuses a replica whose source is behind the fleet (the kid the fleet seals with is missing)', async () => {
+    const clock = fakeClock();
+    const store = fleetStore(clock.now);
+    await guardOn(new KeyRing([k2, k1]), store, clock.now).checkKeys();
+    await expect(guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).rejects.toMatchObject({
+      code: 'ERR_KEY_MISMATCH',
+      kid: 'k2',
+      reason: 'missing',
+    });
+    // Once nothing sealed by k2 can still be presented, the record has expired and k2 is no longer asked for.
+    clock.advance(70_000);
+    expect(await guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).toEqual({ checked: true, fleet: ['k1'] });
+  });
+
+  it('a store without fingerprints checks nothing; a failing one is ERR_STORE_UNAVAILABLE; a broken answer is refused', async () => {
+    const clock = fakeClock();
+    expect(await guardOn(new KeyRing([k1]), testStore(clock.now), clock.now).checkKeys()).toEqual({ checked: false, fleet: [] });
+    const store = fleetStore(clock.now);
+    store.down = true;
+    await expect(guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
+    const huge = { ...testStore(clock.now), keyFingerprints: async () => Array.from({ length: 257 }, () => ({})) as never };
+    await expect(checkFleetKeys(new KeyRing([k1]), huge, { now: clock.now(), lifetimeMs: 1 })).rejects.toMatchObject({
+      code: 'ERR_STORE_UNAVAILABLE',
+    });
+    const malformed = { ...testStore(clock.now), keyFingerprints: async () => [{ kid: 'k1' }] as never };
+    await expect(checkFleetKeys(new KeyRing([k1]), malformed, { now: clock.now(), lifetimeMs: 1 })).rejects.toMatchObject({
+      code: 'ERR_STORE_UNAVAILABLE',
+    });
+    expect(() =>
+      createStateGuard({
+        keys: new KeyRing([k1]),
+        codec: testCodec,
+        store: { ...testStore(clock.now), keyFingerprints: 1 as never },
+        audience: 'a',
+      }),
+    ).toThrow(TypeError);
+  });
+});
