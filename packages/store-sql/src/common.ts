@@ -69,9 +69,11 @@ export interface SqlStoreCommonOptions extends OutcomeStoreLimits {
   /**
    * Batching (group commit): consumes that arrive while a statement is running are coalesced into the next one
    * (PostgreSQL: one `INSERT … SELECT FROM unnest(…)`; SQLite: one `BEGIN IMMEDIATE … COMMIT`), and each
-   * consume still gets its own answer. Nothing waits on a timer: a consume that finds the store idle
-   * starts its statement at once (at the end of the current tick). `false` runs one statement per
-   * consume. The name `@mrtr/store-redis` uses for the same switch. @default true
+   * consume still gets its own answer; so are claims and records (PostgreSQL: a queue each, one statement per
+   * batch of claims, one transaction per batch of records; SQLite: the consumes' queue and transaction). Nothing
+   * waits on a timer: a call that finds the store idle starts its statement at once (at the end of the current
+   * tick). `false` runs one statement per consume (and a batch of one per claim or record). The name
+   * `@mrtr/store-redis` uses for the same switch. @default true
    */
   batch?: boolean;
   /**
@@ -111,8 +113,9 @@ export interface SqlReplayStore extends ReplayStore {
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   /**
    * Stores `outcome` for an id held by `claim` with this `fingerprint`, with no outcome yet and not expired:
-   * one `UPDATE`; `true` when stored. An outcome over `maxOutcomeBytes` (or one the database cannot hold
-   * unchanged: NUL characters, lone surrogates) is recorded as `''` and resolves `false`, as does `''` itself.
+   * batched with other records; `true` when stored. An outcome over `maxOutcomeBytes`, one past the namespace's
+   * `outcomeBudgetBytes`, or one the database cannot hold unchanged (NUL characters, lone surrogates) is recorded as
+   * `''` and resolves `false`, as does `''` itself.
    */
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   /** Largest outcome `record` keeps, in UTF-8 bytes. */

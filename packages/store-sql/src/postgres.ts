@@ -89,6 +89,18 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions, PostgresCon
   preparedStatements?: boolean;
 }
 
+/**
+ * A value written into SQL text: a string as an escape-string literal (quotes doubled, backslashes escaped, whatever
+ * `standard_conforming_strings` says; the store's strings hold no NUL), an array of strings as `ARRAY[…]::text[]`, a
+ * safe integer as itself.
+ */
+export function sqlLiteral(value: unknown): string {
+  if (typeof value === 'string') return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (Array.isArray(value)) return `ARRAY[${value.map(sqlLiteral).join(', ')}]::text[]`;
+  throw new TypeError('sqlLiteral: not a string, safe integer or array of strings');
+}
+
 /** An error reply of the server (pg's DatabaseError carries the SQLSTATE and a severity): the statement did not commit. */
 export function isServerError(error: unknown): boolean {
   const record = error as { code?: unknown; severity?: unknown } | null;
@@ -127,15 +139,16 @@ export function holdErrors(client: PgPoolClientLike): () => void {
 
 /** Arbitrary 32-bit class id ("mrtr") for `pg_advisory_xact_lock(int, int)`. */
 const LOCK_CLASS = 0x6d727472;
-/** Class id ("mrtb") of the namespace's outcome-budget lock (see recordPrologue). */
+/** Class id ("mrtb") of the namespace's outcome-budget lock (see recordHead). */
 const BUDGET_LOCK_CLASS = 0x6d727462;
 
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
  * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement
  * that also writes a random owner value only that call knows; a consume whose reply is lost asks once
- * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`):
- * the same upsert keeping a fingerprint, read back in the same statement, and one `UPDATE` of the outcome.
+ * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`), both
+ * batched: the same upsert keeping a fingerprint and returning the row, and an `UPDATE` of the outcomes under the
+ * namespace's outcome-budget lock.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -230,18 +243,20 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const missesSql =
     `UPDATE ${table} AS t SET misses = coalesce(t.misses, 0) + u.k, ` +
     `outcome = CASE WHEN coalesce(t.misses, 0) + u.k >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END ` +
-    'FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, owner, k) WHERE t.ns = $1 AND t.id = u.id AND t.owner = u.owner';
+    'FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, owner, k) WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = u.id AND t.owner = u.owner';
   // record, for a batch of distinct (id, fingerprint) pairs, run under the namespace's budget lock (see recordBatch):
   // only the claim's own fingerprint, only once, only while the id is live. An outcome is kept when it is not '' and
   // the outcomes before it in the batch and it fit in what the budget has left (outcomeBudgetBytes minus the bytes of
-  // the buckets not yet past); else '' is stored. The kept bytes are added to the bucket of their id's expiry.
+  // the buckets not yet past); else '' is stored. The kept bytes are added to the bucket of their id's expiry. The
+  // `id = ANY(ids)` conditions keep the table's side an index scan whatever join the planner picks (with a batch
+  // of literal values it knows the batch's size, and would otherwise hash-join a sequential scan of the table).
   const recordBatchSql =
     'WITH u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, fp, outcome, ord)), ' +
     'c AS (SELECT u.id, u.outcome, r.owner, sum(octet_length(u.outcome)) OVER (ORDER BY u.ord) AS run ' +
-    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = u.id AND r.fp = u.fp AND r.outcome IS NULL AND r.expires_at >= $5), ` +
+    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp AND r.outcome IS NULL AND r.expires_at >= $5), ` +
     `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= $7), ` +
     `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
-    'FROM c WHERE t.ns = $1 AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL AND t.expires_at >= $5 ' +
+    'FROM c WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL AND t.expires_at >= $5 ' +
     'RETURNING t.id, t.outcome, t.expires_at), ' +
     `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $1::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
     `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
@@ -273,7 +288,6 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const ownersQuery = named(ownersSql);
   const claimBatchQuery = named(claimBatchSql);
   const missesQuery = named(missesSql);
-  const recordBatchQuery = named(recordBatchSql);
   const rowQuery = named(rowSql);
   const rowsQuery = named(rowsSql);
   const lockedQuery = named(lockedSql);
@@ -443,9 +457,9 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
    * `SET LOCAL statement_timeout` / `lock_timeout` make the server cancel it; one that the client gave
    * up on cannot commit later either, as its COMMIT is never sent.
    */
-  const inTransaction = async (client: PgPoolClientLike, config: PgQueryConfigLike, prologue = ''): Promise<PgQueryResultLike> => {
+  const inTransaction = async (client: PgPoolClientLike, config: PgQueryConfigLike): Promise<PgQueryResultLike> => {
     try {
-      await client.query({ text: `BEGIN; ${localTimeoutsSql}${prologue}`, query_timeout: replyWaitMs });
+      await client.query({ text: `BEGIN; ${localTimeoutsSql}`, query_timeout: replyWaitMs });
     } catch (error) {
       throw new Unsent(error);
     }
@@ -464,7 +478,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
    * (statement_timeout, lock_timeout) and the client waits for the reply at most `replyWaitMs`. A
    * connection that failed is destroyed, not returned to the pool.
    */
-  const send = async (config: PgQueryConfigLike, budgetMs: number, prologue?: string): Promise<PgQueryResultLike> => {
+  const send = async (config: PgQueryConfigLike, budgetMs: number, whole = false): Promise<PgQueryResultLike> => {
     const sendBy = performance.now() + budgetMs;
     const left = () => Math.max(1, sendBy - performance.now());
     let client: PgPoolClientLike;
@@ -499,9 +513,9 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     }
     try {
       let result: PgQueryResultLike;
-      if (prologue !== undefined) {
-        // A statement that must run in a transaction after its prologue (the record batch, under its lock).
-        result = await withDeadline(inTransaction(client, config, prologue), replyWaitMs + lockTimeoutMs, replyDeadlineError);
+      if (whole) {
+        // A whole transaction in one simple query (the record batch: its own bounds, its lock, its statement).
+        result = await withDeadline(client.query({ ...config, query_timeout: replyWaitMs }), replyWaitMs, replyDeadlineError);
       } else if (owned !== undefined) {
         // The pool the store created: pg's query_timeout (replyWaitMs) bounds the wait.
         result = await client.query({ ...config, query_timeout: replyWaitMs });
@@ -872,8 +886,17 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     });
   };
 
-  /** The namespace's outcome-budget lock: record batches of one namespace run one at a time, on every instance. */
-  const recordPrologue = `; SET LOCAL idle_in_transaction_session_timeout = ${replyWaitMs}; SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(`${table}\u0000${namespace}`)})`;
+  /**
+   * A record batch as one request: `BEGIN`, the transaction's own bounds, the namespace's outcome-budget lock (record
+   * batches of one namespace run one at a time, on every instance, so the budget the statement reads includes every
+   * record committed before it), the statement with its values written in as literals (a simple query takes no
+   * parameters), `COMMIT`. One round trip; a reply lost after it is resolved by reading the rows.
+   */
+  const recordHead =
+    `BEGIN; ${localTimeoutsSql}; SET LOCAL idle_in_transaction_session_timeout = ${replyWaitMs}; ` +
+    `SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(`${table}\u0000${namespace}`)}); `;
+  const recordText = (values: readonly unknown[]): string =>
+    `${recordHead}${recordBatchSql.replace(/\$(\d)/g, (_, n: string) => sqlLiteral(values[Number(n) - 1]))}; COMMIT`;
 
   /**
    * Runs one batch of records in one transaction under the namespace's budget lock (so the budget read by the
@@ -902,8 +925,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     const t = Math.floor(now());
     let kept: Map<unknown, boolean>;
     const config = {
-      ...recordBatchQuery,
-      values: [
+      text: recordText([
         namespace,
         first.map((waiter) => waiter.id),
         first.map((waiter) => waiter.fp),
@@ -911,23 +933,25 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
         t,
         outcomeBudgetBytes,
         budgetBucket(t),
-      ],
+      ]),
     };
     try {
       let result: PgQueryResultLike | undefined;
-      // The statement is sent after BEGIN and the lock: a failure before it (no connection, BEGIN's reply lost) wrote
-      // nothing, and the batch is sent once more on another connection (the server ends the first one's transaction),
-      // with a deadline of its own: a record waits at most twice the store's deadline.
+      // A failure before the request was sent (no connection) wrote nothing: the batch is sent once more, with a
+      // deadline of its own (a record waits at most twice the store's deadline).
       for (let attempt = 0; result === undefined; attempt++) {
         const budget = attempt === 0 ? budgetOf(batch) : deadlineMs;
         if (budget <= 0) throw new Unsent(deadlineError());
         try {
-          result = await send(config, budget, recordPrologue);
+          result = await send(config, budget, true);
         } catch (error) {
           if (!(error instanceof Unsent) || attempt > 0 || closed) throw error;
         }
       }
-      kept = new Map(result.rows.map((row) => [(row as { id: unknown }).id, (row as { kept: unknown }).kept === true]));
+      // pg answers a simple query of several statements with one result each: the statement's is the one before COMMIT.
+      const results = result as unknown as PgQueryResultLike[];
+      const rows = Array.isArray(results) ? (results[results.length - 2]?.rows ?? []) : [];
+      kept = new Map(rows.map((row) => [(row as { id: unknown }).id, (row as { kept: unknown }).kept === true]));
     } catch (error) {
       const failure = toStoreError(error instanceof Unsent ? error.error : error);
       for (const waiter of repeated) waiter.reject(failure);
@@ -959,10 +983,13 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     groupCommit === undefined
       ? undefined
       : createBatcher<ClaimWaiter, ClaimResult>({ ...batcherOptions(groupCommit, maxConnections), run: runClaimBatch });
+  // Two record batches in flight per store at most: record batches of a namespace take turns under its budget lock,
+  // the second waiting for it on the server (no round trip lost between them); more would only hold connections
+  // (that claims and consumes need) while they wait for it.
   const recordQueue =
     groupCommit === undefined
       ? undefined
-      : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, maxConnections), run: runRecordBatch });
+      : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, 2), run: runRecordBatch });
 
   /**
    * A claim whose expiry is not in the future: as for consume, such an id cannot be remembered, so it is never

@@ -63,6 +63,7 @@ interface Backend {
     now: () => number;
     namespace?: string;
     maxOutcomeBytes?: number;
+    outcomeBudgetBytes?: number;
     ensureSchema?: boolean;
   }): SqlReplayStore;
   /** A store on a connection that records every statement text it is sent. */
@@ -154,6 +155,7 @@ function outcomeTests(backend: Backend): void {
     const exp = t + 60_000;
     const cases: [string, string, boolean][] = [
       ['exact', 'x'.repeat(10), true],
+      ['quoted', "a'\\b'';\\'", true], // quotes and backslashes come back unchanged (PostgreSQL writes records as literals)
       ['over', 'x'.repeat(11), false],
       ['multibyte', 'é'.repeat(6), false], // 6 characters, 12 bytes
       ['nul', 'a\u0000b', false], // PostgreSQL text cannot hold it unchanged
@@ -229,7 +231,7 @@ function outcomeTests(backend: Backend): void {
     expect(status(await store.claim('old0', t + 60_000, 'fp'))).toBe('first');
   });
 
-  it('misuse is a TypeError/RangeError; a bad maxOutcomeBytes is a labelled error at construction', async () => {
+  it('misuse is a TypeError/RangeError; a bad maxOutcomeBytes or outcomeBudgetBytes is a labelled error at construction', async () => {
     const table = backend.table('bad');
     const store = backend.store({ table, now });
     await expect(store.claim('id', t + 1000, '')).rejects.toBeInstanceOf(RangeError);
@@ -248,6 +250,20 @@ function outcomeTests(backend: Backend): void {
       expect(() => backend.store({ table, now, maxOutcomeBytes: value as number })).toThrow(/maxOutcomeBytes/);
     }
     expect(backend.store({ table, now, maxOutcomeBytes: 0 }).maxOutcomeBytes).toBe(0);
+    for (const [value, kind] of [
+      [-1, RangeError],
+      [1.5, TypeError],
+      ['10', TypeError],
+    ] as const) {
+      expect(() => backend.store({ table, now, outcomeBudgetBytes: value as number })).toThrow(kind);
+      expect(() => backend.store({ table, now, outcomeBudgetBytes: value as number })).toThrow(/outcomeBudgetBytes/);
+    }
+    expect(backend.store({ table, now }).outcomeBudgetBytes).toBe(64 * 1024 * 1024);
+    // A budget of 0 keeps nothing: every outcome is done, not kept.
+    const none = backend.store({ table, now, outcomeBudgetBytes: 0 });
+    expect(status(await none.claim('nobudget', t + 60_000, 'fp'))).toBe('first');
+    expect(await none.record('nobudget', 'fp', 'x')).toBe(false);
+    expect(status(await none.claim('nobudget', t + 60_000, 'fp'))).toBe('replayed');
   });
 
   it('a backend failure rejects claim and record with ERR_STORE_UNAVAILABLE (never first); so does a closed store', async () => {
@@ -482,7 +498,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     expect(await store.consume('after', Date.now() + 60_000)).toBe(true);
   });
 
-  it('injected pool without server-side timeouts: claim and record run in a transaction with SET LOCAL bounds', async () => {
+  it('injected pool without server-side timeouts: claim and record run in a transaction with SET LOCAL bounds (a record batch in one request)', async () => {
     const table = newTable('bare');
     const { pool, texts } = recorded(barePool());
     const store = track(createPostgresStore({ pool, table, purgeIntervalMs: 0 }));
@@ -490,9 +506,12 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     texts.length = 0;
     expect(status(await store.claim('x', Date.now() + 60_000, 'fp'))).toBe('first');
     expect(await store.record('x', 'fp', 'done')).toBe(true);
+    // The claim: BEGIN with the bounds, the statement, COMMIT. The record batch: one request from BEGIN with the
+    // bounds (and the namespace's budget lock) to COMMIT.
     const begins = texts.filter((text) => text.startsWith('BEGIN; SET LOCAL statement_timeout'));
     expect(begins).toHaveLength(2);
-    expect(texts.filter((text) => text === 'COMMIT')).toHaveLength(2);
+    expect(texts.filter((text) => text === 'COMMIT' || (text.startsWith('BEGIN; SET LOCAL') && text.endsWith('; COMMIT')))).toHaveLength(2);
+    expect(texts.filter((text) => text.includes('pg_advisory_xact_lock') && text.includes('SET LOCAL lock_timeout'))).toHaveLength(1);
   });
 
   it('a claim or record whose reply is lost after it committed is resolved by owner (first / true), not failed', async () => {
