@@ -27,6 +27,7 @@ import {
   once,
   outcomeLimits,
   ownerValue,
+  ownerValues,
   purgeSettings,
   quoteIdentifier,
   type RecordWaiter,
@@ -333,8 +334,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
    * owner is this call's exactly when it took the id. A wrapped database failing after the write is asked once,
    * as for a consume.
    */
-  const claimIn = (prepared: Statements, op: ClaimOp, t: number): ClaimResult => {
-    const mine = ownerValue();
+  const claimIn = (prepared: Statements, op: ClaimOp, t: number, mine: string): ClaimResult => {
     let row: HeldRow | undefined;
     try {
       row = prepared.claim.get({ ns: namespace, id: op.id, expires: op.expires, owner: mine, fp: op.fp, now: t }) as HeldRow | undefined;
@@ -413,6 +413,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
       return;
     }
     const answers = new Array<boolean | ClaimResult | MrtrError>(batch.length);
+    // One random draw for the batch's owner values (a draw per call costs as much as the statement at high rates).
+    const owners = ownerValues(batch.length);
     try {
       prepared.begin.run();
       try {
@@ -428,10 +430,10 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
               continue;
             }
             if (op.kind !== 'record') held.add(op.id);
-            if (op.kind === 'claim') answers[i] = claimIn(prepared, op, t);
+            if (op.kind === 'claim') answers[i] = claimIn(prepared, op, t, owners[i] as string);
             else if (op.kind === 'record') answers[i] = recordIn(prepared, op, t, budget);
             else {
-              const mine = ownerValue();
+              const mine = owners[i] as string;
               try {
                 answers[i] = prepared.consume.run(namespace, op.id, op.expires, mine, t).changes > 0;
               } catch (error) {
