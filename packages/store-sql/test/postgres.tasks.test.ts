@@ -257,7 +257,7 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       clock.advance(1_000);
       expect(await rows('ns = $1', [namespace])).toBe(7);
       await store.create(task('hank'));
-      // hank's two expired rows, then at most 3 others (the oldest, in any namespace).
+      // hank's two expired rows, then at most 3 others (the oldest of the namespace).
       expect(await rows('ns = $1 AND principal = $2', [namespace, 'hank'])).toBe(1);
       expect(await rows('ns = $1 AND principal = $2', [namespace, 'gina'])).toBeGreaterThanOrEqual(2);
       const before = await rows('expires_at <= $1', [t]);
