@@ -1,4 +1,5 @@
-import { type ClaimResult, MrtrError, type ReplayStore } from '@mrtr/core';
+import { createHash } from 'node:crypto';
+import { type ClaimResult, MrtrError, type OutcomeStoreLimits, type ReplayStore } from '@mrtr/core';
 import {
   BackgroundError,
   type Batcher,
@@ -7,13 +8,16 @@ import {
   boolOption,
   createBatcher,
   intOption,
+  MAX_FINGERPRINT_MISSES,
+  type ParsedOutcomeStoreLimits,
+  parseOutcomeStoreLimits,
   randomBytes,
   renamedOption,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 
 /** Options shared by both dialects. */
-export interface SqlStoreCommonOptions {
+export interface SqlStoreCommonOptions extends OutcomeStoreLimits {
   /**
    * Table that holds consumed ids. Letters, digits and `_`, starting with a letter or `_`, at most
    * 48 characters; it is always quoted. @default "mrtr_replay"
@@ -65,9 +69,11 @@ export interface SqlStoreCommonOptions {
   /**
    * Batching (group commit): consumes that arrive while a statement is running are coalesced into the next one
    * (PostgreSQL: one `INSERT … SELECT FROM unnest(…)`; SQLite: one `BEGIN IMMEDIATE … COMMIT`), and each
-   * consume still gets its own answer. Nothing waits on a timer: a consume that finds the store idle
-   * starts its statement at once (at the end of the current tick). `false` runs one statement per
-   * consume. The name `@mrtr/store-redis` uses for the same switch. @default true
+   * consume still gets its own answer; so are claims and records (PostgreSQL: a queue each, one statement per
+   * batch of claims, one transaction per batch of records; SQLite: the consumes' queue and transaction). Nothing
+   * waits on a timer: a call that finds the store idle starts its statement at once (at the end of the current
+   * tick). `false` runs one statement per consume (and a batch of one per claim or record). The name
+   * `@mrtr/store-redis` uses for the same switch. @default true
    */
   batch?: boolean;
   /**
@@ -83,12 +89,6 @@ export interface SqlStoreCommonOptions {
    * `ERR_STORE_UNAVAILABLE` (a backlog that could not be served within the deadline anyway). @default 16384
    */
   maxQueued?: number;
-  /**
-   * Largest outcome `record` keeps, in UTF-8 bytes (a sealed response for identical retries, stored in the
-   * row's `outcome` column until the id expires). A larger one is recorded as `''` ("done, not kept": its
-   * retries are replays) and `record` resolves `false`. `0` keeps none. @default 65536
-   */
-  maxOutcomeBytes?: number;
 }
 
 /** A replay store on a SQL table. */
@@ -113,12 +113,15 @@ export interface SqlReplayStore extends ReplayStore {
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   /**
    * Stores `outcome` for an id held by `claim` with this `fingerprint`, with no outcome yet and not expired:
-   * one `UPDATE`; `true` when stored. An outcome over `maxOutcomeBytes` (or one the database cannot hold
-   * unchanged: NUL characters, lone surrogates) is recorded as `''` and resolves `false`, as does `''` itself.
+   * batched with other records; `true` when stored. An outcome over `maxOutcomeBytes`, one past the namespace's
+   * `outcomeBudgetBytes`, or one the database cannot hold unchanged (NUL characters, lone surrogates) is recorded as
+   * `''` and resolves `false`, as does `''` itself.
    */
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   /** Largest outcome `record` keeps, in UTF-8 bytes. */
   readonly maxOutcomeBytes: number;
+  /** Most UTF-8 bytes of outcomes the namespace holds at once (counted by expiry bucket, see the README). */
+  readonly outcomeBudgetBytes: number;
   /** Creates the table, its columns and its expiry index when missing. Idempotent and safe to run concurrently. */
   ensureSchema(): Promise<void>;
   /** Deletes expired rows (all namespaces), bounded by `purgeBatchSize × purgeMaxBatches`; resolves the count. */
@@ -132,7 +135,6 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 const MAX_ID_BYTES = 1024;
 const MAX_NAMESPACE_BYTES = 256;
 const MAX_FINGERPRINT_BYTES = 256;
-const DEFAULT_MAX_OUTCOME_BYTES = 65_536;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /** Validates an SQL identifier against a strict pattern and returns it double-quoted. */
@@ -190,13 +192,26 @@ export function checkRecordArgs(id: unknown, fingerprint: unknown, outcome: unkn
   return outcome;
 }
 
-export function maxOutcomeBytesOption(label: string, options: SqlStoreCommonOptions): number {
-  return intOption(`${label}: maxOutcomeBytes`, options.maxOutcomeBytes, DEFAULT_MAX_OUTCOME_BYTES, 0, 67_108_864);
+/** `maxOutcomeBytes` (default 16 KiB) and `outcomeBudgetBytes` (default 64 MiB), labelled errors on misuse. */
+export function outcomeLimits(label: string, options: SqlStoreCommonOptions): ParsedOutcomeStoreLimits {
+  return parseOutcomeStoreLimits(label, options);
 }
+
+/**
+ * Width of an outcome budget bucket in ms: an outcome recorded for an id expiring at E counts in bucket
+ * floor(E / BUDGET_BUCKET_MS) until the store's clock leaves that bucket, so at most this long past E (over-counted,
+ * never under-counted).
+ */
+export const BUDGET_BUCKET_MS = 60_000;
+export const budgetBucket = (t: number): number => Math.floor(t / BUDGET_BUCKET_MS);
+
+export { MAX_FINGERPRINT_MISSES };
 
 /** A row as `claim` and its lookups read it. */
 export interface HeldRow {
+  id?: unknown;
   owner?: unknown;
+  misses?: unknown;
   fp?: unknown;
   outcome?: unknown;
   expires_at?: unknown;
@@ -220,12 +235,6 @@ export function heldStatus(row: HeldRow, fingerprint: string): ClaimResult {
 
 /** Whether a row read back is live at `t` (an expired row counts as absent, as for `consume`). */
 export const isLive = (row: HeldRow | undefined, t: number): row is HeldRow => row !== undefined && Number(row.expires_at) >= t;
-
-/** Tries of one `claim` whose upsert found a row that its read did not (concurrently removed or taken over). */
-export const CLAIM_TRIES = 3;
-
-export const unsettledClaimError = (): MrtrError =>
-  new StoreUnavailableError({ cause: new Error(`claim: the row changed under ${CLAIM_TRIES} tries in a row; not claimed`) });
 
 /** Anything that is not already a `MrtrError` becomes `ERR_STORE_UNAVAILABLE` with the original as `cause`. */
 export function toStoreError(error: unknown): MrtrError {
@@ -346,6 +355,17 @@ export function groupCommitSettings(label: string, options: SqlStoreCommonOption
   };
 }
 
+/** The options of a claim or record queue: the group-commit settings of the consumes, `'microtask'` flush. */
+export function batcherOptions(settings: GroupCommitSettings, maxInFlight: number) {
+  return {
+    maxBatchSize: settings.maxBatch,
+    maxQueued: settings.maxQueued,
+    maxInFlight,
+    flush: 'microtask' as const,
+    batchError: toStoreError,
+  };
+}
+
 /**
  * Group commit (the shared `createBatcher` of `@mrtr/core/authoring`): consumes queue there and are handed to
  * `run` in batches of at most `maxBatch`, with at most `maxInFlight` batches running at once (PostgreSQL: up to
@@ -372,4 +392,48 @@ export function createGroupCommit(
     run,
     batchError: toStoreError,
   });
+}
+
+/** One claim waiting for its batch. */
+export interface ClaimWaiter extends BatchEntry<ClaimResult> {
+  readonly id: string;
+  readonly expires: number;
+  readonly fp: string;
+  readonly queuedAt: number;
+}
+
+/** One record waiting for its batch; `outcome` is what is stored (`''` when it cannot be kept at all). */
+export interface RecordWaiter extends BatchEntry<boolean> {
+  readonly id: string;
+  readonly fp: string;
+  readonly outcome: string;
+  readonly queuedAt: number;
+}
+
+/**
+ * The later claims of one id in a batch, after its first claim's statement left `row` (the row as that statement
+ * left it, locked by it): answered in queue order as the database would, each claim with another fingerprint on a
+ * row held by a claim counting a miss (the {@link MAX_FINGERPRINT_MISSES}-th drops the outcome). Returns the answers
+ * and how many misses they add (written by the caller in one more statement before any of them is answered).
+ */
+export function laterClaims(row: HeldRow, later: readonly ClaimWaiter[]): { answers: ClaimResult[]; misses: number } {
+  const held: HeldRow = { fp: row.fp, outcome: row.outcome };
+  let count = Number(row.misses ?? 0) || 0;
+  let misses = 0;
+  const answers = later.map((waiter) => {
+    if (typeof held.fp === 'string' && held.fp !== waiter.fp) {
+      misses++;
+      if (++count >= MAX_FINGERPRINT_MISSES) held.outcome = '';
+    }
+    return heldStatus(held, waiter.fp);
+  });
+  return { answers, misses };
+}
+
+/** Ids in code-unit order (the order every batch statement takes its row locks in). */
+export const byId = <T extends { id: string }>(a: T, b: T): number => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+/** A 32-bit key of `text` for `pg_advisory_xact_lock(int, int)` (computed here, so it can be written into SQL). */
+export function lockKey(text: string): number {
+  return createHash('sha256').update(text).digest().readInt32BE(0);
 }

@@ -7,11 +7,16 @@ import {
   intOption,
   optionsObject,
   renamedOption,
+  createBatcher,
   StoreUnavailableError,
   withDeadline,
 } from '@mrtr/core/authoring';
 import {
-  CLAIM_TRIES,
+  BUDGET_BUCKET_MS,
+  batcherOptions,
+  budgetBucket,
+  byId,
+  type ClaimWaiter,
   checkClaimArgs,
   checkConsumeArgs,
   checkNamespace,
@@ -23,18 +28,21 @@ import {
   type HeldRow,
   heldStatus,
   isLive,
-  maxOutcomeBytesOption,
+  laterClaims,
+  lockKey,
+  MAX_FINGERPRINT_MISSES,
   once,
+  outcomeLimits,
   ownerValue,
   ownerValues,
   purgeSettings,
   quoteIdentifier,
+  type RecordWaiter,
   REPLAYED,
   type SqlReplayStore,
   type SqlStoreCommonOptions,
   startPurgeTimer,
   toStoreError,
-  unsettledClaimError,
   type Waiter,
 } from './common.js';
 import {
@@ -81,6 +89,18 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions, PostgresCon
   preparedStatements?: boolean;
 }
 
+/**
+ * A value written into SQL text: a string as an escape-string literal (quotes doubled, backslashes escaped, whatever
+ * `standard_conforming_strings` says; the store's strings hold no NUL), an array of strings as `ARRAY[…]::text[]`, a
+ * safe integer as itself.
+ */
+export function sqlLiteral(value: unknown): string {
+  if (typeof value === 'string') return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
+  if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
+  if (Array.isArray(value)) return `ARRAY[${value.map(sqlLiteral).join(', ')}]::text[]`;
+  throw new TypeError('sqlLiteral: not a string, safe integer or array of strings');
+}
+
 /** An error reply of the server (pg's DatabaseError carries the SQLSTATE and a severity): the statement did not commit. */
 export function isServerError(error: unknown): boolean {
   const record = error as { code?: unknown; severity?: unknown } | null;
@@ -89,6 +109,7 @@ export function isServerError(error: unknown): boolean {
 
 /** pg's `lock_not_available` (lock_timeout) and `query_canceled` (statement_timeout) SQLSTATEs. */
 const LOCK_NOT_AVAILABLE = '55P03';
+const QUERY_CANCELED = '57014';
 
 /** A consume statement that failed before it was sent: nothing can have been written, nothing to ask. */
 class Unsent {
@@ -118,13 +139,16 @@ export function holdErrors(client: PgPoolClientLike): () => void {
 
 /** Arbitrary 32-bit class id ("mrtr") for `pg_advisory_xact_lock(int, int)`. */
 const LOCK_CLASS = 0x6d727472;
+/** Class id ("mrtb") of the namespace's outcome-budget lock (see recordHead). */
+const BUDGET_LOCK_CLASS = 0x6d727462;
 
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
  * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement
  * that also writes a random owner value only that call knows; a consume whose reply is lost asks once
- * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`):
- * the same upsert keeping a fingerprint, read back in the same statement, and one `UPDATE` of the outcome.
+ * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`), both
+ * batched: the same upsert keeping a fingerprint and returning the row, and an `UPDATE` of the outcomes under the
+ * namespace's outcome-budget lock.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -145,6 +169,9 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const table = quotedSchema === undefined ? quotedTable : `${quotedSchema}.${quotedTable}`;
   // Derived from the validated table name (≤ 48 + 14 characters, within PostgreSQL's 63).
   const indexName = `"${tableName}_expires_at_idx"`;
+  // The outcome budget's table (≤ 48 + 7 characters).
+  const quotedBudget = `"${tableName}_budget"`;
+  const budgetTable = quotedSchema === undefined ? quotedBudget : `${quotedSchema}.${quotedBudget}`;
   const namespace = checkNamespace(label, options.namespace);
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
@@ -157,7 +184,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {});
   const prepared = boolOption(`${label}: preparedStatements`, options.preparedStatements, true);
-  const maxOutcomeBytes = maxOutcomeBytesOption(label, options);
+  const { maxOutcomeBytes, outcomeBudgetBytes } = outcomeLimits(label, options);
   const deadlineMs = connectionTimeoutMs + statementTimeoutMs;
   // How long the client waits for the reply to a consume statement it has sent: longer than the
   // server's own statement_timeout, so that by then the server has committed or cancelled it and the
@@ -194,46 +221,86 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     `ON CONFLICT (ns, id) DO UPDATE SET ${takeOver} WHERE t.expires_at < $5 ` +
     'RETURNING t.id';
   const ownersSql = `SELECT id, owner, expires_at FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
-  // claim: the consume upsert that also keeps the fingerprint (and clears an expired row's outcome), and in the
-  // same statement the row it conflicted with when it took nothing. The SELECT reads the statement's snapshot:
-  // a row that a concurrent transaction inserted or took over and committed after the snapshot was taken (the
-  // upsert waited for it, then found it live) is missing from it, or still shows the old expired version; the
-  // claim then runs the statement again (CLAIM_TRIES at most, then it fails closed), never answering `first`
-  // for a row it did not write. One row comes back: `first`, or the fingerprint and outcome of the live row.
-  const claimSql =
-    `WITH ins AS (INSERT INTO ${table} AS t (ns, id, expires_at, owner, fp) VALUES ($1, $2, $3, $5, $6) ` +
-    'ON CONFLICT (ns, id) DO UPDATE SET expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner, fp = EXCLUDED.fp, outcome = NULL ' +
-    'WHERE t.expires_at < $4 RETURNING 1) ' +
-    'SELECT true AS first, NULL::text AS fp, NULL::text AS outcome, NULL::bigint AS expires_at FROM ins ' +
-    `UNION ALL SELECT false, r.fp, r.outcome, r.expires_at FROM ${table} AS r WHERE r.ns = $1 AND r.id = $2 AND NOT EXISTS (SELECT 1 FROM ins)`;
-  // record: only the claim's own fingerprint, only once, only while the id is live.
-  const recordSql = `UPDATE ${table} SET outcome = $4 WHERE ns = $1 AND id = $2 AND fp = $3 AND outcome IS NULL AND expires_at >= $5`;
-  // What a claim or record whose reply was lost asks.
+  // claim, for a batch of distinct ids (sorted, like consumes): the consume upsert that also keeps the fingerprint,
+  // and that always updates the row it meets, so that RETURNING hands back every id's row as this statement left it
+  // (the newest version, locked by the statement: no snapshot can hide a row a concurrent transaction committed). A
+  // row whose expiry has passed is taken over (fingerprint and owner replaced, outcome and misses cleared); a live
+  // one keeps its values, except that a claim with another fingerprint of a row held by a claim counts a miss, and
+  // the MAX_FINGERPRINT_MISSES-th marks the outcome '' ("done, not kept"). The row holds this call's owner exactly
+  // when this claim took the id (inserted it or took it over).
+  const miss = 't.fp IS NOT NULL AND t.fp <> EXCLUDED.fp';
+  const claimBatchSql =
+    `INSERT INTO ${table} AS t (ns, id, expires_at, owner, fp) SELECT $1::text, u.id, u.expires_at, u.owner, u.fp ` +
+    'FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[]) AS u(id, expires_at, owner, fp) ' +
+    'ON CONFLICT (ns, id) DO UPDATE SET ' +
+    'expires_at = CASE WHEN t.expires_at < $6 THEN EXCLUDED.expires_at ELSE t.expires_at END, ' +
+    'owner = CASE WHEN t.expires_at < $6 THEN EXCLUDED.owner ELSE t.owner END, ' +
+    'fp = CASE WHEN t.expires_at < $6 THEN EXCLUDED.fp ELSE t.fp END, ' +
+    `outcome = CASE WHEN t.expires_at < $6 THEN NULL WHEN ${miss} AND coalesce(t.misses, 0) + 1 >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END, ` +
+    `misses = CASE WHEN t.expires_at < $6 THEN NULL WHEN ${miss} THEN coalesce(t.misses, 0) + 1 ELSE t.misses END ` +
+    'RETURNING t.id, t.owner, t.fp, t.outcome, t.misses, t.expires_at';
+  // The misses of later claims of an id in the same batch (see laterClaims), on the row incarnation they met.
+  const missesSql =
+    `UPDATE ${table} AS t SET misses = coalesce(t.misses, 0) + u.k, ` +
+    `outcome = CASE WHEN coalesce(t.misses, 0) + u.k >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END ` +
+    'FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, owner, k) WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = u.id AND t.owner = u.owner';
+  // record, for a batch of distinct (id, fingerprint) pairs, run under the namespace's budget lock (see recordBatch):
+  // only the claim's own fingerprint, only once, only while the id is live. An outcome is kept when it is not '' and
+  // the outcomes before it in the batch and it fit in what the budget has left (outcomeBudgetBytes minus the bytes of
+  // the buckets not yet past); else '' is stored. The kept bytes are added to the bucket of their id's expiry. The
+  // `id = ANY(ids)` conditions keep the table's side an index scan whatever join the planner picks (with a batch
+  // of literal values it knows the batch's size, and would otherwise hash-join a sequential scan of the table).
+  const recordBatchSql =
+    'WITH u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, fp, outcome, ord)), ' +
+    'c AS (SELECT u.id, u.outcome, r.owner, sum(octet_length(u.outcome)) OVER (ORDER BY u.ord) AS run ' +
+    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp AND r.outcome IS NULL AND r.expires_at >= $5), ` +
+    `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= $7), ` +
+    `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
+    'FROM c WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL AND t.expires_at >= $5 ' +
+    'RETURNING t.id, t.outcome, t.expires_at), ' +
+    `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $1::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
+    `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
+    'ON CONFLICT (ns, bucket) DO UPDATE SET bytes = b.bytes + EXCLUDED.bytes) ' +
+    "SELECT upd.id, upd.outcome <> '' AS kept FROM upd";
+  // What a claim or record whose reply was lost asks, and what a claim of an already expired id reads.
   const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
+  const rowsSql = `SELECT id, owner, fp, outcome, expires_at FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
+  // After a batch statement gave up on a lock: which of its ids' rows another transaction holds locked (SKIP LOCKED
+  // takes the free ones and waits for none; autocommit releases them at once).
+  const lockedSql =
+    `WITH free AS (SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) FOR UPDATE SKIP LOCKED) ` +
+    `SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) AND id NOT IN (SELECT id FROM free)`;
   // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
   // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
   const purgeSql =
     `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE expires_at < $1 ` +
     `ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at < $1`;
+  // Budget buckets the clock has left (every namespace): they no longer count; a small table.
+  const purgeBudgetSql = `DELETE FROM ${budgetTable} WHERE bucket < $1`;
   // A statement name is derived from its text, so stores on different tables can share a pool.
   const named = (text: string) =>
     prepared ? { name: `mrtr_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text } : { text };
   const consumeQuery = named(consumeSql);
   const purgeQuery = named(purgeSql);
+  const purgeBudgetQuery = named(purgeBudgetSql);
   const ownerQuery = named(ownerSql);
   const batchQuery = named(batchSql);
   const ownersQuery = named(ownersSql);
-  const claimQuery = named(claimSql);
-  const recordQuery = named(recordSql);
+  const claimBatchQuery = named(claimBatchSql);
+  const missesQuery = named(missesSql);
   const rowQuery = named(rowSql);
+  const rowsQuery = named(rowsSql);
+  const lockedQuery = named(lockedSql);
   const groupCommit = groupCommitSettings(label, options);
   // What ensureSchema() looks up before it changes anything: reading the catalog takes no lock on the
   // table, whereas ALTER TABLE … IF NOT EXISTS / CREATE INDEX IF NOT EXISTS lock it even when nothing is
   // missing, and a lock request queued behind any reader (pg_dump, an idle transaction) holds up every
   // consume of every instance behind it.
   // Columns added after the first version, in the order they came: `owner` (lost replies), `fp` and `outcome`
-  // (outcome recording). All nullable text without a default: adding them is a catalog-only change.
-  const addedColumns = ['owner', 'fp', 'outcome'] as const;
+  // (outcome recording), `misses` (claims with another fingerprint). All nullable without a default: adding them is
+  // a catalog-only change.
+  const addedColumns = ['owner', 'fp', 'outcome', 'misses'] as const;
+  const columnType: Record<(typeof addedColumns)[number], string> = { owner: 'text', fp: 'text', outcome: 'text', misses: 'integer' };
   const catalogSql =
     'SELECT c.oid IS NOT NULL AS has_table, ' +
     addedColumns
@@ -242,16 +309,19 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
           `EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = '${column}' AND a.attnum > 0 AND NOT a.attisdropped) AS has_${column}, `,
       )
       .join('') +
-    'EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $2) AS has_index ' +
+    'EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $2) AS has_index, ' +
+    'to_regclass($3::text) IS NOT NULL AS has_budget ' +
     'FROM (SELECT to_regclass($1::text)::oid AS oid) AS c';
-  const catalogValues = [table, `${tableName}_expires_at_idx`];
+  const catalogValues = [table, `${tableName}_expires_at_idx`, budgetTable];
   const createTableSql =
     `CREATE TABLE IF NOT EXISTS ${table} (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, ` +
-    'PRIMARY KEY (ns, id))';
+    'misses integer, PRIMARY KEY (ns, id))';
+  // The outcome budget: bytes of kept outcomes per namespace and expiry bucket.
+  const createBudgetSql = `CREATE TABLE IF NOT EXISTS ${budgetTable} (ns text NOT NULL, bucket bigint NOT NULL, bytes bigint NOT NULL, PRIMARY KEY (ns, bucket))`;
   // A table created by an earlier version lacks some of them (PostgreSQL ≥ 9.6): one ALTER TABLE adds
   // exactly the missing ones.
-  const addColumnsSql = (missing: readonly string[]) =>
-    `ALTER TABLE ${table} ${missing.map((column) => `ADD COLUMN IF NOT EXISTS ${column} text`).join(', ')}`;
+  const addColumnsSql = (missing: readonly (typeof addedColumns)[number][]) =>
+    `ALTER TABLE ${table} ${missing.map((column) => `ADD COLUMN IF NOT EXISTS ${column} ${columnType[column]}`).join(', ')}`;
   const createIndexSql = `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`;
 
   let closed = false;
@@ -287,9 +357,9 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   type Catalog = Record<string, unknown>;
   const readCatalog = async (run: (config: PgQueryConfigLike) => Promise<PgQueryResultLike>): Promise<Catalog> =>
     ((await run({ text: catalogSql, values: catalogValues, query_timeout: replyWaitMs })).rows[0] ?? {}) as Catalog;
-  const missingColumns = (catalog: Catalog): string[] => addedColumns.filter((column) => catalog[`has_${column}`] !== true);
+  const missingColumns = (catalog: Catalog) => addedColumns.filter((column) => catalog[`has_${column}`] !== true);
   const complete = (catalog: Catalog): boolean =>
-    catalog.has_table === true && missingColumns(catalog).length === 0 && catalog.has_index === true;
+    catalog.has_table === true && missingColumns(catalog).length === 0 && catalog.has_index === true && catalog.has_budget === true;
 
   const runEnsureSchema = async (): Promise<void> => {
     const pool = await poolReady.get();
@@ -320,6 +390,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
       if (catalog.has_table !== true) await query({ text: createTableSql, query_timeout: replyWaitMs });
       else if (missing.length > 0) await query({ text: addColumnsSql(missing), query_timeout: replyWaitMs });
       if (catalog.has_index !== true) await query({ text: createIndexSql, query_timeout: replyWaitMs });
+      if (catalog.has_budget !== true) await query({ text: createBudgetSql, query_timeout: replyWaitMs });
       await query({ text: 'COMMIT', query_timeout: replyWaitMs });
     } catch (error) {
       failure = error;
@@ -407,7 +478,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
    * (statement_timeout, lock_timeout) and the client waits for the reply at most `replyWaitMs`. A
    * connection that failed is destroyed, not returned to the pool.
    */
-  const send = async (config: PgQueryConfigLike, budgetMs: number): Promise<PgQueryResultLike> => {
+  const send = async (config: PgQueryConfigLike, budgetMs: number, whole = false): Promise<PgQueryResultLike> => {
     const sendBy = performance.now() + budgetMs;
     const left = () => Math.max(1, sendBy - performance.now());
     let client: PgPoolClientLike;
@@ -442,7 +513,10 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     }
     try {
       let result: PgQueryResultLike;
-      if (owned !== undefined) {
+      if (whole) {
+        // A whole transaction in one simple query (the record batch: its own bounds, its lock, its statement).
+        result = await withDeadline(client.query({ ...config, query_timeout: replyWaitMs }), replyWaitMs, replyDeadlineError);
+      } else if (owned !== undefined) {
         // The pool the store created: pg's query_timeout (replyWaitMs) bounds the wait.
         result = await client.query({ ...config, query_timeout: replyWaitMs });
       } else {
@@ -522,59 +596,116 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     }
   };
 
+  /** What is left of the deadline of the batch's oldest waiter (a waiter's whole wait stays within it). */
+  const budgetOf = (batch: readonly { queuedAt: number }[]): number => deadlineMs - (performance.now() - (batch[0] as Waiter).queuedAt);
+
+  /** Splits a batch by id: the first waiter of each id (sorted by id: the order rows are locked in) and the later ones. */
+  const splitById = <W extends { id: string }>(batch: readonly W[]): { unique: W[]; later: Map<string, W[]> } => {
+    const later = new Map<string, W[]>();
+    const first = new Map<string, W>();
+    for (const waiter of batch) {
+      if (!first.has(waiter.id)) first.set(waiter.id, waiter);
+      else {
+        const list = later.get(waiter.id);
+        if (list === undefined) later.set(waiter.id, [waiter]);
+        else list.push(waiter);
+      }
+    }
+    return { unique: [...first.values()].sort(byId), later };
+  };
+
+  /**
+   * A batch statement the server cancelled while it waited for a lock (`lock_timeout`, or `statement_timeout`):
+   * another transaction holds some of its ids' rows. Which ones is asked once (SKIP LOCKED: waits for nothing); when
+   * that names some but not all, their waiters fail closed (nothing of the statement committed) and the batch runs
+   * once more without them, so that unrelated calls are not failed by a slow id. Returns the waiters to run again,
+   * or `undefined` when the whole batch fails as it is.
+   */
+  const withoutLocked = async <W extends { id: string; reject(error: unknown): void }>(
+    unique: readonly W[],
+    later: Map<string, W[]>,
+    error: unknown,
+  ): Promise<W[] | undefined> => {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (unique.length < 2 || closed || (code !== LOCK_NOT_AVAILABLE && code !== QUERY_CANCELED)) return undefined;
+    let locked: Set<unknown>;
+    try {
+      const ids = unique.map((waiter) => waiter.id);
+      const result = await bounded(queryOnConnection({ ...lockedQuery, values: [namespace, ids], query_timeout: statementTimeoutMs }));
+      locked = new Set(result.rows.map((row) => (row as { id: unknown }).id));
+    } catch {
+      return undefined;
+    }
+    const rest = unique.filter((waiter) => !locked.has(waiter.id));
+    if (rest.length === 0 || rest.length === unique.length) return undefined;
+    const failure = toStoreError(error);
+    for (const waiter of unique) {
+      if (!locked.has(waiter.id)) continue;
+      waiter.reject(failure);
+      for (const other of later.get(waiter.id) ?? []) other.reject(failure);
+      later.delete(waiter.id);
+    }
+    return rest;
+  };
+
   /**
    * Runs one batch of queued consumes and settles each waiter. The first waiter of an id goes into the
    * statement; a later waiter of the same id is answered `false` once the statement has run (only one
    * of them can be first), and shares its failure otherwise. A failed statement fails every waiter
-   * closed; a lost reply is resolved per id by one `SELECT` of the owners, as for a single consume.
+   * closed (but a lock wait: see withoutLocked); a lost reply is resolved per id by one `SELECT` of the owners,
+   * as for a single consume.
    */
   const runBatch = async (batch: Waiter[]): Promise<void> => {
     if (closed) {
       for (const waiter of batch) waiter.reject(new StoreUnavailableError({ cause: new Error('replay store is closed') }));
       return;
     }
-    // The whole wait of a consume, in the queue included, stays within the store's deadline.
-    const budget = deadlineMs - (performance.now() - (batch[0] as Waiter).queuedAt);
-    if (budget <= 0) {
+    if (budgetOf(batch) <= 0) {
       for (const waiter of batch) waiter.reject(deadlineError());
       return;
     }
     if (batch.length === 1) {
       const waiter = batch[0] as Waiter;
       try {
-        waiter.resolve(await consumeOne(waiter.id, waiter.expires, ownerValue(), budget));
+        waiter.resolve(await consumeOne(waiter.id, waiter.expires, ownerValue(), budgetOf(batch)));
       } catch (error) {
         waiter.reject(toStoreError(error));
       }
       return;
     }
-    const first = new Map<string, Waiter>();
-    const repeated: Waiter[] = [];
-    for (const waiter of batch) {
-      if (first.has(waiter.id)) repeated.push(waiter);
-      else first.set(waiter.id, waiter);
-    }
-    const unique = [...first.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-    const ids = unique.map((waiter) => waiter.id);
-    const owners = ownerValues(unique.length);
-    let won: Set<unknown>;
-    try {
-      const result = await send(
-        { ...batchQuery, values: [namespace, ids, unique.map((waiter) => waiter.expires), owners, Math.floor(now())] },
-        budget,
-      );
-      won = new Set(result.rows.map((row) => (row as { id: unknown }).id));
-    } catch (error) {
-      if (error instanceof Unsent || isServerError(error) || closed) {
-        const failure = toStoreError(error instanceof Unsent ? error.error : error);
-        for (const waiter of batch) waiter.reject(failure);
+    const { unique: all, later } = splitById(batch);
+    let unique = all;
+    for (let pass = 0; pass < 2; pass++) {
+      const ids = unique.map((waiter) => waiter.id);
+      const owners = ownerValues(unique.length);
+      let won: Set<unknown>;
+      try {
+        const budget = budgetOf(batch);
+        if (budget <= 0) throw new Unsent(deadlineError());
+        const result = await send(
+          { ...batchQuery, values: [namespace, ids, unique.map((waiter) => waiter.expires), owners, Math.floor(now())] },
+          budget,
+        );
+        won = new Set(result.rows.map((row) => (row as { id: unknown }).id));
+      } catch (error) {
+        if (error instanceof Unsent || isServerError(error) || closed) {
+          const rest = pass === 0 && isServerError(error) ? await withoutLocked(unique, later, error) : undefined;
+          if (rest !== undefined) {
+            unique = rest;
+            continue;
+          }
+          const failure = toStoreError(error instanceof Unsent ? error.error : error);
+          for (const waiter of unique) waiter.reject(failure);
+          for (const list of later.values()) for (const waiter of list) waiter.reject(failure);
+          return;
+        }
+        await resolveLostBatch(unique, owners, [...later.values()].flat(), error);
         return;
       }
-      await resolveLostBatch(unique, owners, repeated, error);
+      for (const waiter of unique) waiter.resolve(won.has(waiter.id));
+      for (const list of later.values()) for (const waiter of list) waiter.resolve(false);
       return;
     }
-    for (const waiter of unique) waiter.resolve(won.has(waiter.id));
-    for (const waiter of repeated) waiter.resolve(false);
   };
 
   /** {@link resolveLost} for a batch: one `SELECT` of the owners of its ids. */
@@ -623,39 +754,242 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     });
   };
 
-  /**
-   * One claim statement: `first`, how the live row is held, or `undefined` when the statement's snapshot
-   * did not show the row its upsert conflicted with (see claimSql: run it again).
-   */
-  const runClaim = async (id: string, expires: number, fingerprint: string, mine: string): Promise<ClaimResult | undefined> => {
-    const t = Math.floor(now());
-    const result = await send({ ...claimQuery, values: [namespace, id, expires, t, mine, fingerprint] }, deadlineMs);
-    const row = result.rows[0] as (HeldRow & { first?: unknown }) | undefined;
-    if (row?.first === true) return FIRST;
-    return isLive(row, t) ? heldStatus(row, fingerprint) : undefined;
+  /** Rows of some ids, read on a connection of its own under the same bounds (after a lost reply). */
+  const readRows = async (ids: string[]): Promise<Map<unknown, HeldRow>> => {
+    const result = await bounded(queryOnConnection({ ...rowsQuery, values: [namespace, ids], query_timeout: statementTimeoutMs }));
+    return new Map(result.rows.map((row) => [(row as HeldRow).id, row as HeldRow]));
   };
 
-  /** A row read on a connection of its own, under the same bounds (after a lost reply). */
-  const readRow = async (id: string): Promise<HeldRow | undefined> =>
-    (await bounded(queryOnConnection({ ...rowQuery, values: [namespace, id], query_timeout: statementTimeoutMs }))).rows[0] as
-      | HeldRow
-      | undefined;
-
   /**
-   * A claim whose reply was lost, asked once like a consume: the row holds this call's owner → `first`; a live
-   * row of another → how it is held; no row, an expired one or no answer → the original failure.
+   * Runs one batch of claims (distinct ids in one statement, see claimBatchSql) and settles each. The later claims of
+   * an id in the batch are answered from the row the first one left (laterClaims); the misses they count are written
+   * by one more statement before they are answered (it failing fails them closed). A statement that failed fails
+   * every claim closed (a lock wait: see withoutLocked); a lost reply is resolved per id by reading the rows: this
+   * claim's owner → `first`, a live row → how it is held; anything else, and the later claims, fail closed.
    */
-  const resolveLostClaim = async (id: string, fingerprint: string, mine: string, original: unknown): Promise<ClaimResult> => {
-    let row: HeldRow | undefined;
-    try {
-      row = await readRow(id);
-    } catch {
-      throw toStoreError(original);
+  const runClaimBatch = async (batch: ClaimWaiter[]): Promise<void> => {
+    if (closed) {
+      for (const waiter of batch) waiter.reject(new StoreUnavailableError({ cause: new Error('replay store is closed') }));
+      return;
     }
-    if (row !== undefined && row.owner === mine) return FIRST;
-    if (isLive(row, Math.floor(now()))) return heldStatus(row, fingerprint);
-    throw toStoreError(original);
+    const { unique: all, later } = splitById(batch);
+    let unique = all;
+    for (let pass = 0; pass < 2; pass++) {
+      const owners = ownerValues(unique.length);
+      const t = Math.floor(now());
+      let rows: Map<unknown, HeldRow>;
+      try {
+        const budget = budgetOf(batch);
+        if (budget <= 0) throw new Unsent(deadlineError());
+        const result = await send(
+          {
+            ...claimBatchQuery,
+            values: [
+              namespace,
+              unique.map((waiter) => waiter.id),
+              unique.map((waiter) => waiter.expires),
+              owners,
+              unique.map((waiter) => waiter.fp),
+              t,
+            ],
+          },
+          budget,
+        );
+        rows = new Map(result.rows.map((row) => [(row as HeldRow).id, row as HeldRow]));
+      } catch (error) {
+        if (error instanceof Unsent || isServerError(error) || closed) {
+          const rest = pass === 0 && isServerError(error) ? await withoutLocked(unique, later, error) : undefined;
+          if (rest !== undefined) {
+            unique = rest;
+            continue;
+          }
+          const failure = toStoreError(error instanceof Unsent ? error.error : error);
+          for (const waiter of batch) waiter.reject(failure);
+          return;
+        }
+        await resolveLostClaims(unique, owners, later, error);
+        return;
+      }
+      const followUps: { waiters: ClaimWaiter[]; answers: ClaimResult[]; owner: unknown; misses: number; id: string }[] = [];
+      unique.forEach((waiter, i) => {
+        const row = rows.get(waiter.id);
+        // Every id comes back (the upsert always writes); a missing one is a broken reply: fail closed.
+        if (row === undefined) {
+          const failure = toStoreError(new Error('claim: the statement returned no row for an id'));
+          waiter.reject(failure);
+          for (const other of later.get(waiter.id) ?? []) other.reject(failure);
+          return;
+        }
+        waiter.resolve(row.owner === owners[i] ? FIRST : heldStatus(row, waiter.fp));
+        const rest = later.get(waiter.id);
+        if (rest === undefined) return;
+        const { answers, misses } = laterClaims(row, rest);
+        if (misses === 0) {
+          rest.forEach((other, j) => {
+            other.resolve(answers[j] as ClaimResult);
+          });
+        } else followUps.push({ waiters: rest, answers, owner: row.owner, misses, id: waiter.id });
+      });
+      if (followUps.length > 0) await writeMisses(followUps, budgetOf(batch));
+      return;
+    }
   };
+
+  /** Writes the misses of later claims in a batch (one statement), then answers them; a failure fails them closed. */
+  const writeMisses = async (
+    followUps: { waiters: ClaimWaiter[]; answers: ClaimResult[]; owner: unknown; misses: number; id: string }[],
+    budget: number,
+  ): Promise<void> => {
+    try {
+      if (budget <= 0) throw deadlineError();
+      await send(
+        {
+          ...missesQuery,
+          values: [namespace, followUps.map((f) => f.id), followUps.map((f) => f.owner), followUps.map((f) => f.misses)],
+        },
+        budget,
+      );
+    } catch (error) {
+      const failure = toStoreError(error instanceof Unsent ? error.error : error);
+      for (const f of followUps) for (const waiter of f.waiters) waiter.reject(failure);
+      return;
+    }
+    for (const f of followUps) {
+      f.waiters.forEach((waiter, j) => {
+        waiter.resolve(f.answers[j] as ClaimResult);
+      });
+    }
+  };
+
+  /** A claim batch whose reply was lost: each first claim answered by its row; later claims fail closed. */
+  const resolveLostClaims = async (
+    unique: ClaimWaiter[],
+    owners: string[],
+    later: Map<string, ClaimWaiter[]>,
+    original: unknown,
+  ): Promise<void> => {
+    const failure = toStoreError(original);
+    for (const list of later.values()) for (const waiter of list) waiter.reject(failure);
+    let rows: Map<unknown, HeldRow>;
+    try {
+      rows = await readRows(unique.map((waiter) => waiter.id));
+    } catch {
+      for (const waiter of unique) waiter.reject(failure);
+      return;
+    }
+    const t = Math.floor(now());
+    unique.forEach((waiter, i) => {
+      const row = rows.get(waiter.id);
+      if (row !== undefined && row.owner === owners[i]) waiter.resolve(FIRST);
+      else if (isLive(row, t)) waiter.resolve(heldStatus(row, waiter.fp));
+      else waiter.reject(failure);
+    });
+  };
+
+  /**
+   * A record batch as one request: `BEGIN`, the transaction's own bounds, the namespace's outcome-budget lock (record
+   * batches of one namespace run one at a time, on every instance, so the budget the statement reads includes every
+   * record committed before it), the statement with its values written in as literals (a simple query takes no
+   * parameters), `COMMIT`. One round trip; a reply lost after it is resolved by reading the rows.
+   */
+  const recordHead =
+    `BEGIN; ${localTimeoutsSql}; SET LOCAL idle_in_transaction_session_timeout = ${replyWaitMs}; ` +
+    `SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(`${table}\u0000${namespace}`)}); `;
+  const recordText = (values: readonly unknown[]): string =>
+    `${recordHead}${recordBatchSql.replace(/\$(\d)/g, (_, n: string) => sqlLiteral(values[Number(n) - 1]))}; COMMIT`;
+
+  /**
+   * Runs one batch of records in one transaction under the namespace's budget lock (so the budget read by the
+   * statement includes every record committed before it, on any instance), settles each. A repeated (id,
+   * fingerprint) in the batch is answered `false` (an outcome is recorded once). A failed statement fails every
+   * record closed (a lock wait: see withoutLocked); a lost reply is resolved per id by reading the rows: this outcome
+   * on the row → as kept; `''`, another fingerprint or another outcome → `false`; else unknown → fails closed.
+   */
+  const runRecordBatch = async (batch: RecordWaiter[]): Promise<void> => {
+    if (closed) {
+      for (const waiter of batch) waiter.reject(new StoreUnavailableError({ cause: new Error('replay store is closed') }));
+      return;
+    }
+    const seen = new Set<string>();
+    const first: RecordWaiter[] = [];
+    const repeated: RecordWaiter[] = [];
+    for (const waiter of batch) {
+      const key = `${waiter.id}\u0000${waiter.fp}`;
+      if (seen.has(key)) repeated.push(waiter);
+      else {
+        seen.add(key);
+        first.push(waiter);
+      }
+    }
+    first.sort(byId);
+    const t = Math.floor(now());
+    let kept: Map<unknown, boolean>;
+    const config = {
+      text: recordText([
+        namespace,
+        first.map((waiter) => waiter.id),
+        first.map((waiter) => waiter.fp),
+        first.map((waiter) => waiter.outcome),
+        t,
+        outcomeBudgetBytes,
+        budgetBucket(t),
+      ]),
+    };
+    try {
+      let result: PgQueryResultLike | undefined;
+      // A failure before the request was sent (no connection) wrote nothing: the batch is sent once more, with a
+      // deadline of its own (a record waits at most twice the store's deadline).
+      for (let attempt = 0; result === undefined; attempt++) {
+        const budget = attempt === 0 ? budgetOf(batch) : deadlineMs;
+        if (budget <= 0) throw new Unsent(deadlineError());
+        try {
+          result = await send(config, budget, true);
+        } catch (error) {
+          if (!(error instanceof Unsent) || attempt > 0 || closed) throw error;
+        }
+      }
+      // pg answers a simple query of several statements with one result each: the statement's is the one before COMMIT.
+      const results = result as unknown as PgQueryResultLike[];
+      const rows = Array.isArray(results) ? (results[results.length - 2]?.rows ?? []) : [];
+      kept = new Map(rows.map((row) => [(row as { id: unknown }).id, (row as { kept: unknown }).kept === true]));
+    } catch (error) {
+      const failure = toStoreError(error instanceof Unsent ? error.error : error);
+      for (const waiter of repeated) waiter.reject(failure);
+      if (error instanceof Unsent || isServerError(error) || closed) {
+        for (const waiter of first) waiter.reject(failure);
+        return;
+      }
+      let rows: Map<unknown, HeldRow>;
+      try {
+        rows = await readRows(first.map((waiter) => waiter.id));
+      } catch {
+        for (const waiter of first) waiter.reject(failure);
+        return;
+      }
+      for (const waiter of first) {
+        const row = rows.get(waiter.id);
+        if (row !== undefined && row.fp === waiter.fp && row.outcome === waiter.outcome) waiter.resolve(waiter.outcome !== '');
+        else if (row !== undefined && (row.fp !== waiter.fp || (row.outcome !== null && row.outcome !== undefined))) waiter.resolve(false);
+        else waiter.reject(failure);
+      }
+      return;
+    }
+    // An id missing from the reply was not updated: another fingerprint, recorded already, or expired.
+    for (const waiter of first) waiter.resolve(kept.get(waiter.id) === true);
+    for (const waiter of repeated) waiter.resolve(false);
+  };
+
+  const claimQueue =
+    groupCommit === undefined
+      ? undefined
+      : createBatcher<ClaimWaiter, ClaimResult>({ ...batcherOptions(groupCommit, maxConnections), run: runClaimBatch });
+  // Two record batches in flight per store at most: record batches of a namespace take turns under its budget lock,
+  // the second waiting for it on the server (no round trip lost between them); more would only hold connections
+  // (that claims and consumes need) while they wait for it.
+  const recordQueue =
+    groupCommit === undefined
+      ? undefined
+      : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, 2), run: runRecordBatch });
 
   /**
    * A claim whose expiry is not in the future: as for consume, such an id cannot be remembered, so it is never
@@ -670,47 +1004,27 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     }
   };
 
-  /** Not part of group commit (claims are per round, far rarer than consumes): one statement of its own. */
+  /** Claims ride the group commit as consumes do (a queue of their own: one statement per batch of claims). */
   const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
     const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
     assertOpen();
     if (expires <= now()) return claimExpired(id, fingerprint);
-    for (let attempt = 0; attempt < CLAIM_TRIES; attempt++) {
-      const mine = ownerValue();
-      let found: ClaimResult | undefined;
-      try {
-        found = await runClaim(id, expires, fingerprint, mine);
-      } catch (error) {
-        if (error instanceof Unsent) throw toStoreError(error.error);
-        if (isServerError(error) || closed) throw toStoreError(error);
-        return resolveLostClaim(id, fingerprint, mine, error);
-      }
-      if (found !== undefined) return found;
-    }
-    throw unsettledClaimError();
+    return new Promise<ClaimResult>((resolve, reject) => {
+      const waiter: ClaimWaiter = { id, expires, fp: fingerprint, queuedAt: performance.now(), resolve, reject };
+      if (claimQueue === undefined) runClaimBatch([waiter]).catch((error: unknown) => reject(toStoreError(error)));
+      else claimQueue.push(waiter);
+    });
   };
 
+  /** Records ride the group commit too (a queue of their own: one transaction per batch of records). */
   const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
     const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
     assertOpen();
-    try {
-      const result = await send({ ...recordQuery, values: [namespace, id, fingerprint, stored, Math.floor(now())] }, deadlineMs);
-      return result.rowCount === 1 && stored !== '';
-    } catch (error) {
-      if (error instanceof Unsent) throw toStoreError(error.error);
-      if (isServerError(error) || closed) throw toStoreError(error);
-      // Lost reply: this outcome on the row → it was stored; a row that this update cannot have changed
-      // (another fingerprint, another outcome) → false; anything else is unknown → the original failure.
-      let row: HeldRow | undefined;
-      try {
-        row = await readRow(id);
-      } catch {
-        throw toStoreError(error);
-      }
-      if (row !== undefined && row.fp === fingerprint && row.outcome === stored) return stored !== '';
-      if (row !== undefined && (row.fp !== fingerprint || (row.outcome !== null && row.outcome !== undefined))) return false;
-      throw toStoreError(error);
-    }
+    return new Promise<boolean>((resolve, reject) => {
+      const waiter: RecordWaiter = { id, fp: fingerprint, outcome: stored, queuedAt: performance.now(), resolve, reject };
+      if (recordQueue === undefined) runRecordBatch([waiter]).catch((error: unknown) => reject(toStoreError(error)));
+      else recordQueue.push(waiter);
+    });
   };
 
   const runPurge = async (): Promise<number> => {
@@ -729,6 +1043,14 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
       total += deleted;
       if (deleted < purge.batchSize) break;
     }
+    // Budget buckets the clock has left (a bucket counts while the clock is in it or before it).
+    await bounded(
+      pool.query({
+        ...purgeBudgetQuery,
+        values: [budgetBucket(Math.floor(now()) - purge.graceMs)],
+        query_timeout: statementTimeoutMs,
+      }),
+    );
     return total;
   };
 
@@ -746,6 +1068,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     dialect: 'postgres',
     table,
     maxOutcomeBytes,
+    outcomeBudgetBytes,
     consume,
     claim,
     record,
@@ -769,7 +1092,10 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
         closed = true;
         stopPurge();
         // Consumes still queued fail closed; a statement already sent settles its own.
-        queue?.failAll(() => new StoreUnavailableError({ cause: new Error('replay store is closed') }));
+        const closedError = () => new StoreUnavailableError({ cause: new Error('replay store is closed') });
+        queue?.failAll(closedError);
+        claimQueue?.failAll(closedError);
+        recordQueue?.failAll(closedError);
         closing = (async () => {
           if (injected !== undefined) return;
           // Wait for a pool that is still being created, then end it (never twice).

@@ -4,35 +4,38 @@ import {
   boolOption,
   fnOption,
   intOption,
+  createBatcher,
   oneOfOption,
   optionsObject,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import {
-  CLAIM_TRIES,
+  batcherOptions,
+  budgetBucket,
+  type ClaimWaiter,
   checkClaimArgs,
   checkConsumeArgs,
   checkNamespace,
   checkRecordArgs,
   DEFAULT_TABLE,
   FIRST,
-  createGroupCommit,
   groupCommitSettings,
   type HeldRow,
   heldStatus,
   isLive,
-  maxOutcomeBytesOption,
+  MAX_FINGERPRINT_MISSES,
   once,
+  outcomeLimits,
   ownerValue,
   ownerValues,
   purgeSettings,
   quoteIdentifier,
+  type RecordWaiter,
   REPLAYED,
   type SqlReplayStore,
   type SqlStoreCommonOptions,
   startPurgeTimer,
   toStoreError,
-  unsettledClaimError,
   type Waiter,
 } from './common.js';
 import {
@@ -44,6 +47,12 @@ import {
 } from './drivers.js';
 
 export interface SqliteStoreOptions extends SqlStoreCommonOptions, SqliteConnectionOptions {}
+
+type ConsumeOp = Waiter & { readonly kind: 'consume' };
+type ClaimOp = ClaimWaiter & { readonly kind: 'claim' };
+type RecordOp = RecordWaiter & { readonly kind: 'record' };
+/** A call waiting for its batch: consumes, claims and records share one queue and one transaction per batch. */
+type Op = ConsumeOp | ClaimOp | RecordOp;
 
 const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -125,7 +134,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {});
   const groupCommit = groupCommitSettings(label, options);
-  const maxOutcomeBytes = maxOutcomeBytesOption(label, options);
+  const { maxOutcomeBytes, outcomeBudgetBytes } = outcomeLimits(label, options);
 
   // SQLite runs one write at a time (per database file, across processes), so the upsert is atomic:
   // it inserts a new id, takes over an expired row, or changes nothing (a live duplicate). The
@@ -137,25 +146,46 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner, fp = NULL, outcome = NULL ` +
     `WHERE ${table}.expires_at < ?`;
   const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
-  // claim: the same upsert keeping the fingerprint; when it changed nothing, the live row is read next (in the
-  // same synchronous call: no other statement of this connection runs in between).
+  // claim: the consume upsert that also keeps the fingerprint and always updates the row it meets, so RETURNING
+  // hands back the row as it left it (inside the batch's write transaction). An expired row is taken over
+  // (fingerprint and owner replaced, outcome and misses cleared); a live one keeps its values, except that a claim
+  // with another fingerprint of a row held by a claim counts a miss, the MAX_FINGERPRINT_MISSES-th marking the
+  // outcome '' ("done, not kept"). The row holds this call's owner exactly when this claim took the id.
+  const old = (column: string) => `${table}.${column}`;
+  const expired = `${old('expires_at')} < @now`;
+  const miss = `${old('fp')} IS NOT NULL AND ${old('fp')} <> excluded.fp`;
   const claimSql =
-    `INSERT INTO ${table} (ns, id, expires_at, owner, fp) VALUES (?, ?, ?, ?, ?) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner, fp = excluded.fp, outcome = NULL ` +
-    `WHERE ${table}.expires_at < ?`;
+    `INSERT INTO ${table} (ns, id, expires_at, owner, fp) VALUES (@ns, @id, @expires, @owner, @fp) ON CONFLICT (ns, id) DO UPDATE SET ` +
+    `expires_at = CASE WHEN ${expired} THEN excluded.expires_at ELSE ${old('expires_at')} END, ` +
+    `owner = CASE WHEN ${expired} THEN excluded.owner ELSE ${old('owner')} END, ` +
+    `fp = CASE WHEN ${expired} THEN excluded.fp ELSE ${old('fp')} END, ` +
+    `outcome = CASE WHEN ${expired} THEN NULL WHEN ${miss} AND coalesce(${old('misses')}, 0) + 1 >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE ${old('outcome')} END, ` +
+    `misses = CASE WHEN ${expired} THEN NULL WHEN ${miss} THEN coalesce(${old('misses')}, 0) + 1 ELSE ${old('misses')} END ` +
+    'RETURNING owner, fp, outcome, misses, expires_at';
   const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
   const recordSql = `UPDATE ${table} SET outcome = ? WHERE ns = ? AND id = ? AND fp = ? AND outcome IS NULL AND expires_at >= ?`;
+  // The outcome budget: bytes of kept outcomes per namespace and expiry bucket (see recordIn).
+  const budgetTable = `"${tableName}_budget"`;
+  const heldSql = `SELECT coalesce(sum(bytes), 0) AS held FROM ${budgetTable} WHERE ns = ? AND bucket >= ?`;
+  const bumpSql =
+    `INSERT INTO ${budgetTable} (ns, bucket, bytes) VALUES (?, ?, ?) ` +
+    `ON CONFLICT (ns, bucket) DO UPDATE SET bytes = ${budgetTable}.bytes + excluded.bytes`;
   const purgeSql = `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
+  const purgeBudgetSql = `DELETE FROM ${budgetTable} WHERE bucket < ?`;
   const createTableSql =
     `CREATE TABLE IF NOT EXISTS ${table} (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, fp TEXT, outcome TEXT, ` +
-    'PRIMARY KEY (ns, id))';
+    'misses INTEGER, PRIMARY KEY (ns, id))';
+  const createBudgetSql = `CREATE TABLE IF NOT EXISTS ${budgetTable} (ns TEXT NOT NULL, bucket INTEGER NOT NULL, bytes INTEGER NOT NULL, PRIMARY KEY (ns, bucket))`;
   const createIndexSql = `CREATE INDEX IF NOT EXISTS ${indexName} ON ${table} (expires_at)`;
-  // Columns added after the first version (`owner`; `fp` and `outcome` for outcome recording): a table created
-  // by an earlier version lacks some. SQLite has no ADD COLUMN IF NOT EXISTS, so the catalog says which.
-  const addedColumns = ['owner', 'fp', 'outcome'] as const;
+  // Columns added after the first version (`owner`; `fp` and `outcome` for outcome recording; `misses` for claims
+  // with another fingerprint): a table created by an earlier version lacks some. SQLite has no ADD COLUMN IF NOT
+  // EXISTS, so the catalog says which.
+  const addedColumns = ['owner', 'fp', 'outcome', 'misses'] as const;
+  const columnType: Record<(typeof addedColumns)[number], string> = { owner: 'TEXT', fp: 'TEXT', outcome: 'TEXT', misses: 'INTEGER' };
   const tableInfoSql = `PRAGMA table_info(${table})`;
   const indexSql = "SELECT 1 AS found FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE AND tbl_name = ? COLLATE NOCASE";
-  const addColumnSql = (column: string) => `ALTER TABLE ${table} ADD COLUMN ${column} TEXT`;
+  const addColumnSql = (column: (typeof addedColumns)[number]) => `ALTER TABLE ${table} ADD COLUMN ${column} ${columnType[column]}`;
+  const budgetSql = "SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE";
 
   let closed = false;
   let owned: SqliteDatabaseLike | undefined;
@@ -182,6 +212,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
       table: columns.size > 0,
       missing: addedColumns.filter((column) => !columns.has(column)),
       index: db.prepare(indexSql).get(`${tableName}_expires_at_idx`, tableName) !== undefined,
+      budget: db.prepare(budgetSql).get(`${tableName}_budget`) !== undefined,
     };
   };
 
@@ -189,7 +220,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     const db = await dbReady.get();
     // Nothing missing (every start but the first): no DDL and no write lock.
     const found = readCatalog(db);
-    if (found.table && found.missing.length === 0 && found.index) return;
+    if (found.table && found.missing.length === 0 && found.index && found.budget) return;
     // BEGIN IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two processes
     // creating the schema at once run one after the other.
     db.exec('BEGIN IMMEDIATE');
@@ -199,6 +230,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
       if (!catalog.table) db.exec(createTableSql);
       else for (const column of catalog.missing) db.exec(addColumnSql(column));
       if (!catalog.index) db.exec(createIndexSql);
+      if (!catalog.budget) db.exec(createBudgetSql);
       db.exec('COMMIT');
     } catch (error) {
       try {
@@ -220,6 +252,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     claim: SqliteStatementLike;
     row: SqliteStatementLike;
     record: SqliteStatementLike;
+    held: SqliteStatementLike;
+    bump: SqliteStatementLike;
+    purgeBudget: SqliteStatementLike;
     begin: SqliteStatementLike;
     commit: SqliteStatementLike;
     rollback: SqliteStatementLike;
@@ -237,6 +272,9 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
         claim: db.prepare(claimSql),
         row: db.prepare(rowSql),
         record: db.prepare(recordSql),
+        held: db.prepare(heldSql),
+        bump: db.prepare(bumpSql),
+        purgeBudget: db.prepare(purgeBudgetSql),
         // BEGIN IMMEDIATE takes the write lock first (waiting up to busy_timeout): the batch cannot
         // fail half-way on a lock held by another process.
         begin: db.prepare('BEGIN IMMEDIATE'),
@@ -286,56 +324,127 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
 
   const closedError = () => new StoreUnavailableError({ cause: new Error('replay store is closed') });
 
+  /** A wrapped database that failed after a write may have written it: rethrown unless it is that case. */
+  const surely = (prepared: Statements, error: unknown): void => {
+    if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
+  };
+
   /**
-   * Runs one batch of queued consumes in one `BEGIN IMMEDIATE … COMMIT` (one commit, one sync, for the
-   * whole batch) and settles each waiter once the commit has succeeded. A repeated id in the batch is
-   * answered `false` (its first waiter is the only one that can win). A SQLite error (a busy lock past
-   * busy_timeout, a full disk, a failed commit) rolls the batch back and fails every waiter closed.
+   * One claim, inside the batch's transaction: the upsert (see claimSql) hands back the row as it left it. Its
+   * owner is this call's exactly when it took the id. A wrapped database failing after the write is asked once,
+   * as for a consume.
    */
-  const runBatch = async (batch: Waiter[]): Promise<void> => {
+  const claimIn = (prepared: Statements, op: ClaimOp, t: number, mine: string): ClaimResult => {
+    let row: HeldRow | undefined;
+    try {
+      row = prepared.claim.get({ ns: namespace, id: op.id, expires: op.expires, owner: mine, fp: op.fp, now: t }) as HeldRow | undefined;
+    } catch (error) {
+      surely(prepared, error);
+      try {
+        row = prepared.row.get(namespace, op.id) as HeldRow | undefined;
+      } catch {
+        throw toStoreError(error);
+      }
+      if (row !== undefined && row.owner === mine) return FIRST;
+      if (isLive(row, Math.floor(now()))) return heldStatus(row, op.fp);
+      throw toStoreError(error);
+    }
+    if (row === undefined) throw toStoreError(new Error('claim: the upsert returned no row'));
+    return row.owner === mine ? FIRST : heldStatus(row, op.fp);
+  };
+
+  /**
+   * One record, inside the batch's transaction (the single writer: nothing else writes in between): the claim's own
+   * fingerprint, no outcome yet, live; the outcome is kept when it is not '' and fits in what the namespace's
+   * budget has left (its bytes go to the bucket of the id's expiry), else '' is stored.
+   */
+  const recordIn = (prepared: Statements, op: RecordOp, t: number, budget: { left: number | undefined }): boolean => {
+    const row = prepared.row.get(namespace, op.id) as HeldRow | undefined;
+    if (row === undefined || row.fp !== op.fp || (row.outcome !== null && row.outcome !== undefined)) return false;
+    const expires = Number(row.expires_at);
+    if (!(expires >= t)) return false;
+    budget.left ??=
+      outcomeBudgetBytes - Number((prepared.held.get(namespace, budgetBucket(t)) as { held?: unknown } | undefined)?.held ?? 0);
+    const bytes = op.outcome === '' ? 0 : Buffer.byteLength(op.outcome, 'utf8');
+    const keep = bytes > 0 && bytes <= budget.left;
+    try {
+      prepared.record.run(keep ? op.outcome : '', namespace, op.id, op.fp, t);
+      if (keep) prepared.bump.run(namespace, budgetBucket(expires), bytes);
+    } catch (error) {
+      surely(prepared, error);
+      // A wrapped database failing after the write: this outcome on the row → stored; else unknown.
+      let after: HeldRow | undefined;
+      try {
+        after = prepared.row.get(namespace, op.id) as HeldRow | undefined;
+      } catch {
+        throw toStoreError(error);
+      }
+      if (after !== undefined && after.fp === op.fp && after.outcome === (keep ? op.outcome : '')) return keep;
+      throw toStoreError(error);
+    }
+    if (keep) budget.left -= bytes;
+    return keep;
+  };
+
+  /**
+   * Runs one batch of queued consumes, claims and records, in queue order, in one `BEGIN IMMEDIATE … COMMIT`
+   * (one commit, one sync, for the whole batch; a lone consume is one autocommit statement), and settles each once
+   * the commit has succeeded. Statements run one after the other, so a later call of an id sees what an earlier
+   * one wrote (a repeated consume is `false`, a repeated claim `pending` or a miss). A SQLite error (a busy lock past
+   * busy_timeout, a full disk, a failed commit) rolls the batch back and fails every call closed.
+   */
+  const runBatch = async (batch: Op[]): Promise<void> => {
     let prepared: Statements;
     try {
       prepared = statements ?? (await ready());
       assertOpen();
     } catch (error) {
       const failure = toStoreError(error);
-      for (const waiter of batch) waiter.reject(failure);
+      for (const op of batch) op.reject(failure);
       return;
     }
-    if (batch.length === 1) {
-      const waiter = batch[0] as Waiter;
+    const lone = batch[0] as Op;
+    if (batch.length === 1 && lone.kind === 'consume') {
       try {
-        waiter.resolve(consumeOne(prepared, waiter.id, waiter.expires, ownerValue()));
+        lone.resolve(consumeOne(prepared, lone.id, lone.expires, ownerValue()));
       } catch (error) {
-        waiter.reject(toStoreError(error));
+        lone.reject(toStoreError(error));
       }
       return;
     }
+    const answers = new Array<boolean | ClaimResult | MrtrError>(batch.length);
+    // One random draw for the batch's owner values (a draw per call costs as much as the statement at high rates).
     const owners = ownerValues(batch.length);
-    const answers = new Array<boolean | MrtrError>(batch.length);
-    const seen = new Set<string>();
     try {
       prepared.begin.run();
       try {
         const t = Math.floor(now());
+        const budget: { left: number | undefined } = { left: undefined };
+        // Ids an earlier consume or claim of this batch left live: a later consume of one is false without a statement.
+        const held = new Set<string>();
         for (let i = 0; i < batch.length; i++) {
-          const waiter = batch[i] as Waiter;
-          if (seen.has(waiter.id)) {
-            answers[i] = false;
-            continue;
-          }
-          seen.add(waiter.id);
-          const mine = owners[i] as string;
+          const op = batch[i] as Op;
           try {
-            answers[i] = prepared.consume.run(namespace, waiter.id, waiter.expires, mine, t).changes > 0;
-          } catch (error) {
-            if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
-            // A wrapped database failing after the write: asked inside the transaction, like a single consume.
-            try {
-              answers[i] = resolveLost(prepared.owner, waiter.id, mine, error);
-            } catch (unknown) {
-              answers[i] = toStoreError(unknown);
+            if (op.kind === 'consume' && held.has(op.id)) {
+              answers[i] = false;
+              continue;
             }
+            if (op.kind !== 'record') held.add(op.id);
+            if (op.kind === 'claim') answers[i] = claimIn(prepared, op, t, owners[i] as string);
+            else if (op.kind === 'record') answers[i] = recordIn(prepared, op, t, budget);
+            else {
+              const mine = owners[i] as string;
+              try {
+                answers[i] = prepared.consume.run(namespace, op.id, op.expires, mine, t).changes > 0;
+              } catch (error) {
+                surely(prepared, error);
+                // A wrapped database failing after the write: asked inside the transaction, like a single consume.
+                answers[i] = resolveLost(prepared.owner, op.id, mine, error);
+              }
+            }
+          } catch (error) {
+            if (!MrtrError.is(error) || !prepared.db.open) throw error;
+            answers[i] = error;
           }
         }
         prepared.commit.run();
@@ -349,17 +458,21 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
       }
     } catch (error) {
       const failure = toStoreError(error);
-      for (const waiter of batch) waiter.reject(failure);
+      for (const op of batch) op.reject(failure);
       return;
     }
     for (let i = 0; i < batch.length; i++) {
-      const answer = answers[i] as boolean | MrtrError;
-      if (typeof answer === 'boolean') (batch[i] as Waiter).resolve(answer);
-      else (batch[i] as Waiter).reject(answer);
+      const answer = answers[i] as boolean | ClaimResult | MrtrError;
+      const op = batch[i] as Op;
+      if (answer instanceof MrtrError) op.reject(answer);
+      else (op.resolve as (value: boolean | ClaimResult) => void)(answer);
     }
   };
 
-  const queue = groupCommit === undefined ? undefined : createGroupCommit(groupCommit, 'immediate', runBatch);
+  const queue =
+    groupCommit === undefined
+      ? undefined
+      : createBatcher<Op, boolean | ClaimResult>({ ...batcherOptions(groupCommit, 1), flush: 'immediate', run: runBatch });
 
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
@@ -368,7 +481,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     if (expires <= now()) return false;
     if (queue !== undefined) {
       return new Promise<boolean>((resolve, reject) => {
-        queue.push({ id, expires, queuedAt: 0, resolve, reject });
+        queue.push({ kind: 'consume', id, expires, queuedAt: 0, resolve, reject });
       });
     }
     try {
@@ -381,89 +494,43 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     }
   };
 
-  /**
-   * One claim: the upsert, then (when it changed nothing) the row it met. Synchronous from the upsert to the
-   * read, so no statement of this connection comes in between; another process can still remove or take over
-   * the row in between (its clock saw it expired), and then the claim runs again (CLAIM_TRIES at most, then it
-   * fails closed), never answering `first` for a row it did not write.
-   */
-  const claimOne = (prepared: Statements, id: string, expires: number, fingerprint: string): ClaimResult => {
-    for (let attempt = 0; attempt < CLAIM_TRIES; attempt++) {
-      const mine = ownerValue();
-      const t = Math.floor(now());
-      let changes: number;
-      try {
-        changes = prepared.claim.run(namespace, id, expires, mine, fingerprint, t).changes;
-      } catch (error) {
-        if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
-        // A wrapped database failing after the write: asked once, as for a consume.
-        let row: HeldRow | undefined;
-        try {
-          row = prepared.row.get(namespace, id) as HeldRow | undefined;
-        } catch {
-          throw toStoreError(error);
-        }
-        if (row !== undefined && row.owner === mine) return FIRST;
-        if (isLive(row, Math.floor(now()))) return heldStatus(row, fingerprint);
-        throw toStoreError(error);
-      }
-      if (changes > 0) return FIRST;
-      const row = prepared.row.get(namespace, id) as HeldRow | undefined;
-      if (isLive(row, t)) return heldStatus(row, fingerprint);
-    }
-    throw unsettledClaimError();
-  };
-
-  /** Not part of group commit (claims are per round, far rarer than consumes): one statement of its own. */
+  /** Claims ride the group commit with consumes and records (one transaction per batch). */
   const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
     const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
     assertOpen();
-    try {
-      const prepared = statements ?? (await ready());
-      assertOpen();
+    if (expires <= now()) {
       // As for consume: an id already past its expiry cannot be remembered, so it is never a first use and
       // nothing is written; a live row of the id still answers how it is held (read only).
-      if (expires <= now()) {
+      try {
+        const prepared = statements ?? (await ready());
+        assertOpen();
         const row = prepared.row.get(namespace, id) as HeldRow | undefined;
         return isLive(row, Math.floor(now())) ? heldStatus(row, fingerprint) : REPLAYED;
+      } catch (error) {
+        throw toStoreError(error);
       }
-      return claimOne(prepared, id, expires, fingerprint);
-    } catch (error) {
-      throw toStoreError(error);
     }
+    return new Promise<ClaimResult>((resolve, reject) => {
+      const op: Op = { kind: 'claim', id, expires, fp: fingerprint, queuedAt: 0, resolve, reject };
+      if (queue !== undefined) queue.push(op);
+      else runBatch([op]).catch((error: unknown) => reject(toStoreError(error)));
+    });
   };
 
+  /** Records ride the group commit with consumes and claims (one transaction per batch). */
   const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
     const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
     assertOpen();
-    let prepared: Statements;
-    try {
-      prepared = statements ?? (await ready());
-      assertOpen();
-    } catch (error) {
-      throw toStoreError(error);
-    }
-    try {
-      return prepared.record.run(stored, namespace, id, fingerprint, Math.floor(now())).changes > 0 && stored !== '';
-    } catch (error) {
-      if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw toStoreError(error);
-      // A wrapped database failing after the write: this outcome on the row → stored; a row this update cannot
-      // have changed → false; else unknown.
-      let row: HeldRow | undefined;
-      try {
-        row = prepared.row.get(namespace, id) as HeldRow | undefined;
-      } catch {
-        throw toStoreError(error);
-      }
-      if (row !== undefined && row.fp === fingerprint && row.outcome === stored) return stored !== '';
-      if (row !== undefined && (row.fp !== fingerprint || (row.outcome !== null && row.outcome !== undefined))) return false;
-      throw toStoreError(error);
-    }
+    return new Promise<boolean>((resolve, reject) => {
+      const op: Op = { kind: 'record', id, fp: fingerprint, outcome: stored, queuedAt: 0, resolve, reject };
+      if (queue !== undefined) queue.push(op);
+      else runBatch([op]).catch((error: unknown) => reject(toStoreError(error)));
+    });
   };
 
   const runPurge = async (): Promise<number> => {
     assertOpen();
-    const { purge: statement } = await ready();
+    const { purge: statement, purgeBudget } = await ready();
     let total = 0;
     for (let batch = 0; batch < purge.maxBatches && !closed; batch++) {
       if (batch > 0) await yieldToEventLoop();
@@ -472,6 +539,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
       total += deleted;
       if (deleted < purge.batchSize) break;
     }
+    // Budget buckets the clock has left (a bucket counts while the clock is in it or before it).
+    if (!closed) purgeBudget.run(budgetBucket(Math.floor(now()) - purge.graceMs));
     return total;
   };
 
@@ -489,6 +558,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     dialect: 'sqlite',
     table,
     maxOutcomeBytes,
+    outcomeBudgetBytes,
     consume,
     claim,
     record,

@@ -56,6 +56,7 @@ export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions, Pos
 /** Arbitrary 32-bit class ids for `pg_advisory_xact_lock(int, int)`: "mrtr" (schema, as the replay store) and "mrtk" (a principal's creates). */
 const SCHEMA_LOCK_CLASS = 0x6d727472;
 const CREATE_LOCK_CLASS = 0x6d72746b;
+const NAMESPACE_LOCK_CLASS = 0x6d72746e;
 const LOCK_NOT_AVAILABLE = '55P03';
 
 type Query = (config: PgQueryConfigLike) => Promise<PgQueryResultLike>;
@@ -79,7 +80,7 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString.length === 0)) {
     throw new TypeError(`${label}: connectionString must be a non-empty string`);
   }
-  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept } = parseTaskStoreLimits(label, options);
+  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(label, options);
   const settings = taskSettings(label, options, { maxLive, maxKept });
   const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize } = settings;
   const quotedTable = quoteIdentifier(`${label}: table`, tableName);
@@ -87,6 +88,9 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const table = quotedSchema === undefined ? quotedTable : `${quotedSchema}.${quotedTable}`;
   // Derived from the validated table name (≤ 48 + 14 characters, within PostgreSQL's 63).
   const principalIndex = `${tableName}_principal_idx`;
+  // Tasks held per namespace (≤ 48 + 7 characters), kept in step by every create under the namespace's lock.
+  const quotedCounts = `"${tableName}_counts"`;
+  const countsTable = quotedSchema === undefined ? quotedCounts : `${quotedSchema}.${quotedCounts}`;
   const expiryIndex = `${tableName}_expires_at_idx`;
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
   const connectionTimeoutMs = renamedOption(label, options, 'connectTimeoutMs', 'connectionTimeoutMs', (name, value) =>
@@ -105,35 +109,54 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
     'version bigint NOT NULL, expires_at bigint NOT NULL, record text NOT NULL, PRIMARY KEY (ns, task_id))';
   const createPrincipalIndexSql = `CREATE INDEX IF NOT EXISTS "${principalIndex}" ON ${table} (ns, principal, expires_at)`;
   const createExpiryIndexSql = `CREATE INDEX IF NOT EXISTS "${expiryIndex}" ON ${table} (expires_at)`;
+  const createCountsSql = `CREATE TABLE IF NOT EXISTS ${countsTable} (ns text PRIMARY KEY, tasks bigint NOT NULL)`;
   // Read from the catalog before anything is changed: no lock on the table when nothing is missing.
   const hasIndex = (n: number) =>
     `EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $${n})`;
   const catalogSql =
-    `SELECT c.oid IS NOT NULL AS has_table, ${hasIndex(2)} AS has_principal_index, ${hasIndex(3)} AS has_expiry_index ` +
-    'FROM (SELECT to_regclass($1::text)::oid AS oid) AS c';
-  const catalogValues = [table, principalIndex, expiryIndex];
+    `SELECT c.oid IS NOT NULL AS has_table, ${hasIndex(2)} AS has_principal_index, ${hasIndex(3)} AS has_expiry_index, ` +
+    'to_regclass($4::text) IS NOT NULL AS has_counts FROM (SELECT to_regclass($1::text)::oid AS oid) AS c';
+  const catalogValues = [table, principalIndex, expiryIndex, countsTable];
 
   const getSql = `SELECT principal, version, record FROM ${table} WHERE ns = $1 AND task_id = $2 AND expires_at > $3`;
   const updateSql =
     `UPDATE ${table} SET record = $4, version = version + 1, live = $5, expires_at = $6 ` +
     'WHERE ns = $1 AND task_id = $2 AND version = $3 AND expires_at > $7';
   const lockSql = 'SELECT pg_advisory_xact_lock($1, hashtext($2))';
+  // The principal's lock, then the namespace's (always in this order: no deadlock between creates).
+  const locksSql = 'SELECT pg_advisory_xact_lock($1, hashtext($2)), pg_advisory_xact_lock($3, hashtext($4))';
   // This principal's expired tasks go, then its live (unfinished) and kept tasks are counted, each count
-  // stopping at its bound (bounded work whatever the table holds).
+  // stopping at its bound (bounded work whatever the table holds), and the namespace's count is read (after the
+  // namespace's lock: see create).
   const countSql =
-    `WITH gone AS (DELETE FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at <= $3) SELECT ` +
+    `WITH gone AS (DELETE FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at <= $3 RETURNING 1) SELECT ` +
     `(SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at > $3 AND live LIMIT $4) AS l) AS live, ` +
-    `(SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at > $3 LIMIT $5) AS k) AS kept`;
+    `(SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at > $3 LIMIT $5) AS k) AS kept, ` +
+    `(SELECT count(*) FROM gone) AS gone, (SELECT tasks FROM ${countsTable} WHERE ns = $1) AS tasks`;
+  // A namespace without a count yet (a table of an earlier version): counted once.
+  const initialCountSql = `SELECT count(*) AS tasks FROM ${table} WHERE ns = $1`;
+  // A full store: its expired rows go first (every one of the namespace: at most maxTasks)…
+  const dropExpiredSql = `DELETE FROM ${table} WHERE ns = $1 AND expires_at <= $2`;
+  // …then the oldest (soonest to expire) final task of the principal holding the most tasks among those holding a final one.
+  const makeRoomSql =
+    `DELETE FROM ${table} WHERE ctid = (SELECT ctid FROM ${table} WHERE ns = $1 AND NOT live AND expires_at > $2 AND principal = ` +
+    `(SELECT principal FROM ${table} WHERE ns = $1 AND expires_at > $2 GROUP BY principal HAVING bool_or(NOT live) ORDER BY count(*) DESC, principal LIMIT 1) ` +
+    'ORDER BY expires_at, task_id LIMIT 1)';
   // A new id is inserted; an expired row of the id (any principal's: it counts for nobody) is taken over; a live
   // one is left alone and rowCount is 0.
   const insertSql =
     `INSERT INTO ${table} AS t (ns, task_id, principal, live, version, expires_at, record) VALUES ($1, $2, $3, $4, 1, $5, $6) ` +
     'ON CONFLICT (ns, task_id) DO UPDATE SET principal = EXCLUDED.principal, live = EXCLUDED.live, version = t.version + 1, ' +
-    'expires_at = EXCLUDED.expires_at, record = EXCLUDED.record WHERE t.expires_at <= $7';
-  // Other expired rows (every namespace), a bounded batch; SKIP LOCKED never waits for a row being written.
+    'expires_at = EXCLUDED.expires_at, record = EXCLUDED.record WHERE t.expires_at <= $7 RETURNING (xmax = 0) AS fresh';
+  // Other expired rows of the namespace, a bounded batch (SKIP LOCKED never waits for a row being written), and the
+  // namespace's count written back.
   const purgeSql =
-    `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE expires_at <= $1 ` +
-    `ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at <= $1`;
+    `WITH d AS (DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ns = $1 AND expires_at <= $2 ` +
+    'ORDER BY expires_at LIMIT $3 FOR UPDATE SKIP LOCKED)) AND expires_at <= $2 RETURNING 1) ' +
+    `INSERT INTO ${countsTable} AS c (ns, tasks) SELECT $1, $4::bigint - (SELECT count(*) FROM d) ` +
+    'ON CONFLICT (ns) DO UPDATE SET tasks = EXCLUDED.tasks';
+  // A namespace's tasks are counted under this lock (class "mrtn"), taken after the principal's.
+  const namespaceKey = JSON.stringify([table, namespace]);
 
   let closed = false;
   let closing: Promise<void> | undefined;
@@ -205,7 +228,14 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
     const catalog = (await pool.query({ text: catalogSql, values: catalogValues, query_timeout: replyWaitMs })).rows[0] as
       | Record<string, unknown>
       | undefined;
-    if (catalog?.has_table === true && catalog.has_principal_index === true && catalog.has_expiry_index === true) return;
+    if (
+      catalog?.has_table === true &&
+      catalog.has_principal_index === true &&
+      catalog.has_expiry_index === true &&
+      catalog.has_counts === true
+    ) {
+      return;
+    }
     try {
       await withClient(pool, true, async (query) => {
         // Two processes running CREATE TABLE IF NOT EXISTS at once can both pass the existence check and one then
@@ -215,6 +245,7 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
         if (found.has_table !== true) await query({ text: createTableSql });
         if (found.has_principal_index !== true) await query({ text: createPrincipalIndexSql });
         if (found.has_expiry_index !== true) await query({ text: createExpiryIndexSql });
+        if (found.has_counts !== true) await query({ text: createCountsSql });
       });
     } catch (error) {
       if ((error as { code?: unknown } | null)?.code === LOCK_NOT_AVAILABLE) {
@@ -269,21 +300,44 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
         assertOpen();
         await withClient(pool, true, async (query) => {
           const t = Math.floor(now());
-          await query({ text: lockSql, values: [CREATE_LOCK_CLASS, JSON.stringify([table, namespace, row.principal])] });
+          await query({
+            text: locksSql,
+            values: [CREATE_LOCK_CLASS, JSON.stringify([table, namespace, row.principal]), NAMESPACE_LOCK_CLASS, namespaceKey],
+          });
           const counts = (await query({ text: countSql, values: [namespace, row.principal, t, maxLive, maxKept] })).rows[0] as
-            | { live?: unknown; kept?: unknown }
+            | { live?: unknown; kept?: unknown; gone?: unknown; tasks?: unknown }
             | undefined;
           const live = Number(counts?.live);
           const kept = Number(counts?.kept);
-          if (!Number.isInteger(live) || !Number.isInteger(kept)) throw new Error('task store: the count query answered no counts');
+          const gone = Number(counts?.gone);
+          if (!Number.isInteger(live) || !Number.isInteger(kept) || !Number.isInteger(gone)) {
+            throw new Error('task store: the count query answered no counts');
+          }
+          let tasks =
+            counts?.tasks === null || counts?.tasks === undefined
+              ? Number(((await query({ text: initialCountSql, values: [namespace] })).rows[0] as { tasks?: unknown } | undefined)?.tasks)
+              : Number(counts.tasks) - gone;
+          if (!Number.isSafeInteger(tasks) || tasks < 0) throw new Error('task store: the namespace count is not a count');
           if (row.live && live >= maxLive) throw new Refusal(new TaskLimitError('live', maxLive));
           if (kept >= maxKept) throw new Refusal(new TaskLimitError('kept', maxKept));
+          if (tasks >= maxTasks) {
+            // Full: the namespace's expired tasks go, then (still full) a final task of the heaviest holder.
+            tasks -= (await query({ text: dropExpiredSql, values: [namespace, t] })).rowCount ?? 0;
+            if (tasks >= maxTasks) {
+              if ((await query({ text: makeRoomSql, values: [namespace, t] })).rowCount !== 1) {
+                throw new Refusal(new TaskLimitError('store', maxTasks));
+              }
+              tasks--;
+            }
+          }
           const inserted = await query({
             text: insertSql,
             values: [namespace, row.taskId, row.principal, row.live, row.expiresAt, row.json, t],
           });
           if (inserted.rowCount !== 1) throw new Refusal(taskIdExistsError());
-          if (purgeBatchSize > 0) await query({ text: purgeSql, values: [t, purgeBatchSize] });
+          // A fresh row adds one; an expired row of the id taken over was counted already.
+          if ((inserted.rows[0] as { fresh?: unknown } | undefined)?.fresh === true) tasks++;
+          await query({ text: purgeSql, values: [namespace, t, purgeBatchSize, tasks] });
         });
       });
     },

@@ -43,7 +43,7 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
   if (filename !== undefined && (typeof filename !== 'string' || filename.length === 0)) {
     throw new TypeError(`${label}: filename must be a non-empty string`);
   }
-  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept } = parseTaskStoreLimits(label, options);
+  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(label, options);
   const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize } = taskSettings(label, options, { maxLive, maxKept });
   const table = quoteIdentifier(`${label}: table`, tableName);
   const principalIndex = `${tableName}_principal_idx`;
@@ -59,6 +59,10 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
     'version INTEGER NOT NULL, expires_at INTEGER NOT NULL, record TEXT NOT NULL, PRIMARY KEY (ns, task_id))';
   const createPrincipalIndexSql = `CREATE INDEX IF NOT EXISTS "${principalIndex}" ON ${table} (ns, principal, expires_at)`;
   const createExpiryIndexSql = `CREATE INDEX IF NOT EXISTS "${expiryIndex}" ON ${table} (expires_at)`;
+  // Tasks held per namespace, kept in step by every create (the write transaction serialises them).
+  const countsName = `${tableName}_counts`;
+  const countsTable = `"${countsName}"`;
+  const createCountsSql = `CREATE TABLE IF NOT EXISTS ${countsTable} (ns TEXT PRIMARY KEY, tasks INTEGER NOT NULL)`;
   const tableSql = "SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE";
   const indexSql = "SELECT 1 AS found FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE AND tbl_name = ? COLLATE NOCASE";
 
@@ -73,8 +77,19 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
   const insertSql =
     `INSERT INTO ${table} (ns, task_id, principal, live, version, expires_at, record) VALUES (?, ?, ?, ?, 1, ?, ?) ` +
     'ON CONFLICT (ns, task_id) DO UPDATE SET principal = excluded.principal, live = excluded.live, version = version + 1, ' +
-    `expires_at = excluded.expires_at, record = excluded.record WHERE ${table}.expires_at <= ?`;
-  const purgeSql = `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)`;
+    `expires_at = excluded.expires_at, record = excluded.record WHERE ${table}.expires_at <= ? RETURNING version`;
+  // Other expired rows of the namespace, a bounded batch.
+  const purgeSql = `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE ns = ? AND expires_at <= ? ORDER BY expires_at LIMIT ?)`;
+  const readCountSql = `SELECT tasks FROM ${countsTable} WHERE ns = ?`;
+  const initialCountSql = `SELECT count(*) AS tasks FROM ${table} WHERE ns = ?`;
+  const writeCountSql = `INSERT INTO ${countsTable} (ns, tasks) VALUES (?, ?) ON CONFLICT (ns) DO UPDATE SET tasks = excluded.tasks`;
+  // A full store: its expired rows go first, then the oldest (soonest to expire) final task of the principal holding
+  // the most tasks among those holding a final one.
+  const dropExpiredSql = `DELETE FROM ${table} WHERE ns = ? AND expires_at <= ?`;
+  const makeRoomSql =
+    `DELETE FROM ${table} WHERE rowid = (SELECT rowid FROM ${table} WHERE ns = @ns AND live = 0 AND expires_at > @t AND principal = ` +
+    `(SELECT principal FROM ${table} WHERE ns = @ns AND expires_at > @t GROUP BY principal HAVING max(live = 0) = 1 ORDER BY count(*) DESC, principal LIMIT 1) ` +
+    'ORDER BY expires_at, task_id LIMIT 1)';
 
   let closed = false;
   let owned: SqliteDatabaseLike | undefined;
@@ -102,6 +117,7 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
     table: db.prepare(tableSql).get(tableName) !== undefined,
     principalIndex: db.prepare(indexSql).get(principalIndex, tableName) !== undefined,
     expiryIndex: db.prepare(indexSql).get(expiryIndex, tableName) !== undefined,
+    counts: db.prepare(tableSql).get(countsName) !== undefined,
   });
 
   /** Runs `work` in a `BEGIN IMMEDIATE` transaction (the write lock first, waiting up to busy_timeout). */
@@ -126,13 +142,14 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
     const db = await dbReady.get();
     // Nothing missing (every start but the first): no DDL and no write lock.
     const found = complete(db);
-    if (found.table && found.principalIndex && found.expiryIndex) return;
+    if (found.table && found.principalIndex && found.expiryIndex && found.counts) return;
     inWriteTransaction(db, db.prepare('BEGIN IMMEDIATE'), () => {
       // Another process may have finished while this one waited for the lock.
       const catalog = complete(db);
       if (!catalog.table) db.exec(createTableSql);
       if (!catalog.principalIndex) db.exec(createPrincipalIndexSql);
       if (!catalog.expiryIndex) db.exec(createExpiryIndexSql);
+      if (!catalog.counts) db.exec(createCountsSql);
     });
   };
   const schemaReady = once(runEnsureSchema);
@@ -145,6 +162,11 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
     count: SqliteStatementLike;
     insert: SqliteStatementLike;
     purge: SqliteStatementLike;
+    readCount: SqliteStatementLike;
+    initialCount: SqliteStatementLike;
+    writeCount: SqliteStatementLike;
+    dropExpired: SqliteStatementLike;
+    makeRoom: SqliteStatementLike;
     begin: SqliteStatementLike;
   }
   let statements: Statements | undefined;
@@ -160,6 +182,11 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
       count: db.prepare(countSql),
       insert: db.prepare(insertSql),
       purge: db.prepare(purgeSql),
+      readCount: db.prepare(readCountSql),
+      initialCount: db.prepare(initialCountSql),
+      writeCount: db.prepare(writeCountSql),
+      dropExpired: db.prepare(dropExpiredSql),
+      makeRoom: db.prepare(makeRoomSql),
       begin: db.prepare('BEGIN IMMEDIATE'),
     };
     return statements;
@@ -204,19 +231,44 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
       try {
         inWriteTransaction(s.db, s.begin, () => {
           const t = Math.floor(now());
-          s.deleteExpired.run(namespace, row.principal, t);
+          const gone = s.deleteExpired.run(namespace, row.principal, t).changes;
           const counts = s.count.get({ ns: namespace, principal: row.principal, t, maxLive, maxKept }) as
             | { live?: unknown; kept?: unknown }
             | undefined;
           const live = Number(counts?.live);
           const kept = Number(counts?.kept);
           if (!Number.isInteger(live) || !Number.isInteger(kept)) throw new Error('task store: the count query answered no counts');
+          const stored = (s.readCount.get(namespace) as { tasks?: unknown } | undefined)?.tasks;
+          let tasks =
+            stored === undefined || stored === null
+              ? Number((s.initialCount.get(namespace) as { tasks?: unknown } | undefined)?.tasks)
+              : Number(stored) - gone;
+          if (!Number.isSafeInteger(tasks) || tasks < 0) throw new Error('task store: the namespace count is not a count');
           if (row.live && live >= maxLive) refusal = new TaskLimitError('live', maxLive);
           else if (kept >= maxKept) refusal = new TaskLimitError('kept', maxKept);
-          else if (s.insert.run(namespace, row.taskId, row.principal, row.live ? 1 : 0, row.expiresAt, row.json, t).changes !== 1) {
-            refusal = taskIdExistsError();
-          } else if (purgeBatchSize > 0) s.purge.run(t, purgeBatchSize);
-          // A refusal changed nothing but the deletion of this principal's expired rows, which is kept.
+          else {
+            if (tasks >= maxTasks) {
+              // Full: the namespace's expired tasks go, then (still full) a final task of the heaviest holder.
+              tasks -= s.dropExpired.run(namespace, t).changes;
+              if (tasks >= maxTasks) {
+                if (s.makeRoom.run({ ns: namespace, t }).changes === 1) tasks--;
+                else refusal = new TaskLimitError('store', maxTasks);
+              }
+            }
+            if (refusal === undefined) {
+              const inserted = s.insert.get(namespace, row.taskId, row.principal, row.live ? 1 : 0, row.expiresAt, row.json, t) as
+                | { version?: unknown }
+                | undefined;
+              if (inserted === undefined) refusal = taskIdExistsError();
+              else {
+                // A fresh row adds one; an expired row of the id taken over was counted already.
+                if (Number(inserted.version) === 1) tasks++;
+                if (purgeBatchSize > 0) tasks -= s.purge.run(namespace, t, purgeBatchSize).changes;
+              }
+            }
+          }
+          s.writeCount.run(namespace, tasks);
+          // A refusal changed nothing but the deletion of expired rows, which is kept (and counted).
         });
       } catch (error) {
         throw toStoreError(error);

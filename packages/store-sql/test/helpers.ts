@@ -55,7 +55,8 @@ export async function dropTables(url: string, tables: readonly string[]): Promis
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
   await client.connect();
   try {
-    for (const table of tables) await client.query(`DROP TABLE IF EXISTS "${table}"`);
+    // With the stores' side tables: the replay store's outcome budget, the task store's namespace counts.
+    for (const table of tables) await client.query(`DROP TABLE IF EXISTS "${table}", "${table}_budget", "${table}_counts"`);
   } finally {
     await client.end();
   }

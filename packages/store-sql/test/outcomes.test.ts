@@ -63,6 +63,7 @@ interface Backend {
     now: () => number;
     namespace?: string;
     maxOutcomeBytes?: number;
+    outcomeBudgetBytes?: number;
     ensureSchema?: boolean;
   }): SqlReplayStore;
   /** A store on a connection that records every statement text it is sent. */
@@ -93,10 +94,12 @@ function outcomeTests(backend: Backend): void {
     await first.store.ensureSchema();
     const ddl = first.texts.filter((text) => /^\s*(ALTER|CREATE)\b/i.test(text));
     expect(ddl.length).toBeGreaterThan(0);
-    expect(ddl.every((text) => text.startsWith('ALTER'))).toBe(true);
+    // The missing columns are added (ALTER), the outcome budget's table is created; the table itself is kept.
+    expect(ddl.every((text) => text.startsWith('ALTER') || text.includes(`"${table}_budget"`))).toBe(true);
     expect(ddl.join('\n')).toMatch(/\bfp\b/);
     expect(ddl.join('\n')).toMatch(/\boutcome\b/);
-    expect((await backend.columns(table)).sort()).toEqual(['expires_at', 'fp', 'id', 'ns', 'outcome', 'owner']);
+    expect(ddl.join('\n')).toMatch(/\bmisses\b/);
+    expect((await backend.columns(table)).sort()).toEqual(['expires_at', 'fp', 'id', 'misses', 'ns', 'outcome', 'owner']);
 
     // Every later start: the catalog shows nothing missing, so no DDL, no lock, no transaction.
     for (let start = 0; start < 2; start++) {
@@ -152,6 +155,7 @@ function outcomeTests(backend: Backend): void {
     const exp = t + 60_000;
     const cases: [string, string, boolean][] = [
       ['exact', 'x'.repeat(10), true],
+      ['quoted', "a'\\b'';\\'", true], // quotes and backslashes come back unchanged (PostgreSQL writes records as literals)
       ['over', 'x'.repeat(11), false],
       ['multibyte', 'é'.repeat(6), false], // 6 characters, 12 bytes
       ['nul', 'a\u0000b', false], // PostgreSQL text cannot hold it unchanged
@@ -164,13 +168,13 @@ function outcomeTests(backend: Backend): void {
       expect((await backend.row(table, id))?.outcome).toBe(kept ? outcome : '');
       expect(await store.record(id, 'fp', 'small')).toBe(false); // recorded once, even as not kept
     }
-    // The default keeps 64 KiB.
+    // The default keeps 16 KiB (OutcomeStoreLimits).
     const plain = backend.store({ table, now });
-    expect(plain.maxOutcomeBytes).toBe(65_536);
+    expect(plain.maxOutcomeBytes).toBe(16_384);
     expect(status(await plain.claim('big', exp, 'fp'))).toBe('first');
-    expect(await plain.record('big', 'fp', 'y'.repeat(65_536))).toBe(true);
+    expect(await plain.record('big', 'fp', 'y'.repeat(16_384))).toBe(true);
     expect(status(await plain.claim('big2', exp, 'fp'))).toBe('first');
-    expect(await plain.record('big2', 'fp', 'y'.repeat(65_537))).toBe(false);
+    expect(await plain.record('big2', 'fp', 'y'.repeat(16_385))).toBe(false);
   });
 
   it("expiry on an injected clock: a claim after expiry is first (the old outcome is gone), consume and claim take over each other's expired rows, record after expiry is refused", async () => {
@@ -227,7 +231,7 @@ function outcomeTests(backend: Backend): void {
     expect(status(await store.claim('old0', t + 60_000, 'fp'))).toBe('first');
   });
 
-  it('misuse is a TypeError/RangeError; a bad maxOutcomeBytes is a labelled error at construction', async () => {
+  it('misuse is a TypeError/RangeError; a bad maxOutcomeBytes or outcomeBudgetBytes is a labelled error at construction', async () => {
     const table = backend.table('bad');
     const store = backend.store({ table, now });
     await expect(store.claim('id', t + 1000, '')).rejects.toBeInstanceOf(RangeError);
@@ -238,7 +242,7 @@ function outcomeTests(backend: Backend): void {
     await expect(store.record('id', 'x'.repeat(257), 'o')).rejects.toBeInstanceOf(RangeError);
     for (const [value, kind] of [
       [-1, RangeError],
-      [67_108_865, RangeError],
+      [512 * 1024 * 1024 + 1, RangeError],
       [1.5, TypeError],
       ['10', TypeError],
     ] as const) {
@@ -246,6 +250,20 @@ function outcomeTests(backend: Backend): void {
       expect(() => backend.store({ table, now, maxOutcomeBytes: value as number })).toThrow(/maxOutcomeBytes/);
     }
     expect(backend.store({ table, now, maxOutcomeBytes: 0 }).maxOutcomeBytes).toBe(0);
+    for (const [value, kind] of [
+      [-1, RangeError],
+      [1.5, TypeError],
+      ['10', TypeError],
+    ] as const) {
+      expect(() => backend.store({ table, now, outcomeBudgetBytes: value as number })).toThrow(kind);
+      expect(() => backend.store({ table, now, outcomeBudgetBytes: value as number })).toThrow(/outcomeBudgetBytes/);
+    }
+    expect(backend.store({ table, now }).outcomeBudgetBytes).toBe(64 * 1024 * 1024);
+    // A budget of 0 keeps nothing: every outcome is done, not kept.
+    const none = backend.store({ table, now, outcomeBudgetBytes: 0 });
+    expect(status(await none.claim('nobudget', t + 60_000, 'fp'))).toBe('first');
+    expect(await none.record('nobudget', 'fp', 'x')).toBe(false);
+    expect(status(await none.claim('nobudget', t + 60_000, 'fp'))).toBe('replayed');
   });
 
   it('a backend failure rejects claim and record with ERR_STORE_UNAVAILABLE (never first); so does a closed store', async () => {
@@ -480,7 +498,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     expect(await store.consume('after', Date.now() + 60_000)).toBe(true);
   });
 
-  it('injected pool without server-side timeouts: claim and record run in a transaction with SET LOCAL bounds', async () => {
+  it('injected pool without server-side timeouts: claim and record run in a transaction with SET LOCAL bounds (a record batch in one request)', async () => {
     const table = newTable('bare');
     const { pool, texts } = recorded(barePool());
     const store = track(createPostgresStore({ pool, table, purgeIntervalMs: 0 }));
@@ -488,9 +506,12 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     texts.length = 0;
     expect(status(await store.claim('x', Date.now() + 60_000, 'fp'))).toBe('first');
     expect(await store.record('x', 'fp', 'done')).toBe(true);
+    // The claim: BEGIN with the bounds, the statement, COMMIT. The record batch: one request from BEGIN with the
+    // bounds (and the namespace's budget lock) to COMMIT.
     const begins = texts.filter((text) => text.startsWith('BEGIN; SET LOCAL statement_timeout'));
     expect(begins).toHaveLength(2);
-    expect(texts.filter((text) => text === 'COMMIT')).toHaveLength(2);
+    expect(texts.filter((text) => text === 'COMMIT' || (text.startsWith('BEGIN; SET LOCAL') && text.endsWith('; COMMIT')))).toHaveLength(2);
+    expect(texts.filter((text) => text.includes('pg_advisory_xact_lock') && text.includes('SET LOCAL lock_timeout'))).toHaveLength(1);
   });
 
   it('a claim or record whose reply is lost after it committed is resolved by owner (first / true), not failed', async () => {

@@ -295,7 +295,15 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         await Promise.all(stores.map((s) => s.ensureSchema()));
         await Promise.all(stores.map((s) => s.close()));
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [old]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(['expires_at', 'fp', 'id', 'ns', 'outcome', 'owner']);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
+          'expires_at',
+          'fp',
+          'id',
+          'misses',
+          'ns',
+          'outcome',
+          'owner',
+        ]);
         t = 5_001;
         expect(await store.consume('before-upgrade', 9_000)).toBe(true); // an expired old row is taken over
       } finally {

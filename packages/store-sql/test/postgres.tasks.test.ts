@@ -124,6 +124,31 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       await Promise.all(stores.map((store) => store.close()));
     });
 
+    it('maxTasks: a full store drops its expired tasks before any final one; two stores on their own pools racing creates keep the bound', async () => {
+      const namespace = `full-${n++}`;
+      const store = open({ namespace, maxTasks: 4, purgeBatchSize: 0 });
+      for (let i = 0; i < 2; i++) await store.create(task('old', { ttlMs: 1_000 }));
+      const finals = [
+        task('done', { status: 'completed', result: { content: [] } }),
+        task('done', { status: 'completed', result: { content: [] } }),
+      ];
+      for (const final of finals) await store.create(final);
+      clock.advance(1_000);
+      // Full (4 rows, 2 of them expired and not purged): the expired ones make the room, no final task goes.
+      await store.create(task('new'));
+      for (const final of finals) expect(await store.get(final.taskId)).toBeDefined();
+      expect(await rows('ns = $1', [namespace])).toBe(3);
+      const other = createPostgresTaskStore({ connectionString: url, table: `${table}_x`, now: clock.now, namespace, maxTasks: 4 });
+      stores.push(other);
+      const settled = await Promise.allSettled(
+        Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? store : other).create(task(`racer-${i}`))),
+      );
+      // One slot left, then room from the final tasks (2): three more, whoever wins the races.
+      expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(3);
+      expect(await rows('ns = $1', [namespace])).toBe(4);
+      expect(await rows('ns = $1 AND NOT live', [namespace])).toBe(0);
+    });
+
     it('a restart: a task created before close() is read, updated and counted by a store opened afterwards', async () => {
       const namespace = `restart-${n++}`;
       const first = open({ namespace, maxLivePerPrincipal: 2, maxPerPrincipal: 2 });
@@ -191,7 +216,7 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       await expectUnavailable(store.get(moved.taskId));
     });
 
-    it('ensureSchema: the first start creates the table and both indexes; later starts read the catalog only (no DDL, no lock, no transaction)', async () => {
+    it('ensureSchema: the first start creates the table, both indexes and the namespace counts table; later starts read the catalog only (no DDL, no lock, no transaction)', async () => {
       const fresh = uniqueTable('tskddl');
       tables.push(fresh);
       const first = recorded(shared);
@@ -199,7 +224,7 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       await store.ensureSchema();
       await store.ensureSchema();
       const ddl = first.texts.filter((text) => /^\s*CREATE\b/i.test(text));
-      expect(ddl).toHaveLength(3);
+      expect(ddl).toHaveLength(4);
       const indexes = await admin.query('SELECT indexname FROM pg_indexes WHERE tablename = $1 ORDER BY indexname', [fresh]);
       expect(indexes.rows.map((r) => r.indexname)).toEqual([`${fresh}_expires_at_idx`, `${fresh}_pkey`, `${fresh}_principal_idx`]);
       for (let start = 0; start < 2; start++) {
@@ -232,7 +257,7 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       clock.advance(1_000);
       expect(await rows('ns = $1', [namespace])).toBe(7);
       await store.create(task('hank'));
-      // hank's two expired rows, then at most 3 others (the oldest, in any namespace).
+      // hank's two expired rows, then at most 3 others (the oldest of the namespace).
       expect(await rows('ns = $1 AND principal = $2', [namespace, 'hank'])).toBe(1);
       expect(await rows('ns = $1 AND principal = $2', [namespace, 'gina'])).toBeGreaterThanOrEqual(2);
       const before = await rows('expires_at <= $1', [t]);

@@ -93,6 +93,31 @@ describe('SQLite task store, beyond the suite', () => {
     await Promise.all(stores.map((store) => store.close()));
   });
 
+  it('maxTasks: a full store drops its expired tasks before any final one; two connections racing creates keep the bound', async () => {
+    const namespace = `full-${n++}`;
+    const store = open({ namespace, maxTasks: 4, purgeBatchSize: 0 });
+    for (let i = 0; i < 2; i++) await store.create(task('old', { ttlMs: 1_000 }));
+    const finals = [
+      task('done', { status: 'completed', result: { content: [] } }),
+      task('done', { status: 'completed', result: { content: [] } }),
+    ];
+    for (const final of finals) await store.create(final);
+    clock.advance(1_000);
+    // Full (4 rows, 2 of them expired and not purged): the expired ones make the room, no final task goes.
+    await store.create(task('new'));
+    for (const final of finals) expect(await store.get(final.taskId)).toBeDefined();
+    expect(rows('ns = ?', namespace)).toBe(3);
+    const other = createSqliteTaskStore({ database: openDatabase(), table: x, now: clock.now, namespace, maxTasks: 4 });
+    stores.push(other);
+    const settled = await Promise.allSettled(
+      Array.from({ length: 12 }, (_, i) => (i % 2 === 0 ? store : other).create(task(`racer-${i}`))),
+    );
+    // One slot left, then room from the final tasks (2): three more, whoever wins the races.
+    expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(3);
+    expect(rows('ns = ?', namespace)).toBe(4);
+    expect(rows('ns = ? AND live = 0', namespace)).toBe(0);
+  });
+
   it('a restart: a task created before close() is read, updated and counted by a store opened afterwards', async () => {
     const namespace = `restart-${n++}`;
     const first = open({ namespace, maxLivePerPrincipal: 2, maxPerPrincipal: 2 });
@@ -216,7 +241,7 @@ describe('SQLite task store, beyond the suite', () => {
     await expectUnavailable(store.get(victim.taskId));
   });
 
-  it('ensureSchema: the first start creates the table and both indexes; later starts read the catalog only (no DDL, no write lock)', async () => {
+  it('ensureSchema: the first start creates the table, both indexes and the namespace counts table; later starts read the catalog only (no DDL, no write lock)', async () => {
     const fresh = uniqueTable('tskddl');
     const recording = (texts: string[]): SqliteDatabaseLike => {
       const database = openDatabase();
@@ -239,7 +264,7 @@ describe('SQLite task store, beyond the suite', () => {
     const store = createSqliteTaskStore({ database: recording(first), table: fresh });
     await store.ensureSchema();
     await store.ensureSchema();
-    expect(first.filter((text) => /^\s*CREATE\b/i.test(text))).toHaveLength(3);
+    expect(first.filter((text) => /^\s*CREATE\b/i.test(text))).toHaveLength(4);
     for (let start = 0; start < 2; start++) {
       const texts: string[] = [];
       await createSqliteTaskStore({ database: recording(texts), table: fresh }).ensureSchema();
