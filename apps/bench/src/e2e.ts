@@ -139,9 +139,12 @@ export function mrtrServer(
   };
 }
 
-type MemoryFactory = (options: { maxEntries?: number; namespace?: string }) => ReplayStore & { close(): Promise<void> | void };
-type RedisFactory = (options: { url: string; namespace?: string }) => ReplayStore & { close(): Promise<void> };
-type PostgresFactory = (options: { connectionString: string; table?: string; namespace?: string }) => ReplayStore & {
+/** Every end-to-end store keeps every outcome (no store-wide budget reached): the kept path is what is measured. */
+const OUTCOME_BUDGET = { outcomeBudgetBytes: 2 ** 40 } as const;
+type Budget = { outcomeBudgetBytes?: number };
+type MemoryFactory = (options: { maxEntries?: number; namespace?: string } & Budget) => ReplayStore & { close(): Promise<void> | void };
+type RedisFactory = (options: { url: string; namespace?: string } & Budget) => ReplayStore & { close(): Promise<void> };
+type PostgresFactory = (options: { connectionString: string; table?: string; namespace?: string } & Budget) => ReplayStore & {
   ensureSchema(): Promise<void>;
   close(): Promise<void>;
 };
@@ -195,7 +198,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
     }
     if (spec.id === 'hmac') hmac = codec.value;
     // A fresh memory store per round; the adapter reaches it through this delegate.
-    let store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}` });
+    let store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}`, ...OUTCOME_BUDGET });
     const delegate: ReplayStore = { consume: (id, expiresAtMs) => store.consume(id, expiresAtMs), close: async () => {} };
     closers.push(() => store.close());
     await add(
@@ -207,7 +210,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
         store: 'memory',
         async prepare() {
           await store.close();
-          store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}` });
+          store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}`, ...OUTCOME_BUDGET });
         },
       },
       mrtrServer(adapter.value, codec.value, delegate, keys),
@@ -220,7 +223,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
   } else {
     const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
     if (redis.ok) {
-      const store = redis.value({ url: env.redisUrl, namespace: `mrtr-bench-e2e:${RUN_TAG}` });
+      const store = redis.value({ url: env.redisUrl, namespace: `mrtr-bench-e2e:${RUN_TAG}`, ...OUTCOME_BUDGET });
       closers.push(() => store.close());
       await add(
         { letter: 'f', id: 'mrtr-hmac-redis', label: 'mrtr @mrtr/codec-hmac + @mrtr/store-redis', kind: 'mrtr', store: 'redis' },
@@ -236,7 +239,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
     const pg = await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
     if (pg.ok) {
       const table = `mrtr_bench_e2e_${RUN_TAG}`;
-      const store = pg.value({ connectionString: env.databaseUrl, table, namespace: 'e2e' });
+      const store = pg.value({ connectionString: env.databaseUrl, table, namespace: 'e2e', ...OUTCOME_BUDGET });
       await store.ensureSchema();
       closers.push(async () => {
         const { default: pgModule } = await import('pg');

@@ -65,24 +65,28 @@ const PRINCIPAL = 'user-7f3a9c2e@example.com';
 const LIFETIME_MS = 120_000;
 const MEMORY_MAX_ENTRIES = 8_000_000;
 /**
- * No cap on the memory rows' outcomes: past `maxOutcomeBytes` an outcome is recorded as "done, not kept", a cheaper
- * path than the one measured (the store rows record the same string again and again, and the round rows get a fresh
- * store every round, so what is held stays far below this).
+ * No store-wide cap on the memory rows' outcomes: past `outcomeBudgetBytes` an outcome is recorded as "done, not
+ * kept", a cheaper path than the one measured (the store rows record the same string again and again, and the round
+ * rows get a fresh store every round, so what is held stays far below this).
  */
-const MEMORY_MAX_OUTCOME_BYTES = 2 ** 40;
+const MEMORY_OUTCOME_BUDGET_BYTES = 2 ** 40;
+/** The same for every store of these rows: the kept path is what is measured. */
 /** A fingerprint as core makes it (SHA-256, base64url, 43 characters), for the store rows. */
 const STORE_FINGERPRINT = randomBytes(32).toString('base64url');
 const CONFIRM: JsonValue = { action: 'accept', content: { ok: true } };
 
 type RecordingStore = ReplayStore & Required<Pick<ReplayStore, 'claim' | 'record'>>;
-type MemoryFactory = (options: { maxEntries?: number; maxOutcomeBytes?: number; namespace?: string }) => RecordingStore;
-type RedisFactory = (options: { url: string; namespace?: string }) => RecordingStore;
+type MemoryFactory = (options: { maxEntries?: number; outcomeBudgetBytes?: number; namespace?: string }) => RecordingStore;
+type RedisFactory = (options: { url: string; namespace?: string; outcomeBudgetBytes?: number }) => RecordingStore;
 type PostgresFactory = (options: {
   connectionString: string;
   table?: string;
   namespace?: string;
+  outcomeBudgetBytes?: number;
 }) => RecordingStore & { ensureSchema(): Promise<void> };
-type SqliteFactory = (options: { filename: string; namespace?: string }) => RecordingStore & { ensureSchema(): Promise<void> };
+type SqliteFactory = (options: { filename: string; namespace?: string; outcomeBudgetBytes?: number }) => RecordingStore & {
+  ensureSchema(): Promise<void>;
+};
 
 /** What `@mrtr/mcp-server` records for a completed `tools/call` round: `{ r: result }`, exactly {@link OUTCOME_JSON_BYTES} B of JSON. */
 export function makeOutcome(): JsonValue {
@@ -243,7 +247,7 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
   // --- memory: a fresh store every round ------------------------------------------------------------
   {
     const make = (): RecordingStore =>
-      memory.value({ maxEntries: MEMORY_MAX_ENTRIES, maxOutcomeBytes: MEMORY_MAX_OUTCOME_BYTES, namespace: 'bench-outcomes' });
+      memory.value({ maxEntries: MEMORY_MAX_ENTRIES, outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES, namespace: 'bench-outcomes' });
     let store = make();
     closers.push(() => store.close());
     add(
@@ -263,7 +267,11 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
   } else {
     const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
     if (redis.ok) {
-      const store = redis.value({ url: env.redisUrl, namespace: `mrtr-bench-outcomes:${RUN_TAG}` });
+      const store = redis.value({
+        url: env.redisUrl,
+        namespace: `mrtr-bench-outcomes:${RUN_TAG}`,
+        outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
+      });
       closers.push(() => store.close());
       add('redis', '@mrtr/store-redis (from URL, batching on; claim and record are one script call each)', () => store);
     } else {
@@ -294,7 +302,12 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
     skipped.push({ id: 'postgres', label: '@mrtr/store-sql (postgres)', reason: pgFactory.reason });
   } else {
     const table = `mrtr_bench_outc_${RUN_TAG}`;
-    const store = pgFactory.value({ connectionString: env.databaseUrl!, table, namespace: 'bench' });
+    const store = pgFactory.value({
+      connectionString: env.databaseUrl!,
+      table,
+      namespace: 'bench',
+      outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
+    });
     closers.push(() => dropTable(table));
     closers.push(() => store.close());
     await store.ensureSchema();
@@ -307,7 +320,11 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
     if (sqlite.ok) {
       const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-outcomes-'));
       closers.push(() => rmSync(dir, { recursive: true, force: true }));
-      const store = sqlite.value({ filename: path.join(dir, 'store.db'), namespace: 'bench' });
+      const store = sqlite.value({
+        filename: path.join(dir, 'store.db'),
+        namespace: 'bench',
+        outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
+      });
       closers.push(() => store.close());
       await store.ensureSchema();
       add('sqlite', '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL, group commit for consume)', () => store);

@@ -98,6 +98,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   describe('owned pool (connectionString)', () => {
     storeCompliance(it, (o) => createPostgresStore({ ...o, connectionString: url, table, now: clock.now }), {
       name: 'postgres(url)',
+      outcomes: true,
       clock,
       unreachable: () => deadPort('owned'),
       lostReply: ({ namespace }) => lossy('owned', namespace, table),
@@ -107,6 +108,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   describe('injected pool', () => {
     storeCompliance(it, (o) => createPostgresStore({ ...o, pool: shared, table: `${table}_inj`, now: clock.now }), {
       name: 'postgres(pool)',
+      outcomes: true,
       clock,
       unreachable: () => deadPort('injected'),
       lostReply: ({ namespace }) => lossy('injected', namespace, `${table}_inj`),
@@ -119,6 +121,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   describe('injected pool without server-side timeouts', () => {
     storeCompliance(it, (o) => createPostgresStore({ ...o, pool: bare, table: `${table}_bare`, now: clock.now }), {
       name: 'postgres(bare pool)',
+      outcomes: true,
       clock,
       unreachable: () => deadPort('injected'),
     });

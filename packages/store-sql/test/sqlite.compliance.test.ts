@@ -83,6 +83,7 @@ afterAll(() => {
 describe('SQLite store, owned database file', () => {
   storeCompliance(it, (o) => createSqliteStore({ ...o, filename, table, now: clock.now }), {
     name: 'sqlite(file)',
+    outcomes: true,
     clock,
     lostReply: ({ namespace }) => lossySqlite(namespace, table),
     unreachable: () => createSqliteStore({ filename: join(dir, 'missing-dir', 'nested', 'replay.db'), table }),
@@ -99,6 +100,7 @@ describe('SQLite store, injected database', () => {
     },
     {
       name: 'sqlite(injected)',
+      outcomes: true,
       clock,
       lostReply: ({ namespace }) => lossySqlite(namespace, `${table}_inj`),
       unreachable: () => {
