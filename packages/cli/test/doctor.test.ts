@@ -239,19 +239,20 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
     for (const s of servers) s.kill('SIGKILL');
   });
 
-  it('an evicting maxmemory-policy warns: consumed ids may be evicted and replays accepted', async () => {
+  it('an evicting maxmemory-policy fails: consumed ids may be evicted, and the store refuses it by default', async () => {
     const url = await start('--maxmemory-policy', 'allkeys-lru');
     const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
-    expect(r.code).toBe(0);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^ok {4}redis +consume of a throwaway id/m);
     expect(r.stdout).toMatch(
-      /warn +redis policy +maxmemory-policy allkeys-lru: under memory pressure Redis may evict consumed ids .* use noeviction/,
+      /fail +redis policy +maxmemory-policy allkeys-lru: under memory pressure Redis may evict consumed ids .* refuses .* use noeviction/,
     );
     const volatile = await start('--maxmemory-policy', 'volatile-ttl');
-    const v = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--strict'], {
+    const v = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], {
       env: { MRTR_KEYS: KEYS, REDIS_URL: volatile },
     });
     expect(v.code).toBe(1);
-    expect(v.stdout).toMatch(/warn +redis policy +maxmemory-policy volatile-ttl/);
+    expect(v.stdout).toMatch(/fail +redis policy +maxmemory-policy volatile-ttl/);
   });
 
   it('a Redis user without +eval/+evalsha: the task store check fails naming the permissions; the replay check still passes', async () => {
