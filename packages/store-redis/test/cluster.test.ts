@@ -229,7 +229,12 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
 
   // The replay store's shared suite on the cluster, with the suite's options (outcome bounds included): claims and
   // records batched per slot, the outcome budget leased from its one pair of keys.
-  storeCompliance(it, (options) => newStore(newCluster(), options.namespace, 10_000, options), { name: 'redis cluster', ttlMs: 400, outcomes: true });
+  storeCompliance(it, (options) => newStore(newCluster(), options.namespace, 10_000, options), {
+    name: 'redis cluster',
+    ttlMs: 400,
+    outcomes: true,
+    keyFingerprints: true,
+  });
 
   // The task store on the cluster (before the master is killed): the shared suite, then a check that every
   // script call kept to one slot and that one principal's tasks spread over the masters.
