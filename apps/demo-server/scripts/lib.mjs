@@ -20,7 +20,9 @@ export function startDemo(args, { env = {}, timeoutMs = 15_000, nodeArgs = [] } 
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [...nodeArgs, CLI, '--port', '0', ...args], {
       cwd: APP_DIR,
-      env: { ...process.env, ...env },
+      // A namespace of its own unless the test gives one (a fleet shares one): each test run's fresh keys are a fleet
+      // of their own, which the fleet key check refuses to mix with another run's on the same store.
+      env: { ...process.env, MRTR_DEMO_NAMESPACE: `t${process.pid}-${randomBytes(6).toString('hex')}`, ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

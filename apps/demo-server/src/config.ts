@@ -82,7 +82,9 @@ Options:
 
 Environment:
   MRTR_KEYS            key ring "k2:<base64url>,k1:<base64url>" (first seals); without it an
-                       ephemeral key is generated (one instance only)
+                       ephemeral key is generated (one instance only; refused with --store redis);
+                       with a shared store every instance must hold the fleet's keys (checked at start)
+  MRTR_DEMO_NAMESPACE  ledger namespace in the store (default mrtr-demo): one per fleet
   MRTR_DEMO_TOKENS     "alice:<token>,bob:<token>" turns on bearer-token auth
   REDIS_URL            for --store redis (default ${DEFAULT_REDIS_URL})
   DATABASE_URL         for --store postgres (required)
@@ -267,6 +269,17 @@ export function readAllowedHosts(env: NodeJS.ProcessEnv): string[] {
     .split(',')
     .map((h) => h.trim().toLowerCase())
     .filter((h) => h.length > 0);
+}
+
+/**
+ * The ledger namespace of the replay and task stores (MRTR_DEMO_NAMESPACE, default the audience): every instance of
+ * one fleet uses the same one; another fleet (other keys) on the same Redis or database needs its own.
+ */
+export function readNamespace(env: NodeJS.ProcessEnv, fallback: string): string {
+  const text = env.MRTR_DEMO_NAMESPACE;
+  if (text === undefined || text === '') return fallback;
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(text)) throw new UsageError('MRTR_DEMO_NAMESPACE must be 1-64 characters of [A-Za-z0-9_.-]');
+  return text;
 }
 
 /** How long connect_account waits for the connect page to be completed before asking again. */

@@ -2,6 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
+import { MrtrError, type StateGuard } from '@mrtr/core';
 import { createMrtr } from '@mrtr/mcp-server';
 import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';
@@ -17,6 +18,7 @@ import {
   readConnectWaitMs,
   readKeys,
   readLedgerLimits,
+  readNamespace,
   readTokens,
   usageFor,
   UsageError,
@@ -44,6 +46,25 @@ const processIo: Io = {
   errIsTTY: process.stderr.isTTY === true,
 };
 
+/** What the fleet check (`guard.checkKeys()`) found wrong, as one line naming the kid and the fix; `undefined` when fine. */
+export async function fleetKeyProblem(guard: Pick<StateGuard, 'checkKeys'>, namespace: string): Promise<string | undefined> {
+  try {
+    await guard.checkKeys();
+    return undefined;
+  } catch (error) {
+    if (MrtrError.is(error) && error.code === 'ERR_KEY_MISMATCH') {
+      const { kid, reason } = error as MrtrError & { kid?: string; reason?: string };
+      const what =
+        reason === 'missing'
+          ? `the fleet on this store seals with kid "${kid}" and MRTR_KEYS lacks it (this instance's keys are behind)`
+          : `MRTR_KEYS holds another secret under kid "${kid}" than the fleet on this store`;
+      return `${what}: give every instance the same MRTR_KEYS, or run a separate fleet under its own MRTR_DEMO_NAMESPACE (now "${namespace}")`;
+    }
+    const code = MrtrError.is(error) ? error.code : 'an error';
+    return `the fleet key check failed (${code}): the store did not answer; nothing was served`;
+  }
+}
+
 /** Runs the demo until SIGINT/SIGTERM (or stdin closes in --stdio mode). Resolves with the exit code. */
 export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, io: Io = processIo): Promise<number> {
   let cli: ReturnType<typeof parseCli>;
@@ -52,6 +73,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   let extraHosts: string[];
   let connectWaitMs: number;
   let ledgerLimits: ReturnType<typeof readLedgerLimits>;
+  let namespace: string;
   try {
     cli = parseCli(argv);
     if (cli.help) {
@@ -63,6 +85,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     extraHosts = readAllowedHosts(env);
     connectWaitMs = readConnectWaitMs(env);
     ledgerLimits = readLedgerLimits(env);
+    namespace = readNamespace(env, AUDIENCE);
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`mrtr-demo: ${error.message}`);
@@ -83,7 +106,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       sqliteFile: cli.sqliteFile,
       redisUrl: env.REDIS_URL || DEFAULT_REDIS_URL,
       databaseUrl: env.DATABASE_URL,
-      namespace: AUDIENCE,
+      namespace,
       ledgerLimits,
       // The conformance suite starts many tasks as one principal.
       taskLimits: cli.fixtures === 'conformance' ? { maxLivePerPrincipal: 64 } : undefined,
@@ -96,6 +119,15 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       return 1;
     }
     throw error;
+  }
+
+  // A key of this process only, with a store other processes share: no other instance could open its states.
+  if (keys.ephemeral && backend.store.shared === true) {
+    io.err(
+      `mrtr-demo: MRTR_KEYS is not set and --store ${cli.store} is shared across processes: set the same MRTR_KEYS on every instance (npx @mrtr/cli keygen), or use --store memory for one instance.`,
+    );
+    await backend.close().catch(() => {});
+    return 2;
   }
 
   // Warnings print once, after every argument and the backend are known good (a fatal error prints alone).
@@ -178,8 +210,17 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     // SDK's legacy shim can ask them the tools' questions (the SDK's own stateless fallback cannot ask anything).
     if (!cli.stdio) handler = createHttpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError });
     const name = codecNames[i]!;
-    return { codec: name, path: cli.codec === 'all' ? `${MCP_PATH}/${name}` : MCP_PATH, factory, handler };
+    return { codec: name, path: cli.codec === 'all' ? `${MCP_PATH}/${name}` : MCP_PATH, factory, handler, mrtr };
   });
+  // A fleet: before serving, check that this instance holds the keys the fleet on this store seals with.
+  if (backend.store.shared === true) {
+    const problem = await fleetKeyProblem(endpoints[0]!.mrtr.guard, namespace);
+    if (problem !== undefined) {
+      io.err(`mrtr-demo: ${problem}`);
+      await backend.close().catch(() => {});
+      return 1;
+    }
+  }
   const primary = endpoints[0]!;
   const handler = primary.handler;
   const factory = primary.factory;

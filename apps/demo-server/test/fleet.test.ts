@@ -9,6 +9,7 @@ import {
   type Json,
   type RunningDemo,
   rawRpc,
+  runCli,
   serviceUrl,
   startDemo,
   textOf,
@@ -62,7 +63,15 @@ for (const backend of backends) {
 
   describe.skipIf(service.url === undefined)(`two instances sharing MRTR_KEYS and ${backend.store}`, () => {
     const keys = freshKeys();
-    const env = { MRTR_KEYS: keys, MRTR_DEMO_TOKENS: TOKENS, [backend.env]: service.url, MRTR_DEMO_CONNECT_WAIT_MS: '0' };
+    // One namespace for the fleet (A and B); the instance with other keys is another fleet, in a namespace of its own.
+    const namespace = `fleet-${process.pid}-${Date.now().toString(36)}`;
+    const env = {
+      MRTR_KEYS: keys,
+      MRTR_DEMO_TOKENS: TOKENS,
+      [backend.env]: service.url,
+      MRTR_DEMO_CONNECT_WAIT_MS: '0',
+      MRTR_DEMO_NAMESPACE: namespace,
+    };
     const args = ['--store', backend.store, '--codec', backend.codec];
     let a: RunningDemo;
     let b: RunningDemo;
@@ -75,7 +84,7 @@ for (const backend of backends) {
       [a, b, other] = await Promise.all([
         startDemo(args, { env }),
         startDemo(args, { env }),
-        startDemo(args, { env: { ...env, MRTR_KEYS: freshKeys() } }),
+        startDemo(args, { env: { ...env, MRTR_KEYS: freshKeys(), MRTR_DEMO_NAMESPACE: `${namespace}-other` } }),
       ]);
       [onA, onB, onOther] = await Promise.all([
         connectClient(a.url, { token: ALICE }),
@@ -103,6 +112,21 @@ for (const backend of backends) {
       await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, replay));
       await expectStateRejected(callTool(onB.client, 'delete_files', toolArgs, replay));
       expect(a.stderr()).toContain('ERR_STATE_REPLAYED');
+    });
+
+    it("an instance with other keys in the fleet's namespace refuses to start, naming the kid and the fix", async () => {
+      const refused = await runCli([...args, '--port', '0'], { ...env, MRTR_KEYS: freshKeys() });
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain('MRTR_KEYS holds another secret under kid "k2" than the fleet on this store');
+      expect(refused.stderr).toContain('give every instance the same MRTR_KEYS');
+      // Behind the fleet: it lacks the kid the fleet seals with.
+      const behind = await runCli([...args, '--port', '0'], { ...env, MRTR_KEYS: keys.split(',')[1] });
+      expect(behind.code).toBe(1);
+      expect(behind.stderr).toContain('the fleet on this store seals with kid "k2" and MRTR_KEYS lacks it');
+      // No MRTR_KEYS with a shared store: refused, never an ephemeral key.
+      const ephemeral = await runCli([...args, '--port', '0'], { ...env, MRTR_KEYS: undefined });
+      expect(ephemeral.code).toBe(2);
+      expect(ephemeral.stderr).toContain('MRTR_KEYS is not set and --store');
     });
 
     it('an instance with other keys refuses the state', async () => {

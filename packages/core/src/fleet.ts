@@ -78,3 +78,31 @@ export async function checkFleetKeys(
   }
   return { checked: true, fleet };
 }
+
+const OFFER_KID = /^[A-Za-z0-9_-]{1,32}$/;
+const OFFER_FINGERPRINT = /^[A-Za-z0-9_-]{1,256}$/;
+
+/**
+ * For store authors: checks an offer to `ReplayStore.keyFingerprints` (an array of at most {@link MAX_FLEET_KEYS}
+ * records, each a kid of 1–32 characters of `[A-Za-z0-9_-]`, a fingerprint of 1–256 base64url characters and a finite
+ * `expiresAtMs`) and returns copies with `expiresAtMs` rounded up (a record is kept until at least then). Throws a
+ * `TypeError` (`RangeError` for too many records) labelled `keyFingerprints`.
+ */
+export function parseKeyFingerprintOffer(offer: unknown): KeyFingerprint[] {
+  if (!Array.isArray(offer)) throw new TypeError('keyFingerprints: offer must be an array of records');
+  if (offer.length > MAX_FLEET_KEYS) throw new RangeError(`keyFingerprints: offer at most ${MAX_FLEET_KEYS} records`);
+  return offer.map((record: unknown) => {
+    if (record === null || typeof record !== 'object') throw new TypeError('keyFingerprints: each record must be an object');
+    const { kid, fingerprint, expiresAtMs } = record as Record<string, unknown>;
+    if (typeof kid !== 'string' || !OFFER_KID.test(kid)) {
+      throw new TypeError('keyFingerprints: kid must be 1-32 characters of [A-Za-z0-9_-]');
+    }
+    if (typeof fingerprint !== 'string' || !OFFER_FINGERPRINT.test(fingerprint)) {
+      throw new TypeError('keyFingerprints: fingerprint must be 1-256 base64url characters');
+    }
+    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
+      throw new TypeError('keyFingerprints: expiresAtMs must be a finite number');
+    }
+    return { kid, fingerprint, expiresAtMs: Math.ceil(expiresAtMs) };
+  });
+}

@@ -93,6 +93,7 @@ describe('exported names', () => {
       'optionsObject',
       'ownerValues',
       'parseCodecOptions',
+      'parseKeyFingerprintOffer',
       'parseOutcomeStoreLimits',
       'parseTaskStoreLimits',
       'randomBytes',

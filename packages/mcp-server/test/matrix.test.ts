@@ -61,7 +61,7 @@ for (const [codecName, makeCodec] of Object.entries(codecs)) {
         const codec = makeCodec(keys);
         const replay = store.make();
         opened.push(replay);
-        const f = fixture({ keys, codec, store: replay });
+        const f = fixture({ keys, codec, store: replay, allowEphemeralKeys: true }); // one test process
         const client = await connect(f);
         const args = { id: 4522 };
 
@@ -116,7 +116,7 @@ describe('a real store outage (Redis store pointed at a closed port)', () => {
       maxReconnectDelayMs: 100,
     });
     opened.push(replay);
-    const f = fixture({ store: replay });
+    const f = fixture({ store: replay, allowEphemeralKeys: true });
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/x' });
     const error = await wireError(

@@ -39,6 +39,11 @@ export interface DurableObjectStoreOptions extends OutcomeStoreLimits {
 
 /** The {@link ReplayStore} that {@link createDurableObjectStore} returns. */
 export interface DurableObjectReplayStore extends ReplayStore {
+  /**
+   * Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`).
+   * No `keyFingerprints` yet: `guard.checkKeys()` resolves `{ checked: false }` with this store.
+   */
+  readonly shared: true;
   readonly namespace: string;
   readonly shards: number;
   readonly maxEntries: number;
@@ -187,6 +192,7 @@ export function createDurableObjectStore(options: DurableObjectStoreOptions): Du
   };
 
   return {
+    shared: true,
     consume,
     claim,
     record,

@@ -17,6 +17,11 @@ export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStor
 
 /** A {@link ReplayStore} on DynamoDB. */
 export interface DynamoReplayStore extends ReplayStore {
+  /**
+   * Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`).
+   * No `keyFingerprints` yet: `guard.checkKeys()` resolves `{ checked: false }` with this store.
+   */
+  readonly shared: true;
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   readonly maxOutcomeBytes: number;
@@ -239,6 +244,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
   };
 
   return {
+    shared: true,
     consume,
     claim,
     record,

@@ -53,6 +53,7 @@ describe('DynamoDB stores on dynalite', () => {
     {
       name: 'dynamodb',
       outcomes: true,
+      keyFingerprints: false,
       clock,
       timeoutMs: 120_000,
       unreachable: () =>

@@ -1,4 +1,4 @@
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
 import {
   type BackgroundError,
   boolOption,
@@ -162,6 +162,14 @@ export interface RedisReplayStore extends ReplayStore {
    * `maxOutcomeBytes` or the budget). See {@link ReplayStore.record}.
    */
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  /** Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`). */
+  readonly shared: true;
+  /**
+   * The fleet check's exchange (see {@link ReplayStore.keyFingerprints}): one script on one hash of the ledger
+   * (`<prefix><namespace>%k{<prefix><namespace>}`), expiry judged by Redis's clock; a new kid past 256 live records
+   * rejects with `ERR_STORE_UNAVAILABLE`.
+   */
+  keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
   /** Largest outcome kept, in bytes (see {@link RedisStoreOptions.maxOutcomeBytes}). */
   readonly maxOutcomeBytes: number;
   /** Most outcome bytes held at once (see {@link RedisStoreOptions.outcomeBudgetBytes}). */

@@ -1,8 +1,9 @@
-import type { ClaimResult } from '@mrtr/core';
-import { type BackgroundError, base64urlEncode, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import type { ClaimResult, KeyFingerprint } from '@mrtr/core';
+import { type BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 import { createConsumeQueue } from './batching.js';
 import { openConnection } from './connection.js';
 import { createEvictionGuard, type EvictionCheck } from './eviction.js';
+import { exchangeFingerprints } from './fingerprints.js';
 import { fail, notWritten, REPLAYED, resolveLost } from './lost-reply.js';
 import { createOutcomeQueue } from './outcomes.js';
 import { parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
@@ -34,6 +35,9 @@ const MAX_FINGERPRINT_LENGTH = 256;
  * replaces it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done,
  * not kept) past `maxOutcomeBytes` or the ledger's `outcomeBudgetBytes`. A lost or failed batch is resolved with one
  * `MGET`: a claim is `first` only when the key holds this call's own owner value.
+ *
+ * Shared (`shared: true`): the fleet check's key fingerprints (`keyFingerprints`) are one hash of the ledger,
+ * exchanged by one script judged by Redis's clock (see `fingerprints.ts`).
  */
 export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
   const parsed = parseRedisStoreOptions(options);
@@ -180,6 +184,19 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     return whenOpen(() => outcomes.record(keyPrefix + id, fingerprint, kept ? outcome : ''), false);
   };
 
+  // The fleet check's exchange: one hash of the ledger (one slot on a Cluster, by the ledger's hash tag), named like
+  // the budget keys so that no id of any ledger can name it.
+  const fingerprintKey = `${ledgerBase}%k{${ledgerBase}}`;
+  const keyFingerprints = (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    try {
+      parseKeyFingerprintOffer(offer); // misuse rejects before any wait
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return whenOpen(() => exchangeFingerprints(connection, fingerprintKey, offer), false);
+  };
+
   const close = (): Promise<void> => {
     closed = true;
     connection.stop();
@@ -217,5 +234,18 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     }
   };
 
-  return { consume, claim, record, maxOutcomeBytes, outcomeBudgetBytes, close, client, keyPrefix, checkEvictionPolicy: checkNow, ready };
+  return {
+    shared: true,
+    keyFingerprints,
+    consume,
+    claim,
+    record,
+    maxOutcomeBytes,
+    outcomeBudgetBytes,
+    close,
+    client,
+    keyPrefix,
+    checkEvictionPolicy: checkNow,
+    ready,
+  };
 }

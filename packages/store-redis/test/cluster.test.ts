@@ -233,6 +233,7 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
     name: 'redis cluster',
     ttlMs: 400,
     outcomes: true,
+    keyFingerprints: true,
   });
 
   // The task store on the cluster (before the master is killed): the shared suite, then a check that every

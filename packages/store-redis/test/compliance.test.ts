@@ -78,6 +78,7 @@ describe.skipIf(skipRedis)('Redis store (owned connection per store)', () => {
   storeCompliance(it, (options) => calls.watch(createRedisStore({ ...options, url })), {
     name: 'redis',
     outcomes: true,
+    keyFingerprints: true,
     ttlMs: 400,
     unreachable: () => createRedisStore({ url: 'redis://127.0.0.1:1', connectTimeoutMs: 500, commandTimeoutMs: 500 }),
     lostReply: ({ namespace }) =>

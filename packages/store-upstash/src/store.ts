@@ -1,5 +1,13 @@
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
-import { base64urlEncode, MAX_FINGERPRINT_MISSES, parseOutcomeStoreLimits, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import {
+  base64urlEncode,
+  MAX_FINGERPRINT_MISSES,
+  MAX_FLEET_KEYS,
+  parseKeyFingerprintOffer,
+  parseOutcomeStoreLimits,
+  randomBytes,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
 import { openLink, script, type UpstashConnectionOptions } from './link.js';
 
@@ -70,6 +78,13 @@ export interface UpstashStoreOptions extends UpstashConnectionOptions, OutcomeSt
 
 /** A {@link ReplayStore} on Upstash Redis (REST). */
 export interface UpstashReplayStore extends ReplayStore {
+  /** Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`). */
+  readonly shared: true;
+  /**
+   * The fleet check's exchange (see {@link ReplayStore.keyFingerprints}): one script on one hash, `<keyPrefix>kf`,
+   * expiry judged by Redis's clock; a new kid past 256 live records rejects with `ERR_STORE_UNAVAILABLE`.
+   */
+  keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
   claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   readonly maxOutcomeBytes: number;
@@ -86,6 +101,51 @@ export interface UpstashReplayStore extends ReplayStore {
 const FIRST: ClaimResult = Object.freeze({ status: 'first' });
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
+
+/**
+ * KEYS: the fingerprint hash (field = kid, value = `<expiresAtMs>:<fingerprint>`). ARGV: the most live records, then
+ * kid, fingerprint, expiresAtMs per offered record. Judged by Redis's clock: drops expired fields; stores a new kid,
+ * extends a matching fingerprint to the later expiry, keeps one with another fingerprint (first writer wins); a new
+ * kid past the most refuses the whole offer before any write (`full`). Answers one string (never JSON, whatever the
+ * client's deserialization): `ok`, then `kid fingerprint expiresAtMs` per live record, space-separated. Running it
+ * twice answers as once (a retry after a lost reply is safe).
+ */
+const KEY_FINGERPRINTS = script(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h, max = KEYS[1], tonumber(ARGV[1])
+local all = redis.call('HGETALL', h)
+local live, count = {}, 0
+for i = 1, #all, 2 do
+  local v = all[i + 1]
+  local sep = string.find(v, ':', 1, true)
+  local exp = sep and tonumber(string.sub(v, 1, sep - 1))
+  if exp and exp > now then live[all[i]] = { string.sub(v, sep + 1), exp } count = count + 1
+  else redis.call('HDEL', h, all[i]) end
+end
+local new = {}
+for i = 2, #ARGV, 3 do
+  local kid, exp = ARGV[i], tonumber(ARGV[i + 2])
+  if exp > now and not live[kid] and not new[kid] then new[kid] = true count = count + 1 end
+end
+if count > max then return 'full' end
+local latest = 0
+for i = 2, #ARGV, 3 do
+  local kid, fp, exp = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  if exp > now then
+    local held = live[kid]
+    if not held then live[kid] = { fp, exp } redis.call('HSET', h, kid, string.format('%.0f', exp) .. ':' .. fp)
+    elseif held[1] == fp and exp > held[2] then held[2] = exp redis.call('HSET', h, kid, string.format('%.0f', exp) .. ':' .. fp) end
+  end
+end
+local r = { 'ok' }
+for kid, held in pairs(live) do
+  r[#r + 1] = kid .. ' ' .. held[1] .. ' ' .. string.format('%.0f', held[2])
+  if held[2] > latest then latest = held[2] end
+end
+if latest > 0 then redis.call('PEXPIREAT', h, string.format('%.0f', latest)) end
+return table.concat(r, ' ')
+`);
 
 const unexpected = (what: string): StoreUnavailableError =>
   new StoreUnavailableError({ cause: new Error(`unexpected reply to the ${what} script`) });
@@ -182,7 +242,30 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
     throw unexpected('record');
   };
 
+  const keyFingerprints = async (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
+    const records = parseKeyFingerprintOffer(offer);
+    if (link.closed) throw closedError();
+    const args = records.flatMap((r) => [r.kid, r.fingerprint, r.expiresAtMs]);
+    const reply = await link.run(KEY_FINGERPRINTS, [`${keyPrefix}kf`], [MAX_FLEET_KEYS, ...args]);
+    if (reply === 'full') {
+      throw new StoreUnavailableError({
+        cause: new RangeError(`keyFingerprints: the store already holds ${MAX_FLEET_KEYS} unexpired key fingerprints`),
+      });
+    }
+    const words = typeof reply === 'string' ? reply.split(' ') : [];
+    if (words[0] !== 'ok' || (words.length - 1) % 3 !== 0) throw unexpected('key fingerprint');
+    const held: KeyFingerprint[] = [];
+    for (let i = 1; i < words.length; i += 3) {
+      const expiresAtMs = Number(words[i + 2]);
+      if (!Number.isFinite(expiresAtMs)) throw unexpected('key fingerprint');
+      held.push({ kid: words[i] as string, fingerprint: words[i + 1] as string, expiresAtMs });
+    }
+    return held.sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+  };
+
   return {
+    shared: true,
+    keyFingerprints,
     consume,
     claim,
     record,

@@ -47,6 +47,7 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
     {
       name: 'upstash',
       outcomes: true,
+      keyFingerprints: true,
       ttlMs: 400,
       timeoutMs: 120_000,
       unreachable: () => createUpstashStore({ url: 'http://127.0.0.1:1', token: 't', commandTimeoutMs: 500 }),

@@ -80,6 +80,7 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
   storeCompliance(it, (options) => replay(options.namespace, options), {
     name: 'durable object store',
     outcomes: true,
+    keyFingerprints: false,
     clock,
     unreachable: () => createDurableObjectStore({ objects: env().BROKEN, namespace: 'down', timeoutMs: 5_000 }),
     lostReply: ({ namespace }): LossyStore => {
