@@ -465,7 +465,7 @@ export async function checkOutcomes(setup: OutcomeSetup): Promise<OutcomeCheckRe
     }
     expectStatus(
       `outcome store ${row.backend}: claim with another fingerprint`,
-      await store.claim(id, exp, `x${STORE_FINGERPRINT.slice(1)}`),
+      await store.claim(id, exp, `${STORE_FINGERPRINT.startsWith('x') ? 'y' : 'x'}${STORE_FINGERPRINT.slice(1)}`),
       'replayed',
     );
     // The timed guard: two admissions of one token with their own answers are both first uses.
