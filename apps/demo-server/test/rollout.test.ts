@@ -174,7 +174,8 @@ describe('tasks on --store sqlite survive a restart (issue 21)', () => {
   it('a finished rollout is read after the demo restarted on the same file; another user still cannot read it', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'mrtr-demo-tasks-'));
     const args = ['--store', 'sqlite', '--sqlite-file', join(dir, 'demo.sqlite')];
-    const env = { MRTR_KEYS: KEYS, MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}` };
+    // One namespace for both runs: the restarted demo is the same deployment (startDemo gives each instance its own).
+    const env = { MRTR_KEYS: KEYS, MRTR_DEMO_TOKENS: `alice:${ALICE},bob:${BOB}`, MRTR_DEMO_NAMESPACE: `restart-${process.pid}` };
     const memoryDemo = demo;
     try {
       demo = await startDemo(args, { env });
