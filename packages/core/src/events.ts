@@ -130,7 +130,7 @@ export type MrtrEvent = GuardEvent | AnswerEvent | FlowCompletedEvent;
 export type EventHook<E> = (event: E) => void;
 
 const FLOW_TAG_PURPOSE = 'mrtr/flow-tag/v1';
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+const HEX = /* @__PURE__ */ Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
 
 /** Flow tags remembered per tagger (the oldest is dropped first). */
 const FLOW_TAGS_CACHED = 1024;

@@ -156,7 +156,7 @@ export function keysFromEnv(env: Record<string, string | undefined>, options: Ke
 }
 
 /** HKDF salt of {@link deriveKey}: a derived key never equals a subkey the ring derives itself. */
-const DERIVE_SALT = utf8Encode('mrtr/derived-key/v1');
+const DERIVE_SALT = /* @__PURE__ */ utf8Encode('mrtr/derived-key/v1');
 
 /**
  * A key derived from a secret the application already has (its `ENCRYPTION_KEY`, …): HKDF-SHA256(secret, salt
