@@ -13,8 +13,7 @@ const mrtr = createMrtr({
   store: createRedisStore({ url: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }), // single use, fleet-wide
   audience: 'https://files.example/mcp',
 });
-// A fleet: refuse to start unless this replica holds the keys the fleet seals with (ERR_KEY_MISMATCH names the kid).
-await mrtr.guard.checkKeys();
+// A fleet: before serving, `await mrtr.guard.checkKeys()` refuses a replica whose keys differ (see "A fleet: the same keys on every replica" below).
 
 // A fresh McpServer per request, never one shared between requests; 2025-era clients are served on sessions.
 const handler = createHttpHandler(() => {

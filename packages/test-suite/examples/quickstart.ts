@@ -7,5 +7,6 @@ import { it } from 'vitest';
 codecCompliance(it, createHmacCodec, {
   factoryWithCap: (keys, maxTokenBytes) => createHmacCodec(keys, { maxTokenBytes }), // for the linearity checks
 });
-// sharedBackend: false — two instances of an in-process store do not see each other's ids.
-storeCompliance(it, ({ namespace }) => createMemoryStore({ namespace }), { sharedBackend: false });
+// sharedBackend: false — two instances of an in-process store do not see each other's ids; outcomes: true — it records
+// outcomes, so the factory passes on the outcome bounds the suite gives it.
+storeCompliance(it, (options) => createMemoryStore(options), { sharedBackend: false, outcomes: true });
