@@ -23,7 +23,7 @@ export const MAX_MAX_CONNECTIONS = 65_535;
 /** Entries of the in-memory replay store (--store memory). */
 export const MEMORY_STORE_ENTRIES = 100_000;
 /** Share of the replay store one principal may fill at most (the default --mint-quota is derived from it). */
-const PRINCIPAL_STORE_SHARE = 0.25;
+export const PRINCIPAL_STORE_SHARE = 0.25;
 /** The guard's clock-skew tolerance (its default): a state is refused once `exp` + this has passed. */
 export const CLOCK_SKEW_MS = 5_000;
 

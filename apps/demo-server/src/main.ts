@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
 import { MrtrError, type StateGuard } from '@mrtr/core';
+import { DEFAULT_OUTCOME_BUDGET_BYTES } from '@mrtr/core/authoring';
 import { createMrtr } from '@mrtr/mcp-server';
 import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';
@@ -18,6 +19,7 @@ import {
   readConnectWaitMs,
   readKeys,
   readLedgerLimits,
+  PRINCIPAL_STORE_SHARE,
   readNamespace,
   readTokens,
   usageFor,
@@ -176,6 +178,9 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       // No single principal can fill the replay store that every other user depends on.
       // At most `max` minted in any state lifetime (the guard's window), so at most `max` alive at once.
       mintQuota: quota ?? false,
+      // The same share of the store's outcome budget (64 MiB) for each principal's kept outcomes as of its entries:
+      // safe retry stays on for a busy user (the load check's one principal), and no user can take the budget.
+      outcomeQuota: { maxBytes: Math.floor((DEFAULT_OUTCOME_BUDGET_BYTES * PRINCIPAL_STORE_SHARE) / codecs.length) },
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,
