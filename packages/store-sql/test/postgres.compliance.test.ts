@@ -1,4 +1,4 @@
-import { type LossyStore, startReplyLosingProxy, storeCompliance } from '@mrtr/test-suite';
+import { type LossyStore, lossyStoreThroughProxy, storeCompliance } from '@mrtr/test-suite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createPostgresStore } from '../src/index.js';
@@ -49,34 +49,27 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
 
   /** A store through a proxy that can lose the reply to one INSERT (storeCompliance's lostReply). */
-  const lossy = async (kind: 'owned' | 'injected', namespace: string, lossyTable: string): Promise<LossyStore> => {
-    const target = new URL(url);
-    const proxy = await startReplyLosingProxy({ host: target.hostname || '127.0.0.1', port: Number(target.port || 5432) });
-    const proxied = withHostPort(url, '127.0.0.1', proxy.port);
-    const timeouts = { statementTimeoutMs: 1500, connectionTimeoutMs: 1500 };
-    let pool: pg.Pool | undefined;
-    let store: ReturnType<typeof createPostgresStore>;
-    if (kind === 'owned') {
-      store = createPostgresStore({ connectionString: proxied, table: lossyTable, namespace, now: clock.now, ...timeouts });
-    } else {
+  const lossy = (kind: 'owned' | 'injected', namespace: string, lossyTable: string): Promise<LossyStore> =>
+    lossyStoreThroughProxy(url, 5432, (proxied) => {
+      const timeouts = { statementTimeoutMs: 1500, connectionTimeoutMs: 1500 };
+      if (kind === 'owned') {
+        const store = createPostgresStore({ connectionString: proxied, table: lossyTable, namespace, now: clock.now, ...timeouts });
+        return { store, close: () => store.close() };
+      }
       // Server-side bounds, as the README asks of an injected pool: each consume is then one statement, whose
       // reply this proxy can lose after it committed. (Without them each consume is its own transaction: a
       // lost reply never commits — tested in group-commit.test.ts.)
-      pool = new pg.Pool({ connectionString: proxied, connectionTimeoutMillis: 1500, max: 4, statement_timeout: 1500, lock_timeout: 1500 });
+      const pool = new pg.Pool({ connectionString: proxied, connectionTimeoutMillis: 1500, max: 4, statement_timeout: 1500, lock_timeout: 1500 });
       pool.on('error', () => {});
-      store = createPostgresStore({ pool, table: lossyTable, namespace, now: clock.now, ...timeouts });
-    }
-    return {
-      store,
-      loseNextReply: (mode) => proxy.loseNextReply(mode),
-      restore: () => proxy.restore(),
-      async close() {
-        await store.close();
-        await pool?.end();
-        await proxy.close();
-      },
-    };
-  };
+      const store = createPostgresStore({ pool, table: lossyTable, namespace, now: clock.now, ...timeouts });
+      return {
+        store,
+        async close() {
+          await store.close();
+          await pool.end();
+        },
+      };
+    });
 
   const deadPort = (kind: 'owned' | 'injected') => {
     const deadUrl = withHostPort(url, '127.0.0.1', 1);

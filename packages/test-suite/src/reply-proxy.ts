@@ -1,4 +1,5 @@
 import * as net from 'node:net';
+import type { LossyStore } from './store.js';
 
 /** How {@link ReplyLosingProxy.loseNextReply} loses the reply to the next request. */
 export type LostReplyMode =
@@ -116,6 +117,51 @@ export async function startReplyLosingProxy(target: { host: string; port: number
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       cutAll();
       await closed;
+    },
+  };
+}
+
+/**
+ * The `lostReply` wiring of {@link storeCompliance} for a store that talks to its backend over one TCP URL
+ * (Redis, PostgreSQL, …): starts a {@link ReplyLosingProxy} in front of `url`'s server (`defaultPort` when the URL
+ * names none), calls `open` with the same URL pointed at the proxy, and answers the {@link LossyStore} that closes
+ * the store and then the proxy.
+ *
+ * ```ts
+ * lostReply: ({ namespace }) =>
+ *   lossyStoreThroughProxy(url, 6379, (proxied) => {
+ *     const store = createRedisStore({ url: proxied, namespace, commandTimeoutMs: 1500 });
+ *     return { store, close: () => store.close() };
+ *   }),
+ * ```
+ */
+export async function lossyStoreThroughProxy(
+  url: string,
+  defaultPort: number,
+  open: (proxiedUrl: string) => { store: LossyStore['store']; close(): Promise<void> },
+): Promise<LossyStore> {
+  const target = new URL(url);
+  const proxy = await startReplyLosingProxy({ host: target.hostname || '127.0.0.1', port: Number(target.port || defaultPort) });
+  const proxied = new URL(url);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String(proxy.port);
+  let opened: ReturnType<typeof open>;
+  try {
+    opened = open(proxied.toString());
+  } catch (error) {
+    await proxy.close();
+    throw error;
+  }
+  return {
+    store: opened.store,
+    loseNextReply: (mode) => proxy.loseNextReply(mode),
+    restore: () => proxy.restore(),
+    async close() {
+      try {
+        await opened.close();
+      } finally {
+        await proxy.close();
+      }
     },
   };
 }
