@@ -59,7 +59,13 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
       // Server-side bounds, as the README asks of an injected pool: each consume is then one statement, whose
       // reply this proxy can lose after it committed. (Without them each consume is its own transaction: a
       // lost reply never commits — tested in group-commit.test.ts.)
-      const pool = new pg.Pool({ connectionString: proxied, connectionTimeoutMillis: 1500, max: 4, statement_timeout: 1500, lock_timeout: 1500 });
+      const pool = new pg.Pool({
+        connectionString: proxied,
+        connectionTimeoutMillis: 1500,
+        max: 4,
+        statement_timeout: 1500,
+        lock_timeout: 1500,
+      });
       pool.on('error', () => {});
       const store = createPostgresStore({ pool, table: lossyTable, namespace, now: clock.now, ...timeouts });
       return {
