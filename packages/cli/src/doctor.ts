@@ -868,7 +868,7 @@ async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: 
       table,
       namespace: TASK_NAMESPACE,
       statementTimeoutMs: timeoutMs,
-      connectionTimeoutMs: timeoutMs,
+      connectTimeoutMs: timeoutMs,
       purgeBatchSize: 0,
     });
     const { taskId, check } = await probeTask(store, name, `at ${where}`, timeoutMs);

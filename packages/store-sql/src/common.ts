@@ -12,7 +12,6 @@ import {
   type ParsedOutcomeStoreLimits,
   parseOutcomeStoreLimits,
   randomBytes,
-  renamedOption,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 
@@ -50,19 +49,13 @@ export interface SqlStoreCommonOptions extends OutcomeStoreLimits {
    * same margin. @default 0
    */
   extraRetentionMs?: number;
-  /**
-   * Former name of `extraRetentionMs` (kept for one release; giving both with different values is a `TypeError`).
-   * @deprecated use `extraRetentionMs`
-   * @default 0
-   */
-  purgeGraceMs?: number;
   /** Clock in epoch ms used to decide whether a stored id has expired. @default Date.now */
   now?: () => number;
   /**
    * Receives the problems the store survives in the background, as a {@link BackgroundError} (an `Error` with a
    * stable `code`, the underlying error as `cause`): `STORE_PURGE_FAILED` when a background purge fails (it never
    * throws; expired rows stay until a later run succeeds). The hook every `@mrtr/store-*` store takes under this
-   * name and shape. Before issue 22 it received the purge's error itself: that is now `error.cause`.
+   * name and shape.
    * @default ignore
    */
   onError?: (error: BackgroundError) => void;
@@ -76,12 +69,6 @@ export interface SqlStoreCommonOptions extends OutcomeStoreLimits {
    * `@mrtr/store-redis` uses for the same switch. @default true
    */
   batch?: boolean;
-  /**
-   * Former name of `batch` (kept for one release; giving both with different values is a `TypeError`).
-   * @deprecated use `batch`
-   * @default true
-   */
-  groupCommit?: boolean;
   /** Most consumes one group-commit statement carries (1–4096). @default 256 */
   maxBatchSize?: number;
   /**
@@ -253,9 +240,7 @@ export function purgeSettings(label: string, options: SqlStoreCommonOptions): Pu
     intervalMs: intOption(`${label}: purgeIntervalMs`, options.purgeIntervalMs, 60_000, 0, 2_147_483_647),
     batchSize: intOption(`${label}: purgeBatchSize`, options.purgeBatchSize, 1000, 1, 100_000),
     maxBatches: intOption(`${label}: purgeMaxBatches`, options.purgeMaxBatches, 10, 1, 10_000),
-    graceMs: renamedOption(label, options, 'extraRetentionMs', 'purgeGraceMs', (name, value) =>
-      intOption(`${label}: ${name}`, value, 0, 0, 2_147_483_647),
-    ),
+    graceMs: intOption(`${label}: extraRetentionMs`, options.extraRetentionMs, 0, 0, 2_147_483_647),
   };
 }
 
@@ -347,7 +332,7 @@ export interface GroupCommitSettings {
 }
 
 export function groupCommitSettings(label: string, options: SqlStoreCommonOptions): GroupCommitSettings | undefined {
-  const batch = renamedOption(label, options, 'batch', 'groupCommit', (name, value) => boolOption(`${label}: ${name}`, value, true));
+  const batch = boolOption(`${label}: batch`, options.batch, true);
   if (!batch) return undefined;
   return {
     maxBatch: intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096),

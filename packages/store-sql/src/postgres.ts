@@ -6,7 +6,6 @@ import {
   fnOption,
   intOption,
   optionsObject,
-  renamedOption,
   createBatcher,
   StoreUnavailableError,
   withDeadline,
@@ -175,9 +174,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   const namespace = checkNamespace(label, options.namespace);
   const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
-  const connectionTimeoutMs = renamedOption(label, options, 'connectTimeoutMs', 'connectionTimeoutMs', (name, value) =>
-    intOption(`${label}: ${name}`, value, 5000, 1, 600_000),
-  );
+  const connectionTimeoutMs = intOption(`${label}: connectTimeoutMs`, options.connectTimeoutMs, 5000, 1, 600_000);
   const lockTimeoutMs = intOption(`${label}: lockTimeoutMs`, options.lockTimeoutMs, Math.min(2000, statementTimeoutMs), 1, 600_000);
   const maxConnections = intOption(`${label}: maxConnections`, options.maxConnections, 10, 1, 10_000);
   const purge = purgeSettings(label, options);

@@ -4,7 +4,6 @@ import {
   intOption,
   optionsObject,
   parseTaskStoreLimits,
-  renamedOption,
   StoreUnavailableError,
   TaskLimitError,
   taskExpiresAt,
@@ -93,9 +92,7 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const countsTable = quotedSchema === undefined ? quotedCounts : `${quotedSchema}.${quotedCounts}`;
   const expiryIndex = `${tableName}_expires_at_idx`;
   const statementTimeoutMs = intOption(`${label}: statementTimeoutMs`, options.statementTimeoutMs, 5000, 1, 600_000);
-  const connectionTimeoutMs = renamedOption(label, options, 'connectTimeoutMs', 'connectionTimeoutMs', (name, value) =>
-    intOption(`${label}: ${name}`, value, 5000, 1, 600_000),
-  );
+  const connectionTimeoutMs = intOption(`${label}: connectTimeoutMs`, options.connectTimeoutMs, 5000, 1, 600_000);
   const lockTimeoutMs = intOption(`${label}: lockTimeoutMs`, options.lockTimeoutMs, Math.min(2000, statementTimeoutMs), 1, 600_000);
   const maxConnections = intOption(`${label}: maxConnections`, options.maxConnections, 10, 1, 10_000);
   const replyWaitMs = statementTimeoutMs + Math.min(statementTimeoutMs, 1000);

@@ -53,7 +53,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     const target = new URL(url);
     const proxy = await startReplyLosingProxy({ host: target.hostname || '127.0.0.1', port: Number(target.port || 5432) });
     const proxied = withHostPort(url, '127.0.0.1', proxy.port);
-    const timeouts = { statementTimeoutMs: 1500, connectionTimeoutMs: 1500 };
+    const timeouts = { statementTimeoutMs: 1500, connectTimeoutMs: 1500 };
     let pool: pg.Pool | undefined;
     let store: ReturnType<typeof createPostgresStore>;
     if (kind === 'owned') {
@@ -81,11 +81,11 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   const deadPort = (kind: 'owned' | 'injected') => {
     const deadUrl = withHostPort(url, '127.0.0.1', 1);
     if (kind === 'owned') {
-      return createPostgresStore({ connectionString: deadUrl, table, connectionTimeoutMs: 1000, statementTimeoutMs: 1000 });
+      return createPostgresStore({ connectionString: deadUrl, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     }
     const pool = new pg.Pool({ connectionString: deadUrl, connectionTimeoutMillis: 1000 });
     pool.on('error', () => {});
-    const store = createPostgresStore({ pool, table, connectionTimeoutMs: 1000, statementTimeoutMs: 1000 });
+    const store = createPostgresStore({ pool, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     return {
       consume: store.consume,
       async close() {
