@@ -8,7 +8,8 @@ import {
   StoreUnavailableError,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
-import { checkNamespace, quoteIdentifier } from './common.js';
+import { checkNamespace, LONE_SURROGATE } from './arguments.js';
+import { quoteIdentifier } from './options.js';
 
 /** Options shared by both dialects' task stores. */
 export interface SqlTaskStoreCommonOptions extends TaskStoreLimits {
@@ -57,7 +58,6 @@ export const DEFAULT_TASK_TABLE = 'mrtr_tasks';
 /** Tries of one `update` whose conditional write found the record changed meanwhile. */
 export const UPDATE_TRIES = 32;
 const MAX_TASK_ID_LENGTH = 256;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export interface TaskSettings {
   table: string;
