@@ -114,8 +114,8 @@ export function databaseHandle(
 }
 
 /** Runs `work` in a `BEGIN IMMEDIATE` transaction (the write lock first, waiting up to busy_timeout). */
-export function inWriteTransaction<T>(db: SqliteDatabaseLike, begin: SqliteStatementLike, work: () => T): T {
-  begin.run();
+export function inWriteTransaction<T>(db: SqliteDatabaseLike, begin: () => unknown, work: () => T): T {
+  begin();
   try {
     const result = work();
     db.exec('COMMIT');

@@ -93,9 +93,13 @@ function missingDdl(db: SqliteDatabaseLike, plan: SqliteSchemaPlan): string[] {
  */
 export function ensureSqliteSchema(db: SqliteDatabaseLike, plan: SqliteSchemaPlan): void {
   if (missingDdl(db, plan).length === 0) return;
-  inWriteTransaction(db, db.prepare('BEGIN IMMEDIATE'), () => {
-    for (const sql of missingDdl(db, plan)) db.exec(sql);
-  });
+  inWriteTransaction(
+    db,
+    () => db.exec('BEGIN IMMEDIATE'),
+    () => {
+      for (const sql of missingDdl(db, plan)) db.exec(sql);
+    },
+  );
 }
 
 /** Where a schema check looks: the table (unquoted). */

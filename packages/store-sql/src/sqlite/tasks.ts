@@ -219,7 +219,11 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
       const s = await prepared();
       let refusal: Error | undefined;
       try {
-        refusal = inWriteTransaction(s.db, s.begin, () => createIn(s, scope, row));
+        refusal = inWriteTransaction(
+          s.db,
+          () => s.begin.run(),
+          () => createIn(s, scope, row),
+        );
       } catch (error) {
         throw toStoreError(error);
       }
