@@ -1,22 +1,6 @@
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike } from '../shared/drivers.js';
-import {
-  ADDED_COLUMNS,
-  type AddedColumn,
-  addedColumnType,
-  BUDGET_TABLE,
-  COUNTS_TABLE,
-  checkReplayShape,
-  checkTaskShape,
-  createIndexSql,
-  createTableSql,
-  EXPIRY_INDEX,
-  PRINCIPAL_INDEX,
-  REPLAY_TABLE,
-  type SqlSchemaCheck,
-  TASK_TABLE,
-  type TableShape,
-} from '../shared/schema.js';
+import { addedColumnType, checkShape, type SchemaPlan, schemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
 import { holdErrors, LOCK_NOT_AVAILABLE, localTimeoutsSql, type PostgresSettings } from './connection.js';
 
 /** Arbitrary 32-bit class id ("mrtr") for `pg_advisory_xact_lock(int, int)`: the schema lock of both stores. */
@@ -26,21 +10,12 @@ type Query = (config: PgQueryConfigLike) => Promise<PgQueryResultLike>;
 type Catalog = Record<string, unknown>;
 
 /**
- * What `ensureSchema()` makes: a main table (whose `added` columns a table of an earlier version may lack), its
- * indexes and its side tables. Everything is looked up in the catalog first: reading the catalog takes no lock on
- * the table, whereas ALTER TABLE … IF NOT EXISTS / CREATE INDEX IF NOT EXISTS lock it even when nothing is missing,
- * and a lock request queued behind any reader (pg_dump, an idle transaction) holds up every call of every instance
- * behind it.
+ * What `ensureSchema()` makes (see {@link SchemaPlan}), and how it waits for the schema lock. Everything is looked up
+ * in the catalog first: reading the catalog takes no lock on the table, whereas ALTER TABLE … IF NOT EXISTS / CREATE
+ * INDEX IF NOT EXISTS lock it even when nothing is missing, and a lock request queued behind any reader (pg_dump, an
+ * idle transaction) holds up every call of every instance behind it.
  */
-export interface PostgresSchemaPlan {
-  /** The quoted, possibly schema-qualified table. */
-  table: string;
-  createTable: string;
-  added: readonly AddedColumn[];
-  /** Index names (unquoted, as the catalog holds them) and their DDL. */
-  indexes: readonly { name: string; create: string }[];
-  /** Side tables (quoted, possibly schema-qualified) and their DDL. */
-  sideTables: readonly { table: string; create: string }[];
+export interface PostgresSchemaPlan extends SchemaPlan {
   /** Take the advisory lock under `lock_timeout` too (the task store) rather than under `statement_timeout` only. */
   lockUnderLockTimeout: boolean;
   /** What a lock wait given up on says besides the table (who may hold it). */
@@ -48,41 +23,18 @@ export interface PostgresSchemaPlan {
 }
 
 /** The replay table, its expiry index and its outcome budget table (`<table>_budget`). */
-export function replaySchemaPlan(table: string, tableName: string, qualify: (name: string) => string): PostgresSchemaPlan {
-  const budgetTable = qualify(`"${tableName}_budget"`);
-  return {
-    table,
-    createTable: createTableSql('postgres', table, REPLAY_TABLE),
-    added: ADDED_COLUMNS,
-    indexes: [
-      {
-        name: `${tableName}${EXPIRY_INDEX.suffix}`,
-        create: createIndexSql(`"${tableName}${EXPIRY_INDEX.suffix}"`, table, EXPIRY_INDEX.columns),
-      },
-    ],
-    sideTables: [{ table: budgetTable, create: createTableSql('postgres', budgetTable, BUDGET_TABLE) }],
-    lockUnderLockTimeout: false,
-    holders: ' (an open transaction, pg_dump, another migration)',
-  };
-}
+export const replaySchemaPlan = (table: string, tableName: string, qualify: (name: string) => string): PostgresSchemaPlan => ({
+  ...schemaPlan('postgres', 'replay', table, tableName, qualify),
+  lockUnderLockTimeout: false,
+  holders: ' (an open transaction, pg_dump, another migration)',
+});
 
 /** The task table, its principal and expiry indexes and its count table (`<table>_counts`). */
-export function taskSchemaPlan(table: string, tableName: string, qualify: (name: string) => string): PostgresSchemaPlan {
-  const countsTable = qualify(`"${tableName}_counts"`);
-  const index = (spec: typeof PRINCIPAL_INDEX | typeof EXPIRY_INDEX) => ({
-    name: `${tableName}${spec.suffix}`,
-    create: createIndexSql(`"${tableName}${spec.suffix}"`, table, spec.columns),
-  });
-  return {
-    table,
-    createTable: createTableSql('postgres', table, TASK_TABLE),
-    added: [],
-    indexes: [index(PRINCIPAL_INDEX), index(EXPIRY_INDEX)],
-    sideTables: [{ table: countsTable, create: createTableSql('postgres', countsTable, COUNTS_TABLE) }],
-    lockUnderLockTimeout: true,
-    holders: '',
-  };
-}
+export const taskSchemaPlan = (table: string, tableName: string, qualify: (name: string) => string): PostgresSchemaPlan => ({
+  ...schemaPlan('postgres', 'task', table, tableName, qualify),
+  lockUnderLockTimeout: true,
+  holders: '',
+});
 
 /** One catalog read: the table, each added column, each index (by name), each side table. */
 function catalogQuery(plan: PostgresSchemaPlan): PgQueryConfigLike {
@@ -94,11 +46,10 @@ function catalogQuery(plan: PostgresSchemaPlan): PgQueryConfigLike {
     (_, i) =>
       `EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $${i + 2}) AS has_index_${i}, `,
   );
-  const first = plan.indexes.length + 2;
-  const sides = plan.sideTables.map((_, i) => `to_regclass($${first + i}::text) IS NOT NULL AS has_side_${i}`);
+  const side = `to_regclass($${plan.indexes.length + 2}::text) IS NOT NULL AS has_side`;
   return {
-    text: `SELECT c.oid IS NOT NULL AS has_table, ${columns.join('')}${indexes.join('')}${sides.join(', ')} FROM (SELECT to_regclass($1::text)::oid AS oid) AS c`,
-    values: [plan.table, ...plan.indexes.map((index) => index.name), ...plan.sideTables.map((side) => side.table)],
+    text: `SELECT c.oid IS NOT NULL AS has_table, ${columns.join('')}${indexes.join('')}${side} FROM (SELECT to_regclass($1::text)::oid AS oid) AS c`,
+    values: [plan.table, ...plan.indexes.map((index) => index.name), plan.side.table],
   };
 }
 
@@ -116,9 +67,7 @@ function missingDdl(plan: PostgresSchemaPlan, catalog: Catalog): string[] {
   plan.indexes.forEach((index, i) => {
     if (catalog[`has_index_${i}`] !== true) ddl.push(index.create);
   });
-  plan.sideTables.forEach((side, i) => {
-    if (catalog[`has_side_${i}`] !== true) ddl.push(side.create);
-  });
+  if (catalog.has_side !== true) ddl.push(plan.side.create);
   return ddl;
 }
 
@@ -207,12 +156,10 @@ async function readShape(pool: PgPoolLike, options: PostgresSchemaCheckOptions):
  * table does not exist, else its problems and warnings (see {@link SqlSchemaCheck}).
  */
 export async function checkPostgresSchema(pool: PgPoolLike, options: PostgresSchemaCheckOptions): Promise<SqlSchemaCheck | undefined> {
-  const shape = await readShape(pool, options);
-  return shape === undefined ? undefined : checkReplayShape('postgres', options.table, shape);
+  return checkShape('postgres', 'replay', options.table, await readShape(pool, options));
 }
 
 /** {@link checkPostgresSchema} for the task table of `createPostgresTaskStore`. */
 export async function checkPostgresTaskSchema(pool: PgPoolLike, options: PostgresSchemaCheckOptions): Promise<SqlSchemaCheck | undefined> {
-  const shape = await readShape(pool, options);
-  return shape === undefined ? undefined : checkTaskShape('postgres', options.table, shape);
+  return checkShape('postgres', 'task', options.table, await readShape(pool, options));
 }

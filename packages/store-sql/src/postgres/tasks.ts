@@ -1,21 +1,9 @@
-import type { TaskRecord } from '@mrtr/core';
-import { assertTaskChange, optionsObject, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { optionsObject, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
 import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike, PostgresConnectionOptions } from '../shared/drivers.js';
 import { closeOnce, once, storeCall, toStoreError, whenReady } from '../shared/lifecycle.js';
 import { quoteIdentifier } from '../shared/options.js';
-import {
-  closedTaskStoreError,
-  fromTaskRow,
-  isTaskId,
-  type SqlTaskStore,
-  type SqlTaskStoreCommonOptions,
-  type TaskRow,
-  taskIdExistsError,
-  taskSettings,
-  toTaskRow,
-  UPDATE_TRIES,
-  unsettledUpdateError,
-} from '../shared/tasks.js';
+import type { SqlTaskStore, SqlTaskStoreCommonOptions, TaskRow } from '../shared/tasks.js';
+import { closedTaskStoreError, fromTaskRow, sqlTaskStore, taskIdExistsError, taskSettings } from '../shared/tasks.js';
 import {
   deadline,
   holdErrors,
@@ -230,8 +218,10 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const label = 'createPostgresTaskStore';
   options = optionsObject(label, options);
   const target = postgresTarget(label, options);
-  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(label, options);
-  const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize } = taskSettings(label, options, { maxLive, maxKept });
+  const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize, maxLive, maxKept, maxTasks } = taskSettings(
+    label,
+    options,
+  );
   const quotedTable = quoteIdentifier(`${label}: table`, tableName);
   const { schema, qualify } = qualifier(label, options.schema);
   const table = qualify(quotedTable);
@@ -240,6 +230,7 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const bounded = deadline('task store', settings.connectTimeoutMs + 4 * settings.replyWaitMs);
   // Tasks held per namespace (≤ 48 + 7 characters), kept in step by every create under the namespace's lock.
   const sql = taskStatements(table, qualify(`"${tableName}_counts"`));
+  const scope: CreateScope = { sql, table, namespace, t: 0, maxLive, maxKept, maxTasks, purgeBatchSize };
 
   let closed = false;
   const pool = poolHandle(settings, () => closed, closedTaskStoreError);
@@ -249,95 +240,49 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
     if (closed) throw closedTaskStoreError();
   };
 
-  /** Any failure of the database (or of reaching it) becomes `ERR_STORE_UNAVAILABLE`; refusals keep their own error. */
-  const guarded = async <T>(work: () => Promise<T>): Promise<T> => {
-    assertOpen();
-    try {
-      return await bounded(work());
-    } catch (error) {
-      if (error instanceof Refusal) throw error.error;
-      throw toStoreError(error);
-    }
-  };
-
-  const read = async (on: PgPoolLike, taskId: string): Promise<{ record: TaskRecord; version: string } | undefined> => {
-    const result = await on.query({
-      text: sql.getSql,
-      values: [namespace, taskId, Math.floor(now())],
-      query_timeout: settings.replyWaitMs,
-    });
-    const row = result.rows[0] as { principal?: unknown; version?: unknown; record?: unknown } | undefined;
-    if (row === undefined) return undefined;
-    return { record: fromTaskRow(taskId, row.principal, row.record), version: String(row.version) };
-  };
-
-  /** One try of an update: re-read, change, conditional write; `done` when settled, else the record changed meanwhile. */
-  const tryUpdate = async (
-    on: PgPoolLike,
-    taskId: string,
-    change: (record: TaskRecord) => TaskRecord | undefined,
-  ): Promise<{ done: boolean; value?: TaskRecord }> => {
-    const current = await read(on, taskId);
-    if (current === undefined) return { done: true };
-    let next: TaskRecord | undefined;
-    let row: TaskRow;
-    try {
-      next = change(structuredClone(current.record));
-      if (next === undefined) return { done: true, value: current.record };
-      assertTaskChange(`${label}: update`, current.record, next);
-      row = toTaskRow(`${label}: update`, next, maxRecordBytes);
-    } catch (error) {
-      throw new Refusal(error);
-    }
-    const values = [namespace, taskId, current.version, row.json, row.live, taskExpiresAt(next), Math.floor(now())];
-    const updated =
-      pool.owned !== undefined
-        ? await on.query({ text: sql.updateSql, values, query_timeout: settings.replyWaitMs })
-        : await withClient(on, settings, true, (query) => query({ text: sql.updateSql, values }));
-    return updated.rowCount === 1 ? { done: true, value: JSON.parse(row.json) as TaskRecord } : { done: false };
-  };
-
-  return {
+  return sqlTaskStore(label, maxRecordBytes, {
     dialect: 'postgres',
     table,
-
-    async create(record) {
-      const row = toTaskRow(`${label}: create`, record, maxRecordBytes);
-      await guarded(async () => {
-        const on = await ready();
-        assertOpen();
-        const scope: CreateScope = { sql, table, namespace, t: 0, maxLive, maxKept, maxTasks, purgeBatchSize };
-        await withClient(on, settings, true, (query) => createIn(query, { ...scope, t: Math.floor(now()) }, row));
-      });
+    assertOpen,
+    /** Any failure of the database (or of reaching it) becomes `ERR_STORE_UNAVAILABLE`; refusals keep their own error. */
+    async run(work) {
+      assertOpen();
+      try {
+        return await bounded(work());
+      } catch (error) {
+        if (error instanceof Refusal) throw error.error;
+        throw toStoreError(error);
+      }
     },
-
-    async get(taskId) {
-      if (!isTaskId(taskId)) return undefined;
-      return guarded(async () => (await read(await ready(), taskId))?.record);
+    async insert(row) {
+      const on = await ready();
+      assertOpen();
+      await withClient(on, settings, true, (query) => createIn(query, { ...scope, t: Math.floor(now()) }, row));
     },
-
-    async update(taskId, change) {
-      if (typeof change !== 'function') throw new TypeError(`${label}: update: change must be a function`);
-      if (!isTaskId(taskId)) return undefined;
-      return guarded(async () => {
-        const on = await ready();
-        for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
-          assertOpen();
-          const { done, value } = await tryUpdate(on, taskId, change);
-          if (done) return value;
-        }
-        throw unsettledUpdateError();
-      });
+    async read(taskId) {
+      const values = [namespace, taskId, Math.floor(now())];
+      const result = await (await ready()).query({ text: sql.getSql, values, query_timeout: settings.replyWaitMs });
+      const row = result.rows[0] as { principal?: unknown; version?: unknown; record?: unknown } | undefined;
+      if (row === undefined) return undefined;
+      return { record: fromTaskRow(taskId, row.principal, row.record), version: String(row.version) };
     },
-
+    async write(taskId, current, row, next) {
+      const on = await ready();
+      const values = [namespace, taskId, current.version, row.json, row.live, taskExpiresAt(next), Math.floor(now())];
+      const updated =
+        pool.owned !== undefined
+          ? await on.query({ text: sql.updateSql, values, query_timeout: settings.replyWaitMs })
+          : await withClient(on, settings, true, (query) => query({ text: sql.updateSql, values }));
+      return updated.rowCount === 1;
+    },
+    refuse: (error) => new Refusal(error),
     async ensureSchema() {
       assertOpen();
       await storeCall(() => bounded(schemaReady.get()));
     },
-
     close: closeOnce(() => {
       closed = true;
       return pool.close();
     }),
-  };
+  });
 }

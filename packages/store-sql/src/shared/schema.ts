@@ -181,3 +181,60 @@ export function checkTaskShape(dialect: Dialect, table: string, shape: TableShap
   const columns = TASK_TABLE.columns.map((column) => column.name).join(', ');
   return { problems, warnings, summary: `columns (${columns}), primary key (ns, task_id), principal and expiry indexes` };
 }
+
+/**
+ * What `ensureSchema()` makes of one store's tables: the main table (whose `added` columns a table of an earlier
+ * version may lack), its indexes and its side table.
+ */
+export interface SchemaPlan {
+  /** The quoted, possibly schema-qualified table. */
+  table: string;
+  tableName: string;
+  createTable: string;
+  added: readonly AddedColumn[];
+  /** Index names (unquoted, as the catalog holds them) and their DDL. */
+  indexes: readonly { name: string; create: string }[];
+  /** The side table: its unquoted name, its quoted (possibly schema-qualified) name, its DDL. */
+  side: { name: string; table: string; create: string };
+}
+
+type IndexSpec = typeof EXPIRY_INDEX | typeof PRINCIPAL_INDEX;
+
+/**
+ * The plan of the replay table (its expiry index, its outcome budget table `<table>_budget`) or of the task table
+ * (its principal and expiry indexes, its count table `<table>_counts`). `qualify` puts a quoted name in the store's
+ * schema (PostgreSQL).
+ */
+export function schemaPlan(
+  dialect: Dialect,
+  kind: 'replay' | 'task',
+  table: string,
+  tableName: string,
+  qualify: (quotedName: string) => string = (name) => name,
+): SchemaPlan {
+  const index = (spec: IndexSpec) => ({
+    name: `${tableName}${spec.suffix}`,
+    create: createIndexSql(`"${tableName}${spec.suffix}"`, table, spec.columns),
+  });
+  const sideName = `${tableName}${kind === 'replay' ? '_budget' : '_counts'}`;
+  const sideTable = qualify(`"${sideName}"`);
+  return {
+    table,
+    tableName,
+    createTable: createTableSql(dialect, table, kind === 'replay' ? REPLAY_TABLE : TASK_TABLE),
+    added: kind === 'replay' ? ADDED_COLUMNS : [],
+    indexes: kind === 'replay' ? [index(EXPIRY_INDEX)] : [index(PRINCIPAL_INDEX), index(EXPIRY_INDEX)],
+    side: { name: sideName, table: sideTable, create: createTableSql(dialect, sideTable, kind === 'replay' ? BUDGET_TABLE : COUNTS_TABLE) },
+  };
+}
+
+/** A table's shape against the replay or the task table's declaration; `undefined` (no table) stays so. */
+export function checkShape(
+  dialect: Dialect,
+  kind: 'replay' | 'task',
+  table: string,
+  shape: TableShape | undefined,
+): SqlSchemaCheck | undefined {
+  if (shape === undefined) return undefined;
+  return kind === 'replay' ? checkReplayShape(dialect, table, shape) : checkTaskShape(dialect, table, shape);
+}

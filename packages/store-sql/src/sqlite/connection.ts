@@ -1,11 +1,5 @@
 import { intOption, oneOfOption, optionsObject } from '@mrtr/core/authoring';
-import {
-  type DatabaseConstructor,
-  loadDriver,
-  type SqliteConnectionOptions,
-  type SqliteDatabaseLike,
-  type SqliteStatementLike,
-} from '../shared/drivers.js';
+import { type DatabaseConstructor, loadDriver, type SqliteConnectionOptions, type SqliteDatabaseLike } from '../shared/drivers.js';
 import { type ResourceHandle, resourceHandle } from '../shared/lifecycle.js';
 import { checkConnectionChoice } from '../shared/options.js';
 

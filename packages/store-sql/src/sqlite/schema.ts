@@ -1,66 +1,6 @@
 import type { SqliteDatabaseLike } from '../shared/drivers.js';
-import {
-  ADDED_COLUMNS,
-  type AddedColumn,
-  addedColumnType,
-  BUDGET_TABLE,
-  COUNTS_TABLE,
-  checkReplayShape,
-  checkTaskShape,
-  createIndexSql,
-  createTableSql,
-  EXPIRY_INDEX,
-  PRINCIPAL_INDEX,
-  REPLAY_TABLE,
-  type SqlSchemaCheck,
-  TASK_TABLE,
-  type TableShape,
-} from '../shared/schema.js';
+import { addedColumnType, checkShape, type SchemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
 import { inWriteTransaction } from './connection.js';
-
-/** What `ensureSchema()` makes: a main table (whose `added` columns an earlier version's table may lack), its indexes and side tables. */
-export interface SqliteSchemaPlan {
-  /** The quoted table. */
-  table: string;
-  tableName: string;
-  createTable: string;
-  added: readonly AddedColumn[];
-  /** Index names (unquoted) and their DDL. */
-  indexes: readonly { name: string; create: string }[];
-  /** Side tables (unquoted names) and their DDL. */
-  sideTables: readonly { name: string; create: string }[];
-}
-
-const index = (table: string, tableName: string, spec: typeof PRINCIPAL_INDEX | typeof EXPIRY_INDEX) => ({
-  name: `${tableName}${spec.suffix}`,
-  create: createIndexSql(`"${tableName}${spec.suffix}"`, table, spec.columns),
-});
-
-/** The replay table, its expiry index and its outcome budget table (`<table>_budget`). */
-export function replaySchemaPlan(table: string, tableName: string): SqliteSchemaPlan {
-  const budget = `${tableName}_budget`;
-  return {
-    table,
-    tableName,
-    createTable: createTableSql('sqlite', table, REPLAY_TABLE),
-    added: ADDED_COLUMNS,
-    indexes: [index(table, tableName, EXPIRY_INDEX)],
-    sideTables: [{ name: budget, create: createTableSql('sqlite', `"${budget}"`, BUDGET_TABLE) }],
-  };
-}
-
-/** The task table, its principal and expiry indexes and its count table (`<table>_counts`). */
-export function taskSchemaPlan(table: string, tableName: string): SqliteSchemaPlan {
-  const counts = `${tableName}_counts`;
-  return {
-    table,
-    tableName,
-    createTable: createTableSql('sqlite', table, TASK_TABLE),
-    added: [],
-    indexes: [index(table, tableName, PRINCIPAL_INDEX), index(table, tableName, EXPIRY_INDEX)],
-    sideTables: [{ name: counts, create: createTableSql('sqlite', `"${counts}"`, COUNTS_TABLE) }],
-  };
-}
 
 const INDEX_SQL = "SELECT 1 AS found FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE AND tbl_name = ? COLLATE NOCASE";
 const TABLE_SQL = "SELECT 1 AS found FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE";
@@ -72,7 +12,7 @@ const all = (db: SqliteDatabaseLike, sql: string): Record<string, unknown>[] =>
  * The DDL the catalog says is missing (read without a write lock). SQLite has no ADD COLUMN IF NOT EXISTS, so the
  * catalog says which added columns a table of an earlier version lacks.
  */
-function missingDdl(db: SqliteDatabaseLike, plan: SqliteSchemaPlan): string[] {
+function missingDdl(db: SqliteDatabaseLike, plan: SchemaPlan): string[] {
   const columns = new Set(all(db, `PRAGMA table_info(${plan.table})`).map((column) => column.name));
   const ddl: string[] = [];
   if (columns.size === 0) ddl.push(plan.createTable);
@@ -82,7 +22,7 @@ function missingDdl(db: SqliteDatabaseLike, plan: SqliteSchemaPlan): string[] {
     }
   }
   for (const { name, create } of plan.indexes) if (db.prepare(INDEX_SQL).get(name, plan.tableName) === undefined) ddl.push(create);
-  for (const { name, create } of plan.sideTables) if (db.prepare(TABLE_SQL).get(name) === undefined) ddl.push(create);
+  if (db.prepare(TABLE_SQL).get(plan.side.name) === undefined) ddl.push(plan.side.create);
   return ddl;
 }
 
@@ -91,7 +31,7 @@ function missingDdl(db: SqliteDatabaseLike, plan: SqliteSchemaPlan): string[] {
  * BEGIN IMMEDIATE takes the write lock up front (waiting up to busy_timeout), so two processes creating the schema
  * at once run one after the other, and the catalog is read again (another process may have finished meanwhile).
  */
-export function ensureSqliteSchema(db: SqliteDatabaseLike, plan: SqliteSchemaPlan): void {
+export function ensureSqliteSchema(db: SqliteDatabaseLike, plan: SchemaPlan): void {
   if (missingDdl(db, plan).length === 0) return;
   inWriteTransaction(
     db,
@@ -134,12 +74,10 @@ function readShape(db: SqliteDatabaseLike, table: string): TableShape | undefine
  * table does not exist, else its problems and warnings (see {@link SqlSchemaCheck}).
  */
 export function checkSqliteSchema(db: SqliteDatabaseLike, options: SqliteSchemaCheckOptions): SqlSchemaCheck | undefined {
-  const shape = readShape(db, options.table);
-  return shape === undefined ? undefined : checkReplayShape('sqlite', options.table, shape);
+  return checkShape('sqlite', 'replay', options.table, readShape(db, options.table));
 }
 
 /** {@link checkSqliteSchema} for the task table of `createSqliteTaskStore`. */
 export function checkSqliteTaskSchema(db: SqliteDatabaseLike, options: SqliteSchemaCheckOptions): SqlSchemaCheck | undefined {
-  const shape = readShape(db, options.table);
-  return shape === undefined ? undefined : checkTaskShape('sqlite', options.table, shape);
+  return checkShape('sqlite', 'task', options.table, readShape(db, options.table));
 }

@@ -25,7 +25,8 @@ import {
 import type { SqlReplayStore } from '../shared/types.js';
 import { databaseHandle, sqliteTarget, synchronousOption } from './connection.js';
 import { consumeOne, type Op, runBatch, type SqliteReplayContext } from './replay.js';
-import { ensureSqliteSchema, replaySchemaPlan } from './schema.js';
+import { ensureSqliteSchema } from './schema.js';
+import { schemaPlan } from '../shared/schema.js';
 import { prepareStatements, type Statements } from './statements.js';
 
 export interface SqliteStoreOptions extends SqlStoreCommonOptions, SqliteConnectionOptions {}
@@ -79,7 +80,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     () => closed,
     () => new StoreUnavailableError(),
   );
-  const plan = replaySchemaPlan(table, tableName);
+  const plan = schemaPlan('sqlite', 'replay', table, tableName);
   const schemaReady = once(async () => ensureSqliteSchema(await database.get(), plan));
   let statements: Statements | undefined;
   const ready = async (): Promise<Statements> => {

@@ -1,23 +1,12 @@
-import type { TaskRecord } from '@mrtr/core';
-import { assertTaskChange, intOption, optionsObject, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { intOption, optionsObject, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
 import type { SqliteConnectionOptions, SqliteDatabaseLike, SqliteStatementLike } from '../shared/drivers.js';
 import { closeOnce, once, storeCall, toStoreError } from '../shared/lifecycle.js';
 import { quoteIdentifier } from '../shared/options.js';
-import {
-  closedTaskStoreError,
-  fromTaskRow,
-  isTaskId,
-  type SqlTaskStore,
-  type SqlTaskStoreCommonOptions,
-  type TaskRow,
-  taskIdExistsError,
-  taskSettings,
-  toTaskRow,
-  UPDATE_TRIES,
-  unsettledUpdateError,
-} from '../shared/tasks.js';
+import type { SqlTaskStore, SqlTaskStoreCommonOptions, TaskRow } from '../shared/tasks.js';
+import { closedTaskStoreError, fromTaskRow, sqlTaskStore, taskIdExistsError, taskSettings } from '../shared/tasks.js';
 import { databaseHandle, inWriteTransaction, sqliteTarget } from './connection.js';
-import { ensureSqliteSchema, taskSchemaPlan } from './schema.js';
+import { ensureSqliteSchema } from './schema.js';
+import { schemaPlan } from '../shared/schema.js';
 
 interface Statements {
   db: SqliteDatabaseLike;
@@ -158,8 +147,10 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
   const label = 'createSqliteTaskStore';
   options = optionsObject(label, options);
   const target = sqliteTarget(label, options);
-  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(label, options);
-  const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize } = taskSettings(label, options, { maxLive, maxKept });
+  const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize, maxLive, maxKept, maxTasks } = taskSettings(
+    label,
+    options,
+  );
   const table = quoteIdentifier(`${label}: table`, tableName);
   const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
   const synchronous = options.synchronous;
@@ -171,7 +162,7 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
   let closed = false;
   const configure = { busyTimeoutMs, ...(synchronous === undefined ? {} : { synchronous }) };
   const database = databaseHandle(target, configure, () => closed, closedTaskStoreError);
-  const plan = taskSchemaPlan(table, tableName);
+  const plan = schemaPlan('sqlite', 'task', table, tableName);
   const schemaReady = once(async () => ensureSqliteSchema(await database.get(), plan));
 
   let statements: Statements | undefined;
@@ -199,23 +190,13 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
     }
   };
 
-  const read = (s: Statements, taskId: string): { record: TaskRecord; version: number } | undefined => {
-    let row: { principal?: unknown; version?: unknown; record?: unknown } | undefined;
-    try {
-      row = s.get.get(namespace, taskId, Math.floor(now())) as typeof row;
-    } catch (error) {
-      throw toStoreError(error);
-    }
-    if (row === undefined) return undefined;
-    return { record: fromTaskRow(taskId, row.principal, row.record), version: Number(row.version) };
-  };
-
-  return {
+  return sqlTaskStore(label, maxRecordBytes, {
     dialect: 'sqlite',
     table,
-
-    async create(record) {
-      const row = toTaskRow(`${label}: create`, record, maxRecordBytes);
+    assertOpen,
+    // Every statement maps its own failures (and nothing is held across an await).
+    run: (work) => work(),
+    async insert(row) {
       const s = await prepared();
       let refusal: Error | undefined;
       try {
@@ -229,51 +210,34 @@ export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskS
       }
       if (refusal !== undefined) throw refusal;
     },
-
-    async get(taskId) {
-      if (!isTaskId(taskId)) return undefined;
-      return read(await prepared(), taskId)?.record;
-    },
-
-    async update(taskId, change) {
-      if (typeof change !== 'function') throw new TypeError(`${label}: update: change must be a function`);
-      if (!isTaskId(taskId)) return undefined;
+    async read(taskId) {
       const s = await prepared();
-      for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
-        assertOpen();
-        const current = read(s, taskId);
-        if (current === undefined) return undefined;
-        const next = change(structuredClone(current.record));
-        if (next === undefined) return current.record;
-        assertTaskChange(`${label}: update`, current.record, next);
-        const row = toTaskRow(`${label}: update`, next, maxRecordBytes);
-        let changes: number;
-        try {
-          changes = s.update.run(
-            row.json,
-            row.live ? 1 : 0,
-            taskExpiresAt(next),
-            namespace,
-            taskId,
-            current.version,
-            Math.floor(now()),
-          ).changes;
-        } catch (error) {
-          throw toStoreError(error);
-        }
-        if (changes === 1) return JSON.parse(row.json) as TaskRecord;
+      let row: { principal?: unknown; version?: unknown; record?: unknown } | undefined;
+      try {
+        row = s.get.get(namespace, taskId, Math.floor(now())) as typeof row;
+      } catch (error) {
+        throw toStoreError(error);
       }
-      throw unsettledUpdateError();
+      if (row === undefined) return undefined;
+      return { record: fromTaskRow(taskId, row.principal, row.record), version: Number(row.version) };
     },
-
+    async write(taskId, current, row, next) {
+      const s = await prepared();
+      const t = Math.floor(now());
+      try {
+        return s.update.run(row.json, row.live ? 1 : 0, taskExpiresAt(next), namespace, taskId, current.version, t).changes === 1;
+      } catch (error) {
+        throw toStoreError(error);
+      }
+    },
+    refuse: (error) => error,
     async ensureSchema() {
       assertOpen();
       await storeCall(() => schemaReady.get());
     },
-
     close: closeOnce(() => {
       closed = true;
       return database.close();
     }),
-  };
+  });
 }
