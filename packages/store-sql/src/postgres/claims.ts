@@ -1,11 +1,10 @@
 import type { ClaimResult } from '@mrtr/core';
-import { type ClaimWaiter, ownerValues, rejectAll, splitById } from '../shared/batching.js';
+import { type ClaimWaiter, rejectAll, splitById } from '../shared/batching.js';
 import { FIRST, type HeldRow, heldStatus, isLive, laterClaims, REPLAYED } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
-import { isServerError } from './connection.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { readRows, withoutLocked } from './lookups.js';
-import { sentError, Unsent } from './send.js';
+import { answerLost, readRows, sendBatch } from './lookups.js';
+import { sentError } from './send.js';
 
 /** Later claims of an id in a batch whose misses are written before they are answered. */
 interface FollowUp {
@@ -67,13 +66,8 @@ async function resolveLostClaims(
     rejectAll(unique, failure);
     return;
   }
-  const t = Math.floor(ctx.now());
-  unique.forEach((waiter, i) => {
-    const row = rows.get(waiter.id);
-    if (row !== undefined && row.owner === owners[i]) waiter.resolve(FIRST);
-    else if (isLive(row, t)) waiter.resolve(heldStatus(row, waiter.fp));
-    else waiter.reject(failure);
-  });
+  const held = (row: HeldRow, waiter: ClaimWaiter) => heldStatus(row, waiter.fp);
+  answerLost(unique, owners, rows, Math.floor(ctx.now()), { first: FIRST, held }, failure);
 }
 
 /**
@@ -115,32 +109,21 @@ function answerClaims(unique: ClaimWaiter[], owners: string[], later: Map<string
 export async function runClaimBatch(ctx: ReplayContext, batch: ClaimWaiter[]): Promise<void> {
   if (ctx.closed()) return rejectAll(batch, closedError());
   const { unique: all, later } = splitById(batch);
-  let unique = all;
-  for (let pass = 0; pass < 2; pass++) {
-    const owners = ownerValues(unique.length);
-    const t = Math.floor(ctx.now());
-    let rows: Map<unknown, HeldRow>;
-    try {
-      const budget = budgetOf(ctx, batch);
-      if (budget <= 0) throw new Unsent(ctx.deadlineError());
-      const ids = unique.map((waiter) => waiter.id);
-      const values = [ctx.namespace, ids, unique.map((waiter) => waiter.expires), owners, unique.map((waiter) => waiter.fp), t];
-      const result = await ctx.send({ ...ctx.statements.claimBatch, values }, budget);
-      rows = new Map(result.rows.map((row) => [(row as HeldRow).id, row as HeldRow]));
-    } catch (error) {
-      if (error instanceof Unsent || isServerError(error) || ctx.closed()) {
-        const rest = pass === 0 && isServerError(error) ? await withoutLocked(ctx, unique, later, error) : undefined;
-        if (rest !== undefined) {
-          unique = rest;
-          continue;
-        }
-        return rejectAll(batch, toStoreError(sentError(error)));
-      }
-      await resolveLostClaims(ctx, unique, owners, later, error);
-      return;
-    }
-    const followUps = answerClaims(unique, owners, later, rows);
-    if (followUps.length > 0) await writeMisses(ctx, followUps, budgetOf(ctx, batch));
-    return;
-  }
+  const outcome = await sendBatch(ctx, batch, all, later, (unique, owners) => ({
+    ...ctx.statements.claimBatch,
+    values: [
+      ctx.namespace,
+      unique.map((waiter) => waiter.id),
+      unique.map((waiter) => waiter.expires),
+      owners,
+      unique.map((waiter) => waiter.fp),
+      Math.floor(ctx.now()),
+    ],
+  }));
+  const { unique, owners } = outcome;
+  if (outcome.kind === 'failed') return rejectAll(batch, outcome.failure);
+  if (outcome.kind === 'lost') return resolveLostClaims(ctx, unique, owners, later, outcome.error);
+  const rows = new Map(outcome.rows.map((row) => [(row as HeldRow).id, row as HeldRow]));
+  const followUps = answerClaims(unique, owners, later, rows);
+  if (followUps.length > 0) await writeMisses(ctx, followUps, budgetOf(ctx, batch));
 }

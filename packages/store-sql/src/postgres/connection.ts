@@ -34,15 +34,12 @@ export interface PostgresSettings {
   replyWaitMs: number;
 }
 
-/** Exactly one of `pool` and `connectionString`, and the schema. */
+const POOL_CHOICE = { injected: 'pool', opener: 'connectionString', methods: ['query', 'connect'], kind: 'pg.Pool' } as const;
+
+/** Exactly one of `pool` and `connectionString`. */
 export function postgresTarget(label: string, options: PostgresBoundsOptions): Pick<PostgresSettings, 'injected' | 'connectionString'> {
   const { pool: injected, connectionString } = options;
-  checkConnectionChoice(label, injected, connectionString, {
-    injected: 'pool',
-    opener: 'connectionString',
-    methods: ['query', 'connect'],
-    kind: 'pg.Pool',
-  });
+  checkConnectionChoice(label, injected, connectionString, POOL_CHOICE);
   return { injected, connectionString };
 }
 

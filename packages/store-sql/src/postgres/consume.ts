@@ -1,9 +1,9 @@
-import { ownerValue, ownerValues, rejectAll, splitById, type Waiter } from '../shared/batching.js';
+import { ownerValue, rejectAll, splitById, type Waiter } from '../shared/batching.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import { isServerError } from './connection.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { withoutLocked } from './lookups.js';
-import { sentError, Unsent } from './send.js';
+import { answerLost, sendBatch } from './lookups.js';
+import { Unsent } from './send.js';
 
 type OwnerRow = { owner?: unknown; expires_at?: unknown };
 
@@ -70,12 +70,7 @@ async function resolveLostBatch(
     return;
   }
   const t = Math.floor(ctx.now());
-  unique.forEach((waiter, i) => {
-    const row = rows.get(waiter.id);
-    if (row !== undefined && row.owner === owners[i]) waiter.resolve(true);
-    else if (row !== undefined && Number(row.expires_at) >= t) waiter.resolve(false);
-    else waiter.reject(failure);
-  });
+  answerLost(unique, owners, rows, t, { first: true, held: () => false }, failure);
   // A repeated id: its first waiter was answered (true or false) or failed; either way this one is not first.
   for (const waiter of repeated) {
     const row = rows.get(waiter.id);
@@ -109,34 +104,18 @@ export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Prom
   }
   if (batch.length === 1) return runLone(ctx, batch);
   const { unique: all, later } = splitById(batch);
-  let unique = all;
-  for (let pass = 0; pass < 2; pass++) {
-    const ids = unique.map((waiter) => waiter.id);
-    const owners = ownerValues(unique.length);
-    let won: Set<unknown>;
-    try {
-      const budget = budgetOf(ctx, batch);
-      if (budget <= 0) throw new Unsent(ctx.deadlineError());
-      const values = [ctx.namespace, ids, unique.map((waiter) => waiter.expires), owners, Math.floor(ctx.now())];
-      const result = await ctx.send({ ...ctx.statements.batch, values }, budget);
-      won = new Set(result.rows.map((row) => (row as { id: unknown }).id));
-    } catch (error) {
-      if (error instanceof Unsent || isServerError(error) || ctx.closed()) {
-        const rest = pass === 0 && isServerError(error) ? await withoutLocked(ctx, unique, later, error) : undefined;
-        if (rest !== undefined) {
-          unique = rest;
-          continue;
-        }
-        const failure = toStoreError(sentError(error));
-        rejectAll(unique, failure);
-        for (const list of later.values()) rejectAll(list, failure);
-        return;
-      }
-      await resolveLostBatch(ctx, unique, owners, [...later.values()].flat(), error);
-      return;
-    }
-    for (const waiter of unique) waiter.resolve(won.has(waiter.id));
-    for (const list of later.values()) for (const waiter of list) waiter.resolve(false);
+  const outcome = await sendBatch(ctx, batch, all, later, (unique, owners) => ({
+    ...ctx.statements.batch,
+    values: [ctx.namespace, unique.map((waiter) => waiter.id), unique.map((waiter) => waiter.expires), owners, Math.floor(ctx.now())],
+  }));
+  const { unique, owners } = outcome;
+  if (outcome.kind === 'failed') {
+    rejectAll(unique, outcome.failure);
+    for (const list of later.values()) rejectAll(list, outcome.failure);
     return;
   }
+  if (outcome.kind === 'lost') return resolveLostBatch(ctx, unique, owners, [...later.values()].flat(), outcome.error);
+  const won = new Set(outcome.rows.map((row) => (row as { id: unknown }).id));
+  for (const waiter of unique) waiter.resolve(won.has(waiter.id));
+  for (const list of later.values()) for (const waiter of list) waiter.resolve(false);
 }

@@ -2,9 +2,9 @@ import { byId, type RecordWaiter, rejectAll } from '../shared/batching.js';
 import { budgetBucket, type HeldRow } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import type { PgQueryResultLike } from '../shared/drivers.js';
-import { isServerError, localTimeoutsSql } from './connection.js';
+import { localTimeoutsSql } from './connection.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { readRows } from './lookups.js';
+import { readRows, uncommitted } from './lookups.js';
 import { sentError, Unsent } from './send.js';
 import { lockKey, sqlLiteral } from './statements.js';
 
@@ -115,7 +115,7 @@ export async function runRecordBatch(
   } catch (error) {
     const failure = toStoreError(sentError(error));
     rejectAll(repeated, failure);
-    if (error instanceof Unsent || isServerError(error) || ctx.closed()) return rejectAll(first, failure);
+    if (uncommitted(ctx, error)) return rejectAll(first, failure);
     return resolveLostRecords(ctx, first, failure);
   }
   for (const waiter of first) waiter.resolve(kept.get(waiter.id) === true);

@@ -40,6 +40,20 @@ export interface Sender {
   queryOnConnection(config: PgQueryConfigLike): Promise<PgQueryResultLike>;
 }
 
+/** Runs `work` on a checked-out connection, then returns it to the pool, or destroys it when `work` failed. */
+async function releasing<T>(client: PgPoolClientLike, unhold: () => void, work: () => Promise<T>): Promise<T> {
+  try {
+    const result = await work();
+    unhold();
+    client.release();
+    return result;
+  } catch (error) {
+    unhold();
+    client.release(error instanceof Error ? error : true);
+    throw error;
+  }
+}
+
 const SETTINGS_SQL = "SELECT name, setting FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout')";
 
 export function createSender(deps: SenderDeps): Sender {
@@ -125,43 +139,23 @@ export function createSender(deps: SenderDeps): Sender {
 
   const send = async (config: PgQueryConfigLike, budgetMs: number, whole = false): Promise<PgQueryResultLike> => {
     const { client, unhold, serverSide } = await checkOut(budgetMs);
-    try {
-      let result: PgQueryResultLike;
-      if (whole) {
-        // A whole transaction in one simple query (the record batch: its own bounds, its lock, its statement).
-        result = await withDeadline(client.query({ ...config, query_timeout: replyWaitMs }), replyWaitMs, replyDeadlineError);
-      } else if (handle.owned !== undefined) {
-        // The pool the store created: pg's query_timeout (replyWaitMs) bounds the wait.
-        result = await client.query({ ...config, query_timeout: replyWaitMs });
-      } else {
-        const work = serverSide ? client.query({ ...config, query_timeout: replyWaitMs }) : inTransaction(client, config);
-        result = await withDeadline(work, replyWaitMs, replyDeadlineError);
-      }
-      unhold();
-      client.release();
-      return result;
-    } catch (error) {
-      unhold();
-      client.release(error instanceof Error ? error : true);
-      throw error;
-    }
+    return releasing(client, unhold, () => {
+      // A whole transaction in one simple query (the record batch: its own bounds, its lock, its statement).
+      if (whole) return withDeadline(client.query({ ...config, query_timeout: replyWaitMs }), replyWaitMs, replyDeadlineError);
+      // The pool the store created: pg's query_timeout (replyWaitMs) bounds the wait.
+      if (handle.owned !== undefined) return client.query({ ...config, query_timeout: replyWaitMs });
+      const work = serverSide ? client.query({ ...config, query_timeout: replyWaitMs }) : inTransaction(client, config);
+      return withDeadline(work, replyWaitMs, replyDeadlineError);
+    });
   };
 
   const queryOnConnection = async (config: PgQueryConfigLike): Promise<PgQueryResultLike> => {
     const pool = await handle.get();
     const client = await pool.connect();
-    const unhold = holdErrors(client);
-    try {
+    return releasing(client, holdErrors(client), async () => {
       if (handle.owned === undefined) await serverBounded(client);
-      const result = await client.query(config);
-      unhold();
-      client.release();
-      return result;
-    } catch (error) {
-      unhold();
-      client.release(error instanceof Error ? error : true);
-      throw error;
-    }
+      return client.query(config);
+    });
   };
 
   return { send, queryOnConnection };

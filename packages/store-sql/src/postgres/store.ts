@@ -3,7 +3,7 @@ import { type BackgroundError, boolOption, createBatcher, fnOption, optionsObjec
 import { batcherOptions, type ClaimWaiter, createGroupCommit, ownerValue, type RecordWaiter } from '../shared/batching.js';
 import { checkClaimArgs, checkConsumeArgs, checkNamespace, checkRecordArgs } from '../shared/arguments.js';
 import type { PostgresConnectionOptions } from '../shared/drivers.js';
-import { closedError, closeOnce, once, startPurgeTimer, storeCall, toStoreError, whenReady } from '../shared/lifecycle.js';
+import { closedError, closeOnce, once, toStoreError, whenReady } from '../shared/lifecycle.js';
 import {
   DEFAULT_TABLE,
   groupCommitSettings,
@@ -12,7 +12,7 @@ import {
   quoteIdentifier,
   type SqlStoreCommonOptions,
 } from '../shared/options.js';
-import type { SqlReplayStore } from '../shared/types.js';
+import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import type { GroupCommitSettings } from '../shared/options.js';
 import { claimExpired, runClaimBatch } from './claims.js';
 import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from './connection.js';
@@ -201,37 +201,31 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     deadlineError,
     bounded,
   };
-  const { consume, claim, record, failQueued } = replayCalls(ctx, groupCommit, maxOutcomeBytes);
+  const { failQueued, ...calls } = replayCalls(ctx, groupCommit, maxOutcomeBytes);
 
-  const runPurge = async (): Promise<number> => {
-    assertOpen();
-    return purgeExpired(ctx, await ready(), purge);
-  };
-  // Only purge once the store has been used (so an idle store opens no connection).
-  const purgeIfUsed = async () => {
-    if (pool.done && (!autoSchema || schemaReady.done)) await runPurge();
-  };
-  const stopPurge = startPurgeTimer(label, purge.intervalMs, purgeIfUsed, onError);
-
-  return {
+  return sqlReplayStore({
+    label,
     dialect: 'postgres',
     table,
-    maxOutcomeBytes,
-    outcomeBudgetBytes,
-    consume,
-    claim,
-    record,
-    async ensureSchema() {
+    ...limits,
+    ...calls,
+    purge,
+    onError,
+    assertOpen,
+    ensureSchema: () => bounded(schemaReady.get()),
+    async runPurge() {
       assertOpen();
-      await storeCall(() => bounded(schemaReady.get()));
+      return purgeExpired(ctx, await ready(), purge);
     },
-    purge: () => storeCall(runPurge),
-    close: closeOnce(() => {
-      closed = true;
-      stopPurge();
-      failQueued();
-      // Waits for a pool that is still being created, then ends it (never twice; never an injected one).
-      return pool.close();
-    }),
-  };
+    // Only purge once the store has been used (so an idle store opens no connection).
+    used: () => pool.done && (!autoSchema || schemaReady.done),
+    close: (stopPurge) =>
+      closeOnce(() => {
+        closed = true;
+        stopPurge();
+        failQueued();
+        // Waits for a pool that is still being created, then ends it (never twice; never an injected one).
+        return pool.close();
+      }),
+  });
 }

@@ -218,10 +218,8 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const label = 'createPostgresTaskStore';
   options = optionsObject(label, options);
   const target = postgresTarget(label, options);
-  const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize, maxLive, maxKept, maxTasks } = taskSettings(
-    label,
-    options,
-  );
+  const task = taskSettings(label, options);
+  const { tableName, namespace, now } = task;
   const quotedTable = quoteIdentifier(`${label}: table`, tableName);
   const { schema, qualify } = qualifier(label, options.schema);
   const table = qualify(quotedTable);
@@ -230,17 +228,17 @@ export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlT
   const bounded = deadline('task store', settings.connectTimeoutMs + 4 * settings.replyWaitMs);
   // Tasks held per namespace (≤ 48 + 7 characters), kept in step by every create under the namespace's lock.
   const sql = taskStatements(table, qualify(`"${tableName}_counts"`));
-  const scope: CreateScope = { sql, table, namespace, t: 0, maxLive, maxKept, maxTasks, purgeBatchSize };
+  const scope: CreateScope = { ...task, sql, table, t: 0 };
 
   let closed = false;
   const pool = poolHandle(settings, () => closed, closedTaskStoreError);
   const schemaReady = once(async () => ensurePostgresSchema(await pool.get(), taskSchemaPlan(table, tableName, qualify), settings));
-  const { ready } = whenReady(pool, autoSchema ? schemaReady : undefined);
+  const { ready } = whenReady(pool, task.autoSchema ? schemaReady : undefined);
   const assertOpen = (): void => {
     if (closed) throw closedTaskStoreError();
   };
 
-  return sqlTaskStore(label, maxRecordBytes, {
+  return sqlTaskStore(label, task.maxRecordBytes, {
     dialect: 'postgres',
     table,
     assertOpen,

@@ -1,4 +1,7 @@
+import type { BackgroundError } from '@mrtr/core/authoring';
 import type { ClaimResult, ReplayStore } from '@mrtr/core';
+import { startPurgeTimer, storeCall } from './lifecycle.js';
+import type { PurgeSettings } from './options.js';
 
 /** A replay store on a SQL table. */
 export interface SqlReplayStore extends ReplayStore {
@@ -37,4 +40,45 @@ export interface SqlReplayStore extends ReplayStore {
   purge(): Promise<number>;
   /** Stops the purge timer and closes a pool/database the store created itself (not an injected one). Idempotent. */
   close(): Promise<void>;
+}
+
+/** What a dialect's replay store is made of; {@link sqlReplayStore} puts it together. */
+export interface ReplayParts
+  extends Pick<SqlReplayStore, 'dialect' | 'table' | 'maxOutcomeBytes' | 'outcomeBudgetBytes' | 'consume' | 'claim' | 'record'> {
+  label: string;
+  purge: PurgeSettings;
+  onError: (error: BackgroundError) => void;
+  assertOpen(): void;
+  /** Creates what is missing of the schema (once; retried after a failure). */
+  ensureSchema(): Promise<void>;
+  /** One purge run. */
+  runPurge(): Promise<number>;
+  /** Whether the store has been used (an idle store's background purge opens no connection). */
+  used(): boolean;
+  /** Closes the store, given the function that stops the background purge. */
+  close(stopPurge: () => void): () => Promise<void>;
+}
+
+/** A replay store from its parts, with its background purge started. */
+export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
+  const { assertOpen, runPurge } = parts;
+  const purgeIfUsed = async () => {
+    if (parts.used()) await runPurge();
+  };
+  const stopPurge = startPurgeTimer(parts.label, parts.purge.intervalMs, purgeIfUsed, parts.onError);
+  return {
+    dialect: parts.dialect,
+    table: parts.table,
+    maxOutcomeBytes: parts.maxOutcomeBytes,
+    outcomeBudgetBytes: parts.outcomeBudgetBytes,
+    consume: parts.consume,
+    claim: parts.claim,
+    record: parts.record,
+    async ensureSchema() {
+      assertOpen();
+      await storeCall(() => parts.ensureSchema());
+    },
+    purge: () => storeCall(runPurge),
+    close: parts.close(stopPurge),
+  };
 }

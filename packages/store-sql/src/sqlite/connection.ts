@@ -56,15 +56,17 @@ export interface SqliteTarget {
   filename: string | undefined;
 }
 
+const DATABASE_CHOICE = {
+  injected: 'database',
+  opener: 'filename',
+  methods: ['prepare', 'exec'],
+  kind: 'better-sqlite3 Database',
+} as const;
+
 /** Exactly one of `database` and `filename`. */
 export function sqliteTarget(label: string, options: SqliteConnectionOptions): SqliteTarget {
   const { database, filename } = options;
-  checkConnectionChoice(label, database, filename, {
-    injected: 'database',
-    opener: 'filename',
-    methods: ['prepare', 'exec'],
-    kind: 'better-sqlite3 Database',
-  });
+  checkConnectionChoice(label, database, filename, DATABASE_CHOICE);
   return { database, filename };
 }
 

@@ -12,7 +12,7 @@ import { checkClaimArgs, checkConsumeArgs, checkNamespace, checkRecordArgs } fro
 import { batcherOptions, ownerValue } from '../shared/batching.js';
 import { budgetBucket, heldStatus, type HeldRow, isLive, REPLAYED } from '../shared/claims.js';
 import type { SqliteConnectionOptions } from '../shared/drivers.js';
-import { closedError, closeOnce, once, startPurgeTimer, storeCall, toStoreError } from '../shared/lifecycle.js';
+import { closedError, closeOnce, once, toStoreError } from '../shared/lifecycle.js';
 import {
   DEFAULT_TABLE,
   groupCommitSettings,
@@ -22,7 +22,7 @@ import {
   quoteIdentifier,
   type SqlStoreCommonOptions,
 } from '../shared/options.js';
-import type { SqlReplayStore } from '../shared/types.js';
+import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import { databaseHandle, sqliteTarget, synchronousOption } from './connection.js';
 import { consumeOne, type Op, runBatch, type SqliteReplayContext } from './replay.js';
 import { ensureSqliteSchema } from './schema.js';
@@ -161,16 +161,8 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     });
   };
 
-  const runPurge = async (): Promise<number> => {
-    assertOpen();
-    return purgeExpired(await ready(), purge, now, () => closed);
-  };
-  const purgeIfUsed = async () => {
-    if (database.done && (!autoSchema || schemaReady.done)) await runPurge();
-  };
-  const stopPurge = startPurgeTimer(label, purge.intervalMs, purgeIfUsed, onError);
-
-  return {
+  return sqlReplayStore({
+    label,
     dialect: 'sqlite',
     table,
     maxOutcomeBytes,
@@ -178,17 +170,22 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     consume,
     claim,
     record,
-    async ensureSchema() {
+    purge,
+    onError,
+    assertOpen,
+    ensureSchema: () => schemaReady.get(),
+    async runPurge() {
       assertOpen();
-      await storeCall(() => schemaReady.get());
+      return purgeExpired(await ready(), purge, now, () => closed);
     },
-    purge: () => storeCall(runPurge),
-    close: closeOnce(() => {
-      closed = true;
-      stopPurge();
-      // Consumes still queued fail closed.
-      queue?.failAll(closedError);
-      return database.close();
-    }),
-  };
+    used: () => database.done && (!autoSchema || schemaReady.done),
+    close: (stopPurge) =>
+      closeOnce(() => {
+        closed = true;
+        stopPurge();
+        // Consumes still queued fail closed.
+        queue?.failAll(closedError);
+        return database.close();
+      }),
+  });
 }
