@@ -354,66 +354,26 @@ interface PgPool {
   on(event: 'error', listener: (error: Error) => void): unknown;
 }
 
-/** The columns of `table` in the connection's current schema (none when it does not exist). */
-async function pgColumns(pool: PgPool, table: string, timeoutMs: number): Promise<Record<string, unknown>[]> {
-  const { rows } = await withTimeout(
-    pool.query(
-      'SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1',
-      [table],
-    ),
-    timeoutMs,
-    'postgres',
-  );
-  return rows;
+type StoreSql = typeof import('@mrtr/store-sql');
+
+/**
+ * A schema check of `@mrtr/store-sql` (the store's own, from the schema it creates tables from) as a doctor line;
+ * `undefined` when the table does not exist.
+ */
+function schemaLine(
+  name: 'sql schema' | 'task schema',
+  table: string,
+  found: import('@mrtr/store-sql').SqlSchemaCheck | undefined,
+): Check | undefined {
+  if (found === undefined) return undefined;
+  if (found.problems.length > 0) return { name, status: 'fail', detail: `table "${table}": ${found.problems.join('; ')}` };
+  if (found.warnings.length > 0) return { name, status: 'warn', detail: `table "${table}": ${found.warnings.join('; ')}` };
+  return { name, status: 'ok', detail: `table "${table}": ${found.summary}` };
 }
 
-async function schemaCheck(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
-  const columns = await pgColumns(pool, table, timeoutMs);
-  if (columns.length === 0) return undefined;
-  const problems: string[] = [];
-  const want: Record<string, string> = { ns: 'text', id: 'text', expires_at: 'bigint' };
-  for (const [name, type] of Object.entries(want)) {
-    const col = columns.find((c) => c.column_name === name);
-    if (col === undefined) problems.push(`column ${name} is missing`);
-    else if (col.data_type !== type) problems.push(`column ${name} is ${String(col.data_type)}, not ${type}`);
-    else if (col.is_nullable !== 'NO') problems.push(`column ${name} allows NULL`);
-  }
-  const { rows: keys } = await withTimeout(
-    pool.query(
-      `SELECT i.indisprimary AS primary, i.indisunique AS unique, array_to_string(array_agg(a.attname ORDER BY k.ord), ',') AS cols
-         FROM pg_index i
-         JOIN pg_class t ON t.oid = i.indrelid
-         JOIN pg_namespace n ON n.oid = t.relnamespace
-         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
-        WHERE t.relname = $1 AND n.nspname = current_schema()
-        GROUP BY i.indexrelid, i.indisprimary, i.indisunique`,
-      [table],
-    ),
-    timeoutMs,
-    'postgres',
-  );
-  if (!keys.some((k) => k.primary === true && k.cols === 'ns,id')) problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
-  const warnings = keys.some((k) => typeof k.cols === 'string' && k.cols.split(',')[0] === 'expires_at')
-    ? []
-    : ['no index on expires_at (purges scan the table)'];
-  laterColumns(
-    (name) => {
-      const col = columns.find((c) => c.column_name === name);
-      return col === undefined ? undefined : String(col.data_type);
-    },
-    'text',
-    `"${table}"`,
-    problems,
-    warnings,
-  );
-  if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
-  if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return {
-    name: 'sql schema',
-    status: 'ok',
-    detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index`,
-  };
+/** The replay table's schema on PostgreSQL (the connection's current schema). */
+async function schemaCheck(sql: StoreSql, pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
+  return schemaLine('sql schema', table, await withTimeout(sql.checkPostgresSchema(pool as never, { table }), timeoutMs, 'postgres'));
 }
 
 async function checkPostgres(
@@ -443,17 +403,17 @@ async function checkPostgres(
           default: { Pool: new (config: Record<string, unknown>) => PgPool };
         }
       ).default;
-      const { createPostgresStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.postgres, what);
+      const sql = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.postgres, what);
       pool = new pg.Pool({ connectionString: url, connectionTimeoutMillis: timeoutMs, statement_timeout: timeoutMs, max: 2 });
       pool.on('error', () => {});
-      store = createPostgresStore({
+      store = sql.createPostgresStore({
         pool: pool as never,
         table,
         namespace: 'mrtr-doctor',
         purgeIntervalMs: 0,
         statementTimeoutMs: timeoutMs,
       });
-      const before = await schemaCheck(pool, table, timeoutMs);
+      const before = await schemaCheck(sql, pool, table, timeoutMs);
       const schema: Check = before ?? {
         name: 'sql schema',
         status: 'warn',
@@ -466,16 +426,7 @@ async function checkPostgres(
       await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND id = $2`, ['mrtr-doctor', id]), timeoutMs, 'postgres').catch(
         () => {},
       );
-      if (before === undefined) {
-        const after = await schemaCheck(pool, table, timeoutMs);
-        if (after === undefined) {
-          schema.status = 'fail';
-          schema.detail += '; it was not created';
-        } else {
-          if (after.status === 'fail') schema.status = 'fail';
-          schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
-        }
-      }
+      if (before === undefined) afterCreation(schema, await schemaCheck(sql, pool, table, timeoutMs));
       const t0 = hostNow();
       const { rows } = await withTimeout(
         pool.query('SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now'),
@@ -504,49 +455,6 @@ interface SqliteDb {
   close(): unknown;
 }
 
-/** The SQLite table's shape, as the store creates it; `undefined` when the table does not exist. */
-function sqliteSchemaCheck(db: SqliteDb, table: string): Check | undefined {
-  const quoted = `"${table}"`;
-  const columns = db.prepare(`PRAGMA table_info(${quoted})`).all() as { name: string; type: string; notnull: number; pk: number }[];
-  if (columns.length === 0) return undefined;
-  const problems: string[] = [];
-  const want: Record<string, string> = { ns: 'TEXT', id: 'TEXT', expires_at: 'INTEGER' };
-  for (const [name, type] of Object.entries(want)) {
-    const col = columns.find((c) => c.name === name);
-    if (col === undefined) problems.push(`column ${name} is missing`);
-    else if (col.type.toUpperCase() !== type) problems.push(`column ${name} is ${col.type || 'untyped'}, not ${type}`);
-    else if (col.notnull !== 1) problems.push(`column ${name} allows NULL`);
-  }
-  const pk = columns
-    .filter((c) => c.pk > 0)
-    .sort((a, b) => a.pk - b.pk)
-    .map((c) => c.name);
-  if (pk.join(',') !== 'ns,id') problems.push('no PRIMARY KEY (ns, id): single use is not enforced');
-  const indexes = db.prepare(`PRAGMA index_list(${quoted})`).all() as { name: string }[];
-  const expiryIndex = indexes.some((i) => {
-    const cols = db.prepare(`PRAGMA index_info("${i.name.replaceAll('"', '""')}")`).all() as { seqno: number; name: string }[];
-    return cols.find((c) => c.seqno === 0)?.name === 'expires_at';
-  });
-  const warnings = expiryIndex ? [] : ['no index on expires_at (purges scan the table)'];
-  laterColumns(
-    (name) => {
-      const col = columns.find((c) => c.name === name);
-      return col === undefined ? undefined : col.type.toUpperCase() || 'untyped';
-    },
-    'TEXT',
-    quoted,
-    problems,
-    warnings,
-  );
-  if (problems.length > 0) return { name: 'sql schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
-  if (warnings.length > 0) return { name: 'sql schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return {
-    name: 'sql schema',
-    status: 'ok',
-    detail: `table "${table}": columns (ns, id, expires_at, ${LATER_COLUMNS.join(', ')}), primary key (ns, id), expiry index`,
-  };
-}
-
 /**
  * The SQLite store on the server's database file, opened here with the driver the server uses. A file that does
  * not exist yet is not created: the driver and a consume are checked on an in-memory database instead.
@@ -558,7 +466,7 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
   try {
     const what = 'doctor --store sqlite';
     const sqlite = await loadOptional(() => import('better-sqlite3'), STORE_PACKAGES.sqlite, what);
-    const { createSqliteStore } = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.sqlite, what);
+    const sql = await loadOptional(() => import('@mrtr/store-sql'), STORE_PACKAGES.sqlite, what);
     // better-sqlite3 is CommonJS (`export =`): under ESM its constructor is the default export.
     const Database = ((sqlite as { default?: unknown }).default ?? sqlite) as unknown as new (
       file: string,
@@ -567,7 +475,7 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
     const exists = file === ':memory:' || existsSync(file);
     db = new Database(exists ? file : ':memory:', { timeout: timeoutMs });
     db.pragma(`busy_timeout = ${timeoutMs}`);
-    const before = sqliteSchemaCheck(db, table);
+    const before = schemaLine('sql schema', table, sql.checkSqliteSchema(db as never, { table }));
     const schema: Check = before ?? {
       name: 'sql schema',
       status: 'warn',
@@ -576,7 +484,7 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
         : `${file} does not exist: the store creates the file and the table when the server starts (check the path); the driver and a consume were checked on an in-memory database instead`,
     };
     add(schema);
-    store = createSqliteStore({ database: db as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0 });
+    store = sql.createSqliteStore({ database: db as never, table, namespace: 'mrtr-doctor', purgeIntervalMs: 0 });
     const { id, check } = await consumeTwice(store, timeoutMs * 2, 'sqlite');
     check.detail += ` in ${exists ? where : 'an in-memory database'}`;
     add(check);
@@ -585,16 +493,8 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
     } catch {
       // best effort, like the other stores
     }
-    if (before === undefined && exists) {
-      const after = sqliteSchemaCheck(db, table);
-      if (after === undefined) {
-        schema.status = 'fail';
-        schema.detail += '; it was not created';
-      } else {
-        if (after.status === 'fail') schema.status = 'fail';
-        schema.detail += `; created now: ${after.detail.replace(/^table "[^"]*": /, '')}`;
-      }
-    }
+    if (before === undefined && exists)
+      afterCreation(schema, schemaLine('sql schema', table, sql.checkSqliteSchema(db as never, { table })));
     const mode = String(db.pragma('journal_mode', { simple: true }) ?? '');
     if (exists && file !== ':memory:' && mode.toLowerCase() !== 'wal') {
       add({
@@ -616,35 +516,6 @@ async function checkSqlite(add: (c: Check) => void, file: string, table: string,
       // already closed
     }
   }
-}
-
-/** Nullable text columns later versions of the store added: `owner` (lost replies), `fp` and `outcome` (outcome recording). */
-const LATER_COLUMNS = ['owner', 'fp', 'outcome'] as const;
-
-/**
- * Checks the columns later versions added: one of another type fails; missing ones warn with the migration (the
- * store adds them before its first consume with ensureSchema, the default; with ensureSchema: false every consume
- * fails until they exist).
- */
-function laterColumns(
-  typeOf: (name: string) => string | undefined,
-  type: 'text' | 'TEXT',
-  quotedTable: string,
-  problems: string[],
-  warnings: string[],
-): void {
-  const missing: string[] = [];
-  for (const name of LATER_COLUMNS) {
-    const actual = typeOf(name);
-    if (actual === undefined) missing.push(name);
-    else if (actual !== type) problems.push(`column ${name} is ${actual}, not ${type}`);
-  }
-  if (missing.length === 0) return;
-  const columns = missing.length === 1 ? `no ${missing[0]} column` : `no ${missing.join(', ')} columns`;
-  const alter = missing.map((name) => `ADD COLUMN ${name} ${type}`).join(', ');
-  warnings.push(
-    `${columns} (a table of an earlier version): the store adds ${missing.length === 1 ? 'it' : 'them'} before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE ${quotedTable} ${alter}`,
-  );
 }
 
 // ── Task stores ──
@@ -760,55 +631,6 @@ async function checkRedisTasks(add: (c: Check) => void, url: string, timeoutMs: 
   }
 }
 
-/** The task table as the stores create it: `[column, PostgreSQL type, SQLite type]`, all NOT NULL. */
-const TASK_COLUMNS = [
-  ['ns', 'text', 'TEXT'],
-  ['task_id', 'text', 'TEXT'],
-  ['principal', 'text', 'TEXT'],
-  ['live', 'boolean', 'INTEGER'],
-  ['version', 'bigint', 'INTEGER'],
-  ['expires_at', 'bigint', 'INTEGER'],
-  ['record', 'text', 'TEXT'],
-] as const;
-
-/** The task table's shape from its columns (name, type, nullable), primary key and indexes (column lists). */
-function taskSchemaCheck(
-  table: string,
-  dialect: 'postgres' | 'sqlite',
-  columns: { name: string; type: string; nullable: boolean }[],
-  primary: string | undefined,
-  indexes: string[],
-): Check {
-  const problems: string[] = [];
-  for (const [col, pgType, sqliteType] of TASK_COLUMNS) {
-    const type = dialect === 'postgres' ? pgType : sqliteType;
-    const found = columns.find((c) => c.name === col);
-    if (found === undefined) problems.push(`column ${col} is missing`);
-    else if (found.type !== type) problems.push(`column ${col} is ${found.type || 'untyped'}, not ${type}`);
-    else if (found.nullable) problems.push(`column ${col} allows NULL`);
-  }
-  if (primary !== 'ns,task_id') problems.push('no PRIMARY KEY (ns, task_id): a task id could be stored twice');
-  const warnings: string[] = [];
-  const quoted = `"${table}"`;
-  if (!indexes.some((cols) => cols.startsWith('ns,principal,expires_at'))) {
-    warnings.push(
-      `no index on (ns, principal, expires_at) (every create scans the table): the store creates it at start (ensureSchema, the default); with ensureSchema: false run CREATE INDEX "${table}_principal_idx" ON ${quoted} (ns, principal, expires_at)`,
-    );
-  }
-  if (!indexes.some((cols) => cols.split(',')[0] === 'expires_at')) {
-    warnings.push(
-      `no index on expires_at (purges scan the table): the store creates it at start (ensureSchema, the default); with ensureSchema: false run CREATE INDEX "${table}_expires_at_idx" ON ${quoted} (expires_at)`,
-    );
-  }
-  if (problems.length > 0) return { name: 'task schema', status: 'fail', detail: `table "${table}": ${problems.join('; ')}` };
-  if (warnings.length > 0) return { name: 'task schema', status: 'warn', detail: `table "${table}": ${warnings.join('; ')}` };
-  return {
-    name: 'task schema',
-    status: 'ok',
-    detail: `table "${table}": columns (${TASK_COLUMNS.map(([c]) => c).join(', ')}), primary key (ns, task_id), principal and expiry indexes`,
-  };
-}
-
 /** Folds the check after the probe into the "table was missing" one. */
 function afterCreation(schema: Check, after: Check | undefined): void {
   if (after === undefined) {
@@ -820,31 +642,9 @@ function afterCreation(schema: Check, after: Check | undefined): void {
   }
 }
 
-async function pgTaskSchema(pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
-  const columns = await pgColumns(pool, table, timeoutMs);
-  if (columns.length === 0) return undefined;
-  const { rows: keys } = await withTimeout(
-    pool.query(
-      `SELECT i.indisprimary AS primary, array_to_string(array_agg(a.attname ORDER BY k.ord), ',') AS cols
-         FROM pg_index i
-         JOIN pg_class t ON t.oid = i.indrelid
-         JOIN pg_namespace n ON n.oid = t.relnamespace
-         CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
-         JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = k.attnum
-        WHERE t.relname = $1 AND n.nspname = current_schema()
-        GROUP BY i.indexrelid, i.indisprimary`,
-      [table],
-    ),
-    timeoutMs,
-    'postgres',
-  );
-  return taskSchemaCheck(
-    table,
-    'postgres',
-    columns.map((c) => ({ name: String(c.column_name), type: String(c.data_type), nullable: c.is_nullable !== 'NO' })),
-    keys.find((k) => k.primary === true)?.cols as string | undefined,
-    keys.map((k) => String(k.cols)),
-  );
+/** The task table's schema on PostgreSQL (the connection's current schema). */
+async function pgTaskSchema(sql: StoreSql, pool: PgPool, table: string, timeoutMs: number): Promise<Check | undefined> {
+  return schemaLine('task schema', table, await withTimeout(sql.checkPostgresTaskSchema(pool as never, { table }), timeoutMs, 'postgres'));
 }
 
 async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: string, table: string, timeoutMs: number): Promise<void> {
@@ -856,7 +656,7 @@ async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: 
       add(noTaskStore(name, '@mrtr/store-sql', 'createPostgresTaskStore'));
       return;
     }
-    const before = await pgTaskSchema(pool, table, timeoutMs);
+    const before = await pgTaskSchema(mod, pool, table, timeoutMs);
     const schema: Check = before ?? {
       name: 'task schema',
       status: 'warn',
@@ -868,7 +668,7 @@ async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: 
       table,
       namespace: TASK_NAMESPACE,
       statementTimeoutMs: timeoutMs,
-      connectionTimeoutMs: timeoutMs,
+      connectTimeoutMs: timeoutMs,
       purgeBatchSize: 0,
     });
     const { taskId, check } = await probeTask(store, name, `at ${where}`, timeoutMs);
@@ -876,35 +676,12 @@ async function checkPostgresTasks(add: (c: Check) => void, pool: PgPool, where: 
     await withTimeout(pool.query(`DELETE FROM "${table}" WHERE ns = $1 AND task_id = $2`, [TASK_NAMESPACE, taskId]), timeoutMs, name).catch(
       () => {},
     );
-    if (before === undefined) afterCreation(schema, await pgTaskSchema(pool, table, timeoutMs));
+    if (before === undefined) afterCreation(schema, await pgTaskSchema(mod, pool, table, timeoutMs));
   } catch (error) {
     add({ name, status: 'fail', detail: `${where}: ${errorText(error)}` });
   } finally {
     await store?.close().catch(() => {});
   }
-}
-
-function sqliteTaskSchema(db: SqliteDb, table: string): Check | undefined {
-  const quoted = `"${table}"`;
-  const columns = db.prepare(`PRAGMA table_info(${quoted})`).all() as { name: string; type: string; notnull: number; pk: number }[];
-  if (columns.length === 0) return undefined;
-  const pk = columns
-    .filter((c) => c.pk > 0)
-    .sort((a, b) => a.pk - b.pk)
-    .map((c) => c.name);
-  const indexes = (db.prepare(`PRAGMA index_list(${quoted})`).all() as { name: string }[]).map((i) =>
-    (db.prepare(`PRAGMA index_info("${i.name.replaceAll('"', '""')}")`).all() as { seqno: number; name: string }[])
-      .sort((a, b) => a.seqno - b.seqno)
-      .map((c) => c.name)
-      .join(','),
-  );
-  return taskSchemaCheck(
-    table,
-    'sqlite',
-    columns.map((c) => ({ name: c.name, type: c.type.toUpperCase(), nullable: c.notnull !== 1 })),
-    pk.length === 0 ? undefined : pk.join(','),
-    indexes,
-  );
 }
 
 async function checkSqliteTasks(add: (c: Check) => void, db: SqliteDb, file: string, table: string, timeoutMs: number): Promise<void> {
@@ -918,7 +695,7 @@ async function checkSqliteTasks(add: (c: Check) => void, db: SqliteDb, file: str
       add(noTaskStore(name, '@mrtr/store-sql', 'createSqliteTaskStore'));
       return;
     }
-    const before = sqliteTaskSchema(db, table);
+    const before = schemaLine('task schema', table, mod.checkSqliteTaskSchema(db as never, { table }));
     const schema: Check = before ?? {
       name: 'task schema',
       status: 'warn',
@@ -935,7 +712,8 @@ async function checkSqliteTasks(add: (c: Check) => void, db: SqliteDb, file: str
     } catch {
       // best effort, like the other stores
     }
-    if (before === undefined && exists) afterCreation(schema, sqliteTaskSchema(db, table));
+    if (before === undefined && exists)
+      afterCreation(schema, schemaLine('task schema', table, mod.checkSqliteTaskSchema(db as never, { table })));
   } catch (error) {
     add({ name, status: 'fail', detail: `${where}: ${errorText(error)}` });
   } finally {

@@ -1,4 +1,6 @@
-export type { SqlReplayStore, SqlStoreCommonOptions } from './common.js';
+export { checkPostgresSchema, checkPostgresTaskSchema, type PostgresSchemaCheckOptions } from './postgres/schema.js';
+export { createPostgresStore, type PostgresStoreOptions } from './postgres/store.js';
+export { createPostgresTaskStore, type PostgresTaskStoreOptions } from './postgres/tasks.js';
 export type {
   PgPoolClientLike,
   PgPoolLike,
@@ -8,14 +10,12 @@ export type {
   SqliteConnectionOptions,
   SqliteDatabaseLike,
   SqliteStatementLike,
-} from './drivers.js';
-export { createPostgresStore, type PostgresStoreOptions } from './postgres.js';
-export {
-  type ConfigureSqliteOptions,
-  configureSqliteDatabase,
-  createSqliteStore,
-  type SqliteStoreOptions,
-} from './sqlite.js';
-export type { SqlTaskStore, SqlTaskStoreCommonOptions } from './task-common.js';
-export { createPostgresTaskStore, type PostgresTaskStoreOptions } from './task-postgres.js';
-export { createSqliteTaskStore, type SqliteTaskStoreOptions } from './task-sqlite.js';
+} from './shared/drivers.js';
+export type { SqlStoreCommonOptions } from './shared/options.js';
+export type { SqlSchemaCheck } from './shared/schema.js';
+export type { SqlTaskStore, SqlTaskStoreCommonOptions } from './shared/tasks.js';
+export type { SqlReplayStore } from './shared/types.js';
+export { type ConfigureSqliteOptions, configureSqliteDatabase } from './sqlite/connection.js';
+export { checkSqliteSchema, checkSqliteTaskSchema, type SqliteSchemaCheckOptions } from './sqlite/schema.js';
+export { createSqliteStore, type SqliteStoreOptions } from './sqlite/store.js';
+export { createSqliteTaskStore, type SqliteTaskStoreOptions } from './sqlite/tasks.js';

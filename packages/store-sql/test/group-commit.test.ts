@@ -218,9 +218,9 @@ describe('group commit mechanics (fake pool)', () => {
     await store.close();
   });
 
-  it('groupCommit: false sends one statement per consume', async () => {
+  it('batch: false sends one statement per consume', async () => {
     const { pool, queries } = recording(fakePool());
-    const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, groupCommit: false });
+    const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, batch: false });
     const results = await Promise.all(['p', 'q', 'p'].map((id) => store.consume(id, Date.now() + 60_000)));
     expect(results.filter((r) => r).length).toBe(2);
     expect(queries.filter(isSingle)).toHaveLength(3);
@@ -228,8 +228,8 @@ describe('group commit mechanics (fake pool)', () => {
     await store.close();
   });
 
-  it('batch: false is the same switch (groupCommit stays its deprecated name for one release)', async () => {
-    for (const options of [{ batch: false }, { groupCommit: false }, { batch: false, groupCommit: false }]) {
+  it('batch is the switch: false sends one statement per consume, true batches', async () => {
+    for (const options of [{ batch: false }]) {
       const { pool, queries } = recording(fakePool());
       const store = createPostgresStore({ pool, ensureSchema: false, purgeIntervalMs: 0, ...options });
       await Promise.all(['p', 'q', 'r'].map((id) => store.consume(id, Date.now() + 60_000)));
@@ -243,7 +243,6 @@ describe('group commit mechanics (fake pool)', () => {
     await Promise.all(['a', 'b', 'c'].map((id) => store.consume(id, Date.now() + 60_000)));
     expect(queries.filter(isBatch)).toHaveLength(1);
     await store.close();
-    expect(() => createPostgresStore({ pool: fakePool(), batch: true, groupCommit: false })).toThrow(TypeError);
     expect(() => createSqliteStore({ filename: 'x.db', batch: 'yes' as unknown as boolean })).toThrow(TypeError);
   });
 
@@ -278,7 +277,7 @@ describe('group commit mechanics (fake pool)', () => {
 
   it('rejects bad group-commit options at construction', () => {
     const pool = fakePool();
-    expect(() => createPostgresStore({ pool, groupCommit: 'yes' as unknown as boolean })).toThrow(TypeError);
+    expect(() => createPostgresStore({ pool, batch: 'yes' as unknown as boolean })).toThrow(TypeError);
     expect(() => createPostgresStore({ pool, maxBatchSize: 0 })).toThrow(RangeError);
     expect(() => createSqliteStore({ filename: 'x.db', maxBatchSize: 4097 })).toThrow(RangeError);
     expect(() => createSqliteStore({ filename: 'x.db', maxQueued: 1.5 })).toThrow(TypeError);
@@ -499,10 +498,10 @@ describe('SQLite group commit', () => {
     }
   });
 
-  it('groupCommit: false runs one autocommit statement per consume', async () => {
+  it('batch: false runs one autocommit statement per consume', async () => {
     const database = new Database(newFile());
     const { wrapper, count } = counted(database);
-    const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0, groupCommit: false });
+    const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0, batch: false });
     try {
       const results = await Promise.all(['p', 'q', 'p'].map((id) => store.consume(id, Date.now() + 60_000)));
       expect(results).toEqual([true, true, false]);

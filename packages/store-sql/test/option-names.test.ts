@@ -6,19 +6,17 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, createPostgresTaskStore, createSqliteStore, type PgPoolLike } from '../src/index.js';
 
-// Issue 22, one vocabulary across the stores: the SQL stores take the names @mrtr/store-redis uses (`batch`,
-// `connectTimeoutMs`, `extraRetentionMs`); the former names (`groupCommit`, `connectionTimeoutMs`,
-// `purgeGraceMs`) still work for one release. Their behaviour is covered under the old names by the existing
-// suites (group-commit, postgres.behaviour); these check the new names mean the same and the two do not clash.
+// One vocabulary across the stores: the SQL stores take the names @mrtr/store-redis uses (`batch`,
+// `connectTimeoutMs`, `extraRetentionMs`).
 
 const pool = (): PgPoolLike =>
   ({ query: () => Promise.reject(new Error('not used')), connect: () => Promise.reject(new Error('not used')) }) as unknown as PgPoolLike;
 const dir = mkdtempSync(join(tmpdir(), 'mrtr-option-names-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-describe('renamed options of the SQL stores', () => {
-  it('extraRetentionMs keeps expired rows from the purge exactly as purgeGraceMs does', async () => {
-    for (const [i, grace] of [{ extraRetentionMs: 60_000 }, { purgeGraceMs: 60_000 }].entries()) {
+describe('option names of the SQL stores', () => {
+  it('extraRetentionMs keeps expired rows from the purge', async () => {
+    for (const [i, grace] of [{ extraRetentionMs: 60_000 }].entries()) {
       let t = 1_000_000;
       const filename = join(dir, `grace-${i}.db`);
       const store = createSqliteStore({ filename, now: () => t, purgeIntervalMs: 0, ...grace });
@@ -35,32 +33,10 @@ describe('renamed options of the SQL stores', () => {
     }
   });
 
-  it('new and old names are validated alike; both given with different values is a TypeError', () => {
+  it('the options are validated', () => {
     expect(() => createPostgresStore({ pool: pool(), extraRetentionMs: -1 })).toThrow(RangeError);
-    expect(() => createPostgresStore({ pool: pool(), purgeGraceMs: -1 })).toThrow(RangeError);
     expect(() => createPostgresStore({ pool: pool(), connectTimeoutMs: 0 })).toThrow(RangeError);
-    expect(() => createPostgresStore({ pool: pool(), connectionTimeoutMs: 0 })).toThrow(RangeError);
     expect(() => createPostgresTaskStore({ pool: pool(), connectTimeoutMs: 0 })).toThrow(RangeError);
-    expect(() => createPostgresTaskStore({ pool: pool(), connectionTimeoutMs: 0 })).toThrow(RangeError);
-    expect(() => createPostgresStore({ pool: pool(), extraRetentionMs: 1, purgeGraceMs: 2 })).toThrow(TypeError);
-    expect(() => createPostgresStore({ pool: pool(), connectTimeoutMs: 1000, connectionTimeoutMs: 2000 })).toThrow(TypeError);
-    expect(() => createPostgresTaskStore({ pool: pool(), connectTimeoutMs: 1000, connectionTimeoutMs: 2000 })).toThrow(TypeError);
-    expect(() => createPostgresStore({ pool: pool(), batch: false, groupCommit: true })).toThrow(TypeError);
-    // The same value under both names is accepted.
-    const same = [
-      createPostgresStore({
-        pool: pool(),
-        ensureSchema: false,
-        purgeIntervalMs: 0,
-        extraRetentionMs: 5,
-        purgeGraceMs: 5,
-        connectTimeoutMs: 900,
-        connectionTimeoutMs: 900,
-        batch: false,
-        groupCommit: false,
-      }),
-    ];
-    for (const store of same) void store.close();
   });
 });
 

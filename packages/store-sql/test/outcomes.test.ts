@@ -440,7 +440,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
       createPostgresStore({
         connectionString: withHostPort(url, '127.0.0.1', 1),
         table: 'mrtr_replay',
-        connectionTimeoutMs: 1000,
+        connectTimeoutMs: 1000,
         statementTimeoutMs: 1000,
         purgeIntervalMs: 0,
       }),
@@ -525,7 +525,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
         connectionString: withHostPort(url, '127.0.0.1', proxy.port),
         table,
         statementTimeoutMs: 1000,
-        connectionTimeoutMs: 1000,
+        connectTimeoutMs: 1000,
         purgeIntervalMs: 0,
       }),
     );

@@ -82,7 +82,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         const table = newTable('out');
         let injected: pg.Pool | undefined;
         let store: SqlReplayStore;
-        const timeouts = { connectionTimeoutMs: 1000, statementTimeoutMs: 1000, table };
+        const timeouts = { connectTimeoutMs: 1000, statementTimeoutMs: 1000, table };
         if (kind === 'owned pool') {
           store = createPostgresStore({ connectionString: proxied, ...timeouts });
         } else {
@@ -132,7 +132,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       const store = createPostgresStore({
         connectionString: withHostPort(url, '127.0.0.1', proxy.port),
         table,
-        connectionTimeoutMs: 500,
+        connectTimeoutMs: 500,
         statementTimeoutMs: 500,
       });
       try {
@@ -154,7 +154,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       const store = createPostgresStore({
         connectionString: withHostPort(url, '127.0.0.1', proxy.port),
         table,
-        connectionTimeoutMs: 1000,
+        connectTimeoutMs: 1000,
         statementTimeoutMs: 1000,
       });
       try {
@@ -192,7 +192,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       const store = createPostgresStore({
         connectionString: withHostPort(url, '127.0.0.1', proxy.port),
         table,
-        connectionTimeoutMs: 500,
+        connectTimeoutMs: 500,
         statementTimeoutMs: 500,
       });
       try {
@@ -321,7 +321,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         connectionString: withHostPort(url, '127.0.0.1', proxy.port),
         table,
         statementTimeoutMs: 1000,
-        connectionTimeoutMs: 1000,
+        connectTimeoutMs: 1000,
         purgeIntervalMs: 0,
       });
       try {
@@ -464,10 +464,10 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
       }
     });
 
-    it('purgeGraceMs keeps recently expired rows; a renewed row is never purged', async () => {
+    it('extraRetentionMs keeps recently expired rows; a renewed row is never purged', async () => {
       const table = newTable('grace');
       let t = 1_000_000;
-      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
+      const store = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0, extraRetentionMs: 60_000 });
       const plain = createPostgresStore({ connectionString: url, table, now: () => t, purgeIntervalMs: 0 });
       try {
         const exp = t + 100;

@@ -51,7 +51,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   /** A store through a proxy that can lose the reply to one INSERT (storeCompliance's lostReply). */
   const lossy = (kind: 'owned' | 'injected', namespace: string, lossyTable: string): Promise<LossyStore> =>
     lossyStoreThroughProxy(url, 5432, (proxied) => {
-      const timeouts = { statementTimeoutMs: 1500, connectionTimeoutMs: 1500 };
+      const timeouts = { statementTimeoutMs: 1500, connectTimeoutMs: 1500 };
       if (kind === 'owned') {
         const store = createPostgresStore({ connectionString: proxied, table: lossyTable, namespace, now: clock.now, ...timeouts });
         return { store, close: () => store.close() };
@@ -80,11 +80,11 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   const deadPort = (kind: 'owned' | 'injected') => {
     const deadUrl = withHostPort(url, '127.0.0.1', 1);
     if (kind === 'owned') {
-      return createPostgresStore({ connectionString: deadUrl, table, connectionTimeoutMs: 1000, statementTimeoutMs: 1000 });
+      return createPostgresStore({ connectionString: deadUrl, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     }
     const pool = new pg.Pool({ connectionString: deadUrl, connectionTimeoutMillis: 1000 });
     pool.on('error', () => {});
-    const store = createPostgresStore({ pool, table, connectionTimeoutMs: 1000, statementTimeoutMs: 1000 });
+    const store = createPostgresStore({ pool, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     return {
       consume: store.consume,
       async close() {

@@ -283,7 +283,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
     for (const kind of ['owned pool', 'injected pool without server-side timeouts', 'injected pool with server-side timeouts'] as const) {
       it(`${kind}: a batch that times out on a locked row fails closed and burns none of its states (each is consumable exactly once afterwards)`, async () => {
         const table = newTable('lkburn');
-        const bounds = { statementTimeoutMs: 1000, connectionTimeoutMs: 1000, lockTimeoutMs: 200, purgeIntervalMs: 0, table };
+        const bounds = { statementTimeoutMs: 1000, connectTimeoutMs: 1000, lockTimeoutMs: 200, purgeIntervalMs: 0, table };
         let store: SqlReplayStore;
         if (kind === 'owned pool') {
           store = createPostgresStore({ connectionString: url, ...bounds });
@@ -339,7 +339,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
           },
           end: () => inner.end(),
         };
-        const store = track(createPostgresStore({ pool, table, statementTimeoutMs: 500, connectionTimeoutMs: 500, purgeIntervalMs: 0 }));
+        const store = track(createPostgresStore({ pool, table, statementTimeoutMs: 500, connectTimeoutMs: 500, purgeIntervalMs: 0 }));
         expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
         const ids = shape === 'a lone consume' ? ['mine'] : ['m1', 'm2', 'm3'];
         swallow = true;
@@ -372,7 +372,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         },
         end: () => inner.end(),
       };
-      const store = track(createPostgresStore({ pool, table, statementTimeoutMs: 1000, connectionTimeoutMs: 1000, purgeIntervalMs: 0 }));
+      const store = track(createPostgresStore({ pool, table, statementTimeoutMs: 1000, connectTimeoutMs: 1000, purgeIntervalMs: 0 }));
       expect(await store.consume('warm', Date.now() + 60_000)).toBe(true);
       for (const ids of [['lone'], ['b1', 'b2']]) {
         cut = true;

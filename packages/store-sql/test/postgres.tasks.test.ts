@@ -342,7 +342,7 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       const store = createPostgresTaskStore({
         connectionString: withHostPort(url, '127.0.0.1', 1),
         table: `${table}_x`,
-        connectionTimeoutMs: 500,
+        connectTimeoutMs: 500,
         statementTimeoutMs: 500,
       });
       try {

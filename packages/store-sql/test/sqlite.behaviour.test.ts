@@ -149,12 +149,12 @@ describe('SQLite store behaviour', () => {
     expect(() => createSqliteStore({ filename, now: 5 as never })).toThrow(TypeError);
   });
 
-  it('purge deletes expired rows in bounded batches, keeps live and renewed ones, honours purgeGraceMs', async () => {
+  it('purge deletes expired rows in bounded batches, keeps live and renewed ones, honours extraRetentionMs', async () => {
     const filename = newFile();
     let t = 1_000_000;
     const now = () => t;
     const store = createSqliteStore({ filename, now, purgeIntervalMs: 0, purgeBatchSize: 1000, purgeMaxBatches: 2 });
-    const graced = createSqliteStore({ filename, now, purgeIntervalMs: 0, purgeGraceMs: 60_000 });
+    const graced = createSqliteStore({ filename, now, purgeIntervalMs: 0, extraRetentionMs: 60_000 });
     const db = new Database(filename);
     try {
       await store.ensureSchema();

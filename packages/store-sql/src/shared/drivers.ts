@@ -74,12 +74,6 @@ export interface PostgresConnectionOptions {
   connectionString?: string;
   /** Schema that holds the table (must exist). @default the connection's search_path */
   schema?: string;
-  /**
-   * Former name of `connectTimeoutMs` (kept for one release; giving both with different values is a `TypeError`).
-   * @deprecated use `connectTimeoutMs`
-   * @default 5000
-   */
-  connectionTimeoutMs?: number;
 }
 
 /** Where a SQLite store (replay or task) keeps its table: the options both take alike. */

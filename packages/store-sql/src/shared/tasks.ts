@@ -1,14 +1,17 @@
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
+  assertTaskChange,
   asTaskRecord,
   boolOption,
   fnOption,
   intOption,
   isTerminalStatus,
+  parseTaskStoreLimits,
   StoreUnavailableError,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
-import { checkNamespace, quoteIdentifier } from './common.js';
+import { checkNamespace, LONE_SURROGATE } from './arguments.js';
+import { quoteIdentifier } from './options.js';
 
 /** Options shared by both dialects' task stores. */
 export interface SqlTaskStoreCommonOptions extends TaskStoreLimits {
@@ -57,7 +60,6 @@ export const DEFAULT_TASK_TABLE = 'mrtr_tasks';
 /** Tries of one `update` whose conditional write found the record changed meanwhile. */
 export const UPDATE_TRIES = 32;
 const MAX_TASK_ID_LENGTH = 256;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 export interface TaskSettings {
   table: string;
@@ -72,11 +74,8 @@ export interface TaskSettings {
 }
 
 /** Parses the options both dialects share. */
-export function taskSettings(
-  label: string,
-  options: SqlTaskStoreCommonOptions,
-  limits: { maxLive: number; maxKept: number },
-): Omit<TaskSettings, 'table'> {
+export function taskSettings(label: string, options: SqlTaskStoreCommonOptions): Omit<TaskSettings, 'table'> & { maxTasks: number } {
+  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(label, options);
   const tableName = options.table ?? DEFAULT_TASK_TABLE;
   quoteIdentifier(`${label}: table`, tableName);
   return {
@@ -84,8 +83,9 @@ export function taskSettings(
     namespace: checkNamespace(label, options.namespace),
     autoSchema: boolOption(`${label}: ensureSchema`, options.ensureSchema, true),
     now: fnOption(`${label}: now`, options.now, Date.now),
-    maxLive: limits.maxLive,
-    maxKept: limits.maxKept,
+    maxLive,
+    maxKept,
+    maxTasks,
     maxRecordBytes: intOption(`${label}: maxRecordBytes`, options.maxRecordBytes, 8_388_608, 1024, 268_435_456),
     purgeBatchSize: intOption(`${label}: purgeBatchSize`, options.purgeBatchSize, 100, 0, 10_000),
   };
@@ -150,3 +150,80 @@ export const unsettledUpdateError = (): StoreUnavailableError =>
   new StoreUnavailableError({ cause: new Error(`task store: the record changed under ${UPDATE_TRIES} updates in a row; not updated`) });
 
 export const closedTaskStoreError = (): StoreUnavailableError => new StoreUnavailableError({ cause: new Error('task store is closed') });
+
+/** A task read back with the version of its row (the condition of an optimistic update). */
+export interface VersionedTask {
+  record: TaskRecord;
+  version: string | number;
+}
+
+/** What a dialect's task store does on its database; {@link sqlTaskStore} answers `create`, `get` and `update` with it. */
+export interface TaskBackend {
+  dialect: 'postgres' | 'sqlite';
+  table: string;
+  /** Runs one operation and maps its failures: a database failure to `ERR_STORE_UNAVAILABLE`, a refusal as it is. */
+  run<T>(work: () => Promise<T>): Promise<T>;
+  /** Writes a new task under the bounds (a refusal: TaskLimitError, a duplicate id). */
+  insert(row: TaskRow): Promise<void>;
+  read(taskId: string): Promise<VersionedTask | undefined>;
+  /** The conditional write of an update: `false` when the row changed since `current` was read. */
+  write(taskId: string, current: VersionedTask, row: TaskRow, next: TaskRecord): Promise<boolean>;
+  /** An error of `change` (or of the record it made) as `run` passes it on unchanged. */
+  refuse(error: unknown): unknown;
+  assertOpen(): void;
+  ensureSchema(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A task store on a backend: `create` checks the record and inserts it; `get` reads a live task; `update` is
+ * optimistic (re-read, change a copy, check the change, write on the version read; re-run on a conflict, at most
+ * {@link UPDATE_TRIES} tries).
+ */
+export function sqlTaskStore(label: string, maxRecordBytes: number, backend: TaskBackend): SqlTaskStore {
+  const tryUpdate = async (
+    taskId: string,
+    change: (record: TaskRecord) => TaskRecord | undefined,
+  ): Promise<{ done: boolean; value?: TaskRecord }> => {
+    const current = await backend.read(taskId);
+    if (current === undefined) return { done: true };
+    let next: TaskRecord | undefined;
+    let row: TaskRow;
+    try {
+      next = change(structuredClone(current.record));
+      if (next === undefined) return { done: true, value: current.record };
+      assertTaskChange(`${label}: update`, current.record, next);
+      row = toTaskRow(`${label}: update`, next, maxRecordBytes);
+    } catch (error) {
+      throw backend.refuse(error);
+    }
+    if (!(await backend.write(taskId, current, row, next))) return { done: false };
+    return { done: true, value: JSON.parse(row.json) as TaskRecord };
+  };
+  return {
+    dialect: backend.dialect,
+    table: backend.table,
+    async create(record) {
+      const row = toTaskRow(`${label}: create`, record, maxRecordBytes);
+      await backend.run(() => backend.insert(row));
+    },
+    async get(taskId) {
+      if (!isTaskId(taskId)) return undefined;
+      return backend.run(async () => (await backend.read(taskId))?.record);
+    },
+    async update(taskId, change) {
+      if (typeof change !== 'function') throw new TypeError(`${label}: update: change must be a function`);
+      if (!isTaskId(taskId)) return undefined;
+      return backend.run(async () => {
+        for (let attempt = 0; attempt < UPDATE_TRIES; attempt++) {
+          backend.assertOpen();
+          const { done, value } = await tryUpdate(taskId, change);
+          if (done) return value;
+        }
+        throw unsettledUpdateError();
+      });
+    },
+    ensureSchema: () => backend.ensureSchema(),
+    close: () => backend.close(),
+  };
+}

@@ -1,0 +1,121 @@
+import { ownerValue, rejectAll, splitById, type Waiter } from '../shared/batching.js';
+import { closedError, toStoreError } from '../shared/lifecycle.js';
+import { isServerError } from './connection.js';
+import { budgetOf, type ReplayContext } from './context.js';
+import { answerLost, sendBatch } from './lookups.js';
+import { Unsent } from './send.js';
+
+type OwnerRow = { owner?: unknown; expires_at?: unknown };
+
+/**
+ * The INSERT may have committed although its reply never arrived (timeout, connection lost). Ask
+ * once: the row holds this call's owner → `true`; a live row of another owner (or of an older
+ * version, without one) → `false`; no row, an expired row (this write would have taken it over) or
+ * no answer → still unknown → the original failure.
+ */
+async function resolveLost(ctx: ReplayContext, id: string, mine: string, original: unknown): Promise<boolean> {
+  let row: OwnerRow | undefined;
+  try {
+    const config = { ...ctx.statements.owner, values: [ctx.namespace, id], query_timeout: ctx.settings.statementTimeoutMs };
+    row = (await ctx.bounded(ctx.queryOnConnection(config))).rows[0] as OwnerRow | undefined;
+  } catch {
+    throw toStoreError(original);
+  }
+  if (row !== undefined && row.owner === mine) return true;
+  if (row !== undefined && Number(row.expires_at) >= Math.floor(ctx.now())) return false;
+  throw toStoreError(original);
+}
+
+/**
+ * One consume, one statement (no group commit, or a batch of one). `budgetMs` is what is left of the
+ * deadline of a consume that waited in the group-commit queue.
+ */
+export async function consumeOne(
+  ctx: ReplayContext,
+  id: string,
+  expires: number,
+  mine: string,
+  budgetMs = ctx.deadlineMs,
+): Promise<boolean> {
+  try {
+    const values = [ctx.namespace, id, expires, Math.floor(ctx.now()), mine];
+    return (await ctx.send({ ...ctx.statements.consume, values }, budgetMs)).rowCount === 1;
+  } catch (error) {
+    // Never sent, or the server answered with an error (the statement did not commit): nothing to
+    // ask. Otherwise — no reply in time, a connection lost — the owner lookup tells.
+    if (error instanceof Unsent) throw toStoreError(error.error);
+    if (isServerError(error) || ctx.closed()) throw toStoreError(error);
+    return resolveLost(ctx, id, mine, error);
+  }
+}
+
+/** {@link resolveLost} for a batch: one `SELECT` of the owners of its ids. */
+async function resolveLostBatch(
+  ctx: ReplayContext,
+  unique: Waiter[],
+  owners: string[],
+  repeated: Waiter[],
+  original: unknown,
+): Promise<void> {
+  const failure = toStoreError(original);
+  let rows: Map<unknown, OwnerRow>;
+  try {
+    const ids = unique.map((waiter) => waiter.id);
+    const config = { ...ctx.statements.owners, values: [ctx.namespace, ids], query_timeout: ctx.settings.statementTimeoutMs };
+    const result = await ctx.bounded(ctx.queryOnConnection(config));
+    rows = new Map(result.rows.map((row) => [(row as { id: unknown }).id, row as OwnerRow]));
+  } catch {
+    rejectAll(unique, failure);
+    rejectAll(repeated, failure);
+    return;
+  }
+  const t = Math.floor(ctx.now());
+  answerLost(unique, owners, rows, t, { first: true, held: () => false }, failure);
+  // A repeated id: its first waiter was answered (true or false) or failed; either way this one is not first.
+  for (const waiter of repeated) {
+    const row = rows.get(waiter.id);
+    if (row !== undefined && Number(row.expires_at) >= t) waiter.resolve(false);
+    else waiter.reject(failure);
+  }
+}
+
+/** A batch of one: a single consume statement. */
+async function runLone(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
+  const waiter = batch[0] as Waiter;
+  try {
+    waiter.resolve(await consumeOne(ctx, waiter.id, waiter.expires, ownerValue(), budgetOf(ctx, batch)));
+  } catch (error) {
+    waiter.reject(toStoreError(error));
+  }
+}
+
+/**
+ * Runs one batch of queued consumes and settles each waiter. The first waiter of an id goes into the
+ * statement; a later waiter of the same id is answered `false` once the statement has run (only one
+ * of them can be first), and shares its failure otherwise. A failed statement fails every waiter
+ * closed (but a lock wait: see withoutLocked); a lost reply is resolved per id by one `SELECT` of the owners,
+ * as for a single consume.
+ */
+export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
+  if (ctx.closed()) return rejectAll(batch, closedError());
+  if (budgetOf(ctx, batch) <= 0) {
+    for (const waiter of batch) waiter.reject(ctx.deadlineError());
+    return;
+  }
+  if (batch.length === 1) return runLone(ctx, batch);
+  const { unique: all, later } = splitById(batch);
+  const outcome = await sendBatch(ctx, batch, all, later, (unique, owners) => ({
+    ...ctx.statements.batch,
+    values: [ctx.namespace, unique.map((waiter) => waiter.id), unique.map((waiter) => waiter.expires), owners, Math.floor(ctx.now())],
+  }));
+  const { unique, owners } = outcome;
+  if (outcome.kind === 'failed') {
+    rejectAll(unique, outcome.failure);
+    for (const list of later.values()) rejectAll(list, outcome.failure);
+    return;
+  }
+  if (outcome.kind === 'lost') return resolveLostBatch(ctx, unique, owners, [...later.values()].flat(), outcome.error);
+  const won = new Set(outcome.rows.map((row) => (row as { id: unknown }).id));
+  for (const waiter of unique) waiter.resolve(won.has(waiter.id));
+  for (const list of later.values()) for (const waiter of list) waiter.resolve(false);
+}

@@ -1,0 +1,231 @@
+import type { ClaimResult } from '@mrtr/core';
+import { type BackgroundError, boolOption, createBatcher, fnOption, optionsObject, StoreUnavailableError } from '@mrtr/core/authoring';
+import { batcherOptions, type ClaimWaiter, createGroupCommit, ownerValue, type RecordWaiter } from '../shared/batching.js';
+import { checkClaimArgs, checkConsumeArgs, checkNamespace, checkRecordArgs } from '../shared/arguments.js';
+import type { PostgresConnectionOptions } from '../shared/drivers.js';
+import { closedError, closeOnce, once, toStoreError, whenReady } from '../shared/lifecycle.js';
+import {
+  DEFAULT_TABLE,
+  groupCommitSettings,
+  outcomeLimits,
+  purgeSettings,
+  quoteIdentifier,
+  type SqlStoreCommonOptions,
+} from '../shared/options.js';
+import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
+import type { GroupCommitSettings } from '../shared/options.js';
+import { claimExpired, runClaimBatch } from './claims.js';
+import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from './connection.js';
+import { consumeOne, runConsumeBatch } from './consume.js';
+import type { ReplayContext } from './context.js';
+import { purgeExpired } from './purge.js';
+import { recordText, runRecordBatch } from './records.js';
+import { ensurePostgresSchema, replaySchemaPlan } from './schema.js';
+import { createSender } from './send.js';
+import { replayStatements } from './statements.js';
+
+export interface PostgresStoreOptions extends SqlStoreCommonOptions, PostgresConnectionOptions {
+  /**
+   * Upper bound of one statement in ms, enforced by the server: sent as `statement_timeout` on a pool
+   * the store creates; on an injected pool whose connections have no `statement_timeout` of at most this
+   * (checked once per connection), each consume runs in a transaction with `SET LOCAL statement_timeout`.
+   * The client waits for a reply up to this plus `min(statementTimeoutMs, 1000)` (so the server's own
+   * cancel arrives first); when none arrives (or the connection breaks), the store asks once, with a
+   * `SELECT` under the same bounds, whether the row holds this call's owner value before it fails. @default 5000
+   */
+  statementTimeoutMs?: number;
+  /**
+   * Server-side `lock_timeout` in ms, set with `statementTimeoutMs` on a pool the store creates, on every
+   * consume that runs in its own transaction, and around the DDL of `ensureSchema()`: a statement that
+   * waits this long for a lock (a row held by another transaction, a table locked by `pg_dump` or an
+   * idle transaction) is cancelled by the server instead of queueing. @default min(2000, statementTimeoutMs)
+   */
+  lockTimeoutMs?: number;
+  /**
+   * Upper bound on getting a connection in ms (`connectionTimeoutMillis` of an owned pool; the name `@mrtr/store-redis` uses). A consume
+   * on any pool rejects after `connectTimeoutMs + statementTimeoutMs` at the latest. @default 5000
+   */
+  connectTimeoutMs?: number;
+  /**
+   * Size of an owned pool, and the most consume statements the store has in flight at once (on an
+   * injected pool too: give that pool at least this many connections). @default 10
+   */
+  maxConnections?: number;
+  /**
+   * Use named prepared statements (parsed once per connection). Turn off behind a connection pooler
+   * that does not support them (PgBouncer in transaction mode before 1.21). @default true
+   */
+  preparedStatements?: boolean;
+}
+
+/** The options of a replay store, validated in order (so the first bad option is the one reported). */
+function replayOptions(label: string, options: PostgresStoreOptions) {
+  const target = postgresTarget(label, options);
+  const tableName = options.table ?? DEFAULT_TABLE;
+  const quotedTable = quoteIdentifier(`${label}: table`, tableName);
+  const { schema, qualify } = qualifier(label, options.schema);
+  return {
+    tableName,
+    table: qualify(quotedTable),
+    qualify,
+    namespace: checkNamespace(label, options.namespace),
+    autoSchema: boolOption(`${label}: ensureSchema`, options.ensureSchema, true),
+    settings: { ...target, schema, ...postgresBounds(label, options) },
+    purge: purgeSettings(label, options),
+    now: fnOption(`${label}: now`, options.now, Date.now),
+    onError: fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {}),
+    prepared: boolOption(`${label}: preparedStatements`, options.preparedStatements, true),
+    ...outcomeLimits(label, options),
+    groupCommit: groupCommitSettings(label, options),
+  };
+}
+
+/**
+ * `consume`, `claim` and `record` on their queues (batching on: a queue each; off: a batch of one per call), and
+ * what `close()` runs to fail the calls still queued.
+ */
+function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | undefined, maxOutcomeBytes: number) {
+  const { now, assertOpen } = ctx;
+  const queue =
+    groupCommit === undefined
+      ? undefined
+      : createGroupCommit(groupCommit, 'microtask', (batch) => runConsumeBatch(ctx, batch), ctx.settings.maxConnections);
+  const claimQueue =
+    groupCommit === undefined
+      ? undefined
+      : createBatcher<ClaimWaiter, ClaimResult>({
+          ...batcherOptions(groupCommit, ctx.settings.maxConnections),
+          run: (batch) => runClaimBatch(ctx, batch),
+        });
+  // Two record batches in flight per store at most: record batches of a namespace take turns under its budget lock,
+  // the second waiting for it on the server (no round trip lost between them); more would only hold connections
+  // (that claims and consumes need) while they wait for it.
+  const text = recordText(ctx);
+  const runRecords = (batch: RecordWaiter[]) => runRecordBatch(ctx, text, batch);
+  const recordQueue =
+    groupCommit === undefined ? undefined : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, 2), run: runRecords });
+
+  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
+    let expires: number;
+    try {
+      expires = checkConsumeArgs(id, expiresAtMs);
+      assertOpen();
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
+    if (expires <= now()) return Promise.resolve(false);
+    if (queue === undefined) return consumeOne(ctx, id, expires, ownerValue());
+    return new Promise<boolean>((resolve, reject) => {
+      queue.push({ id, expires, queuedAt: performance.now(), resolve, reject });
+    });
+  };
+
+  /** Claims ride the group commit as consumes do (a queue of their own: one statement per batch of claims). */
+  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
+    assertOpen();
+    if (expires <= now()) return claimExpired(ctx, id, fingerprint);
+    return new Promise<ClaimResult>((resolve, reject) => {
+      const waiter: ClaimWaiter = { id, expires, fp: fingerprint, queuedAt: performance.now(), resolve, reject };
+      if (claimQueue === undefined) runClaimBatch(ctx, [waiter]).catch((error: unknown) => reject(toStoreError(error)));
+      else claimQueue.push(waiter);
+    });
+  };
+
+  /** Records ride the group commit too (a queue of their own: one transaction per batch of records). */
+  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
+    assertOpen();
+    return new Promise<boolean>((resolve, reject) => {
+      const waiter: RecordWaiter = { id, fp: fingerprint, outcome: stored, queuedAt: performance.now(), resolve, reject };
+      if (recordQueue === undefined) runRecords([waiter]).catch((error: unknown) => reject(toStoreError(error)));
+      else recordQueue.push(waiter);
+    });
+  };
+
+  /** Calls still queued fail closed; a statement already sent settles its own. */
+  const failQueued = () => {
+    queue?.failAll(closedError);
+    claimQueue?.failAll(closedError);
+    recordQueue?.failAll(closedError);
+  };
+  return { consume, claim, record, failQueued };
+}
+
+/**
+ * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
+ * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement
+ * that also writes a random owner value only that call knows; a consume whose reply is lost asks once
+ * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`), both
+ * batched: the same upsert keeping a fingerprint and returning the row, and an `UPDATE` of the outcomes under the
+ * namespace's outcome-budget lock.
+ */
+export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
+  const label = 'createPostgresStore';
+  options = optionsObject(label, options);
+  const { tableName, table, qualify, namespace, autoSchema, settings, purge, now, onError, prepared, groupCommit, ...limits } =
+    replayOptions(label, options);
+  const { maxOutcomeBytes, outcomeBudgetBytes } = limits;
+  const deadlineMs = settings.connectTimeoutMs + settings.statementTimeoutMs;
+  // The outcome budget's table (≤ 48 + 7 characters).
+  const statements = replayStatements(table, qualify(`"${tableName}_budget"`), prepared);
+
+  let closed = false;
+  const pool = poolHandle(
+    settings,
+    () => closed,
+    () => new StoreUnavailableError(),
+  );
+  const schemaReady = once(async () => ensurePostgresSchema(await pool.get(), replaySchemaPlan(table, tableName, qualify), settings));
+  /** Once the pool exists and the schema is ensured, consumes skip the set-up awaits. */
+  const { ready, current } = whenReady(pool, autoSchema ? schemaReady : undefined);
+  const assertOpen = (): void => {
+    if (closed) throw closedError();
+  };
+  const bounded = deadline('replay store', deadlineMs);
+  const deadlineError = () => new StoreUnavailableError({ cause: new Error('replay store deadline exceeded') });
+  const sender = createSender({ settings, pool, readyPool: current, ready, assertOpen, deadlineError });
+  const ctx: ReplayContext = {
+    ...sender,
+    namespace,
+    table,
+    now,
+    settings,
+    deadlineMs,
+    statements,
+    pool,
+    outcomeBudgetBytes,
+    closed: () => closed,
+    assertOpen,
+    deadlineError,
+    bounded,
+  };
+  const { failQueued, ...calls } = replayCalls(ctx, groupCommit, maxOutcomeBytes);
+
+  return sqlReplayStore({
+    label,
+    dialect: 'postgres',
+    table,
+    ...limits,
+    ...calls,
+    purge,
+    onError,
+    assertOpen,
+    ensureSchema: () => bounded(schemaReady.get()),
+    async runPurge() {
+      assertOpen();
+      return purgeExpired(ctx, await ready(), purge);
+    },
+    // Only purge once the store has been used (so an idle store opens no connection).
+    used: () => pool.done && (!autoSchema || schemaReady.done),
+    close: (stopPurge) =>
+      closeOnce(() => {
+        closed = true;
+        stopPurge();
+        failQueued();
+        // Waits for a pool that is still being created, then ends it (never twice; never an injected one).
+        return pool.close();
+      }),
+  });
+}

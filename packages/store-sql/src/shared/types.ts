@@ -1,0 +1,84 @@
+import type { BackgroundError } from '@mrtr/core/authoring';
+import type { ClaimResult, ReplayStore } from '@mrtr/core';
+import { startPurgeTimer, storeCall } from './lifecycle.js';
+import type { PurgeSettings } from './options.js';
+
+/** A replay store on a SQL table. */
+export interface SqlReplayStore extends ReplayStore {
+  /** `'postgres'` or `'sqlite'`. */
+  readonly dialect: 'postgres' | 'sqlite';
+  /** The quoted, possibly schema-qualified table name used in statements. */
+  readonly table: string;
+  /**
+   * Atomically records `id` until `expiresAtMs` (epoch ms) and resolves `true` only for the first
+   * call; `false` while a live row exists. An expired row is taken over by the next consume.
+   * Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never resolves `true` then).
+   */
+  consume(id: string, expiresAtMs: number): Promise<boolean>;
+  /**
+   * `consume` that keeps `fingerprint` with the id (same ledger, same atomic upsert, an expired row is taken
+   * over): `first` when this call took the id; else how it is held — `pending` (same fingerprint, no outcome
+   * yet), `recorded` (same fingerprint, with its outcome), `replayed` (taken by `consume`, another fingerprint,
+   * or an outcome recorded as not kept). Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never
+   * resolves `first` then).
+   */
+  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  /**
+   * Stores `outcome` for an id held by `claim` with this `fingerprint`, with no outcome yet and not expired:
+   * batched with other records; `true` when stored. An outcome over `maxOutcomeBytes`, one past the namespace's
+   * `outcomeBudgetBytes`, or one the database cannot hold unchanged (NUL characters, lone surrogates) is recorded as
+   * `''` and resolves `false`, as does `''` itself.
+   */
+  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  /** Largest outcome `record` keeps, in UTF-8 bytes. */
+  readonly maxOutcomeBytes: number;
+  /** Most UTF-8 bytes of outcomes the namespace holds at once (counted by expiry bucket, see the README). */
+  readonly outcomeBudgetBytes: number;
+  /** Creates the table, its columns and its expiry index when missing. Idempotent and safe to run concurrently. */
+  ensureSchema(): Promise<void>;
+  /** Deletes expired rows (all namespaces), bounded by `purgeBatchSize × purgeMaxBatches`; resolves the count. */
+  purge(): Promise<number>;
+  /** Stops the purge timer and closes a pool/database the store created itself (not an injected one). Idempotent. */
+  close(): Promise<void>;
+}
+
+/** What a dialect's replay store is made of; {@link sqlReplayStore} puts it together. */
+export interface ReplayParts
+  extends Pick<SqlReplayStore, 'dialect' | 'table' | 'maxOutcomeBytes' | 'outcomeBudgetBytes' | 'consume' | 'claim' | 'record'> {
+  label: string;
+  purge: PurgeSettings;
+  onError: (error: BackgroundError) => void;
+  assertOpen(): void;
+  /** Creates what is missing of the schema (once; retried after a failure). */
+  ensureSchema(): Promise<void>;
+  /** One purge run. */
+  runPurge(): Promise<number>;
+  /** Whether the store has been used (an idle store's background purge opens no connection). */
+  used(): boolean;
+  /** Closes the store, given the function that stops the background purge. */
+  close(stopPurge: () => void): () => Promise<void>;
+}
+
+/** A replay store from its parts, with its background purge started. */
+export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
+  const { assertOpen, runPurge } = parts;
+  const purgeIfUsed = async () => {
+    if (parts.used()) await runPurge();
+  };
+  const stopPurge = startPurgeTimer(parts.label, parts.purge.intervalMs, purgeIfUsed, parts.onError);
+  return {
+    dialect: parts.dialect,
+    table: parts.table,
+    maxOutcomeBytes: parts.maxOutcomeBytes,
+    outcomeBudgetBytes: parts.outcomeBudgetBytes,
+    consume: parts.consume,
+    claim: parts.claim,
+    record: parts.record,
+    async ensureSchema() {
+      assertOpen();
+      await storeCall(() => parts.ensureSchema());
+    },
+    purge: () => storeCall(runPurge),
+    close: parts.close(stopPurge),
+  };
+}

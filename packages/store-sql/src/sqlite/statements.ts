@@ -1,0 +1,82 @@
+import type { SqliteDatabaseLike, SqliteStatementLike } from '../shared/drivers.js';
+import { MAX_FINGERPRINT_MISSES } from '../shared/claims.js';
+
+/** The replay store's statements, prepared once per database (statements can only be prepared after the table exists). */
+export interface Statements {
+  db: SqliteDatabaseLike;
+  consume: SqliteStatementLike;
+  purge: SqliteStatementLike;
+  owner: SqliteStatementLike;
+  claim: SqliteStatementLike;
+  row: SqliteStatementLike;
+  record: SqliteStatementLike;
+  held: SqliteStatementLike;
+  bump: SqliteStatementLike;
+  purgeBudget: SqliteStatementLike;
+  begin: SqliteStatementLike;
+  commit: SqliteStatementLike;
+  rollback: SqliteStatementLike;
+}
+
+/** The statements' text on the quoted `table` (whose unquoted name is `tableName`). */
+function statementsSql(table: string, tableName: string) {
+  // SQLite runs one write at a time (per database file, across processes), so the upsert is atomic:
+  // it inserts a new id, takes over an expired row, or changes nothing (a live duplicate). The
+  // change count says which; it is cheaper than RETURNING and needs only SQLite ≥ 3.24.
+  // `owner` is a random value only the writing consume knows (see resolveLost). Taking over an expired row
+  // clears what a claim kept with it (fingerprint, outcome).
+  const consumeSql =
+    `INSERT INTO ${table} (ns, id, expires_at, owner) VALUES (?, ?, ?, ?) ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET expires_at = excluded.expires_at, owner = excluded.owner, fp = NULL, outcome = NULL ` +
+    `WHERE ${table}.expires_at < ?`;
+  const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
+  // claim: the consume upsert that also keeps the fingerprint and always updates the row it meets, so RETURNING
+  // hands back the row as it left it (inside the batch's write transaction). An expired row is taken over
+  // (fingerprint and owner replaced, outcome and misses cleared); a live one keeps its values, except that a claim
+  // with another fingerprint of a row held by a claim counts a miss, the MAX_FINGERPRINT_MISSES-th marking the
+  // outcome '' ("done, not kept"). The row holds this call's owner exactly when this claim took the id.
+  const old = (column: string) => `${table}.${column}`;
+  const expired = `${old('expires_at')} < @now`;
+  const miss = `${old('fp')} IS NOT NULL AND ${old('fp')} <> excluded.fp`;
+  const claimSql =
+    `INSERT INTO ${table} (ns, id, expires_at, owner, fp) VALUES (@ns, @id, @expires, @owner, @fp) ON CONFLICT (ns, id) DO UPDATE SET ` +
+    `expires_at = CASE WHEN ${expired} THEN excluded.expires_at ELSE ${old('expires_at')} END, ` +
+    `owner = CASE WHEN ${expired} THEN excluded.owner ELSE ${old('owner')} END, ` +
+    `fp = CASE WHEN ${expired} THEN excluded.fp ELSE ${old('fp')} END, ` +
+    `outcome = CASE WHEN ${expired} THEN NULL WHEN ${miss} AND coalesce(${old('misses')}, 0) + 1 >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE ${old('outcome')} END, ` +
+    `misses = CASE WHEN ${expired} THEN NULL WHEN ${miss} THEN coalesce(${old('misses')}, 0) + 1 ELSE ${old('misses')} END ` +
+    'RETURNING owner, fp, outcome, misses, expires_at';
+  const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = ? AND id = ?`;
+  const recordSql = `UPDATE ${table} SET outcome = ? WHERE ns = ? AND id = ? AND fp = ? AND outcome IS NULL AND expires_at >= ?`;
+  // The outcome budget: bytes of kept outcomes per namespace and expiry bucket (see recordIn).
+  const budgetTable = `"${tableName}_budget"`;
+  const heldSql = `SELECT coalesce(sum(bytes), 0) AS held FROM ${budgetTable} WHERE ns = ? AND bucket >= ?`;
+  const bumpSql =
+    `INSERT INTO ${budgetTable} (ns, bucket, bytes) VALUES (?, ?, ?) ` +
+    `ON CONFLICT (ns, bucket) DO UPDATE SET bytes = ${budgetTable}.bytes + excluded.bytes`;
+  const purgeSql = `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
+  const purgeBudgetSql = `DELETE FROM ${budgetTable} WHERE bucket < ?`;
+  return { consumeSql, ownerSql, claimSql, rowSql, recordSql, heldSql, bumpSql, purgeSql, purgeBudgetSql };
+}
+
+/** Prepares the replay store's statements on `db`. */
+export function prepareStatements(db: SqliteDatabaseLike, table: string, tableName: string): Statements {
+  const sql = statementsSql(table, tableName);
+  return {
+    db,
+    consume: db.prepare(sql.consumeSql),
+    purge: db.prepare(sql.purgeSql),
+    owner: db.prepare(sql.ownerSql),
+    claim: db.prepare(sql.claimSql),
+    row: db.prepare(sql.rowSql),
+    record: db.prepare(sql.recordSql),
+    held: db.prepare(sql.heldSql),
+    bump: db.prepare(sql.bumpSql),
+    purgeBudget: db.prepare(sql.purgeBudgetSql),
+    // BEGIN IMMEDIATE takes the write lock first (waiting up to busy_timeout): the batch cannot
+    // fail half-way on a lock held by another process.
+    begin: db.prepare('BEGIN IMMEDIATE'),
+    commit: db.prepare('COMMIT'),
+    rollback: db.prepare('ROLLBACK'),
+  };
+}

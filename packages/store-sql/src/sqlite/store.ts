@@ -1,0 +1,191 @@
+import type { ClaimResult } from '@mrtr/core';
+import {
+  type BackgroundError,
+  boolOption,
+  createBatcher,
+  fnOption,
+  intOption,
+  optionsObject,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
+import { checkClaimArgs, checkConsumeArgs, checkNamespace, checkRecordArgs } from '../shared/arguments.js';
+import { batcherOptions, ownerValue } from '../shared/batching.js';
+import { budgetBucket, heldStatus, type HeldRow, isLive, REPLAYED } from '../shared/claims.js';
+import type { SqliteConnectionOptions } from '../shared/drivers.js';
+import { closedError, closeOnce, once, toStoreError } from '../shared/lifecycle.js';
+import {
+  DEFAULT_TABLE,
+  groupCommitSettings,
+  outcomeLimits,
+  type PurgeSettings,
+  purgeSettings,
+  quoteIdentifier,
+  type SqlStoreCommonOptions,
+} from '../shared/options.js';
+import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
+import { databaseHandle, sqliteTarget, synchronousOption } from './connection.js';
+import { consumeOne, type Op, runBatch, type SqliteReplayContext } from './replay.js';
+import { ensureSqliteSchema } from './schema.js';
+import { schemaPlan } from '../shared/schema.js';
+import { prepareStatements, type Statements } from './statements.js';
+
+export interface SqliteStoreOptions extends SqlStoreCommonOptions, SqliteConnectionOptions {}
+
+const yieldToEventLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * One purge run: bounded batches of expired rows (all namespaces), yielding to the event loop between them (each
+ * is a synchronous write), then the outcome budget's buckets the clock has left (a bucket counts while the clock is
+ * in it or before it). Resolves how many rows went.
+ */
+async function purgeExpired(statements: Statements, purge: PurgeSettings, now: () => number, closed: () => boolean): Promise<number> {
+  let total = 0;
+  for (let batch = 0; batch < purge.maxBatches && !closed(); batch++) {
+    if (batch > 0) await yieldToEventLoop();
+    if (closed()) break;
+    const deleted = statements.purge.run(Math.floor(now()) - purge.graceMs, purge.batchSize).changes;
+    total += deleted;
+    if (deleted < purge.batchSize) break;
+  }
+  if (!closed()) statements.purgeBudget.run(budgetBucket(Math.floor(now()) - purge.graceMs));
+  return total;
+}
+
+/**
+ * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
+ * when this factory is used). Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE
+ * expired` statement (with a random owner value, like the PostgreSQL store); its change count is the answer.
+ * It records outcomes too (`claim`, `record`), like the PostgreSQL store.
+ */
+export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
+  const label = 'createSqliteStore';
+  options = optionsObject(label, options);
+  const target = sqliteTarget(label, options);
+  const tableName = options.table ?? DEFAULT_TABLE;
+  const table = quoteIdentifier(`${label}: table`, tableName);
+  const namespace = checkNamespace(label, options.namespace);
+  const autoSchema = boolOption(`${label}: ensureSchema`, options.ensureSchema, true);
+  const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
+  const synchronous = synchronousOption(label, options.synchronous);
+  const purge = purgeSettings(label, options);
+  const now = fnOption(`${label}: now`, options.now, Date.now);
+  const onError = fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {});
+  const groupCommit = groupCommitSettings(label, options);
+  const { maxOutcomeBytes, outcomeBudgetBytes } = outcomeLimits(label, options);
+
+  let closed = false;
+  const database = databaseHandle(
+    target,
+    { busyTimeoutMs, synchronous },
+    () => closed,
+    () => new StoreUnavailableError(),
+  );
+  const plan = schemaPlan('sqlite', 'replay', table, tableName);
+  const schemaReady = once(async () => ensureSqliteSchema(await database.get(), plan));
+  let statements: Statements | undefined;
+  const ready = async (): Promise<Statements> => {
+    const db = await database.get();
+    if (autoSchema) await schemaReady.get();
+    if (statements?.db !== db) statements = prepareStatements(db, table, tableName);
+    return statements;
+  };
+  const assertOpen = (): void => {
+    if (closed) throw closedError();
+  };
+  const ctx: SqliteReplayContext = { namespace, now, outcomeBudgetBytes, current: () => statements, prepared: ready, assertOpen };
+
+  const queue =
+    groupCommit === undefined
+      ? undefined
+      : createBatcher<Op, boolean | ClaimResult>({
+          ...batcherOptions(groupCommit, 1),
+          flush: 'immediate',
+          run: (batch) => runBatch(ctx, batch),
+        });
+  const enqueue = (op: Op, reject: (error: unknown) => void): void => {
+    if (queue !== undefined) queue.push(op);
+    else runBatch(ctx, [op]).catch((error: unknown) => reject(toStoreError(error)));
+  };
+
+  const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
+    const expires = checkConsumeArgs(id, expiresAtMs);
+    assertOpen();
+    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
+    if (expires <= now()) return false;
+    if (queue !== undefined) {
+      return new Promise<boolean>((resolve, reject) => {
+        queue.push({ kind: 'consume', id, expires, queuedAt: 0, resolve, reject });
+      });
+    }
+    try {
+      // After the first successful consume the statement is ready: no await on the hot path.
+      const prepared = statements ?? (await ready());
+      assertOpen();
+      return consumeOne(ctx, prepared, id, expires, ownerValue());
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  };
+
+  /**
+   * As for consume: an id already past its expiry cannot be remembered, so it is never a first use and nothing is
+   * written; a live row of the id still answers how it is held (read only).
+   */
+  const claimExpired = async (id: string, fingerprint: string): Promise<ClaimResult> => {
+    try {
+      const prepared = statements ?? (await ready());
+      assertOpen();
+      const row = prepared.row.get(namespace, id) as HeldRow | undefined;
+      return isLive(row, Math.floor(now())) ? heldStatus(row, fingerprint) : REPLAYED;
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  };
+
+  /** Claims ride the group commit with consumes and records (one transaction per batch). */
+  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
+    assertOpen();
+    if (expires <= now()) return claimExpired(id, fingerprint);
+    return new Promise<ClaimResult>((resolve, reject) => {
+      enqueue({ kind: 'claim', id, expires, fp: fingerprint, queuedAt: 0, resolve, reject }, reject);
+    });
+  };
+
+  /** Records ride the group commit with consumes and claims (one transaction per batch). */
+  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
+    assertOpen();
+    return new Promise<boolean>((resolve, reject) => {
+      enqueue({ kind: 'record', id, fp: fingerprint, outcome: stored, queuedAt: 0, resolve, reject }, reject);
+    });
+  };
+
+  return sqlReplayStore({
+    label,
+    dialect: 'sqlite',
+    table,
+    maxOutcomeBytes,
+    outcomeBudgetBytes,
+    consume,
+    claim,
+    record,
+    purge,
+    onError,
+    assertOpen,
+    ensureSchema: () => schemaReady.get(),
+    async runPurge() {
+      assertOpen();
+      return purgeExpired(await ready(), purge, now, () => closed);
+    },
+    used: () => database.done && (!autoSchema || schemaReady.done),
+    close: (stopPurge) =>
+      closeOnce(() => {
+        closed = true;
+        stopPurge();
+        // Consumes still queued fail closed.
+        queue?.failAll(closedError);
+        return database.close();
+      }),
+  });
+}
