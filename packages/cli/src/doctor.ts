@@ -4,13 +4,12 @@ import { createStateGuard, KeyRing, type ReplayStore, type TaskRecord, type Task
 import { redactUrl, withDeadline } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory } from './codecs.js';
 import {
-  COMMON_OPTIONS,
   colourEnabled,
   EXIT_BAD,
   EXIT_OK,
   intValue,
   type Io,
-  parse,
+  parseCommand,
   type Status,
   statusLine,
   style,
@@ -119,25 +118,12 @@ async function consumeTwice(store: ReplayStore, timeoutMs: number, label: string
 }
 
 export async function doctor(io: Io, args: string[]): Promise<number> {
-  const { values, positionals } = parse(
-    args,
-    {
-      ...COMMON_OPTIONS,
-      codec: { type: 'string' },
-      store: { type: 'string' },
-      table: { type: 'string' },
-      'tasks-table': { type: 'string' },
-      'sqlite-file': { type: 'string' },
-      'skew-ms': { type: 'string' },
-      'timeout-ms': { type: 'string' },
-      strict: { type: 'boolean' },
-    },
-    true,
-  );
-  if (values.help) {
-    io.stdout.write(DOCTOR_HELP);
-    return EXIT_OK;
-  }
+  const parsed = parseCommand(io, args, DOCTOR_HELP, {
+    strings: ['codec', 'store', 'table', 'tasks-table', 'sqlite-file', 'skew-ms', 'timeout-ms'],
+    flags: ['strict'],
+  });
+  if (parsed === undefined) return EXIT_OK;
+  const { values, positionals } = parsed;
   if (positionals.length > 0) throw new UsageError(`doctor takes no arguments (got "${positionals[0]}")`);
   const env = io.env;
   const codecText = (values.codec as string | undefined) ?? env.MRTR_CODEC ?? 'all';

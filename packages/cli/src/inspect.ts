@@ -1,16 +1,16 @@
 import { createHmac } from 'node:crypto';
-import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateClaims } from '@mrtr/core';
+import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateClaims, type StateCodec, type StateGuard } from '@mrtr/core';
 import { canonicalJson, isStateClaims } from '@mrtr/core/authoring';
-import { CODECS, type CodecName, codecFactory, detect } from './codecs.js';
+import { CODECS, type CodecName, codecFactory, type Detected, detect } from './codecs.js';
 import {
-  COMMON_OPTIONS,
   colourEnabled,
   EXIT_BAD,
   EXIT_OK,
   intValue,
   type Io,
+  type ParsedArgs,
   type Piece,
-  parse,
+  parseCommand,
   render,
   str,
   style,
@@ -61,61 +61,73 @@ interface Verdict {
   unchecked: string[];
 }
 
+interface BindingPart {
+  token: string;
+  request: string;
+  given: boolean;
+  match: boolean;
+}
+
 interface BindingReport {
-  method: { token: string; request: string; given: boolean; match: boolean };
-  target: { token: string; request: string; given: boolean; match: boolean };
-  arguments: { token: string; request: string; given: boolean; match: boolean };
+  method: BindingPart;
+  target: BindingPart;
+  arguments: BindingPart;
   principal?: { namespace: 'p' | 'u'; name: string; match: boolean };
 }
 
+/** What an inspection was asked: the token, the request to check it against, and the guard's settings. */
+interface Inspection {
+  token: string;
+  /** `--codec`: open as this codec instead of the detected one. */
+  codec: CodecName | undefined;
+  audience: string | undefined;
+  principal: string | undefined;
+  unauthenticated: string | undefined;
+  method: string | undefined;
+  target: string | undefined;
+  /** `--args`, parsed; {@link argsGiven} tells whether it was given. */
+  args: unknown;
+  argsGiven: boolean;
+  skewMs: number;
+  maxRounds: number;
+  now: number;
+  json: boolean;
+  withData: boolean;
+}
+
 export async function inspect(io: Io, args: string[], clock: () => number): Promise<number> {
-  const { values, positionals } = parse(
-    args,
-    {
-      ...COMMON_OPTIONS,
-      codec: { type: 'string' },
-      audience: { type: 'string' },
-      principal: { type: 'string' },
-      unauthenticated: { type: 'string' },
-      method: { type: 'string' },
-      target: { type: 'string' },
-      args: { type: 'string' },
-      'skew-ms': { type: 'string' },
-      'max-rounds': { type: 'string' },
-      now: { type: 'string' },
-      data: { type: 'boolean' },
-    },
-    true,
-  );
-  if (values.help) {
-    io.stdout.write(INSPECT_HELP);
-    return EXIT_OK;
-  }
-  const opt = {
-    codec: str(values.codec),
-    audience: str(values.audience),
-    principal: str(values.principal),
-    unauthenticated: str(values.unauthenticated),
-    method: str(values.method),
-    target: str(values.target),
-    now: str(values.now),
-  };
+  const parsed = parseCommand(io, args, INSPECT_HELP, {
+    strings: ['codec', 'audience', 'principal', 'unauthenticated', 'method', 'target', 'args', 'skew-ms', 'max-rounds', 'now'],
+    flags: ['data'],
+  });
+  if (parsed === undefined) return EXIT_OK;
+  const ask = await readInspection(io, parsed, clock);
+  const ring = keyRingOf(io.env);
+  const detected = detect(ask.token);
+  const out = textOutput(io, ask.token, detected);
+  if (ring === undefined) return inspectWithoutKeys(io, ask, detected, out);
+  return inspectWithKeys(io, ask, detected, ring, out);
+}
+
+/** The options and the token, checked: every usage error of the command, in the order they are reported. */
+async function readInspection(io: Io, { values, positionals }: ParsedArgs, clock: () => number): Promise<Inspection> {
   if (positionals.length !== 1)
     throw new UsageError(positionals.length === 0 ? 'inspect needs a token (or "-" to read it from stdin)' : 'inspect takes one token');
-  const codecOption = opt.codec;
-  if (codecOption !== undefined && !(CODECS as readonly unknown[]).includes(codecOption))
-    throw new UsageError('--codec must be hmac, jwe or aead');
+  const codec = str(values.codec);
+  if (codec !== undefined && !(CODECS as readonly unknown[]).includes(codec)) throw new UsageError('--codec must be hmac, jwe or aead');
   const skewMs = intValue('skew-ms', values['skew-ms'], DEFAULT_SKEW_MS, 0, 600_000);
   const maxRounds = intValue('max-rounds', values['max-rounds'], 8, 1, 1000);
   let now = clock();
-  if (typeof opt.now === 'string') {
-    const t = parseInstant(opt.now);
+  const nowText = str(values.now);
+  if (typeof nowText === 'string') {
+    const t = parseInstant(nowText);
     if (t === undefined) throw new UsageError('--now must be an ISO 8601 date-time or epoch milliseconds');
     now = t;
   }
-  if (opt.principal !== undefined && opt.unauthenticated !== undefined)
-    throw new UsageError('give --principal or --unauthenticated, not both');
-  if (opt.principal === '' || opt.unauthenticated === '') throw new UsageError('--principal/--unauthenticated must not be empty');
+  const principal = str(values.principal);
+  const unauthenticated = str(values.unauthenticated);
+  if (principal !== undefined && unauthenticated !== undefined) throw new UsageError('give --principal or --unauthenticated, not both');
+  if (principal === '' || unauthenticated === '') throw new UsageError('--principal/--unauthenticated must not be empty');
   let requestArgs: unknown;
   if (typeof values.args === 'string') {
     try {
@@ -126,150 +138,241 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
   }
   const token = positionals[0] === '-' ? (await io.readStdin()).trim() : positionals[0]!;
   if (token.length === 0) throw new UsageError('the token is empty');
-  const keysText = io.env.MRTR_KEYS;
-  let ring: KeyRing | undefined;
-  if (keysText !== undefined && keysText !== '') {
-    try {
-      ring = KeyRing.parse(keysText);
-    } catch (error) {
-      throw new UsageError(`MRTR_KEYS is invalid: ${error instanceof Error ? error.message : String(error)} (run "mrtr keys check")`);
-    }
-  }
-
-  const s = style(colourEnabled(io.stdout, io.env));
-  const detected = detect(token);
-  const codec: CodecName | undefined = (codecOption as CodecName | undefined) ?? detected.codec;
-  const head = {
-    codec: detected.codec ?? null,
-    format: detected.format ?? null,
-    kid: detected.kid ?? null,
-    length: token.length,
+  return {
+    token,
+    codec: codec as CodecName | undefined,
+    audience: str(values.audience),
+    principal,
+    unauthenticated,
+    method: str(values.method),
+    target: str(values.target),
+    args: requestArgs,
+    argsGiven: values.args !== undefined,
+    skewMs,
+    maxRounds,
+    now,
+    json: values.json === true,
+    withData: values.data === true,
   };
+}
+
+/** The ring of MRTR_KEYS, or `undefined` when it is not set (a usage error when it does not parse). */
+function keyRingOf(env: NodeJS.ProcessEnv): KeyRing | undefined {
+  const keysText = env.MRTR_KEYS;
+  if (keysText === undefined || keysText === '') return undefined;
+  try {
+    return KeyRing.parse(keysText);
+  } catch (error) {
+    throw new UsageError(`MRTR_KEYS is invalid: ${error instanceof Error ? error.message : String(error)} (run "mrtr keys check")`);
+  }
+}
+
+/** One row of the text output: a name, then pieces that {@link render} escapes and colours. */
+type Row = (name: string, ...pieces: Piece[]) => void;
+
+/** The output of an inspection: the token's head for JSON, and the rows of the text, written at the end. */
+interface Output {
+  head: { codec: CodecName | null; format: string | null; kid: string | null; length: number };
+  row: Row;
+  /** The first row: what the token is. */
+  tokenRow(): void;
+  /** Writes the rows to stdout. */
+  write(): void;
+}
+
+function textOutput(io: Io, token: string, detected: Detected): Output {
+  const s = style(colourEnabled(io.stdout, io.env));
   const lines: string[] = [];
   // Every row goes through render: claims, header fields, options and reasons quoting them are escaped there.
   const row: Row = (name, ...pieces) => {
     lines.push(render(s, toned('dim', name.padEnd(10)), ' ', ...pieces));
   };
-  const tokenLine = (): void =>
-    row(
-      'token',
-      detected.codec === undefined
-        ? `unrecognised, ${token.length} characters`
-        : `${detected.codec} codec, format ${detected.format}, kid ${detected.kid === undefined ? '(none)' : `"${detected.kid}"`}, ${token.length} characters${detected.codec === 'hmac' ? '' : ', claims encrypted'}`,
-    );
+  return {
+    head: { codec: detected.codec ?? null, format: detected.format ?? null, kid: detected.kid ?? null, length: token.length },
+    row,
+    tokenRow: () =>
+      row(
+        'token',
+        detected.codec === undefined
+          ? `unrecognised, ${token.length} characters`
+          : `${detected.codec} codec, format ${detected.format}, kid ${detected.kid === undefined ? '(none)' : `"${detected.kid}"`}, ${token.length} characters${detected.codec === 'hmac' ? '' : ', claims encrypted'}`,
+      ),
+    write: () => io.stdout.write(`${lines.join('\n')}\n`),
+  };
+}
 
-  // ── Without keys: what the token says about itself ──
-  if (ring === undefined) {
-    const unverified = detected.unverifiedClaims;
-    const claims = isStateClaims(unverified) ? unverified : undefined;
-    const problem =
-      detected.problem ?? (detected.codec === 'hmac' && claims === undefined ? 'the body is not shaped like mrtr claims' : undefined);
-    if (values.json) {
-      writeJson(io, {
-        token: head,
-        verified: false,
-        problem: problem ?? null,
-        claims: claims === undefined ? null : claimsJson(claims, now, values.data === true),
-        note: 'MRTR_KEYS is not set: nothing was verified',
-      });
-      return problem === undefined ? EXIT_OK : EXIT_BAD;
-    }
-    tokenLine();
-    if (problem !== undefined) row('problem', toned('fail', problem));
-    if (claims !== undefined) {
-      row('claims', toned('warn', 'NOT VERIFIED: MRTR_KEYS is not set, and anyone can edit an HMAC body; only the MAC proves it'));
-      printClaims(row, claims, now, maxRounds, values.data === true);
-    } else if (problem === undefined) {
-      row('claims', 'encrypted: set MRTR_KEYS to open them');
-    }
-    io.stdout.write(`${lines.join('\n')}\n`);
-    return problem === undefined ? EXIT_OK : EXIT_BAD;
+/** Without keys: what the token says about itself (an HMAC body's claims, NOT verified). */
+function inspectWithoutKeys(io: Io, ask: Inspection, detected: Detected, out: Output): number {
+  const unverified = detected.unverifiedClaims;
+  const claims = isStateClaims(unverified) ? unverified : undefined;
+  const problem =
+    detected.problem ?? (detected.codec === 'hmac' && claims === undefined ? 'the body is not shaped like mrtr claims' : undefined);
+  const exit = problem === undefined ? EXIT_OK : EXIT_BAD;
+  if (ask.json) {
+    writeJson(io, {
+      token: out.head,
+      verified: false,
+      problem: problem ?? null,
+      claims: claims === undefined ? null : claimsJson(claims, ask.now, ask.withData),
+      note: 'MRTR_KEYS is not set: nothing was verified',
+    });
+    return exit;
   }
+  out.tokenRow();
+  if (problem !== undefined) out.row('problem', toned('fail', problem));
+  if (claims !== undefined) {
+    out.row('claims', toned('warn', 'NOT VERIFIED: MRTR_KEYS is not set, and anyone can edit an HMAC body; only the MAC proves it'));
+    printClaims(out.row, claims, ask.now, ask.maxRounds, ask.withData);
+  } else if (problem === undefined) {
+    out.row('claims', 'encrypted: set MRTR_KEYS to open them');
+  }
+  out.write();
+  return exit;
+}
 
-  // ── With keys: open with the codec, then ask the guard ──
+/** With keys: open with the codec, then ask the guard. */
+async function inspectWithKeys(io: Io, ask: Inspection, detected: Detected, ring: KeyRing, out: Output): Promise<number> {
+  const codec = ask.codec ?? detected.codec;
   if (codec === undefined) {
-    if (values.json)
+    if (ask.json)
       writeJson(io, {
-        token: head,
+        token: out.head,
         verified: false,
         problem: detected.problem ?? null,
         verdict: { accepted: false, code: 'ERR_STATE_MALFORMED', reason: `${detected.problem}; pass --codec if you know it` },
       });
     else {
-      tokenLine();
-      row('verdict', toned('fail', 'REFUSED'), ` ERR_STATE_MALFORMED: ${detected.problem}; pass --codec if you know it`);
-      io.stdout.write(`${lines.join('\n')}\n`);
+      out.tokenRow();
+      out.row('verdict', toned('fail', 'REFUSED'), ` ERR_STATE_MALFORMED: ${detected.problem}; pass --codec if you know it`);
+      out.write();
     }
     return EXIT_BAD;
   }
   const factory = await codecFactory(codec);
   const codecInstance = factory(ring);
-  let opened: { claims: StateClaims; kid: string } | undefined;
-  let openError: { code: string; reason: string } | undefined;
-  try {
-    if (token.length > codecInstance.maxTokenBytes) throw new MrtrError('ERR_STATE_TOO_LARGE');
-    opened = await codecInstance.unseal(token);
-  } catch (error) {
-    const code = MrtrError.is(error) ? error.code : 'ERR_STATE_MALFORMED';
-    openError = { code, reason: openReason(code, codec, detected, ring, token.length, codecInstance.maxTokenBytes) };
-  }
-  if (opened === undefined) {
-    const verdict: Verdict = { accepted: false, code: openError!.code, reason: openError!.reason, unchecked: [] };
-    if (values.json) writeJson(io, { token: head, codec, verified: false, claims: null, verdict });
+  const opened = await openToken(codecInstance, ring, codec, ask.token, detected);
+  if (!('claims' in opened)) {
+    const verdict: Verdict = { accepted: false, code: opened.code, reason: opened.reason, unchecked: [] };
+    if (ask.json) writeJson(io, { token: out.head, codec, verified: false, claims: null, verdict });
     else {
-      tokenLine();
-      if (codecOption !== undefined && codecOption !== detected.codec) row('codec', `opened as ${codec} (--codec)`);
-      row('verdict', toned('fail', 'REFUSED'), ` ${verdict.code}: ${verdict.reason}`);
-      io.stdout.write(`${lines.join('\n')}\n`);
+      out.tokenRow();
+      if (ask.codec !== undefined && ask.codec !== detected.codec) out.row('codec', `opened as ${codec} (--codec)`);
+      out.row('verdict', toned('fail', 'REFUSED'), ` ${verdict.code}: ${verdict.reason}`);
+      out.write();
     }
     return EXIT_BAD;
   }
-
   const { claims, kid } = opened;
-  const audience = opt.audience ?? claims.aud;
-  const hasPrincipal = opt.principal !== undefined || opt.unauthenticated !== undefined;
-  const hasRequest = hasPrincipal || opt.method !== undefined || opt.target !== undefined || values.args !== undefined;
+  const audience = ask.audience ?? claims.aud;
   const guard = createStateGuard({
     keys: ring,
     codec: factory,
     audience: audience === '' ? ' ' : audience,
-    clockSkewMs: skewMs,
-    maxRounds,
+    clockSkewMs: ask.skewMs,
+    maxRounds: ask.maxRounds,
     maxTokenBytes: codecInstance.maxTokenBytes,
-    now: () => now,
-    unauthenticated: opt.unauthenticated === undefined ? 'reject' : { principal: opt.unauthenticated },
+    now: () => ask.now,
+    unauthenticated: ask.unauthenticated === undefined ? 'reject' : { principal: ask.unauthenticated },
   });
   const request: RequestContext = {
-    method: opt.method ?? claims.req.m,
-    target: opt.target ?? claims.req.t,
-    ...(requestArgs === undefined ? {} : { arguments: requestArgs }),
-    ...(opt.principal === undefined ? {} : { principal: opt.principal }),
+    method: ask.method ?? claims.req.m,
+    target: ask.target ?? claims.req.t,
+    ...(ask.args === undefined ? {} : { arguments: ask.args }),
+    ...(ask.principal === undefined ? {} : { principal: ask.principal }),
   };
-  let binding: BindingReport | undefined;
-  if (hasRequest) {
-    const b = await guard.bind(request);
-    binding = {
-      method: { token: claims.req.m, request: b.m, given: opt.method !== undefined, match: b.m === claims.req.m },
-      target: { token: claims.req.t, request: b.t, given: opt.target !== undefined, match: b.t === claims.req.t },
-      arguments: { token: claims.req.d, request: b.d, given: values.args !== undefined, match: b.d === claims.req.d },
-    };
-    if (hasPrincipal) {
-      const namespace = opt.principal !== undefined ? 'p' : 'u';
-      const name = (opt.principal ?? opt.unauthenticated) as string;
-      binding.principal = { namespace, name, match: (await principalTag(ring, kid, audience, namespace, name)) === claims.sub };
-    }
+  const binding = await bindingReport(guard, request, ask, claims, ring, kid, audience);
+  const verdict = await judge(guard, request, ask, claims, binding, audience, ring, kid);
+  if (ask.json) {
+    writeJson(io, {
+      token: out.head,
+      codec,
+      verified: true,
+      kid,
+      claims: claimsJson(claims, ask.now, ask.withData),
+      ...(binding === undefined ? {} : { binding }),
+      verdict,
+      now: new Date(ask.now).toISOString(),
+    });
+    return verdict.accepted ? EXIT_OK : EXIT_BAD;
   }
+  out.tokenRow();
+  if (ask.codec !== undefined && ask.codec !== detected.codec) out.row('codec', `opened as ${codec} (--codec)`);
+  out.row(
+    'opened',
+    toned('ok', 'integrity verified'),
+    ` with key "${kid}"${kid === ring.primaryKid ? ' (the primary)' : ' (an older key of the ring)'}`,
+  );
+  printClaims(out.row, claims, ask.now, ask.maxRounds, ask.withData);
+  if (binding !== undefined) printBinding(out.row, binding);
+  printVerdict(out.row, verdict);
+  out.write();
+  return verdict.accepted ? EXIT_OK : EXIT_BAD;
+}
 
-  // The verdict is the guard's own: verify with the same audience, skew, round limit and clock.
-  let verdict: Verdict;
+/** Unseals the token with the codec (its size cap first), or says why it does not open. */
+async function openToken(
+  codecInstance: StateCodec,
+  ring: KeyRing,
+  codec: CodecName,
+  token: string,
+  detected: Detected,
+): Promise<{ claims: StateClaims; kid: string } | { code: string; reason: string }> {
+  try {
+    if (token.length > codecInstance.maxTokenBytes) throw new MrtrError('ERR_STATE_TOO_LARGE');
+    return await codecInstance.unseal(token);
+  } catch (error) {
+    const code = MrtrError.is(error) ? error.code : 'ERR_STATE_MALFORMED';
+    return { code, reason: openReason(code, codec, detected, ring, token.length, codecInstance.maxTokenBytes) };
+  }
+}
+
+/** The token's binding against the request given (none when no part of one was given), principal included. */
+async function bindingReport(
+  guard: StateGuard,
+  request: RequestContext,
+  ask: Inspection,
+  claims: StateClaims,
+  ring: KeyRing,
+  kid: string,
+  audience: string,
+): Promise<BindingReport | undefined> {
+  const hasPrincipal = ask.principal !== undefined || ask.unauthenticated !== undefined;
+  if (!hasPrincipal && ask.method === undefined && ask.target === undefined && !ask.argsGiven) return undefined;
+  const b = await guard.bind(request);
+  const binding: BindingReport = {
+    method: { token: claims.req.m, request: b.m, given: ask.method !== undefined, match: b.m === claims.req.m },
+    target: { token: claims.req.t, request: b.t, given: ask.target !== undefined, match: b.t === claims.req.t },
+    arguments: { token: claims.req.d, request: b.d, given: ask.argsGiven, match: b.d === claims.req.d },
+  };
+  if (hasPrincipal) {
+    const namespace = ask.principal !== undefined ? 'p' : 'u';
+    const name = (ask.principal ?? ask.unauthenticated) as string;
+    binding.principal = { namespace, name, match: (await principalTag(ring, kid, audience, namespace, name)) === claims.sub };
+  }
+  return binding;
+}
+
+/** The verdict is the guard's own: verify with the same audience, skew, round limit and clock. */
+async function judge(
+  guard: StateGuard,
+  request: RequestContext,
+  ask: Inspection,
+  claims: StateClaims,
+  binding: BindingReport | undefined,
+  audience: string,
+  ring: KeyRing,
+  kid: string,
+): Promise<Verdict> {
+  const hasPrincipal = ask.principal !== undefined || ask.unauthenticated !== undefined;
   const unchecked: string[] = [];
   if (!hasPrincipal) unchecked.push('principal (give --principal or --unauthenticated)');
-  if (values.args === undefined) unchecked.push('arguments (give --args)');
-  if (opt.audience === undefined) unchecked.push('audience (give --audience)');
-  const ran = checksRun(hasPrincipal, values.args !== undefined, opt.audience !== undefined);
+  if (!ask.argsGiven) unchecked.push('arguments (give --args)');
+  if (ask.audience === undefined) unchecked.push('audience (give --audience)');
+  const ran = checksRun(hasPrincipal, ask.argsGiven, ask.audience !== undefined);
+  const { now, skewMs, maxRounds } = ask;
   try {
-    await guard.verify(token, request);
-    verdict = {
+    await guard.verify(ask.token, request);
+    return {
       accepted: true,
       code: undefined,
       reason:
@@ -280,70 +383,44 @@ export async function inspect(io: Io, args: string[], clock: () => number): Prom
     };
   } catch (error) {
     if (!MrtrError.is(error)) throw error;
-    if (error.code === 'ERR_PRINCIPAL_REQUIRED' && !hasPrincipal) {
-      // The guard stops at the principal (step 5) when none is given: steps 1-4 passed; judge the rest here.
-      verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked, ran);
-    } else if (error.code === 'ERR_STATE_BINDING' && values.args === undefined && binding?.method.match && binding.target.match) {
-      // Without --args the guard binds `{}`: only the arguments differ, which were not given; steps 1-5 passed.
-      verdict = restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked, ran);
-    } else {
-      verdict = {
-        accepted: false,
-        code: error.code,
-        reason: refusalReason(error.code, claims, binding, audience, now, skewMs, maxRounds, ring, kid),
-        unchecked,
-      };
-    }
-  }
-
-  if (values.json) {
-    writeJson(io, {
-      token: head,
-      codec,
-      verified: true,
-      kid,
-      claims: claimsJson(claims, now, values.data === true),
-      ...(binding === undefined ? {} : { binding }),
-      verdict,
-      now: new Date(now).toISOString(),
-    });
-    return verdict.accepted ? EXIT_OK : EXIT_BAD;
-  }
-  tokenLine();
-  if (codecOption !== undefined && codecOption !== detected.codec) row('codec', `opened as ${codec} (--codec)`);
-  row(
-    'opened',
-    toned('ok', 'integrity verified'),
-    ` with key "${kid}"${kid === ring.primaryKid ? ' (the primary)' : ' (an older key of the ring)'}`,
-  );
-  printClaims(row, claims, now, maxRounds, values.data === true);
-  if (binding !== undefined) {
-    const part = (
-      name: string,
-      p: { token: string; request: string; given: boolean; match: boolean },
-      show: (v: string) => string,
-    ): void => {
-      if (!p.given) row(name, toned('dim', `${show(p.token)} (from the token, not checked)`));
-      else if (p.match) row(name, toned('ok', 'matches'), ` ${show(p.request)}`);
-      else row(name, toned('fail', 'differs'), `: token ${show(p.token)}, request ${show(p.request)}`);
+    // The guard stops at the principal (step 5) when none is given: steps 1-4 passed; judge the rest here.
+    if (error.code === 'ERR_PRINCIPAL_REQUIRED' && !hasPrincipal)
+      return restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked, ran);
+    // Without --args the guard binds `{}`: only the arguments differ, which were not given; steps 1-5 passed.
+    if (error.code === 'ERR_STATE_BINDING' && !ask.argsGiven && binding?.method.match && binding.target.match)
+      return restOfChecks(claims, binding, now, skewMs, maxRounds, unchecked, ran);
+    return {
+      accepted: false,
+      code: error.code,
+      reason: refusalReason(error.code, claims, binding, audience, now, skewMs, maxRounds, ring, kid),
+      unchecked,
     };
-    part('method', binding.method, (v) => v);
-    part('target', binding.target, (v) => v);
-    part('args', binding.arguments, (v) => `sha256 ${v}`);
-    if (binding.principal !== undefined) {
-      const who = `${binding.principal.namespace === 'u' ? 'unauthenticated ' : ''}"${binding.principal.name}"`;
-      if (binding.principal.match) row('principal', toned('ok', 'matches'), ` ${who}`);
-      else row('principal', toned('fail', 'differs'), `: the tag is not ${who}'s for this audience`);
-    }
   }
+}
+
+function printBinding(row: Row, binding: BindingReport): void {
+  const part = (name: string, p: BindingPart, show: (v: string) => string): void => {
+    if (!p.given) row(name, toned('dim', `${show(p.token)} (from the token, not checked)`));
+    else if (p.match) row(name, toned('ok', 'matches'), ` ${show(p.request)}`);
+    else row(name, toned('fail', 'differs'), `: token ${show(p.token)}, request ${show(p.request)}`);
+  };
+  part('method', binding.method, (v) => v);
+  part('target', binding.target, (v) => v);
+  part('args', binding.arguments, (v) => `sha256 ${v}`);
+  if (binding.principal !== undefined) {
+    const who = `${binding.principal.namespace === 'u' ? 'unauthenticated ' : ''}"${binding.principal.name}"`;
+    if (binding.principal.match) row('principal', toned('ok', 'matches'), ` ${who}`);
+    else row('principal', toned('fail', 'differs'), `: the tag is not ${who}'s for this audience`);
+  }
+}
+
+function printVerdict(row: Row, verdict: Verdict): void {
   if (verdict.accepted) {
     row('verdict', toned('ok', verdict.unchecked.length === 0 ? 'ACCEPTED' : 'NOT REFUSED'), ` ${verdict.reason}`);
     if (verdict.unchecked.length > 0) row('', toned('dim', `not checked: ${verdict.unchecked.join('; ')}`));
   } else {
     row('verdict', toned('fail', 'REFUSED'), ` ${verdict.code}: ${verdict.reason}`);
   }
-  io.stdout.write(`${lines.join('\n')}\n`);
-  return verdict.accepted ? EXIT_OK : EXIT_BAD;
 }
 
 /** `base64url(HMAC(subkey(kid, 'mrtr/principal-tag/v1'), canonicalJson([audience, ns, name]))[0..16])`, as in the guard. */
@@ -450,14 +527,7 @@ function refusalReason(
   }
 }
 
-function openReason(
-  code: string,
-  codec: CodecName,
-  detected: ReturnType<typeof detect>,
-  ring: KeyRing,
-  length: number,
-  max: number,
-): string {
+function openReason(code: string, codec: CodecName, detected: Detected, ring: KeyRing, length: number, max: number): string {
   const kid = detected.kid;
   switch (code) {
     case 'ERR_KEY_UNKNOWN':
@@ -492,9 +562,6 @@ function claimsJson(claims: StateClaims, now: number, withData: boolean) {
     },
   };
 }
-
-/** One row of the text output: a name, then pieces that {@link render} escapes and colours. */
-type Row = (name: string, ...pieces: Piece[]) => void;
 
 function printClaims(row: Row, claims: StateClaims, now: number, maxRounds: number, withData: boolean): void {
   row('version', `claims v${claims.v}`);

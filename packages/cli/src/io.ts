@@ -79,12 +79,18 @@ export function statusLine(s: Style, status: Status, name: string, detail: strin
   return render(s, toned(tone, status.padEnd(4)), '  ', escapeText(name).padEnd(14), ' ', detail);
 }
 
+/** A command line parsed: the options' values by name, and the positionals. */
+export interface ParsedArgs {
+  values: Record<string, string | boolean | undefined>;
+  positionals: string[];
+}
+
 /** `util.parseArgs` with usage errors as `UsageError` (exit 2) instead of a thrown TypeError. */
 export function parse<T extends NonNullable<ParseArgsConfig['options']>>(
   args: string[],
   options: T,
   allowPositionals: boolean,
-): { values: Record<string, string | boolean | undefined>; positionals: string[] } {
+): ParsedArgs {
   try {
     const { values, positionals } = parseArgs({ args, options, allowPositionals, strict: true });
     return { values: values as Record<string, string | boolean | undefined>, positionals };
@@ -98,6 +104,26 @@ export const COMMON_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
   json: { type: 'boolean' },
 } as const;
+
+/** A command's own options, besides {@link COMMON_OPTIONS}: those that take a value, and the flags. */
+export interface CommandOptions {
+  strings?: readonly string[];
+  flags?: readonly string[];
+}
+
+/**
+ * The head of every command: parses its options ({@link COMMON_OPTIONS} and its own, positionals allowed) and, on
+ * `--help`, prints its help and gives `undefined`, for the command to return {@link EXIT_OK}.
+ */
+export function parseCommand(io: Io, args: string[], help: string, own: CommandOptions): ParsedArgs | undefined {
+  const options: NonNullable<ParseArgsConfig['options']> = { ...COMMON_OPTIONS };
+  for (const name of own.strings ?? []) options[name] = { type: 'string' };
+  for (const name of own.flags ?? []) options[name] = { type: 'boolean' };
+  const parsed = parse(args, options, true);
+  if (!parsed.values.help) return parsed;
+  io.stdout.write(help);
+  return undefined;
+}
 
 /** A positive integer option in [min, max]. */
 export function intValue(name: string, value: string | boolean | undefined, fallback: number, min: number, max: number): number {

@@ -16,19 +16,7 @@ import {
   splitEntries,
   writeKeyFile,
 } from './keys.js';
-import {
-  COMMON_OPTIONS,
-  colourEnabled,
-  EXIT_BAD,
-  EXIT_OK,
-  intValue,
-  type Io,
-  parse,
-  statusLine,
-  style,
-  UsageError,
-  writeJson,
-} from './io.js';
+import { colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parseCommand, statusLine, style, UsageError, writeJson } from './io.js';
 
 export const KEYGEN_HELP = `Usage: mrtr keygen [--kid ID] [--bytes N] [--env | --jwks] [--json]
 
@@ -48,15 +36,9 @@ Exit codes: 0 ok, 2 usage error.
 `;
 
 export async function keygen(io: Io, args: string[], now: () => number): Promise<number> {
-  const { values, positionals } = parse(
-    args,
-    { ...COMMON_OPTIONS, kid: { type: 'string' }, bytes: { type: 'string' }, env: { type: 'boolean' }, jwks: { type: 'boolean' } },
-    true,
-  );
-  if (values.help) {
-    io.stdout.write(KEYGEN_HELP);
-    return EXIT_OK;
-  }
+  const parsed = parseCommand(io, args, KEYGEN_HELP, { strings: ['kid', 'bytes'], flags: ['env', 'jwks'] });
+  if (parsed === undefined) return EXIT_OK;
+  const { values, positionals } = parsed;
   if (positionals.length > 0) throw new UsageError(`keygen takes no arguments (got "${positionals[0]}")`);
   const kid = typeof values.kid === 'string' ? values.kid : dateKid(new Date(now()));
   if (!KID_PATTERN.test(kid)) throw new UsageError('--kid must be 1-32 characters of [A-Za-z0-9_-]');
@@ -103,11 +85,9 @@ Exit codes: 0 valid, 1 invalid, 2 usage error (no value given).
 `;
 
 export async function keysCheck(io: Io, args: string[], now: () => number = Date.now): Promise<number> {
-  const { values, positionals } = parse(args, { ...COMMON_OPTIONS, file: { type: 'string' } }, true);
-  if (values.help) {
-    io.stdout.write(KEYS_CHECK_HELP);
-    return EXIT_OK;
-  }
+  const parsed = parseCommand(io, args, KEYS_CHECK_HELP, { strings: ['file'] });
+  if (parsed === undefined) return EXIT_OK;
+  const { values, positionals } = parsed;
   if (positionals.length > 1) throw new UsageError('keys check takes at most one argument, "-"');
   const file = typeof values.file === 'string' ? values.file : undefined;
   const { text, source } = await readKeySource(io, positionals[0], file, 'keys check');
@@ -193,24 +173,11 @@ Exit codes: 0 ok, 1 the current value is invalid, 2 usage error.
 `;
 
 export async function keysRotate(io: Io, args: string[], now: () => number): Promise<number> {
-  const { values, positionals } = parse(
-    args,
-    {
-      ...COMMON_OPTIONS,
-      kid: { type: 'string' },
-      bytes: { type: 'string' },
-      keep: { type: 'string' },
-      'ttl-ms': { type: 'string' },
-      'skew-ms': { type: 'string' },
-      'propagation-ms': { type: 'string' },
-      file: { type: 'string' },
-    },
-    true,
-  );
-  if (values.help) {
-    io.stdout.write(KEYS_ROTATE_HELP);
-    return EXIT_OK;
-  }
+  const parsed = parseCommand(io, args, KEYS_ROTATE_HELP, {
+    strings: ['kid', 'bytes', 'keep', 'ttl-ms', 'skew-ms', 'propagation-ms', 'file'],
+  });
+  if (parsed === undefined) return EXIT_OK;
+  const { values, positionals } = parsed;
   if (positionals.length > 1) throw new UsageError('keys rotate takes at most one argument, "-"');
   if (typeof values.file === 'string') return rotateFile(io, values, values.file, now);
   if (values['propagation-ms'] !== undefined) throw new UsageError('--propagation-ms needs --file');

@@ -1,23 +1,10 @@
-import type {
-  CallToolResult,
-  GetPromptResult,
-  InputRequiredResult,
-  McpServer,
-  ReadResourceResult,
-  RegisteredPrompt,
-  RegisteredResource,
-  RegisteredResourceTemplate,
-  RegisteredTool,
-  ResourceTemplate,
-  ServerContext,
-  Variables,
-} from '@modelcontextprotocol/server';
+import type { McpServer, ResourceTemplate, ServerContext, Variables } from '@modelcontextprotocol/server';
 import { isTaskMarker } from './rounds/handoff.js';
 import type { RoundResult, Rounds } from './rounds/round.js';
 import { WireError, escapeToWire } from './rounds/wire.js';
 import { gateTaskCall, parseTaskInput } from './tasks/gate.js';
 import type { TaskRuntime } from './tasks/runtime.js';
-import type { MrtrPromptHandler, MrtrResourceHandler, MrtrToolHandler, PromptConfig, ResourceConfig, ToolConfig } from './types.js';
+import type { Mrtr, MrtrResourceHandler, ResourceConfig, ToolConfig } from './types.js';
 
 const checkName = (kind: string, name: unknown): void => {
   if (typeof name !== 'string' || name.length === 0) throw new TypeError(`mrtr.${kind}: name must be a non-empty string`);
@@ -31,20 +18,26 @@ const checkServer = (kind: string, server: unknown): void => {
   }
 };
 
-/** `registerTool`/`registerPrompt` call `(ctx)` without an input schema and `(args, ctx)` with one. */
-const argsAndContext = (a: unknown, b: unknown): [unknown, ServerContext] =>
-  b === undefined ? [{}, a as ServerContext] : [a ?? {}, b as ServerContext];
+/**
+ * `registerTool`/`registerPrompt` call `(ctx)` without an input schema and `(args, ctx)` with one; the SDK has parsed
+ * the arguments against that schema, so they are what the handler's type says (`ArgsOf` its schema).
+ */
+const argsAndContext = (a: unknown, b: unknown): [never, ServerContext] =>
+  (b === undefined ? [{}, a] : [a ?? {}, b]) as [never, ServerContext];
+
+/** The registration methods of {@link Mrtr}. */
+type Registration = Pick<Mrtr, 'registerTool' | 'registerPrompt' | 'registerResource'>;
 
 /**
  * Registration through the SDK's own `registerTool`/`registerPrompt`/`registerResource`, with every state
  * bound to the name (or read URI) the call was registered under: the name is given once.
  */
-export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
+export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registration {
   const rethrow = (error: unknown): never => {
     throw error instanceof WireError ? error.error : error;
   };
   return {
-    registerTool(server: McpServer, name: string, config: ToolConfig, handler: MrtrToolHandler<unknown>): RegisteredTool {
+    registerTool(server, name, config, handler) {
       checkServer('registerTool', server);
       checkName('registerTool', name);
       checkHandler('registerTool', handler);
@@ -58,13 +51,13 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
       }
       if (taskSupport !== undefined) tasks!.install(server);
       const session = () => server.server.getClientCapabilities();
-      const callback = async (a: unknown, b?: unknown): Promise<CallToolResult | InputRequiredResult> => {
+      const callback = async (a: unknown, b?: unknown): Promise<RoundResult> => {
         const [args, ctx] = argsAndContext(a, b);
         try {
           // Decided before any round, on every request of the flow: whether this call may become a task, or its
           // refusal (-32021) when the task it needs cannot run, so no user answers a round for work that cannot go on.
           const task = taskSupport !== undefined && gateTaskCall(ctx, name, taskSupport, needs);
-          return (await rounds.run({
+          return await rounds.run({
             method: 'tools/call',
             target: name,
             args,
@@ -79,7 +72,7 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
               // bound to the principal the round is bound to, and may ask only the kinds this request declared.
               return (await tasks!.start(result, { task, principal: who, can: (kind) => need.can(kind), needs })) as RoundResult;
             },
-          })) as CallToolResult | InputRequiredResult;
+          });
         } catch (error) {
           // McpServer would turn a thrown error into an `isError` tool result: escape to the wire instead.
           if (error instanceof WireError) return escapeToWire(error.error);
@@ -89,13 +82,13 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
       return server.registerTool(name, sdkConfig as never, callback as never);
     },
 
-    registerPrompt(server: McpServer, name: string, config: PromptConfig, handler: MrtrPromptHandler<unknown>): RegisteredPrompt {
+    registerPrompt(server, name, config, handler) {
       checkServer('registerPrompt', server);
       checkName('registerPrompt', name);
       checkHandler('registerPrompt', handler);
-      const callback = async (a: unknown, b?: unknown): Promise<GetPromptResult | InputRequiredResult> => {
+      const callback = async (a: unknown, b?: unknown): Promise<RoundResult> => {
         const [args, ctx] = argsAndContext(a, b);
-        return (await rounds
+        return await rounds
           .run({
             method: 'prompts/get',
             target: name,
@@ -104,26 +97,27 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
             sessionCapabilities: () => server.server.getClientCapabilities(),
             invoke: (need) => handler(args, ctx, need) as RoundResult | undefined,
           })
-          .catch(rethrow)) as GetPromptResult | InputRequiredResult;
+          .catch(rethrow);
       };
       return server.registerPrompt(name, config as never, callback as never);
     },
 
-    registerResource(
+    // One implementation of both overloads (a fixed URI, a template): typed as them.
+    registerResource: function registerResource(
       server: McpServer,
       name: string,
       uriOrTemplate: string | ResourceTemplate,
       config: ResourceConfig,
       handler: MrtrResourceHandler,
-    ): RegisteredResource | RegisteredResourceTemplate {
+    ) {
       checkServer('registerResource', server);
       checkName('registerResource', name);
       checkHandler('registerResource', handler);
       // A fixed resource is read with (uri, ctx); a template with (uri, variables, ctx). States bind to the URI read.
-      const callback = async (uri: URL, a: unknown, b?: unknown): Promise<ReadResourceResult | InputRequiredResult> => {
+      const callback = async (uri: URL, a: unknown, b?: unknown): Promise<RoundResult> => {
         const [variables, ctx] = b === undefined ? [undefined, a as ServerContext] : [a as Variables, b as ServerContext];
         if (!(uri instanceof URL)) throw new TypeError('mrtr.registerResource: expected a URL');
-        return (await rounds
+        return await rounds
           .run({
             method: 'resources/read',
             target: uri.href,
@@ -132,9 +126,9 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime) {
             sessionCapabilities: () => server.server.getClientCapabilities(),
             invoke: (need) => handler(uri, ctx, need, variables) as RoundResult | undefined,
           })
-          .catch(rethrow)) as ReadResourceResult | InputRequiredResult;
+          .catch(rethrow);
       };
       return server.registerResource(name, uriOrTemplate as never, config, callback as never);
-    },
+    } as Registration['registerResource'],
   };
 }

@@ -1,7 +1,6 @@
 import type {
   CallToolResult,
   GetPromptResult,
-  Icon,
   InputRequiredResult,
   McpServer,
   ReadResourceResult,
@@ -9,12 +8,9 @@ import type {
   RegisteredResource,
   RegisteredResourceTemplate,
   RegisteredTool,
-  ResourceMetadata,
   ResourceTemplate,
-  ScopeChallengeHandler,
   ServerContext,
   StandardSchemaWithJSON,
-  ToolAnnotations,
   Variables,
 } from '@modelcontextprotocol/server';
 import type { Awaitable, StateGuard } from '@mrtr/core';
@@ -44,19 +40,21 @@ export type MrtrResourceHandler = (
 /** The arguments a handler receives for an input schema (`{}` without one). */
 export type ArgsOf<S> = S extends StandardSchemaWithJSON ? StandardSchemaWithJSON.InferOutput<S> : Record<string, never>;
 
-/** The config of `mrtr.registerTool`: the SDK's `registerTool` config. */
+/**
+ * The config parameter of an SDK registration method's current form: its last overload but one (the last is the
+ * deprecated raw-shape form), with its schema type parameters at their constraints.
+ */
+type SdkConfig<Register> = Register extends { (...current: infer Current): unknown; (...deprecated: infer _): unknown }
+  ? Current[1]
+  : never;
+
+/** The config of `mrtr.registerTool`: the SDK's `registerTool` config, and task support. */
 export interface ToolConfig<
   I extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined,
   O extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined,
-> {
-  title?: string;
-  description?: string;
+> extends Omit<SdkConfig<McpServer['registerTool']>, 'inputSchema' | 'outputSchema'> {
   inputSchema?: I;
   outputSchema?: O;
-  annotations?: ToolAnnotations;
-  icons?: Icon[];
-  scopeChallenge?: ScopeChallengeHandler;
-  _meta?: Record<string, unknown>;
   /**
    * Task support (tasks extension): `'optional'` becomes a task only when the request can follow one (a
    * 2026-07-28 request that declares the extension; never a 2025-era one), else it runs synchronously;
@@ -76,16 +74,12 @@ export interface ToolConfig<
   taskInput?: readonly InputRequestKind[];
 }
 /** The config of `mrtr.registerPrompt`: the SDK's `registerPrompt` config. */
-export interface PromptConfig<A extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined> {
-  title?: string;
-  description?: string;
+export interface PromptConfig<A extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined>
+  extends Omit<SdkConfig<McpServer['registerPrompt']>, 'argsSchema'> {
   argsSchema?: A;
-  icons?: Icon[];
-  scopeChallenge?: ScopeChallengeHandler;
-  _meta?: Record<string, unknown>;
 }
-/** The config of `mrtr.registerResource`: the SDK's resource metadata. */
-export type ResourceConfig = ResourceMetadata & { scopeChallenge?: ScopeChallengeHandler };
+/** The config of `mrtr.registerResource`: the SDK's `registerResource` config (the same for a URI and a template). */
+export type ResourceConfig = Parameters<McpServer['registerResource']>[2];
 
 /** The part of `ServerOptions` to spread into `new McpServer(info, { ...mrtr.serverOptions })`. */
 export interface MrtrServerOptions {

@@ -1,5 +1,6 @@
 import { type AuthInfo, type CreateMcpHandlerOptions, localhostAllowedHostnames, type McpHttpHandler } from '@modelcontextprotocol/server';
 import { intOption } from '@mrtr/core/authoring';
+import { subjectOf } from '../rounds/principal.js';
 
 /** Options of the sessions that serve 2025-era clients (see {@link HttpHandlerOptions.sessions}). */
 export interface LegacySessionOptions {
@@ -73,13 +74,8 @@ export interface HttpHandler extends McpHttpHandler {
   readonly sessionCount: number;
 }
 
-const subOf = (authInfo: AuthInfo | undefined): string | undefined => {
-  const sub = (authInfo?.extra as Record<string, unknown> | undefined)?.sub;
-  return typeof sub === 'string' ? sub : undefined;
-};
-
 const defaultOwner = (authInfo: AuthInfo | undefined): string | undefined =>
-  authInfo === undefined ? undefined : JSON.stringify([authInfo.clientId, subOf(authInfo) ?? null]);
+  authInfo === undefined ? undefined : JSON.stringify([authInfo.clientId, subjectOf(authInfo) ?? null]);
 
 /** A positive integer option (no upper bound but the safe integers). */
 const positiveInt = (name: string, value: unknown, fallback: number): number =>
@@ -127,7 +123,7 @@ export function resolveSessionOptions(sessionOptions: LegacySessionOptions): Ses
   const maxAnonymous = intOption('createHttpHandler: sessions.maxAnonymous', sessionOptions.maxAnonymous, 100, 0, Number.MAX_SAFE_INTEGER);
   const idleMs = positiveInt('sessions.idleMs', sessionOptions.idleMs, 1_800_000);
   const ownerOf = sessionOptions.owner ?? defaultOwner;
-  const userOf = sessionOptions.user ?? (sessionOptions.owner === undefined ? subOf : () => undefined);
+  const userOf = sessionOptions.user ?? (sessionOptions.owner === undefined ? subjectOf : () => undefined);
   const now = sessionOptions.now ?? Date.now;
   if (typeof ownerOf !== 'function') throw new TypeError('createHttpHandler: sessions.owner must be a function');
   if (typeof userOf !== 'function') throw new TypeError('createHttpHandler: sessions.user must be a function');

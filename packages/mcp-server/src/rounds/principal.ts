@@ -1,4 +1,4 @@
-import type { ServerContext } from '@modelcontextprotocol/server';
+import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
 import { isObject, PrincipalRequiredError } from '@mrtr/core/authoring';
 
 /**
@@ -18,14 +18,20 @@ export interface RequestPrincipal {
   readonly key: string;
 }
 
+/** The token's subject, `authInfo.extra.sub`, when it is a string: whom the default principal and a session's user name. */
+export function subjectOf(authInfo: AuthInfo | undefined): string | undefined {
+  const sub = (authInfo?.extra as Record<string, unknown> | undefined)?.sub;
+  return typeof sub === 'string' ? sub : undefined;
+}
+
 /**
  * The default principal: the token's subject (`authInfo.extra.sub`), prefixed `sub:`. Never the client id: it
  * names the client application, which many users share, so one user could redeem another's state and all of
  * them would share one mint quota. Without a subject the request has no principal.
  */
 export function defaultPrincipal(ctx: ServerContext): string | undefined {
-  const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
-  return typeof sub === 'string' && sub.length > 0 ? `sub:${sub}` : undefined;
+  const sub = subjectOf(ctx.http?.authInfo);
+  return sub !== undefined && sub.length > 0 ? `sub:${sub}` : undefined;
 }
 
 /**
