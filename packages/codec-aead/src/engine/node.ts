@@ -5,50 +5,11 @@ import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 // reads no environment variable and loads no native unpacking add-on — the codec only packs, and
 // Deno runs it without `--allow-env`.
 import { Packr } from 'msgpackr/pack';
-import {
-  AEAD_KEY_PURPOSE,
-  type AeadCodecOptions,
-  NONCE_BYTES,
-  TAG_BYTES,
-  adTextFor,
-  checkSealedLength,
-  claimsFromPlaintext,
-  maxSealedBytesFor,
-  packableClaims,
-  parseAeadOptions,
-  parseAeadToken,
-  prefixFor,
-} from '../format.js';
+import { AEAD_KEY_PURPOSE, type AeadCodecOptions, type KidKeys, NONCE_BYTES, TAG_BYTES, adTextFor, aeadFormat } from '../format.js';
 import type { AeadCodec } from '../types.js';
 
 /** The Node build: synchronous, msgpackr's packer, Buffers. */
 export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined): AeadCodec {
-  const { maxTokenBytes } = parseAeadOptions(keys, options);
-
-  interface KidKeys {
-    key: Uint8Array;
-    /** Associated data: ASCII `x1.<kid>`. */
-    ad: Uint8Array;
-    /** Token prefix `x1.<kid>.`. */
-    prefix: string;
-  }
-  // kid → key material, derived once. Only kids present in the (immutable) ring are ever inserted.
-  const cache = new Map<string, KidKeys>();
-  const keysFor = (kid: string): KidKeys | undefined => {
-    let entry = cache.get(kid);
-    if (entry === undefined) {
-      if (!keys.has(kid)) return undefined;
-      const key = keys.subkeySync(kid, AEAD_KEY_PURPOSE);
-      if (key === undefined) return undefined;
-      entry = { key, ad: Buffer.from(adTextFor(kid), 'latin1'), prefix: prefixFor(kid) };
-      cache.set(kid, entry);
-    }
-    return entry;
-  };
-  const sealKeys = keysFor(keys.primaryKid);
-  if (sealKeys === undefined) throw new TypeError('createAeadCodec: the primary key is missing from the ring');
-  const maxSealedBytes = maxSealedBytesFor(maxTokenBytes, sealKeys.prefix);
-
   const packr = new Packr({
     useRecords: false,
     variableMapSize: true,
@@ -58,23 +19,40 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     useToJSON: false,
     encodeUndefinedAsNil: false,
   });
+  const format = aeadFormat(keys, options, (value) => packr.pack(value));
+  const { maxTokenBytes, sealPrefix } = format;
+
+  // kid → key material, derived once. Only kids present in the (immutable) ring are ever inserted.
+  const cache = new Map<string, KidKeys>();
+  const keysFor = (kid: string): KidKeys | undefined => {
+    let entry = cache.get(kid);
+    if (entry === undefined) {
+      if (!keys.has(kid)) return undefined;
+      const key = keys.subkeySync(kid, AEAD_KEY_PURPOSE);
+      if (key === undefined) return undefined;
+      entry = { key, ad: Buffer.from(adTextFor(kid), 'latin1') };
+      cache.set(kid, entry);
+    }
+    return entry;
+  };
+  const sealKeys = keysFor(format.sealKid);
+  if (sealKeys === undefined) throw new TypeError('createAeadCodec: the primary key is missing from the ring');
+
   // Reused output buffer for seal (everything is synchronous, so no call can interleave).
   let sealBuffer = Buffer.allocUnsafe(4096);
 
   const seal = (claims: StateClaims): string => {
-    const plaintext = packr.pack(packableClaims(claims));
-    const sealedLength = NONCE_BYTES + plaintext.length + TAG_BYTES;
-    checkSealedLength(sealedLength, maxSealedBytes);
+    const { plaintext, sealedLength } = format.plaintext(claims);
     if (sealBuffer.length < sealedLength) sealBuffer = Buffer.allocUnsafe(Math.max(sealedLength, sealBuffer.length * 2));
     const nonce = randomBytes(NONCE_BYTES);
     sealBuffer.set(nonce, 0);
     xchacha20poly1305(sealKeys.key, nonce, sealKeys.ad).encrypt(plaintext, sealBuffer.subarray(NONCE_BYTES, sealedLength));
-    return sealKeys.prefix + sealBuffer.toString('base64url', 0, sealedLength);
+    return sealPrefix + sealBuffer.toString('base64url', 0, sealedLength);
   };
 
   const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
-    const { kid, sealed } = parseAeadToken(token, maxTokenBytes);
+    const { kid, sealed } = format.parse(token);
     // 3. Key, only once the format is known to be right.
     const entry = keysFor(kid);
     if (entry === undefined) throw new KeyUnknownError();
@@ -90,7 +68,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
       throw new StateIntegrityError();
     }
     // 5. Bounded unpacking of authentic bytes, then the shape.
-    return { claims: claimsFromPlaintext(plaintext), kid };
+    return { claims: format.claims(plaintext), kid };
   };
 
   return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal });

@@ -2,28 +2,9 @@ import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
 import { KeyUnknownError, StateIntegrityError, base64urlEncode, randomBytes, utf8Encode } from '@mrtr/core/authoring';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { webSlicer } from '../decode.js';
-import {
-  AEAD_KEY_PURPOSE,
-  type AeadCodecOptions,
-  NONCE_BYTES,
-  TAG_BYTES,
-  adTextFor,
-  checkSealedLength,
-  claimsFromPlaintext,
-  maxSealedBytesFor,
-  packableClaims,
-  parseAeadOptions,
-  parseAeadToken,
-  prefixFor,
-} from '../format.js';
+import { AEAD_KEY_PURPOSE, type AeadCodecOptions, type KidKeys, NONCE_BYTES, adTextFor, aeadFormat } from '../format.js';
 import { packJson } from '../pack.js';
 import type { AeadCodec } from '../types.js';
-
-interface KidKeys {
-  key: Uint8Array;
-  /** Associated data: ASCII `x1.<kid>`. */
-  ad: Uint8Array;
-}
 
 /**
  * The build for every runtime but Node: the subkey comes from `KeyRing.subkey` (async WebCrypto HKDF
@@ -32,7 +13,8 @@ interface KidKeys {
  * Node. `seal` and `unseal` return promises; every failure is a rejection, never a synchronous throw.
  */
 export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined): AeadCodec {
-  const { maxTokenBytes } = parseAeadOptions(keys, options);
+  const format = aeadFormat(keys, options, packJson, webSlicer);
+  const { maxTokenBytes, sealKid, sealPrefix } = format;
 
   // kid → key material (a promise while derived). Only kids present in the (immutable) ring are
   // inserted; a failed derivation is forgotten so that the next call tries again.
@@ -52,15 +34,10 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     }
     return entry;
   };
-  const sealKid = keys.primaryKid;
   if (!keys.has(sealKid)) throw new TypeError('createAeadCodec: the primary key is missing from the ring');
-  const sealPrefix = prefixFor(sealKid);
-  const maxSealedBytes = maxSealedBytesFor(maxTokenBytes, sealPrefix);
 
   const seal = async (claims: StateClaims): Promise<string> => {
-    const plaintext = packJson(packableClaims(claims));
-    const sealedLength = NONCE_BYTES + plaintext.length + TAG_BYTES;
-    checkSealedLength(sealedLength, maxSealedBytes);
+    const { plaintext, sealedLength } = format.plaintext(claims);
     const entry = await keysFor(sealKid)!;
     const sealed = new Uint8Array(sealedLength);
     sealed.set(randomBytes(NONCE_BYTES), 0);
@@ -71,7 +48,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
 
   const unseal = async (token: string): Promise<OpenedToken> => {
     // 1–2. Type, size cap, format, strict base64url — before anything else, and before any await.
-    const { kid, sealed } = parseAeadToken(token, maxTokenBytes);
+    const { kid, sealed } = format.parse(token);
     // 3. Key, only once the format is known to be right.
     const pending = keysFor(kid);
     if (pending === undefined) throw new KeyUnknownError();
@@ -84,7 +61,7 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
       throw new StateIntegrityError();
     }
     // 5. Bounded unpacking of authentic bytes, then the shape.
-    return { claims: claimsFromPlaintext(plaintext, webSlicer), kid };
+    return { claims: format.claims(plaintext), kid };
   };
 
   return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal });

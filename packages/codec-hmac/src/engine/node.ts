@@ -1,16 +1,7 @@
 import { type KeyObject, createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, StateTooLargeError } from '@mrtr/core/authoring';
-import {
-  HMAC_KEY_PURPOSE,
-  type HmacCodecOptions,
-  MAC_CHARS,
-  checkSealClaims,
-  parseClaimsJson,
-  parseHmacOptions,
-  parseHmacToken,
-  sealPrefixFor,
-} from '../format.js';
+import { KeyUnknownError, StateIntegrityError } from '@mrtr/core/authoring';
+import { HMAC_KEY_PURPOSE, type HmacCodecOptions, hmacFormat, parseClaimsJson } from '../format.js';
 import type { HmacCodec } from '../types.js';
 
 const bodyText = (bytes: Uint8Array): string =>
@@ -18,7 +9,8 @@ const bodyText = (bytes: Uint8Array): string =>
 
 /** The Node build: synchronous `node:crypto`, one cached `KeyObject` per key id. */
 export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined): HmacCodec {
-  const { maxTokenBytes } = parseHmacOptions(keys, options);
+  const format = hmacFormat(keys, options);
+  const { maxTokenBytes, sealKid } = format;
 
   // kid → MAC key, derived once. Only kids present in the (immutable) ring are ever inserted.
   const macKeys = new Map<string, KeyObject>();
@@ -34,22 +26,18 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return key;
   };
 
-  const sealKid = keys.primaryKid;
   const sealKey = macKeyFor(sealKid);
   if (sealKey === undefined) throw new TypeError('createHmacCodec: the primary key is missing from the ring');
-  const sealPrefix = sealPrefixFor(sealKid);
+  const base64urlOfJson = (json: string): string => Buffer.from(json, 'utf8').toString('base64url');
 
   const seal = (claims: StateClaims): string => {
-    checkSealClaims(claims);
-    // JSON.stringify throws the TypeError for bigint and cycles.
-    const signed = sealPrefix + Buffer.from(JSON.stringify(claims), 'utf8').toString('base64url');
-    if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
+    const signed = format.signedText(claims, base64urlOfJson);
     return `${signed}.${createHmac('sha256', sealKey).update(signed, 'latin1').digest('base64url')}`;
   };
 
   const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
-    const { kid, signedEnd, body, mac } = parseHmacToken(token, maxTokenBytes);
+    const { kid, signedEnd, body, mac } = format.parse(token);
     // 3. Key, only once the format is known to be right.
     const key = macKeyFor(kid);
     if (key === undefined) throw new KeyUnknownError();

@@ -1,15 +1,6 @@
 import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, StateTooLargeError, base64urlEncode, utf8Encode } from '@mrtr/core/authoring';
-import {
-  HMAC_KEY_PURPOSE,
-  type HmacCodecOptions,
-  MAC_CHARS,
-  checkSealClaims,
-  parseClaimsJson,
-  parseHmacOptions,
-  parseHmacToken,
-  sealPrefixFor,
-} from '../format.js';
+import { KeyUnknownError, StateIntegrityError, base64urlEncode, utf8Encode } from '@mrtr/core/authoring';
+import { HMAC_KEY_PURPOSE, type HmacCodecOptions, hmacFormat, parseClaimsJson } from '../format.js';
 import type { HmacCodec } from '../types.js';
 
 /** The slice of WebCrypto this build uses. */
@@ -42,7 +33,8 @@ const utf8Text = new TextDecoder('utf-8', { ignoreBOM: true });
  * failure is a rejection, never a synchronous throw.
  */
 export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined): HmacCodec {
-  const { maxTokenBytes } = parseHmacOptions(keys, options);
+  const format = hmacFormat(keys, options);
+  const { maxTokenBytes, sealKid } = format;
 
   // kid → MAC key (a promise while being derived). Only kids present in the (immutable) ring are inserted;
   // a failed derivation is forgotten so that the next call tries again.
@@ -65,16 +57,12 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     return key;
   };
 
-  const sealKid = keys.primaryKid;
   if (!keys.has(sealKid)) throw new TypeError('createHmacCodec: the primary key is missing from the ring');
-  const sealPrefix = sealPrefixFor(sealKid);
+  // TextEncoder writes U+FFFD for a lone surrogate, as Buffer does on the Node build.
+  const base64urlOfJson = (json: string): string => base64urlEncode(utf8Encode(json));
 
   const seal = async (claims: StateClaims): Promise<string> => {
-    checkSealClaims(claims);
-    // JSON.stringify throws the TypeError for bigint and cycles; TextEncoder writes U+FFFD for a lone
-    // surrogate, as Buffer does on the Node build.
-    const signed = sealPrefix + base64urlEncode(utf8Encode(JSON.stringify(claims)));
-    if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
+    const signed = format.signedText(claims, base64urlOfJson);
     const key = await macKeyFor(sealKid);
     // The signed text is ASCII (prefix alphabet + base64url), so its UTF-8 bytes are its latin1 bytes.
     const mac = new Uint8Array(await subtle().sign('HMAC', key, utf8Encode(signed)));
@@ -83,7 +71,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
 
   const unseal = async (token: string): Promise<OpenedToken> => {
     // 1–2. Type, size cap, format, strict base64url — before anything else, and before any await.
-    const { kid, signedEnd, body, mac } = parseHmacToken(token, maxTokenBytes);
+    const { kid, signedEnd, body, mac } = format.parse(token);
     // 3. Key, only once the format is known to be right.
     const pending = macKeyFor(kid);
     if (pending === undefined) throw new KeyUnknownError();
