@@ -2,13 +2,12 @@ import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
   type CodecOptionLimits,
   type CodecOptions,
-  DEFAULT_CODEC_LIMITS,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
   isStateClaims,
   parseCodecOptions,
-  readTokenHead,
+  readTokenPrefix,
 } from '@mrtr/core/authoring';
 import { MAX_NESTING, type Slicer, decodeClaims } from './decode.js';
 
@@ -25,9 +24,13 @@ export const AEAD_FORMAT_VERSION = 'x1' as const;
 export const AEAD_KEY_PURPOSE = 'mrtr/codec/aead/v1' as const;
 /**
  * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16,384 (the guard's default cap), at least 256, at
- * most 524,288 (core's `DEFAULT_CODEC_LIMITS`).
+ * most 524,288.
  */
-export const AEAD_LIMITS: Readonly<CodecOptionLimits> = DEFAULT_CODEC_LIMITS;
+export const AEAD_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
+  defaultMaxTokenBytes: 16_384,
+  minMaxTokenBytes: 256,
+  maxMaxTokenBytes: 524_288,
+});
 
 const PREFIX = `${AEAD_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;
@@ -47,56 +50,16 @@ export interface KidKeys {
   ad: Uint8Array;
 }
 
-/**
- * The format half of the codec, the same on both builds: the options parsed, the sealing key id and prefix, the
- * plaintext of new claims and its sealed length, a presented token's parts, and the claims of authentic plaintext.
- * The builds add the cipher and the base64url of the sealed bytes.
- */
-export interface AeadFormat {
-  readonly maxTokenBytes: number;
-  /** The key id new tokens are sealed with (the ring's primary), and their prefix `x1.<kid>.`. */
-  readonly sealKid: string;
-  readonly sealPrefix: string;
-  /**
-   * The packed claims (`pack` of the value {@link packableClaims} gives) and the length of nonce ‖ ciphertext ‖ tag
-   * (`ERR_STATE_TOO_LARGE` when the token would be past the cap).
-   */
-  plaintext(claims: StateClaims): { plaintext: Uint8Array; sealedLength: number };
-  /** Steps 1–2 of `open`: see {@link parseAeadToken}. */
-  parse(token: string): { kid: string; sealed: Uint8Array };
-  /** Step 5 of `open`: see {@link claimsFromPlaintext}. */
-  claims(plaintext: Uint8Array): StateClaims;
+/** Option parsing shared by both builds. */
+export function parseAeadOptions(keys: KeyRing, options: AeadCodecOptions | undefined): { maxTokenBytes: number } {
+  return parseCodecOptions('createAeadCodec', keys, options, AEAD_LIMITS);
 }
 
-/**
- * The format of a codec on `keys` with `options` (validated here, labelled `createAeadCodec`), packing with `pack`
- * and unpacking strings with `makeSlicer` (see `decodeClaims`).
- */
-export function aeadFormat(
-  keys: KeyRing,
-  options: AeadCodecOptions | undefined,
-  pack: (value: unknown) => Uint8Array,
-  makeSlicer?: (bytes: Uint8Array) => Slicer,
-): AeadFormat {
-  const { maxTokenBytes } = parseCodecOptions('createAeadCodec', keys, options, AEAD_LIMITS);
-  const sealKid = keys.primaryKid;
-  const sealPrefix = `${PREFIX}${sealKid}.`;
-  // Largest nonce ‖ ciphertext ‖ tag whose token fits maxTokenBytes.
-  const maxSealedBytes = Math.floor(((maxTokenBytes - sealPrefix.length) * 3) / 4);
-  return {
-    maxTokenBytes,
-    sealKid,
-    sealPrefix,
-    plaintext(claims) {
-      const plaintext = pack(packableClaims(claims));
-      const sealedLength = NONCE_BYTES + plaintext.length + TAG_BYTES;
-      if (sealedLength > maxSealedBytes) throw new StateTooLargeError();
-      return { plaintext, sealedLength };
-    },
-    parse: (token) => parseAeadToken(token, maxTokenBytes),
-    claims: (plaintext) => claimsFromPlaintext(plaintext, makeSlicer),
-  };
-}
+/** The token prefix `x1.<kid>.` of a key id. */
+export const prefixFor = (kid: string): string => `${PREFIX}${kid}.`;
+
+/** Largest nonce ‖ ciphertext ‖ tag whose token (with `prefix`) fits `maxTokenBytes`. */
+export const maxSealedBytesFor = (maxTokenBytes: number, prefix: string): number => Math.floor(((maxTokenBytes - prefix.length) * 3) / 4);
 
 const isWellFormed = (text: string): boolean => (text as unknown as { isWellFormed(): boolean }).isWellFormed();
 
@@ -157,13 +120,23 @@ export function packableClaims(claims: StateClaims): unknown {
   return value;
 }
 
+/** Throws `ERR_STATE_TOO_LARGE` when the sealed bytes would not fit. */
+export function checkSealedLength(sealedLength: number, maxSealedBytes: number): void {
+  if (sealedLength > maxSealedBytes) throw new StateTooLargeError();
+}
+
 /**
  * Steps 1–2 of `open`, shared by both builds: type and size cap before anything looks at the content,
  * then the format "x1." kid "." body, with a body of strict canonical base64url long enough for a
  * nonce, a tag and at least one byte of plaintext.
  */
 export function parseAeadToken(token: string, maxTokenBytes: number): { kid: string; sealed: Uint8Array } {
-  const prefix = readTokenHead(token, AEAD_FORMAT_VERSION, maxTokenBytes, PREFIX_LENGTH + 2 + base64urlLength(NONCE_BYTES + 1 + TAG_BYTES));
+  if (typeof token !== 'string') throw new StateMalformedError();
+  const n = token.length;
+  if (n > maxTokenBytes) throw new StateTooLargeError();
+  if (n < PREFIX_LENGTH + 2 + base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
+  const prefix = readTokenPrefix(token, AEAD_FORMAT_VERSION);
+  if (prefix === undefined) throw new StateMalformedError();
   const body = token.slice(prefix.end);
   if (body.length < base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
   // Canonical: one byte string has exactly one text (also refuses a second '.').

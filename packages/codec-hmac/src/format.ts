@@ -2,13 +2,12 @@ import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
   type CodecOptionLimits,
   type CodecOptions,
-  DEFAULT_CODEC_LIMITS,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
   isStateClaims,
   parseCodecOptions,
-  readTokenHead,
+  readTokenPrefix,
 } from '@mrtr/core/authoring';
 
 /**
@@ -24,9 +23,13 @@ export const HMAC_FORMAT_VERSION = 'm1' as const;
 export const HMAC_KEY_PURPOSE = 'mrtr/codec/hmac/v1' as const;
 /**
  * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16,384 (the guard's default cap), at least 256, at
- * most 524,288 (core's `DEFAULT_CODEC_LIMITS`).
+ * most 524,288.
  */
-export const HMAC_LIMITS: Readonly<CodecOptionLimits> = DEFAULT_CODEC_LIMITS;
+export const HMAC_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
+  defaultMaxTokenBytes: 16_384,
+  minMaxTokenBytes: 256,
+  maxMaxTokenBytes: 524_288,
+});
 
 const PREFIX = `${HMAC_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;
@@ -34,42 +37,26 @@ const PREFIX_LENGTH = PREFIX.length;
 const MAC_CHARS = 43;
 const DOT = 0x2e;
 
-/**
- * The format half of the codec, the same on both builds: the options parsed, the sealing key id, the text a new
- * token's MAC covers, and the parts of a presented token. The builds add the MAC (node:crypto or WebCrypto).
- */
-export interface HmacFormat {
-  readonly maxTokenBytes: number;
-  /** The key id new tokens are sealed with (the ring's primary). */
-  readonly sealKid: string;
-  /**
-   * `m1.<sealKid>.<body>`, the text the MAC of a new token covers, with `body` the base64url of the claims' JSON as
-   * `encodeJson` gives it (`ERR_STATE_TOO_LARGE` when the token would be past the cap).
-   */
-  signedText(claims: StateClaims, encodeJson: (json: string) => string): string;
-  /** Steps 1–2 of `open`: see {@link parseHmacToken}. */
-  parse(token: string): HmacTokenParts;
+/** Option parsing shared by both builds. */
+export function parseHmacOptions(keys: KeyRing, options: HmacCodecOptions | undefined): { maxTokenBytes: number } {
+  return parseCodecOptions('createHmacCodec', keys, options, HMAC_LIMITS);
 }
 
-/** The format of a codec on `keys` with `options` (validated here, labelled `createHmacCodec`). */
-export function hmacFormat(keys: KeyRing, options: HmacCodecOptions | undefined): HmacFormat {
-  const { maxTokenBytes } = parseCodecOptions('createHmacCodec', keys, options, HMAC_LIMITS);
-  const sealKid = keys.primaryKid;
-  const sealPrefix = `${PREFIX}${sealKid}.`;
-  return {
-    maxTokenBytes,
-    sealKid,
-    signedText(claims, encodeJson) {
-      if (!isStateClaims(claims) || claims.data === undefined) {
-        throw new TypeError('HmacCodec.seal: claims must be StateClaims');
-      }
-      // JSON.stringify throws the TypeError for bigint and cycles.
-      const signed = sealPrefix + encodeJson(JSON.stringify(claims));
-      if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
-      return signed;
-    },
-    parse: (token) => parseHmacToken(token, maxTokenBytes),
-  };
+/** `m1.<kid>.`: what every token sealed with `kid` starts with. */
+export const sealPrefixFor = (kid: string): string => `${PREFIX}${kid}.`;
+
+/**
+ * The text a new token's MAC covers (both builds): `sealPrefix` and the base64url of the claims' JSON as
+ * `encodeJson` gives it; `ERR_STATE_TOO_LARGE` when the token would be longer than `maxTokenBytes`.
+ */
+export function signedText(sealPrefix: string, claims: StateClaims, encodeJson: (json: string) => string, maxTokenBytes: number): string {
+  if (!isStateClaims(claims) || claims.data === undefined) {
+    throw new TypeError('HmacCodec.seal: claims must be StateClaims');
+  }
+  // JSON.stringify throws the TypeError for bigint and cycles.
+  const signed = sealPrefix + encodeJson(JSON.stringify(claims));
+  if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
+  return signed;
 }
 
 /** The parts of a token whose format is right; nothing in it is authenticated yet. */
@@ -86,8 +73,12 @@ export interface HmacTokenParts {
  * then the format ("m1." kid "." body "." mac), each segment in its own strict alphabet.
  */
 export function parseHmacToken(token: string, maxTokenBytes: number): HmacTokenParts {
-  const prefix = readTokenHead(token, HMAC_FORMAT_VERSION, maxTokenBytes, PREFIX_LENGTH + 1 + 1 + 1 + 1 + 1 + MAC_CHARS);
+  if (typeof token !== 'string') throw new StateMalformedError();
   const n = token.length;
+  if (n > maxTokenBytes) throw new StateTooLargeError();
+  if (n < PREFIX_LENGTH + 1 + 1 + 1 + 1 + 1 + MAC_CHARS) throw new StateMalformedError();
+  const prefix = readTokenPrefix(token, HMAC_FORMAT_VERSION);
+  if (prefix === undefined) throw new StateMalformedError();
   const { kid, end: bodyStart } = prefix;
   const macStart = n - MAC_CHARS;
   if (macStart - 1 <= bodyStart || token.charCodeAt(macStart - 1) !== DOT) throw new StateMalformedError();

@@ -9,7 +9,6 @@ export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
 export {
   type CodecOptionLimits,
   type CodecOptions,
-  DEFAULT_CODEC_LIMITS,
   type ParsedCodecOptions,
   parseCodecOptions,
 } from './codec-options.js';
@@ -56,7 +55,7 @@ export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
-export { readTokenHead, readTokenPrefix, type TokenPrefix } from './token.js';
+export { readTokenPrefix, type TokenPrefix } from './token.js';
 export {
   BackgroundError,
   boolOption,

@@ -11,16 +11,6 @@ export interface CodecOptionLimits {
   maxMaxTokenBytes: number;
 }
 
-/**
- * The `maxTokenBytes` bounds of the HMAC and AEAD codecs, a sensible choice for other codecs: 16,384 by default (the
- * guard's default cap), at least 256, at most 524,288.
- */
-export const DEFAULT_CODEC_LIMITS: Readonly<CodecOptionLimits> = /* @__PURE__ */ Object.freeze({
-  defaultMaxTokenBytes: 16_384,
-  minMaxTokenBytes: 256,
-  maxMaxTokenBytes: 524_288,
-});
-
 /** The options every codec factory takes after the key ring. */
 export interface CodecOptions {
   /**

@@ -1,5 +1,3 @@
-import { StateMalformedError, StateTooLargeError } from './errors.js';
-
 /** Most characters of a key id (the `KeyRing` limit). */
 const MAX_KID_CHARS = 32;
 const DOT = 0x2e;
@@ -34,19 +32,4 @@ export function readTokenPrefix(token: string, version: string): TokenPrefix | u
   }
   if (i === start || i === limit) return undefined;
   return { kid: token.slice(start, i), end: i + 1 };
-}
-
-/**
- * Steps 1–2 of a codec's `unseal` for `<version>.<kid>.<rest>` tokens, before anything looks at the content: not a
- * string is `ERR_STATE_MALFORMED`; longer than `maxTokenBytes`, `ERR_STATE_TOO_LARGE`; shorter than `minLength` or
- * without a well-formed prefix ({@link readTokenPrefix}), `ERR_STATE_MALFORMED`.
- */
-export function readTokenHead(token: unknown, version: string, maxTokenBytes: number, minLength: number): TokenPrefix {
-  if (typeof token !== 'string') throw new StateMalformedError();
-  const n = token.length;
-  if (n > maxTokenBytes) throw new StateTooLargeError();
-  if (n < minLength) throw new StateMalformedError();
-  const prefix = readTokenPrefix(token, version);
-  if (prefix === undefined) throw new StateMalformedError();
-  return prefix;
 }
