@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { MRTR_ERROR_CODES, type MrtrEvent } from '@mrtr/core';
+import { MRTR_REJECTION_CODES, type MrtrEvent } from '@mrtr/core';
 import { createMrtrTelemetry, type MrtrKnownLabels } from '@mrtr/otel';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
@@ -114,14 +114,6 @@ export interface Observability {
 }
 
 /**
- * The codes a state can be refused with, the ones `mrtr.states.rejected` starts at 0 for: every code but those of a key
- * provider's refresh and of the fleet key check, which are reported at start and to `onError`, never per request.
- */
-const REJECTION_CODES: readonly string[] = [...MRTR_ERROR_CODES].filter(
-  (code) => code !== 'ERR_KEY_SOURCE' && code !== 'ERR_KEY_CONFLICT' && code !== 'ERR_KEY_MISMATCH',
-);
-
-/**
  * Logs through pino (JSON lines; `pretty` reformats each one for a terminal) and records metrics with
  * `@mrtr/otel` into an OpenTelemetry MeterProvider read by the Prometheus exporter (no server of its own:
  * the demo's HTTP server serves `GET /metrics`).
@@ -134,7 +126,7 @@ export function createObservability(options: {
 }): Observability {
   const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true });
   const meterProvider = new MeterProvider({ readers: [exporter] });
-  const known = options.known === undefined ? undefined : { errorTypes: REJECTION_CODES, ...options.known };
+  const known = options.known === undefined ? undefined : { errorTypes: MRTR_REJECTION_CODES, ...options.known };
   const telemetry = createMrtrTelemetry({ meterProvider, traces: false, known });
   const effects = meterProvider.getMeter('mrtr-demo').createCounter(DEMO_EFFECTS_METRIC, {
     description: 'Side effects the demo tools performed: files deleted, deployments made',

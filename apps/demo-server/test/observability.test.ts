@@ -1,7 +1,4 @@
-import { MRTR_ERROR_CODES } from '@mrtr/core';
-
-/** The codes a state can be refused with: all but a key provider's refresh and the fleet key check (never per request). */
-const REJECTION_CODES = [...MRTR_ERROR_CODES].filter((c) => c !== 'ERR_KEY_SOURCE' && c !== 'ERR_KEY_CONFLICT' && c !== 'ERR_KEY_MISMATCH');
+import { MRTR_REJECTION_CODES } from '@mrtr/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prettyLine, roundLine } from '../src/observe.js';
 import {
@@ -215,7 +212,7 @@ describe('the first scrape, before any request', () => {
           for (const name of counters)
             expect(exactly(name, labels), `${name} ${JSON.stringify(labels)}`).toEqual([[expect.any(String), 0]]);
           for (const operation of ['open', 'mint']) {
-            for (const code of REJECTION_CODES) {
+            for (const code of MRTR_REJECTION_CODES) {
               const rejected = { ...labels, mrtr_operation: operation, error_type: code };
               expect(exactly('mrtr_states_rejected_total', rejected), JSON.stringify(rejected)).toEqual([[expect.any(String), 0]]);
             }
@@ -228,7 +225,7 @@ describe('the first scrape, before any request', () => {
       // Those and nothing else: every sample is 0, one per label set.
       const count = (name: string) => [...samples.keys()].filter((key) => key.startsWith(`${name}{`)).length;
       for (const name of counters) expect(count(name)).toBe(targets.length * codecs.length);
-      expect(count('mrtr_states_rejected_total')).toBe(targets.length * codecs.length * 2 * REJECTION_CODES.length);
+      expect(count('mrtr_states_rejected_total')).toBe(targets.length * codecs.length * 2 * MRTR_REJECTION_CODES.length);
       expect(count('mrtr_store_errors_total')).toBe(targets.length * codecs.length * 2);
       expect([...samples.values()].every((value) => value === 0)).toBe(true);
       expect(text).toContain('# TYPE mrtr_flows_started_total counter');

@@ -1,6 +1,7 @@
 import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
   type CodecOptionLimits,
+  type CodecOptions,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
@@ -10,14 +11,12 @@ import {
 } from '@mrtr/core/authoring';
 import { MAX_NESTING, type Slicer, decodeClaims } from './decode.js';
 
-/** Options of {@link createAeadCodec} (after the key ring). */
-export interface AeadCodecOptions {
-  /**
-   * Largest token (in characters) that `open` accepts and `seal` produces. Longer input is refused
-   * with `ERR_STATE_TOO_LARGE` before any decoding. Integer, 256 – 524 288. @default 16384
-   */
-  maxTokenBytes?: number;
-}
+/**
+ * Options of {@link createAeadCodec} (after the key ring): `maxTokenBytes`, the largest token (in characters) that
+ * `open` accepts and `seal` produces (longer input is refused with `ERR_STATE_TOO_LARGE` before any decoding), an
+ * integer within {@link AEAD_LIMITS}: 256 – 524 288, 16384 by default.
+ */
+export type AeadCodecOptions = CodecOptions;
 
 /** Format version tag: the first segment of every token, bound as associated data. */
 export const AEAD_FORMAT_VERSION = 'x1' as const;
@@ -41,13 +40,22 @@ export const TAG_BYTES = 16;
 /** Characters of unpadded base64url for `bytes` bytes. */
 const base64urlLength = (bytes: number): number => Math.floor((bytes * 4 + 2) / 3);
 
+/** The associated data `x1.<kid>` (ASCII) of a key id. */
+export const adTextFor = (kid: string): string => `${PREFIX}${kid}`;
+
+/** The key material of a key id. */
+export interface KidKeys {
+  key: Uint8Array;
+  /** Associated data: ASCII `x1.<kid>`. */
+  ad: Uint8Array;
+}
+
 /** Option parsing shared by both builds. */
 export function parseAeadOptions(keys: KeyRing, options: AeadCodecOptions | undefined): { maxTokenBytes: number } {
   return parseCodecOptions('createAeadCodec', keys, options, AEAD_LIMITS);
 }
 
-/** The associated data `x1.<kid>` (ASCII) and the token prefix `x1.<kid>.` of a key id. */
-export const adTextFor = (kid: string): string => `${PREFIX}${kid}`;
+/** The token prefix `x1.<kid>.` of a key id. */
 export const prefixFor = (kid: string): string => `${PREFIX}${kid}.`;
 
 /** Largest nonce ‖ ciphertext ‖ tag whose token (with `prefix`) fits `maxTokenBytes`. */

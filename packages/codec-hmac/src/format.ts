@@ -1,6 +1,7 @@
 import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
   type CodecOptionLimits,
+  type CodecOptions,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
@@ -9,14 +10,12 @@ import {
   readTokenPrefix,
 } from '@mrtr/core/authoring';
 
-/** Options of {@link createHmacCodec} (after the key ring). */
-export interface HmacCodecOptions {
-  /**
-   * Largest token (in characters) that `open` accepts and `seal` produces. Longer input is refused
-   * with `ERR_STATE_TOO_LARGE` before any decoding. Integer, 256 – 524 288. @default 16384
-   */
-  maxTokenBytes?: number;
-}
+/**
+ * Options of {@link createHmacCodec} (after the key ring): `maxTokenBytes`, the largest token (in characters) that
+ * `open` accepts and `seal` produces (longer input is refused with `ERR_STATE_TOO_LARGE` before any decoding), an
+ * integer within {@link HMAC_LIMITS}: 256 – 524 288, 16384 by default.
+ */
+export type HmacCodecOptions = CodecOptions;
 
 /** Format version tag: the first segment of every token, covered by the MAC. */
 export const HMAC_FORMAT_VERSION = 'm1' as const;
@@ -35,7 +34,7 @@ export const HMAC_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
 const PREFIX = `${HMAC_FORMAT_VERSION}.`;
 const PREFIX_LENGTH = PREFIX.length;
 /** base64url of a 32-byte HMAC-SHA256 tag. */
-export const MAC_CHARS = 43;
+const MAC_CHARS = 43;
 const DOT = 0x2e;
 
 /** Option parsing shared by both builds. */
@@ -46,11 +45,18 @@ export function parseHmacOptions(keys: KeyRing, options: HmacCodecOptions | unde
 /** `m1.<kid>.`: what every token sealed with `kid` starts with. */
 export const sealPrefixFor = (kid: string): string => `${PREFIX}${kid}.`;
 
-/** The claims check before sealing (both builds). */
-export function checkSealClaims(claims: StateClaims): void {
+/**
+ * The text a new token's MAC covers (both builds): `sealPrefix` and the base64url of the claims' JSON as
+ * `encodeJson` gives it; `ERR_STATE_TOO_LARGE` when the token would be longer than `maxTokenBytes`.
+ */
+export function signedText(sealPrefix: string, claims: StateClaims, encodeJson: (json: string) => string, maxTokenBytes: number): string {
   if (!isStateClaims(claims) || claims.data === undefined) {
     throw new TypeError('HmacCodec.seal: claims must be StateClaims');
   }
+  // JSON.stringify throws the TypeError for bigint and cycles.
+  const signed = sealPrefix + encodeJson(JSON.stringify(claims));
+  if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
+  return signed;
 }
 
 /** The parts of a token whose format is right; nothing in it is authenticated yet. */

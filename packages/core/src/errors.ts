@@ -36,6 +36,21 @@ export type MrtrErrorCode = keyof typeof MESSAGES;
 /** Every `MrtrErrorCode`, in declaration order. */
 export const MRTR_ERROR_CODES: ReadonlySet<MrtrErrorCode> = new Set(Object.keys(MESSAGES) as MrtrErrorCode[]);
 
+/** The codes of a key provider's refresh and of the fleet key check: reported at start and to `onError`, never per request. */
+type KeyFaultCode = 'ERR_KEY_SOURCE' | 'ERR_KEY_CONFLICT' | 'ERR_KEY_MISMATCH';
+
+/**
+ * Every code a request's state can be refused with (what `state.rejected` reports): every `MrtrErrorCode` but those of
+ * a key provider's refresh and of the fleet key check, in declaration order. Frozen.
+ */
+export const MRTR_REJECTION_CODES: readonly Exclude<MrtrErrorCode, KeyFaultCode>[] = /* @__PURE__ */ (() =>
+  Object.freeze(
+    [...MRTR_ERROR_CODES].filter(
+      (code): code is Exclude<MrtrErrorCode, KeyFaultCode> =>
+        code !== 'ERR_KEY_SOURCE' && code !== 'ERR_KEY_CONFLICT' && code !== 'ERR_KEY_MISMATCH',
+    ),
+  ))();
+
 /** Options every `MrtrError` constructor takes. */
 export interface MrtrErrorOptions {
   /** The underlying failure (kept for logs; never shown on the wire). */

@@ -17,6 +17,7 @@ export {
   type KeysUnavailableError,
   type KeyUnknownError,
   MRTR_ERROR_CODES,
+  MRTR_REJECTION_CODES,
   MrtrError,
   type MrtrErrorCode,
   type MrtrErrorOptions,

@@ -1,13 +1,23 @@
-import { cryptoProvider } from '#crypto';
-import { CLAIMS_VERSION, type StateClaims } from './claims.js';
-import { MrtrError, RoundInProgressError, StateReplayedError, StoreUnavailableError } from './errors.js';
 import type { Awaitable } from './crypto/awaitable.js';
-import type { ClaimResult, ReplayStore, StateCodec } from './interfaces.js';
-import { canonicalJson } from './json.js';
-import { base64urlEncode, randomBytes } from './random.js';
+import { RoundInProgressError, StateReplayedError } from './errors.js';
 import type { OpenedState } from './guard-types.js';
+import type { ClaimResult, ReplayStore, StateCodec } from './interfaces.js';
+import { createOutcomeSeal, fingerprint } from './outcome-seal.js';
+import {
+  createPoller,
+  createWaiters,
+  fromStore,
+  NOTHING,
+  type Settled,
+  STILL_RUNNING,
+  StalledRounds,
+  type WaitingBounds,
+  within,
+} from './outcome-wait.js';
 import type { JsonValue } from './protocol.js';
-import { isObject } from './validate.js';
+
+export { OUTCOME_AUDIENCE } from './outcome-seal.js';
+export type { WaitingBounds } from './outcome-wait.js';
 
 type Opened = OpenedState;
 
@@ -23,28 +33,6 @@ type Opened = OpenedState;
 export type Admission<S> =
   | { readonly state: S; readonly replay: false; record(outcome: JsonValue): Promise<boolean> }
   | { readonly state: S; readonly replay: true; readonly outcome: JsonValue };
-
-/** Suffix of the audience of a sealed outcome: never the audience of a state, so it can never pass as one. */
-export const OUTCOME_AUDIENCE = '#outcome';
-/** First pause between two polls of a round in progress on another instance; it doubles up to {@link MAX_POLL_MS}. */
-const FIRST_POLL_MS = 50;
-/** Longest pause between two polls. */
-const MAX_POLL_MS = 1_000;
-/** Rounds remembered as stalled (polled for a whole wait, still pending): a bound on that memory. */
-const MAX_STALLED = 1_024;
-/** Answered to waiters when the first attempt recorded nothing they can use. */
-const NOTHING: unique symbol = Symbol('nothing recorded');
-/** Answered to waiters when the wait ran out with the round still running. */
-const STILL_RUNNING: unique symbol = Symbol('still running');
-type Settled = { outcome: string } | typeof NOTHING | typeof STILL_RUNNING;
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Bounds on identical retries waiting for a round in progress (see `StateGuardOptions.maxWaitingRetries`). */
-export interface WaitingBounds {
-  perPrincipal: number;
-  total: number;
-}
 
 export interface OutcomeDeps {
   store: ReplayStore | undefined;
@@ -64,6 +52,11 @@ export interface OutcomeDeps {
   waiting: WaitingBounds;
 }
 
+/** The claim of a state: `Admission` for its attempt. */
+export type Claim = <S extends Opened>(state: S, answers: JsonValue) => Promise<Admission<S>>;
+
+const notRecorded = async (): Promise<boolean> => false;
+
 /**
  * Single use that tells an identical retry from a replay. The fingerprint of an attempt is a digest of the
  * principal tag the state carries and the canonical JSON of the answers: the state alone fixes the method, target
@@ -77,160 +70,37 @@ export interface OutcomeDeps {
  * `ERR_ROUND_IN_PROGRESS` at once); a round polled for a whole wait is remembered as stalled, and its later
  * retries ask the store once instead of polling again.
  */
-export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, answers: JsonValue) => Promise<Admission<S>> {
-  const { store, codec, audience, ledger, consume, now, retryWaitMs, recordable, budget, waiting } = deps;
-  const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
+export function createOutcomes(deps: OutcomeDeps): Claim {
+  const { store, consume, recordable } = deps;
+  const recorded = store === undefined ? undefined : createRecording(deps, store);
+  return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
+    if (store === undefined || recorded === undefined) return { state, replay: false, record: notRecorded };
+    if (typeof store.claim !== 'function' || typeof store.record !== 'function') {
+      await consume(state);
+      return { state, replay: false, record: notRecorded };
+    }
+    const allowed = recordable(state);
+    if (!(typeof allowed === 'boolean' ? allowed : await allowed)) {
+      await consume(state);
+      return { state, replay: false, record: notRecorded };
+    }
+    return recorded(state, answers);
+  };
+}
+
+/** Single use through a store that records outcomes: the claim, the owner's `record`, and the waits of retries. */
+function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
+  const { ledger, now, retryWaitMs, waiting } = deps;
+  const { seal, unseal } = createOutcomeSeal({ ...deps, store });
   /** Rounds this instance admitted and has not recorded yet: key → what they recorded, once they did. */
   const inflight = new Map<string, Promise<Settled>>();
-  /** Rounds in progress on another instance that this instance polls: key → what the poll found. */
-  const polls = new Map<string, Promise<Settled>>();
-  /** Rounds polled for a whole wait and still pending: key → until when (epoch ms) they count as stalled. */
-  const stalled = new Map<string, number>();
-  /** Retries waiting, per principal tag, and in all. */
-  const waiters = new Map<string, number>();
-  let waitingTotal = 0;
-  const notRecorded = async (): Promise<boolean> => false;
-  const maxKept = (): number => Math.min(codec.maxTokenBytes, store?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
-
-  /**
-   * The attempt's fingerprint. Answers that have no canonical form (nested past canonicalJson's depth, or not
-   * JSON) get a random one that no retry can match: that round runs once and its retries are replays.
-   */
-  const fingerprint = (sub: string, answers: JsonValue): Awaitable<string> => {
-    let canonical: string;
-    try {
-      canonical = canonicalJson(['mrtr/outcome/v1', sub, answers]);
-    } catch {
-      canonical = `mrtr/outcome/v1/unmatchable/${base64urlEncode(randomBytes(16))}`;
-    }
-    return cryptoProvider.sha256Text(canonical);
-  };
-
-  const fromStore = async <T>(call: () => Promise<T>): Promise<T> => {
-    try {
-      return await call();
-    } catch (cause) {
-      if (MrtrError.is(cause) || cause instanceof TypeError || cause instanceof RangeError) throw cause;
-      throw new StoreUnavailableError({ cause });
-    }
-  };
-
-  /**
-   * The sealed outcome, or `''` (done, not kept) when it would not be kept: larger than the store keeps (told
-   * before sealing when even the JSON is too large: a sealed token is at least a quarter of its JSON, whatever the
-   * codec's encoding), past the principal's byte budget, or a codec failure.
-   */
-  const seal = async (state: Opened, fp: string, outcome: JsonValue): Promise<string> => {
-    const { claims } = state;
-    const limit = maxKept();
-    let json: string;
-    try {
-      json = JSON.stringify(outcome);
-    } catch {
-      return '';
-    }
-    if (typeof json !== 'string' || json.length > 4 * limit) return '';
-    const sealed: StateClaims = {
-      v: CLAIMS_VERSION,
-      iat: now(),
-      exp: claims.exp,
-      jti: claims.jti,
-      aud: outcomeAudience,
-      sub: claims.sub,
-      req: claims.req,
-      flow: claims.flow,
-      data: { f: fp, o: outcome },
-    };
-    let token: string;
-    try {
-      token = await codec.seal(sealed);
-    } catch {
-      return '';
-    }
-    if (token.length > limit) return '';
-    // The principal's share of what stores hold: charged only for what is kept.
-    if (budget !== undefined && !budget.take(claims.sub, now(), token.length)) return '';
-    return token;
-  };
-
-  /** The recorded outcome, if it is authentic and belongs to this state and fingerprint; else a replay. */
-  const unseal = async (state: Opened, fp: string, token: string): Promise<JsonValue> => {
-    let claims: StateClaims;
-    try {
-      claims = (await codec.unseal(token)).claims;
-    } catch (cause) {
-      throw new StateReplayedError({ cause });
-    }
-    const data = claims.data;
-    if (
-      claims.aud !== outcomeAudience ||
-      claims.jti !== state.claims.jti ||
-      claims.sub !== state.claims.sub ||
-      !isObject(data) ||
-      data.f !== fp ||
-      !('o' in data)
-    ) {
-      throw new StateReplayedError();
-    }
-    return data.o as JsonValue;
-  };
-
-  /** Races `settled` against the time left until `deadline` (performance.now()). */
-  const within = async (settled: Promise<Settled>, deadline: number): Promise<Settled> => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<Settled>((resolve) => {
-      timer = setTimeout(() => resolve(STILL_RUNNING), Math.max(0, deadline - performance.now()));
-    });
-    try {
-      return await Promise.race([settled, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
-  };
-
-  /** Polls the store for a round in progress elsewhere until it is recorded or `deadline` passes (one poll per key). */
-  const poll = (key: string, id: string, expiresAtMs: number, fp: string, deadline: number): Promise<Settled> => {
-    const running = polls.get(key);
-    if (running !== undefined) return running;
-    const run = async (): Promise<Settled> => {
-      for (let pause = FIRST_POLL_MS; ; pause = Math.min(MAX_POLL_MS, pause * 2)) {
-        await sleep(Math.min(pause, Math.max(0, deadline - performance.now())));
-        if (performance.now() >= deadline) {
-          if (stalled.size >= MAX_STALLED) stalled.delete(stalled.keys().next().value!);
-          stalled.set(key, expiresAtMs);
-          return STILL_RUNNING;
-        }
-        const found = await fromStore(() => store!.claim!(id, expiresAtMs, fp));
-        if (found.status === 'recorded') return found.outcome === '' ? NOTHING : { outcome: found.outcome };
-        if (found.status === 'first') {
-          // The id expired while its round ran: taken now by this poll, and never run. Done, not kept.
-          await store!.record!(id, fp, '').catch(() => false);
-          return NOTHING;
-        }
-        if (found.status !== 'pending') return NOTHING;
-      }
-    };
-    const polled = run().finally(() => polls.delete(key));
-    polls.set(key, polled);
-    return polled;
-  };
+  const stalled = new StalledRounds();
+  const poll = createPoller(store, stalled);
+  const waitAsOneOf = createWaiters(waiting);
 
   /** Waits for what `settled` brings (it ends by the deadline), as one of the bounded waiters of the state's principal. */
   const wait = async <S extends Opened>(state: S, fp: string, settled: () => Promise<Settled>): Promise<Admission<S>> => {
-    const principal = state.claims.sub;
-    const mine = waiters.get(principal) ?? 0;
-    if (mine >= waiting.perPrincipal || waitingTotal >= waiting.total) throw new RoundInProgressError();
-    waiters.set(principal, mine + 1);
-    waitingTotal++;
-    let result: Settled;
-    try {
-      result = await settled();
-    } finally {
-      waitingTotal--;
-      const left = (waiters.get(principal) ?? 1) - 1;
-      if (left === 0) waiters.delete(principal);
-      else waiters.set(principal, left);
-    }
+    const result = await waitAsOneOf(state.claims.sub, settled);
     if (result === NOTHING) throw new StateReplayedError();
     if (result === STILL_RUNNING) throw new RoundInProgressError();
     return { state, replay: true, outcome: await unseal(state, fp, result.outcome) };
@@ -248,7 +118,7 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
       let kept = false;
       try {
         token = await seal(state, fp, outcome);
-        kept = (await fromStore(() => store!.record!(id, fp, token))) && token !== '';
+        kept = (await fromStore(() => store.record!(id, fp, token))) && token !== '';
         return kept;
       } finally {
         inflight.delete(key);
@@ -259,16 +129,6 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
   };
 
   return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
-    if (store === undefined) return { state, replay: false, record: notRecorded };
-    if (typeof store.claim !== 'function' || typeof store.record !== 'function') {
-      await consume(state);
-      return { state, replay: false, record: notRecorded };
-    }
-    const allowed = recordable(state);
-    if (!(typeof allowed === 'boolean' ? allowed : await allowed)) {
-      await consume(state);
-      return { state, replay: false, record: notRecorded };
-    }
     const { id, expiresAtMs } = ledger(state);
     const digest = fingerprint(state.claims.sub, answers);
     const fp = typeof digest === 'string' ? digest : await digest;
@@ -286,13 +146,11 @@ export function createOutcomes(deps: OutcomeDeps): <S extends Opened>(state: S, 
       case 'recorded':
         if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
         return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
-      case 'pending': {
+      case 'pending':
         // A round polled for a whole wait already: this retry asked the store once, and is not polled again.
-        const until = stalled.get(key);
-        if (until !== undefined && until >= now()) throw new RoundInProgressError();
+        if (stalled.has(key, now())) throw new RoundInProgressError();
         stalled.delete(key);
         return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline));
-      }
       default:
         throw new StateReplayedError();
     }

@@ -17,6 +17,7 @@ describe('exported names', () => {
       'KeyProvider',
       'KeyRing',
       'MRTR_ERROR_CODES',
+      'MRTR_REJECTION_CODES',
       'MrtrError',
       'createStateGuard',
       'deriveKey',

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   type ClaimResult,
   KeyRing,
@@ -296,7 +296,17 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
     const first = await guard.admit(token, req(), yes);
     if (first.replay) throw new Error('first must run');
     const claimsBefore = store.calls.claim;
-    const codes = await Promise.all(Array.from({ length: 300 }, () => code(other.admit(token, req(), yes))));
+    // The poller's pauses and its deadline run on fake timers (the guard's `now` does not time waits): the wait of
+    // retryWaitMs passes without waiting for it.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    let codes: (MrtrErrorCode | string)[];
+    try {
+      const all = Promise.all(Array.from({ length: 300 }, () => code(other.admit(token, req(), yes))));
+      await vi.advanceTimersByTimeAsync(400);
+      codes = await all;
+    } finally {
+      vi.useRealTimers();
+    }
     expect(codes.every((c) => c === 'ERR_ROUND_IN_PROGRESS')).toBe(true);
     // Each retry asked the store once; the one poller at most once per pause of its wait (50, 100, 200 ms…).
     const polls = store.calls.claim - claimsBefore - 300;

@@ -5,49 +5,31 @@ import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 // reads no environment variable and loads no native unpacking add-on — the codec only packs, and
 // Deno runs it without `--allow-env`.
 import { Packr } from 'msgpackr/pack';
-import {
-  AEAD_KEY_PURPOSE,
-  type AeadCodecOptions,
-  NONCE_BYTES,
-  TAG_BYTES,
-  adTextFor,
-  checkSealedLength,
-  claimsFromPlaintext,
-  maxSealedBytesFor,
-  packableClaims,
-  parseAeadOptions,
-  parseAeadToken,
-  prefixFor,
-} from '../format.js';
+import * as format from '../format.js';
 import type { AeadCodec } from '../types.js';
 
 /** The Node build: synchronous, msgpackr's packer, Buffers. */
-export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined): AeadCodec {
-  const { maxTokenBytes } = parseAeadOptions(keys, options);
+export function createCodec(keys: KeyRing, options: format.AeadCodecOptions | undefined): AeadCodec {
+  const { maxTokenBytes } = format.parseAeadOptions(keys, options);
 
-  interface KidKeys {
-    key: Uint8Array;
-    /** Associated data: ASCII `x1.<kid>`. */
-    ad: Uint8Array;
-    /** Token prefix `x1.<kid>.`. */
-    prefix: string;
-  }
   // kid → key material, derived once. Only kids present in the (immutable) ring are ever inserted.
-  const cache = new Map<string, KidKeys>();
-  const keysFor = (kid: string): KidKeys | undefined => {
+  const cache = new Map<string, format.KidKeys>();
+  const keysFor = (kid: string): format.KidKeys | undefined => {
     let entry = cache.get(kid);
     if (entry === undefined) {
       if (!keys.has(kid)) return undefined;
-      const key = keys.subkeySync(kid, AEAD_KEY_PURPOSE);
+      const key = keys.subkeySync(kid, format.AEAD_KEY_PURPOSE);
       if (key === undefined) return undefined;
-      entry = { key, ad: Buffer.from(adTextFor(kid), 'latin1'), prefix: prefixFor(kid) };
+      entry = { key, ad: Buffer.from(format.adTextFor(kid), 'latin1') };
       cache.set(kid, entry);
     }
     return entry;
   };
-  const sealKeys = keysFor(keys.primaryKid);
+  const sealKid = keys.primaryKid;
+  const sealKeys = keysFor(sealKid);
   if (sealKeys === undefined) throw new TypeError('createAeadCodec: the primary key is missing from the ring');
-  const maxSealedBytes = maxSealedBytesFor(maxTokenBytes, sealKeys.prefix);
+  const sealPrefix = format.prefixFor(sealKid);
+  const maxSealedBytes = format.maxSealedBytesFor(maxTokenBytes, sealPrefix);
 
   const packr = new Packr({
     useRecords: false,
@@ -62,19 +44,19 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
   let sealBuffer = Buffer.allocUnsafe(4096);
 
   const seal = (claims: StateClaims): string => {
-    const plaintext = packr.pack(packableClaims(claims));
-    const sealedLength = NONCE_BYTES + plaintext.length + TAG_BYTES;
-    checkSealedLength(sealedLength, maxSealedBytes);
+    const plaintext = packr.pack(format.packableClaims(claims));
+    const sealedLength = format.NONCE_BYTES + plaintext.length + format.TAG_BYTES;
+    format.checkSealedLength(sealedLength, maxSealedBytes);
     if (sealBuffer.length < sealedLength) sealBuffer = Buffer.allocUnsafe(Math.max(sealedLength, sealBuffer.length * 2));
-    const nonce = randomBytes(NONCE_BYTES);
+    const nonce = randomBytes(format.NONCE_BYTES);
     sealBuffer.set(nonce, 0);
-    xchacha20poly1305(sealKeys.key, nonce, sealKeys.ad).encrypt(plaintext, sealBuffer.subarray(NONCE_BYTES, sealedLength));
-    return sealKeys.prefix + sealBuffer.toString('base64url', 0, sealedLength);
+    xchacha20poly1305(sealKeys.key, nonce, sealKeys.ad).encrypt(plaintext, sealBuffer.subarray(format.NONCE_BYTES, sealedLength));
+    return sealPrefix + sealBuffer.toString('base64url', 0, sealedLength);
   };
 
   const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
-    const { kid, sealed } = parseAeadToken(token, maxTokenBytes);
+    const { kid, sealed } = format.parseAeadToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
     const entry = keysFor(kid);
     if (entry === undefined) throw new KeyUnknownError();
@@ -82,15 +64,15 @@ export function createCodec(keys: KeyRing, options: AeadCodecOptions | undefined
     let plaintext: Uint8Array;
     try {
       // Into a Buffer, which the decoder slices strings from natively.
-      plaintext = xchacha20poly1305(entry.key, sealed.subarray(0, NONCE_BYTES), entry.ad).decrypt(
-        sealed.subarray(NONCE_BYTES),
-        Buffer.allocUnsafe(sealed.length - NONCE_BYTES - TAG_BYTES),
+      plaintext = xchacha20poly1305(entry.key, sealed.subarray(0, format.NONCE_BYTES), entry.ad).decrypt(
+        sealed.subarray(format.NONCE_BYTES),
+        Buffer.allocUnsafe(sealed.length - format.NONCE_BYTES - format.TAG_BYTES),
       );
     } catch {
       throw new StateIntegrityError();
     }
     // 5. Bounded unpacking of authentic bytes, then the shape.
-    return { claims: claimsFromPlaintext(plaintext), kid };
+    return { claims: format.claimsFromPlaintext(plaintext), kid };
   };
 
   return Object.freeze({ id: 'aead' as const, confidential: true as const, maxTokenBytes, keys, seal, unseal });

@@ -1,24 +1,15 @@
 import { type KeyObject, createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
 import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, StateTooLargeError } from '@mrtr/core/authoring';
-import {
-  HMAC_KEY_PURPOSE,
-  type HmacCodecOptions,
-  MAC_CHARS,
-  checkSealClaims,
-  parseClaimsJson,
-  parseHmacOptions,
-  parseHmacToken,
-  sealPrefixFor,
-} from '../format.js';
+import { KeyUnknownError, StateIntegrityError } from '@mrtr/core/authoring';
+import * as format from '../format.js';
 import type { HmacCodec } from '../types.js';
 
 const bodyText = (bytes: Uint8Array): string =>
   Buffer.isBuffer(bytes) ? bytes.toString('utf8') : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
 
 /** The Node build: synchronous `node:crypto`, one cached `KeyObject` per key id. */
-export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined): HmacCodec {
-  const { maxTokenBytes } = parseHmacOptions(keys, options);
+export function createCodec(keys: KeyRing, options: format.HmacCodecOptions | undefined): HmacCodec {
+  const { maxTokenBytes } = format.parseHmacOptions(keys, options);
 
   // kid → MAC key, derived once. Only kids present in the (immutable) ring are ever inserted.
   const macKeys = new Map<string, KeyObject>();
@@ -26,7 +17,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     let key = macKeys.get(kid);
     if (key === undefined) {
       if (!keys.has(kid)) return undefined;
-      const bytes = keys.subkeySync(kid, HMAC_KEY_PURPOSE);
+      const bytes = keys.subkeySync(kid, format.HMAC_KEY_PURPOSE);
       if (bytes === undefined) return undefined;
       key = createSecretKey(bytes);
       macKeys.set(kid, key);
@@ -37,19 +28,17 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
   const sealKid = keys.primaryKid;
   const sealKey = macKeyFor(sealKid);
   if (sealKey === undefined) throw new TypeError('createHmacCodec: the primary key is missing from the ring');
-  const sealPrefix = sealPrefixFor(sealKid);
+  const sealPrefix = format.sealPrefixFor(sealKid);
+  const base64urlOfJson = (json: string): string => Buffer.from(json, 'utf8').toString('base64url');
 
   const seal = (claims: StateClaims): string => {
-    checkSealClaims(claims);
-    // JSON.stringify throws the TypeError for bigint and cycles.
-    const signed = sealPrefix + Buffer.from(JSON.stringify(claims), 'utf8').toString('base64url');
-    if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
+    const signed = format.signedText(sealPrefix, claims, base64urlOfJson, maxTokenBytes);
     return `${signed}.${createHmac('sha256', sealKey).update(signed, 'latin1').digest('base64url')}`;
   };
 
   const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
-    const { kid, signedEnd, body, mac } = parseHmacToken(token, maxTokenBytes);
+    const { kid, signedEnd, body, mac } = format.parseHmacToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
     const key = macKeyFor(kid);
     if (key === undefined) throw new KeyUnknownError();
@@ -57,7 +46,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     const expected = createHmac('sha256', key).update(token.slice(0, signedEnd), 'latin1').digest();
     if (!timingSafeEqual(expected, mac)) throw new StateIntegrityError();
     // 5. Only authentic bytes are parsed.
-    return { claims: parseClaimsJson(bodyText(body)), kid };
+    return { claims: format.parseClaimsJson(bodyText(body)), kid };
   };
 
   return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal });

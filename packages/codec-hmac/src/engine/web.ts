@@ -1,15 +1,6 @@
 import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, StateTooLargeError, base64urlEncode, utf8Encode } from '@mrtr/core/authoring';
-import {
-  HMAC_KEY_PURPOSE,
-  type HmacCodecOptions,
-  MAC_CHARS,
-  checkSealClaims,
-  parseClaimsJson,
-  parseHmacOptions,
-  parseHmacToken,
-  sealPrefixFor,
-} from '../format.js';
+import { KeyUnknownError, StateIntegrityError, base64urlEncode, utf8Encode } from '@mrtr/core/authoring';
+import * as format from '../format.js';
 import type { HmacCodec } from '../types.js';
 
 /** The slice of WebCrypto this build uses. */
@@ -41,8 +32,8 @@ const utf8Text = new TextDecoder('utf-8', { ignoreBOM: true });
  * (constant-time in every WebCrypto implementation). `seal` and `unseal` return promises, and every
  * failure is a rejection, never a synchronous throw.
  */
-export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined): HmacCodec {
-  const { maxTokenBytes } = parseHmacOptions(keys, options);
+export function createCodec(keys: KeyRing, options: format.HmacCodecOptions | undefined): HmacCodec {
+  const { maxTokenBytes } = format.parseHmacOptions(keys, options);
 
   // kid → MAC key (a promise while being derived). Only kids present in the (immutable) ring are inserted;
   // a failed derivation is forgotten so that the next call tries again.
@@ -51,7 +42,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     let key = macKeys.get(kid);
     if (key === undefined) {
       if (!keys.has(kid)) return undefined;
-      const bytes = keys.subkey(kid, HMAC_KEY_PURPOSE);
+      const bytes = keys.subkey(kid, format.HMAC_KEY_PURPOSE);
       if (bytes === undefined) return undefined;
       key = Promise.resolve(bytes).then((raw) =>
         subtle().importKey('raw', raw, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify']),
@@ -67,14 +58,12 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
 
   const sealKid = keys.primaryKid;
   if (!keys.has(sealKid)) throw new TypeError('createHmacCodec: the primary key is missing from the ring');
-  const sealPrefix = sealPrefixFor(sealKid);
+  const sealPrefix = format.sealPrefixFor(sealKid);
+  // TextEncoder writes U+FFFD for a lone surrogate, as Buffer does on the Node build.
+  const base64urlOfJson = (json: string): string => base64urlEncode(utf8Encode(json));
 
   const seal = async (claims: StateClaims): Promise<string> => {
-    checkSealClaims(claims);
-    // JSON.stringify throws the TypeError for bigint and cycles; TextEncoder writes U+FFFD for a lone
-    // surrogate, as Buffer does on the Node build.
-    const signed = sealPrefix + base64urlEncode(utf8Encode(JSON.stringify(claims)));
-    if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
+    const signed = format.signedText(sealPrefix, claims, base64urlOfJson, maxTokenBytes);
     const key = await macKeyFor(sealKid);
     // The signed text is ASCII (prefix alphabet + base64url), so its UTF-8 bytes are its latin1 bytes.
     const mac = new Uint8Array(await subtle().sign('HMAC', key, utf8Encode(signed)));
@@ -83,7 +72,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
 
   const unseal = async (token: string): Promise<OpenedToken> => {
     // 1–2. Type, size cap, format, strict base64url — before anything else, and before any await.
-    const { kid, signedEnd, body, mac } = parseHmacToken(token, maxTokenBytes);
+    const { kid, signedEnd, body, mac } = format.parseHmacToken(token, maxTokenBytes);
     // 3. Key, only once the format is known to be right.
     const pending = macKeyFor(kid);
     if (pending === undefined) throw new KeyUnknownError();
@@ -91,7 +80,7 @@ export function createCodec(keys: KeyRing, options: HmacCodecOptions | undefined
     // 4. MAC over the ASCII text "m1.<kid>.<body>", verified by WebCrypto (constant time), before any parsing.
     if (!(await subtle().verify('HMAC', key, mac, utf8Encode(token.slice(0, signedEnd))))) throw new StateIntegrityError();
     // 5. Only authentic bytes are parsed.
-    return { claims: parseClaimsJson(utf8Text.decode(body)), kid };
+    return { claims: format.parseClaimsJson(utf8Text.decode(body)), kid };
   };
 
   return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal });

@@ -1,0 +1,170 @@
+import type { FlowClaims } from './claims.js';
+import { MrtrError, type MrtrErrorCode } from './errors.js';
+import type { EventSink, GuardEvent } from './events.js';
+import type { Verify } from './guard-checks.js';
+import { type Mint, tokenOnly, withFlow, withKid } from './guard-mint.js';
+import type { Scope } from './guard-scope.js';
+import type { SingleUse } from './guard-single-use.js';
+import type { MintedState, MintOptions, OpenedState, RequestContext } from './guard-types.js';
+import type { ReplayStore } from './interfaces.js';
+import type { Admission } from './outcomes.js';
+import type { JsonValue } from './protocol.js';
+
+/** The single-use step of an open: none (`verify`), `consume`, or `claim` (admit, with the answers). */
+export type Single = 'verify' | 'consume' | 'claim';
+
+/** The operations of the guard on a request's scope, reported when `onEvent` is set. */
+export interface GuardOperations {
+  openIn(scope: Scope, token: unknown, single: Single, answers?: JsonValue): Promise<OpenedState | Admission<OpenedState>>;
+  mintIn<P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState>;
+  mintTokenIn<P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string>;
+}
+
+export interface OperationDeps {
+  readonly verifyNow: Verify;
+  readonly mintNow: Mint;
+  readonly singleUse: SingleUse;
+  readonly store: ReplayStore | undefined;
+  readonly codecId: string;
+  readonly events: EventSink<GuardEvent> | undefined;
+}
+
+const elapsed = (start: number): number => performance.now() - start;
+const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(error) ? error.code : undefined);
+
+/** The event reports of the guard's operations: what every event carries, timed store steps, refusals. */
+function createReports(events: EventSink<GuardEvent>, codecId: string) {
+  const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
+
+  /** A store step (`consume`, `claim`, an admission's `record`) timed; reports `store.error` on a store failure. */
+  const storeStep = async <T>(step: () => Promise<T>, state: OpenedState, request: RequestContext, flow: string): Promise<[T, number]> => {
+    const start = performance.now();
+    try {
+      return [await step(), elapsed(start)];
+    } catch (error) {
+      const code = codeOf(error);
+      if (code !== undefined && code !== 'ERR_STATE_REPLAYED' && code !== 'ERR_ROUND_IN_PROGRESS') {
+        events.emit({
+          type: 'store.error',
+          ...base(request),
+          code,
+          flow,
+          round: state.flow.round + 1,
+          kid: state.kid,
+          storeMs: elapsed(start),
+        });
+      }
+      throw error;
+    }
+  };
+
+  /** Reports a refusal (an `MrtrError`) as `state.rejected`, with what is known of the state. */
+  const rejected = async (
+    error: unknown,
+    request: RequestContext,
+    operation: 'open' | 'mint',
+    start: number,
+    token: unknown,
+    state: OpenedState | undefined,
+  ): Promise<void> => {
+    const code = codeOf(error);
+    if (code === undefined) return;
+    const durationMs = elapsed(start);
+    const known = state === undefined ? {} : { flow: await events.flowTag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
+    const tokenBytes = typeof token === 'string' ? token.length : undefined;
+    events.emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
+  };
+  return { base, storeStep, rejected };
+}
+
+/** Without `onEvent`: the operations unreported, nothing built and nothing timed. */
+function unreported({ verifyNow, mintNow, singleUse, store }: OperationDeps): GuardOperations {
+  return {
+    async openIn(scope, token, single, answers) {
+      const state = await verifyNow(scope, token);
+      if (single === 'claim') return singleUse.claim(state, answers ?? null);
+      if (single === 'consume' && store !== undefined) await singleUse.consume(state);
+      return state;
+    },
+    mintIn: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, withFlow),
+    /** `mint` answers the token alone: sealed without building the flow's answer object. */
+    mintTokenIn: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, tokenOnly),
+  };
+}
+
+/** With `onEvent`: each step reported (`state.opened`/`state.retried`/`state.rejected`/`store.error`, `flow.started`/`state.minted`). */
+function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOperations {
+  const { verifyNow, mintNow, singleUse, store } = deps;
+  const { base, storeStep, rejected } = createReports(events, deps.codecId);
+
+  /** Every open of a state: the checks (1–8), then its single-use step: none, `consume`, or `claim`. */
+  const openIn = async (
+    scope: Scope,
+    token: unknown,
+    single: Single,
+    answers?: JsonValue,
+  ): Promise<OpenedState | Admission<OpenedState>> => {
+    const { request } = scope;
+    const start = performance.now();
+    let state: OpenedState | undefined;
+    try {
+      state = await verifyNow(scope, token);
+      const flow = await events.flowTag(state.flow.id);
+      const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
+      const opened = state;
+      // Single use (after check 8)
+      if (single === 'claim') {
+        const [admission, storeMs] = await storeStep(() => singleUse.claim(opened, answers ?? null), opened, request, flow);
+        if (admission.replay) {
+          events.emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
+          return admission;
+        }
+        events.emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(store !== undefined && { storeMs }) });
+        return {
+          state: admission.state,
+          replay: false,
+          record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
+        } satisfies Admission<OpenedState>;
+      }
+      const storeMs =
+        single === 'consume' && store !== undefined
+          ? (await storeStep(() => singleUse.consume(opened), opened, request, flow))[1]
+          : undefined;
+      events.emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
+      return state;
+    } catch (error) {
+      await rejected(error, request, 'open', start, token, state);
+      throw error;
+    }
+  };
+
+  /** Every mint: the next state sealed and reported (`flow.started` in round 1, `state.minted`). */
+  const mintIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState> => {
+    const { request } = scope;
+    const start = performance.now();
+    let minted: { token: string; flow: FlowClaims; kid: string };
+    try {
+      minted = await mintNow(scope, data, mintOptions, withKid);
+    } catch (error) {
+      await rejected(error, request, 'mint', start, undefined, mintOptions?.continues);
+      throw error;
+    }
+    const durationMs = elapsed(start);
+    const { round } = minted.flow;
+    const flow = await events.flowTag(minted.flow.id);
+    const { kid } = minted;
+    if (round === 1) events.emit({ type: 'flow.started', ...base(request), flow, round: 1, kid });
+    events.emit({ type: 'state.minted', ...base(request), flow, round, kid, tokenBytes: minted.token.length, durationMs });
+    return { token: minted.token, flow: minted.flow };
+  };
+  const mintTokenIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string> =>
+    (await mintIn(scope, data, mintOptions)).token;
+  return { openIn, mintIn, mintTokenIn };
+}
+
+/**
+ * Every open and mint of the guard on a request's scope: with `onEvent` each step is reported; without it no
+ * event is built and nothing is timed.
+ */
+export const createOperations = (deps: OperationDeps): GuardOperations =>
+  deps.events === undefined ? unreported(deps) : reported(deps, deps.events);

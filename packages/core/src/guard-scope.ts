@@ -1,0 +1,37 @@
+import { cryptoProvider } from '#crypto';
+import type { RequestBinding } from './claims.js';
+import { type Awaitable, andThen } from './crypto/awaitable.js';
+import type { RequestContext } from './guard-types.js';
+import { canonicalJson } from './json.js';
+import type { Principal } from './principal.js';
+
+/**
+ * One request as the guard sees it: its principal (the policy applied once) and its binding (the arguments
+ * digested once), computed on first use and shared by every open and mint of the request.
+ */
+export interface Scope {
+  readonly request: RequestContext;
+  who: Principal | undefined;
+  binding: Awaitable<RequestBinding> | undefined;
+}
+
+/** The binding of a request: its method, its target and the digest of its canonical arguments. */
+export const bindNow = (request: RequestContext): Awaitable<RequestBinding> => {
+  if (request === null || typeof request !== 'object') throw new TypeError('request must be an object');
+  const { method, target } = request;
+  if (typeof method !== 'string' || typeof target !== 'string') {
+    throw new TypeError('request.method and request.target must be strings');
+  }
+  return andThen(cryptoProvider.sha256Text(canonicalJson(request.arguments ?? {})), (d) => ({ m: method, t: target, d }));
+};
+
+export const scopeOf = (request: RequestContext): Scope => ({ request, who: undefined, binding: undefined });
+
+/** The binding runs at most once per request, whatever opens and mints it does. */
+export const bindingIn = (scope: Scope): Awaitable<RequestBinding> => (scope.binding ??= bindNow(scope.request));
+
+/** The principal policy runs at most once per request, whatever opens and mints it does. */
+export const principalIn =
+  (principalOf: (request: RequestContext) => Principal) =>
+  (scope: Scope): Principal =>
+    (scope.who ??= principalOf(scope.request));

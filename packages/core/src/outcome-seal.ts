@@ -1,0 +1,109 @@
+import { cryptoProvider } from '#crypto';
+import { CLAIMS_VERSION, type StateClaims } from './claims.js';
+import type { Awaitable } from './crypto/awaitable.js';
+import { StateReplayedError } from './errors.js';
+import type { OpenedState } from './guard-types.js';
+import type { ReplayStore, StateCodec } from './interfaces.js';
+import { canonicalJson } from './json.js';
+import type { JsonValue } from './protocol.js';
+import { base64urlEncode, randomBytes } from './random.js';
+import { isObject } from './validate.js';
+
+/** Suffix of the audience of a sealed outcome: never the audience of a state, so it can never pass as one. */
+export const OUTCOME_AUDIENCE = '#outcome';
+
+/**
+ * The attempt's fingerprint. Answers that have no canonical form (nested past canonicalJson's depth, or not
+ * JSON) get a random one that no retry can match: that round runs once and its retries are replays.
+ */
+export const fingerprint = (sub: string, answers: JsonValue): Awaitable<string> => {
+  let canonical: string;
+  try {
+    canonical = canonicalJson(['mrtr/outcome/v1', sub, answers]);
+  } catch {
+    canonical = `mrtr/outcome/v1/unmatchable/${base64urlEncode(randomBytes(16))}`;
+  }
+  return cryptoProvider.sha256Text(canonical);
+};
+
+export interface OutcomeSealDeps {
+  store: ReplayStore;
+  codec: StateCodec;
+  audience: string;
+  now: () => number;
+  /** The per-principal budget of recorded outcome bytes (`take(principal tag, now, bytes)`), if any. */
+  budget: { take(principal: string, t: number, weight: number): boolean } | undefined;
+}
+
+/** An outcome sealed for the store, and a recorded one opened and checked against the state and the fingerprint. */
+export interface OutcomeSeal {
+  seal(state: OpenedState, fp: string, outcome: JsonValue): Promise<string>;
+  unseal(state: OpenedState, fp: string, token: string): Promise<JsonValue>;
+}
+
+/** Outcomes sealed with the guard's codec under the audience `${audience}#outcome`, which no state can carry. */
+export function createOutcomeSeal({ store, codec, audience, now, budget }: OutcomeSealDeps): OutcomeSeal {
+  const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
+  const maxKept = (): number => Math.min(codec.maxTokenBytes, store.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
+
+  /**
+   * The sealed outcome, or `''` (done, not kept) when it would not be kept: larger than the store keeps (told
+   * before sealing when even the JSON is too large: a sealed token is at least a quarter of its JSON, whatever the
+   * codec's encoding), past the principal's byte budget, or a codec failure.
+   */
+  const seal = async (state: OpenedState, fp: string, outcome: JsonValue): Promise<string> => {
+    const { claims } = state;
+    const limit = maxKept();
+    let json: string;
+    try {
+      json = JSON.stringify(outcome);
+    } catch {
+      return '';
+    }
+    if (typeof json !== 'string' || json.length > 4 * limit) return '';
+    const sealed: StateClaims = {
+      v: CLAIMS_VERSION,
+      iat: now(),
+      exp: claims.exp,
+      jti: claims.jti,
+      aud: outcomeAudience,
+      sub: claims.sub,
+      req: claims.req,
+      flow: claims.flow,
+      data: { f: fp, o: outcome },
+    };
+    let token: string;
+    try {
+      token = await codec.seal(sealed);
+    } catch {
+      return '';
+    }
+    if (token.length > limit) return '';
+    // The principal's share of what stores hold: charged only for what is kept.
+    if (budget !== undefined && !budget.take(claims.sub, now(), token.length)) return '';
+    return token;
+  };
+
+  /** The recorded outcome, if it is authentic and belongs to this state and fingerprint; else a replay. */
+  const unseal = async (state: OpenedState, fp: string, token: string): Promise<JsonValue> => {
+    let claims: StateClaims;
+    try {
+      claims = (await codec.unseal(token)).claims;
+    } catch (cause) {
+      throw new StateReplayedError({ cause });
+    }
+    const data = claims.data;
+    if (
+      claims.aud !== outcomeAudience ||
+      claims.jti !== state.claims.jti ||
+      claims.sub !== state.claims.sub ||
+      !isObject(data) ||
+      data.f !== fp ||
+      !('o' in data)
+    ) {
+      throw new StateReplayedError();
+    }
+    return data.o as JsonValue;
+  };
+  return { seal, unseal };
+}
