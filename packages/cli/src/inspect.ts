@@ -1,6 +1,5 @@
-import { createHmac } from 'node:crypto';
 import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateClaims, type StateCodec, type StateGuard } from '@mrtr/core';
-import { canonicalJson, isStateClaims } from '@mrtr/core/authoring';
+import { canonicalJson, createPrincipalTagger, isStateClaims } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory, type Detected, detect } from './codecs.js';
 import {
   colourEnabled,
@@ -50,8 +49,6 @@ Options:
 Exit codes: 0 readable (without keys) or accepted (with keys), 1 malformed, unopenable or refused,
 2 usage error (no token, bad option, invalid MRTR_KEYS).
 `;
-
-const PRINCIPAL_PURPOSE = 'mrtr/principal-tag/v1';
 
 interface Verdict {
   accepted: boolean;
@@ -347,7 +344,11 @@ async function bindingReport(
   if (hasPrincipal) {
     const namespace = ask.principal !== undefined ? 'p' : 'u';
     const name = (ask.principal ?? ask.unauthenticated) as string;
-    binding.principal = { namespace, name, match: (await principalTag(ring, kid, audience, namespace, name)) === claims.sub };
+    binding.principal = {
+      namespace,
+      name,
+      match: ring.kids.includes(kid) && (await createPrincipalTagger(ring, audience)(kid, [namespace, name])) === claims.sub,
+    };
   }
   return binding;
 }
@@ -421,17 +422,6 @@ function printVerdict(row: Row, verdict: Verdict): void {
   } else {
     row('verdict', toned('fail', 'REFUSED'), ` ${verdict.code}: ${verdict.reason}`);
   }
-}
-
-/** `base64url(HMAC(subkey(kid, 'mrtr/principal-tag/v1'), canonicalJson([audience, ns, name]))[0..16])`, as in the guard. */
-async function principalTag(ring: KeyRing, kid: string, audience: string, namespace: 'p' | 'u', name: string): Promise<string | undefined> {
-  const key = await ring.subkey(kid, PRINCIPAL_PURPOSE);
-  if (key === undefined) return undefined;
-  return createHmac('sha256', key)
-    .update(canonicalJson([audience, namespace, name]), 'utf8')
-    .digest()
-    .subarray(0, 16)
-    .toString('base64url');
 }
 
 function restOfChecks(

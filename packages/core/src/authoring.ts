@@ -1,10 +1,9 @@
 /**
  * `@mrtr/core/authoring`: what codec, store and integration authors need beyond the application API —
  * the concrete error classes to throw, option parsing and validators, strict base64url, random bytes, UTF-8, the claims
- * shape check, the token prefix scanner, canonical JSON, a deadline helper, URL redaction and the capability helpers.
+ * shape check, the token prefix scanner, canonical JSON, a deadline helper, URL redaction.
  */
 export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
-export { allowedKinds, capabilitiesFor, type InputRequestKind, requiredKind } from './capabilities.js';
 export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
 export {
   type CodecOptionLimits,
@@ -22,6 +21,7 @@ export {
   type ParsedOutcomeStoreLimits,
   parseOutcomeStoreLimits,
 } from './outcome-limits.js';
+export { createPrincipalTagger, type Principal, principalPolicy } from './principal.js';
 export { redactUrl } from './redact.js';
 export {
   CapabilityMissingError,

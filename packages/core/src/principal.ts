@@ -17,18 +17,21 @@ const PRINCIPAL_TAG_CACHE_MAX_CHARS = 256;
 /**
  * The principal policy: reads the principal of a request and applies `unauthenticated` (`'reject'` throws
  * `ERR_PRINCIPAL_REQUIRED`; `{ principal }` gives requests without one a fixed identity in a namespace of its own).
+ * No name is `undefined` or `''`; anything else but a string (`null` included) is a bug of the server's
+ * `principal()` and throws a `TypeError` labelled with `label` (the option's owner).
  */
-export function principalPolicy(
-  readPrincipal: (request: RequestContext) => string | undefined,
+export function principalPolicy<R = RequestContext>(
+  readPrincipal: (request: R) => string | undefined,
   unauthenticated: 'reject' | { principal: string },
-): (request: RequestContext) => Principal {
+  label = 'createStateGuard',
+): (request: R) => Principal {
   return (request) => {
-    const principal = readPrincipal(request);
-    if (principal === undefined || principal === null || principal === '') {
+    const principal: unknown = readPrincipal(request);
+    if (principal === undefined || principal === '') {
       if (unauthenticated === 'reject') throw new PrincipalRequiredError();
       return ['u', unauthenticated.principal];
     }
-    if (typeof principal !== 'string') throw new TypeError('createStateGuard: principal() must return a string');
+    if (typeof principal !== 'string') throw new TypeError(`${label}: principal() must return a string`);
     return ['p', principal];
   };
 }

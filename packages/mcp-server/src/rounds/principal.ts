@@ -1,5 +1,5 @@
 import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
-import { isObject, PrincipalRequiredError } from '@mrtr/core/authoring';
+import { isObject, principalPolicy } from '@mrtr/core/authoring';
 
 /**
  * Who a request is, as the adapter binds it: the one answer both an MRTR round (through the guard) and a task
@@ -36,25 +36,19 @@ export function defaultPrincipal(ctx: ServerContext): string | undefined {
 
 /**
  * The principal policy of one `createMrtr`, applied once per request by the rounds and by every task request:
- * `read` (the `principal` option) names the user; no name (`undefined` or `''`) is the fixed unauthenticated
- * principal, or `ERR_PRINCIPAL_REQUIRED` with `unauthenticated: 'reject'`; anything but a string is a server bug
- * (`TypeError`). `unauthenticated` is the guard's option as the guard validated it (`undefined` is `'reject'`).
+ * the guard's own policy (`principalPolicy` of `@mrtr/core/authoring`) over `read` (the `principal` option) — no
+ * name (`undefined` or `''`) is the fixed unauthenticated principal, or `ERR_PRINCIPAL_REQUIRED` with
+ * `unauthenticated: 'reject'`; anything but a string is a server bug (`TypeError`). `unauthenticated` is the
+ * guard's option as the guard validated it (`undefined` is `'reject'`).
  */
 export function createPrincipalPolicy(
   read: (ctx: ServerContext) => string | undefined,
   unauthenticated: 'reject' | { principal: string } | undefined,
 ): (ctx: ServerContext) => RequestPrincipal {
-  const fixed: RequestPrincipal | undefined =
-    isObject(unauthenticated) && typeof unauthenticated.principal === 'string'
-      ? { principal: undefined, key: `u:${unauthenticated.principal}` }
-      : undefined;
+  const fixed = isObject(unauthenticated) && typeof unauthenticated.principal === 'string' ? unauthenticated : 'reject';
+  const policy = principalPolicy(read, fixed, 'createMrtr');
   return (ctx) => {
-    const principal: unknown = read(ctx);
-    if (principal === undefined || principal === '') {
-      if (fixed === undefined) throw new PrincipalRequiredError();
-      return fixed;
-    }
-    if (typeof principal !== 'string') throw new TypeError('createMrtr: principal() must return a string');
-    return { principal, key: `p:${principal}` };
+    const [namespace, name] = policy(ctx);
+    return { principal: namespace === 'p' ? name : undefined, key: `${namespace}:${name}` };
   };
 }

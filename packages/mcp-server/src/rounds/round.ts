@@ -17,7 +17,8 @@ import {
   type OpenedState,
   type StateGuard,
 } from '@mrtr/core';
-import { allowedKinds, type InputRequestKind, isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
+import { isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
+import { allowedKinds, type InputRequestKind } from './capabilities.js';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
 import type { RequestPrincipal } from './principal.js';

@@ -1,5 +1,5 @@
 import { type InputRequiredResult, MissingRequiredClientCapabilityError, ProtocolError } from '@modelcontextprotocol/server';
-import { capabilitiesFor, type InputRequestKind } from '@mrtr/core/authoring';
+import { capabilitiesFor, type InputRequestKind } from './capabilities.js';
 import { isServerFault, MrtrError, type MrtrErrorCode } from '@mrtr/core';
 
 /** The one message every rejected state gets on the wire (the SDK's own frozen text). */

@@ -4,16 +4,8 @@
  */
 import { type CallToolResult, ProtocolError, type Root } from '@modelcontextprotocol/server';
 import type { JsonValue, TaskInputRequest, TaskRecord } from '@mrtr/core';
-import {
-  base64urlEncode,
-  type InputRequest,
-  type InputRequestKind,
-  intOption,
-  isObject,
-  isTerminalStatus,
-  requiredKind,
-  TaskLimitError,
-} from '@mrtr/core/authoring';
+import { base64urlEncode, type InputRequest, intOption, isObject, isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
+import { type InputRequestKind, requiredKind } from '../rounds/capabilities.js';
 import { handoffOf, type TaskHandle, type TaskMarker, type TaskWork } from '../rounds/handoff.js';
 import type { RequestPrincipal } from '../rounds/principal.js';
 import { formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from '../rounds/questions.js';

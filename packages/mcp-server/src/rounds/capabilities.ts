@@ -1,5 +1,4 @@
-import type { ClientCapabilities, InputRequest } from './protocol.js';
-import { isObject } from './validate.js';
+import { type ClientCapabilities, type InputRequest, isObject } from '@mrtr/core/authoring';
 
 /** What an embedded request needs the client to have declared in this request's `_meta`. */
 export type InputRequestKind = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots';
