@@ -47,7 +47,16 @@ export const TARGETS: readonly Target[] = [
   { kind: 'resource', name: 'runbook://{service}', summary: 'a form: enum', args: { service: 'web' } },
 ];
 
+/** `rollout`: a form, then a task. Only clients that declare the tasks extension can call it (the page, the bundled client). */
+export const ROLLOUT_TARGET: Target = {
+  kind: 'tool',
+  name: 'rollout',
+  summary: 'a form, then a task: its status as it runs, an approval midway (production)',
+  args: { service: 'web' },
+};
+
 export function findTarget(name: string): Target | undefined {
+  if (name === ROLLOUT_TARGET.name) return ROLLOUT_TARGET;
   return TARGETS.find((t) => t.name === name || (t.kind === 'resource' && name.startsWith('runbook')));
 }
 

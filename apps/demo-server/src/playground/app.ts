@@ -10,6 +10,7 @@ import {
   requestOf,
   resultText,
   scriptedAnswer,
+  ROLLOUT_TARGET,
   sendRound,
   TARGETS,
   type Target,
@@ -24,15 +25,7 @@ const PLAYGROUND_CAPABILITIES = { ...CLIENT_CAPABILITIES, extensions: { [TASKS_E
 const CLIENT_INFO = { name: 'mrtr-playground', version: '0.1.0' } as const;
 
 /** The page's targets: the shared ones, and `rollout`, which becomes a task (only this page declares the extension). */
-const PLAYGROUND_TARGETS: readonly Target[] = [
-  ...TARGETS,
-  {
-    kind: 'tool',
-    name: 'rollout',
-    summary: 'a form, then a task: its status as it runs, an approval midway (production)',
-    args: { service: 'web' },
-  },
-];
+const PLAYGROUND_TARGETS: readonly Target[] = [...TARGETS, ROLLOUT_TARGET];
 
 /** Task statuses after which nothing changes. */
 const FINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
