@@ -251,7 +251,9 @@ async function newRejections(): Promise<RecordedRejection[]> {
 function entry(kind: string, title: string, ...children: (Node | string)[]): HTMLLIElement {
   const li = el('li', { 'data-kind': kind }, el('h3', {}, title), ...children);
   $('timeline').append(li);
-  li.scrollIntoView({ block: 'nearest' });
+  // The newest entry on screen without scrolling: once this turn's other changes above the timeline (the form
+  // re-rendered for the next question, the task panel's new status) are laid out, so they cannot push it away.
+  requestAnimationFrame(() => li.scrollIntoView({ block: 'nearest' }));
   return li;
 }
 
