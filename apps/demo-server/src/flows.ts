@@ -92,6 +92,56 @@ export async function sendRound(client: Client, target: Target, args: Json, extr
   return (await client.request(request as never, { allowInputRequired: true })) as Json;
 }
 
+/** The JSON-RPC messages of an MCP HTTP response body: one JSON object, or the `data:` lines of an SSE stream. */
+export function parseMessages(text: string): Json[] {
+  const trimmed = text.trim();
+  const parse = (data: string): Json[] => {
+    try {
+      const value: unknown = JSON.parse(data);
+      return value !== null && typeof value === 'object' && !Array.isArray(value) ? [value as Json] : [];
+    } catch {
+      return [];
+    }
+  };
+  if (trimmed.startsWith('{')) return parse(trimmed);
+  return trimmed
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .flatMap((line) => parse(line.slice(5).trim()));
+}
+
+/** Who sends a request by hand: the capabilities it declares (the tasks extension among them) and its client info. */
+export interface WireClient {
+  capabilities: Json;
+  clientInfo: Json;
+}
+
+/**
+ * The headers and body of a 2026-07-28 request sent without the SDK client (which cannot follow a task): the
+ * `_meta` envelope, and `Mcp-Name` = the tool name for `tools/call`, the task id for `tasks/*`.
+ */
+export function wireRequest(
+  id: string | number,
+  method: string,
+  params: Json,
+  client: WireClient,
+): { headers: Record<string, string>; body: string } {
+  const name = method === 'tools/call' ? params.name : params.taskId;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': PROTOCOL_VERSION,
+    'mcp-method': method,
+    ...(typeof name === 'string' && { 'mcp-name': name }),
+  };
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+    'io.modelcontextprotocol/clientCapabilities': client.capabilities,
+    'io.modelcontextprotocol/clientInfo': client.clientInfo,
+  };
+  return { headers, body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }) };
+}
+
 /** The capabilities both clients declare: every kind of question the demo asks. */
 export const CLIENT_CAPABILITIES = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} } as const;
 

@@ -7,10 +7,11 @@ import {
   describeQuestion,
   describeToken,
   type Json,
-  PROTOCOL_VERSION,
+  parseMessages,
   resultText,
   scriptedAnswer,
   type Target,
+  wireRequest,
 } from './flows.js';
 
 /** The extension a client declares (in each request's `_meta` client capabilities) to be answered with a task. */
@@ -32,22 +33,6 @@ export class RpcError extends Error {
   }
 }
 
-/** The JSON-RPC messages of a response body: one JSON object, or the `data:` lines of an SSE stream. */
-function messagesOf(text: string): Json[] {
-  const trimmed = text.trim();
-  const lines = trimmed.startsWith('{')
-    ? [trimmed]
-    : trimmed.split(/\r?\n/).flatMap((l) => (l.startsWith('data:') ? [l.slice(5).trim()] : []));
-  return lines.flatMap((line) => {
-    try {
-      const value: unknown = JSON.parse(line);
-      return value !== null && typeof value === 'object' ? [value as Json] : [];
-    } catch {
-      return [];
-    }
-  });
-}
-
 /** One 2026-07-28 request over HTTP, its result or an {@link RpcError}. */
 export type Rpc = (method: string, params: Json) => Promise<Json>;
 
@@ -56,32 +41,13 @@ export function rpcClient(url: URL, token: string | undefined): Rpc {
   let nextId = 0;
   return async (method, params) => {
     const id = ++nextId;
-    const name = method === 'tools/call' ? params.name : params.taskId;
+    const { headers, body } = wireRequest(id, method, params, { capabilities: CAPABILITIES, clientInfo: CLIENT_INFO });
     const response = await fetch(url, {
       method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-        'mcp-protocol-version': PROTOCOL_VERSION,
-        'mcp-method': method,
-        ...(typeof name === 'string' && { 'mcp-name': name }),
-        ...(token !== undefined && { authorization: `Bearer ${token}` }),
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id,
-        method,
-        params: {
-          ...params,
-          _meta: {
-            'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-            'io.modelcontextprotocol/clientCapabilities': CAPABILITIES,
-            'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
-          },
-        },
-      }),
+      headers: { ...headers, ...(token !== undefined && { authorization: `Bearer ${token}` }) },
+      body,
     });
-    const reply = messagesOf(await response.text()).find((m) => m.id === id);
+    const reply = parseMessages(await response.text()).find((m) => m.id === id);
     if (reply === undefined) throw new RpcError(-32603, `${method}: no answer (HTTP ${response.status})`);
     const error = reply.error as Json | undefined;
     if (error !== undefined) throw new RpcError(Number(error.code), String(error.message ?? ''));
