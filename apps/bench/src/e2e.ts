@@ -103,7 +103,7 @@ export type CodecFactory = (keys: KeyRing) => StateCodec;
 
 /**
  * (c)–(g): the mcp-server adapter with a codec and a store. `recordOutcomes` is passed on only when given (the
- * rows c–g leave the adapter's default; the outcome rows of issue 20 set it both ways).
+ * rows c–g leave the adapter's default; the outcome rows set it both ways).
  */
 /**
  * The per-principal bounds off: one bench principal mints and records far more in a state lifetime than a server lets

@@ -31,14 +31,14 @@ const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/benc
   --quick              3 short rounds (about a minute) instead of the full run
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
   --only <parts>       comma-separated: codecs, stores, guard, e2e, events, outcomes (default: the first five;
-                       outcomes = the cost of outcome recording, issue 20, about 8 more minutes, 2 with --quick)
+                       outcomes = the cost of outcome recording, about 8 more minutes, 2 with --quick)
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
   --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md, apps/bench/README.md and the
                        root README.md (codec and store tables), and draw apps/bench/results/chart.svg; when the
                        run measured outcomes, also the outcome section of apps/bench/README.md
   --update-outcomes-readme
-                       rewrite only the outcome-recording section of apps/bench/README.md (issue 20) from a run
+                       rewrite only the outcome-recording section of apps/bench/README.md from a run
                        (or --from file) that measured outcomes, e.g. after --only outcomes; nothing else is touched
   --strict             exit with code 2 when a target is missed
   --help
@@ -66,7 +66,7 @@ const log = (line: string): void => {
 const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'outcomes'] as const;
 type Part = (typeof PARTS)[number];
 /**
- * What a run without `--only` measures. The outcome-recording rows (issue 20: 56 jobs, about 8 minutes of a full
+ * What a run without `--only` measures. The outcome-recording rows (56 jobs, about 8 minutes of a full
  * run) are asked for by name, so the default run keeps its length and the README blocks it writes.
  */
 const DEFAULT_PARTS: readonly Part[] = ['codecs', 'stores', 'guard', 'e2e', 'events'];

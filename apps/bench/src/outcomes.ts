@@ -31,7 +31,7 @@ import { loadFunction } from './load.js';
 import { type Backend, getMemoryIds, MEMORY_ID_COUNT } from './stores.js';
 
 /**
- * Outcome recording (issue 20): what keeping the outcome of a round costs, with and without, side by side in one
+ * Outcome recording: what keeping the outcome of a round costs, with and without, side by side in one
  * run, per store and end to end.
  *
  * - Store step: `consume(id)` against `claim(id, fingerprint)` + `record(id, fingerprint, sealedOutcome)`, the

@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
 export const START_MARKER = '<!-- bench:start -->';
 export const END_MARKER = '<!-- bench:end -->';
-/** The markers of apps/bench/README.md's outcome-recording section (issue 20), rewritten on its own. */
+/** The markers of apps/bench/README.md's outcome-recording section, rewritten on its own. */
 export const OUTCOMES_MARKERS = { start: '<!-- bench:outcomes:start -->', end: '<!-- bench:outcomes:end -->' } as const;
 
 export interface Markers {

@@ -35,7 +35,7 @@ export interface BenchResult {
     notes: string[];
     checks: string[];
   };
-  /** The guard's open and mint with and without an `onEvent` hook (issue 14). */
+  /** The guard's open and mint with and without an `onEvent` hook. */
   events?: {
     rows: { id: string; label: string }[];
     checks: string[];
@@ -53,7 +53,7 @@ export interface BenchResult {
     notes: string[];
     checks: string[];
   };
-  /** Outcome recording (issue 20): store step, round step and e2e flows, each with and without recording. */
+  /** Outcome recording: store step, round step and e2e flows, each with and without recording. */
   outcomes?: {
     stores: { backend: string; label: string; concurrency: number[] }[];
     e2e: { id: string; store: string; recordOutcomes: boolean; label: string }[];
@@ -159,7 +159,7 @@ function ratioTarget(
   };
 }
 
-/** Least throughput the guard keeps with an empty event hook, relative to none (issue 14: a hook must stay cheap). */
+/** Least throughput the guard keeps with an empty event hook, relative to none (a hook must stay cheap). */
 export const EVENT_HOOK_MIN_RATIO = 0.7;
 
 /** The acceptance criteria of issues 3, 4 and 14, evaluated on one run. */
@@ -337,7 +337,7 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
     for (const row of result.e2e.rows.filter((r) => r.store === 'memory')) {
       for (const c of [1, 16]) t.push(e2e(row, c, 0.95));
     }
-    // Issue 15: with PostgreSQL (group commit) at concurrency 16.
+    // With PostgreSQL (group commit) at concurrency 16.
     const postgres = result.e2e.rows.find((r) => r.id === 'mrtr-hmac-postgres');
     if (postgres !== undefined) t.push(e2e(postgres, 16, 0.8));
   }
@@ -356,13 +356,13 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
         threshold,
       );
     t.push(store('redis', 1, 'bare', 0.8, ''), store('redis', 32, 'bare', 0.8, ''));
-    // Issue 15 (group commit): ratios to the single-statement twin and to a bare batched client, one run.
-    t.push(store('redis', 128, 'bare', 1.5, ' (issue 15)'));
+    // Group commit: ratios to the single-statement twin and to a bare batched client, one run.
+    t.push(store('redis', 128, 'bare', 1.5, ' (batched)'));
     for (const backend of ['postgres', 'sqlite']) {
-      t.push(store(backend, 1, 'bare', 0.9, ' (issue 15: no slower at c1)'));
-      t.push(store(backend, 32, 'bare', 3, ' (issue 15)'));
-      if (backend === 'postgres') t.push(store(backend, 128, 'bare', 5, ' (issue 15)'));
-      for (const c of [32, 128]) t.push(store(backend, c, 'bare-batch', 0.8, ' (issue 15)'));
+      t.push(store(backend, 1, 'bare', 0.9, ' (group commit: no slower at c1)'));
+      t.push(store(backend, 32, 'bare', 3, ' (group commit)'));
+      if (backend === 'postgres') t.push(store(backend, 128, 'bare', 5, ' (group commit)'));
+      for (const c of [32, 128]) t.push(store(backend, c, 'bare-batch', 0.8, ' (group commit)'));
     }
     const mem = ops(result, 'store|memory|c1');
     t.push({
@@ -612,7 +612,7 @@ export function eventsTable(result: BenchResult): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Outcome recording (issue 20)
+// Outcome recording
 
 const OUTCOME_STORE_NAME: Record<string, string> = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL', sqlite: 'SQLite' };
 
@@ -917,7 +917,7 @@ export function printableReport(result: BenchResult): string {
     for (const s of result.e2e.skipped) out.push(`note: e2e ${s.id} skipped: ${s.reason}`);
   }
   if (result.events !== undefined) out.push('## Event hooks on the guard', '', EVENTS_NOTE, '', eventsTable(result), '');
-  if (result.outcomes !== undefined) out.push('## Outcome recording (issue 20)', '', outcomesBlock(result), '');
+  if (result.outcomes !== undefined) out.push('## Outcome recording', '', outcomesBlock(result), '');
   out.push('', '## Targets', '', targetTable(result.targets), '');
   const missed = result.targets.filter((t) => t.pass === false);
   const skipped = result.targets.filter((t) => t.pass === null);

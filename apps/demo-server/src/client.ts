@@ -1,5 +1,6 @@
 // `pnpm demo:client [--url …] [--tool …] [--token …]`: drives every tool, the prompt and the resource of a running
-// mrtr-demo through its whole flow with the official SDK client pinned to 2026-07-28, and prints a timeline per flow.
+// mrtr-demo through its whole flow with the official SDK client pinned to 2026-07-28, and `rollout` (a task) over
+// the wire (src/task-client.ts: the SDK client cannot follow a task), and prints a timeline per flow.
 import { parseArgs } from 'node:util';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import {
@@ -9,21 +10,28 @@ import {
   findTarget,
   type Json,
   PROTOCOL_VERSION,
+  ROLLOUT_TARGET,
   resultText,
   scriptedAnswer,
   sendRound,
   TARGETS,
   type Target,
 } from './flows.js';
+import { rpcClient, runTaskFlow } from './task-client.js';
+
+/** Every flow the client runs: the MRTR ones through the SDK client, then `rollout`, which becomes a task. */
+const ALL_TARGETS: readonly Target[] = [...TARGETS, ROLLOUT_TARGET];
 
 export const CLIENT_USAGE = `Usage: pnpm demo:client [--url http://127.0.0.1:3000/mcp] [--tool NAME] [--token TOKEN]
 
 Runs every tool, the prompt and the resource of a running mrtr-demo through its whole flow with the official
-MCP client (pinned to ${PROTOCOL_VERSION}), answering each question, and prints one timeline per flow.
+MCP client (pinned to ${PROTOCOL_VERSION}), answering each question, and prints one timeline per flow. rollout
+becomes a task: its rounds, tasks/get polls and tasks/update answer go over the wire (the SDK client cannot follow
+a task), declaring the io.modelcontextprotocol/tasks extension.
 
 Options:
   --url URL      the demo's MCP endpoint (default http://127.0.0.1:3000/mcp)
-  --tool NAME    only this one: ${TARGETS.map((t) => t.name).join(', ')}
+  --tool NAME    only this one: ${ALL_TARGETS.map((t) => t.name).join(', ')}
   --token TOKEN  bearer token when the demo runs with MRTR_DEMO_TOKENS (or MRTR_DEMO_TOKEN in the environment)
   -h, --help     show this help
 
@@ -62,9 +70,9 @@ function parse(argv: readonly string[], env: NodeJS.ProcessEnv): Options | 'help
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--url must be http(s)');
   const name = values.tool as string | undefined;
   const one = name === undefined ? undefined : findTarget(name);
-  if (name !== undefined && one === undefined) throw new UsageError(`--tool must be one of ${TARGETS.map((t) => t.name).join(', ')}`);
+  if (name !== undefined && one === undefined) throw new UsageError(`--tool must be one of ${ALL_TARGETS.map((t) => t.name).join(', ')}`);
   const token = (values.token as string | undefined) ?? (env.MRTR_DEMO_TOKEN || undefined);
-  return { url, targets: one === undefined ? [...TARGETS] : [one], token };
+  return { url, targets: one === undefined ? [...ALL_TARGETS] : [one], token };
 }
 
 /** Completes a connect page of the demo like a person would: POST its form (only on the demo's own origin). */
@@ -197,8 +205,9 @@ export async function runClient(argv: readonly string[], env: NodeJS.ProcessEnv 
   let failed = 0;
   let rounds = 0;
   try {
+    const rpc = rpcClient(url, token);
     for (const target of options.targets) {
-      const outcome = await runFlow(client, target, options, say.out);
+      const outcome = target === ROLLOUT_TARGET ? await runTaskFlow(rpc, target, say.out) : await runFlow(client, target, options, say.out);
       rounds += outcome.rounds;
       if (!outcome.ok) failed++;
     }

@@ -47,7 +47,16 @@ export const TARGETS: readonly Target[] = [
   { kind: 'resource', name: 'runbook://{service}', summary: 'a form: enum', args: { service: 'web' } },
 ];
 
+/** `rollout`: a form, then a task. Only clients that declare the tasks extension can call it (the page, the bundled client). */
+export const ROLLOUT_TARGET: Target = {
+  kind: 'tool',
+  name: 'rollout',
+  summary: 'a form, then a task: its status as it runs, an approval midway (production)',
+  args: { service: 'web' },
+};
+
 export function findTarget(name: string): Target | undefined {
+  if (name === ROLLOUT_TARGET.name) return ROLLOUT_TARGET;
   return TARGETS.find((t) => t.name === name || (t.kind === 'resource' && name.startsWith('runbook')));
 }
 
@@ -81,6 +90,56 @@ export function requestOf(target: Target, args: Json, extra: RoundExtra = {}): {
 export async function sendRound(client: Client, target: Target, args: Json, extra: RoundExtra = {}): Promise<Json> {
   const request = requestOf(target, args, extra);
   return (await client.request(request as never, { allowInputRequired: true })) as Json;
+}
+
+/** The JSON-RPC messages of an MCP HTTP response body: one JSON object, or the `data:` lines of an SSE stream. */
+export function parseMessages(text: string): Json[] {
+  const trimmed = text.trim();
+  const parse = (data: string): Json[] => {
+    try {
+      const value: unknown = JSON.parse(data);
+      return value !== null && typeof value === 'object' && !Array.isArray(value) ? [value as Json] : [];
+    } catch {
+      return [];
+    }
+  };
+  if (trimmed.startsWith('{')) return parse(trimmed);
+  return trimmed
+    .split(/\r?\n/)
+    .filter((line) => line.startsWith('data:'))
+    .flatMap((line) => parse(line.slice(5).trim()));
+}
+
+/** Who sends a request by hand: the capabilities it declares (the tasks extension among them) and its client info. */
+export interface WireClient {
+  capabilities: Json;
+  clientInfo: Json;
+}
+
+/**
+ * The headers and body of a 2026-07-28 request sent without the SDK client (which cannot follow a task): the
+ * `_meta` envelope, and `Mcp-Name` = the tool name for `tools/call`, the task id for `tasks/*`.
+ */
+export function wireRequest(
+  id: string | number,
+  method: string,
+  params: Json,
+  client: WireClient,
+): { headers: Record<string, string>; body: string } {
+  const name = method === 'tools/call' ? params.name : params.taskId;
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': PROTOCOL_VERSION,
+    'mcp-method': method,
+    ...(typeof name === 'string' && { 'mcp-name': name }),
+  };
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+    'io.modelcontextprotocol/clientCapabilities': client.capabilities,
+    'io.modelcontextprotocol/clientInfo': client.clientInfo,
+  };
+  return { headers, body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: meta } }) };
 }
 
 /** The capabilities both clients declare: every kind of question the demo asks. */

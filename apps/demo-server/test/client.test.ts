@@ -49,7 +49,7 @@ describe('pnpm demo:client', () => {
     const { code, out, err } = await runClient(['--url', demo.url]);
     expect(err).toBe('');
     expect(code).toBe(0);
-    expect(out).toContain('7/7 flow(s) completed in 16 round(s)');
+    expect(out).toContain('8/8 flow(s) completed in 18 round(s)');
     for (const name of [
       'delete_files',
       'deploy',
@@ -58,9 +58,15 @@ describe('pnpm demo:client', () => {
       'connect_account',
       'incident_report',
       'runbook://{service}',
+      'rollout',
     ]) {
       expect(out).toContain(` ${name} `);
     }
+    // rollout: the environment round, then a task followed with tasks/get; its approval answered with tasks/update.
+    expect(out).toMatch(/ {2}2 {2}→ task \S+… \(working; tasks\/get every \d+ ms\)/);
+    expect(out).toContain('↳ input_required');
+    expect(out).toContain('answers approve_rollout (form: approve) with tasks/update');
+    expect(out).toMatch(/✓ completed: Rolled web release \S+ out to production: 10 of 10 instances\./);
     expect(out).toContain('Deployed web to production');
     expect(out).toContain('Connected your github account');
     expect(out).toMatch(/page \/connect\/\S+ completed \(HTTP 200\)/);
@@ -88,6 +94,10 @@ describe('pnpm demo:client', () => {
     const env = await runClient(['--url', demo.url, '--tool', 'runbook'], { MRTR_DEMO_TOKEN: token });
     expect(env.code).toBe(0);
     expect(env.out).toContain('# web runbook (production)');
+    const task = await runClient(['--url', demo.url, '--tool', 'rollout', '--token', token]);
+    expect(task.code).toBe(0);
+    expect(task.out).toContain('1/1 flow(s) completed in 2 round(s)');
+    expect(task.out).toContain('✓ completed: Rolled web release');
   });
 
   it('answers usage errors with exit code 2 and --help with 0', async () => {

@@ -94,6 +94,17 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
     await page.locator('#timeline > li').nth(before).waitFor();
   }
 
+  /**
+   * Whether the heading of the newest timeline entry lies inside the viewport (its bounding box against the window):
+   * the page scrolls each new round into view, so nobody has to scroll to see what just happened.
+   */
+  const newestInView = (page: Page): Promise<boolean> =>
+    page.locator('#timeline > li:last-child > h3').evaluate((heading) => {
+      const box = heading.getBoundingClientRect();
+      const viewport = (globalThis as unknown as { innerHeight: number }).innerHeight;
+      return box.height > 0 && box.top >= 0 && box.bottom <= viewport;
+    });
+
   /** Presses an attack button and returns the verdict of the entry it adds. */
   async function attack(page: Page, id: string): Promise<{ code: string; error: string; text: string }> {
     const attacks = page.locator('#timeline > li[data-attack]');
@@ -111,19 +122,33 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
 
   it('completes deploy to production through the forms, showing each state with its codec, kid and readable claims', async () => {
     const page = await open(hmac, TOKEN);
+    // A small window (the timeline soon taller than it), and no scroll anchoring (as in browsers without it, Safari):
+    // the page itself must bring each new round on screen.
+    await page.setViewportSize({ width: 1100, height: 420 });
+    for (const scroller of ['html', 'body']) {
+      await page.locator(scroller).evaluate((node) => {
+        (node as unknown as { style: { overflowAnchor: string } }).style.overflowAnchor = 'none';
+      });
+    }
     await call(page, 'tool deploy');
     const first = page.locator('#timeline > li').first();
     await expect.poll(() => first.locator('.state-info').getAttribute('data-codec')).toBe('hmac');
     expect(await first.locator('.state-info').textContent()).toMatch(/requestState: \d+ bytes · codec hmac · kid k2/);
     expect(await first.locator('.note').textContent()).toContain('This client (and anyone who sees the token) can read these claims');
+    await expect.poll(() => newestInView(page)).toBe(true);
     await page.selectOption('select[data-field="environment"]', 'production');
     await send(page);
+    await expect.poll(() => newestInView(page)).toBe(true);
     await page.check('input[data-field="confirm"]');
     await send(page);
+    await expect.poll(() => newestInView(page)).toBe(true);
     await page.fill('input[data-field="service"]', 'web');
     await send(page);
     const done = page.locator('#timeline > li[data-kind="complete"]');
     await done.waitFor();
+    // After four rounds (the timeline taller than the window), the newest round is on screen without scrolling.
+    expect(await page.locator('#timeline > li').count()).toBe(4);
+    await expect.poll(() => newestInView(page)).toBe(true);
     expect(await done.textContent()).toContain('Deployed web to production');
     expect(await done.locator('.verdict').textContent()).toBe('✓ COMPLETE after 4 round(s).');
     // The replay button works on the spent state of the finished flow.
@@ -341,6 +366,8 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
     const done = page.locator('#timeline > li[data-kind="complete"]');
     await done.waitFor();
     expect(await done.locator('.result-text').textContent()).toMatch(/^Rolled web release \S+ out to production: 10 of 10 instances\.$/);
+    // The task panel above the timeline grew with every status; the newest entry is still on screen.
+    await expect.poll(() => newestInView(page)).toBe(true);
     expect(await page.textContent('#task-status')).toBe('completed');
     const steps = await taskSteps(page);
     expect(steps.at(-1)).toBe('completed');

@@ -10,8 +10,11 @@ import {
   requestOf,
   resultText,
   scriptedAnswer,
+  ROLLOUT_TARGET,
   sendRound,
   TARGETS,
+  parseMessages,
+  wireRequest,
   type Target,
   optionsOf,
   type PlaygroundConfig,
@@ -24,15 +27,7 @@ const PLAYGROUND_CAPABILITIES = { ...CLIENT_CAPABILITIES, extensions: { [TASKS_E
 const CLIENT_INFO = { name: 'mrtr-playground', version: '0.1.0' } as const;
 
 /** The page's targets: the shared ones, and `rollout`, which becomes a task (only this page declares the extension). */
-const PLAYGROUND_TARGETS: readonly Target[] = [
-  ...TARGETS,
-  {
-    kind: 'tool',
-    name: 'rollout',
-    summary: 'a form, then a task: its status as it runs, an approval midway (production)',
-    args: { service: 'web' },
-  },
-];
+const PLAYGROUND_TARGETS: readonly Target[] = [...TARGETS, ROLLOUT_TARGET];
 
 /** Task statuses after which nothing changes. */
 const FINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
@@ -146,24 +141,6 @@ async function connected(path: string = flow?.path ?? selectedPath()): Promise<C
   return next;
 }
 
-/** The JSON-RPC messages of a response body (JSON, or the `data:` lines of an SSE stream). */
-function parseMessages(text: string): Json[] {
-  const trimmed = text.trim();
-  const parse = (data: string): Json[] => {
-    try {
-      const value: unknown = JSON.parse(data);
-      return value !== null && typeof value === 'object' && !Array.isArray(value) ? [value as Json] : [];
-    } catch {
-      return [];
-    }
-  };
-  if (trimmed.startsWith('{')) return parse(trimmed);
-  return trimmed
-    .split(/\r?\n/)
-    .filter((line) => line.startsWith('data:'))
-    .flatMap((line) => parse(line.slice(5).trim()));
-}
-
 /**
  * The task handle of the last `tools/call`, read off the wire: the SDK 2.4.0 client does not know the tasks
  * extension and rejects a `resultType: "task"` answer ("Unsupported result type 'task'") without handing it over.
@@ -205,30 +182,12 @@ async function taskRequest(
   params: Json & { taskId: string },
 ): Promise<Json> {
   const id = `playground-task-${++taskRpcId}`;
+  const { headers, body } = wireRequest(id, method, params, { capabilities: PLAYGROUND_CAPABILITIES, clientInfo: CLIENT_INFO });
   const response = await fetch(new URL(path, location.origin), {
     method: 'POST',
     cache: 'no-store',
-    headers: {
-      ...authHeaders(),
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': PROTOCOL_VERSION,
-      'mcp-method': method,
-      'mcp-name': params.taskId,
-    },
-    body: JSON.stringify({
-      jsonrpc: '2.0',
-      id,
-      method,
-      params: {
-        ...params,
-        _meta: {
-          'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-          'io.modelcontextprotocol/clientCapabilities': PLAYGROUND_CAPABILITIES,
-          'io.modelcontextprotocol/clientInfo': CLIENT_INFO,
-        },
-      },
-    }),
+    headers: { ...authHeaders(), ...headers },
+    body,
   });
   const messages = parseMessages(await response.text());
   const reply = messages.find((m) => m.id === id);
@@ -258,7 +217,9 @@ async function newRejections(): Promise<RecordedRejection[]> {
 function entry(kind: string, title: string, ...children: (Node | string)[]): HTMLLIElement {
   const li = el('li', { 'data-kind': kind }, el('h3', {}, title), ...children);
   $('timeline').append(li);
-  li.scrollIntoView({ block: 'nearest' });
+  // The newest entry on screen without scrolling: once this turn's other changes above the timeline (the form
+  // re-rendered for the next question, the task panel's new status) are laid out, so they cannot push it away.
+  requestAnimationFrame(() => li.scrollIntoView({ block: 'nearest' }));
   return li;
 }
 
