@@ -76,8 +76,8 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
   /**
    * Store name inside the prefix (`prefix + namespace + ":"`, with `%` and `:` percent-encoded so two
    * namespaces never share a key). Stores with the same prefix and namespace share their tasks. The default
-   * (`''`, the default of every `@mrtr/store-*` store) is keyed as `default`, as before issue 22 when `'default'`
-   * was this option's default: so `''` and `'default'` name the same store and existing keys stay in use.
+   * (`''`, the default of every `@mrtr/store-*` store) is keyed as `default`, this option's former
+   * default: so `''` and `'default'` name the same store and existing keys stay in use.
    * @default ''
    */
   namespace?: string | undefined;
@@ -112,13 +112,6 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
    * @default (error) => console.warn(error.message)
    */
   onError?: ((error: BackgroundError) => void) | undefined;
-  /**
-   * Former name of `onError`, receiving the message alone (kept for one release; giving both with different
-   * values is a `TypeError`).
-   * @deprecated use `onError` (`error.message` is the string this hook receives)
-   * @default (message) => console.warn(message)
-   */
-  onWarning?: ((message: string) => void) | undefined;
   /**
    * Most reads-and-writes one `update` tries when other instances change the task at the same moment (1–1000);
    * then it rejects `ERR_STORE_UNAVAILABLE`, the record as the others left it. Default `32`.
