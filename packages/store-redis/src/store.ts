@@ -7,9 +7,7 @@ import { exchangeFingerprints } from './fingerprints.js';
 import { fail, notWritten, REPLAYED, resolveLost } from './lost-reply.js';
 import { createOutcomeQueue } from './outcomes.js';
 import { parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
-
-/** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
-const MAX_FINGERPRINT_LENGTH = 256;
+import { fingerprintMisuse } from './scripts.js';
 
 /**
  * Replay store on Redis ≥ 6.2. Each `consume` is one atomic `SET key <owner> NX PXAT expiresAtMs` on
@@ -109,16 +107,6 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   // Outcome recording. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
   // `p:<fp>:<owner>` and `record` turns it into `d:<fp>:<outcome>`: one key per id, so the two share the ledger.
 
-  const checkFingerprint = (fingerprint: unknown, method: string): Error | undefined => {
-    if (typeof fingerprint !== 'string' || fingerprint.length === 0 || fingerprint.includes(':')) {
-      return new TypeError(`${method}: fingerprint must be a non-empty string without ":"`);
-    }
-    if (fingerprint.length > MAX_FINGERPRINT_LENGTH) {
-      return new RangeError(`${method}: fingerprint must be at most ${MAX_FINGERPRINT_LENGTH} characters`);
-    }
-    return undefined;
-  };
-
   // Claims and records: batched like consumes (one script call per batch, one per hash slot on a Cluster).
   const ledgerBase = keyPrefix.slice(0, -1);
   const outcomes = createOutcomeQueue(
@@ -164,7 +152,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
       return Promise.reject(new TypeError('claim: expiresAtMs must be a finite number'));
     }
-    const misuse = checkFingerprint(fingerprint, 'claim');
+    const misuse = fingerprintMisuse('claim', fingerprint);
     if (misuse !== undefined) return Promise.reject(misuse);
     // As for consume: an id that could not be remembered is never a first use.
     if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
@@ -176,7 +164,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
     if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
     if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
-    const misuse = checkFingerprint(fingerprint, 'record');
+    const misuse = fingerprintMisuse('record', fingerprint);
     if (misuse !== undefined) return Promise.reject(misuse);
     if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
     // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
