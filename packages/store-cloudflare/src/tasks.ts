@@ -41,6 +41,38 @@ export interface DurableObjectTaskStoreOptions extends TaskStoreLimits {
 
 const LABEL = 'createDurableObjectTaskStore';
 
+/** The record and its version, or `undefined` (unknown or expired). A corrupt record fails closed. */
+async function readTask(objects: Objects, now: () => number, taskId: string): Promise<{ record: TaskRecord; version: string } | undefined> {
+  let answer: Record<string, unknown>;
+  try {
+    answer = await objects.call(taskId, { op: 'tget', taskId, t: now() });
+  } catch (error) {
+    return fail(error);
+  }
+  if (answer.found !== true) return undefined;
+  if (typeof answer.body !== 'string' || typeof answer.version !== 'string') return fail(new Error('unexpected answer to get'));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(answer.body);
+  } catch (cause) {
+    return fail(cause);
+  }
+  const record = asTaskRecord(parsed);
+  if (record === undefined || record.taskId !== taskId) return fail(new Error('the stored task is not a task record'));
+  return { record, version: answer.version };
+}
+
+/** After a lost reply to a write: whether the task now holds `version` (this call's write landed); else fail closed. */
+async function landedWrite(objects: Objects, now: () => number, taskId: string, version: string, original: unknown): Promise<void> {
+  let held: { version: string } | undefined;
+  try {
+    held = await readTask(objects, now, taskId);
+  } catch {
+    return fail(original);
+  }
+  if (held?.version !== version) fail(original);
+}
+
 /**
  * A {@link TaskStore} on Cloudflare Durable Objects. `create` counts and inserts in one SQLite transaction of the
  * object holding the task (per-principal bounds, `maxTasks` making room from the heaviest holder's final tasks);
@@ -77,37 +109,8 @@ export function createDurableObjectTaskStore(options: DurableObjectTaskStoreOpti
     return at;
   };
 
-  /** The record and its version, or `undefined` (unknown or expired). A corrupt record fails closed. */
-  const read = async (taskId: string): Promise<{ record: TaskRecord; version: string } | undefined> => {
-    let answer: Record<string, unknown>;
-    try {
-      answer = await objects.call(taskId, { op: 'tget', taskId, t: now() });
-    } catch (error) {
-      return fail(error);
-    }
-    if (answer.found !== true) return undefined;
-    if (typeof answer.body !== 'string' || typeof answer.version !== 'string') return fail(new Error('unexpected answer to get'));
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(answer.body);
-    } catch (cause) {
-      return fail(cause);
-    }
-    const record = asTaskRecord(parsed);
-    if (record === undefined || record.taskId !== taskId) return fail(new Error('the stored task is not a task record'));
-    return { record, version: answer.version };
-  };
-
-  /** After a lost reply to a write: whether the task now holds `version` (this call's write landed); else fail closed. */
-  const landed = async (taskId: string, version: string, original: unknown): Promise<void> => {
-    let held: { version: string } | undefined;
-    try {
-      held = await read(taskId);
-    } catch {
-      return fail(original);
-    }
-    if (held?.version !== version) fail(original);
-  };
+  const read = (taskId: string) => readTask(objects, now, taskId);
+  const landed = (taskId: string, version: string, original: unknown) => landedWrite(objects, now, taskId, version, original);
 
   const create = async (record: TaskRecord): Promise<void> => {
     if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
