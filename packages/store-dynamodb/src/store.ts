@@ -1,18 +1,8 @@
 import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
 import { base64urlEncode, MAX_FINGERPRINT_MISSES, parseOutcomeStoreLimits, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
-import {
-  type BucketCounter,
-  bucketCounter,
-  type DynamoConnectionOptions,
-  hash,
-  num,
-  openTable,
-  readItem,
-  str,
-  type Table,
-  ttlOf,
-} from './table.js';
+import type { BucketCounter, Table } from './table.js';
+import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
 
 // One item per id, `r#<namespace>#<H(id)>`: `exp` (ms), `ttl` (s, for DynamoDB's TTL), `o` (an owner value only the
 // call that wrote the item knows), `k` (`c` consume, `p` claimed, `d` recorded, `x` done, not kept), and for a claim

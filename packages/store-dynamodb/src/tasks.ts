@@ -25,17 +25,8 @@ import {
   TaskLimitError,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
-import {
-  type BucketCounter,
-  bucketCounter,
-  type DynamoConnectionOptions,
-  hash,
-  openTable,
-  readItem,
-  str,
-  type Table,
-  ttlOf,
-} from './table.js';
+import type { BucketCounter, Table } from './table.js';
+import { bucketCounter, type DynamoConnectionOptions, hash, openTable, readItem, str, ttlOf } from './table.js';
 
 const LABEL = 'createDynamoTaskStore';
 const MAX_TASK_ID_LENGTH = 256;
