@@ -5,7 +5,7 @@ import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } fr
 import { evalScript } from './batching.js';
 import type { RedisConnection } from './connection.js';
 import { hashSlot } from './hash-slot.js';
-import { FIRST, PENDING, REPLAYED } from './lost-reply.js';
+import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
 
 /**
  * Outcome recording (`claim`, `record`) on Redis: one Lua script runs a batch of claims and records, each on its
@@ -184,19 +184,13 @@ function settle(op: Op, reply: unknown): void {
  * value → what the script answers on it; none → unknown. A record: its own outcome → `true`; done otherwise
  * with its fingerprint → `false`; anything else → unknown. Unknown fails closed.
  */
-async function resolveLostOps(connection: RedisConnection, group: Op[], original: unknown): Promise<void> {
+function resolveLostOps(connection: RedisConnection, group: Op[], original: unknown): Promise<void> {
   const failure = original instanceof StoreUnavailableError ? original : new StoreUnavailableError({ cause: original });
-  let stored: (string | null)[];
-  try {
-    stored = await connection.bounded(connection.commands.mget(...group.map((op) => op.key)));
-  } catch {
-    for (const op of group) op.reject(failure);
-    return;
-  }
-  group.forEach((op, i) => {
-    const answer = outcomeFromValue(op, stored[i]);
-    if (answer === undefined) op.reject(failure);
-    else op.resolve(answer);
+  return settleFromValues(connection, group, failure, (op, value) => {
+    const answer = outcomeFromValue(op, value);
+    if (answer === undefined) return false;
+    op.resolve(answer);
+    return true;
   });
 }
 
