@@ -2,9 +2,8 @@ import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
 import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
-import { evalScript } from './batching.js';
+import { evalScript, runBySlot } from './batching.js';
 import type { RedisConnection } from './connection.js';
-import { hashSlot } from './hash-slot.js';
 import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
 
 /**
@@ -256,22 +255,7 @@ export function createOutcomeQueue(
     });
   };
 
-  const run = async (batch: Op[]): Promise<void> => {
-    if (isClosed()) {
-      const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
-      for (const op of batch) op.reject(failure);
-      return;
-    }
-    if (!isCluster || batch.length === 1) return sendGroup(batch);
-    const slots = new Map<number, Op[]>();
-    for (const op of batch) {
-      const slot = hashSlot(op.key);
-      const group = slots.get(slot);
-      if (group === undefined) slots.set(slot, [op]);
-      else group.push(op);
-    }
-    await Promise.all([...slots.values()].map(sendGroup));
-  };
+  const run = (batch: Op[]): Promise<void> => runBySlot(batch, isCluster, isClosed, sendGroup);
 
   const batcher = createBatcher<Op, unknown>({
     maxBatchSize,
