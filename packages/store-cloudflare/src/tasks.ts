@@ -1,13 +1,14 @@
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
+  assertTaskUpdateArguments,
   fnOption,
   intOption,
   isTerminalStatus,
   optionsObject,
   ownerValues,
   parseTaskStoreLimits,
+  runTaskUpdate,
   StoreUnavailableError,
   stringOption,
   TaskLimitError,
@@ -158,43 +159,37 @@ export function createDurableObjectTaskStore(options: DurableObjectTaskStoreOpti
   };
 
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
+    assertTaskUpdateArguments(LABEL, taskId, change);
     open();
     if (taskId.length === 0) return undefined;
-    for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-      const current = await read(taskId);
-      if (current === undefined) return undefined;
-      const before = current.record;
-      const next = change(structuredClone(before));
-      if (next === undefined) return before;
-      assertTaskChange(`${LABEL}: update`, before, next);
-      const body = serialize(next);
-      const [version] = ownerValues(1) as [string];
-      let answer: Record<string, unknown>;
-      try {
-        answer = await objects.call(taskId, {
-          op: 'tput',
-          taskId,
-          version: current.version,
-          next: version,
-          body,
-          final: isTerminalStatus(next.status),
-          expires: expiryOf(next),
-          t: now(),
-        });
-      } catch (error) {
-        if (error instanceof ObjectRefused) return fail(error);
-        await landed(taskId, version, error);
-        return JSON.parse(body) as TaskRecord;
-      }
-      if (answer.put === 'ok') return JSON.parse(body) as TaskRecord;
-      if (answer.put === 'gone') return undefined;
-      if (answer.put !== 'conflict') return fail(new Error('unexpected answer to update'));
-      // Changed meanwhile: read it again. From the third try on, a short random pause spreads the contenders.
-      if (attempt >= 2) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(20, attempt * 2)));
-    }
-    return fail(new Error(`update: the task kept changing during ${maxUpdateAttempts} attempts`));
+    return runTaskUpdate(LABEL, taskId, change, maxUpdateAttempts, {
+      read: () => read(taskId),
+      write: async (current, next) => {
+        const body = serialize(next);
+        const [version] = ownerValues(1) as [string];
+        let answer: Record<string, unknown>;
+        try {
+          answer = await objects.call(taskId, {
+            op: 'tput',
+            taskId,
+            version: current.version,
+            next: version,
+            body,
+            final: isTerminalStatus(next.status),
+            expires: expiryOf(next),
+            t: now(),
+          });
+        } catch (error) {
+          if (error instanceof ObjectRefused) return fail(error);
+          await landed(taskId, version, error);
+          return JSON.parse(body) as TaskRecord;
+        }
+        if (answer.put === 'ok') return JSON.parse(body) as TaskRecord;
+        if (answer.put === 'gone') return undefined;
+        if (answer.put !== 'conflict') return fail(new Error('unexpected answer to update'));
+        return 'conflict';
+      },
+    });
   };
 
   return {

@@ -15,14 +15,16 @@ import { type AttributeValue, DeleteItemCommand, PutItemCommand, QueryCommand } 
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
+  assertTaskUpdateArguments,
   base64urlEncode,
-  intOption,
   isTerminalStatus,
   parseTaskStoreLimits,
+  parseTaskUpdateOptions,
   randomBytes,
+  runTaskUpdate,
   StoreUnavailableError,
   TaskLimitError,
+  type TaskUpdateOptions,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
 import type { BucketCounter, Table } from './table.js';
@@ -34,7 +36,7 @@ const MAX_TASK_ID_LENGTH = 256;
 const COUNT_BUCKET_MS = 300_000;
 
 /** Options of {@link createDynamoTaskStore}: the table, the bounds (16 unfinished and 256 kept per principal, 100,000 in all) and these. */
-export interface DynamoTaskStoreOptions extends DynamoConnectionOptions, TaskStoreLimits {
+export interface DynamoTaskStoreOptions extends DynamoConnectionOptions, TaskStoreLimits, TaskUpdateOptions {
   /**
    * Most read-and-write rounds one operation tries when other instances change the same item at the same moment
    * (1–1000); then it rejects `ERR_STORE_UNAVAILABLE`.
@@ -274,7 +276,7 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
   const table = openTable(LABEL, options);
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
-  const maxAttempts = intOption(`${LABEL}: maxUpdateAttempts`, options.maxUpdateAttempts, 32, 1, 1000);
+  const { maxUpdateAttempts: maxAttempts } = parseTaskUpdateOptions(LABEL, options);
   const { tableName } = table;
   const count = bucketCounter(table, table.key('n', 'count'), COUNT_BUCKET_MS);
   const taskKey = (member: string) => table.key('t', member);
@@ -290,62 +292,58 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
   };
 
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
+    assertTaskUpdateArguments(LABEL, taskId, change);
     if (table.closed) throw unavailable('store is closed');
     const member = hash(taskId);
-    for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const current = await read(taskId);
-      if (current === undefined) return undefined;
-      const before = current.record;
-      const next = change(structuredClone(before));
-      if (next === undefined) return before;
-      assertTaskChange(`${LABEL}: update`, before, next);
-      const exp = taskExpiresAt(next);
-      if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
-      const holder = hash(before.principal);
-      const oldExp = taskExpiresAt(before);
-      const json = JSON.stringify(next);
-      // Counts first: the entry's expiry and the store-wide count never fall behind the task's.
-      if (exp > oldExp) {
-        await changePrincipal(holder, (entries) => {
-          const entry = entries[member];
-          if (entry === undefined || entry[0] >= exp) return false;
-          entry[0] = exp;
-          return true;
-        });
-        if (Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS)) await count.take(1, exp, Number.MAX_SAFE_INTEGER);
-      }
-      const version = newVersion();
-      const written = await table.send(
-        new PutItemCommand({
-          TableName: tableName,
-          Item: { ...taskKey(member), rec: { S: json }, v: { S: version }, exp: { N: String(exp) }, ttl: { N: ttlOf(exp) } },
-          ConditionExpression: '#v = :v',
-          ExpressionAttributeNames: { '#v': 'v' },
-          ExpressionAttributeValues: { ':v': { S: current.version } },
-        }),
-      );
-      const moved = exp > oldExp && Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS);
-      let ours = written !== 'condition';
-      if (!ours) ours = str((await readItem(table, taskKey(member)))?.v) === version; // the SDK retried our own put
-      if (!ours) {
-        if (moved) await table.release('a task slot', () => count.give(1, exp));
-        await pause(attempt);
-        continue;
-      }
-      if (moved) await table.release('a task slot', () => count.give(1, oldExp));
-      if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
-        await changePrincipal(holder, (entries) => {
-          const entry = entries[member];
-          if (entry === undefined || entry[1] === 1) return false;
-          entry[1] = 1;
-          return true;
-        });
-      }
-      return JSON.parse(json) as TaskRecord;
-    }
-    throw unavailable(`update: the task kept changing during ${maxAttempts} attempts`);
+    return runTaskUpdate(LABEL, taskId, change, maxAttempts, {
+      read: () => read(taskId),
+      write: async (current, next) => {
+        const exp = taskExpiresAt(next);
+        if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
+        const before = current.record;
+        const holder = hash(before.principal);
+        const oldExp = taskExpiresAt(before);
+        const json = JSON.stringify(next);
+        // Counts first: the entry's expiry and the store-wide count never fall behind the task's.
+        if (exp > oldExp) {
+          await changePrincipal(holder, (entries) => {
+            const entry = entries[member];
+            if (entry === undefined || entry[0] >= exp) return false;
+            entry[0] = exp;
+            return true;
+          });
+          if (Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS)) await count.take(1, exp, Number.MAX_SAFE_INTEGER);
+        }
+        const version = newVersion();
+        const written = await table.send(
+          new PutItemCommand({
+            TableName: tableName,
+            Item: { ...taskKey(member), rec: { S: json }, v: { S: version }, exp: { N: String(exp) }, ttl: { N: ttlOf(exp) } },
+            ConditionExpression: '#v = :v',
+            ExpressionAttributeNames: { '#v': 'v' },
+            ExpressionAttributeValues: { ':v': { S: current.version } },
+          }),
+        );
+        const moved = exp > oldExp && Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS);
+        let ours = written !== 'condition';
+        if (!ours) ours = str((await readItem(table, taskKey(member)))?.v) === version; // the SDK retried our own put
+        if (!ours) {
+          if (moved) await table.release('a task slot', () => count.give(1, exp));
+          return 'conflict';
+        }
+        if (moved) await table.release('a task slot', () => count.give(1, oldExp));
+        if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
+          await changePrincipal(holder, (entries) => {
+            const entry = entries[member];
+            if (entry === undefined || entry[1] === 1) return false;
+            entry[1] = 1;
+            return true;
+          });
+        }
+        return JSON.parse(json) as TaskRecord;
+      },
+      exhausted: (attempts) => unavailable(`update: the task kept changing during ${attempts} attempts`),
+    });
   };
 
   return {

@@ -31,14 +31,16 @@ import { createHash } from 'node:crypto';
 import { MrtrError, type TaskRecord, type TaskStore, type TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
+  assertTaskUpdateArguments,
   type BackgroundError,
   base64urlEncode,
   intOption,
   isTerminalStatus,
   optionsObject,
   parseTaskStoreLimits,
+  parseTaskUpdateOptions,
   randomBytes,
+  runTaskUpdate,
   stringOption,
   StoreUnavailableError,
   TaskLimitError,
@@ -303,7 +305,7 @@ function parseTaskStoreOptions(options: RedisTaskStoreOptions): ParsedTaskStoreO
   const commandTimeoutMs = intOption(`${LABEL}: commandTimeoutMs`, options.commandTimeoutMs, 1000, 1, MAX_TIMER_MS);
   const connectTimeoutMs = intOption(`${LABEL}: connectTimeoutMs`, options.connectTimeoutMs, 2000, 1, MAX_TIMER_MS);
   const maxReconnectDelayMs = intOption(`${LABEL}: maxReconnectDelayMs`, options.maxReconnectDelayMs, 2000, 1, MAX_TIMER_MS);
-  const maxUpdateAttempts = intOption(`${LABEL}: maxUpdateAttempts`, options.maxUpdateAttempts, 32, 1, 1000);
+  const { maxUpdateAttempts } = parseTaskUpdateOptions(LABEL, options);
   const onError = onErrorOption(LABEL, options);
   const redisOptions = redisOptionsOption(LABEL, options.redisOptions);
   return {
@@ -519,51 +521,48 @@ async function updateTask(
   const { keyPrefix, maxUpdateAttempts } = options;
   const member = digest(taskId);
   const key = `${keyPrefix}t:{${member}}`;
-  for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-    const current = await read(taskId, key);
-    if (current === undefined) return undefined;
-    const before = current.record;
+  return runTaskUpdate(LABEL, taskId, change, maxUpdateAttempts, {
+    read: () => read(taskId, key),
     // `change` gets its own copy: a second parse of the stored JSON (cheaper than structuredClone).
-    const next = change(JSON.parse(current.json) as TaskRecord);
-    if (next === undefined) return before;
-    assertTaskChange(`${LABEL}: update`, before, next);
-    const at = taskExpiresAt(next);
-    if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
-    const json = JSON.stringify(next);
-    const { keys, who } = bookKeys(before.principal);
-    const bump = at > taskExpiresAt(before);
-    const becameFinal = !isTerminalStatus(before.status) && isTerminalStatus(next.status);
-    const version = newVersion();
-    let reply: unknown;
-    try {
-      reply = isCluster
-        ? await casInSteps(link, keys, key, member, current.version, version + json, at, bump)
-        : await link.script(
-            CAS_BOOKS_SCRIPT,
-            CAS_BOOKS_SHA,
-            [key, ...keys],
-            [current.version, version + json, at, member, who, bump ? 1 : 0, becameFinal ? 1 : 0],
-          );
-    } catch (error) {
-      if (notWritten(error)) throw error;
-      // Lost reply: written only if the key now holds this call's version; else unknown (fail closed).
-      const stored = await link.call(() => link.commands.get(key)).catch(() => fail(error));
-      if (typeof stored !== 'string' || !stored.startsWith(version)) fail(error);
-      reply = 2;
-    }
-    if (reply === 0) return undefined;
-    if (reply === 2) {
-      if (isCluster && becameFinal) {
-        // Best effort: a leftover live entry only counts until its expiry (and the task cannot make room meanwhile).
-        await link.script(FINAL_SCRIPT, FINAL_SHA, keys, [member, who]).catch(() => undefined);
+    copy: (current) => JSON.parse(current.json) as TaskRecord,
+    write: async (current, next) => {
+      const at = taskExpiresAt(next);
+      if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
+      const before = current.record;
+      const json = JSON.stringify(next);
+      const { keys, who } = bookKeys(before.principal);
+      const bump = at > taskExpiresAt(before);
+      const becameFinal = !isTerminalStatus(before.status) && isTerminalStatus(next.status);
+      const version = newVersion();
+      let reply: unknown;
+      try {
+        reply = isCluster
+          ? await casInSteps(link, keys, key, member, current.version, version + json, at, bump)
+          : await link.script(
+              CAS_BOOKS_SCRIPT,
+              CAS_BOOKS_SHA,
+              [key, ...keys],
+              [current.version, version + json, at, member, who, bump ? 1 : 0, becameFinal ? 1 : 0],
+            );
+      } catch (error) {
+        if (notWritten(error)) throw error;
+        // Lost reply: written only if the key now holds this call's version; else unknown (fail closed).
+        const stored = await link.call(() => link.commands.get(key)).catch(() => fail(error));
+        if (typeof stored !== 'string' || !stored.startsWith(version)) fail(error);
+        reply = 2;
       }
-      return JSON.parse(json) as TaskRecord;
-    }
-    if (reply !== 1) fail(new Error('unexpected reply to the task compare-and-set script'));
-    // Changed meanwhile: read it again. From the third try on, a short random pause spreads the contenders.
-    if (attempt >= 2) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(20, attempt * 2)));
-  }
-  return fail(new Error(`update: the task kept changing during ${maxUpdateAttempts} attempts`));
+      if (reply === 0) return undefined;
+      if (reply === 2) {
+        if (isCluster && becameFinal) {
+          // Best effort: a leftover live entry only counts until its expiry (and the task cannot make room meanwhile).
+          await link.script(FINAL_SCRIPT, FINAL_SHA, keys, [member, who]).catch(() => undefined);
+        }
+        return JSON.parse(json) as TaskRecord;
+      }
+      if (reply !== 1) fail(new Error('unexpected reply to the task compare-and-set script'));
+      return 'conflict';
+    },
+  });
 }
 
 /** A Cluster: the entries' scores raised first (an entry is never scored before its task's expiry), then the compare-and-set. */
@@ -616,8 +615,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
   };
 
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
+    assertTaskUpdateArguments(LABEL, taskId, change);
     if (closed) fail(new Error('store is closed'));
     return updateTask(tasks, taskId, change);
   };
