@@ -1,4 +1,5 @@
 import { defineConfig } from 'tsup';
 import { packageConfig } from '../../tsup.config.base.ts';
 
-export default defineConfig(packageConfig());
+// `scripts`: the Lua and value rules `@mrtr/store-upstash` shares, without ioredis or Node built-ins.
+export default defineConfig(packageConfig({ entry: ['src/index.ts', 'src/scripts.ts'] }));

@@ -55,6 +55,13 @@ export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
+export {
+  assertTaskUpdateArguments,
+  parseTaskUpdateOptions,
+  runTaskUpdate,
+  type TaskUpdateOptions,
+  type TaskUpdateSteps,
+} from './task-options.js';
 export { readTokenPrefix, type TokenPrefix } from './token.js';
 export {
   BackgroundError,

@@ -44,6 +44,14 @@ const count = (m: Message, key: string): number => {
   if (!Number.isSafeInteger(v) || v < 0) throw new BadRequest(`${key} must be a non-negative integer`);
   return v;
 };
+const flag = (m: Message, key: string): boolean => m[key] === true;
+type Reader = (m: Message, key: string) => unknown;
+/** The fields of a request that `spec` names, each read (and checked, in this order) by its reader. */
+function fields<S extends Record<string, Reader>>(m: Message, spec: S): { [K in keyof S]: ReturnType<S[K]> } {
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(spec)) out[key] = (spec[key] as Reader)(m, key);
+  return out as { [K in keyof S]: ReturnType<S[K]> };
+}
 
 interface IdRow {
   exp: number;
@@ -164,11 +172,7 @@ export class MrtrStoreObject {
 
   /** `consume` (fp null) and `claim`: takes the id if it is not live, else answers how it is held. */
   #take(m: Message, fp: string | null): Message {
-    const id = str(m, 'id');
-    const exp = num(m, 'exp');
-    const t = num(m, 't');
-    const owner = str(m, 'owner');
-    const max = count(m, 'max');
+    const { id, exp, t, owner, max } = fields(m, { id: str, exp: num, t: num, owner: str, max: count });
     const row = this.#row(id);
     if (row !== undefined && row.exp >= t) {
       this.#purgeIds(t, PURGE_PER_WRITE);
@@ -199,13 +203,15 @@ export class MrtrStoreObject {
   }
 
   #record(m: Message): Message {
-    const id = str(m, 'id');
-    const fp = str(m, 'fp');
-    const outcome = str(m, 'outcome');
-    const t = num(m, 't');
-    const maxOutcome = count(m, 'maxOutcome');
-    const budget = count(m, 'budget');
-    const rowner = str(m, 'rowner');
+    const { id, fp, outcome, t, maxOutcome, budget, rowner } = fields(m, {
+      id: str,
+      fp: str,
+      outcome: str,
+      t: num,
+      maxOutcome: count,
+      budget: count,
+      rowner: str,
+    });
     const row = this.#row(id);
     if (row === undefined || row.fp !== fp || row.outcome !== null || row.exp < t) return { stored: false };
     let kept = outcome.length <= maxOutcome;
@@ -249,16 +255,18 @@ export class MrtrStoreObject {
   }
 
   #createTask(m: Message): Message {
-    const taskId = str(m, 'taskId');
-    const principal = str(m, 'principal');
-    const final = m.final === true;
-    const expires = num(m, 'expires');
-    const t = num(m, 't');
-    const version = str(m, 'version');
-    const body = str(m, 'body');
-    const maxLive = count(m, 'maxLive');
-    const maxKept = count(m, 'maxKept');
-    const maxTasks = count(m, 'maxTasks');
+    const { taskId, principal, final, expires, t, version, body, maxLive, maxKept, maxTasks } = fields(m, {
+      taskId: str,
+      principal: str,
+      final: flag,
+      expires: num,
+      t: num,
+      version: str,
+      body: str,
+      maxLive: count,
+      maxKept: count,
+      maxTasks: count,
+    });
     this.#purgeTasks(t, PURGE_PER_WRITE);
     this.#purgeTasks(t, 0, principal);
     const existing = this.#sql.exec('SELECT principal, final, expires FROM mrtr_tasks WHERE task_id = ?', taskId).toArray()[0];
@@ -317,13 +325,15 @@ export class MrtrStoreObject {
 
   /** Compare-and-set of one task: written only when its version is still `version`. */
   #putTask(m: Message): Message {
-    const taskId = str(m, 'taskId');
-    const version = str(m, 'version');
-    const next = str(m, 'next');
-    const body = str(m, 'body');
-    const final = m.final === true;
-    const expires = num(m, 'expires');
-    const t = num(m, 't');
+    const { taskId, version, next, body, final, expires, t } = fields(m, {
+      taskId: str,
+      version: str,
+      next: str,
+      body: str,
+      final: flag,
+      expires: num,
+      t: num,
+    });
     const row = this.#sql.exec('SELECT principal, final, expires, version FROM mrtr_tasks WHERE task_id = ?', taskId).toArray()[0];
     if (row === undefined || Number(row.expires) <= t) return { put: 'gone' };
     if (row.version === next) return { put: 'ok' }; // this very write already landed (a retried request)

@@ -1,13 +1,14 @@
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
+  assertTaskUpdateArguments,
   fnOption,
   intOption,
   isTerminalStatus,
   optionsObject,
   ownerValues,
   parseTaskStoreLimits,
+  runTaskUpdate,
   StoreUnavailableError,
   stringOption,
   TaskLimitError,
@@ -40,6 +41,38 @@ export interface DurableObjectTaskStoreOptions extends TaskStoreLimits {
 }
 
 const LABEL = 'createDurableObjectTaskStore';
+
+/** The record and its version, or `undefined` (unknown or expired). A corrupt record fails closed. */
+async function readTask(objects: Objects, now: () => number, taskId: string): Promise<{ record: TaskRecord; version: string } | undefined> {
+  let answer: Record<string, unknown>;
+  try {
+    answer = await objects.call(taskId, { op: 'tget', taskId, t: now() });
+  } catch (error) {
+    return fail(error);
+  }
+  if (answer.found !== true) return undefined;
+  if (typeof answer.body !== 'string' || typeof answer.version !== 'string') return fail(new Error('unexpected answer to get'));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(answer.body);
+  } catch (cause) {
+    return fail(cause);
+  }
+  const record = asTaskRecord(parsed);
+  if (record === undefined || record.taskId !== taskId) return fail(new Error('the stored task is not a task record'));
+  return { record, version: answer.version };
+}
+
+/** After a lost reply to a write: whether the task now holds `version` (this call's write landed); else fail closed. */
+async function landedWrite(objects: Objects, now: () => number, taskId: string, version: string, original: unknown): Promise<void> {
+  let held: { version: string } | undefined;
+  try {
+    held = await readTask(objects, now, taskId);
+  } catch {
+    return fail(original);
+  }
+  if (held?.version !== version) fail(original);
+}
 
 /**
  * A {@link TaskStore} on Cloudflare Durable Objects. `create` counts and inserts in one SQLite transaction of the
@@ -77,37 +110,8 @@ export function createDurableObjectTaskStore(options: DurableObjectTaskStoreOpti
     return at;
   };
 
-  /** The record and its version, or `undefined` (unknown or expired). A corrupt record fails closed. */
-  const read = async (taskId: string): Promise<{ record: TaskRecord; version: string } | undefined> => {
-    let answer: Record<string, unknown>;
-    try {
-      answer = await objects.call(taskId, { op: 'tget', taskId, t: now() });
-    } catch (error) {
-      return fail(error);
-    }
-    if (answer.found !== true) return undefined;
-    if (typeof answer.body !== 'string' || typeof answer.version !== 'string') return fail(new Error('unexpected answer to get'));
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(answer.body);
-    } catch (cause) {
-      return fail(cause);
-    }
-    const record = asTaskRecord(parsed);
-    if (record === undefined || record.taskId !== taskId) return fail(new Error('the stored task is not a task record'));
-    return { record, version: answer.version };
-  };
-
-  /** After a lost reply to a write: whether the task now holds `version` (this call's write landed); else fail closed. */
-  const landed = async (taskId: string, version: string, original: unknown): Promise<void> => {
-    let held: { version: string } | undefined;
-    try {
-      held = await read(taskId);
-    } catch {
-      return fail(original);
-    }
-    if (held?.version !== version) fail(original);
-  };
+  const read = (taskId: string) => readTask(objects, now, taskId);
+  const landed = (taskId: string, version: string, original: unknown) => landedWrite(objects, now, taskId, version, original);
 
   const create = async (record: TaskRecord): Promise<void> => {
     if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
@@ -155,43 +159,37 @@ export function createDurableObjectTaskStore(options: DurableObjectTaskStoreOpti
   };
 
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
+    assertTaskUpdateArguments(LABEL, taskId, change);
     open();
     if (taskId.length === 0) return undefined;
-    for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-      const current = await read(taskId);
-      if (current === undefined) return undefined;
-      const before = current.record;
-      const next = change(structuredClone(before));
-      if (next === undefined) return before;
-      assertTaskChange(`${LABEL}: update`, before, next);
-      const body = serialize(next);
-      const [version] = ownerValues(1) as [string];
-      let answer: Record<string, unknown>;
-      try {
-        answer = await objects.call(taskId, {
-          op: 'tput',
-          taskId,
-          version: current.version,
-          next: version,
-          body,
-          final: isTerminalStatus(next.status),
-          expires: expiryOf(next),
-          t: now(),
-        });
-      } catch (error) {
-        if (error instanceof ObjectRefused) return fail(error);
-        await landed(taskId, version, error);
-        return JSON.parse(body) as TaskRecord;
-      }
-      if (answer.put === 'ok') return JSON.parse(body) as TaskRecord;
-      if (answer.put === 'gone') return undefined;
-      if (answer.put !== 'conflict') return fail(new Error('unexpected answer to update'));
-      // Changed meanwhile: read it again. From the third try on, a short random pause spreads the contenders.
-      if (attempt >= 2) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(20, attempt * 2)));
-    }
-    return fail(new Error(`update: the task kept changing during ${maxUpdateAttempts} attempts`));
+    return runTaskUpdate(LABEL, taskId, change, maxUpdateAttempts, {
+      read: () => read(taskId),
+      write: async (current, next) => {
+        const body = serialize(next);
+        const [version] = ownerValues(1) as [string];
+        let answer: Record<string, unknown>;
+        try {
+          answer = await objects.call(taskId, {
+            op: 'tput',
+            taskId,
+            version: current.version,
+            next: version,
+            body,
+            final: isTerminalStatus(next.status),
+            expires: expiryOf(next),
+            t: now(),
+          });
+        } catch (error) {
+          if (error instanceof ObjectRefused) return fail(error);
+          await landed(taskId, version, error);
+          return JSON.parse(body) as TaskRecord;
+        }
+        if (answer.put === 'ok') return JSON.parse(body) as TaskRecord;
+        if (answer.put === 'gone') return undefined;
+        if (answer.put !== 'conflict') return fail(new Error('unexpected answer to update'));
+        return 'conflict';
+      },
+    });
   };
 
   return {

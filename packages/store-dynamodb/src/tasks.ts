@@ -15,16 +15,19 @@ import { type AttributeValue, DeleteItemCommand, PutItemCommand, QueryCommand } 
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
+  assertTaskUpdateArguments,
   base64urlEncode,
-  intOption,
   isTerminalStatus,
   parseTaskStoreLimits,
+  parseTaskUpdateOptions,
   randomBytes,
+  runTaskUpdate,
   StoreUnavailableError,
   TaskLimitError,
+  type TaskUpdateOptions,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
+import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, openTable, readItem, str, ttlOf } from './table.js';
 
 const LABEL = 'createDynamoTaskStore';
@@ -33,7 +36,7 @@ const MAX_TASK_ID_LENGTH = 256;
 const COUNT_BUCKET_MS = 300_000;
 
 /** Options of {@link createDynamoTaskStore}: the table, the bounds (16 unfinished and 256 kept per principal, 100,000 in all) and these. */
-export interface DynamoTaskStoreOptions extends DynamoConnectionOptions, TaskStoreLimits {
+export interface DynamoTaskStoreOptions extends DynamoConnectionOptions, TaskStoreLimits, TaskUpdateOptions {
   /**
    * Most read-and-write rounds one operation tries when other instances change the same item at the same moment
    * (1–1000); then it rejects `ERR_STORE_UNAVAILABLE`.
@@ -54,17 +57,22 @@ const newVersion = (): string => base64urlEncode(randomBytes(16));
 const pause = (attempt: number): Promise<void> | undefined =>
   attempt >= 2 ? new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(20, attempt * 2))) : undefined;
 
-export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTaskStore {
-  if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
-  const table = openTable(LABEL, options);
-  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
-  const maxAttempts = intOption(`${LABEL}: maxUpdateAttempts`, options.maxUpdateAttempts, 32, 1, 1000);
+/** A principal's item: its task entries, changed optimistically on its version, and the `heavy` index. */
+interface PrincipalBook {
+  /** Changes a principal's entries with `change` (re-run on conflicts); `change` answers false to leave them. */
+  changePrincipal(holder: string, change: (entries: Entries) => boolean): Promise<boolean>;
+  /**
+   * Drops the oldest final task of the principal that keeps the most tasks among those holding one (see
+   * `makeRoom` below). True when a task went.
+   */
+  makeRoom(): Promise<boolean>;
+}
+
+function principalBook(table: Table, count: BucketCounter, maxAttempts: number): PrincipalBook {
   const { tableName, now } = table;
-  const count = bucketCounter(table, table.key('n', 'count'), COUNT_BUCKET_MS);
   const taskKey = (member: string) => table.key('t', member);
   const principalKey = (holder: string) => table.key('p', holder);
   const heavyPartition = table.key('', '').pk!.S!; // `#<ns>#`: the namespace, as the index's partition
-  const unavailable = (message: string): StoreUnavailableError => new StoreUnavailableError({ cause: new Error(`${LABEL}: ${message}`) });
 
   /** A principal's entries, pruned of expired ones by this store's clock, and the version to write against. */
   const readPrincipal = async (holder: string): Promise<{ entries: Entries; version: string | undefined }> => {
@@ -155,90 +163,127 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
     return false;
   };
 
-  const read = async (taskId: string): Promise<{ version: string; record: TaskRecord } | undefined> => {
-    const item = await readItem(table, taskKey(hash(taskId)));
-    if (item === undefined) return undefined;
-    const corrupt = () => unavailable(`the item of a task is not a task record (id of ${taskId.length} characters)`);
-    const version = str(item.v);
-    if (version === undefined) throw corrupt();
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(str(item.rec) ?? '');
-    } catch {
-      throw corrupt();
-    }
-    const record = asTaskRecord(parsed);
-    if (record === undefined || record.taskId !== taskId) throw corrupt();
-    if (now() >= taskExpiresAt(record)) return undefined;
-    return { version, record };
-  };
+  return { changePrincipal, makeRoom };
+}
 
-  const create = async (record: TaskRecord): Promise<void> => {
-    if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
-    const { taskId } = record;
-    if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
-      throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
-    }
-    const exp = taskExpiresAt(record);
-    if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
-    if (table.closed) throw unavailable('store is closed');
-    const member = hash(taskId);
-    const holder = hash(record.principal);
-    const final = isTerminalStatus(record.status) ? 1 : 0;
+/** A task's record and version; `undefined` when absent or expired (by this store's clock). A corrupt item fails closed. */
+async function readTask(table: Table, taskId: string): Promise<{ version: string; record: TaskRecord } | undefined> {
+  const item = await readItem(table, table.key('t', hash(taskId)));
+  if (item === undefined) return undefined;
+  const corrupt = () => unavailable(`the item of a task is not a task record (id of ${taskId.length} characters)`);
+  const version = str(item.v);
+  if (version === undefined) throw corrupt();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(str(item.rec) ?? '');
+  } catch {
+    throw corrupt();
+  }
+  const record = asTaskRecord(parsed);
+  if (record === undefined || record.taskId !== taskId) throw corrupt();
+  if (table.now() >= taskExpiresAt(record)) return undefined;
+  return { version, record };
+}
 
-    // 1. A slot of the store: from the count, else from the heaviest holder's final tasks.
-    let slot = await count.take(1, exp, maxTasks);
-    for (let i = 0; !slot && i < 3; i++) {
-      if (!(await makeRoom())) break;
-      slot = await count.take(1, exp, maxTasks);
-    }
-    if (!slot) throw new TaskLimitError('store', maxTasks);
-    // 2. The principal's bounds, and its entry.
-    let refused: TaskLimitError | Error | undefined;
-    try {
-      await changePrincipal(holder, (entries) => {
-        refused = undefined;
-        const held = Object.values(entries);
-        if (entries[member] !== undefined) refused = new Error(`${LABEL}: create: a task with this id is already present`);
-        else if (final === 0 && held.filter(([, f]) => f === 0).length >= maxLive) refused = new TaskLimitError('live', maxLive);
-        else if (held.length >= maxKept) refused = new TaskLimitError('kept', maxKept);
-        if (refused !== undefined) return false;
-        entries[member] = [exp, final];
-        return true;
-      });
-    } catch (error) {
-      await table.release('a task slot', () => count.give(1, exp));
-      throw error;
-    }
-    if (refused !== undefined) {
-      await table.release('a task slot', () => count.give(1, exp));
-      throw refused;
-    }
-    // 3. The task itself, if its id is free.
-    const version = newVersion();
-    const put = await table.send(
-      new PutItemCommand({
-        TableName: tableName,
-        Item: {
-          ...taskKey(member),
-          rec: { S: JSON.stringify(record) },
-          v: { S: version },
-          exp: { N: String(exp) },
-          ttl: { N: ttlOf(exp) },
-        },
-        ConditionExpression: 'attribute_not_exists(pk) OR #exp <= :now',
-        ExpressionAttributeNames: { '#exp': 'exp' },
-        ExpressionAttributeValues: { ':now': { N: String(now()) } },
-      }),
-    );
-    if (put !== 'condition') return;
-    // Held: by this very call (the SDK retried a put whose reply was lost), or by another task with this id.
-    const stored = await readItem(table, taskKey(member));
-    if (stored !== undefined && str(stored.v) === version) return;
-    await table.release("a principal's entry", () => changePrincipal(holder, (entries) => delete entries[member]));
+/** What `create` needs: the table, the store-wide count, the principals' items and the bounds. */
+interface Tasks {
+  readonly table: Table;
+  readonly count: BucketCounter;
+  readonly book: PrincipalBook;
+  readonly maxLive: number;
+  readonly maxKept: number;
+  readonly maxTasks: number;
+}
+
+const unavailable = (message: string): StoreUnavailableError => new StoreUnavailableError({ cause: new Error(`${LABEL}: ${message}`) });
+
+/**
+ * `create` in the order of the module comment: a slot of the store (from the count, else made from the heaviest
+ * holder's final tasks), the principal's bounds and entry, then the task itself if its id is free.
+ */
+async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
+  const { table, count, book, maxLive, maxKept, maxTasks } = tasks;
+  const { tableName, now } = table;
+  const { changePrincipal, makeRoom } = book;
+  const taskKey = (member: string) => table.key('t', member);
+  if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
+  const { taskId } = record;
+  if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
+    throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
+  }
+  const exp = taskExpiresAt(record);
+  if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
+  if (table.closed) throw unavailable('store is closed');
+  const member = hash(taskId);
+  const holder = hash(record.principal);
+  const final = isTerminalStatus(record.status) ? 1 : 0;
+
+  // 1. A slot of the store: from the count, else from the heaviest holder's final tasks.
+  let slot = await count.take(1, exp, maxTasks);
+  for (let i = 0; !slot && i < 3; i++) {
+    if (!(await makeRoom())) break;
+    slot = await count.take(1, exp, maxTasks);
+  }
+  if (!slot) throw new TaskLimitError('store', maxTasks);
+  // 2. The principal's bounds, and its entry.
+  let refused: TaskLimitError | Error | undefined;
+  try {
+    await changePrincipal(holder, (entries) => {
+      refused = undefined;
+      const held = Object.values(entries);
+      if (entries[member] !== undefined) refused = new Error(`${LABEL}: create: a task with this id is already present`);
+      else if (final === 0 && held.filter(([, f]) => f === 0).length >= maxLive) refused = new TaskLimitError('live', maxLive);
+      else if (held.length >= maxKept) refused = new TaskLimitError('kept', maxKept);
+      if (refused !== undefined) return false;
+      entries[member] = [exp, final];
+      return true;
+    });
+  } catch (error) {
     await table.release('a task slot', () => count.give(1, exp));
-    throw new Error(`${LABEL}: create: a task with this id is already present`);
-  };
+    throw error;
+  }
+  if (refused !== undefined) {
+    await table.release('a task slot', () => count.give(1, exp));
+    throw refused;
+  }
+  // 3. The task itself, if its id is free.
+  const version = newVersion();
+  const put = await table.send(
+    new PutItemCommand({
+      TableName: tableName,
+      Item: {
+        ...taskKey(member),
+        rec: { S: JSON.stringify(record) },
+        v: { S: version },
+        exp: { N: String(exp) },
+        ttl: { N: ttlOf(exp) },
+      },
+      ConditionExpression: 'attribute_not_exists(pk) OR #exp <= :now',
+      ExpressionAttributeNames: { '#exp': 'exp' },
+      ExpressionAttributeValues: { ':now': { N: String(now()) } },
+    }),
+  );
+  if (put !== 'condition') return;
+  // Held: by this very call (the SDK retried a put whose reply was lost), or by another task with this id.
+  const stored = await readItem(table, taskKey(member));
+  if (stored !== undefined && str(stored.v) === version) return;
+  await table.release("a principal's entry", () => changePrincipal(holder, (entries) => delete entries[member]));
+  await table.release('a task slot', () => count.give(1, exp));
+  throw new Error(`${LABEL}: create: a task with this id is already present`);
+}
+
+export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTaskStore {
+  if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
+  const table = openTable(LABEL, options);
+  const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
+  const { maxUpdateAttempts: maxAttempts } = parseTaskUpdateOptions(LABEL, options);
+  const { tableName } = table;
+  const count = bucketCounter(table, table.key('n', 'count'), COUNT_BUCKET_MS);
+  const taskKey = (member: string) => table.key('t', member);
+  const book = principalBook(table, count, maxAttempts);
+  const { changePrincipal } = book;
+  const read = (taskId: string) => readTask(table, taskId);
+  const create = (record: TaskRecord): Promise<void> => createTask({ table, count, book, maxLive, maxKept, maxTasks }, record);
 
   const get = async (taskId: string): Promise<TaskRecord | undefined> => {
     if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: get: taskId must be a string`);
@@ -247,62 +292,58 @@ export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTa
   };
 
   const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
+    assertTaskUpdateArguments(LABEL, taskId, change);
     if (table.closed) throw unavailable('store is closed');
     const member = hash(taskId);
-    for (let attempt = 0; attempt < maxAttempts; attempt++) {
-      const current = await read(taskId);
-      if (current === undefined) return undefined;
-      const before = current.record;
-      const next = change(structuredClone(before));
-      if (next === undefined) return before;
-      assertTaskChange(`${LABEL}: update`, before, next);
-      const exp = taskExpiresAt(next);
-      if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
-      const holder = hash(before.principal);
-      const oldExp = taskExpiresAt(before);
-      const json = JSON.stringify(next);
-      // Counts first: the entry's expiry and the store-wide count never fall behind the task's.
-      if (exp > oldExp) {
-        await changePrincipal(holder, (entries) => {
-          const entry = entries[member];
-          if (entry === undefined || entry[0] >= exp) return false;
-          entry[0] = exp;
-          return true;
-        });
-        if (Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS)) await count.take(1, exp, Number.MAX_SAFE_INTEGER);
-      }
-      const version = newVersion();
-      const written = await table.send(
-        new PutItemCommand({
-          TableName: tableName,
-          Item: { ...taskKey(member), rec: { S: json }, v: { S: version }, exp: { N: String(exp) }, ttl: { N: ttlOf(exp) } },
-          ConditionExpression: '#v = :v',
-          ExpressionAttributeNames: { '#v': 'v' },
-          ExpressionAttributeValues: { ':v': { S: current.version } },
-        }),
-      );
-      const moved = exp > oldExp && Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS);
-      let ours = written !== 'condition';
-      if (!ours) ours = str((await readItem(table, taskKey(member)))?.v) === version; // the SDK retried our own put
-      if (!ours) {
-        if (moved) await table.release('a task slot', () => count.give(1, exp));
-        await pause(attempt);
-        continue;
-      }
-      if (moved) await table.release('a task slot', () => count.give(1, oldExp));
-      if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
-        await changePrincipal(holder, (entries) => {
-          const entry = entries[member];
-          if (entry === undefined || entry[1] === 1) return false;
-          entry[1] = 1;
-          return true;
-        });
-      }
-      return JSON.parse(json) as TaskRecord;
-    }
-    throw unavailable(`update: the task kept changing during ${maxAttempts} attempts`);
+    return runTaskUpdate(LABEL, taskId, change, maxAttempts, {
+      read: () => read(taskId),
+      write: async (current, next) => {
+        const exp = taskExpiresAt(next);
+        if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
+        const before = current.record;
+        const holder = hash(before.principal);
+        const oldExp = taskExpiresAt(before);
+        const json = JSON.stringify(next);
+        // Counts first: the entry's expiry and the store-wide count never fall behind the task's.
+        if (exp > oldExp) {
+          await changePrincipal(holder, (entries) => {
+            const entry = entries[member];
+            if (entry === undefined || entry[0] >= exp) return false;
+            entry[0] = exp;
+            return true;
+          });
+          if (Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS)) await count.take(1, exp, Number.MAX_SAFE_INTEGER);
+        }
+        const version = newVersion();
+        const written = await table.send(
+          new PutItemCommand({
+            TableName: tableName,
+            Item: { ...taskKey(member), rec: { S: json }, v: { S: version }, exp: { N: String(exp) }, ttl: { N: ttlOf(exp) } },
+            ConditionExpression: '#v = :v',
+            ExpressionAttributeNames: { '#v': 'v' },
+            ExpressionAttributeValues: { ':v': { S: current.version } },
+          }),
+        );
+        const moved = exp > oldExp && Math.floor(exp / COUNT_BUCKET_MS) !== Math.floor(oldExp / COUNT_BUCKET_MS);
+        let ours = written !== 'condition';
+        if (!ours) ours = str((await readItem(table, taskKey(member)))?.v) === version; // the SDK retried our own put
+        if (!ours) {
+          if (moved) await table.release('a task slot', () => count.give(1, exp));
+          return 'conflict';
+        }
+        if (moved) await table.release('a task slot', () => count.give(1, oldExp));
+        if (!isTerminalStatus(before.status) && isTerminalStatus(next.status)) {
+          await changePrincipal(holder, (entries) => {
+            const entry = entries[member];
+            if (entry === undefined || entry[1] === 1) return false;
+            entry[1] = 1;
+            return true;
+          });
+        }
+        return JSON.parse(json) as TaskRecord;
+      },
+      exhausted: (attempts) => unavailable(`update: the task kept changing during ${attempts} attempts`),
+    });
   };
 
   return {

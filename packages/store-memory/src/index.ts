@@ -5,10 +5,10 @@ import {
   MAX_FINGERPRINT_MISSES,
   optionsObject,
   parseOutcomeStoreLimits,
-  StoreFullError,
   StoreUnavailableError,
   stringOption,
 } from '@mrtr/core/authoring';
+import { type Held, Ledger } from './ledger.js';
 
 /** Options of {@link createMemoryStore}. */
 export interface MemoryStoreOptions extends OutcomeStoreLimits {
@@ -42,20 +42,7 @@ export interface MemoryReplayStore extends ReplayStore {
   readonly size: number;
 }
 
-/** Entries examined by the incremental sweep on every `consume`. */
-const SWEEP_PER_CALL = 2;
 const DEFAULT_MAX_ENTRIES = 100_000;
-
-/** An id taken by `claim`: its fingerprint, claims with other ones, and once recorded its outcome (`''`: done, not kept). */
-interface Claimed {
-  exp: number;
-  fp: string;
-  misses: number;
-  outcome: string | undefined;
-}
-/** A plain `consume` holds only the expiry (no object per id on the hot path). */
-type Held = number | Claimed;
-const expiryOf = (held: Held): number => (typeof held === 'number' ? held : held.exp);
 
 const FIRST: Promise<ClaimResult> = Promise.resolve({ status: 'first' });
 const PENDING: Promise<ClaimResult> = Promise.resolve({ status: 'pending' });
@@ -82,52 +69,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
   const namespace = stringOption(`${label}: namespace`, options.namespace, '');
   const now = fnOption(`${label}: now`, options.now, Date.now);
 
-  const entries = new Map<string, Held>();
-  let outcomeBytes = 0;
-  /** Drops an entry, and its outcome from the budget. */
-  const drop = (key: string, held: Held): void => {
-    entries.delete(key);
-    if (typeof held !== 'number' && held.outcome !== undefined) outcomeBytes -= held.outcome.length;
-  };
+  const ledger = new Ledger(maxEntries);
   let closed = false;
-  // Incremental sweep state. `floor` is a lower bound of every held expiry: exact after a completed
-  // pass, and lowered by every insert since. `passMin` collects the minimum of the pass in progress.
-  let cursor: MapIterator<string> | undefined;
-  let passMin = Number.POSITIVE_INFINITY;
-  let floor = Number.POSITIVE_INFINITY;
-
-  /**
-   * Examines up to `budget` entries, continuing the pass in progress and starting the next one when it
-   * ends. With `untilRoom`, stops as soon as the map has a free slot, or when a completed pass proves
-   * that no held id has expired.
-   */
-  const sweep = (budget: number, t: number, untilRoom: boolean): void => {
-    let it = cursor;
-    while (budget-- > 0) {
-      if (it === undefined) {
-        if (entries.size === 0) return;
-        it = cursor = entries.keys();
-        passMin = Number.POSITIVE_INFINITY;
-      }
-      const step = it.next();
-      if (step.done === true) {
-        // A full pass saw every entry that is still held, and inserts during it lowered passMin.
-        floor = passMin;
-        it = cursor = undefined;
-        if (untilRoom && floor >= t) return;
-        continue;
-      }
-      const key = step.value;
-      const held = entries.get(key)!;
-      const expiresAt = expiryOf(held);
-      if (expiresAt < t) {
-        drop(key, held);
-        if (untilRoom && entries.size < maxEntries) return;
-      } else if (expiresAt < passMin) {
-        passMin = expiresAt;
-      }
-    }
-  };
 
   const checkArguments = (id: unknown, expiresAtMs: unknown): TypeError | undefined => {
     if (typeof id !== 'string' || id.length === 0) return new TypeError('consume: id must be a non-empty string');
@@ -137,39 +80,12 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     return undefined;
   };
 
-  /**
-   * The one write path of `consume` and `claim`: `undefined` when `id` was taken now with `value`, else what
-   * holds it (`null`: an expiry not in the future, never remembered). Rejects only when full.
-   */
-  const take = (id: string, expiresAtMs: number, value: Held, t: number): Held | null | undefined => {
-    const held = entries.get(id);
-    if (held !== undefined && expiryOf(held) >= t) {
-      // `floor >= t` proves no held id has expired: the sweep step would find nothing.
-      if (floor < t) sweep(SWEEP_PER_CALL, t, false);
-      return held;
-    }
-    if (expiresAtMs <= t) return null;
-    if (held === undefined && entries.size >= maxEntries) {
-      // Full: reclaim an expired id if one exists. `floor >= t` proves none does (O(1) refusal).
-      // Otherwise finish the pass in progress and, if needed, run one more: at most two passes, and
-      // the next refusal is O(1) again because the completed pass made `floor` exact.
-      if (floor < t) sweep(2 * entries.size + 2, t, true);
-      if (entries.size >= maxEntries) throw new StoreFullError();
-    }
-    if (held !== undefined) drop(id, held);
-    entries.set(id, value);
-    if (expiresAtMs < floor) floor = expiresAtMs;
-    if (expiresAtMs < passMin) passMin = expiresAtMs;
-    if (floor < t) sweep(SWEEP_PER_CALL, t, false);
-    return undefined;
-  };
-
   const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
     if (closed) return Promise.reject(new StoreUnavailableError());
     const misuse = checkArguments(id, expiresAtMs);
     if (misuse !== undefined) return Promise.reject(misuse);
     try {
-      return take(id, expiresAtMs, expiresAtMs, now()) === undefined ? TRUE : FALSE;
+      return ledger.take(id, expiresAtMs, expiresAtMs, now()) === undefined ? TRUE : FALSE;
     } catch (error) {
       return Promise.reject(error);
     }
@@ -184,7 +100,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     }
     let held: Held | null | undefined;
     try {
-      held = take(id, expiresAtMs, { exp: expiresAtMs, fp: fingerprint, misses: 0, outcome: undefined }, now());
+      held = ledger.take(id, expiresAtMs, { exp: expiresAtMs, fp: fingerprint, misses: 0, outcome: undefined }, now());
     } catch (error) {
       return Promise.reject(error);
     }
@@ -193,7 +109,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     if (held.fp !== fingerprint) {
       // A miss: the third drops the outcome, recorded or to come (no oracle for the answers).
       if (++held.misses >= MAX_FINGERPRINT_MISSES && held.outcome !== '') {
-        if (held.outcome !== undefined) outcomeBytes -= held.outcome.length;
+        if (held.outcome !== undefined) ledger.outcomeBytes -= held.outcome.length;
         held.outcome = '';
       }
       return REPLAYED;
@@ -207,15 +123,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     if (typeof id !== 'string' || typeof fingerprint !== 'string' || typeof outcome !== 'string') {
       return Promise.reject(new TypeError('record: id, fingerprint and outcome must be strings'));
     }
-    const held = entries.get(id);
+    const held = ledger.entries.get(id);
     if (held === undefined || typeof held === 'number' || held.fp !== fingerprint || held.outcome !== undefined) return FALSE;
     if (held.exp < now()) return FALSE;
-    if (outcome.length > maxOutcomeBytes || outcomeBytes + outcome.length > outcomeBudgetBytes) {
+    if (outcome.length > maxOutcomeBytes || ledger.outcomeBytes + outcome.length > outcomeBudgetBytes) {
       held.outcome = '';
       return FALSE;
     }
     held.outcome = outcome;
-    outcomeBytes += outcome.length;
+    ledger.outcomeBytes += outcome.length;
     return outcome === '' ? FALSE : TRUE;
   };
 
@@ -225,9 +141,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     record,
     close(): Promise<void> {
       closed = true;
-      entries.clear();
-      outcomeBytes = 0;
-      cursor = undefined;
+      ledger.clear();
       return Promise.resolve();
     },
     maxEntries,
@@ -235,10 +149,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     outcomeBudgetBytes,
     namespace,
     get outcomeBytes(): number {
-      return outcomeBytes;
+      return ledger.outcomeBytes;
     },
     get size(): number {
-      return entries.size;
+      return ledger.entries.size;
     },
   };
 }

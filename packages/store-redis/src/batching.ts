@@ -45,6 +45,32 @@ export async function evalScript(
   }
 }
 
+/**
+ * Runs one batch with `sendGroup`: as one group on one Redis (or for a lone entry), grouped by hash slot on a Cluster
+ * (one call per slot, in parallel). A closed store fails every entry closed instead.
+ */
+export async function runBySlot<E extends { readonly key: string; reject(error: unknown): void }>(
+  batch: E[],
+  isCluster: boolean,
+  isClosed: () => boolean,
+  sendGroup: (group: E[]) => Promise<void>,
+): Promise<void> {
+  if (isClosed()) {
+    const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
+    for (const entry of batch) entry.reject(failure);
+    return;
+  }
+  if (!isCluster || batch.length === 1) return sendGroup(batch);
+  const slots = new Map<number, E[]>();
+  for (const entry of batch) {
+    const slot = hashSlot(entry.key);
+    const group = slots.get(slot);
+    if (group === undefined) slots.set(slot, [entry]);
+    else group.push(entry);
+  }
+  await Promise.all([...slots.values()].map(sendGroup));
+}
+
 /** The consume queue of one store: what it sends and when (see {@link createConsumeQueue}). */
 export interface ConsumeQueue {
   /** Queues a consume of `key` until `at` (epoch ms); resolves `true` for a first use. */
@@ -118,22 +144,7 @@ export function createConsumeQueue(
   };
 
   /** One batch: grouped by hash slot on a Cluster (one script call per slot, in parallel). */
-  const runBatch = async (batch: Waiter[]): Promise<void> => {
-    if (isClosed()) {
-      const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
-      for (const waiter of batch) waiter.reject(failure);
-      return;
-    }
-    if (!isCluster || batch.length === 1) return sendGroup(batch);
-    const slots = new Map<number, Waiter[]>();
-    for (const waiter of batch) {
-      const slot = hashSlot(waiter.key);
-      const group = slots.get(slot);
-      if (group === undefined) slots.set(slot, [waiter]);
-      else group.push(waiter);
-    }
-    await Promise.all([...slots.values()].map(sendGroup));
-  };
+  const runBatch = (batch: Waiter[]): Promise<void> => runBySlot(batch, isCluster, isClosed, sendGroup);
 
   /**
    * Queues a consume (see `createBatcher`). One that finds nothing in flight is sent at once, as a plain `SET`

@@ -40,22 +40,37 @@ export async function resolveLost(connection: RedisConnection, key: string, mine
 }
 
 /**
+ * Settles a batch whose reply is lost, or that failed part-way, from one `MGET` (one slot) of its keys: `settle` reads
+ * each entry's value and answers false when that cannot tell; such an entry, and every entry when the `MGET` gets no
+ * answer, fails closed with `failure`.
+ */
+export async function settleFromValues<E extends { readonly key: string; reject(error: unknown): void }>(
+  connection: RedisConnection,
+  group: readonly E[],
+  failure: StoreUnavailableError,
+  settle: (entry: E, value: string | null | undefined, index: number) => boolean,
+): Promise<void> {
+  let stored: (string | null)[];
+  try {
+    stored = await connection.bounded(connection.commands.mget(...group.map((entry) => entry.key)));
+  } catch {
+    for (const entry of group) entry.reject(failure);
+    return;
+  }
+  group.forEach((entry, i) => {
+    if (!settle(entry, stored[i], i)) entry.reject(failure);
+  });
+}
+
+/**
  * {@link resolveLost} for a script call whose reply is lost or that failed part-way: one `MGET` (one
  * slot) of the keys; a key holding the waiter's own owner → `true`, another value → `false`, none → unknown.
  */
-export async function resolveLostBatch(connection: RedisConnection, group: Waiter[], owners: string[], original: unknown): Promise<void> {
-  const failure = new StoreUnavailableError({ cause: original });
-  let stored: (string | null)[];
-  try {
-    stored = await connection.bounded(connection.commands.mget(...group.map((waiter) => waiter.key)));
-  } catch {
-    for (const waiter of group) waiter.reject(failure);
-    return;
-  }
-  group.forEach((waiter, i) => {
-    const value = stored[i];
+export function resolveLostBatch(connection: RedisConnection, group: Waiter[], owners: string[], original: unknown): Promise<void> {
+  return settleFromValues(connection, group, new StoreUnavailableError({ cause: original }), (waiter, value, i) => {
     if (value === owners[i]) waiter.resolve(true);
     else if (typeof value === 'string') waiter.resolve(false);
-    else waiter.reject(failure);
+    else return false;
+    return true;
   });
 }

@@ -8,7 +8,6 @@ import {
   oneOfOption,
   optionsObject,
   parseOutcomeStoreLimits,
-  renamedOption,
   stringOption,
 } from '@mrtr/core/authoring';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
@@ -39,8 +38,7 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
   /**
    * Ledger name inside the prefix: the key is `prefix + namespace + ":" + id`, with `%` and `:` in the
    * namespace percent-encoded so two namespaces can never produce the same key. The default ledger (`''`, the
-   * default of every `@mrtr/store-*` store) is keyed as `default`, as before issue 22 when `'default'` was this
-   * option's default: so `''` and `'default'` name the same ledger and existing keys stay in use.
+   * default of every `@mrtr/store-*` store) is keyed as `default`, this option's former default: so `''` and `'default'` name the same ledger and existing keys stay in use.
    * @default ''
    */
   namespace?: string | undefined;
@@ -105,13 +103,6 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
    * @default (error) => console.warn(error.message)
    */
   onError?: ((error: BackgroundError) => void) | undefined;
-  /**
-   * Former name of `onError`, receiving the message alone (kept for one release; giving both with different
-   * values is a `TypeError`).
-   * @deprecated use `onError` (`error.message` is the string this hook receives)
-   * @default (message) => console.warn(message)
-   */
-  onWarning?: ((message: string) => void) | undefined;
   /**
    * Batching: consumes that arrive while a batch is in flight are sent together as one script call
    * (`EVALSHA` of a script running one `SET … NX PXAT` per key; on a Cluster, one call per hash slot), and
@@ -195,7 +186,7 @@ export interface RedisReplayStore extends ReplayStore {
 export const DEFAULT_PREFIX = 'mrtr:replay:';
 /** The default ledger (the default of every `@mrtr/store-*` store). */
 export const DEFAULT_NAMESPACE = '';
-/** How the default ledger is keyed: `'default'`, this option's default before issue 22, so existing keys stay in use. */
+/** How the default ledger is keyed: `'default'`, this option's former default, so existing keys stay in use. */
 const DEFAULT_NAMESPACE_KEY = 'default';
 /** The longest delay a timer takes (Node fires a longer one at once). */
 export const MAX_TIMER_MS = 2_147_483_647;
@@ -209,16 +200,9 @@ export function ledgerKeyPrefix(prefix: string, namespace: string): string {
   return `${prefix}${name.replaceAll('%', '%25').replaceAll(':', '%3A')}:`;
 }
 
-/**
- * The `onError` hook of a Redis store, or its deprecated name `onWarning` adapted so that it receives the
- * message, as it did before. Neither given: `console.warn` of the message.
- */
-export function onErrorOption(label: string, options: { onError?: unknown; onWarning?: unknown }): (error: BackgroundError) => void {
-  return renamedOption(label, options, 'onError', 'onWarning', (name, value) => {
-    if (name === 'onError') return fnOption<(error: BackgroundError) => void>(`${label}: onError`, value, warnMessage);
-    const onWarning = fnOption<(message: string) => void>(`${label}: onWarning`, value, (message) => console.warn(message));
-    return (error: BackgroundError) => onWarning(error.message);
-  });
+/** The `onError` hook of a Redis store; not given: `console.warn` of the message. */
+export function onErrorOption(label: string, options: { onError?: unknown }): (error: BackgroundError) => void {
+  return fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, warnMessage);
 }
 
 const warnMessage = (error: BackgroundError): void => console.warn(error.message);

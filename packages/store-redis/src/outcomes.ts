@@ -2,10 +2,9 @@ import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
 import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
-import { evalScript } from './batching.js';
+import { evalScript, runBySlot } from './batching.js';
 import type { RedisConnection } from './connection.js';
-import { hashSlot } from './hash-slot.js';
-import { FIRST, PENDING, REPLAYED } from './lost-reply.js';
+import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
 
 /**
  * Outcome recording (`claim`, `record`) on Redis: one Lua script runs a batch of claims and records, each on its
@@ -161,6 +160,49 @@ function claimFromValue(stored: string, fp: string, mine: string): ClaimResult {
   return held.rest === '' ? REPLAYED : { status: 'recorded', outcome: held.rest };
 }
 
+/** Settles one op from its entry of the outcome script's reply. */
+function settle(op: Op, reply: unknown): void {
+  if (op.type === 'c') {
+    if (reply === 'first') op.resolve(FIRST);
+    else if (reply === 'pending') op.resolve(PENDING);
+    else if (reply === 'replayed') op.resolve(REPLAYED);
+    else if (typeof reply === 'string' && reply.length > 1 && reply.startsWith('=')) {
+      op.resolve({ status: 'recorded', outcome: reply.slice(1) });
+    } else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') }));
+    return;
+  }
+  if (reply === 1) op.resolve(true);
+  else if (reply === 0 || reply === 2) op.resolve(false);
+  else if (typeof reply === 'string' && /^n-?\d+$/.test(reply)) op.resolve(reply);
+  else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') }));
+}
+
+/**
+ * A batch whose reply is lost, or that failed part-way (a script is not rolled back): one `MGET` of its keys (one
+ * slot; on one connection Redis answers it after the script). A claim: its own owner value → `first`; another
+ * value → what the script answers on it; none → unknown. A record: its own outcome → `true`; done otherwise
+ * with its fingerprint → `false`; anything else → unknown. Unknown fails closed.
+ */
+function resolveLostOps(connection: RedisConnection, group: Op[], original: unknown): Promise<void> {
+  const failure = original instanceof StoreUnavailableError ? original : new StoreUnavailableError({ cause: original });
+  return settleFromValues(connection, group, failure, (op, value) => {
+    const answer = outcomeFromValue(op, value);
+    if (answer === undefined) return false;
+    op.resolve(answer);
+    return true;
+  });
+}
+
+/** What a lost op answers from its key's value (see resolveLostOps); `undefined` when that cannot tell. */
+function outcomeFromValue(op: Op, value: string | null | undefined): ClaimResult | boolean | undefined {
+  if (typeof value !== 'string') return undefined;
+  if (op.type === 'c') return claimFromValue(value, op.fp, op.a);
+  const held = parse(value);
+  if (held === undefined || held.fp !== op.fp) return false;
+  if (held.kind === 'd') return op.a !== '' && held.rest === op.a;
+  return undefined;
+}
+
 /** The outcome ops of one store: batched like consumes (one script call per batch, per hash slot on a Cluster). */
 export interface OutcomeQueue {
   claim(key: string, at: number, fp: string): Promise<ClaimResult>;
@@ -184,54 +226,6 @@ export function createOutcomeQueue(
   const mode = isCluster ? 'l' : 'd';
   const head = [mode, outcomeBudgetBytes, BUCKET_MS];
 
-  const settle = (op: Op, reply: unknown): void => {
-    if (op.type === 'c') {
-      if (reply === 'first') op.resolve(FIRST);
-      else if (reply === 'pending') op.resolve(PENDING);
-      else if (reply === 'replayed') op.resolve(REPLAYED);
-      else if (typeof reply === 'string' && reply.length > 1 && reply.startsWith('=')) {
-        op.resolve({ status: 'recorded', outcome: reply.slice(1) });
-      } else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') }));
-      return;
-    }
-    if (reply === 1) op.resolve(true);
-    else if (reply === 0 || reply === 2) op.resolve(false);
-    else if (typeof reply === 'string' && /^n-?\d+$/.test(reply)) op.resolve(reply);
-    else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') }));
-  };
-
-  /**
-   * A batch whose reply is lost, or that failed part-way (a script is not rolled back): one `MGET` of its keys (one
-   * slot; on one connection Redis answers it after the script). A claim: its own owner value → `first`; another
-   * value → what the script answers on it; none → unknown. A record: its own outcome → `true`; done otherwise
-   * with its fingerprint → `false`; anything else → unknown. Unknown fails closed.
-   */
-  const resolveLost = async (group: Op[], original: unknown): Promise<void> => {
-    const failure = original instanceof StoreUnavailableError ? original : new StoreUnavailableError({ cause: original });
-    let stored: (string | null)[];
-    try {
-      stored = await connection.bounded(connection.commands.mget(...group.map((op) => op.key)));
-    } catch {
-      for (const op of group) op.reject(failure);
-      return;
-    }
-    group.forEach((op, i) => {
-      const answer = outcomeFromValue(op, stored[i]);
-      if (answer === undefined) op.reject(failure);
-      else op.resolve(answer);
-    });
-  };
-
-  /** What a lost op answers from its key's value (see resolveLost); `undefined` when that cannot tell. */
-  const outcomeFromValue = (op: Op, value: string | null | undefined): ClaimResult | boolean | undefined => {
-    if (typeof value !== 'string') return undefined;
-    if (op.type === 'c') return claimFromValue(value, op.fp, op.a);
-    const held = parse(value);
-    if (held === undefined || held.fp !== op.fp) return false;
-    if (held.kind === 'd') return op.a !== '' && held.rest === op.a;
-    return undefined;
-  };
-
   const sendGroup = async (group: Op[]): Promise<void> => {
     const keys = isCluster ? group.map((op) => op.key) : [budgetKeys[0], budgetKeys[1], ...group.map((op) => op.key)];
     const args: (string | number)[] = [...keys, ...head, group.length];
@@ -251,32 +245,17 @@ export function createOutcomeQueue(
         for (const op of group) op.reject(failure);
         return;
       }
-      return resolveLost(group, error);
+      return resolveLostOps(connection, group, error);
     }
     if (!Array.isArray(reply) || reply.length !== group.length) {
-      return resolveLost(group, new Error('unexpected reply to the outcome script'));
+      return resolveLostOps(connection, group, new Error('unexpected reply to the outcome script'));
     }
     group.forEach((op, i) => {
       settle(op, reply[i]);
     });
   };
 
-  const run = async (batch: Op[]): Promise<void> => {
-    if (isClosed()) {
-      const failure = new StoreUnavailableError({ cause: new Error('store is closed') });
-      for (const op of batch) op.reject(failure);
-      return;
-    }
-    if (!isCluster || batch.length === 1) return sendGroup(batch);
-    const slots = new Map<number, Op[]>();
-    for (const op of batch) {
-      const slot = hashSlot(op.key);
-      const group = slots.get(slot);
-      if (group === undefined) slots.set(slot, [op]);
-      else group.push(op);
-    }
-    await Promise.all([...slots.values()].map(sendGroup));
-  };
+  const run = (batch: Op[]): Promise<void> => runBySlot(batch, isCluster, isClosed, sendGroup);
 
   const batcher = createBatcher<Op, unknown>({
     maxBatchSize,

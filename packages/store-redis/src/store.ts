@@ -1,15 +1,13 @@
 import type { ClaimResult, KeyFingerprint } from '@mrtr/core';
 import { type BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
-import { createConsumeQueue } from './batching.js';
-import { openConnection } from './connection.js';
-import { createEvictionGuard, type EvictionCheck } from './eviction.js';
+import { type ConsumeQueue, createConsumeQueue } from './batching.js';
+import { openConnection, type RedisConnection } from './connection.js';
+import { createEvictionGuard, type EvictionCheck, type EvictionGuard } from './eviction.js';
 import { exchangeFingerprints } from './fingerprints.js';
 import { fail, notWritten, REPLAYED, resolveLost } from './lost-reply.js';
-import { createOutcomeQueue } from './outcomes.js';
-import { parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
-
-/** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
-const MAX_FINGERPRINT_LENGTH = 256;
+import { createOutcomeQueue, type OutcomeQueue } from './outcomes.js';
+import { type ParsedRedisStoreOptions, parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
+import { fingerprintMisuse } from './scripts.js';
 
 /**
  * Replay store on Redis ≥ 6.2. Each `consume` is one atomic `SET key <owner> NX PXAT expiresAtMs` on
@@ -41,13 +39,11 @@ const MAX_FINGERPRINT_LENGTH = 256;
  */
 export function createRedisStore(options: RedisStoreOptions = {}): RedisReplayStore {
   const parsed = parseRedisStoreOptions(options);
-  const { keyPrefix, commandTimeoutMs, extraRetentionMs, evictionPolicyCheck, onError, batching, maxOutcomeBytes, outcomeBudgetBytes } =
-    parsed;
+  const { keyPrefix, commandTimeoutMs, evictionPolicyCheck, onError, maxOutcomeBytes, outcomeBudgetBytes } = parsed;
 
   let closed = false;
   let closing: Promise<void> | undefined;
   const isClosed = (): boolean => closed;
-
   const warn = (error: BackgroundError): void => {
     try {
       onError(error);
@@ -57,136 +53,15 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   };
 
   const connection = openConnection({ ...parsed, subject: { store: '', operation: 'consume' } }, warn, isClosed);
-  const { client, commands, owned, whenUsable, bounded } = connection;
-
-  const interpret = (reply: unknown): boolean => {
-    if (reply === 'OK') return true;
-    if (reply === null) return false;
-    throw new StoreUnavailableError({ cause: new Error('unexpected reply to SET NX PXAT') });
-  };
-  const send = (key: string, at: number): Promise<boolean> => {
-    const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
-    return bounded(commands.set(key, mine, 'PXAT', at, 'NX')).then(interpret, (error: unknown) =>
-      notWritten(error) ? fail(error) : resolveLost(connection, key, mine, error),
-    );
-  };
-
-  const queue = createConsumeQueue(connection, parsed, send, isClosed);
-  const enqueue = queue.enqueue;
+  const { client, owned, whenUsable, bounded } = connection;
   const eviction = createEvictionGuard(connection, evictionPolicyCheck, commandTimeoutMs, warn);
-  const checkEvictionPolicy = eviction.check;
-  const policyGate = eviction.gate;
-
-  const write = batching ? enqueue : send;
-  const sendChecked = (key: string, at: number): Promise<boolean> => {
-    const gate = policyGate();
-    if (gate === undefined) return write(key, at);
-    return gate.then(() => (closed ? fail(new Error('store is closed')) : write(key, at)), fail);
-  };
-
-  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
-    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
-    if (typeof id !== 'string' || id.length === 0) {
-      return Promise.reject(new TypeError('consume: id must be a non-empty string'));
-    }
-    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return Promise.reject(new TypeError('consume: expiresAtMs must be a finite number'));
-    }
-    if (expiresAtMs <= Date.now()) return Promise.resolve(false);
-    const key = keyPrefix + id;
-    // Round up: the id must be remembered until at least expiresAtMs.
-    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
-    try {
-      const wait = owned ? whenUsable() : undefined;
-      if (wait === undefined) return sendChecked(key, at);
-      return wait.then(() => (closed ? fail(new Error('store is closed')) : sendChecked(key, at)));
-    } catch (cause) {
-      // ioredis may throw synchronously (e.g. a Cluster with no nodes): still never true.
-      return Promise.reject(new StoreUnavailableError({ cause }));
-    }
-  };
-
-  // Outcome recording. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
-  // `p:<fp>:<owner>` and `record` turns it into `d:<fp>:<outcome>`: one key per id, so the two share the ledger.
-
-  const checkFingerprint = (fingerprint: unknown, method: string): Error | undefined => {
-    if (typeof fingerprint !== 'string' || fingerprint.length === 0 || fingerprint.includes(':')) {
-      return new TypeError(`${method}: fingerprint must be a non-empty string without ":"`);
-    }
-    if (fingerprint.length > MAX_FINGERPRINT_LENGTH) {
-      return new RangeError(`${method}: fingerprint must be at most ${MAX_FINGERPRINT_LENGTH} characters`);
-    }
-    return undefined;
-  };
-
-  // Claims and records: batched like consumes (one script call per batch, one per hash slot on a Cluster).
-  const ledgerBase = keyPrefix.slice(0, -1);
-  const outcomes = createOutcomeQueue(
-    connection,
-    {
-      maxBatchSize: parsed.maxBatchSize,
-      maxQueued: parsed.maxQueued,
-      outcomeBudgetBytes,
-      // `%` never follows an encoded namespace but as `%25`/`%3A`: no id of any ledger can name these keys.
-      budgetKeys: [`${ledgerBase}%o{${ledgerBase}}:h`, `${ledgerBase}%o{${ledgerBase}}:z`],
-    },
-    isClosed,
-  );
-
-  /**
-   * Runs `op` once the store may talk to Redis: an owned client's start-up wait and, when `gated`, the eviction
-   * gate. With nothing to wait for, `op` runs (and its command is sent) synchronously, as a lone consume's is.
-   */
-  const whenOpen = <T>(op: () => Promise<T>, gated: boolean): Promise<T> => {
-    const go = (): Promise<T> => {
-      if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
-      const gate = gated ? policyGate() : undefined;
-      // The queue settles with ERR_STORE_UNAVAILABLE itself: nothing to wrap on the hot path.
-      if (gate === undefined) return op();
-      return gate.then(() => (closed ? fail(new Error('store is closed')) : op()), fail).catch(fail);
-    };
-    try {
-      const wait = owned ? whenUsable() : undefined;
-      return wait === undefined ? go() : wait.then(go, fail);
-    } catch (cause) {
-      // ioredis may throw synchronously (e.g. a Cluster with no nodes): never first.
-      return Promise.reject(new StoreUnavailableError({ cause }));
-    }
-  };
-
-  /** UTF-8 bytes ≤ 3 × UTF-16 code units: the exact count only when that bound does not settle it. */
-  const outcomeFits = (outcome: string): boolean =>
-    outcome.length <= maxOutcomeBytes && (outcome.length * 3 <= maxOutcomeBytes || Buffer.byteLength(outcome, 'utf8') <= maxOutcomeBytes);
-
-  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
-    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('claim: id must be a non-empty string'));
-    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return Promise.reject(new TypeError('claim: expiresAtMs must be a finite number'));
-    }
-    const misuse = checkFingerprint(fingerprint, 'claim');
-    if (misuse !== undefined) return Promise.reject(misuse);
-    // As for consume: an id that could not be remembered is never a first use.
-    if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
-    const key = keyPrefix + id;
-    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
-    return whenOpen(() => outcomes.claim(key, at, fingerprint), true);
-  };
-
-  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
-    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
-    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
-    const misuse = checkFingerprint(fingerprint, 'record');
-    if (misuse !== undefined) return Promise.reject(misuse);
-    if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
-    // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
-    const kept = outcome !== '' && outcomeFits(outcome);
-    return whenOpen(() => outcomes.record(keyPrefix + id, fingerprint, kept ? outcome : ''), false);
-  };
+  const { consume, queue } = consumer(connection, parsed, eviction, isClosed);
+  const whenOpen = opener(connection, eviction, isClosed);
+  const { claim, record, outcomes } = outcomeRecorder(connection, parsed, whenOpen, isClosed);
 
   // The fleet check's exchange: one hash of the ledger (one slot on a Cluster, by the ledger's hash tag), named like
   // the budget keys so that no id of any ledger can name it.
-  const fingerprintKey = `${ledgerBase}%k{${ledgerBase}}`;
+  const fingerprintKey = `${keyPrefix.slice(0, -1)}%k{${keyPrefix.slice(0, -1)}}`;
   const keyFingerprints = (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
     if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
     try {
@@ -218,7 +93,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
         return { status: 'unknown', error };
       }
     }
-    return checkEvictionPolicy();
+    return eviction.check();
   };
 
   const ready = async (): Promise<void> => {
@@ -248,4 +123,144 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     checkEvictionPolicy: checkNow,
     ready,
   };
+}
+
+/**
+ * `consume`: one `SET key <owner> NX PXAT` (batched with others while a batch is in flight), after an owned client's
+ * start-up wait and the eviction gate; a lost reply is resolved by one `GET` of this call's owner value.
+ */
+function consumer(
+  connection: RedisConnection,
+  parsed: ParsedRedisStoreOptions,
+  eviction: EvictionGuard,
+  isClosed: () => boolean,
+): { consume: (id: string, expiresAtMs: number) => Promise<boolean>; queue: ConsumeQueue } {
+  const { keyPrefix, extraRetentionMs, batching } = parsed;
+  const { commands, owned, whenUsable, bounded } = connection;
+
+  const interpret = (reply: unknown): boolean => {
+    if (reply === 'OK') return true;
+    if (reply === null) return false;
+    throw new StoreUnavailableError({ cause: new Error('unexpected reply to SET NX PXAT') });
+  };
+  const send = (key: string, at: number): Promise<boolean> => {
+    const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
+    return bounded(commands.set(key, mine, 'PXAT', at, 'NX')).then(interpret, (error: unknown) =>
+      notWritten(error) ? fail(error) : resolveLost(connection, key, mine, error),
+    );
+  };
+
+  const queue = createConsumeQueue(connection, parsed, send, isClosed);
+  const write = batching ? queue.enqueue : send;
+  const sendChecked = (key: string, at: number): Promise<boolean> => {
+    const gate = eviction.gate();
+    if (gate === undefined) return write(key, at);
+    return gate.then(() => (isClosed() ? fail(new Error('store is closed')) : write(key, at)), fail);
+  };
+
+  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
+    if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) {
+      return Promise.reject(new TypeError('consume: id must be a non-empty string'));
+    }
+    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
+      return Promise.reject(new TypeError('consume: expiresAtMs must be a finite number'));
+    }
+    if (expiresAtMs <= Date.now()) return Promise.resolve(false);
+    const key = keyPrefix + id;
+    // Round up: the id must be remembered until at least expiresAtMs.
+    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
+    try {
+      const wait = owned ? whenUsable() : undefined;
+      if (wait === undefined) return sendChecked(key, at);
+      return wait.then(() => (isClosed() ? fail(new Error('store is closed')) : sendChecked(key, at)));
+    } catch (cause) {
+      // ioredis may throw synchronously (e.g. a Cluster with no nodes): still never true.
+      return Promise.reject(new StoreUnavailableError({ cause }));
+    }
+  };
+  return { consume, queue };
+}
+
+/**
+ * Runs `op` once the store may talk to Redis: an owned client's start-up wait and, when `gated`, the eviction
+ * gate. With nothing to wait for, `op` runs (and its command is sent) synchronously, as a lone consume's is.
+ */
+type WhenOpen = <T>(op: () => Promise<T>, gated: boolean) => Promise<T>;
+
+function opener(connection: RedisConnection, eviction: EvictionGuard, isClosed: () => boolean): WhenOpen {
+  const { owned, whenUsable } = connection;
+  return <T>(op: () => Promise<T>, gated: boolean): Promise<T> => {
+    const go = (): Promise<T> => {
+      if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+      const gate = gated ? eviction.gate() : undefined;
+      // The queue settles with ERR_STORE_UNAVAILABLE itself: nothing to wrap on the hot path.
+      if (gate === undefined) return op();
+      return gate.then(() => (isClosed() ? fail(new Error('store is closed')) : op()), fail).catch(fail);
+    };
+    try {
+      const wait = owned ? whenUsable() : undefined;
+      return wait === undefined ? go() : wait.then(go, fail);
+    } catch (cause) {
+      // ioredis may throw synchronously (e.g. a Cluster with no nodes): never first.
+      return Promise.reject(new StoreUnavailableError({ cause }));
+    }
+  };
+}
+
+/**
+ * Outcome recording. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
+ * `p:<fp>:<owner>` and `record` turns it into `d:<fp>:<outcome>`: one key per id, so the two share the ledger.
+ * Claims and records are batched like consumes (one script call per batch, one per hash slot on a Cluster).
+ */
+function outcomeRecorder(
+  connection: RedisConnection,
+  parsed: ParsedRedisStoreOptions,
+  whenOpen: WhenOpen,
+  isClosed: () => boolean,
+): Pick<RedisReplayStore, 'claim' | 'record'> & { outcomes: OutcomeQueue } {
+  const { keyPrefix, extraRetentionMs, maxOutcomeBytes, outcomeBudgetBytes } = parsed;
+  const ledgerBase = keyPrefix.slice(0, -1);
+  const outcomes = createOutcomeQueue(
+    connection,
+    {
+      maxBatchSize: parsed.maxBatchSize,
+      maxQueued: parsed.maxQueued,
+      outcomeBudgetBytes,
+      // `%` never follows an encoded namespace but as `%25`/`%3A`: no id of any ledger can name these keys.
+      budgetKeys: [`${ledgerBase}%o{${ledgerBase}}:h`, `${ledgerBase}%o{${ledgerBase}}:z`],
+    },
+    isClosed,
+  );
+
+  /** UTF-8 bytes ≤ 3 × UTF-16 code units: the exact count only when that bound does not settle it. */
+  const outcomeFits = (outcome: string): boolean =>
+    outcome.length <= maxOutcomeBytes && (outcome.length * 3 <= maxOutcomeBytes || Buffer.byteLength(outcome, 'utf8') <= maxOutcomeBytes);
+
+  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+    if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('claim: id must be a non-empty string'));
+    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
+      return Promise.reject(new TypeError('claim: expiresAtMs must be a finite number'));
+    }
+    const misuse = fingerprintMisuse('claim', fingerprint);
+    if (misuse !== undefined) return Promise.reject(misuse);
+    // As for consume: an id that could not be remembered is never a first use.
+    if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
+    const key = keyPrefix + id;
+    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
+    return whenOpen(() => outcomes.claim(key, at, fingerprint), true);
+  };
+
+  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+    if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
+    const misuse = fingerprintMisuse('record', fingerprint);
+    if (misuse !== undefined) return Promise.reject(misuse);
+    if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
+    // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
+    const kept = outcome !== '' && outcomeFits(outcome);
+    return whenOpen(() => outcomes.record(keyPrefix + id, fingerprint, kept ? outcome : ''), false);
+  };
+  return { claim, record, outcomes };
 }

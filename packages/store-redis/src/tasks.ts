@@ -31,21 +31,23 @@ import { createHash } from 'node:crypto';
 import { MrtrError, type TaskRecord, type TaskStore, type TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
+  assertTaskUpdateArguments,
   type BackgroundError,
   base64urlEncode,
   intOption,
   isTerminalStatus,
   optionsObject,
   parseTaskStoreLimits,
+  parseTaskUpdateOptions,
   randomBytes,
+  runTaskUpdate,
   stringOption,
   StoreUnavailableError,
   TaskLimitError,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
 import { type Cluster, type Redis, type RedisOptions, ReplyError } from 'ioredis';
-import { openConnection } from './connection.js';
+import { openConnection, type RedisConnection } from './connection.js';
 import { DEFAULT_NAMESPACE, ledgerKeyPrefix, MAX_TIMER_MS, onErrorOption, redisOptionsOption } from './options.js';
 
 const LABEL = 'createRedisTaskStore';
@@ -76,8 +78,8 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
   /**
    * Store name inside the prefix (`prefix + namespace + ":"`, with `%` and `:` percent-encoded so two
    * namespaces never share a key). Stores with the same prefix and namespace share their tasks. The default
-   * (`''`, the default of every `@mrtr/store-*` store) is keyed as `default`, as before issue 22 when `'default'`
-   * was this option's default: so `''` and `'default'` name the same store and existing keys stay in use.
+   * (`''`, the default of every `@mrtr/store-*` store) is keyed as `default`, this option's former
+   * default: so `''` and `'default'` name the same store and existing keys stay in use.
    * @default ''
    */
   namespace?: string | undefined;
@@ -112,13 +114,6 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
    * @default (error) => console.warn(error.message)
    */
   onError?: ((error: BackgroundError) => void) | undefined;
-  /**
-   * Former name of `onError`, receiving the message alone (kept for one release; giving both with different
-   * values is a `TypeError`).
-   * @deprecated use `onError` (`error.message` is the string this hook receives)
-   * @default (message) => console.warn(message)
-   */
-  onWarning?: ((message: string) => void) | undefined;
   /**
    * Most reads-and-writes one `update` tries when other instances change the task at the same moment (1–1000);
    * then it rejects `ERR_STORE_UNAVAILABLE`, the record as the others left it. Default `32`.
@@ -279,14 +274,24 @@ const corrupt = (taskId: string): StoreUnavailableError =>
     cause: new Error(`${LABEL}: the value stored for a task is not a task record (id of ${taskId.length} characters)`),
   });
 
-/**
- * Task store on Redis ≥ 6.2 (`PXAT`, `ZADD … GT`), on one server or a Cluster, shared by every instance that
- * uses the same prefix and namespace. See the module comment (and the README's "Task store") for the keys and
- * the order of writes. Fails closed: any Redis error, timeout or unexpected reply is `ERR_STORE_UNAVAILABLE`
- * (`StoreUnavailableError`, the original as `cause`), as is a stored value that is not a task record of the id
- * asked for (it is never treated as absent, so a create cannot replace it and an update never writes over it).
- */
-export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): RedisTaskStore {
+/** {@link RedisTaskStoreOptions} checked, with every default filled in. */
+interface ParsedTaskStoreOptions {
+  readonly url: string | undefined;
+  readonly injected: Redis | Cluster | undefined;
+  readonly keyPrefix: string;
+  readonly maxLive: number;
+  readonly maxKept: number;
+  readonly maxTasks: number;
+  readonly commandTimeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly maxReconnectDelayMs: number;
+  readonly maxUpdateAttempts: number;
+  readonly onError: (error: BackgroundError) => void;
+  readonly redisOptions: RedisOptions;
+}
+
+/** Checks the options of {@link createRedisTaskStore} (a misuse throws `TypeError`/`RangeError`) and fills in the defaults. */
+function parseTaskStoreOptions(options: RedisTaskStoreOptions): ParsedTaskStoreOptions {
   options = optionsObject(LABEL, options);
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
   const { url, client: injected } = options;
@@ -300,62 +305,49 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
   const commandTimeoutMs = intOption(`${LABEL}: commandTimeoutMs`, options.commandTimeoutMs, 1000, 1, MAX_TIMER_MS);
   const connectTimeoutMs = intOption(`${LABEL}: connectTimeoutMs`, options.connectTimeoutMs, 2000, 1, MAX_TIMER_MS);
   const maxReconnectDelayMs = intOption(`${LABEL}: maxReconnectDelayMs`, options.maxReconnectDelayMs, 2000, 1, MAX_TIMER_MS);
-  const maxUpdateAttempts = intOption(`${LABEL}: maxUpdateAttempts`, options.maxUpdateAttempts, 32, 1, 1000);
+  const { maxUpdateAttempts } = parseTaskUpdateOptions(LABEL, options);
   const onError = onErrorOption(LABEL, options);
   const redisOptions = redisOptionsOption(LABEL, options.redisOptions);
-
-  const keyPrefix = ledgerKeyPrefix(prefix, namespace);
-  const taskKey = (taskId: string): string => `${keyPrefix}t:{${digest(taskId)}}`;
-  /** The bookkeeping's keys, one hash tag (see the module comment). */
-  const books = `${keyPrefix}r:{${digest(keyPrefix)}}:`;
-  /** The keys the bookkeeping scripts take for a principal: all, holders, kept, live, final; and H(principal). */
-  const bookKeys = (principal: string): { keys: string[]; who: string } => {
-    const who = digest(principal);
-    return { keys: [`${books}a`, `${books}w`, `${books}k:${who}`, `${books}l:${who}`, `${books}f:${who}`], who };
+  return {
+    url,
+    injected,
+    keyPrefix: ledgerKeyPrefix(prefix, namespace),
+    maxLive,
+    maxKept,
+    maxTasks,
+    commandTimeoutMs,
+    connectTimeoutMs,
+    maxReconnectDelayMs,
+    maxUpdateAttempts,
+    onError,
+    redisOptions,
   };
+}
 
-  let closed = false;
-  let closing: Promise<void> | undefined;
-  const warn = (error: BackgroundError): void => {
-    try {
-      onError(error);
-    } catch {
-      // a throwing hook must not break the store
-    }
-  };
-  const connection = openConnection(
-    {
-      url,
-      injected,
-      redisOptions,
-      connectTimeoutMs,
-      commandTimeoutMs,
-      maxReconnectDelayMs,
-      subject: { store: 'task store', operation: 'task operation' },
-    },
-    warn,
-    () => closed,
-  );
-  const { client, owned, bounded } = connection;
-  const commands = client as unknown as Commands;
-  const whenUsable = (): Promise<void> | undefined => (owned ? connection.whenUsable() : undefined);
-
-  const fail = (cause: unknown): never => {
-    if (cause instanceof StoreUnavailableError) throw cause;
-    throw new StoreUnavailableError({ cause });
-  };
-
+/** How the operations reach Redis: every failure is `StoreUnavailableError`. */
+interface TaskLink {
+  readonly commands: Commands;
   /**
    * Sends one command once the store may (not closed; an owned client's start-up wait), bounded by
    * `commandTimeoutMs` (owned: ioredis's `commandTimeout`; injected: a deadline of its own). Every failure,
    * a synchronous throw of the client included, is `StoreUnavailableError`.
    */
+  call<T>(send: () => Promise<T>): Promise<T>;
+  /** `EVALSHA` of a script, `EVAL` when the server does not hold it yet. */
+  script(source: string, sha: string, keys: string[], args: (string | number)[]): Promise<unknown>;
+}
+
+function taskLink(connection: RedisConnection, isClosed: () => boolean): TaskLink {
+  const { client, owned, bounded } = connection;
+  const commands = client as unknown as Commands;
+  const whenUsable = (): Promise<void> | undefined => (owned ? connection.whenUsable() : undefined);
+
   const call = async <T>(send: () => Promise<T>): Promise<T> => {
     try {
-      if (closed) throw new Error('store is closed');
+      if (isClosed()) throw new Error('store is closed');
       const wait = whenUsable();
       if (wait !== undefined) await wait;
-      if (closed) throw new Error('store is closed');
+      if (isClosed()) throw new Error('store is closed');
       const reply = send();
       return await bounded(reply);
     } catch (error) {
@@ -375,23 +367,53 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       throw error;
     }
   };
+  return { commands, call, script };
+}
 
-  /** The command cannot have run: Redis answered with an error, or it was never sent. */
-  const notWritten = (error: unknown): boolean => {
-    const cause = error instanceof StoreUnavailableError ? (error as { cause?: unknown }).cause : error;
-    return (
-      cause instanceof ReplyError ||
-      (cause instanceof Error && (cause.message === 'store is closed' || cause.message.includes("Stream isn't writeable"))) ||
-      MrtrError.is(cause)
-    );
-  };
+const fail = (cause: unknown): never => {
+  if (cause instanceof StoreUnavailableError) throw cause;
+  throw new StoreUnavailableError({ cause });
+};
 
+/** The command cannot have run: Redis answered with an error, or it was never sent. */
+const notWritten = (error: unknown): boolean => {
+  const cause = error instanceof StoreUnavailableError ? (error as { cause?: unknown }).cause : error;
+  return (
+    cause instanceof ReplyError ||
+    (cause instanceof Error && (cause.message === 'store is closed' || cause.message.includes("Stream isn't writeable"))) ||
+    MrtrError.is(cause)
+  );
+};
+
+const duplicate = (): Error => new Error(`${LABEL}: create: a task with this id is already present`);
+
+/** What `create` and `update` share: the parsed options, the link, the keys and the reads. */
+interface Tasks {
+  readonly options: ParsedTaskStoreOptions;
+  readonly link: TaskLink;
+  readonly isCluster: boolean;
+  readonly taskKey: (taskId: string) => string;
+  /** The bookkeeping's keys, one hash tag (see the module comment). */
+  readonly books: string;
+  /** The keys the bookkeeping scripts take for a principal: all, holders, kept, live, final; and H(principal). */
+  readonly bookKeys: (principal: string) => { keys: string[]; who: string };
   /** The stored value of a task: its version and record; `undefined` when absent or expired (by this host's clock too). */
+  readonly read: (taskId: string, key?: string) => Promise<{ version: string; record: TaskRecord; json: string } | undefined>;
+}
+
+function tasksOf(options: ParsedTaskStoreOptions, link: TaskLink, isCluster: boolean): Tasks {
+  const { keyPrefix } = options;
+  const taskKey = (taskId: string): string => `${keyPrefix}t:{${digest(taskId)}}`;
+  const books = `${keyPrefix}r:{${digest(keyPrefix)}}:`;
+  const bookKeys = (principal: string): { keys: string[]; who: string } => {
+    const who = digest(principal);
+    return { keys: [`${books}a`, `${books}w`, `${books}k:${who}`, `${books}l:${who}`, `${books}f:${who}`], who };
+  };
   const read = async (
     taskId: string,
     key = taskKey(taskId),
   ): Promise<{ version: string; record: TaskRecord; json: string } | undefined> => {
-    const value = await call(() => commands.get(key));
+    const value = await link.call(() => link.commands.get(key));
     if (value === null) return undefined;
     if (typeof value !== 'string' || value.length <= VERSION_LENGTH) throw corrupt(taskId);
     const json = value.slice(VERSION_LENGTH);
@@ -406,105 +428,107 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
     if (Date.now() >= taskExpiresAt(record)) return undefined;
     return { version: value.slice(0, VERSION_LENGTH), record, json };
   };
+  return { options, link, isCluster, taskKey, books, bookKeys, read };
+}
 
-  /** Takes back a create's entries (best effort: a leftover entry only counts until its expiry). */
-  const release = async (keys: string[], member: string): Promise<void> => {
-    await Promise.all([0, 2, 3, 4].map((i) => call(() => commands.zrem(keys[i] as string, member)).catch(() => undefined)));
-  };
+/** Takes back a create's entries (best effort: a leftover entry only counts until its expiry). */
+async function release({ link }: Tasks, keys: string[], member: string): Promise<void> {
+  await Promise.all([0, 2, 3, 4].map((i) => link.call(() => link.commands.zrem(keys[i] as string, member)).catch(() => undefined)));
+}
 
-  const duplicate = (): Error => new Error(`${LABEL}: create: a task with this id is already present`);
-
-  const create = async (record: TaskRecord): Promise<void> => {
-    if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
-    const { taskId } = record;
-    if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
-      throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
-    }
-    const at = taskExpiresAt(record);
-    if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
-    const json = JSON.stringify(record);
-    const { keys, who } = bookKeys(record.principal);
-    const member = digest(taskId);
-    const unfinished = !isTerminalStatus(record.status);
-    const reply = await script(RESERVE_SCRIPT, RESERVE_SHA, keys, [member, at, unfinished ? 1 : 0, maxLive, maxKept, maxTasks, books, who]);
-    if (reply === 'live') throw new TaskLimitError('live', maxLive);
-    if (reply === 'kept') throw new TaskLimitError('kept', maxKept);
-    if (reply === 'store') throw new TaskLimitError('store', maxTasks);
-    if (reply === 'duplicate') throw duplicate();
-    if (reply !== 'ok' && !(typeof reply === 'string' && reply.startsWith('v')))
-      fail(new Error('unexpected reply to the task reserve script'));
-    const victim = reply === 'ok' ? undefined : (reply as string).slice(1);
-    if (victim !== undefined) {
-      // Room made: the victim goes before this task is written (it stays counted in `…a` until then), so the store
-      // never holds more than maxTasks. Its deletion unknown → this create fails closed, the victim still counted.
-      try {
-        await call(() => commands.del(`${keyPrefix}t:{${victim}}`));
-      } catch (error) {
-        await release(keys, member);
-        throw error;
-      }
-    }
-    const key = taskKey(taskId);
-    const version = newVersion();
-    let written: boolean;
+/** `create`: the reserve script, the victim's deletion, then `SET … NX PXAT` of the task (see the module comment). */
+async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
+  const { options, link, books, bookKeys } = tasks;
+  const { keyPrefix, maxLive, maxKept, maxTasks } = options;
+  if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
+  const { taskId } = record;
+  if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
+    throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
+  }
+  const at = taskExpiresAt(record);
+  if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
+  const json = JSON.stringify(record);
+  const { keys, who } = bookKeys(record.principal);
+  const member = digest(taskId);
+  const unfinished = !isTerminalStatus(record.status);
+  const reply = await link.script(RESERVE_SCRIPT, RESERVE_SHA, keys, [
+    member,
+    at,
+    unfinished ? 1 : 0,
+    maxLive,
+    maxKept,
+    maxTasks,
+    books,
+    who,
+  ]);
+  if (reply === 'live') throw new TaskLimitError('live', maxLive);
+  if (reply === 'kept') throw new TaskLimitError('kept', maxKept);
+  if (reply === 'store') throw new TaskLimitError('store', maxTasks);
+  if (reply === 'duplicate') throw duplicate();
+  if (reply !== 'ok' && !(typeof reply === 'string' && reply.startsWith('v')))
+    fail(new Error('unexpected reply to the task reserve script'));
+  const victim = reply === 'ok' ? undefined : (reply as string).slice(1);
+  if (victim !== undefined) {
+    // Room made: the victim goes before this task is written (it stays counted in `…a` until then), so the store
+    // never holds more than maxTasks. Its deletion unknown → this create fails closed, the victim still counted.
     try {
-      written = (await call(() => commands.set(key, version + json, 'PXAT', at, 'NX'))) === 'OK';
+      await link.call(() => link.commands.del(`${keyPrefix}t:{${victim}}`));
     } catch (error) {
-      if (notWritten(error)) {
-        await release(keys, member);
-        throw error;
-      }
-      // Lost reply: the SET may have run. One GET on the key: this call's version → written; another → a
-      // duplicate; nothing or no answer → unknown (the entry stays: the count is too high, never too low).
-      const stored = await call(() => commands.get(key)).catch(() => fail(error));
-      if (typeof stored !== 'string') fail(error);
-      written = (stored as string).startsWith(version);
+      await release(tasks, keys, member);
+      throw error;
     }
-    if (!written) {
-      await release(keys, member);
-      throw duplicate();
+  }
+  const takeBack = (): Promise<void> => release(tasks, keys, member);
+  if (!(await writeNewTask(tasks, tasks.taskKey(taskId), json, at, takeBack))) {
+    await takeBack();
+    throw duplicate();
+  }
+  // Best effort: a victim left in `…a` only counts until its expiry.
+  if (victim !== undefined) await link.call(() => link.commands.zrem(keys[0] as string, victim)).catch(() => undefined);
+}
+
+/**
+ * `SET … NX PXAT` of a new task: true when this call wrote it, false when the id is taken. A lost reply: one `GET` on
+ * the key (this call's version → written; another → taken; nothing or no answer → unknown, fail closed: the entry
+ * stays, the count too high, never too low). A command that cannot have run takes the entries back.
+ */
+async function writeNewTask(tasks: Tasks, key: string, json: string, at: number, takeBack: () => Promise<void>): Promise<boolean> {
+  const { link } = tasks;
+  const version = newVersion();
+  try {
+    return (await link.call(() => link.commands.set(key, version + json, 'PXAT', at, 'NX'))) === 'OK';
+  } catch (error) {
+    if (notWritten(error)) {
+      await takeBack();
+      throw error;
     }
-    // Best effort: a victim left in `…a` only counts until its expiry.
-    if (victim !== undefined) await call(() => commands.zrem(keys[0] as string, victim)).catch(() => undefined);
-  };
+    const stored = await link.call(() => link.commands.get(key)).catch(() => fail(error));
+    if (typeof stored !== 'string') fail(error);
+    return (stored as string).startsWith(version);
+  }
+}
 
-  const get = async (taskId: string): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: get: taskId must be a string`);
-    if (closed) fail(new Error('store is closed'));
-    return (await read(taskId))?.record;
-  };
-
-  const isCluster = (client as { isCluster?: unknown }).isCluster === true;
-  /** A Cluster: the entries' scores raised first (an entry is never scored before its task's expiry), then the compare-and-set. */
-  const casInSteps = async (
-    keys: string[],
-    key: string,
-    member: string,
-    version: string,
-    value: string,
-    at: number,
-    bump: boolean,
-  ): Promise<unknown> => {
-    if (bump) await script(BUMP_SCRIPT, BUMP_SHA, keys, [member, at]);
-    return script(CAS_SCRIPT, CAS_SHA, [key], [version, value, at]);
-  };
-
-  const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
-    if (closed) fail(new Error('store is closed'));
-    const member = digest(taskId);
-    const key = `${keyPrefix}t:{${member}}`;
-    for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-      const current = await read(taskId, key);
-      if (current === undefined) return undefined;
-      const before = current.record;
-      // `change` gets its own copy: a second parse of the stored JSON (cheaper than structuredClone).
-      const next = change(JSON.parse(current.json) as TaskRecord);
-      if (next === undefined) return before;
-      assertTaskChange(`${LABEL}: update`, before, next);
+/**
+ * `update`: read the task with its version, run `change`, then the compare-and-set (with the entries' scores raised
+ * first); on a conflict read again and run `change` again, at most `maxUpdateAttempts` times.
+ */
+async function updateTask(
+  tasks: Tasks,
+  taskId: string,
+  change: (record: TaskRecord) => TaskRecord | undefined,
+): Promise<TaskRecord | undefined> {
+  const { options, link, isCluster, bookKeys, read } = tasks;
+  const { keyPrefix, maxUpdateAttempts } = options;
+  const member = digest(taskId);
+  const key = `${keyPrefix}t:{${member}}`;
+  return runTaskUpdate(LABEL, taskId, change, maxUpdateAttempts, {
+    read: () => read(taskId, key),
+    // `change` gets its own copy: a second parse of the stored JSON (cheaper than structuredClone).
+    copy: (current) => JSON.parse(current.json) as TaskRecord,
+    write: async (current, next) => {
       const at = taskExpiresAt(next);
       if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
+      const before = current.record;
       const json = JSON.stringify(next);
       const { keys, who } = bookKeys(before.principal);
       const bump = at > taskExpiresAt(before);
@@ -513,8 +537,8 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       let reply: unknown;
       try {
         reply = isCluster
-          ? await casInSteps(keys, key, member, current.version, version + json, at, bump)
-          : await script(
+          ? await casInSteps(link, keys, key, member, current.version, version + json, at, bump)
+          : await link.script(
               CAS_BOOKS_SCRIPT,
               CAS_BOOKS_SHA,
               [key, ...keys],
@@ -523,7 +547,7 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       } catch (error) {
         if (notWritten(error)) throw error;
         // Lost reply: written only if the key now holds this call's version; else unknown (fail closed).
-        const stored = await call(() => commands.get(key)).catch(() => fail(error));
+        const stored = await link.call(() => link.commands.get(key)).catch(() => fail(error));
         if (typeof stored !== 'string' || !stored.startsWith(version)) fail(error);
         reply = 2;
       }
@@ -531,24 +555,78 @@ export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): Redis
       if (reply === 2) {
         if (isCluster && becameFinal) {
           // Best effort: a leftover live entry only counts until its expiry (and the task cannot make room meanwhile).
-          await script(FINAL_SCRIPT, FINAL_SHA, keys, [member, who]).catch(() => undefined);
+          await link.script(FINAL_SCRIPT, FINAL_SHA, keys, [member, who]).catch(() => undefined);
         }
         return JSON.parse(json) as TaskRecord;
       }
       if (reply !== 1) fail(new Error('unexpected reply to the task compare-and-set script'));
-      // Changed meanwhile: read it again. From the third try on, a short random pause spreads the contenders.
-      if (attempt >= 2) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(20, attempt * 2)));
+      return 'conflict';
+    },
+  });
+}
+
+/** A Cluster: the entries' scores raised first (an entry is never scored before its task's expiry), then the compare-and-set. */
+async function casInSteps(
+  link: TaskLink,
+  keys: string[],
+  key: string,
+  member: string,
+  version: string,
+  value: string,
+  at: number,
+  bump: boolean,
+): Promise<unknown> {
+  if (bump) await link.script(BUMP_SCRIPT, BUMP_SHA, keys, [member, at]);
+  return link.script(CAS_SCRIPT, CAS_SHA, [key], [version, value, at]);
+}
+
+/**
+ * Task store on Redis ≥ 6.2 (`PXAT`, `ZADD … GT`), on one server or a Cluster, shared by every instance that
+ * uses the same prefix and namespace. See the module comment (and the README's "Task store") for the keys and
+ * the order of writes. Fails closed: any Redis error, timeout or unexpected reply is `ERR_STORE_UNAVAILABLE`
+ * (`StoreUnavailableError`, the original as `cause`), as is a stored value that is not a task record of the id
+ * asked for (it is never treated as absent, so a create cannot replace it and an update never writes over it).
+ */
+export function createRedisTaskStore(options: RedisTaskStoreOptions = {}): RedisTaskStore {
+  const parsed = parseTaskStoreOptions(options);
+  const { keyPrefix, onError } = parsed;
+
+  let closed = false;
+  let closing: Promise<void> | undefined;
+  const warn = (error: BackgroundError): void => {
+    try {
+      onError(error);
+    } catch {
+      // a throwing hook must not break the store
     }
-    return fail(new Error(`update: the task kept changing during ${maxUpdateAttempts} attempts`));
+  };
+  const connection = openConnection({ ...parsed, subject: { store: 'task store', operation: 'task operation' } }, warn, () => closed);
+  const { client, owned } = connection;
+  const link = taskLink(connection, () => closed);
+  const isCluster = (client as { isCluster?: unknown }).isCluster === true;
+  const tasks = tasksOf(parsed, link, isCluster);
+
+  const create = (record: TaskRecord): Promise<void> => createTask(tasks, record);
+
+  const get = async (taskId: string): Promise<TaskRecord | undefined> => {
+    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: get: taskId must be a string`);
+    if (closed) fail(new Error('store is closed'));
+    return (await tasks.read(taskId))?.record;
+  };
+
+  const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
+    assertTaskUpdateArguments(LABEL, taskId, change);
+    if (closed) fail(new Error('store is closed'));
+    return updateTask(tasks, taskId, change);
   };
 
   const ready = async (): Promise<void> => {
     if (closed) fail(new Error('store is closed'));
     if (owned) {
-      await whenUsable();
+      await connection.whenUsable();
       return;
     }
-    await call(() => commands.ping());
+    await link.call(() => link.commands.ping());
   };
 
   const close = (): Promise<void> => {

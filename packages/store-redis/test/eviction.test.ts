@@ -188,11 +188,11 @@ describe.skipIf(!present)('maxmemory-policy check (throwaway redis-server)', () 
     }
   });
 
-  it('rejects a bad evictionPolicyCheck / onError / onWarning', () => {
+  it('rejects a bad evictionPolicyCheck / onError', () => {
     const client = new Redis({ lazyConnect: true });
     try {
       expect(() => createRedisStore({ client, evictionPolicyCheck: 'maybe' as never })).toThrow(TypeError);
-      expect(() => createRedisStore({ client, onWarning: 1 as never })).toThrow(TypeError);
+      expect(() => createRedisStore({ client, onError: 1 as never })).toThrow(TypeError);
       expect(() => createRedisStore({ client, onError: 1 as never })).toThrow(
         new TypeError('createRedisStore: onError must be a function'),
       );

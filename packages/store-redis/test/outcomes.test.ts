@@ -70,17 +70,17 @@ describe('outcome options and misuse (no Redis needed)', () => {
         new TypeError('createRedisStore: outcomeBudgetBytes must be an integer'),
       );
     }
-    const store = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {}, maxOutcomeBytes: 0 });
+    const store = createRedisStore({ url: 'redis://127.0.0.1:1', onError: () => {}, maxOutcomeBytes: 0 });
     expect(store.maxOutcomeBytes).toBe(0);
     await store.close();
-    const defaults = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {} });
+    const defaults = createRedisStore({ url: 'redis://127.0.0.1:1', onError: () => {} });
     expect(defaults.maxOutcomeBytes).toBe(16_384);
     expect(defaults.outcomeBudgetBytes).toBe(64 * 1024 * 1024);
     await defaults.close();
   });
 
   it('claim and record reject misuse with labelled TypeError/RangeError before any command', async () => {
-    const store = createRedisStore({ url: 'redis://127.0.0.1:1', onWarning: () => {} });
+    const store = createRedisStore({ url: 'redis://127.0.0.1:1', onError: () => {} });
     try {
       const exp = Date.now() + 60_000;
       await expect(store.claim('', exp, 'fp')).rejects.toThrow(new TypeError('claim: id must be a non-empty string'));

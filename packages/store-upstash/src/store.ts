@@ -2,13 +2,13 @@ import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, ReplayStore } fro
 import {
   base64urlEncode,
   MAX_FINGERPRINT_MISSES,
-  MAX_FLEET_KEYS,
   parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
   randomBytes,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
+import { fingerprintMisuse, KEY_FINGERPRINT_SCRIPT, keyFingerprintAnswer, keyFingerprintArgs } from '@mrtr/store-redis/scripts';
 import { openLink, script, type UpstashConnectionOptions } from './link.js';
 
 // One key per id, `<keyPrefix>r:<id>`, holding one of (`<owner>`: 22 random base64url characters that only the call
@@ -70,8 +70,6 @@ const RECORD = script(
 );
 
 const LABEL = 'createUpstashStore';
-/** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
-const MAX_FINGERPRINT_LENGTH = 256;
 
 /** Options of {@link createUpstashStore}: the connection, the outcome bounds and these. */
 export interface UpstashStoreOptions extends UpstashConnectionOptions, OutcomeStoreLimits {}
@@ -102,50 +100,8 @@ const FIRST: ClaimResult = Object.freeze({ status: 'first' });
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
 
-/**
- * KEYS: the fingerprint hash (field = kid, value = `<expiresAtMs>:<fingerprint>`). ARGV: the most live records, then
- * kid, fingerprint, expiresAtMs per offered record. Judged by Redis's clock: drops expired fields; stores a new kid,
- * extends a matching fingerprint to the later expiry, keeps one with another fingerprint (first writer wins); a new
- * kid past the most refuses the whole offer before any write (`full`). Answers one string (never JSON, whatever the
- * client's deserialization): `ok`, then `kid fingerprint expiresAtMs` per live record, space-separated. Running it
- * twice answers as once (a retry after a lost reply is safe).
- */
-const KEY_FINGERPRINTS = script(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local h, max = KEYS[1], tonumber(ARGV[1])
-local all = redis.call('HGETALL', h)
-local live, count = {}, 0
-for i = 1, #all, 2 do
-  local v = all[i + 1]
-  local sep = string.find(v, ':', 1, true)
-  local exp = sep and tonumber(string.sub(v, 1, sep - 1))
-  if exp and exp > now then live[all[i]] = { string.sub(v, sep + 1), exp } count = count + 1
-  else redis.call('HDEL', h, all[i]) end
-end
-local new = {}
-for i = 2, #ARGV, 3 do
-  local kid, exp = ARGV[i], tonumber(ARGV[i + 2])
-  if exp > now and not live[kid] and not new[kid] then new[kid] = true count = count + 1 end
-end
-if count > max then return 'full' end
-local latest = 0
-for i = 2, #ARGV, 3 do
-  local kid, fp, exp = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  if exp > now then
-    local held = live[kid]
-    if not held then live[kid] = { fp, exp } redis.call('HSET', h, kid, string.format('%.0f', exp) .. ':' .. fp)
-    elseif held[1] == fp and exp > held[2] then held[2] = exp redis.call('HSET', h, kid, string.format('%.0f', exp) .. ':' .. fp) end
-  end
-end
-local r = { 'ok' }
-for kid, held in pairs(live) do
-  r[#r + 1] = kid .. ' ' .. held[1] .. ' ' .. string.format('%.0f', held[2])
-  if held[2] > latest then latest = held[2] end
-end
-if latest > 0 then redis.call('PEXPIREAT', h, string.format('%.0f', latest)) end
-return table.concat(r, ' ')
-`);
+/** The fleet check's exchange, shared with `@mrtr/store-redis`: see `KEY_FINGERPRINT_SCRIPT` there. */
+const KEY_FINGERPRINTS = script(KEY_FINGERPRINT_SCRIPT);
 
 const unexpected = (what: string): StoreUnavailableError =>
   new StoreUnavailableError({ cause: new Error(`unexpected reply to the ${what} script`) });
@@ -182,15 +138,6 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
     }
     return undefined;
   };
-  const checkFingerprint = (method: string, fingerprint: unknown): Error | undefined => {
-    if (typeof fingerprint !== 'string' || fingerprint.length === 0 || fingerprint.includes(':')) {
-      return new TypeError(`${method}: fingerprint must be a non-empty string without ":"`);
-    }
-    if (fingerprint.length > MAX_FINGERPRINT_LENGTH) {
-      return new RangeError(`${method}: fingerprint must be at most ${MAX_FINGERPRINT_LENGTH} characters`);
-    }
-    return undefined;
-  };
 
   const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
     const misuse = checkId('consume', id, expiresAtMs);
@@ -205,7 +152,7 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
   };
 
   const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    const misuse = checkId('claim', id, expiresAtMs) ?? checkFingerprint('claim', fingerprint);
+    const misuse = checkId('claim', id, expiresAtMs) ?? fingerprintMisuse('claim', fingerprint);
     if (misuse !== undefined) throw misuse;
     if (link.closed) throw closedError();
     if (expiresAtMs <= Date.now()) return REPLAYED;
@@ -226,7 +173,7 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
 
   const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('record: id must be a non-empty string');
-    const misuse = checkFingerprint('record', fingerprint);
+    const misuse = fingerprintMisuse('record', fingerprint);
     if (misuse !== undefined) throw misuse;
     if (typeof outcome !== 'string') throw new TypeError('record: outcome must be a string');
     if (link.closed) throw closedError();
@@ -245,22 +192,7 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
   const keyFingerprints = async (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
     const records = parseKeyFingerprintOffer(offer);
     if (link.closed) throw closedError();
-    const args = records.flatMap((r) => [r.kid, r.fingerprint, r.expiresAtMs]);
-    const reply = await link.run(KEY_FINGERPRINTS, [`${keyPrefix}kf`], [MAX_FLEET_KEYS, ...args]);
-    if (reply === 'full') {
-      throw new StoreUnavailableError({
-        cause: new RangeError(`keyFingerprints: the store already holds ${MAX_FLEET_KEYS} unexpired key fingerprints`),
-      });
-    }
-    const words = typeof reply === 'string' ? reply.split(' ') : [];
-    if (words[0] !== 'ok' || (words.length - 1) % 3 !== 0) throw unexpected('key fingerprint');
-    const held: KeyFingerprint[] = [];
-    for (let i = 1; i < words.length; i += 3) {
-      const expiresAtMs = Number(words[i + 2]);
-      if (!Number.isFinite(expiresAtMs)) throw unexpected('key fingerprint');
-      held.push({ kid: words[i] as string, fingerprint: words[i + 1] as string, expiresAtMs });
-    }
-    return held.sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+    return keyFingerprintAnswer(await link.run(KEY_FINGERPRINTS, [`${keyPrefix}kf`], keyFingerprintArgs(records)));
   };
 
   return {

@@ -19,14 +19,15 @@
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
   asTaskRecord,
-  assertTaskChange,
   base64urlEncode,
-  intOption,
   isTerminalStatus,
   parseTaskStoreLimits,
+  parseTaskUpdateOptions,
   randomBytes,
+  runTaskUpdate,
   StoreUnavailableError,
   TaskLimitError,
+  type TaskUpdateOptions,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
@@ -37,15 +38,8 @@ const MAX_TASK_ID_LENGTH = 256;
 /** `v` and 22 random base64url characters. */
 const VERSION_LENGTH = 23;
 
-/** Options of {@link createUpstashTaskStore}: the connection, the bounds (16 unfinished and 256 kept per principal, 100,000 in all) and these. */
-export interface UpstashTaskStoreOptions extends UpstashConnectionOptions, TaskStoreLimits {
-  /**
-   * Most reads-and-writes one `update` tries when other instances change the task at the same moment (1–1000);
-   * then it rejects `ERR_STORE_UNAVAILABLE`, the record as the others left it.
-   * @default 32
-   */
-  maxUpdateAttempts?: number | undefined;
-}
+/** Options of {@link createUpstashTaskStore}: the connection, the bounds (16 unfinished and 256 kept per principal, 100,000 in all) and `maxUpdateAttempts`. */
+export interface UpstashTaskStoreOptions extends UpstashConnectionOptions, TaskStoreLimits, TaskUpdateOptions {}
 
 /** A {@link TaskStore} on Upstash Redis. */
 export interface UpstashTaskStore extends TaskStore {
@@ -139,7 +133,7 @@ export function createUpstashTaskStore(options: UpstashTaskStoreOptions): Upstas
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with url and token, or client`);
   const link = openLink(LABEL, options);
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
-  const maxUpdateAttempts = intOption(`${LABEL}: maxUpdateAttempts`, options.maxUpdateAttempts, 32, 1, 1000);
+  const { maxUpdateAttempts } = parseTaskUpdateOptions(LABEL, options);
   const { keyPrefix: kp } = link;
 
   const keysOf = async (taskId: string, principal: string): Promise<{ keys: string[]; member: string; holder: string }> => {
@@ -193,30 +187,23 @@ export function createUpstashTaskStore(options: UpstashTaskStoreOptions): Upstas
     return (await read(taskId))?.record;
   };
 
-  const update = async (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> => {
-    if (typeof taskId !== 'string') throw new TypeError(`${LABEL}: update: taskId must be a string`);
-    if (typeof change !== 'function') throw new TypeError(`${LABEL}: update: change must be a function`);
-    for (let attempt = 0; attempt < maxUpdateAttempts; attempt++) {
-      const current = await read(taskId);
-      if (current === undefined) return undefined;
-      const before = current.record;
-      const next = change(structuredClone(before));
-      if (next === undefined) return before;
-      assertTaskChange(`${LABEL}: update`, before, next);
-      const at = taskExpiresAt(next);
-      if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
-      const json = JSON.stringify(next);
-      const { keys, member, holder } = await keysOf(taskId, before.principal);
-      const becameFinal = !isTerminalStatus(before.status) && isTerminalStatus(next.status);
-      const reply = await link.run(UPDATE, keys, [current.version, newVersion() + json, at, member, becameFinal ? '1' : '0', holder]);
-      if (reply === 0) return undefined;
-      if (reply === 2) return JSON.parse(json) as TaskRecord;
-      if (reply !== 1) throw new StoreUnavailableError({ cause: new Error('unexpected reply to the task update script') });
-      // Changed meanwhile: read again. From the third try on, a short random pause spreads the contenders.
-      if (attempt >= 2) await new Promise((resolve) => setTimeout(resolve, Math.random() * Math.min(20, attempt * 2)));
-    }
-    throw new StoreUnavailableError({ cause: new Error(`update: the task kept changing during ${maxUpdateAttempts} attempts`) });
-  };
+  const update = (taskId: string, change: (record: TaskRecord) => TaskRecord | undefined): Promise<TaskRecord | undefined> =>
+    runTaskUpdate(LABEL, taskId, change, maxUpdateAttempts, {
+      read: () => read(taskId),
+      write: async (current, next) => {
+        const at = taskExpiresAt(next);
+        if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: update: lastUpdatedAt + ttlMs must be a safe integer`);
+        const before = current.record;
+        const json = JSON.stringify(next);
+        const { keys, member, holder } = await keysOf(taskId, before.principal);
+        const becameFinal = !isTerminalStatus(before.status) && isTerminalStatus(next.status);
+        const reply = await link.run(UPDATE, keys, [current.version, newVersion() + json, at, member, becameFinal ? '1' : '0', holder]);
+        if (reply === 0) return undefined;
+        if (reply === 2) return JSON.parse(json) as TaskRecord;
+        if (reply !== 1) throw new StoreUnavailableError({ cause: new Error('unexpected reply to the task update script') });
+        return 'conflict';
+      },
+    });
 
   return {
     create,

@@ -1,0 +1,98 @@
+/**
+ * `@mrtr/store-redis/scripts`: the Lua and the value rules that every Redis-protocol store of mrtr shares (this
+ * package over ioredis, `@mrtr/store-upstash` over REST). Nothing here talks to Redis or imports a client or a Node
+ * built-in, so a store for an edge runtime can take it without ioredis.
+ */
+import type { KeyFingerprint } from '@mrtr/core';
+import { MAX_FLEET_KEYS, StoreUnavailableError } from '@mrtr/core/authoring';
+
+/** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
+export const MAX_FINGERPRINT_LENGTH = 256;
+
+/**
+ * A misused `claim`/`record` fingerprint (it is stored between `:` separators, so it may not hold one), labelled with
+ * `method`; `undefined` when it is fine.
+ */
+export function fingerprintMisuse(method: string, fingerprint: unknown): Error | undefined {
+  if (typeof fingerprint !== 'string' || fingerprint.length === 0 || fingerprint.includes(':')) {
+    return new TypeError(`${method}: fingerprint must be a non-empty string without ":"`);
+  }
+  if (fingerprint.length > MAX_FINGERPRINT_LENGTH) {
+    return new RangeError(`${method}: fingerprint must be at most ${MAX_FINGERPRINT_LENGTH} characters`);
+  }
+  return undefined;
+}
+
+/**
+ * The fleet check's exchange (`ReplayStore.keyFingerprints`) in one script on one hash (`KEYS[1]`, field = kid,
+ * value = `<expiresAtMs>:<fingerprint>`), judged by Redis's clock (`TIME`): expired fields are dropped; each offered
+ * record (ARGV: max, then kid, fingerprint, expiresAtMs per record: see {@link keyFingerprintArgs}) is stored when its
+ * kid has no live field, extends a live field with the same fingerprint to the later expiry, and leaves one with
+ * another fingerprint as it is (the first writer wins). A new kid that would take the hash past `max` live fields
+ * refuses the whole offer before any write (`full`). The hash expires with its latest record. Answers one string (never
+ * an array, which a REST client may deserialize): `ok`, then `kid fingerprint expiresAtMs` per live field,
+ * space-separated (kids and fingerprints are base64url). Running it twice answers as once (a retry after a lost reply
+ * is safe).
+ */
+export const KEY_FINGERPRINT_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h, max = KEYS[1], tonumber(ARGV[1])
+local all = redis.call('HGETALL', h)
+local live, count = {}, 0
+for i = 1, #all, 2 do
+  local v = all[i + 1]
+  local sep = string.find(v, ':', 1, true)
+  local exp = sep and tonumber(string.sub(v, 1, sep - 1))
+  if exp and exp > now then live[all[i]] = { string.sub(v, sep + 1), exp } count = count + 1
+  else redis.call('HDEL', h, all[i]) end
+end
+local new = {}
+for i = 2, #ARGV, 3 do
+  local kid, exp = ARGV[i], tonumber(ARGV[i + 2])
+  if exp > now and not live[kid] and not new[kid] then new[kid] = true count = count + 1 end
+end
+if count > max then return 'full' end
+local latest = 0
+for i = 2, #ARGV, 3 do
+  local kid, fp, exp = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  if exp > now then
+    local held = live[kid]
+    if not held then live[kid] = { fp, exp } redis.call('HSET', h, kid, string.format('%.0f', exp) .. ':' .. fp)
+    elseif held[1] == fp and exp > held[2] then held[2] = exp redis.call('HSET', h, kid, string.format('%.0f', exp) .. ':' .. fp) end
+  end
+end
+local r = { 'ok' }
+for kid, held in pairs(live) do
+  r[#r + 1] = kid .. ' ' .. held[1] .. ' ' .. string.format('%.0f', held[2])
+  if held[2] > latest then latest = held[2] end
+end
+if latest > 0 then redis.call('PEXPIREAT', h, string.format('%.0f', latest)) end
+return table.concat(r, ' ')
+`;
+
+/** The script's arguments for a checked offer (`parseKeyFingerprintOffer` of `@mrtr/core/authoring`). */
+export function keyFingerprintArgs(records: readonly KeyFingerprint[]): string[] {
+  return [String(MAX_FLEET_KEYS), ...records.flatMap((r) => [r.kid, r.fingerprint, String(r.expiresAtMs)])];
+}
+
+const unexpected = (): StoreUnavailableError =>
+  new StoreUnavailableError({ cause: new Error('unexpected reply to the key fingerprint script') });
+
+/** Reads the script's answer: the live records, sorted by kid; `full` and anything unexpected reject `ERR_STORE_UNAVAILABLE`. */
+export function keyFingerprintAnswer(reply: unknown): KeyFingerprint[] {
+  if (reply === 'full') {
+    throw new StoreUnavailableError({
+      cause: new RangeError(`keyFingerprints: the store already holds ${MAX_FLEET_KEYS} unexpired key fingerprints`),
+    });
+  }
+  const words = typeof reply === 'string' ? reply.split(' ') : [];
+  if (words[0] !== 'ok' || (words.length - 1) % 3 !== 0) throw unexpected();
+  const held: KeyFingerprint[] = [];
+  for (let i = 1; i < words.length; i += 3) {
+    const expiresAtMs = Number(words[i + 2]);
+    if (!Number.isFinite(expiresAtMs)) throw unexpected();
+    held.push({ kid: words[i] as string, fingerprint: words[i + 1] as string, expiresAtMs });
+  }
+  return held.sort((a, b) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0));
+}
