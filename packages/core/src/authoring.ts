@@ -71,6 +71,5 @@ export {
   isObject,
   oneOfOption,
   optionsObject,
-  renamedOption,
   stringOption,
 } from './validate.js';

@@ -65,29 +65,6 @@ export function oneOfOption<const C extends readonly string[]>(label: string, va
 }
 
 /**
- * An option with a new name and a deprecated old one (accepted for one release): the new one wins; the old one is
- * read when the new one is absent; both given with different values is a `TypeError`
- * (`<label>: give <name> (<oldName> is its deprecated name), not both`). `parse` receives the name the value came
- * under, so its messages (and any adaptation of an old shape) follow what the caller wrote.
- */
-export function renamedOption<O extends object, T>(
-  label: string,
-  options: O,
-  name: keyof O & string,
-  oldName: keyof O & string,
-  parse: (name: string, value: unknown) => T,
-): T {
-  const value = options[name];
-  const old = options[oldName];
-  if (value === undefined) return parse(oldName, old);
-  const parsed = parse(name, value);
-  if (old !== undefined && old !== value) {
-    throw new TypeError(`${label}: give ${name} (${oldName} is its deprecated name), not both`);
-  }
-  return parsed;
-}
-
-/**
  * What a store's `onError` hook receives: a problem the store met in the background and survived (a failed
  * background purge, a server it cannot reach at start-up, an unsafe server setting). Never thrown to a caller;
  * operations report their own failures by rejecting. `code` is stable (wire it to a metric or an alert), `message`

@@ -125,7 +125,6 @@ describe('exported names', () => {
       'randomBytes',
       'readTokenPrefix',
       'redactUrl',
-      'renamedOption',
       'runTaskUpdate',
       'safeEmitter',
       'stringOption',

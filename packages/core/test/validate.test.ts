@@ -1,15 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  BackgroundError,
-  boolOption,
-  fnOption,
-  intOption,
-  isObject,
-  oneOfOption,
-  optionsObject,
-  renamedOption,
-  stringOption,
-} from '../src/authoring.js';
+import { BackgroundError, boolOption, fnOption, intOption, isObject, oneOfOption, optionsObject, stringOption } from '../src/authoring.js';
 
 describe('option validators (@mrtr/core/authoring)', () => {
   it('isObject accepts plain objects only', () => {
@@ -81,27 +71,6 @@ describe('option validators (@mrtr/core/authoring)', () => {
     }
     expect(() => oneOfOption('createX: mode', 'x', 'a', ['a', 'b'] as const)).toThrow(new TypeError('createX: mode must be "a" or "b"'));
     expect(() => oneOfOption('createX: mode', 'x', 'a', ['a'] as const)).toThrow(new TypeError('createX: mode must be "a"'));
-  });
-
-  it('renamedOption: the new name wins, the old one is read when the new one is absent, both different is a TypeError', () => {
-    type O = { batch?: unknown; groupCommit?: unknown };
-    const seen: string[] = [];
-    const parse = (name: string, value: unknown) => {
-      seen.push(name);
-      return boolOption(`createX: ${name}`, value, true);
-    };
-    const read = (options: O) => renamedOption('createX', options, 'batch', 'groupCommit', parse);
-    expect(read({})).toBe(true);
-    expect(read({ batch: false })).toBe(false);
-    expect(read({ groupCommit: false })).toBe(false);
-    expect(read({ batch: false, groupCommit: false })).toBe(false); // the same value under both names
-    expect(seen).toEqual(['groupCommit', 'batch', 'groupCommit', 'batch']);
-    expect(() => read({ batch: false, groupCommit: true })).toThrow(
-      new TypeError('createX: give batch (groupCommit is its deprecated name), not both'),
-    );
-    // Each name is validated under its own label.
-    expect(() => read({ groupCommit: 'yes' })).toThrow(new TypeError('createX: groupCommit must be a boolean'));
-    expect(() => read({ batch: 'yes' })).toThrow(new TypeError('createX: batch must be a boolean'));
   });
 
   it('BackgroundError: an Error with a stable code and the underlying cause', () => {
