@@ -23,31 +23,7 @@ export {
 } from './outcome-limits.js';
 export { createPrincipalTagger, type Principal, principalPolicy } from './principal.js';
 export { redactUrl } from './redact.js';
-export {
-  CapabilityMissingError,
-  FlowExpiredError,
-  FlowRoundsError,
-  KeyConflictError,
-  KeyMismatchError,
-  KeySourceError,
-  KeysUnavailableError,
-  KeyUnknownError,
-  PrincipalRequiredError,
-  QuotaExceededError,
-  RoundInProgressError,
-  SealFailedError,
-  StateAudienceError,
-  StateBindingError,
-  StateExpiredError,
-  StateIntegrityError,
-  StateMalformedError,
-  StatePrincipalError,
-  StateReplayedError,
-  StateTooLargeError,
-  StoreFullError,
-  StoreUnavailableError,
-  TaskLimitError,
-} from './errors.js';
+export * from './error-classes.js';
 export { createEventSink, createFlowTagger, safeEmitter } from './events.js';
 export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
 export { checkFleetKeys, keyFingerprint, MAX_FLEET_KEYS, parseKeyFingerprintOffer } from './fleet.js';
@@ -56,6 +32,7 @@ export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
 export {
+  assertTaskCreateArguments,
   assertTaskUpdateArguments,
   parseTaskUpdateOptions,
   runTaskUpdate,

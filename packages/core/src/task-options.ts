@@ -3,7 +3,7 @@
  * write it only if nobody changed it meanwhile, else read again) and its one option.
  */
 import { StoreUnavailableError } from './errors.js';
-import { assertTaskChange, type TaskRecord } from './tasks.js';
+import { asTaskRecord, assertTaskChange, type TaskRecord, taskExpiresAt } from './tasks.js';
 import { intOption } from './validate.js';
 
 /** The option of a task store whose `update` is optimistic: how many rounds it tries under contention. */
@@ -72,4 +72,22 @@ export function assertTaskUpdateArguments(
 ): asserts change is (record: TaskRecord) => TaskRecord | undefined {
   if (typeof taskId !== 'string') throw new TypeError(`${label}: update: taskId must be a string`);
   if (typeof change !== 'function') throw new TypeError(`${label}: update: change must be a function`);
+}
+
+/** Longest `taskId` {@link assertTaskCreateArguments} accepts, in UTF-16 code units. */
+const MAX_TASK_ID_LENGTH = 256;
+
+/**
+ * For store authors: `create`'s record checked — a task record, a `taskId` of 1 to 256 characters, an expiry
+ * (`lastUpdatedAt + ttlMs`) that is a safe integer (`TypeError`, labelled with `label`). Answers that expiry.
+ */
+export function assertTaskCreateArguments(label: string, record: unknown): number {
+  if (asTaskRecord(record) === undefined) throw new TypeError(`${label}: create: record must be a task record`);
+  const { taskId } = record as TaskRecord;
+  if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
+    throw new TypeError(`${label}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
+  }
+  const at = taskExpiresAt(record as TaskRecord);
+  if (!Number.isSafeInteger(at)) throw new TypeError(`${label}: create: lastUpdatedAt + ttlMs must be a safe integer`);
+  return at;
 }

@@ -95,6 +95,7 @@ describe('exported names', () => {
       'asTaskRecord',
       'assertStateClaims',
       'assertTaskChange',
+      'assertTaskCreateArguments',
       'assertTaskUpdateArguments',
       'base64urlDecode',
       'base64urlEncode',

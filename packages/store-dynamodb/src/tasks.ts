@@ -26,12 +26,12 @@ import {
   TaskLimitError,
   type TaskUpdateOptions,
   taskExpiresAt,
+  assertTaskCreateArguments,
 } from '@mrtr/core/authoring';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, openTable, readItem, str, ttlOf } from './table.js';
 
 const LABEL = 'createDynamoTaskStore';
-const MAX_TASK_ID_LENGTH = 256;
 /** The store-wide count's buckets: a task counts until the end of the 5-minute bucket of its expiry. */
 const COUNT_BUCKET_MS = 300_000;
 
@@ -206,13 +206,8 @@ async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
   const { tableName, now } = table;
   const { changePrincipal, makeRoom } = book;
   const taskKey = (member: string) => table.key('t', member);
-  if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
+  const exp = assertTaskCreateArguments(LABEL, record);
   const { taskId } = record;
-  if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
-    throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
-  }
-  const exp = taskExpiresAt(record);
-  if (!Number.isSafeInteger(exp)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
   if (table.closed) throw unavailable('store is closed');
   const member = hash(taskId);
   const holder = hash(record.principal);

@@ -45,6 +45,7 @@ import {
   StoreUnavailableError,
   TaskLimitError,
   taskExpiresAt,
+  assertTaskCreateArguments,
 } from '@mrtr/core/authoring';
 import { type Cluster, type Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { openConnection, type RedisConnection } from './connection.js';
@@ -248,7 +249,6 @@ const CAS_BOOKS_SCRIPT =
 const CAS_BOOKS_SHA = sha1(CAS_BOOKS_SCRIPT);
 
 const DEFAULT_PREFIX = 'mrtr:task:';
-const MAX_TASK_ID_LENGTH = 256;
 
 const digest = (value: string): string => createHash('sha256').update(value, 'utf8').digest('base64url');
 /**
@@ -440,13 +440,8 @@ async function release({ link }: Tasks, keys: string[], member: string): Promise
 async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
   const { options, link, books, bookKeys } = tasks;
   const { keyPrefix, maxLive, maxKept, maxTasks } = options;
-  if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
+  const at = assertTaskCreateArguments(LABEL, record);
   const { taskId } = record;
-  if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
-    throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
-  }
-  const at = taskExpiresAt(record);
-  if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
   const json = JSON.stringify(record);
   const { keys, who } = bookKeys(record.principal);
   const member = digest(taskId);

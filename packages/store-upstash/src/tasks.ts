@@ -29,12 +29,12 @@ import {
   TaskLimitError,
   type TaskUpdateOptions,
   taskExpiresAt,
+  assertTaskCreateArguments,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
 import { openLink, script, type UpstashConnectionOptions } from './link.js';
 
 const LABEL = 'createUpstashTaskStore';
-const MAX_TASK_ID_LENGTH = 256;
 /** `v` and 22 random base64url characters. */
 const VERSION_LENGTH = 23;
 
@@ -162,13 +162,8 @@ export function createUpstashTaskStore(options: UpstashTaskStoreOptions): Upstas
   };
 
   const create = async (record: TaskRecord): Promise<void> => {
-    if (asTaskRecord(record) === undefined) throw new TypeError(`${LABEL}: create: record must be a task record`);
+    const at = assertTaskCreateArguments(LABEL, record);
     const { taskId } = record;
-    if (taskId.length === 0 || taskId.length > MAX_TASK_ID_LENGTH) {
-      throw new TypeError(`${LABEL}: create: taskId must have 1 to ${MAX_TASK_ID_LENGTH} characters`);
-    }
-    const at = taskExpiresAt(record);
-    if (!Number.isSafeInteger(at)) throw new TypeError(`${LABEL}: create: lastUpdatedAt + ttlMs must be a safe integer`);
     if (link.closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
     const { keys, member, holder } = await keysOf(taskId, record.principal);
     const unfinished = !isTerminalStatus(record.status);

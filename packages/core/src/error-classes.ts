@@ -1,0 +1,29 @@
+/**
+ * The concrete error classes, one per `MrtrErrorCode` (`instanceof`-able across builds through `MrtrError`'s brand):
+ * exported by `@mrtr/core` for applications that match on them and by `@mrtr/core/authoring` for authors who throw them.
+ */
+export {
+  CapabilityMissingError,
+  FlowExpiredError,
+  FlowRoundsError,
+  KeyConflictError,
+  KeyMismatchError,
+  KeySourceError,
+  KeysUnavailableError,
+  KeyUnknownError,
+  PrincipalRequiredError,
+  QuotaExceededError,
+  RoundInProgressError,
+  SealFailedError,
+  StateAudienceError,
+  StateBindingError,
+  StateExpiredError,
+  StateIntegrityError,
+  StateMalformedError,
+  StatePrincipalError,
+  StateReplayedError,
+  StateTooLargeError,
+  StoreFullError,
+  StoreUnavailableError,
+  TaskLimitError,
+} from './errors.js';
