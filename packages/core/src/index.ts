@@ -43,7 +43,15 @@ export {
   type StateGuardOptions,
 } from './guard.js';
 export type { Admission } from './outcomes.js';
-export type { ClaimResult, CodecFactory, CodecInput, OpenedToken, ReplayStore, StateCodec } from './interfaces.js';
+export type {
+  ClaimResult,
+  CodecFactory,
+  CodecInput,
+  OpenedToken,
+  RecordingReplayStore,
+  ReplayStore,
+  StateCodec,
+} from './interfaces.js';
 export type { OutcomeStoreLimits } from './outcome-limits.js';
 export type { FleetKeyCheck, KeyFingerprint } from './fleet.js';
 export { KeyProvider, type KeyProviderOptions } from './key-provider.js';

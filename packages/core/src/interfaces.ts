@@ -115,3 +115,16 @@ export interface ReplayStore {
   /** Releases connections; calling it twice is harmless. */
   close(): Promise<void>;
 }
+
+/**
+ * A {@link ReplayStore} that records outcomes (safe retry): `claim` and `record` present, and the bounds it keeps
+ * outcomes under (see `OutcomeStoreLimits`). What every `@mrtr/store-*` store that records returns.
+ */
+export interface RecordingReplayStore extends ReplayStore {
+  /** Largest outcome `record` keeps, in UTF-8 bytes; a larger one is recorded as not kept (`''`). */
+  readonly maxOutcomeBytes: number;
+  /** Most outcome bytes held at once in the store; past it a round is recorded as not kept. */
+  readonly outcomeBudgetBytes: number;
+  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+}

@@ -1,4 +1,4 @@
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
 import {
   fnOption,
   intOption,
@@ -38,7 +38,7 @@ export interface DurableObjectStoreOptions extends OutcomeStoreLimits {
 }
 
 /** The {@link ReplayStore} that {@link createDurableObjectStore} returns. */
-export interface DurableObjectReplayStore extends ReplayStore {
+export interface DurableObjectReplayStore extends RecordingReplayStore {
   /**
    * Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`).
    * No `keyFingerprints` yet: `guard.checkKeys()` resolves `{ checked: false }` with this store.
@@ -47,10 +47,6 @@ export interface DurableObjectReplayStore extends ReplayStore {
   readonly namespace: string;
   readonly shards: number;
   readonly maxEntries: number;
-  readonly maxOutcomeBytes: number;
-  readonly outcomeBudgetBytes: number;
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
 }
 
 const LABEL = 'createDurableObjectStore';

@@ -1,5 +1,5 @@
 import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
 import { base64urlEncode, MAX_FINGERPRINT_MISSES, parseOutcomeStoreLimits, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
@@ -17,16 +17,12 @@ const BUDGET_BUCKET_MS = 300_000;
 export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStoreLimits {}
 
 /** A {@link ReplayStore} on DynamoDB. */
-export interface DynamoReplayStore extends ReplayStore {
+export interface DynamoReplayStore extends RecordingReplayStore {
   /**
    * Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`).
    * No `keyFingerprints` yet: `guard.checkKeys()` resolves `{ checked: false }` with this store.
    */
   readonly shared: true;
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
-  readonly maxOutcomeBytes: number;
-  readonly outcomeBudgetBytes: number;
   readonly namespace: string;
   readonly tableName: string;
   /** Stops the store (later calls reject `ERR_STORE_UNAVAILABLE`); the client stays open for its owner. */

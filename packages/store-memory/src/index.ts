@@ -1,4 +1,4 @@
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
 import {
   fnOption,
   intOption,
@@ -29,13 +29,9 @@ export interface MemoryStoreOptions extends OutcomeStoreLimits {
 }
 
 /** A {@link ReplayStore} held in this process's memory. */
-export interface MemoryReplayStore extends ReplayStore {
+export interface MemoryReplayStore extends RecordingReplayStore {
   readonly maxEntries: number;
-  readonly maxOutcomeBytes: number;
-  readonly outcomeBudgetBytes: number;
   readonly namespace: string;
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
   /** Characters of recorded outcomes currently held. */
   readonly outcomeBytes: number;
   /** Ids currently held (live ones plus expired ones the incremental sweep has not reached yet). */

@@ -1,4 +1,4 @@
-import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, RecordingReplayStore } from '@mrtr/core';
 import {
   type BackgroundError,
   boolOption,
@@ -140,7 +140,7 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
 }
 
 /** A {@link ReplayStore} on Redis. */
-export interface RedisReplayStore extends ReplayStore {
+export interface RedisReplayStore extends RecordingReplayStore {
   /**
    * Atomic on the id's key (the key `consume` uses), batched with other claims and records: takes it with
    * `p:<fingerprint>:<owner>` and the same expiry as `consume` if it is free, else reports how it is held (a claim

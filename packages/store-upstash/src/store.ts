@@ -1,4 +1,4 @@
-import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
 import {
   base64urlEncode,
   MAX_FINGERPRINT_MISSES,
@@ -75,7 +75,7 @@ const LABEL = 'createUpstashStore';
 export interface UpstashStoreOptions extends UpstashConnectionOptions, OutcomeStoreLimits {}
 
 /** A {@link ReplayStore} on Upstash Redis (REST). */
-export interface UpstashReplayStore extends ReplayStore {
+export interface UpstashReplayStore extends RecordingReplayStore {
   /** Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`). */
   readonly shared: true;
   /**
@@ -83,10 +83,6 @@ export interface UpstashReplayStore extends ReplayStore {
    * expiry judged by Redis's clock; a new kid past 256 live records rejects with `ERR_STORE_UNAVAILABLE`.
    */
   keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
-  readonly maxOutcomeBytes: number;
-  readonly outcomeBudgetBytes: number;
   readonly namespace: string;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
   readonly keyPrefix: string;

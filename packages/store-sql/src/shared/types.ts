@@ -1,10 +1,10 @@
 import type { BackgroundError } from '@mrtr/core/authoring';
-import type { ClaimResult, ReplayStore } from '@mrtr/core';
+import type { ClaimResult, RecordingReplayStore } from '@mrtr/core';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
 
 /** A replay store on a SQL table. */
-export interface SqlReplayStore extends ReplayStore {
+export interface SqlReplayStore extends RecordingReplayStore {
   /** `'postgres'` or `'sqlite'`. */
   readonly dialect: 'postgres' | 'sqlite';
   /** The quoted, possibly schema-qualified table name used in statements. */
