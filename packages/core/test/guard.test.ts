@@ -177,6 +177,16 @@ describe('createStateGuard', () => {
     await expect(guard.verify(token, req({ arguments: { user: 'carol' } }))).resolves.toBeDefined();
   });
 
+  it('a principal() answering anything but a string or undefined is a labelled TypeError, null included (fail closed)', async () => {
+    for (const bad of [null, 42, {}]) {
+      const { guard } = setup({ principal: () => bad as never, unauthenticated: { principal: 'anon' } });
+      await expect(guard.mint(1, req())).rejects.toThrow(new TypeError('createStateGuard: principal() must return a string'));
+    }
+    // No name ('' or undefined) is the fixed unauthenticated principal, not an error.
+    const { guard } = setup({ principal: () => '', unauthenticated: { principal: 'anon' } });
+    await expect(guard.verify(await guard.mint(1, req()), req())).resolves.toBeDefined();
+  });
+
   it.each([
     ['other arguments', req({ arguments: { paths: ['/etc'] } })],
     ['missing arguments', req({ arguments: undefined })],
