@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
 import { MrtrError, type StateGuard } from '@mrtr/core';
-import { DEFAULT_OUTCOME_BUDGET_BYTES } from '@mrtr/core/authoring';
+import { DEFAULT_OUTCOME_BUDGET_BYTES, storeCapabilities } from '@mrtr/core/authoring';
 import { createMrtr } from '@mrtr/mcp-server';
 import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';
@@ -124,7 +124,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   }
 
   // A key of this process only, with a store other processes share: no other instance could open its states.
-  if (keys.ephemeral && backend.store.shared === true) {
+  if (keys.ephemeral && storeCapabilities(backend.store).shared) {
     io.err(
       `mrtr-demo: MRTR_KEYS is not set and --store ${cli.store} is shared across processes: set the same MRTR_KEYS on every instance (npx @mrtr/cli keygen), or use --store memory for one instance.`,
     );
@@ -218,7 +218,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     return { codec: name, path: cli.codec === 'all' ? `${MCP_PATH}/${name}` : MCP_PATH, factory, handler, mrtr };
   });
   // A fleet: before serving, check that this instance holds the keys the fleet on this store seals with.
-  if (backend.store.shared === true) {
+  if (storeCapabilities(backend.store).shared) {
     const problem = await fleetKeyProblem(endpoints[0]!.mrtr.guard, namespace);
     if (problem !== undefined) {
       io.err(`mrtr-demo: ${problem}`);

@@ -4,6 +4,7 @@
  * shape check, the token prefix scanner, canonical JSON, a deadline helper, URL redaction.
  */
 export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
+export { storeCapabilities } from './capabilities.js';
 export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
 export {
   type CodecOptionLimits,

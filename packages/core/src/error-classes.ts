@@ -4,6 +4,7 @@
  */
 export {
   CapabilityMissingError,
+  ClockSkewError,
   FlowExpiredError,
   FlowRoundsError,
   KeyConflictError,
@@ -11,6 +12,8 @@ export {
   KeySourceError,
   KeysUnavailableError,
   KeyUnknownError,
+  LedgerLostError,
+  OutcomeUnknownError,
   PrincipalRequiredError,
   QuotaExceededError,
   RoundInProgressError,

@@ -23,6 +23,9 @@ const MESSAGES = {
   ERR_QUOTA_EXCEEDED: 'the principal has minted too many states in this window',
   ERR_SEAL_FAILED: 'the state could not be sealed',
   ERR_ROUND_IN_PROGRESS: 'this round is still being processed',
+  ERR_OUTCOME_UNKNOWN: 'the outcome of this round is unknown: it may have run',
+  ERR_CLOCK_SKEW: "this server's clock disagrees with the replay store's",
+  ERR_LEDGER_LOST: 'the replay store lost its ledger since this state was issued',
   ERR_TASK_LIMIT: 'the principal holds too many tasks',
   ERR_KEYS_UNAVAILABLE: 'no key of the key ring may seal now',
   ERR_KEY_SOURCE: 'the key source failed or returned an invalid key set',
@@ -235,6 +238,41 @@ export class RoundInProgressError extends MrtrError<'ERR_ROUND_IN_PROGRESS'> {
   }
 }
 
+/**
+ * An identical retry of a round whose first attempt stopped without recording its outcome: its claim's lease lapsed
+ * (the instance running it died or lost the store). The round may have run, or not: the client should check the
+ * effect before trying again (a new flow), never assume it did not happen.
+ */
+export class OutcomeUnknownError extends MrtrError<'ERR_OUTCOME_UNKNOWN'> {
+  static override readonly code = 'ERR_OUTCOME_UNKNOWN' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_OUTCOME_UNKNOWN', options);
+  }
+}
+
+/**
+ * This instance's clock is further from the replay store's than the guard's `clockSkewMs` tolerates (measured from the
+ * store, or a state the guard holds live that the store's clock says has expired). Nothing is spent or minted until it
+ * is back within bounds (fail closed): fix the instance's time (NTP).
+ */
+export class ClockSkewError extends MrtrError<'ERR_CLOCK_SKEW'> {
+  static override readonly code = 'ERR_CLOCK_SKEW' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_CLOCK_SKEW', options);
+  }
+}
+
+/**
+ * The replay store's ledger began after this state was minted (it restarted empty, was flushed, or failed over to an
+ * empty replica): the store cannot know whether the state was spent, so it is refused. The client starts a new flow.
+ */
+export class LedgerLostError extends MrtrError<'ERR_LEDGER_LOST'> {
+  static override readonly code = 'ERR_LEDGER_LOST' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_LEDGER_LOST', options);
+  }
+}
+
 /** Which bound of a task store refused a new task. */
 export type TaskLimit = 'live' | 'kept' | 'store';
 
@@ -324,6 +362,9 @@ export type AnyMrtrError =
   | QuotaExceededError
   | SealFailedError
   | RoundInProgressError
+  | OutcomeUnknownError
+  | ClockSkewError
+  | LedgerLostError
   | TaskLimitError
   | KeysUnavailableError
   | KeySourceError
@@ -334,6 +375,7 @@ const SERVER_FAULTS: ReadonlySet<MrtrErrorCode> = new Set<MrtrErrorCode>([
   'ERR_STORE_UNAVAILABLE',
   'ERR_STORE_FULL',
   'ERR_SEAL_FAILED',
+  'ERR_CLOCK_SKEW',
   'ERR_KEYS_UNAVAILABLE',
   'ERR_KEY_SOURCE',
   'ERR_KEY_CONFLICT',

@@ -1,3 +1,4 @@
+import { storeCapabilities } from './capabilities.js';
 import { cryptoProvider } from '#crypto';
 import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { KeyMismatchError, KeyUnknownError, MrtrError, StoreUnavailableError } from './errors.js';
@@ -50,8 +51,8 @@ export async function checkFleetKeys(
   store: ReplayStore | undefined,
   options: { now: number; lifetimeMs: number },
 ): Promise<FleetKeyCheck> {
-  const exchange = store?.keyFingerprints;
-  if (store === undefined || typeof exchange !== 'function') return { checked: false, fleet: [] };
+  if (store === undefined || !storeCapabilities(store).keyExchange) return { checked: false, fleet: [] };
+  const exchange = store.keyFingerprints!;
   const ring = keys.current();
   const kid = ring.primaryKid;
   const mine: KeyFingerprint = { kid, fingerprint: await keyFingerprint(ring, kid), expiresAtMs: options.now + options.lifetimeMs };

@@ -1,7 +1,8 @@
 import { KeyRing } from './keys.js';
 import { type EventSink, type GuardEvent, createEventSink, isEventSink } from './events.js';
 import type { OutcomeQuota, RequestContext, StateGuardOptions } from './guard-types.js';
-import type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
+import { NO_CAPABILITIES, storeCapabilities } from './capabilities.js';
+import type { CodecFactory, ReplayStore, StateCodec, StoreCapabilities } from './interfaces.js';
 import { intOption, YEAR_MS } from './int-option.js';
 import type { WaitingBounds } from './outcomes.js';
 import { createQuota, type Quota } from './quota.js';
@@ -11,14 +12,14 @@ const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
 const DEFAULT_OUTCOME_QUOTA_BYTES = 1024 * 1024;
 
 /**
- * The mint quota: the one given, none for `false`, else one sized from the store's declared capacity (a store with
- * `maxEntries` holds that many ids: no principal may take more than a hundredth of it, and at least 16).
+ * The mint quota: the one given, none for `false`, else one sized from the store's declared capacity (a store whose
+ * `capabilities.capacity` is N holds that many ids: no principal may take more than a hundredth of it, and at least 16).
  */
 function parseMintQuota(option: StateGuardOptions['mintQuota'], store: ReplayStore | undefined, lifetimeMs: number): Quota | undefined {
   if (option === false) return undefined;
   if (option !== undefined) return createQuota(option, lifetimeMs);
-  const capacity = (store as { maxEntries?: unknown } | undefined)?.maxEntries;
-  if (typeof capacity !== 'number' || !Number.isSafeInteger(capacity) || capacity <= 0) return undefined;
+  const capacity = store === undefined ? undefined : storeCapabilities(store).capacity;
+  if (capacity === undefined) return undefined;
   return createQuota({ max: Math.max(16, Math.floor(capacity / 100)) }, lifetimeMs);
 }
 
@@ -30,6 +31,8 @@ export interface ParsedGuardOptions {
   /** Builds the codec for a ring in force (`keys.current()`); with a fixed ring, only ever called with `keys`. */
   codecFor: (ring: KeyRing) => StateCodec;
   store: ReplayStore | undefined;
+  /** What the store declared (`NO_CAPABILITIES` without a store). */
+  capabilities: StoreCapabilities;
   audience: string;
   ttlMs: number;
   flowTtlMs: number;
@@ -61,18 +64,16 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   }
   const codecFor = (ring: KeyRing): StateCodec => buildCodec(options.codec, ring);
   const codec = codecFor(keys.current());
-  if (store !== undefined && (store === null || typeof store.consume !== 'function')) {
+  if (store !== undefined && (store === null || typeof store !== 'object' || typeof store.consume !== 'function')) {
     throw new TypeError('createStateGuard: store must implement ReplayStore');
   }
+  const capabilities = store === undefined ? NO_CAPABILITIES : labelled(() => storeCapabilities(store));
   const allowEphemeralKeys = options.allowEphemeralKeys ?? false;
   if (typeof allowEphemeralKeys !== 'boolean') throw new TypeError('createStateGuard: allowEphemeralKeys must be a boolean');
-  if (keys.ephemeral && store?.shared === true && !allowEphemeralKeys) {
+  if (keys.ephemeral && capabilities.shared && !allowEphemeralKeys) {
     throw new TypeError(
       'createStateGuard: a generated key (KeyRing.generate) with a store shared across processes: no other replica can open what this one seals. Give every replica the same keys (MRTR_KEYS, a KeyProvider), or set allowEphemeralKeys: true for a single process',
     );
-  }
-  if (store !== undefined && store.keyFingerprints !== undefined && typeof store.keyFingerprints !== 'function') {
-    throw new TypeError('createStateGuard: store.keyFingerprints must be a function');
   }
   if (typeof audience !== 'string' || audience.length === 0 || audience.length > 4096) {
     throw new TypeError('createStateGuard: audience must be a non-empty string');
@@ -131,9 +132,6 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
     perPrincipal: intOption('maxWaitingRetries.perPrincipal', waitingOptions.perPrincipal, 16, 0, 1_000_000),
     total: intOption('maxWaitingRetries.total', waitingOptions.total, 1_024, 0, 1_000_000),
   };
-  if (store !== undefined && (typeof store.claim === 'function') !== (typeof store.record === 'function')) {
-    throw new TypeError('createStateGuard: a store implements claim and record, both or neither');
-  }
   const { onEvent } = options;
   let events: EventSink<GuardEvent> | undefined;
   if (typeof onEvent === 'function') events = createEventSink<GuardEvent>(keys, onEvent);
@@ -146,6 +144,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
     codec,
     codecFor,
     store,
+    capabilities,
     audience,
     ttlMs,
     flowTtlMs,
@@ -162,6 +161,16 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
     waiting,
     events,
   };
+}
+
+/** Runs a check whose `TypeError` is labelled `createStateGuard`. */
+function labelled<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (error instanceof TypeError) throw new TypeError(`createStateGuard: ${error.message}`);
+    throw error;
+  }
 }
 
 function buildCodec(codec: unknown, keys: KeyRing): StateCodec {

@@ -82,7 +82,7 @@ export interface StateGuardOptions {
   codec: CodecInput;
   /**
    * Accept a generated ring (`KeyRing.generate`, `keysFromEnv(env, { unset: 'ephemeral' })`) with a store that is
-   * shared across processes (`store.shared`). Off, such a guard is refused at construction: another replica cannot
+   * shared across processes (`store.capabilities.shared`). Off, such a guard is refused at construction: another replica cannot
    * open what this one seals, so every request that lands elsewhere would fail. @default false
    */
   allowEphemeralKeys?: boolean | undefined;

@@ -44,13 +44,16 @@ export {
 } from './guard.js';
 export type { Admission } from './outcomes.js';
 export type {
+  ClaimOptions,
   ClaimResult,
   CodecFactory,
   CodecInput,
   OpenedToken,
   RecordingReplayStore,
   ReplayStore,
+  SpendOptions,
   StateCodec,
+  StoreCapabilities,
 } from './interfaces.js';
 export type { OutcomeStoreLimits } from './outcome-limits.js';
 export type { FleetKeyCheck, KeyFingerprint } from './fleet.js';

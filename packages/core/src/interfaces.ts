@@ -52,60 +52,136 @@ export type CodecInput = CodecFactory | StateCodec;
 
 /**
  * What {@link ReplayStore.claim} found:
- * - `first`: the id was not held; it is now, with this fingerprint and no outcome yet (the caller runs the round);
+ * - `first`: the id was not held; it is now, with this fingerprint (and owner and lease, on a store with `leases`) and
+ *   no outcome yet (the caller runs the round). `fence` is present on a store with `leases`: `0` for a first claim,
+ *   then one more for each reclaim of a lapsed lease (a fencing token for the effect);
  * - `pending`: held with the same fingerprint, and its outcome is not recorded yet (the first call is still running,
- *   or died before recording);
+ *   or died before recording). On a store with `leases`, `leaseLeftMs` says how long its lease still runs;
  * - `recorded`: held with the same fingerprint, with the outcome the first call recorded;
+ * - `unknown` (stores with `leases` only): held with the same fingerprint, no outcome, and its lease lapsed (the owner
+ *   stopped renewing: it died, or lost the store) — the round may or may not have run. Answered to every later claim
+ *   with that fingerprint, unless `reclaim` takes it over;
  * - `replayed`: held by a plain `consume`, with another fingerprint, or with an outcome recorded as not kept (`''`).
  */
 export type ClaimResult =
-  | { readonly status: 'first' }
-  | { readonly status: 'pending' }
+  | { readonly status: 'first'; readonly fence?: number }
+  | { readonly status: 'pending'; readonly leaseLeftMs?: number }
   | { readonly status: 'recorded'; readonly outcome: string }
+  | { readonly status: 'unknown' }
   | { readonly status: 'replayed' };
+
+/**
+ * What a store declares it can do; core, the adapter and `@mrtr/test-suite` read it through `storeCapabilities`
+ * (never by the shape of the store). A capability declared makes its methods and rules part of the store's contract,
+ * which the shared suite checks.
+ */
+export interface StoreCapabilities {
+  /**
+   * Other processes share the ledger (Redis, SQL, any networked store): every replica must then hold the same keys,
+   * so the guard refuses a generated (`ephemeral`) ring with such a store unless `allowEphemeralKeys` is set.
+   */
+  readonly shared: boolean;
+  /**
+   * Most ids the store holds at once, when it is bounded by a count (the memory store's `maxEntries`): the guard's
+   * default mint quota is a hundredth of it. Absent: no such bound.
+   */
+  readonly capacity?: number | undefined;
+  /**
+   * Outcomes are recorded (`claim` and `record`), within these bounds: the largest outcome `record` keeps, and the most
+   * outcome bytes held at once (past either, a round is recorded as not kept, `''`). Absent: every retry is a replay.
+   */
+  readonly outcomes?: { readonly maxOutcomeBytes: number; readonly outcomeBudgetBytes: number } | undefined;
+  /** The fleet check's exchange (`keyFingerprints`) is kept. */
+  readonly keyExchange: boolean;
+  /**
+   * The store has a clock of its own and decides on it (`time`): an id is held until `expiresAtMs` by the store's
+   * clock, and a `consume` or `claim` whose `expiresAtMs` the store's clock has passed is refused with
+   * `ERR_STATE_EXPIRED` — never written with a past expiry (the guard reports it as clock skew).
+   */
+  readonly clock: boolean;
+  /**
+   * Claims carry an owner and a lease (with `outcomes`): `claim` takes `owner` and `leaseMs`, `renew` extends a lease,
+   * `release` gives an unrecorded claim back, `record` with the same owner twice answers as once, and a claim whose
+   * lease lapsed unrecorded is `unknown` (or, with `reclaim`, taken over with the next `fence`).
+   */
+  readonly leases: boolean;
+  /**
+   * The store keeps a ledger epoch — when its ledger began, by its own clock, written when missing (a store restarted
+   * empty, flushed, or failed over to an empty replica starts a new one) — and refuses a `consume` or `claim` whose
+   * `mintedAtMs` is before it with `ERR_LEDGER_LOST`: it cannot know whether such a state was spent.
+   */
+  readonly epoch: boolean;
+}
+
+/** What `consume` and `claim` take besides the id (see {@link StoreCapabilities.epoch}). */
+export interface SpendOptions {
+  /**
+   * The earliest time (epoch ms) the state may have been minted: a store with `epoch` refuses it with
+   * `ERR_LEDGER_LOST` when its ledger began later. The guard passes the state's `iat` less the tolerated clock skew.
+   */
+  readonly mintedAtMs?: number | undefined;
+}
+
+/** What `claim` takes on a store with `leases` (others ignore `owner`, `leaseMs` and `reclaim`). */
+export interface ClaimOptions extends SpendOptions {
+  /** Who claims: a random value of 16 to 64 base64url characters, unique per attempt (`renew`, `release`, `record` match it). */
+  readonly owner?: string | undefined;
+  /** How long the claim's lease runs from now, by the store's clock, unless renewed (ms, 1 to the id's life). */
+  readonly leaseMs?: number | undefined;
+  /**
+   * Take over a claim whose lease lapsed unrecorded (at-least-once): it is `first` again for this owner, with the next
+   * fence, instead of `unknown`.
+   */
+  readonly reclaim?: boolean | undefined;
+}
 
 /**
  * Single-use ledger. `consume` is one atomic operation: it records `id` until at least `expiresAtMs`
  * and resolves `true` only for the first call; every later call before expiry resolves `false`.
  * A backend failure rejects with `ERR_STORE_UNAVAILABLE`, never resolves `true`.
  *
- * A store may also record outcomes (`claim` and `record`, both or neither), so that an identical retry of a
- * round whose response was lost gets that response instead of a replay error: `claim` is `consume` that keeps a
- * fingerprint of the request with the id, `record` stores the round's (sealed) outcome against it. A store
- * without them still works: every retry is a replay.
+ * What else a store does it declares in `capabilities` ({@link StoreCapabilities}): recording outcomes (`claim` and
+ * `record`, so that an identical retry of a round whose response was lost gets that response instead of a replay
+ * error), leases, a clock and an epoch of its own, the fleet key exchange. A store that declares nothing still works:
+ * every retry is a replay.
  */
 export interface ReplayStore {
+  /** What this store does beyond `consume` (see {@link StoreCapabilities}). */
+  readonly capabilities: StoreCapabilities;
   /** Records `id` until at least `expiresAtMs`; `true` only for the first call. */
-  consume(id: string, expiresAtMs: number): Promise<boolean>;
+  consume(id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean>;
   /**
-   * One atomic operation, like `consume`: holds `id` until at least `expiresAtMs` with `fingerprint` (a short
-   * opaque string) if it is not held, else reports how it is held (see {@link ClaimResult}). `consume` and `claim`
-   * share one ledger: an id taken by either is taken for both. A claim with another fingerprint of an id held by
-   * `claim` counts a miss; the `MAX_FINGERPRINT_MISSES`-th (3rd) miss marks the id "done, not kept" (every later claim
-   * is `replayed`, a later `record` resolves `false`).
+   * With `outcomes`. One atomic operation, like `consume`: holds `id` until at least `expiresAtMs` with `fingerprint`
+   * (a short opaque string) if it is not held, else reports how it is held (see {@link ClaimResult}). `consume` and
+   * `claim` share one ledger: an id taken by either is taken for both. A claim with another fingerprint of an id held
+   * by `claim` counts a miss; the `MAX_FINGERPRINT_MISSES`-th (3rd) miss marks the id "done, not kept" (every later
+   * claim is `replayed`, a later `record` resolves `false`).
    */
-  claim?(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  claim?(id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult>;
   /**
-   * Stores `outcome` for an id held by `claim` with this `fingerprint` and no outcome yet, until the id's expiry;
-   * `true` when stored, `false` otherwise (another fingerprint, already recorded, expired, or more than the store
-   * keeps — a store that cannot keep an outcome records `''`, "done, not kept", so retries become replays). An
-   * outcome longer than {@link ReplayStore.maxOutcomeBytes}, or that would take the store past its outcome budget
-   * (`OutcomeStoreLimits`), is recorded as `''`.
+   * With `outcomes`. Stores `outcome` for an id held by `claim` with this `fingerprint` and no outcome yet, until the
+   * id's expiry; `true` when stored, `false` otherwise (another fingerprint, already recorded, expired, or more than
+   * the store keeps — a store that cannot keep an outcome records `''`, "done, not kept", so retries become replays).
+   * An outcome longer than `maxOutcomeBytes`, or that would take the store past its outcome budget, is recorded as
+   * `''`. With `leases` and an `owner`: only the claim's owner records, and a second `record` by the same owner with
+   * the same outcome answers what the first did (a retry after a lost reply is safe).
    */
-  record?(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  record?(id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean>;
   /**
-   * Largest outcome `record` keeps, in bytes, when the store records outcomes: the guard seals nothing longer (it
-   * records `''` at once instead).
+   * With `leases`. Extends the lease of `id`'s unrecorded claim held by `owner` to `leaseMs` from now (store's clock);
+   * `true` when it did, `false` when `owner` no longer holds an unrecorded claim of it.
    */
-  readonly maxOutcomeBytes?: number;
+  renew?(id: string, owner: string, leaseMs: number): Promise<boolean>;
   /**
-   * `true` when processes other than this one share the ledger (Redis, SQL, any networked store): every replica must
-   * then hold the same keys, so the guard refuses a generated (`ephemeral`) ring with such a store unless
-   * `allowEphemeralKeys` is set. Absent or `false`: the store lives in this process.
+   * With `leases`. Gives back `id` when `owner` holds an unrecorded claim of it (compare-and-delete: the id is free
+   * again, as if never claimed); `true` when it did. For an owner that knows its round never ran (its claim's reply was
+   * lost, or it gave up waiting for it). Running it twice answers as once.
    */
-  readonly shared?: boolean;
+  release?(id: string, owner: string): Promise<boolean>;
+  /** With `clock`. The store's time, epoch ms, read from the store itself. */
+  time?(): Promise<number>;
   /**
-   * The fleet check's exchange (see `StateGuard.checkKeys`), for shared stores. For each offered record, atomically:
+   * With `keyExchange`: the fleet check's exchange (see `StateGuard.checkKeys`). For each offered record, atomically:
    * if the store holds no unexpired record for its `kid`, store it until its `expiresAtMs`; if it holds one with the
    * same `fingerprint`, extend its expiry to the later of the two; if it holds one with another fingerprint, keep
    * that one (the first writer wins). Then resolve every unexpired record the store holds (at most 256). A record is a
@@ -125,6 +201,6 @@ export interface RecordingReplayStore extends ReplayStore {
   readonly maxOutcomeBytes: number;
   /** Most outcome bytes held at once in the store; past it a round is recorded as not kept. */
   readonly outcomeBudgetBytes: number;
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  claim(id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult>;
+  record(id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean>;
 }

@@ -1,3 +1,4 @@
+import { storeCapabilities } from './capabilities.js';
 import { cryptoProvider } from '#crypto';
 import { CLAIMS_VERSION, type StateClaims } from './claims.js';
 import type { Awaitable } from './crypto/awaitable.js';
@@ -44,7 +45,7 @@ export interface OutcomeSeal {
 /** Outcomes sealed with the guard's codec under the audience `${audience}#outcome`, which no state can carry. */
 export function createOutcomeSeal({ store, codec, audience, now, budget }: OutcomeSealDeps): OutcomeSeal {
   const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
-  const maxKept = (): number => Math.min(codec.maxTokenBytes, store.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
+  const maxKept = (): number => Math.min(codec.maxTokenBytes, storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
 
   /**
    * The sealed outcome, or `''` (done, not kept) when it would not be kept: larger than the store keeps (told

@@ -1,3 +1,4 @@
+import { storeCapabilities } from './capabilities.js';
 import type { Awaitable } from './crypto/awaitable.js';
 import { RoundInProgressError, StateReplayedError } from './errors.js';
 import type { OpenedState } from './guard-types.js';
@@ -75,7 +76,7 @@ export function createOutcomes(deps: OutcomeDeps): Claim {
   const recorded = store === undefined ? undefined : createRecording(deps, store);
   return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
     if (store === undefined || recorded === undefined) return { state, replay: false, record: notRecorded };
-    if (typeof store.claim !== 'function' || typeof store.record !== 'function') {
+    if (storeCapabilities(store).outcomes === undefined) {
       await consume(state);
       return { state, replay: false, record: notRecorded };
     }

@@ -1,6 +1,6 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
 import { type AnswerEvent, type FlowCompletedEvent, KeyRing, type MrtrErrorCode, type MrtrEvent, type StateGuardOptions } from '@mrtr/core';
-import { createEventSink, intOption, isObject, safeEmitter } from '@mrtr/core/authoring';
+import { createEventSink, intOption, isObject, safeEmitter, storeCapabilities } from '@mrtr/core/authoring';
 import type { MissingCapabilityPolicy, PresuppliedPolicy, ResolvedOptions } from './rounds/options.js';
 import { createPrincipalPolicy, defaultPrincipal } from './rounds/principal.js';
 import type { TaskOptions } from './tasks/options.js';
@@ -122,11 +122,11 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
     ...((events ?? hook) !== undefined && { onEvent: (events ?? hook) as StateGuardOptions['onEvent'] }),
   };
   const store = options.store;
-  const records = typeof store?.claim === 'function';
+  const records = store !== undefined && storeCapabilities(store).outcomes !== undefined;
   if (recordOutcomes && store !== undefined && !records) {
     // Said once, at start: a store without claim/record turns every retry after a lost response into a replay.
     console.warn(
-      'mrtr: recordOutcomes is on but the store does not record outcomes (no claim/record): an identical retry after a lost response will be refused as a replay. Use a store that records outcomes (memory, Redis, SQL), or set recordOutcomes: false.',
+      'mrtr: recordOutcomes is on but the store does not record outcomes (its capabilities declare no outcomes): an identical retry after a lost response will be refused as a replay. Use a store that records outcomes (memory, Redis, SQL), or set recordOutcomes: false.',
     );
   }
   return {

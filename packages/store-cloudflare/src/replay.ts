@@ -39,11 +39,6 @@ export interface DurableObjectStoreOptions extends OutcomeStoreLimits {
 
 /** The {@link ReplayStore} that {@link createDurableObjectStore} returns. */
 export interface DurableObjectReplayStore extends RecordingReplayStore {
-  /**
-   * Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`).
-   * No `keyFingerprints` yet: `guard.checkKeys()` resolves `{ checked: false }` with this store.
-   */
-  readonly shared: true;
   readonly namespace: string;
   readonly shards: number;
   readonly maxEntries: number;
@@ -188,7 +183,15 @@ export function createDurableObjectStore(options: DurableObjectStoreOptions): Du
   };
 
   return {
-    shared: true,
+    capabilities: {
+      shared: true,
+      capacity: maxEntries,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: false,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     consume,
     claim,
     record,

@@ -18,11 +18,6 @@ export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStor
 
 /** A {@link ReplayStore} on DynamoDB. */
 export interface DynamoReplayStore extends RecordingReplayStore {
-  /**
-   * Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`).
-   * No `keyFingerprints` yet: `guard.checkKeys()` resolves `{ checked: false }` with this store.
-   */
-  readonly shared: true;
   readonly namespace: string;
   readonly tableName: string;
   /** Stops the store (later calls reject `ERR_STORE_UNAVAILABLE`); the client stays open for its owner. */
@@ -253,7 +248,14 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
   };
 
   return {
-    shared: true,
+    capabilities: {
+      shared: true,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: false,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     consume,
     claim,
     record,

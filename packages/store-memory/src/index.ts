@@ -132,6 +132,15 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
   };
 
   return {
+    capabilities: {
+      shared: false,
+      capacity: maxEntries,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: false,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     consume,
     claim,
     record,

@@ -153,8 +153,6 @@ export interface RedisReplayStore extends RecordingReplayStore {
    * `maxOutcomeBytes` or the budget). See {@link ReplayStore.record}.
    */
   record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
-  /** Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`). */
-  readonly shared: true;
   /**
    * The fleet check's exchange (see {@link ReplayStore.keyFingerprints}): one script on one hash of the ledger
    * (`<prefix><namespace>%k{<prefix><namespace>}`), expiry judged by Redis's clock; a new kid past 256 live records

@@ -110,7 +110,14 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   };
 
   return {
-    shared: true,
+    capabilities: {
+      shared: true,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: true,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     keyFingerprints,
     consume,
     claim,

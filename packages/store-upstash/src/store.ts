@@ -76,8 +76,6 @@ export interface UpstashStoreOptions extends UpstashConnectionOptions, OutcomeSt
 
 /** A {@link ReplayStore} on Upstash Redis (REST). */
 export interface UpstashReplayStore extends RecordingReplayStore {
-  /** Other processes share the ledger: the guard refuses a generated key with this store (see `allowEphemeralKeys`). */
-  readonly shared: true;
   /**
    * The fleet check's exchange (see {@link ReplayStore.keyFingerprints}): one script on one hash, `<keyPrefix>kf`,
    * expiry judged by Redis's clock; a new kid past 256 live records rejects with `ERR_STORE_UNAVAILABLE`.
@@ -192,7 +190,14 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
   };
 
   return {
-    shared: true,
+    capabilities: {
+      shared: true,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: true,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     keyFingerprints,
     consume,
     claim,

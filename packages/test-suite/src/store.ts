@@ -10,7 +10,7 @@ import {
   type ReplayStore,
   type StateCodec,
 } from '@mrtr/core';
-import { base64urlDecode, base64urlEncode, StateMalformedError, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
+import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilities, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
 import { fail, ok, rejectsMrtr } from './assert.js';
 import type { TestFn } from './types.js';
 
@@ -346,15 +346,15 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
   // Outcome recording (`claim` + `record`): registered for every store, which must implement both or neither.
   const declared = options.outcomes;
-  test('implements claim and record both or neither, as declared', async () => {
+  test('declares its capabilities, and has the methods of each (outcomes: claim and record), as the test expects', async () => {
     await withStore(async (store) => {
-      const records = typeof store.claim === 'function';
-      ok(records === (typeof store.record === 'function'), 'claim and record come together');
+      const caps = storeCapabilities(store);
+      const records = caps.outcomes !== undefined;
       if (declared !== undefined) {
-        ok(records === declared, `the store is declared with outcomes: ${declared}, but it ${records ? 'has' : 'lacks'} claim and record`);
+        ok(records === declared, `the test expects outcomes: ${declared}, but the store's capabilities ${records ? 'declare' : 'lack'} outcomes`);
       } else {
         console.info(
-          `[${label}] outcome tests: ${records ? 'run (the store has claim and record)' : 'pass trivially (the store has no claim/record; declare outcomes: false to skip them)'}`,
+          `[${label}] outcome tests: ${records ? 'run (the store declares outcomes)' : 'pass trivially (the store declares no outcomes; pass outcomes: false to skip them)'}`,
         );
       }
     });
@@ -367,8 +367,8 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   type Recording = Required<Pick<ReplayStore, 'claim' | 'record'>> & ReplayStore;
   const withOutcomes = async (fn: (store: Recording, namespace: string) => Promise<void>, limits?: OutcomeStoreLimits): Promise<void> => {
     await withStore(async (store, namespace) => {
-      if (typeof store.claim !== 'function' || typeof store.record !== 'function') {
-        if (declared === true) fail('the store is declared with outcomes: true but has no claim/record');
+      if (storeCapabilities(store).outcomes === undefined) {
+        if (declared === true) fail('the test expects outcomes: true but the store declares none');
         return;
       }
       await fn(store as Recording, namespace);
@@ -403,7 +403,8 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   outcomeTest('record keeps no outcome longer than maxOutcomeBytes, and says how large it keeps', async () => {
     await withOutcomes(
       async (store) => {
-        ok(store.maxOutcomeBytes === 1000, `the store must expose the maxOutcomeBytes it was given (got ${String(store.maxOutcomeBytes)})`);
+        const declaredMax = storeCapabilities(store).outcomes?.maxOutcomeBytes;
+        ok(declaredMax === 1000, `the store must declare the maxOutcomeBytes it was given (got ${String(declaredMax)})`);
         const exp = now() + 60_000;
         const fits = uniqueId('fits');
         ok(status(await store.claim(fits, exp, 'fp')) === 'first', 'first claim');
@@ -553,8 +554,9 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
   if (options.sharedBackend !== false) {
     outcomeTest('two instances on one namespace share claims and outcomes', async () => {
-      await withTwo(async (a, b) => {
-        if (typeof a.claim !== 'function' || typeof a.record !== 'function' || typeof b.claim !== 'function') return;
+      await withTwo(async (first, second) => {
+        if (storeCapabilities(first).outcomes === undefined) return;
+        const [a, b] = [first, second] as Recording[] as [Recording, Recording];
         const id = uniqueId('fleet-claim');
         const exp = now() + 60_000;
         ok(status(await a.claim(id, exp, 'fp')) === 'first', 'A claims first');
@@ -567,17 +569,16 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
   // The fleet check's exchange (`shared`, `keyFingerprints`): see ReplayStore in @mrtr/core and docs/keys.md.
   const fingerprintsDeclared = options.keyFingerprints;
-  test('declares shared as a boolean, and keeps key fingerprints only as a shared store, as declared', async () => {
+  test('declares shared, and keeps key fingerprints only as a shared store, as the test expects', async () => {
     await withStore(async (store) => {
-      const { shared, keyFingerprints } = store;
-      ok(shared === undefined || typeof shared === 'boolean', `shared must be a boolean when present (got ${typeof shared})`);
-      ok(keyFingerprints === undefined || typeof keyFingerprints === 'function', 'keyFingerprints must be a function when present');
-      if (options.sharedBackend === false) ok(shared !== true, 'a store of this process (sharedBackend: false) must not declare shared');
-      if (keyFingerprints !== undefined) ok(shared === true, 'a store that keeps key fingerprints must declare shared: true');
+      const { shared, keyExchange } = storeCapabilities(store);
+      if (options.sharedBackend === false) ok(!shared, 'a store of this process (sharedBackend: false) must not declare shared');
+      else ok(shared, 'a store whose ledger other instances share (sharedBackend) must declare shared');
+      if (keyExchange) ok(shared, 'a store that keeps key fingerprints must declare shared: true');
       if (fingerprintsDeclared !== undefined) {
         ok(
-          (keyFingerprints !== undefined) === fingerprintsDeclared,
-          `the store is declared with keyFingerprints: ${fingerprintsDeclared}, but it ${keyFingerprints ? 'has' : 'lacks'} it`,
+          keyExchange === fingerprintsDeclared,
+          `the test expects keyFingerprints: ${fingerprintsDeclared}, but the store's capabilities ${keyExchange ? 'declare' : 'lack'} keyExchange`,
         );
       }
     });
@@ -585,8 +586,8 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   const fingerprintTest: typeof test = fingerprintsDeclared === false ? () => {} : test;
   type Fingerprinting = Required<Pick<ReplayStore, 'keyFingerprints'>> & ReplayStore;
   const fingerprinting = (store: ReplayStore): store is Fingerprinting => {
-    if (typeof store.keyFingerprints === 'function') return true;
-    if (fingerprintsDeclared === true) fail('the store is declared with keyFingerprints: true but has none');
+    if (storeCapabilities(store).keyExchange) return true;
+    if (fingerprintsDeclared === true) fail('the test expects keyFingerprints: true but the store declares no keyExchange');
     return false;
   };
   /** The answer as `kid=fingerprint@expiresAtMs` sorted by kid (expiry relative to `base`). */
@@ -810,7 +811,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       const storeA = await factory({ namespace });
       const storeB = options.sharedBackend === false ? storeA : await factory({ namespace });
       try {
-        if (typeof storeA.claim !== 'function') return;
+        if (storeCapabilities(storeA).outcomes === undefined) return;
         const keys = KeyRing.generate();
         const make = (store: ReplayStore) =>
           createStateGuard({

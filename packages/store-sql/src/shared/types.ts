@@ -66,7 +66,16 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
     if (parts.used()) await runPurge();
   };
   const stopPurge = startPurgeTimer(parts.label, parts.purge.intervalMs, purgeIfUsed, parts.onError);
+  const { maxOutcomeBytes, outcomeBudgetBytes } = parts;
   return {
+    capabilities: {
+      shared: true,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: false,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     dialect: parts.dialect,
     table: parts.table,
     maxOutcomeBytes: parts.maxOutcomeBytes,
