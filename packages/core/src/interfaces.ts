@@ -122,11 +122,18 @@ export interface SpendOptions {
   readonly mintedAtMs?: number | undefined;
 }
 
-/** What `claim` takes on a store with `leases` (others ignore `owner`, `leaseMs` and `reclaim`). */
+/**
+ * What `claim` takes on a store with `leases` (others ignore `owner`, `leaseMs` and `reclaim`). A claim without
+ * `owner`, or without `leaseMs`, holds no lease: it never lapses (it is `pending` until recorded or expired), as on a
+ * store without leases.
+ */
 export interface ClaimOptions extends SpendOptions {
   /** Who claims: a random value of 16 to 64 base64url characters, unique per attempt (`renew`, `release`, `record` match it). */
   readonly owner?: string | undefined;
-  /** How long the claim's lease runs from now, by the store's clock, unless renewed (ms, 1 to the id's life). */
+  /**
+   * How long the claim's lease runs from now, by the store's clock, unless renewed (a positive integer, ms). It lapses
+   * when the store's clock passes it with no outcome recorded: later claims with the same fingerprint are `unknown`.
+   */
   readonly leaseMs?: number | undefined;
   /**
    * Take over a claim whose lease lapsed unrecorded (at-least-once): it is `first` again for this owner, with the next
@@ -163,19 +170,23 @@ export interface ReplayStore {
    * id's expiry; `true` when stored, `false` otherwise (another fingerprint, already recorded, expired, or more than
    * the store keeps — a store that cannot keep an outcome records `''`, "done, not kept", so retries become replays).
    * An outcome longer than `maxOutcomeBytes`, or that would take the store past its outcome budget, is recorded as
-   * `''`. With `leases` and an `owner`: only the claim's owner records, and a second `record` by the same owner with
-   * the same outcome answers what the first did (a retry after a lost reply is safe).
+   * `''`. With `leases` and an `owner`: only the claim's owner records (a lapsed lease that nobody reclaimed still
+   * records), and a second `record` by the same owner answers what the first did — `true` when the first kept its
+   * outcome — so a retry after a lost reply is safe.
    */
   record?(id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean>;
   /**
    * With `leases`. Extends the lease of `id`'s unrecorded claim held by `owner` to `leaseMs` from now (store's clock);
-   * `true` when it did, `false` when `owner` no longer holds an unrecorded claim of it.
+   * `true` when it did, `false` when `owner` no longer holds an unrecorded claim of it (recorded, released, expired,
+   * or reclaimed by another owner). A lapsed lease that nobody reclaimed is renewed (its owner was only slow).
    */
   renew?(id: string, owner: string, leaseMs: number): Promise<boolean>;
   /**
    * With `leases`. Gives back `id` when `owner` holds an unrecorded claim of it (compare-and-delete: the id is free
-   * again, as if never claimed); `true` when it did. For an owner that knows its round never ran (its claim's reply was
-   * lost, or it gave up waiting for it). Running it twice answers as once.
+   * again, as if never claimed). For an owner that knows its round never ran (its claim's reply was lost, or it gave up
+   * waiting for it). Resolves `true` when `owner` holds no claim of `id` afterwards (given back now, or never landed),
+   * `false` when another owner's claim or a recorded outcome holds it (nothing changed). Running it twice answers as
+   * once.
    */
   release?(id: string, owner: string): Promise<boolean>;
   /** With `clock`. The store's time, epoch ms, read from the store itself. */
