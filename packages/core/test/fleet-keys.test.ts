@@ -13,7 +13,7 @@ function fleetStore(now: () => number): ReplayStore & { records: Map<string, Key
   const records = new Map<string, KeyFingerprint>();
   return {
     ...base,
-    shared: true,
+    capabilities: { ...base.capabilities, shared: true, keyExchange: true },
     records,
     down: false,
     async keyFingerprints(offer) {
