@@ -272,7 +272,8 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
   it('nothing is sealed that will not be kept: an outcome far past the store’s maxOutcomeBytes is recorded as done, not kept', async () => {
     const clock = fakeClock();
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
-    const store = Object.assign(recordingStore(clock.now), { maxOutcomeBytes: 4_096 });
+    const store = recordingStore(clock.now);
+    Object.assign(store, { capabilities: { ...store.capabilities, outcomes: { maxOutcomeBytes: 4_096, outcomeBudgetBytes: 1 << 30 } } });
     let seals = 0;
     const codec = (k: KeyRing) => {
       const inner = testCodec(k);
