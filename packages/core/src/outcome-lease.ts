@@ -28,7 +28,7 @@ export function createOwners(): () => string {
  * At most {@link MAX_BACKGROUND} at once: past it the oldest stops (its lease lapses, and its retries learn the
  * outcome is unknown).
  */
-export function createRetrier(now: () => number): (key: string, call: () => Promise<unknown>, deadline: number) => void {
+export function createRetrier(now: () => number): (key: string, call: () => Promise<unknown>, deadline: number) => Promise<void> {
   const running = new Map<string, { stopped: boolean }>();
   const run = async (key: string, call: () => Promise<unknown>, deadline: number, token: { stopped: boolean }): Promise<void> => {
     try {
@@ -54,7 +54,7 @@ export function createRetrier(now: () => number): (key: string, call: () => Prom
     }
     const token = { stopped: false };
     running.set(key, token);
-    void run(key, call, deadline, token);
+    return run(key, call, deadline, token);
   };
 }
 
@@ -63,20 +63,18 @@ export function createRetrier(now: () => number): (key: string, call: () => Prom
  * says the owner no longer holds the claim, or until `deadline` (epoch ms, by `now`). A failed renewal is tried again
  * at the next beat (the lease has two more beats before it lapses). The timer never keeps the process alive.
  */
-export function keepLease(
-  renew: () => Promise<boolean>,
-  leaseMs: number,
-  deadline: number,
-  now: () => number,
-): { stop(): void } {
+export function keepLease(renew: () => Promise<boolean>, leaseMs: number, deadline: number, now: () => number): { stop(): void } {
   let timer: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
   const beat = (): void => {
-    timer = setTimeout(async () => {
-      if (stopped || now() >= deadline) return;
-      const held = await renew().catch(() => true);
-      if (held && !stopped) beat();
-    }, Math.max(1, Math.floor(leaseMs / 3)));
+    timer = setTimeout(
+      async () => {
+        if (stopped || now() >= deadline) return;
+        const held = await renew().catch(() => true);
+        if (held && !stopped) beat();
+      },
+      Math.max(1, Math.floor(leaseMs / 3)),
+    );
     (timer as { unref?: () => void }).unref?.();
   };
   beat();

@@ -126,25 +126,43 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     return { state, replay: true, outcome: await unseal(state, fp, result.outcome) };
   };
 
-  /** Stores the sealed outcome; with leases, a failure is retried in the background until the state expires. */
-  const recordIn = async (id: string, fp: string, token: string, owner: string | undefined, expiresAtMs: number): Promise<boolean> => {
+  /**
+   * Stores the sealed outcome. With leases, a store failure is retried in the background until the state expires
+   * (`later` is called with its promise); the lease is kept and identical retries here get the outcome meanwhile.
+   */
+  const recordIn = async (
+    id: string,
+    fp: string,
+    token: string,
+    owner: string | undefined,
+    expiresAtMs: number,
+    later: (landed: Promise<void>) => void,
+  ): Promise<boolean> => {
     const call = () => store.record!(id, fp, token, owner === undefined ? undefined : { owner });
     try {
       return await fromStore(call);
     } catch (error) {
-      if (owner !== undefined && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
-        retry(`record\n${id}`, () => fromStore(call), expiresAtMs);
+      if (owner !== undefined && token !== '' && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
+        later(retry(`record\n${id}`, () => fromStore(call), expiresAtMs));
       }
       throw error;
     }
   };
 
   /** The first attempt: it runs the round and records its outcome once. */
-  const own = <S extends Opened>(state: S, id: string, fp: string, key: string, owner: string | undefined, expiresAtMs: number): Admission<S> => {
+  const own = <S extends Opened>(
+    state: S,
+    id: string,
+    fp: string,
+    key: string,
+    owner: string | undefined,
+    expiresAtMs: number,
+  ): Admission<S> => {
     let settle!: (settled: Settled) => void;
     inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
     const lease = owner === undefined ? undefined : keepLease(() => store.renew!(id, owner, leaseMs), leaseMs, expiresAtMs, now);
     let done = false;
+    let landing: Promise<void> | undefined;
     const record = async (outcome: JsonValue): Promise<boolean> => {
       if (done) throw new TypeError('Admission.record: called twice');
       done = true;
@@ -152,13 +170,23 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
       let kept = false;
       try {
         token = await seal(state, fp, outcome);
-        kept = (await recordIn(id, fp, token, owner, expiresAtMs)) && token !== '';
+        kept = (await recordIn(id, fp, token, owner, expiresAtMs, (landed) => (landing = landed))) && token !== '';
         return kept;
       } finally {
-        inflight.delete(key);
-        // With leases a failed record is retried in the background: identical retries here get the outcome meanwhile.
-        settle(kept || (owner !== undefined && token !== '') ? { outcome: token } : NOTHING);
-        lease?.stop();
+        const settled: Settled = kept || landing !== undefined ? { outcome: token } : NOTHING;
+        settle(settled);
+        if (landing === undefined) {
+          inflight.delete(key);
+          lease?.stop();
+        } else {
+          // Until the record lands (or is given up), identical retries here get the outcome and the lease is kept.
+          const held = Promise.resolve(settled);
+          inflight.set(key, held);
+          void landing.finally(() => {
+            if (inflight.get(key) === held) inflight.delete(key);
+            lease?.stop();
+          });
+        }
       }
     };
     return { state, replay: false, record };

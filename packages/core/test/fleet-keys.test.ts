@@ -109,7 +109,11 @@ describe('the fleet check (StateGuard.checkKeys)', () => {
     store.down = true;
     await expect(guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
     const exchanging = { ...NO_CAPS, shared: true, keyExchange: true };
-    const huge = { ...testStore(clock.now), capabilities: exchanging, keyFingerprints: async () => Array.from({ length: 257 }, () => ({})) as never };
+    const huge = {
+      ...testStore(clock.now),
+      capabilities: exchanging,
+      keyFingerprints: async () => Array.from({ length: 257 }, () => ({})) as never,
+    };
     await expect(checkFleetKeys(new KeyRing([k1]), huge, { now: clock.now(), lifetimeMs: 1 })).rejects.toMatchObject({
       code: 'ERR_STORE_UNAVAILABLE',
     });

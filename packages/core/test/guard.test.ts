@@ -226,7 +226,13 @@ describe('createStateGuard', () => {
   });
 
   it('fails closed when the store resolves anything but true', async () => {
-    const { guard } = setup({ store: { capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false }, consume: async () => 'yes' as unknown as boolean, close: async () => {} } });
+    const { guard } = setup({
+      store: {
+        capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+        consume: async () => 'yes' as unknown as boolean,
+        close: async () => {},
+      },
+    });
     expect(await rejectCode(guard.open(await guard.mint(1, req()), req()))).toBe('ERR_STATE_REPLAYED');
   });
 

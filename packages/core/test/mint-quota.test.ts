@@ -192,7 +192,13 @@ describe('default mint quota sized from the store', () => {
 
   it('at least 16 per principal for a small store; none for a store without a declared capacity; off with mintQuota: false', async () => {
     expect(await mintUntilRefused(guardOn(sized(100)), 'p', 100)).toBe(16);
-    expect(await mintUntilRefused(guardOn({ ...sized(1), capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } }), 'p', 500)).toBe(500);
+    expect(
+      await mintUntilRefused(
+        guardOn({ ...sized(1), capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } }),
+        'p',
+        500,
+      ),
+    ).toBe(500);
     expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: false }), 'p', 500)).toBe(500);
     expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: { max: 3 } }), 'p', 500)).toBe(3);
   });

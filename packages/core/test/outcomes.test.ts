@@ -208,7 +208,11 @@ describe('guard.admit: one run per state, the first answer for an identical retr
     const clock = fakeClock();
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
     const full = recordingStore(clock.now);
-    const plain: ReplayStore = { capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false }, consume: (id, exp) => full.consume(id, exp), close: async () => {} };
+    const plain: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+      consume: (id, exp) => full.consume(id, exp),
+      close: async () => {},
+    };
     const guard = createStateGuard({ codec: testCodec, keys, store: plain, audience: 'aud-1', now: clock.now });
     const token = await guard.mint(null, req());
     const first = await guard.admit(token, req(), yes);

@@ -351,7 +351,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       const caps = storeCapabilities(store);
       const records = caps.outcomes !== undefined;
       if (declared !== undefined) {
-        ok(records === declared, `the test expects outcomes: ${declared}, but the store's capabilities ${records ? 'declare' : 'lack'} outcomes`);
+        ok(
+          records === declared,
+          `the test expects outcomes: ${declared}, but the store's capabilities ${records ? 'declare' : 'lack'} outcomes`,
+        );
       } else {
         console.info(
           `[${label}] outcome tests: ${records ? 'run (the store declares outcomes)' : 'pass trivially (the store declares no outcomes; pass outcomes: false to skip them)'}`,
