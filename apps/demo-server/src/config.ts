@@ -94,6 +94,9 @@ Environment:
                        pending connect_account links one principal may hold, 1-100 (default ${DEFAULT_CONNECT_MAX_PENDING})
   MRTR_DEMO_CONNECT_LINK_TTL_MS
                        lifetime of an unconfirmed connect link in ms, 1000-3600000 (default ${DEFAULT_CONNECT_LINK_TTL_MS})
+  MRTR_DEMO_CLOCK_OFFSET_MS
+                       a test aid: run this instance's clock N ms off the machine's (negative: behind), to see a
+                       drifting instance refuse with ERR_CLOCK_SKEW on a store with a clock (default 0)
 `;
 
 /**
@@ -280,6 +283,19 @@ export function readNamespace(env: NodeJS.ProcessEnv, fallback: string): string 
   if (text === undefined || text === '') return fallback;
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(text)) throw new UsageError('MRTR_DEMO_NAMESPACE must be 1-64 characters of [A-Za-z0-9_.-]');
   return text;
+}
+
+/**
+ * A test aid: this instance's clock runs `MRTR_DEMO_CLOCK_OFFSET_MS` off the machine's (negative: behind), to show what
+ * a fleet does with an instance whose clock drifted. 0 when unset.
+ */
+export function readClockOffsetMs(env: NodeJS.ProcessEnv): number {
+  const text = env.MRTR_DEMO_CLOCK_OFFSET_MS;
+  if (text === undefined || text === '') return 0;
+  if (!/^-?\d{1,10}$/.test(text) || Math.abs(Number(text)) > 86_400_000) {
+    throw new UsageError('MRTR_DEMO_CLOCK_OFFSET_MS must be an integer from -86400000 to 86400000');
+  }
+  return Number(text);
 }
 
 /** How long connect_account waits for the connect page to be completed before asking again. */

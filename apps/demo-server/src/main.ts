@@ -16,6 +16,7 @@ import {
   mintQuotaFor,
   parseCli,
   readAllowedHosts,
+  readClockOffsetMs,
   readConnectWaitMs,
   readKeys,
   readLedgerLimits,
@@ -48,6 +49,24 @@ const processIo: Io = {
   errIsTTY: process.stderr.isTTY === true,
 };
 
+/**
+ * This instance's offset from the store's clock, measured at start (a store that declares `clock`), as one line; past
+ * the tolerance the instance still starts, and refuses every spend and mint with ERR_CLOCK_SKEW until its clock is
+ * fixed (the `mrtr_clock_skew_seconds` gauge shows it). `undefined` with a store without a clock.
+ */
+export async function clockReport(guard: Pick<StateGuard, 'checkClock' | 'store'>): Promise<string | undefined> {
+  if (guard.store === undefined || !storeCapabilities(guard.store).clock) return undefined;
+  try {
+    const { offsetMs, skewed } = await guard.checkClock();
+    const offset = `${offsetMs >= 0 ? '+' : ''}${Math.round(offsetMs)} ms`;
+    return skewed
+      ? `this instance's clock is ${offset} off the store's, past the ${CLOCK_SKEW_MS} ms tolerated: every request state is refused (ERR_CLOCK_SKEW) until its time is fixed (NTP)`
+      : `clock offset from the store: ${offset} (within ${CLOCK_SKEW_MS} ms)`;
+  } catch (error) {
+    return `could not read the store's clock at start (${error instanceof Error ? error.message : String(error)}): it is measured again on the first request`;
+  }
+}
+
 /** What the fleet check (`guard.checkKeys()`) found wrong, as one line naming the kid and the fix; `undefined` when fine. */
 export async function fleetKeyProblem(guard: Pick<StateGuard, 'checkKeys'>, namespace: string): Promise<string | undefined> {
   try {
@@ -76,6 +95,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   let connectWaitMs: number;
   let ledgerLimits: ReturnType<typeof readLedgerLimits>;
   let namespace: string;
+  let clockOffsetMs: number;
   try {
     cli = parseCli(argv);
     if (cli.help) {
@@ -88,6 +108,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     connectWaitMs = readConnectWaitMs(env);
     ledgerLimits = readLedgerLimits(env);
     namespace = readNamespace(env, AUDIENCE);
+    clockOffsetMs = readClockOffsetMs(env);
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`mrtr-demo: ${error.message}`);
@@ -170,6 +191,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       audience: AUDIENCE,
       ttlMs: cli.ttlMs,
       flowTtlMs,
+      ...(clockOffsetMs !== 0 && { now: () => Date.now() + clockOffsetMs }),
       // Without tokens every caller is one anonymous principal. Recorded outcomes are returned to it only where its
       // callers are one party: over stdio, or bound to loopback (the person running the demo); open to the network,
       // a copy of someone's spent state must not fetch their result, so an identical retry there is a replay.
@@ -226,6 +248,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       return 1;
     }
   }
+  const clockLine = await clockReport(endpoints[0]!.mrtr.guard);
+  if (clockLine !== undefined) io.err(`mrtr-demo: ${clockLine}`);
   const primary = endpoints[0]!;
   const handler = primary.handler;
   const factory = primary.factory;

@@ -1,4 +1,5 @@
 import { MRTR_REJECTION_CODES } from '@mrtr/core';
+import { MINT_ERROR_TYPES } from '@mrtr/otel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prettyLine, roundLine } from '../src/observe.js';
 import {
@@ -211,8 +212,12 @@ describe('the first scrape, before any request', () => {
           const labels = { ...target, mrtr_codec: codec };
           for (const name of counters)
             expect(exactly(name, labels), `${name} ${JSON.stringify(labels)}`).toEqual([[expect.any(String), 0]]);
-          for (const operation of ['open', 'mint']) {
-            for (const code of MRTR_REJECTION_CODES) {
+          // Every code for `open`; for `mint` the codes a mint can be refused with.
+          for (const [operation, codes] of [
+            ['open', MRTR_REJECTION_CODES],
+            ['mint', MRTR_REJECTION_CODES.filter((code) => MINT_ERROR_TYPES.includes(code))],
+          ] as const) {
+            for (const code of codes) {
               const rejected = { ...labels, mrtr_operation: operation, error_type: code };
               expect(exactly('mrtr_states_rejected_total', rejected), JSON.stringify(rejected)).toEqual([[expect.any(String), 0]]);
             }
@@ -225,7 +230,8 @@ describe('the first scrape, before any request', () => {
       // Those and nothing else: every sample is 0, one per label set.
       const count = (name: string) => [...samples.keys()].filter((key) => key.startsWith(`${name}{`)).length;
       for (const name of counters) expect(count(name)).toBe(targets.length * codecs.length);
-      expect(count('mrtr_states_rejected_total')).toBe(targets.length * codecs.length * 2 * MRTR_REJECTION_CODES.length);
+      const mintCodes = MRTR_REJECTION_CODES.filter((code) => MINT_ERROR_TYPES.includes(code)).length;
+      expect(count('mrtr_states_rejected_total')).toBe(targets.length * codecs.length * (MRTR_REJECTION_CODES.length + mintCodes));
       expect(count('mrtr_store_errors_total')).toBe(targets.length * codecs.length * 2);
       expect([...samples.values()].every((value) => value === 0)).toBe(true);
       expect(text).toContain('# TYPE mrtr_flows_started_total counter');

@@ -181,6 +181,22 @@ function metricAttributes(event: Pick<MrtrEvent, 'method' | 'target' | 'codec'>)
   return attributes;
 }
 
+/**
+ * The codes a mint can be refused with (`state.rejected` with `mrtr.operation` `mint`): no principal, the mint quota,
+ * the flow's deadline or round limit, a failed or oversized seal, no key that may seal, a skewed clock. The `mint`
+ * series of `known` start for these alone; every code starts for `open`.
+ */
+export const MINT_ERROR_TYPES: readonly string[] = Object.freeze([
+  'ERR_PRINCIPAL_REQUIRED',
+  'ERR_QUOTA_EXCEEDED',
+  'ERR_FLOW_EXPIRED',
+  'ERR_FLOW_ROUNDS',
+  'ERR_SEAL_FAILED',
+  'ERR_STATE_TOO_LARGE',
+  'ERR_KEYS_UNAVAILABLE',
+  'ERR_CLOCK_SKEW',
+]);
+
 /** The replay store's codes (`store.error` events carry one of these). */
 const STORE_ERROR_TYPES: readonly string[] = ['ERR_STORE_UNAVAILABLE', 'ERR_STORE_FULL'];
 
@@ -207,7 +223,8 @@ function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: 
     ...prompts.map((target) => ({ method: 'prompts/get', target })),
     ...(resources ? [{ method: 'resources/read', target: undefined }] : []),
   ];
-  const largest = targets.length * codecs.length * 2 * errorTypes.length;
+  const mintTypes = errorTypes.filter((code) => MINT_ERROR_TYPES.includes(code));
+  const largest = targets.length * codecs.length * (errorTypes.length + mintTypes.length);
   if (largest > MAX_KNOWN_SERIES) {
     throw new RangeError(`createMrtrTelemetry: known gives ${largest} series of ${METRICS.statesRejected}, more than ${MAX_KNOWN_SERIES}`);
   }
@@ -215,8 +232,8 @@ function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: 
   return {
     common,
     rejected: common.flatMap((attributes) =>
-      (['open', 'mint'] as const).flatMap((operation) =>
-        errorTypes.map((code) => ({ ...attributes, [ATTRIBUTES.operation]: operation, [ATTRIBUTES.errorType]: code })),
+      [['open', errorTypes] as const, ['mint', mintTypes] as const].flatMap(([operation, codes]) =>
+        codes.map((code) => ({ ...attributes, [ATTRIBUTES.operation]: operation, [ATTRIBUTES.errorType]: code })),
       ),
     ),
     storeErrors: common.flatMap((attributes) =>
@@ -260,7 +277,9 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
   if (m !== undefined && zero !== undefined) {
     // Adding 0 creates each series at 0: an exporter then reports it before the first event.
     for (const attributes of zero.common) {
-      for (const counter of [m.flowsStarted, m.flowsCompleted, m.statesMinted, m.statesOpened, m.statesRetried]) counter.add(0, attributes);
+      for (const counter of [m.flowsStarted, m.flowsCompleted, m.statesMinted, m.statesOpened, m.statesRetried, m.roundsUnknown]) {
+        counter.add(0, attributes);
+      }
     }
     for (const attributes of zero.rejected) m.statesRejected.add(0, attributes);
     for (const attributes of zero.storeErrors) m.storeErrors.add(0, attributes);

@@ -22,7 +22,7 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMrtrTelemetry, MAX_KNOWN_SERIES, METRICS, type MrtrTelemetryOptions, SPANS } from '../src/index.js';
+import { createMrtrTelemetry, MAX_KNOWN_SERIES, METRICS, MINT_ERROR_TYPES, type MrtrTelemetryOptions, SPANS } from '../src/index.js';
 
 const SECRET_ARG = 'argument-value-5c1e';
 const request: RequestContext = { method: 'tools/call', target: 'deploy', arguments: { env: SECRET_ARG }, principal: 'alice-91' };
@@ -267,7 +267,12 @@ describe('createMrtrTelemetry', () => {
     const zeros = (sets: Record<string, unknown>[]) => new Map(sets.map((a) => [key(a), 0]));
     const codes = [...MRTR_ERROR_CODES];
     const rejected = common.flatMap((a) =>
-      ['open', 'mint'].flatMap((operation) => codes.map((code) => ({ ...a, 'mrtr.operation': operation, 'error.type': code }))),
+      (
+        [
+          ['open', codes],
+          ['mint', MINT_ERROR_TYPES],
+        ] as const
+      ).flatMap(([operation, some]) => some.map((code) => ({ ...a, 'mrtr.operation': operation, 'error.type': code }))),
     );
     const storeErrors = common.flatMap((a) => ['ERR_STORE_UNAVAILABLE', 'ERR_STORE_FULL'].map((code) => ({ ...a, 'error.type': code })));
 
@@ -276,7 +281,7 @@ describe('createMrtrTelemetry', () => {
       expect(values(m.get(name)), name).toEqual(zeros(common));
     }
     expect(values(m.get(METRICS.statesRejected))).toEqual(zeros(rejected));
-    expect(m.get(METRICS.statesRejected)).toHaveLength(6 * 2 * MRTR_ERROR_CODES.size);
+    expect(m.get(METRICS.statesRejected)).toHaveLength(6 * (MRTR_ERROR_CODES.size + MINT_ERROR_TYPES.length));
     expect(values(m.get(METRICS.storeErrors))).toEqual(zeros(storeErrors));
     // Answers (reason × kind of each question) and histograms (no observation yet) start with no series.
     for (const name of [METRICS.answers, METRICS.stateSize, METRICS.stateDuration, METRICS.storeDuration, METRICS.flowRounds]) {
@@ -295,13 +300,15 @@ describe('createMrtrTelemetry', () => {
   });
 
   it('known: errorTypes narrows the codes, metrics: false starts nothing, and it is validated and bounded', async () => {
-    const t = setup(undefined, { known: { codecs: ['hmac'], tools: ['deploy'], errorTypes: ['ERR_STATE_REPLAYED', 'ERR_STORE_FULL'] } });
+    const narrowed = ['ERR_STATE_REPLAYED', 'ERR_STORE_FULL', 'ERR_QUOTA_EXCEEDED'];
+    const t = setup(undefined, { known: { codecs: ['hmac'], tools: ['deploy'], errorTypes: narrowed } });
     const m = await t.collect();
+    // Every code for `open`; for `mint` only those a mint can be refused with.
     expect(m.get(METRICS.statesRejected)?.map((p) => [p.attributes['mrtr.operation'], p.attributes['error.type'], p.value])).toEqual([
       ['open', 'ERR_STATE_REPLAYED', 0],
       ['open', 'ERR_STORE_FULL', 0],
-      ['mint', 'ERR_STATE_REPLAYED', 0],
-      ['mint', 'ERR_STORE_FULL', 0],
+      ['open', 'ERR_QUOTA_EXCEEDED', 0],
+      ['mint', 'ERR_QUOTA_EXCEEDED', 0],
     ]);
     expect(m.get(METRICS.storeErrors)).toEqual([{ attributes: { ...tool, 'error.type': 'ERR_STORE_FULL' }, value: 0 }]);
     // No target known: nothing to start (a series needs its method and codec, and a name for tools and prompts).
@@ -317,7 +324,7 @@ describe('createMrtrTelemetry', () => {
     expect(bad({ codecs: ['hmac'], resources: 'yes' })).toThrow(/known\.resources/);
     expect(bad({ codecs: ['hmac'], errorTypes: [1] })).toThrow(/known\.errorTypes/);
     // Bounded: the rejection counter's pre-started series stay within MAX_KNOWN_SERIES.
-    const perTool = 2 * MRTR_ERROR_CODES.size;
+    const perTool = MRTR_ERROR_CODES.size + MINT_ERROR_TYPES.length;
     const fits = Array.from({ length: Math.floor(MAX_KNOWN_SERIES / perTool) }, (_, i) => `t${i}`);
     expect(() => createMrtrTelemetry({ known: { codecs: ['hmac'], tools: fits } })).not.toThrow();
     expect(bad({ codecs: ['hmac'], tools: [...fits, 'one-more'] })).toThrow(RangeError);
