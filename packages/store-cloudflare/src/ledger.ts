@@ -125,7 +125,8 @@ export class ReplayLedger {
       minted: maybeNum,
       leaseMs: maybeNum,
     });
-    if (minted !== null && minted < this.#epoch(t)) return { lost: true };
+    const epoch = this.#epoch(t); // written by every spend that finds it missing, with or without mintedAtMs
+    if (minted !== null && minted < epoch) return { lost: true };
     const lease = leaseMs === null ? null : t + leaseMs;
     const row = this.#live(id, t);
     if (row !== undefined) {

@@ -60,6 +60,8 @@ export class MrtrStoreObject {
         'MrtrStoreObject: needs SQLite-backed storage (declare the class under `new_sqlite_classes` in the migrations of wrangler.jsonc)',
       );
     }
+    const now = options.now ?? Date.now;
+    if (typeof now !== 'function') throw new TypeError('MrtrStoreObject: options.now must be a function');
     this.#state = state;
     this.#sql = sql;
     state.storage.transactionSync(() => {
@@ -70,10 +72,11 @@ export class MrtrStoreObject {
           .toArray()
           .map((column) => column.name),
       );
-      for (const [name, definition] of ADDED_COLUMNS) if (!columns.has(name)) sql.exec(`ALTER TABLE mrtr_ids ADD COLUMN ${definition}`);
+      const missing = ADDED_COLUMNS.filter(([name]) => !columns.has(name));
+      for (const [, definition] of missing) sql.exec(`ALTER TABLE mrtr_ids ADD COLUMN ${definition}`);
+      // The ledger began now, unless this object kept one before epochs were (its ids are all there: epoch 0).
+      sql.exec("INSERT OR IGNORE INTO mrtr_meta (k, v) VALUES ('epoch', ?)", missing.length > 0 ? 0 : now());
     });
-    const now = options.now ?? Date.now;
-    if (typeof now !== 'function') throw new TypeError('MrtrStoreObject: options.now must be a function');
     this.#ledger = new ReplayLedger(sql, now);
   }
 

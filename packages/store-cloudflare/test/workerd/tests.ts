@@ -8,6 +8,7 @@ import { taskStoreCompliance } from '../../../test-suite/src/task-store.js';
 import type { TestFn } from '../../../test-suite/src/types.js';
 import type { DurableObjectNamespaceLike, DurableObjectStubLike } from '../../src/binding.js';
 import { createDurableObjectStore, createDurableObjectTaskStore } from '../../src/index.js';
+import { registerLeaseTests } from './lease-tests.js';
 
 export interface TestEnv {
   /** The namespace of MrtrStoreObject (SQLite-backed). */
@@ -203,4 +204,6 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
     clock.advance(1_001);
     check((await store.consume(unique('f'), clock.now() + 1_000)) === true, 'expired ids make room');
   });
+
+  registerLeaseTests(it, env);
 }
