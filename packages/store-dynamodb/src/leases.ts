@@ -8,6 +8,19 @@ import { readItem, type Table, num, str } from './table.js';
 type Item = Record<string, AttributeValue>;
 type Key = Record<string, AttributeValue>;
 
+/**
+ * Runs a conditional write that is safe to repeat once more when it failed without an answer (a lost reply: its
+ * condition then tells whether the first landed), whatever retries the caller's client is configured with.
+ */
+export async function twice<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (!(error instanceof StoreUnavailableError)) throw error;
+    return write();
+  }
+}
+
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const UNKNOWN: ClaimResult = Object.freeze({ status: 'unknown' });
 const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
@@ -36,23 +49,25 @@ export function unrecordedStatus(item: Item, at: number): ClaimResult {
  */
 export async function reclaim(table: Table, key: Key, held: Item, owner: string, leaseMs: number | null): Promise<ClaimResult | undefined> {
   const at = table.serviceNow();
-  const updated = await table.send<{ Attributes?: Item }>(
-    new UpdateItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      UpdateExpression: leaseMs === null ? 'SET #o = :o ADD #f :one REMOVE #le' : 'SET #o = :o, #le = :le ADD #f :one',
-      ConditionExpression: '#o = :old AND #k = :p AND #le = :oldle',
-      ExpressionAttributeNames: { '#o': 'o', '#le': 'le', '#f': 'f', '#k': 'k' },
-      ExpressionAttributeValues: {
-        ':o': { S: owner },
-        ':old': held.o as AttributeValue,
-        ':oldle': held.le as AttributeValue,
-        ':p': { S: 'p' },
-        ':one': { N: '1' },
-        ...(leaseMs === null ? {} : { ':le': { N: String(Math.ceil(at + leaseMs)) } }),
-      },
-      ReturnValues: 'ALL_NEW',
-    }),
+  const updated = await twice(() =>
+    table.send<{ Attributes?: Item }>(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: leaseMs === null ? 'SET #o = :o ADD #f :one REMOVE #le' : 'SET #o = :o, #le = :le ADD #f :one',
+        ConditionExpression: '#o = :old AND #k = :p AND #le = :oldle',
+        ExpressionAttributeNames: { '#o': 'o', '#le': 'le', '#f': 'f', '#k': 'k' },
+        ExpressionAttributeValues: {
+          ':o': { S: owner },
+          ':old': held.o as AttributeValue,
+          ':oldle': held.le as AttributeValue,
+          ':p': { S: 'p' },
+          ':one': { N: '1' },
+          ...(leaseMs === null ? {} : { ':le': { N: String(Math.ceil(at + leaseMs)) } }),
+        },
+        ReturnValues: 'ALL_NEW',
+      }),
+    ),
   );
   if (updated !== 'condition') return { status: 'first', fence: num(updated.Attributes?.f) ?? 0 };
   return undefined; // the caller reads the item again
@@ -60,20 +75,22 @@ export async function reclaim(table: Table, key: Key, held: Item, owner: string,
 
 /** Extends the lease of `owner`'s unrecorded claim (safe to repeat: an SDK retry sets it again). */
 export async function renewItem(table: Table, key: Key, owner: string, leaseMs: number): Promise<boolean> {
-  const reply = await table.send(
-    new UpdateItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      UpdateExpression: 'SET #le = :le',
-      ConditionExpression: '#o = :o AND #k = :p AND #exp >= :now',
-      ExpressionAttributeNames: { '#le': 'le', '#o': 'o', '#k': 'k', '#exp': 'exp' },
-      ExpressionAttributeValues: {
-        ':le': { N: String(Math.ceil(table.serviceNow() + leaseMs)) },
-        ':o': { S: owner },
-        ':p': { S: 'p' },
-        ':now': { N: String(table.now()) },
-      },
-    }),
+  const reply = await twice(() =>
+    table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: 'SET #le = :le',
+        ConditionExpression: '#o = :o AND #k = :p AND #exp >= :now',
+        ExpressionAttributeNames: { '#le': 'le', '#o': 'o', '#k': 'k', '#exp': 'exp' },
+        ExpressionAttributeValues: {
+          ':le': { N: String(Math.ceil(table.serviceNow() + leaseMs)) },
+          ':o': { S: owner },
+          ':p': { S: 'p' },
+          ':now': { N: String(table.now()) },
+        },
+      }),
+    ),
   );
   return reply !== 'condition';
 }
@@ -83,14 +100,16 @@ export async function renewItem(table: Table, key: Key, owner: string, leaseMs: 
  * already gone — an SDK retry after a lost reply finds it gone), false when another owner or an outcome holds it.
  */
 export async function releaseItem(table: Table, key: Key, owner: string): Promise<boolean> {
-  const reply = await table.send(
-    new DeleteItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      ConditionExpression: '#o = :o AND #k = :p AND #exp >= :now',
-      ExpressionAttributeNames: { '#o': 'o', '#k': 'k', '#exp': 'exp' },
-      ExpressionAttributeValues: { ':o': { S: owner }, ':p': { S: 'p' }, ':now': { N: String(table.now()) } },
-    }),
+  const reply = await twice(() =>
+    table.send(
+      new DeleteItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        ConditionExpression: '#o = :o AND #k = :p AND #exp >= :now',
+        ExpressionAttributeNames: { '#o': 'o', '#k': 'k', '#exp': 'exp' },
+        ExpressionAttributeValues: { ':o': { S: owner }, ':p': { S: 'p' }, ':now': { N: String(table.now()) } },
+      }),
+    ),
   );
   if (reply !== 'condition') return true;
   const item = await readItem(table, key);
@@ -109,12 +128,14 @@ export async function epochOf(table: Table): Promise<number> {
     const at = num(item?.at);
     if (at !== undefined) return at;
     const written = Math.floor(table.serviceNow());
-    const reply = await table.send(
-      new PutItemCommand({
-        TableName: table.tableName,
-        Item: { ...key, at: { N: String(written) } },
-        ConditionExpression: 'attribute_not_exists(pk)',
-      }),
+    const reply = await twice(() =>
+      table.send(
+        new PutItemCommand({
+          TableName: table.tableName,
+          Item: { ...key, at: { N: String(written) } },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      ),
     );
     if (reply !== 'condition') return written;
   }

@@ -10,7 +10,7 @@ import {
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { ClockOffset } from './clock.js';
-import { checkLease, checkOwner, epochOf, reclaim, releaseItem, renewItem, unrecordedStatus } from './leases.js';
+import { checkLease, checkOwner, epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
 
@@ -150,15 +150,17 @@ function recordWrite(fingerprint: string, at: number, by: string | null, kept: b
 /** Marks a pending claim of `fingerprint` done, not kept. */
 function markUnkept(table: Table, key: Key, fingerprint: string, at: number, by: string | null): Promise<unknown> {
   const w = recordWrite(fingerprint, at, by, false);
-  return table.send(
-    new UpdateItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      UpdateExpression: `SET #k = :x${w.set}`,
-      ConditionExpression: w.condition,
-      ExpressionAttributeNames: w.names,
-      ExpressionAttributeValues: { ...w.values, ':x': { S: 'x' } },
-    }),
+  return twice(() =>
+    table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: `SET #k = :x${w.set}`,
+        ConditionExpression: w.condition,
+        ExpressionAttributeNames: w.names,
+        ExpressionAttributeValues: { ...w.values, ':x': { S: 'x' } },
+      }),
+    ),
   );
 }
 
@@ -173,15 +175,17 @@ async function writeOutcome(
 ): Promise<boolean> {
   const { fingerprint, outcome, size, at, owner, by } = record;
   const w = recordWrite(fingerprint, at, by, true);
-  const written = await table.send(
-    new UpdateItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob${w.set}`,
-      ConditionExpression: w.condition,
-      ExpressionAttributeNames: { ...w.names, '#out': 'out', '#ob': 'ob' },
-      ExpressionAttributeValues: { ...w.values, ':d': { S: 'd' }, ':out': { S: outcome }, ':ob': { N: String(size) } },
-    }),
+  const written = await twice(() =>
+    table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob${w.set}`,
+        ConditionExpression: w.condition,
+        ExpressionAttributeNames: { ...w.names, '#out': 'out', '#ob': 'ob' },
+        ExpressionAttributeValues: { ...w.values, ':d': { S: 'd' }, ':out': { S: outcome }, ':ob': { N: String(size) } },
+      }),
+    ),
   );
   if (written !== 'condition') return true;
   const after = await liveItem(table, key, at);
@@ -281,7 +285,12 @@ function claimOp(ctx: Context) {
       const key = idKey(table, id);
       // An expiry not in the future is never a first use (it could not be remembered); the id may still be held.
       const fresh = expiresAtMs > at;
-      if (fresh && (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner, claim), at))) return { status: 'first', fence: 0 };
+      const measured = table.clock.offset() !== undefined;
+      if (fresh && (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner, claim), at))) {
+        // This store's first reply measured the service's clock only now: the lease is written again on it.
+        if (!measured && claim.leaseMs !== null) await renewItem(table, key, owner, claim.leaseMs);
+        return { status: 'first', fence: 0 };
+      }
       const held = await liveItem(table, key, at);
       if (held === undefined) {
         if (!fresh) return REPLAYED;
