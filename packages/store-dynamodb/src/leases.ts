@@ -3,7 +3,7 @@
 import { type AttributeValue, DeleteItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import type { ClaimResult } from '@mrtr/core';
 import { StoreUnavailableError } from '@mrtr/core/authoring';
-import { readItem, type Table, num, str } from './table.js';
+import { num, readItem, type Table } from './table.js';
 
 type Item = Record<string, AttributeValue>;
 type Key = Record<string, AttributeValue>;
