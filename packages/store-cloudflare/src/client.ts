@@ -15,6 +15,8 @@ export function fail(cause: unknown): never {
 export interface Objects {
   /** Sends `message` to the object holding `key`; rejects with the transport's error or {@link ObjectRefused}. */
   call(key: string, message: Record<string, unknown>): Promise<Record<string, unknown>>;
+  /** Sends `message` to object number `shard`. */
+  callShard(shard: number, message: Record<string, unknown>): Promise<Record<string, unknown>>;
 }
 
 export function objectsOf(
@@ -30,9 +32,10 @@ export function objectsOf(
   }
   // Ids are plain values (no I/O object), so they are kept; a stub is made per call, in the calling request.
   const ids = Array.from({ length: shards }, (_, shard) => binding.idFromName(objectName(kind, namespace, shard)));
-  return {
-    async call(key, message) {
-      const stub = binding.get(ids[shardOf(key, shards)]);
+  const objects: Objects = {
+    call: (key, message) => objects.callShard(shardOf(key, shards), message),
+    async callShard(shard, message) {
+      const stub = binding.get(ids[shard]);
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer from the store object within ${timeoutMs} ms`)), timeoutMs);
@@ -53,4 +56,5 @@ export function objectsOf(
       }
     },
   };
+  return objects;
 }

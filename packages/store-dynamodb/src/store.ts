@@ -1,6 +1,16 @@
 import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type { ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
-import { base64urlEncode, MAX_FINGERPRINT_MISSES, parseOutcomeStoreLimits, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
+import {
+  base64urlEncode,
+  intOption,
+  LedgerLostError,
+  MAX_FINGERPRINT_MISSES,
+  parseOutcomeStoreLimits,
+  randomBytes,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
+import type { ClockOffset } from './clock.js';
+import { checkLease, checkOwner, epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
 
@@ -14,18 +24,32 @@ const MAX_FINGERPRINT_LENGTH = 256;
 const BUDGET_BUCKET_MS = 300_000;
 
 /** Options of {@link createDynamoStore}: the table, the outcome bounds and these. */
-export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStoreLimits {}
+export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStoreLimits {
+  /**
+   * How far apart the clocks (`now`) of the instances sharing this ledger may be, in ms: every id is kept that much
+   * past its expiry, because each instance judges expiry by its own clock in the conditions (DynamoDB has none).
+   * @default 5000
+   */
+  clockSkewMs?: number | undefined;
+}
 
 /** A {@link ReplayStore} on DynamoDB. */
 export interface DynamoReplayStore extends RecordingReplayStore {
+  renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
+  release(id: string, owner: string): Promise<boolean>;
+  /**
+   * DynamoDB's clock as measured from the `Date` headers of this store's replies (whole seconds, timed by `now`):
+   * add `offsetMs` to `now()` to read it, within ± `uncertaintyMs`. `undefined` before the first reply.
+   */
+  clockOffset(): ClockOffset | undefined;
+  /** How long past its expiry an id is kept (the `clockSkewMs` option). */
+  readonly clockSkewMs: number;
   readonly namespace: string;
   readonly tableName: string;
   /** Stops the store (later calls reject `ERR_STORE_UNAVAILABLE`); the client stays open for its owner. */
   close(): Promise<void>;
 }
 
-const FIRST: ClaimResult = Object.freeze({ status: 'first' });
-const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
 
 const checkId = (method: string, id: unknown, expiresAtMs: unknown): Error | undefined => {
@@ -45,6 +69,8 @@ const checkFingerprint = (method: string, fingerprint: unknown): Error | undefin
 const utf8Bytes = (outcome: string): number => new TextEncoder().encode(outcome).length;
 
 type Key = Record<string, AttributeValue>;
+type Item = Record<string, AttributeValue>;
+const idKey = (table: Table, id: string): Key => table.key('r', hash(id));
 
 /** Writes the id if it is free (absent or expired by this store's clock): true when this call wrote it. */
 async function putIfFree(table: Table, key: Key, item: Record<string, AttributeValue>, at: number): Promise<boolean> {
@@ -102,17 +128,39 @@ async function countMiss(table: Table, budget: BucketCounter, key: Key, owner: s
   }
 }
 
+/**
+ * The condition and values of a record of `fingerprint` at `at`: the claim unrecorded and live, and with `by` (the
+ * record's owner) held by it; `by` is then written as `ro`, with `rk` (1: kept), so that its second record answers
+ * as the first.
+ */
+function recordWrite(fingerprint: string, at: number, by: string | null, kept: boolean) {
+  return {
+    condition: `#k = :p AND #fp = :fp AND #exp >= :now${by === null ? '' : ' AND #o = :by'}`,
+    set: by === null ? '' : ', #ro = :by, #rk = :rk',
+    names: { '#k': 'k', '#fp': 'fp', '#exp': 'exp', ...(by === null ? {} : { '#o': 'o', '#ro': 'ro', '#rk': 'rk' }) },
+    values: {
+      ':p': { S: 'p' },
+      ':fp': { S: fingerprint },
+      ':now': { N: String(at) },
+      ...(by === null ? {} : { ':by': { S: by }, ':rk': { N: kept ? '1' : '0' } }),
+    } as Record<string, AttributeValue>,
+  };
+}
+
 /** Marks a pending claim of `fingerprint` done, not kept. */
-function markUnkept(table: Table, key: Key, fingerprint: string, at: number): Promise<unknown> {
-  return table.send(
-    new UpdateItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      UpdateExpression: 'SET #k = :x',
-      ConditionExpression: '#k = :p AND #fp = :fp AND #exp >= :now',
-      ExpressionAttributeNames: { '#k': 'k', '#fp': 'fp', '#exp': 'exp' },
-      ExpressionAttributeValues: { ':x': { S: 'x' }, ':p': { S: 'p' }, ':fp': { S: fingerprint }, ':now': { N: String(at) } },
-    }),
+function markUnkept(table: Table, key: Key, fingerprint: string, at: number, by: string | null): Promise<unknown> {
+  const w = recordWrite(fingerprint, at, by, false);
+  return twice(() =>
+    table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: `SET #k = :x${w.set}`,
+        ConditionExpression: w.condition,
+        ExpressionAttributeNames: w.names,
+        ExpressionAttributeValues: { ...w.values, ':x': { S: 'x' } },
+      }),
+    ),
   );
 }
 
@@ -123,34 +171,202 @@ function markUnkept(table: Table, key: Key, fingerprint: string, at: number): Pr
 async function writeOutcome(
   table: Table,
   key: Key,
-  fingerprint: string,
-  outcome: string,
-  size: number,
-  at: number,
-  owner: string,
+  record: { fingerprint: string; outcome: string; size: number; at: number; owner: string; by: string | null },
 ): Promise<boolean> {
-  const written = await table.send(
-    new UpdateItemCommand({
-      TableName: table.tableName,
-      Key: key,
-      UpdateExpression: 'SET #k = :d, #out = :out, #ob = :ob',
-      ConditionExpression: '#k = :p AND #fp = :fp AND #exp >= :now',
-      ExpressionAttributeNames: { '#k': 'k', '#out': 'out', '#ob': 'ob', '#fp': 'fp', '#exp': 'exp' },
-      ExpressionAttributeValues: {
-        ':d': { S: 'd' },
-        ':p': { S: 'p' },
-        ':out': { S: outcome },
-        ':ob': { N: String(size) },
-        ':fp': { S: fingerprint },
-        ':now': { N: String(at) },
-      },
-    }),
+  const { fingerprint, outcome, size, at, owner, by } = record;
+  const w = recordWrite(fingerprint, at, by, true);
+  const written = await twice(() =>
+    table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob${w.set}`,
+        ConditionExpression: w.condition,
+        ExpressionAttributeNames: { ...w.names, '#out': 'out', '#ob': 'ob' },
+        ExpressionAttributeValues: { ...w.values, ':d': { S: 'd' }, ':out': { S: outcome }, ':ob': { N: String(size) } },
+      }),
+    ),
   );
   if (written !== 'condition') return true;
   const after = await liveItem(table, key, at);
   return (
     after !== undefined && str(after.k) === 'd' && str(after.fp) === fingerprint && str(after.out) === outcome && str(after.o) === owner
   );
+}
+
+interface Context {
+  table: Table;
+  budget: BucketCounter;
+  skewMs: number;
+  maxOutcomeBytes: number;
+  outcomeBudgetBytes: number;
+  /** Runs a spend alongside the epoch check (see {@link createDynamoStore}). */
+  withEpoch<T>(mintedAtMs: number | undefined, work: () => Promise<T>): Promise<T>;
+  open(): void;
+}
+
+const newOwner = (): string => base64urlEncode(randomBytes(16));
+const firstOf = (item: Item): ClaimResult => ({ status: 'first', fence: num(item.f) ?? 0 });
+const checkMinted = (method: string, mintedAtMs: unknown): Error | undefined =>
+  mintedAtMs === undefined || (typeof mintedAtMs === 'number' && Number.isFinite(mintedAtMs))
+    ? undefined
+    : new TypeError(`${method}: mintedAtMs must be a finite number`);
+
+/** The item a spend writes: kept `skewMs` past its expiry, with its owner (and for a claim fingerprint, fence, lease). */
+function spendItem(ctx: Context, expiresAtMs: number, owner: string, claim?: { fingerprint: string; leaseMs: number | null }): Item {
+  const exp = Math.ceil(expiresAtMs) + ctx.skewMs;
+  const item: Item = { exp: { N: String(exp) }, ttl: { N: ttlOf(exp) }, o: { S: owner }, k: { S: claim ? 'p' : 'c' } };
+  if (claim === undefined) return item;
+  Object.assign(item, { fp: { S: claim.fingerprint }, m: { N: '0' }, f: { N: '0' } });
+  if (claim.leaseMs !== null) item.le = { N: String(Math.ceil(ctx.table.serviceNow() + claim.leaseMs)) };
+  return item;
+}
+
+function consumeOp(ctx: Context) {
+  return async (id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean> => {
+    const misuse = checkId('consume', id, expiresAtMs) ?? checkMinted('consume', options?.mintedAtMs);
+    if (misuse !== undefined) throw misuse;
+    ctx.open();
+    const { table } = ctx;
+    return ctx.withEpoch(options?.mintedAtMs, async () => {
+      const at = table.now();
+      if (expiresAtMs <= at) return false;
+      const key = idKey(table, id);
+      const owner = newOwner();
+      if (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner), at)) return true;
+      // Held: by someone else, or by this very call (the SDK retried a put whose reply was lost).
+      const item = await liveItem(table, key, at);
+      if (item === undefined) throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
+      return str(item.o) === owner;
+    });
+  };
+}
+
+/** How a live item answers a claim by `owner` with `fingerprint`; a lapsed lease is taken over once when `take`. */
+async function heldStatus(
+  ctx: Context,
+  key: Key,
+  held: Item,
+  claim: { owner: string; fingerprint: string; take: boolean; leaseMs: number | null },
+): Promise<ClaimResult> {
+  const { table, budget } = ctx;
+  const kind = str(held.k);
+  if (str(held.o) === claim.owner) return kind === 'p' ? firstOf(held) : REPLAYED;
+  if (kind !== 'p' && kind !== 'd') return REPLAYED;
+  if (str(held.fp) !== claim.fingerprint) {
+    await countMiss(table, budget, key, str(held.o) as string);
+    return REPLAYED;
+  }
+  if (kind === 'd') {
+    const outcome = str(held.out);
+    return outcome === undefined || outcome === '' ? REPLAYED : { status: 'recorded', outcome };
+  }
+  const status = unrecordedStatus(held, table.serviceNow());
+  if (status.status !== 'unknown' || !claim.take) return status;
+  const taken = await reclaim(table, key, held, claim.owner, claim.leaseMs);
+  if (taken !== undefined) return taken;
+  const again = await liveItem(table, key, table.now());
+  if (again === undefined) throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
+  return heldStatus(ctx, key, again, { ...claim, take: false });
+}
+
+function claimOp(ctx: Context) {
+  return async (id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult> => {
+    const misuse = checkId('claim', id, expiresAtMs) ?? checkFingerprint('claim', fingerprint) ?? checkMinted('claim', options?.mintedAtMs);
+    if (misuse !== undefined) throw misuse;
+    const owner = options?.owner === undefined ? newOwner() : checkOwner('claim', options.owner);
+    const leaseMs = options?.leaseMs === undefined ? null : checkLease('claim', options.leaseMs);
+    ctx.open();
+    const { table } = ctx;
+    // No owner: no lease.
+    const claim = { owner, fingerprint, leaseMs: options?.owner === undefined ? null : leaseMs, take: false };
+    return ctx.withEpoch(options?.mintedAtMs, async () => {
+      const at = table.now();
+      const key = idKey(table, id);
+      // An expiry not in the future is never a first use (it could not be remembered); the id may still be held.
+      const fresh = expiresAtMs > at;
+      const measured = table.clock.offset() !== undefined;
+      if (fresh && (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner, claim), at))) {
+        // This store's first reply measured the service's clock only now: the lease is written again on it.
+        if (!measured && claim.leaseMs !== null) await renewItem(table, key, owner, claim.leaseMs);
+        return { status: 'first', fence: 0 };
+      }
+      const held = await liveItem(table, key, at);
+      if (held === undefined) {
+        if (!fresh) return REPLAYED;
+        throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
+      }
+      return heldStatus(ctx, key, held, { ...claim, take: fresh && options?.reclaim === true });
+    });
+  };
+}
+
+function recordOp(ctx: Context) {
+  return async (id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean> => {
+    if (typeof id !== 'string' || id.length === 0) throw new TypeError('record: id must be a non-empty string');
+    const misuse = checkFingerprint('record', fingerprint);
+    if (misuse !== undefined) throw misuse;
+    if (typeof outcome !== 'string') throw new TypeError('record: outcome must be a string');
+    const by = options?.owner === undefined ? null : checkOwner('record', options.owner);
+    ctx.open();
+    const { table, budget, maxOutcomeBytes, outcomeBudgetBytes } = ctx;
+    const at = table.now();
+    const key = idKey(table, id);
+    const held = await liveItem(table, key, at);
+    if (held === undefined || str(held.fp) !== fingerprint) return false;
+    // By its owner, a record answers as the first did (a retry after a lost reply).
+    if (by !== null && str(held.ro) === by) return num(held.rk) === 1;
+    if (str(held.k) !== 'p' || (by !== null && str(held.o) !== by)) return false;
+    const exp = num(held.exp) as number;
+    const size = outcome.length > maxOutcomeBytes ? maxOutcomeBytes + 1 : utf8Bytes(outcome);
+    if (size === 0 || size > maxOutcomeBytes || !(await budget.take(size, exp, outcomeBudgetBytes))) {
+      await markUnkept(table, key, fingerprint, at, by);
+      return false;
+    }
+    // No answer (rejects): the bytes stay taken — counted too long, never too little.
+    if (await writeOutcome(table, key, { fingerprint, outcome, size, at, owner: str(held.o) as string, by })) return true;
+    await table.release('outcome bytes', () => budget.give(size, exp));
+    return false;
+  };
+}
+
+function leaseOps(ctx: Context) {
+  const checkIdOnly = (method: string, id: unknown): void => {
+    if (typeof id !== 'string' || id.length === 0) throw new TypeError(`${method}: id must be a non-empty string`);
+  };
+  return {
+    async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
+      checkIdOnly('renew', id);
+      const [o, ms] = [checkOwner('renew', owner), checkLease('renew', leaseMs)];
+      ctx.open();
+      return renewItem(ctx.table, idKey(ctx.table, id), o, ms);
+    },
+    async release(id: string, owner: string): Promise<boolean> {
+      checkIdOnly('release', id);
+      const o = checkOwner('release', owner);
+      ctx.open();
+      return releaseItem(ctx.table, idKey(ctx.table, id), o);
+    },
+  };
+}
+
+/** Runs `work` beside the epoch read: `mintedAtMs` before the namespace's epoch rejects `ERR_LEDGER_LOST` whatever `work` did. */
+function epochGuard(table: Table): Context['withEpoch'] {
+  let seen = false;
+  return async (mintedAtMs, work) => {
+    // Without mintedAtMs there is nothing to judge, but the epoch must date the ledger: written by its first spend.
+    if (mintedAtMs === undefined && seen) return work();
+    const [epoch, result] = await Promise.allSettled([epochOf(table), work()]);
+    if (epoch.status === 'rejected') {
+      if (mintedAtMs !== undefined) throw epoch.reason; // nothing to judge by: fail closed
+      if (result.status === 'rejected') throw result.reason;
+      return result.value;
+    }
+    seen = true;
+    if (mintedAtMs !== undefined && mintedAtMs < epoch.value) throw new LedgerLostError();
+    if (result.status === 'rejected') throw result.reason;
+    return result.value;
+  };
 }
 
 /**
@@ -160,109 +376,48 @@ async function writeOutcome(
  * retry after a lost reply) from someone else's by its owner value. `record` takes the outcome's bytes from the budget
  * counter first, then writes the outcome with an `UpdateItem` conditioned on the fingerprint and no outcome yet (a
  * failed write gives the bytes back). Misses are counted by a conditional `ADD`; the third drops the outcome.
- * Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
+ *
+ * DynamoDB has no clock in its conditions (`clock: false`): expiry is judged by each caller's `now`, and an id is kept
+ * `clockSkewMs` past its expiry. Leases and the epoch are judged by the service's clock as measured from its replies'
+ * `Date` headers (`clockOffset()`): `renew` is a conditional update on owner, `release` a conditional delete, a
+ * reclaim a conditional update on owner and lease; the epoch is one item per namespace, read beside every spend with
+ * `mintedAtMs`. Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
  */
 export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
   const table = openTable(LABEL, options);
   const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits(LABEL, options);
-  const { tableName, now } = table;
-  const budget = bucketCounter(table, table.key('b', 'budget'), BUDGET_BUCKET_MS);
-  const idKey = (id: string) => table.key('r', hash(id));
-  const newOwner = (): string => base64urlEncode(randomBytes(16));
-  const closed = (): StoreUnavailableError => new StoreUnavailableError({ cause: new Error('store is closed') });
-
-  const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
-    const misuse = checkId('consume', id, expiresAtMs);
-    if (misuse !== undefined) throw misuse;
-    if (table.closed) throw closed();
-    const at = now();
-    if (expiresAtMs <= at) return false;
-    const key = idKey(id);
-    const owner = newOwner();
-    const exp = Math.ceil(expiresAtMs);
-    if (await putIfFree(table, key, { exp: { N: String(exp) }, ttl: { N: ttlOf(exp) }, o: { S: owner }, k: { S: 'c' } }, at)) return true;
-    // Held: by someone else, or by this very call (the SDK retried a put whose reply was lost).
-    const item = await liveItem(table, key, at);
-    if (item === undefined) throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
-    return str(item.o) === owner;
+  const skewMs = intOption(`${LABEL}: clockSkewMs`, options.clockSkewMs, 5_000, 0, 600_000);
+  const ctx: Context = {
+    table,
+    budget: bucketCounter(table, table.key('b', 'budget'), BUDGET_BUCKET_MS),
+    skewMs,
+    maxOutcomeBytes,
+    outcomeBudgetBytes,
+    withEpoch: epochGuard(table),
+    open: () => {
+      if (table.closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+    },
   };
-
-  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    const misuse = checkId('claim', id, expiresAtMs) ?? checkFingerprint('claim', fingerprint);
-    if (misuse !== undefined) throw misuse;
-    if (table.closed) throw closed();
-    const at = now();
-    const key = idKey(id);
-    const owner = newOwner();
-    const exp = Math.ceil(expiresAtMs);
-    const item: Record<string, AttributeValue> = {
-      exp: { N: String(exp) },
-      ttl: { N: ttlOf(exp) },
-      o: { S: owner },
-      k: { S: 'p' },
-      fp: { S: fingerprint },
-      m: { N: '0' },
-    };
-    // An expiry not in the future is never a first use (it could not be remembered); the id may still be held.
-    const fresh = expiresAtMs > at;
-    if (fresh && (await putIfFree(table, key, item, at))) return FIRST;
-    const held = await liveItem(table, key, at);
-    if (held === undefined) {
-      if (!fresh) return REPLAYED;
-      throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
-    }
-    const kind = str(held.k);
-    if (str(held.o) === owner) return kind === 'p' ? FIRST : REPLAYED;
-    if (kind !== 'p' && kind !== 'd') return REPLAYED;
-    if (str(held.fp) !== fingerprint) {
-      await countMiss(table, budget, key, str(held.o) as string);
-      return REPLAYED;
-    }
-    if (kind === 'p') return PENDING;
-    const outcome = str(held.out);
-    if (outcome === undefined || outcome === '') return REPLAYED;
-    return { status: 'recorded', outcome };
-  };
-
-  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
-    if (typeof id !== 'string' || id.length === 0) throw new TypeError('record: id must be a non-empty string');
-    const misuse = checkFingerprint('record', fingerprint);
-    if (misuse !== undefined) throw misuse;
-    if (typeof outcome !== 'string') throw new TypeError('record: outcome must be a string');
-    if (table.closed) throw closed();
-    const at = now();
-    const key = idKey(id);
-    const held = await liveItem(table, key, at);
-    if (held === undefined || str(held.k) !== 'p' || str(held.fp) !== fingerprint) return false;
-    const exp = num(held.exp) as number;
-    const size = outcome.length > maxOutcomeBytes ? maxOutcomeBytes + 1 : utf8Bytes(outcome);
-    if (size === 0 || size > maxOutcomeBytes || !(await budget.take(size, exp, outcomeBudgetBytes))) {
-      await markUnkept(table, key, fingerprint, at);
-      return false;
-    }
-    // No answer (rejects): the bytes stay taken — counted too long, never too little.
-    if (await writeOutcome(table, key, fingerprint, outcome, size, at, str(held.o) as string)) return true;
-    await table.release('outcome bytes', () => budget.give(size, exp));
-    return false;
-  };
-
   return {
     capabilities: {
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
       keyExchange: false,
       clock: false,
-      leases: false,
-      epoch: false,
+      leases: true,
+      epoch: true,
     },
-    consume,
-    claim,
-    record,
+    consume: consumeOp(ctx),
+    claim: claimOp(ctx),
+    record: recordOp(ctx),
+    ...leaseOps(ctx),
+    clockOffset: () => table.clock.offset(),
     maxOutcomeBytes,
     outcomeBudgetBytes,
+    clockSkewMs: skewMs,
     namespace: table.namespace,
-    tableName,
+    tableName: table.tableName,
     close: async () => {
       table.closed = true;
     },

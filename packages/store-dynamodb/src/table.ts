@@ -10,6 +10,7 @@ import {
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
 import { BackgroundError, fnOption, intOption, optionsObject, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
+import { ServiceClock } from './clock.js';
 
 /** The connection options every store of this package takes. */
 export interface DynamoConnectionOptions {
@@ -47,6 +48,10 @@ export interface Table {
   readonly tableName: string;
   readonly namespace: string;
   readonly now: () => number;
+  /** DynamoDB's clock as measured from its replies' `Date` headers (see {@link ServiceClock}). */
+  readonly clock: ServiceClock;
+  /** `now()` corrected by the measured offset (no correction before the first reply): the clock leases and epochs use. */
+  serviceNow(): number;
   /** Runs a give-back; its failure goes to `onError` (the operation's answer does not depend on it). */
   release(what: string, work: () => Promise<unknown>): Promise<void>;
   /** `<kind>#<namespace>#<rest>`, the namespace with `%` and `#` percent-encoded. */
@@ -75,11 +80,14 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
   const now = fnOption(`${label}: now`, options.now, Date.now);
   const onError = fnOption(`${label}: onError`, options.onError, (error: BackgroundError) => console.warn(error.message));
   const ns = namespace.replace(/%/g, '%25').replace(/#/g, '%23');
+  const clock = new ServiceClock();
   const table: Table = {
     client,
     tableName,
     namespace,
     now,
+    clock,
+    serviceNow: () => now() + (clock.offset()?.offsetMs ?? 0),
     closed: false,
     async release(what, work) {
       try {
@@ -99,6 +107,7 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
     key: (kind, rest) => ({ pk: { S: `${kind}#${ns}#${rest}` } }),
     async send<T>(command: { input: unknown }): Promise<T | 'condition'> {
       if (table.closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+      probeClock(command, clock, now);
       try {
         // biome-ignore lint/suspicious/noExplicitAny: one send for every command type
         return (await client.send(command as any, { abortSignal: AbortSignal.timeout(commandTimeoutMs) })) as T;
@@ -111,6 +120,26 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
     },
   };
   return table;
+}
+
+interface MiddlewareStackLike {
+  add(middleware: (next: (args: unknown) => Promise<{ response?: unknown }>) => (args: unknown) => Promise<unknown>, options: object): void;
+}
+
+/** Times every attempt of `command` and hands the reply's `Date` header to `clock` (this command only: the client is not touched). */
+function probeClock(command: { input: unknown }, clock: ServiceClock, now: () => number): void {
+  const stack = (command as { middlewareStack?: MiddlewareStackLike }).middlewareStack;
+  if (stack === undefined || typeof stack.add !== 'function') return;
+  stack.add(
+    (next) => async (args) => {
+      const sentAt = now();
+      const result = await next(args);
+      const headers = (result.response as { headers?: Record<string, unknown> } | undefined)?.headers;
+      clock.sample(headers?.date, sentAt, now());
+      return result;
+    },
+    { step: 'deserialize', name: 'mrtrServiceClock', override: true },
+  );
 }
 
 /** A consistent read of one item (`undefined` when absent). */

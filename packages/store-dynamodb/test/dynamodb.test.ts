@@ -51,7 +51,7 @@ describe('DynamoDB store: options, table, foreign items', () => {
       const store = createDynamoStore({ client: lossyClient, tableName, namespace: 'lost-outcomes' });
       const exp = Date.now() + 60_000;
       proxy.loseNextReply('late');
-      expect(await store.claim('id', exp, 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim('id', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
       proxy.loseNextReply('late');
       expect(await store.record('id', 'fp', 'the-outcome')).toBe(true);
       expect(await store.claim('id', exp, 'fp')).toEqual({ status: 'recorded', outcome: 'the-outcome' });
@@ -81,7 +81,7 @@ describe('DynamoDB store: options, table, foreign items', () => {
     } as unknown as typeof client;
     const store = createDynamoStore({ client: failing, tableName, namespace: 'give-back', onError: (e) => errors.push(e) });
     const exp = Date.now() + 60_000;
-    expect(await store.claim('id', exp, 'owner')).toEqual({ status: 'first' });
+    expect(await store.claim('id', exp, 'owner')).toEqual({ status: 'first', fence: 0 });
     expect(await store.record('id', 'owner', 'outcome')).toBe(true);
     for (let i = 0; i < 3; i++) expect(await store.claim('id', exp, `guess-${i}`)).toEqual({ status: 'replayed' });
     expect(await store.claim('id', exp, 'owner')).toEqual({ status: 'replayed' }); // the third miss dropped it

@@ -40,14 +40,22 @@ export async function freshTable(endpoint: string): Promise<string> {
  * An HTTP proxy in front of DynamoDB that can lose replies: the request is forwarded and runs, then the client's
  * connection is cut instead of answered (`'late'`: this one request; `'lost'`: every request until `restore()`).
  */
-export async function startLossyProxy(target: string): Promise<{
+export async function startLossyProxy(
+  target: string,
+  options: {
+    /** The service's clock: each reply's `Date` header is rewritten to it (a DynamoDB whose clock the test sets). */
+    serviceClock?: () => number;
+  } = {},
+): Promise<{
   endpoint: string;
-  loseNextReply(mode: 'late' | 'lost'): void;
+  /** With `only`: the reply of the next request it matches (by its `X-Amz-Target` and body), all others answered. */
+  loseNextReply(mode: 'late' | 'lost', only?: (target: string, body: string) => boolean): void;
   restore(): void;
   close(): Promise<void>;
 }> {
   const upstream = new URL(target);
   let mode: 'normal' | 'late' | 'lost' = 'normal';
+  let only: ((target: string, body: string) => boolean) | undefined;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -58,13 +66,16 @@ export async function startLossyProxy(target: string): Promise<{
           const body: Buffer[] = [];
           answer.on('data', (chunk: Buffer) => body.push(chunk));
           answer.on('end', () => {
-            const lose = mode !== 'normal';
-            if (mode === 'late') mode = 'normal';
+            const sent = Buffer.concat(chunks).toString('utf8');
+            const lose = mode !== 'normal' && (only === undefined || only(String(req.headers['x-amz-target'] ?? ''), sent));
+            if (lose && mode === 'late') mode = 'normal';
             if (lose) {
               req.socket.destroy();
               return;
             }
-            res.writeHead(answer.statusCode ?? 500, answer.headers).end(Buffer.concat(body));
+            const headers = { ...answer.headers };
+            if (options.serviceClock !== undefined) headers.date = new Date(options.serviceClock()).toUTCString();
+            res.writeHead(answer.statusCode ?? 500, headers).end(Buffer.concat(body));
           });
         },
       );
@@ -76,12 +87,14 @@ export async function startLossyProxy(target: string): Promise<{
   const { port } = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${port}`,
-    loseNextReply(next) {
+    loseNextReply(next, match) {
       if (mode !== 'normal') throw new Error('loseNextReply: the previous lost reply is not resolved (call restore())');
       mode = next;
+      only = match;
     },
     restore() {
       mode = 'normal';
+      only = undefined;
     },
     close: () => closeServer(server),
   };

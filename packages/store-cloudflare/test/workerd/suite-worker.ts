@@ -1,9 +1,27 @@
 // The test Worker: runs one registered test per request (`POST /run?name=…`) and answers its result as JSON;
 // `GET /tests` lists them. Bundled by the Node test and served by workerd with the real Durable Object.
-import { MrtrStoreObject } from '../../src/index.js';
-import { registerTests, type TestEnv } from './tests.js';
+import type { DurableObjectStateLike, SqlStorageLike } from '../../src/index.js';
+import { MrtrStoreObject as RealStoreObject } from '../../src/index.js';
+import { clock, registerTests, type TestEnv } from './tests.js';
 
-export { MrtrStoreObject };
+/**
+ * The store's object on the tests' clock (the same isolate as the test Worker). `POST /test/lose-epoch` deletes the
+ * epoch row and every id, as storage lost under a running object would (the next spend starts a new epoch).
+ */
+export class MrtrStoreObject extends RealStoreObject {
+  readonly #sql: SqlStorageLike;
+  constructor(state: DurableObjectStateLike, env?: unknown) {
+    super(state, env, { now: clock.now });
+    this.#sql = state.storage.sql;
+  }
+  override async fetch(request: Request): Promise<Response> {
+    if (new URL(request.url).pathname !== '/test/lose-epoch') return super.fetch(request);
+    this.#sql.exec("DELETE FROM mrtr_meta WHERE k = 'epoch'");
+    this.#sql.exec('DELETE FROM mrtr_ids');
+    this.#sql.exec("UPDATE mrtr_meta SET v = 0 WHERE k IN ('ids', 'outcome_bytes')");
+    return Response.json({ lost: true });
+  }
+}
 
 /** The object of the BROKEN namespace: every request fails, as a store whose backend cannot be reached. */
 export class BrokenObject {

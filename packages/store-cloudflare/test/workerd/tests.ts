@@ -8,6 +8,7 @@ import { taskStoreCompliance } from '../../../test-suite/src/task-store.js';
 import type { TestFn } from '../../../test-suite/src/types.js';
 import type { DurableObjectNamespaceLike, DurableObjectStubLike } from '../../src/binding.js';
 import { createDurableObjectStore, createDurableObjectTaskStore } from '../../src/index.js';
+import { registerLeaseTests } from './lease-tests.js';
 
 export interface TestEnv {
   /** The namespace of MrtrStoreObject (SQLite-backed). */
@@ -66,16 +67,21 @@ function check(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(message);
 }
 
+let t = 1_700_000_000_000;
+/**
+ * The one clock of the test Worker: the store clients of the task store and the objects (the test subclass of
+ * MrtrStoreObject in suite-worker.ts passes it as the object's clock) share the isolate, so both read it.
+ */
+export const clock = {
+  now: (): number => t,
+  advance: (ms: number): void => {
+    t += ms;
+  },
+};
+
 export function registerTests(it: TestFn, env: () => TestEnv): void {
-  let t = 1_700_000_000_000;
-  const clock = {
-    now: () => t,
-    advance: (ms: number) => {
-      t += ms;
-    },
-  };
   const replay = (namespace: string, extra: object = {}): ReplayStore =>
-    createDurableObjectStore({ objects: env().STORE, namespace, shards: REPLAY_SHARDS, now: clock.now, ...extra });
+    createDurableObjectStore({ objects: env().STORE, namespace, shards: REPLAY_SHARDS, ...extra });
 
   storeCompliance(it, (options) => replay(options.namespace, options), {
     name: 'durable object store',
@@ -85,7 +91,7 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
     unreachable: () => createDurableObjectStore({ objects: env().BROKEN, namespace: 'down', timeoutMs: 5_000 }),
     lostReply: ({ namespace }): LossyStore => {
       const lossy = droppingBinding(env().STORE);
-      const store = createDurableObjectStore({ objects: lossy.binding, namespace, shards: REPLAY_SHARDS, now: clock.now });
+      const store = createDurableObjectStore({ objects: lossy.binding, namespace, shards: REPLAY_SHARDS });
       return {
         store,
         // 'late' and 'lost' both drop the consume's reply; 'lost' also drops the answer of the owner check.
@@ -107,8 +113,8 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
   it('lost replies: a claim whose reply is lost is first for its caller, pending or replayed for others, unknown when the check fails', async () => {
     const namespace = unique('lost-claim');
     const lossy = droppingBinding(env().STORE);
-    const store = createDurableObjectStore({ objects: lossy.binding, namespace, shards: REPLAY_SHARDS, now: clock.now });
-    const peer = createDurableObjectStore({ objects: env().STORE, namespace, shards: REPLAY_SHARDS, now: clock.now });
+    const store = createDurableObjectStore({ objects: lossy.binding, namespace, shards: REPLAY_SHARDS });
+    const peer = createDurableObjectStore({ objects: env().STORE, namespace, shards: REPLAY_SHARDS });
     const exp = clock.now() + 60_000;
     const mine = unique('mine');
     lossy.drop('next');
@@ -175,27 +181,29 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
       },
       get: (id) => env().STORE.get(id),
     };
-    const store = createDurableObjectStore({ objects: counting, namespace, shards: REPLAY_SHARDS, now: clock.now });
+    const store = createDurableObjectStore({ objects: counting, namespace, shards: REPLAY_SHARDS });
     check(seen.size === REPLAY_SHARDS, `one object name per shard, got ${seen.size}`);
     const exp = clock.now() + 60_000;
     const ids = Array.from({ length: 64 }, (_, i) => unique(`spread-${i}`));
     for (const id of ids) check((await store.consume(id, exp)) === true, 'first consume');
     // Another client on the same namespace routes every id to the same object (else these would be true).
-    const other = createDurableObjectStore({ objects: env().STORE, namespace, shards: REPLAY_SHARDS, now: clock.now });
+    const other = createDurableObjectStore({ objects: env().STORE, namespace, shards: REPLAY_SHARDS });
     for (const id of ids) check((await other.consume(id, exp)) === false, 'the same id reaches the same object');
     // A client with another shard count would route differently: the shard count is part of the deployment.
-    const narrow = createDurableObjectStore({ objects: env().STORE, namespace, shards: 1, now: clock.now });
+    const narrow = createDurableObjectStore({ objects: env().STORE, namespace, shards: 1 });
     let fresh = 0;
     for (const id of ids) if ((await narrow.consume(id, exp)) === true) fresh++;
     check(fresh > 0 && fresh < ids.length, `only the ids of shard 0 are seen by a one-shard client (${fresh} of ${ids.length} fresh)`);
   });
 
   it('maxEntries is split between the objects and fails closed when one is full', async () => {
-    const store = createDurableObjectStore({ objects: env().STORE, namespace: unique('full'), shards: 1, maxEntries: 3, now: clock.now });
+    const store = createDurableObjectStore({ objects: env().STORE, namespace: unique('full'), shards: 1, maxEntries: 3 });
     const exp = clock.now() + 1_000;
     for (let i = 0; i < 3; i++) check((await store.consume(unique('f'), exp)) === true, 'within maxEntries');
     check((await code(store.consume(unique('f'), exp))) === 'ERR_STORE_FULL', 'past maxEntries: ERR_STORE_FULL');
     clock.advance(1_001);
     check((await store.consume(unique('f'), clock.now() + 1_000)) === true, 'expired ids make room');
   });
+
+  registerLeaseTests(it, env);
 }
