@@ -15,6 +15,7 @@ const METHODS = {
   keyExchange: ['keyFingerprints'],
   clock: ['time'],
   leases: ['renew', 'release'],
+  epoch: ['ledgerEpoch'],
 } as const;
 
 const checked = new WeakMap<object, StoreCapabilities>();
@@ -35,7 +36,7 @@ const safeInt = (value: unknown, name: string, min: 0 | 1): number => {
 /**
  * What a store declared it can do, checked once per store (cached): every flag a boolean, the bounds safe
  * integers, and the methods of every declared capability present (`outcomes`: `claim` and `record`; `keyExchange`:
- * `keyFingerprints`; `clock`: `time`; `leases`: `renew` and `release`, and `outcomes`). A labelled `TypeError` when
+ * `keyFingerprints`; `clock`: `time`; `leases`: `renew` and `release`, and `outcomes`; `epoch`: `ledgerEpoch`). A labelled `TypeError` when
  * the declaration is missing or does not match the store. Core, the adapter and `@mrtr/test-suite` read capabilities
  * only through this, never by the shape of the store.
  */

@@ -39,6 +39,11 @@ export interface StateClaims<P extends JsonValue = JsonValue> {
   flow: FlowClaims;
   /** The application payload (JSON). */
   data: P;
+  /**
+   * The replay store's ledger epoch the minting guard knew (`ReplayStore.ledgerEpoch`, a store that declares `epoch`):
+   * the state was minted on that ledger, so a store whose ledger began later refuses it (`ERR_LEDGER_LOST`).
+   */
+  le?: number;
 }
 
 const isTime = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
@@ -53,6 +58,7 @@ export function isStateClaims(value: unknown): value is StateClaims {
   if (!isObject(req) || !isText(req.m, 64) || !isText(req.t) || !isText(req.d, 128)) return false;
   if (!isObject(flow) || !isText(flow.id, 128) || !isTime(flow.deadline)) return false;
   if (typeof flow.round !== 'number' || !Number.isSafeInteger(flow.round) || flow.round < 1) return false;
+  if (value.le !== undefined && !isTime(value.le)) return false;
   return 'data' in value;
 }
 

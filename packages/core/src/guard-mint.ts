@@ -22,6 +22,8 @@ export interface MintDeps {
   readonly now: () => number;
   readonly principalTag: (kid: string, principal: Principal) => Awaitable<string>;
   readonly whoIn: (scope: Scope) => Principal;
+  /** The store's ledger epoch to seal in the state (`le`), once known. */
+  readonly ledgerEpoch: { readonly value: number | undefined };
 }
 
 /** Seals the next state of a request; `out` shapes the answer from the token, its flow and the kid it was sealed with. */
@@ -60,7 +62,7 @@ function nextFlow(previous: MintOptions['continues'], t: number, flowTtlMs: numb
  * like the checks of an open.
  */
 export function createMint(deps: MintDeps): Mint {
-  const { keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn } = deps;
+  const { keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, ledgerEpoch } = deps;
   return <P extends JsonValue, R>(
     scope: Scope,
     data: P,
@@ -93,6 +95,8 @@ export function createMint(deps: MintDeps): Mint {
           flow,
           data,
         };
+        const le = ledgerEpoch.value;
+        if (le !== undefined) claims.le = le;
         if (quota !== undefined && !quota.take(claims.sub, t)) throw new QuotaExceededError();
         let sealed: Awaitable<string>;
         try {

@@ -1,9 +1,10 @@
 import type { StateClaims } from './claims.js';
 import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { MrtrError, StateReplayedError, StoreUnavailableError } from './errors.js';
+import { LedgerLostError, MrtrError, StateReplayedError, StoreUnavailableError } from './errors.js';
 import type { ParsedGuardOptions } from './guard-options.js';
 import type { OpenedState, StateGuard } from './guard-types.js';
 import type { SpendOptions, StateCodec } from './interfaces.js';
+import { createLedgerEpoch, type LedgerEpoch } from './ledger-epoch.js';
 import { createStoreClock, type StoreClock } from './store-clock.js';
 import { timingSafeEqualText } from './json.js';
 import { createOutcomes } from './outcomes.js';
@@ -15,6 +16,8 @@ export interface SingleUse {
   claim: StateGuard['claim'];
   /** This instance's view of the store's clock (refuses while skewed). */
   clock: StoreClock;
+  /** The store's ledger epoch as this instance knows it (sealed in the states it mints). */
+  ledgerEpoch: LedgerEpoch;
 }
 
 /**
@@ -25,7 +28,7 @@ export interface SingleUse {
 export const spendOptionsOf =
   (epoch: boolean, clockSkewMs: number) =>
   (state: { claims: StateClaims }): SpendOptions | undefined =>
-    epoch ? { mintedAtMs: state.claims.iat - clockSkewMs } : undefined;
+    epoch ? { mintedAtMs: state.claims.le ?? state.claims.iat - clockSkewMs } : undefined;
 
 /**
  * The ledger entry of a state. It must outlive every instance's view of the token's validity: an instance accepts
@@ -54,6 +57,12 @@ export function createSingleUse(
     onSample: (sample) =>
       events?.emit({ type: 'store.clock', method: '', target: undefined, codec: codec.id, ...sample, toleranceMs: clockSkewMs }),
   });
+  const ledgerEpoch = createLedgerEpoch(store, capabilities.epoch);
+  /** What a store's refusal means here: skew for an expiry this instance holds live; a lost ledger is learned again. */
+  const refusal = (error: unknown): unknown => {
+    if (error instanceof LedgerLostError) ledgerEpoch.lost();
+    return clock.refusal(error);
+  };
   const consume = async (state: OpenedState): Promise<void> => {
     if (store === undefined) return;
     clock.assertWithin();
@@ -62,7 +71,7 @@ export function createSingleUse(
       const { id, expiresAtMs } = ledger(state);
       first = await store.consume(id, expiresAtMs, spendOptions(state));
     } catch (error) {
-      const cause = clock.refusal(error);
+      const cause = refusal(error);
       if (MrtrError.is(cause)) throw cause;
       throw new StoreUnavailableError({ cause });
     }
@@ -82,6 +91,7 @@ export function createSingleUse(
     ledger,
     spendOptions,
     clock,
+    refusal,
     consume,
     now,
     retryWaitMs: parsed.retryWaitMs,
@@ -90,5 +100,5 @@ export function createSingleUse(
     budget: outcomeQuota,
     waiting: parsed.waiting,
   }) as StateGuard['claim'];
-  return { consume, claim, clock };
+  return { consume, claim, clock, ledgerEpoch };
 }

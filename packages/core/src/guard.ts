@@ -43,13 +43,15 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const keys = createGuardKeys(parsed.keys, parsed.codec, parsed.codecFor);
   const { codec } = keys;
   const singleUse = createSingleUse(parsed, codec, principalTag);
-  const { consume, claim, clock } = singleUse;
+  const { consume, claim, clock, ledgerEpoch } = singleUse;
   const verifyNow = createChecks({ keys, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn });
-  const mintNow = createMint({ keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn });
-  // Nothing is minted while this instance's clock is off the store's by more than the tolerance.
+  const mintNow = createMint({ keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, ledgerEpoch });
+  // Nothing is minted while this instance's clock is off the store's by more than the tolerance, nor before the store's
+  // ledger epoch exists.
   const mintWithin: typeof mintNow = (...args) => {
     clock.assertWithin();
-    return mintNow(...args);
+    const learning = ledgerEpoch.ready();
+    return learning === undefined ? mintNow(...args) : learning.then(() => mintNow(...args));
   };
   const { openIn, mintIn, mintTokenIn } = createOperations({ verifyNow, mintNow: mintWithin, singleUse, store, codecId: codec.id, events });
 

@@ -108,7 +108,8 @@ export interface StoreCapabilities {
   /**
    * The store keeps a ledger epoch — when its ledger began, by its own clock, written when missing (a store restarted
    * empty, flushed, or failed over to an empty replica starts a new one) — and refuses a `consume` or `claim` whose
-   * `mintedAtMs` is before it with `ERR_LEDGER_LOST`: it cannot know whether such a state was spent.
+   * `mintedAtMs` is before it with `ERR_LEDGER_LOST`: it cannot know whether such a state was spent. `ledgerEpoch`
+   * writes it ahead of the first mint.
    */
   readonly epoch: boolean;
 }
@@ -116,8 +117,10 @@ export interface StoreCapabilities {
 /** What `consume` and `claim` take besides the id (see {@link StoreCapabilities.epoch}). */
 export interface SpendOptions {
   /**
-   * The earliest time (epoch ms) the state may have been minted: a store with `epoch` refuses it with
-   * `ERR_LEDGER_LOST` when its ledger began later. The guard passes the state's `iat` less the tolerated clock skew.
+   * A time (epoch ms, on the store's clock) at or after which the state was minted: a store with `epoch` refuses it
+   * with `ERR_LEDGER_LOST` when its ledger began later (the id's part of the ledger, on a sharded store). The guard
+   * passes the ledger epoch the minting guard knew (`ledgerEpoch`, sealed in the state): causal, no clock involved. For
+   * a state that carries none, the state's `iat` less the tolerated clock skew.
    */
   readonly mintedAtMs?: number | undefined;
 }
@@ -184,11 +187,20 @@ export interface ReplayStore {
   /**
    * With `leases`. Gives back `id` when `owner` holds an unrecorded claim of it (compare-and-delete: the id is free
    * again, as if never claimed). For an owner that knows its round never ran (its claim's reply was lost, or it gave up
-   * waiting for it). Resolves `true` when `owner` holds no claim of `id` afterwards (given back now, or never landed),
-   * `false` when another owner's claim or a recorded outcome holds it (nothing changed). Running it twice answers as
-   * once.
+   * waiting for it). Resolves `true` when it gave a claim back now, `false` when `owner` held no unrecorded claim of
+   * `id` (given back before, never landed, recorded, or another owner's: nothing changed). Either way `owner` holds no
+   * unrecorded claim of `id` once it resolves, so running it again after a lost reply is safe (the answer may differ:
+   * callers act on the resolution, not on the boolean).
    */
   release?(id: string, owner: string): Promise<boolean>;
+  /**
+   * With `epoch`. The ledger's epoch (epoch ms, by the store's clock), written where it is missing — on every part the
+   * store spreads ids over (each shard, each hash slot) — resolving the latest of them. The guard calls it before it
+   * mints its first state (and again now and then) and seals the answer in each state it mints (`mintedAtMs` at its
+   * spend): a state is never minted on a ledger whose epoch does not exist yet, so a brand-new ledger serves every
+   * state minted on it, and a ledger lost and begun again after the mint refuses it. Running it again is safe.
+   */
+  ledgerEpoch?(): Promise<number>;
   /** With `clock`. The store's time, epoch ms, read from the store itself. */
   time?(): Promise<number>;
   /**

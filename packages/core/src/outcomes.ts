@@ -49,6 +49,8 @@ export interface OutcomeDeps {
   spendOptions: (state: Opened) => SpendOptions | undefined;
   /** This instance's view of the store's clock. */
   clock: StoreClock;
+  /** What a store's refusal of a spend means here (clock skew, a lost ledger learned again). */
+  refusal: (error: unknown) => unknown;
   /** The guard's `consume`, for stores that do not record outcomes and for states whose outcomes are not kept. */
   consume: (state: Opened) => Promise<void>;
   now: () => number;
@@ -106,7 +108,7 @@ export function createOutcomes(deps: OutcomeDeps): Claim {
 
 /** Single use through a store that records outcomes: the claim, the owner's `record`, and the waits of retries. */
 function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
-  const { ledger, now, retryWaitMs, waiting, clock, spendOptions, leaseMs } = deps;
+  const { ledger, now, retryWaitMs, waiting, clock, refusal, spendOptions, leaseMs } = deps;
   const leases = deps.capabilities.leases;
   const { seal, unseal } = createOutcomeSeal({ ...deps, store });
   /** Rounds this instance admitted and has not recorded yet: key → what they recorded, once they did. */
@@ -202,7 +204,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
       if (owner !== undefined && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
         retry(`release\n${id}`, () => fromStore(() => store.release!(id, owner)), expiresAtMs);
       }
-      throw clock.refusal(error);
+      throw refusal(error);
     }
   };
 

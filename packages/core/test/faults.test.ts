@@ -102,6 +102,11 @@ function leasedStore(clock: { now(): number }) {
         return true;
       }),
     time: () => io('time', [], storeNow),
+    ledgerEpoch: () =>
+      io('ledgerEpoch', [], () => {
+        if (faults.epoch === Number.NEGATIVE_INFINITY) faults.epoch = storeNow();
+        return faults.epoch;
+      }),
     close: async () => {},
   };
   return { store, held, calls, faults };
@@ -258,20 +263,52 @@ describe("the store's clock", () => {
 });
 
 describe("the store's epoch", () => {
-  it('states carry their mint time less the skew; a store whose ledger began later refuses them as ERR_LEDGER_LOST', async () => {
+  it('the epoch is written before the first mint and sealed in the state: a brand-new ledger serves what was minted on it', async () => {
     const { guard, ledger, clock } = setup({ clockSkewMs: 2_000 });
-    const minted = clock.now();
+    expect(ledger.faults.epoch).toBe(Number.NEGATIVE_INFINITY);
     const token = await guard.mint(null, req());
-    ledger.faults.epoch = minted + 1;
-    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_LEDGER_LOST');
-    expect((ledger.calls.find((c) => c.op === 'claim')!.args[3] as ClaimOptions).mintedAtMs).toBe(minted - 2_000);
-    expect(await codeOf(guard.open(token, req()))).toBe('ERR_LEDGER_LOST');
-    // A state minted once the new ledger began is served.
-    // A state minted within the tolerated skew after the new ledger began is refused too (its minter's clock may run
-    // ahead); one minted past it is served.
+    expect(ledger.faults.epoch).toBe(clock.now());
+    // The first spend of the ledger comes later; the state was minted on this ledger and is served.
     clock.advance(10);
-    expect(await codeOf(guard.admit(await guard.mint(null, req()), req(), yes))).toBe('ERR_LEDGER_LOST');
-    clock.advance(2_000);
-    expect((await guard.admit(await guard.mint(null, req()), req(), yes)).replay).toBe(false);
+    expect((await guard.admit(token, req(), yes)).replay).toBe(false);
+    expect((ledger.calls.find((c) => c.op === 'claim')!.args[3] as ClaimOptions).mintedAtMs).toBe(ledger.faults.epoch);
+    await guard.mint(null, req());
+    expect(ledger.calls.filter((c) => c.op === 'ledgerEpoch').length).toBe(1);
+  });
+
+  it('a ledger lost and begun again after the mint refuses the state (ERR_LEDGER_LOST); the guard learns the new epoch', async () => {
+    const { guard, ledger, clock } = setup({ clockSkewMs: 2_000 });
+    const token = await guard.mint(null, req());
+    const spent = await guard.admit(token, req(), yes);
+    if (spent.replay) throw new Error('first must run');
+    await spent.record({ ok: 1 });
+    // The store restarts empty: its ledger begins again later.
+    clock.advance(1_000);
+    ledger.held.clear();
+    ledger.faults.epoch = clock.now();
+    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_LEDGER_LOST');
+    expect(await codeOf(guard.open(token, req()))).toBe('ERR_LEDGER_LOST');
+    // States minted from now on carry the new epoch and are served at once.
+    const fresh = await guard.mint(null, req());
+    expect(ledger.calls.filter((c) => c.op === 'ledgerEpoch').length).toBe(2);
+    expect((await guard.admit(fresh, req(), yes)).replay).toBe(false);
+  });
+
+  it('a state that carries no epoch is judged by its iat less the tolerated skew', async () => {
+    const { ledger, clock, make } = setup({ clockSkewMs: 2_000 });
+    const noEpoch = { ...ledger.store, capabilities: { ...ledger.store.capabilities, epoch: false } };
+    const minter = make(noEpoch as ReplayStore);
+    const token = await minter.mint(null, req());
+    ledger.faults.epoch = clock.now() - 1_000;
+    const guard = make();
+    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_LEDGER_LOST');
+    expect((ledger.calls.find((c) => c.op === 'claim')!.args[3] as ClaimOptions).mintedAtMs).toBe(clock.now() - 2_000);
+  });
+
+  it('a mint that cannot learn the epoch fails closed, and the next one tries again', async () => {
+    const { guard, ledger } = setup();
+    ledger.faults.failNext.ledgerEpoch = 1;
+    expect(await codeOf(guard.mint(null, req()))).toBe('ERR_STORE_UNAVAILABLE');
+    expect(typeof (await guard.mint(null, req()))).toBe('string');
   });
 });
