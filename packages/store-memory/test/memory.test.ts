@@ -159,13 +159,17 @@ describe('expiry edge cases', () => {
     expect(await store.consume('x', exp + 100)).toBe(true);
   });
 
-  it('an expiresAtMs that is not in the future resolves false and records nothing', async () => {
+  it('an expiresAtMs at or before the clock is refused with StateExpiredError and records nothing', async () => {
     const clock = fakeClock();
     const store = createMemoryStore({ now: clock.now });
-    expect(await store.consume('past', clock.now() - 1)).toBe(false);
-    expect(await store.consume('past', clock.now())).toBe(false);
+    expect(await codeOf(store.consume('past', clock.now() - 1))).toBe('ERR_STATE_EXPIRED');
+    expect(await codeOf(store.consume('past', clock.now()))).toBe('ERR_STATE_EXPIRED');
+    expect(await codeOf(store.claim('past', clock.now(), 'fp'))).toBe('ERR_STATE_EXPIRED');
     expect(store.size).toBe(0);
     expect(await store.consume('past', clock.now() + 1)).toBe(true);
+    // A live id too: the refusal comes before the ledger is read (the caller's clock is behind the store's).
+    expect(await codeOf(store.consume('past', clock.now()))).toBe('ERR_STATE_EXPIRED');
+    expect(await store.time()).toBe(clock.now());
   });
 });
 
