@@ -12,6 +12,10 @@ import {
 } from '@mrtr/core';
 import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilities, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
 import { fail, ok, rejectsMrtr } from './assert.js';
+import { clockGroup } from './store/clock.js';
+import { type StoreSuite, sleep, uniqueId } from './store/context.js';
+import { epochGroup } from './store/epoch.js';
+import { leaseGroup } from './store/leases.js';
 import type { TestFn } from './types.js';
 
 export interface StoreComplianceOptions {
@@ -60,6 +64,26 @@ export interface StoreComplianceOptions {
    * the store.
    */
   keyFingerprints?: boolean;
+  /**
+   * What the store must declare of the capabilities the suite has groups for (`clock`, `leases`, `epoch`; see
+   * `StoreCapabilities`). `true`: the group runs and fails on a store that does not declare it; `false`: the group is
+   * skipped (one line says so) and fails if the store declares it after all. Left out, each is read off the store
+   * (`storeCapabilities`): its group runs when declared, else passes at once after one line says why.
+   */
+  declares?: { clock?: boolean; leases?: boolean; epoch?: boolean };
+  /**
+   * The lease (ms) of the tests that wait for one to lapse, on a store without the suite's fake `clock` (a lease on the
+   * server's clock: Redis, PostgreSQL). They poll for the lapse (bounded: 30 s), so it needs no margin for a loaded
+   * machine; shorter is faster. @default 250
+   */
+  leaseMs?: number;
+  /**
+   * Makes the store's ledger in `namespace` be lost, as a restart without persistence or a flush would (Redis: FLUSHDB
+   * on a private server; SQL: TRUNCATE). The epoch group then checks that states minted before the loss are refused,
+   * by the store that saw the loss and by a new one. A store of this process (`sharedBackend: false`) needs none: a
+   * new store is a new ledger. A shared store without it skips that test (one line says so).
+   */
+  loseLedger?: (namespace: string) => Promise<void>;
 }
 
 /** See {@link StoreComplianceOptions.lostReply}. */
@@ -82,11 +106,6 @@ export interface LossyStore {
  * that records outcomes must take them (other tests leave them out, for the store's defaults).
  */
 export type StoreFactory = (options: { namespace: string } & OutcomeStoreLimits) => ReplayStore | Promise<ReplayStore>;
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-let sequence = 0;
-const uniqueId = (tag: string) =>
-  `${tag}:${process.pid}:${Date.now().toString(36)}:${(sequence++).toString(36)}:${Math.random().toString(36).slice(2)}`;
 
 /**
  * A write in real time on a store with a clock of its own may come after its expiry on a loaded machine, and is then
@@ -930,6 +949,12 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       }
     });
   }
+
+  // The groups of the capabilities a store declares (clock, leases, epoch): see StoreCapabilities in @mrtr/core.
+  const suite: StoreSuite = { label, factory, options, clock, now, test, withStore };
+  clockGroup(suite);
+  leaseGroup(suite);
+  epochGroup(suite);
 }
 
 /** Claims as base64url JSON, no integrity: enough to drive a guard over the store under test (never for real use). */
