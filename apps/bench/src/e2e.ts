@@ -199,7 +199,11 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
     if (spec.id === 'hmac') hmac = codec.value;
     // A fresh memory store per round; the adapter reaches it through this delegate.
     let store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}`, ...OUTCOME_BUDGET });
-    const delegate: ReplayStore = { consume: (id, expiresAtMs) => store.consume(id, expiresAtMs), close: async () => {} };
+    const delegate: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+      consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+      close: async () => {},
+    };
     closers.push(() => store.close());
     await add(
       {

@@ -122,6 +122,7 @@ export async function setupGuards(): Promise<GuardSetup> {
     // (the guard's own id plus a counter), so repeated opens of one token stay first uses.
     let n = 0;
     const fresh: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
       consume: (key, expiresAtMs) => store.consume(`${key}.${n++}`, expiresAtMs),
       close: async () => {},
     };

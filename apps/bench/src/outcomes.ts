@@ -76,6 +76,19 @@ const STORE_FINGERPRINT = randomBytes(32).toString('base64url');
 const CONFIRM: JsonValue = { action: 'accept', content: { ok: true } };
 
 type RecordingStore = ReplayStore & Required<Pick<ReplayStore, 'claim' | 'record'>>;
+
+/**
+ * What a wrapper around the current store declares: the store's outcome bounds, and nothing of the calls the wrapper
+ * does not pass on (leases, clock, epoch: the timed rows measure claim and record alone).
+ */
+const wrapperCapabilities = (get: () => ReplayStore): ReplayStore['capabilities'] => ({
+  shared: false,
+  outcomes: get().capabilities.outcomes,
+  keyExchange: false,
+  clock: false,
+  leases: false,
+  epoch: false,
+});
 type MemoryFactory = (options: { maxEntries?: number; outcomeBudgetBytes?: number; namespace?: string }) => RecordingStore;
 type RedisFactory = (options: { url: string; namespace?: string; outcomeBudgetBytes?: number }) => RecordingStore;
 type PostgresFactory = (options: {
@@ -146,6 +159,7 @@ function freshIds(get: () => RecordingStore): RecordingStore {
   let n = 0;
   const claimed = new Map<string, string>();
   return {
+    capabilities: wrapperCapabilities(get),
     consume: (id, expiresAtMs) => get().consume(`${id}.${n++}`, expiresAtMs),
     claim: (id, expiresAtMs, fingerprint) => {
       const fresh = `${id}.${n++}`;
@@ -164,6 +178,7 @@ function freshIds(get: () => RecordingStore): RecordingStore {
 /** Forwards to the current store (memory rows get a fresh one every round). */
 function forward(get: () => RecordingStore): RecordingStore {
   return {
+    capabilities: wrapperCapabilities(get),
     consume: (id, expiresAtMs) => get().consume(id, expiresAtMs),
     claim: (id, expiresAtMs, fingerprint) => get().claim(id, expiresAtMs, fingerprint),
     record: (id, fingerprint, outcome) => get().record(id, fingerprint, outcome),
@@ -174,6 +189,7 @@ function forward(get: () => RecordingStore): RecordingStore {
 /** Forwards to the current store and counts the calls (the same wrapper on both e2e variants). */
 function counting(get: () => RecordingStore, calls: OutcomeE2eRow['calls']): RecordingStore {
   return {
+    capabilities: wrapperCapabilities(get),
     consume: (id, expiresAtMs) => {
       calls.consume++;
       return get().consume(id, expiresAtMs);
@@ -503,6 +519,7 @@ async function sealedOutcomeOf(row: OutcomeStoreRow, setup: OutcomeSetup): Promi
   let captured: string | undefined;
   const inner = row.store();
   const capture: RecordingStore = {
+    capabilities: wrapperCapabilities(() => inner),
     consume: (id, e) => inner.consume(id, e),
     claim: (id, e, fp) => inner.claim(`${id}.sealed`, e, fp),
     record: (id, fp, outcome) => {

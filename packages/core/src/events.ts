@@ -95,8 +95,50 @@ export interface StateRetriedEvent extends EventBase {
   storeMs: number;
 }
 
+/**
+ * A round's outcome is unknown: an identical retry found its claim's lease lapsed with nothing recorded (the instance
+ * running it died, or lost the store, between running it and recording it). The round may have run: what a reconciler
+ * needs to find out is here. Emitted with the retry's `state.rejected` (`ERR_OUTCOME_UNKNOWN`).
+ */
+export interface RoundUnknownEvent extends EventBase {
+  type: 'round.unknown';
+  flow: string;
+  round: number;
+  kid: string;
+  /** The principal's tag in the state (a keyed hash of the principal under the state's key, never the principal). */
+  principal: string;
+  /** When the state of the round was minted (epoch ms). */
+  issuedAt: number;
+  /** When the retry found the outcome unknown (epoch ms, this instance's clock). */
+  at: number;
+}
+
+/**
+ * A measurement of this instance's offset from the replay store's clock (stores that declare `clock`), at most every
+ * `clockCheckMs`: the `mrtr_clock_skew_seconds` gauge. Not about a request: `method` is `''`, `target` undefined.
+ */
+export interface StoreClockEvent extends EventBase {
+  type: 'store.clock';
+  /** The store's clock minus this instance's, ms (positive: this instance is behind). */
+  offsetMs: number;
+  /** Half the measurement's round trip, ms. */
+  uncertaintyMs: number;
+  /** The tolerance (`clockSkewMs`). */
+  toleranceMs: number;
+  /** Past the tolerance: every spend and mint is refused with `ERR_CLOCK_SKEW` until a measurement is back within it. */
+  skewed: boolean;
+}
+
 /** What the state guard reports through `StateGuardOptions.onEvent`. */
-export type GuardEvent = FlowStartedEvent | StateMintedEvent | StateOpenedEvent | StateRetriedEvent | StateRejectedEvent | StoreErrorEvent;
+export type GuardEvent =
+  | FlowStartedEvent
+  | StateMintedEvent
+  | StateOpenedEvent
+  | StateRetriedEvent
+  | StateRejectedEvent
+  | StoreErrorEvent
+  | RoundUnknownEvent
+  | StoreClockEvent;
 
 /**
  * An answer found in a request's `inputResponses` for a question the handler asked (reported by an adapter such

@@ -73,6 +73,10 @@ function createReports(events: EventSink<GuardEvent>, codecId: string) {
     const known = state === undefined ? {} : { flow: await events.flowTag(state.flow.id), round: state.flow.round + 1, kid: state.kid };
     const tokenBytes = typeof token === 'string' ? token.length : undefined;
     events.emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
+    if (code === 'ERR_OUTCOME_UNKNOWN' && state !== undefined) {
+      const { sub, iat } = state.claims;
+      events.emit({ type: 'round.unknown', ...base(request), ...known, principal: sub, issuedAt: iat, at: Date.now() } as GuardEvent);
+    }
   };
   return { base, storeStep, rejected };
 }

@@ -47,6 +47,8 @@ export interface ParsedGuardOptions {
   outcomeQuota: Quota;
   now: () => number;
   retryWaitMs: number;
+  leaseMs: number;
+  clockCheckMs: number;
   waiting: WaitingBounds;
   /** The event path, when `onEvent` is set. */
   events: EventSink<GuardEvent> | undefined;
@@ -124,6 +126,8 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createStateGuard: now must be a function');
   const retryWaitMs = intOption('retryWaitMs', options.retryWaitMs, 3_000, 0, 600_000);
+  const leaseMs = intOption('leaseMs', options.leaseMs, 30_000, 3, YEAR_MS);
+  const clockCheckMs = intOption('clockCheckMs', options.clockCheckMs, 30_000, 0, YEAR_MS);
   const waitingOptions = options.maxWaitingRetries ?? {};
   if (waitingOptions === null || typeof waitingOptions !== 'object') {
     throw new TypeError('createStateGuard: maxWaitingRetries must be an object');
@@ -158,6 +162,8 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
     outcomeQuota,
     now,
     retryWaitMs,
+    leaseMs,
+    clockCheckMs,
     waiting,
     events,
   };

@@ -3,7 +3,8 @@ import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { MrtrError, StateReplayedError, StoreUnavailableError } from './errors.js';
 import type { ParsedGuardOptions } from './guard-options.js';
 import type { OpenedState, StateGuard } from './guard-types.js';
-import type { StateCodec } from './interfaces.js';
+import type { SpendOptions, StateCodec } from './interfaces.js';
+import { createStoreClock, type StoreClock } from './store-clock.js';
 import { timingSafeEqualText } from './json.js';
 import { createOutcomes } from './outcomes.js';
 import type { Principal } from './principal.js';
@@ -12,7 +13,19 @@ import type { Principal } from './principal.js';
 export interface SingleUse {
   consume(state: OpenedState): Promise<void>;
   claim: StateGuard['claim'];
+  /** This instance's view of the store's clock (refuses while skewed). */
+  clock: StoreClock;
 }
+
+/**
+ * What `consume` and `claim` tell a store besides the id: with `epoch`, the earliest time the state may have been
+ * minted (its `iat` less the tolerated skew: a state minted on an instance whose clock ran ahead is not taken for a
+ * newer one).
+ */
+export const spendOptionsOf =
+  (epoch: boolean, clockSkewMs: number) =>
+  (state: { claims: StateClaims }): SpendOptions | undefined =>
+    epoch ? { mintedAtMs: state.claims.iat - clockSkewMs } : undefined;
 
 /**
  * The ledger entry of a state. It must outlive every instance's view of the token's validity: an instance accepts
@@ -31,15 +44,25 @@ export function createSingleUse(
   codec: StateCodec,
   principalTag: (kid: string, principal: Principal) => Awaitable<string>,
 ): SingleUse {
-  const { store, audience, clockSkewMs, now, retryWaitMs, unauthenticated, recordUnauthenticated, outcomeQuota, waiting } = parsed;
+  const { store, capabilities, audience, clockSkewMs, now, unauthenticated, recordUnauthenticated, outcomeQuota, events } = parsed;
   const ledger = ledgerOf(clockSkewMs);
+  const spendOptions = spendOptionsOf(capabilities.epoch, clockSkewMs);
+  const clock = createStoreClock(store, capabilities.clock, {
+    now,
+    toleranceMs: clockSkewMs,
+    checkMs: parsed.clockCheckMs,
+    onSample: (sample) =>
+      events?.emit({ type: 'store.clock', method: '', target: undefined, codec: codec.id, ...sample, toleranceMs: clockSkewMs }),
+  });
   const consume = async (state: OpenedState): Promise<void> => {
     if (store === undefined) return;
+    clock.assertWithin();
     let first: boolean;
     try {
       const { id, expiresAtMs } = ledger(state);
-      first = await store.consume(id, expiresAtMs);
-    } catch (cause) {
+      first = await store.consume(id, expiresAtMs, spendOptions(state));
+    } catch (error) {
+      const cause = clock.refusal(error);
       if (MrtrError.is(cause)) throw cause;
       throw new StoreUnavailableError({ cause });
     }
@@ -53,15 +76,19 @@ export function createSingleUse(
     anonymous === undefined ? true : andThen(principalTag(state.kid, anonymous), (tag) => !timingSafeEqualText(state.claims.sub, tag));
   const claim = createOutcomes({
     store,
+    capabilities,
     codec,
     audience,
     ledger,
+    spendOptions,
+    clock,
     consume,
     now,
-    retryWaitMs,
+    retryWaitMs: parsed.retryWaitMs,
+    leaseMs: parsed.leaseMs,
     recordable,
     budget: outcomeQuota,
-    waiting,
+    waiting: parsed.waiting,
   }) as StateGuard['claim'];
-  return { consume, claim };
+  return { consume, claim, clock };
 }

@@ -1,3 +1,4 @@
+import type { ClockSample } from './store-clock.js';
 import type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
 import type { EventHook, EventSink, GuardEvent } from './events.js';
 import type { FleetKeyCheck } from './fleet.js';
@@ -128,6 +129,20 @@ export interface StateGuardOptions {
    * to 1 s), before `ERR_ROUND_IN_PROGRESS`. @default 3_000
    */
   retryWaitMs?: number | undefined;
+  /**
+   * With a store that declares `leases`: how long a round's claim is held for the instance running it without being
+   * renewed, ms. The instance renews it every third of that while the round runs; when the instance dies (or loses the
+   * store) the lease lapses and identical retries get `ERR_OUTCOME_UNKNOWN` ("this round may have run") instead of
+   * waiting until the state expires. @default 30_000
+   */
+  leaseMs?: number | undefined;
+  /**
+   * With a store that declares `clock`: how often this instance measures its offset from the store's clock, ms (in the
+   * background; the first time on the first spend or mint). Past `clockSkewMs` every spend and mint is refused with
+   * `ERR_CLOCK_SKEW` until a measurement is back within it. 0: measure once, then only when the store refuses a state
+   * as expired. @default 30_000
+   */
+  clockCheckMs?: number | undefined;
   /** Bounds on identical retries waiting at once. @default { perPrincipal: 16, total: 1_024 } */
   maxWaitingRetries?: WaitingRetries | undefined;
   /** Clock in ms since the epoch. @default Date.now */
@@ -199,6 +214,11 @@ export interface StateGuard {
   admit<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
   /** The binding of a request (method, target, arguments digest). */
   bind(request: RequestContext): Promise<RequestBinding>;
+  /**
+   * Measures this instance's offset from the store's clock now (a store that declares `clock`; else an offset of 0),
+   * reports it (`store.clock`), and resolves it. Call it at start to refuse to serve with a skewed clock.
+   */
+  checkClock(): Promise<ClockSample>;
 }
 
 /** What `StateGuard.mintFlow` returns. */

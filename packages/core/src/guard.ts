@@ -43,10 +43,15 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const keys = createGuardKeys(parsed.keys, parsed.codec, parsed.codecFor);
   const { codec } = keys;
   const singleUse = createSingleUse(parsed, codec, principalTag);
-  const { consume, claim } = singleUse;
+  const { consume, claim, clock } = singleUse;
   const verifyNow = createChecks({ keys, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn });
   const mintNow = createMint({ keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn });
-  const { openIn, mintIn, mintTokenIn } = createOperations({ verifyNow, mintNow, singleUse, store, codecId: codec.id, events });
+  // Nothing is minted while this instance's clock is off the store's by more than the tolerance.
+  const mintWithin: typeof mintNow = (...args) => {
+    clock.assertWithin();
+    return mintNow(...args);
+  };
+  const { openIn, mintIn, mintTokenIn } = createOperations({ verifyNow, mintNow: mintWithin, singleUse, store, codecId: codec.id, events });
 
   return {
     codec,
@@ -54,6 +59,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     maxTokenBytes,
     maxRounds,
     checkKeys: () => checkFleetKeys(parsed.keys, store, { now: now(), lifetimeMs: ttlMs + 2 * clockSkewMs }),
+    checkClock: () => clock.measure(),
     bind: async (request: RequestContext): Promise<RequestBinding> => bindNow(request),
     consume,
     claim,

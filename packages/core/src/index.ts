@@ -29,6 +29,8 @@ export type {
   StateOpenedEvent,
   StateRejectedEvent,
   StateRetriedEvent,
+  RoundUnknownEvent,
+  StoreClockEvent,
   StoreErrorEvent,
 } from './events.js';
 export {
@@ -56,6 +58,7 @@ export type {
   StoreCapabilities,
 } from './interfaces.js';
 export type { OutcomeStoreLimits } from './outcome-limits.js';
+export type { ClockSample } from './store-clock.js';
 export type { FleetKeyCheck, KeyFingerprint } from './fleet.js';
 export { KeyProvider, type KeyProviderOptions } from './key-provider.js';
 export {

@@ -45,7 +45,8 @@ export interface OutcomeSeal {
 /** Outcomes sealed with the guard's codec under the audience `${audience}#outcome`, which no state can carry. */
 export function createOutcomeSeal({ store, codec, audience, now, budget }: OutcomeSealDeps): OutcomeSeal {
   const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
-  const maxKept = (): number => Math.min(codec.maxTokenBytes, storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
+  const maxKept = (): number =>
+    Math.min(codec.maxTokenBytes, storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
 
   /**
    * The sealed outcome, or `''` (done, not kept) when it would not be kept: larger than the store keeps (told

@@ -11,8 +11,10 @@ const MAX_STALLED = 1_024;
 export const NOTHING: unique symbol = Symbol('nothing recorded');
 /** Answered to waiters when the wait ran out with the round still running. */
 export const STILL_RUNNING: unique symbol = Symbol('still running');
-/** What a wait for a round brings: its sealed outcome, nothing usable, or the round still running. */
-export type Settled = { outcome: string } | typeof NOTHING | typeof STILL_RUNNING;
+/** Answered to waiters when the round's lease lapsed with nothing recorded (a store with `leases`). */
+export const UNKNOWN: unique symbol = Symbol('outcome unknown');
+/** What a wait for a round brings: its sealed outcome, nothing usable, the round still running, or its outcome unknown. */
+export type Settled = { outcome: string } | typeof NOTHING | typeof STILL_RUNNING | typeof UNKNOWN;
 
 /** Bounds on identical retries waiting for a round in progress (see `StateGuardOptions.maxWaitingRetries`). */
 export interface WaitingBounds {
@@ -69,7 +71,7 @@ export type Poll = (key: string, id: string, expiresAtMs: number, fp: string, de
  * Polls the store for a round in progress elsewhere until it is recorded or `deadline` passes: one poller per key
  * on this instance, the others waiting on it; a round polled for a whole wait is remembered as stalled.
  */
-export function createPoller(store: ReplayStore, stalled: StalledRounds): Poll {
+export function createPoller(store: ReplayStore, stalled: StalledRounds, lease?: { owner: () => string; leaseMs: number }): Poll {
   /** Rounds in progress on another instance that this instance polls: key → what the poll found. */
   const polls = new Map<string, Promise<Settled>>();
   const run = async (key: string, id: string, expiresAtMs: number, fp: string, deadline: number): Promise<Settled> => {
@@ -79,10 +81,20 @@ export function createPoller(store: ReplayStore, stalled: StalledRounds): Poll {
         stalled.add(key, expiresAtMs);
         return STILL_RUNNING;
       }
-      const found = await fromStore(() => store.claim!(id, expiresAtMs, fp));
+      const owner = lease?.owner();
+      const options = owner === undefined ? undefined : { owner, leaseMs: lease!.leaseMs };
+      const found = await fromStore(() => store.claim!(id, expiresAtMs, fp, options));
       if (found.status === 'recorded') return found.outcome === '' ? NOTHING : { outcome: found.outcome };
+      if (found.status === 'unknown') return UNKNOWN;
+      if (found.status === 'first' && owner !== undefined) {
+        // The round's claim was given back (its first attempt never ran it): give this poll's claim back too, so that
+        // the client's next retry owns the round and runs it.
+        await fromStore(() => store.release!(id, owner)).catch(() => false);
+        return STILL_RUNNING;
+      }
       if (found.status === 'first') {
-        // The id expired while its round ran: taken now by this poll, and never run. Done, not kept.
+        // The id expired (or its claim was given back) while this retry waited: taken now by this poll, whose round
+        // never runs. Done, not kept: the client starts again.
         await store.record!(id, fp, '').catch(() => false);
         return NOTHING;
       }

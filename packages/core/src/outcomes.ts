@@ -1,8 +1,8 @@
-import { storeCapabilities } from './capabilities.js';
 import type { Awaitable } from './crypto/awaitable.js';
-import { RoundInProgressError, StateReplayedError } from './errors.js';
+import { MrtrError, OutcomeUnknownError, RoundInProgressError, StateReplayedError } from './errors.js';
 import type { OpenedState } from './guard-types.js';
-import type { ClaimResult, ReplayStore, StateCodec } from './interfaces.js';
+import type { ClaimResult, ReplayStore, SpendOptions, StateCodec, StoreCapabilities } from './interfaces.js';
+import { createOwners, createRetrier, keepLease } from './outcome-lease.js';
 import { createOutcomeSeal, fingerprint } from './outcome-seal.js';
 import {
   createPoller,
@@ -12,10 +12,12 @@ import {
   type Settled,
   STILL_RUNNING,
   StalledRounds,
+  UNKNOWN,
   type WaitingBounds,
   within,
 } from './outcome-wait.js';
 import type { JsonValue } from './protocol.js';
+import type { StoreClock } from './store-clock.js';
 
 export { OUTCOME_AUDIENCE } from './outcome-seal.js';
 export type { WaitingBounds } from './outcome-wait.js';
@@ -37,15 +39,23 @@ export type Admission<S> =
 
 export interface OutcomeDeps {
   store: ReplayStore | undefined;
+  /** What the store declared. */
+  capabilities: StoreCapabilities;
   codec: StateCodec;
   audience: string;
   /** The id and expiry a state is consumed under (shared with the guard's `consume`). */
   ledger: (state: Opened) => { id: string; expiresAtMs: number };
+  /** What `consume` and `claim` tell the store besides the id (the state's mint time, for a store with an epoch). */
+  spendOptions: (state: Opened) => SpendOptions | undefined;
+  /** This instance's view of the store's clock. */
+  clock: StoreClock;
   /** The guard's `consume`, for stores that do not record outcomes and for states whose outcomes are not kept. */
   consume: (state: Opened) => Promise<void>;
   now: () => number;
   /** How long an identical retry waits for a round in progress before `ERR_ROUND_IN_PROGRESS`. */
   retryWaitMs: number;
+  /** A claim's lease, with a store that declares `leases`. */
+  leaseMs: number;
   /** Whether the outcome of a state may be recorded and returned (not under the shared unauthenticated principal, unless opted in). */
   recordable: (state: Opened) => Awaitable<boolean>;
   /** The per-principal budget of recorded outcome bytes (`take(principal tag, now, bytes)`), if any. */
@@ -70,13 +80,18 @@ const notRecorded = async (): Promise<boolean> => false;
  * at most `waiting.perPrincipal` retries of a principal, and `waiting.total` in all, wait at once (past it
  * `ERR_ROUND_IN_PROGRESS` at once); a round polled for a whole wait is remembered as stalled, and its later
  * retries ask the store once instead of polling again.
+ *
+ * With a store that declares `leases`, faults heal: the claim carries an owner and a lease renewed while the round
+ * runs; a claim whose reply was lost is released in the background (its round never ran here); a `record` that failed
+ * is retried in the background until the store answers or the state expires (identical retries on this instance get
+ * the outcome meanwhile); a round whose lease lapsed unrecorded is `ERR_OUTCOME_UNKNOWN` for its retries.
  */
 export function createOutcomes(deps: OutcomeDeps): Claim {
   const { store, consume, recordable } = deps;
-  const recorded = store === undefined ? undefined : createRecording(deps, store);
+  const recorded = store === undefined || deps.capabilities.outcomes === undefined ? undefined : createRecording(deps, store);
   return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
-    if (store === undefined || recorded === undefined) return { state, replay: false, record: notRecorded };
-    if (storeCapabilities(store).outcomes === undefined) {
+    if (store === undefined) return { state, replay: false, record: notRecorded };
+    if (recorded === undefined) {
       await consume(state);
       return { state, replay: false, record: notRecorded };
     }
@@ -91,27 +106,63 @@ export function createOutcomes(deps: OutcomeDeps): Claim {
 
 /** Single use through a store that records outcomes: the claim, the owner's `record`, and the waits of retries. */
 function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
-  const { ledger, now, retryWaitMs, waiting } = deps;
+  const { ledger, now, retryWaitMs, waiting, clock, spendOptions, leaseMs } = deps;
+  const leases = deps.capabilities.leases;
   const { seal, unseal } = createOutcomeSeal({ ...deps, store });
   /** Rounds this instance admitted and has not recorded yet: key → what they recorded, once they did. */
   const inflight = new Map<string, Promise<Settled>>();
   const stalled = new StalledRounds();
-  const poll = createPoller(store, stalled);
+  const nextOwner = createOwners();
+  const poll = createPoller(store, stalled, leases ? { owner: nextOwner, leaseMs } : undefined);
   const waitAsOneOf = createWaiters(waiting);
+  const retry = createRetrier(now);
 
   /** Waits for what `settled` brings (it ends by the deadline), as one of the bounded waiters of the state's principal. */
   const wait = async <S extends Opened>(state: S, fp: string, settled: () => Promise<Settled>): Promise<Admission<S>> => {
     const result = await waitAsOneOf(state.claims.sub, settled);
     if (result === NOTHING) throw new StateReplayedError();
     if (result === STILL_RUNNING) throw new RoundInProgressError();
+    if (result === UNKNOWN) throw new OutcomeUnknownError();
     return { state, replay: true, outcome: await unseal(state, fp, result.outcome) };
   };
 
+  /**
+   * Stores the sealed outcome. With leases, a store failure is retried in the background until the state expires
+   * (`later` is called with its promise); the lease is kept and identical retries here get the outcome meanwhile.
+   */
+  const recordIn = async (
+    id: string,
+    fp: string,
+    token: string,
+    owner: string | undefined,
+    expiresAtMs: number,
+    later: (landed: Promise<void>) => void,
+  ): Promise<boolean> => {
+    const call = () => store.record!(id, fp, token, owner === undefined ? undefined : { owner });
+    try {
+      return await fromStore(call);
+    } catch (error) {
+      if (owner !== undefined && token !== '' && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
+        later(retry(`record\n${id}`, () => fromStore(call), expiresAtMs));
+      }
+      throw error;
+    }
+  };
+
   /** The first attempt: it runs the round and records its outcome once. */
-  const owner = <S extends Opened>(state: S, id: string, fp: string, key: string): Admission<S> => {
+  const own = <S extends Opened>(
+    state: S,
+    id: string,
+    fp: string,
+    key: string,
+    owner: string | undefined,
+    expiresAtMs: number,
+  ): Admission<S> => {
     let settle!: (settled: Settled) => void;
     inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
+    const lease = owner === undefined ? undefined : keepLease(() => store.renew!(id, owner, leaseMs), leaseMs, expiresAtMs, now);
     let done = false;
+    let landing: Promise<void> | undefined;
     const record = async (outcome: JsonValue): Promise<boolean> => {
       if (done) throw new TypeError('Admission.record: called twice');
       done = true;
@@ -119,17 +170,44 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
       let kept = false;
       try {
         token = await seal(state, fp, outcome);
-        kept = (await fromStore(() => store.record!(id, fp, token))) && token !== '';
+        kept = (await recordIn(id, fp, token, owner, expiresAtMs, (landed) => (landing = landed))) && token !== '';
         return kept;
       } finally {
-        inflight.delete(key);
-        settle(kept ? { outcome: token } : NOTHING);
+        const settled: Settled = kept || landing !== undefined ? { outcome: token } : NOTHING;
+        settle(settled);
+        if (landing === undefined) {
+          inflight.delete(key);
+          lease?.stop();
+        } else {
+          // Until the record lands (or is given up), identical retries here get the outcome and the lease is kept.
+          const held = Promise.resolve(settled);
+          inflight.set(key, held);
+          void landing.finally(() => {
+            if (inflight.get(key) === held) inflight.delete(key);
+            lease?.stop();
+          });
+        }
       }
     };
     return { state, replay: false, record };
   };
 
+  /** The claim, on the store; a claim whose reply was lost is given back in the background (its round never ran). */
+  const claimIn = async (state: Opened, id: string, expiresAtMs: number, fp: string, owner: string | undefined): Promise<ClaimResult> => {
+    const base = spendOptions(state);
+    const options = owner === undefined ? base : { ...base, owner, leaseMs };
+    try {
+      return await fromStore(() => store.claim!(id, expiresAtMs, fp, options));
+    } catch (error) {
+      if (owner !== undefined && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
+        retry(`release\n${id}`, () => fromStore(() => store.release!(id, owner)), expiresAtMs);
+      }
+      throw clock.refusal(error);
+    }
+  };
+
   return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
+    clock.assertWithin();
     const { id, expiresAtMs } = ledger(state);
     const digest = fingerprint(state.claims.sub, answers);
     const fp = typeof digest === 'string' ? digest : await digest;
@@ -139,11 +217,12 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     const local = inflight.get(key);
     if (local !== undefined) return wait(state, fp, () => within(local, deadline));
 
-    const found: ClaimResult = await fromStore(() => store.claim!(id, expiresAtMs, fp));
+    const owner = leases ? nextOwner() : undefined;
+    const found = await claimIn(state, id, expiresAtMs, fp, owner);
     switch (found.status) {
       case 'first':
         stalled.delete(key);
-        return owner(state, id, fp, key);
+        return own(state, id, fp, key, owner, expiresAtMs);
       case 'recorded':
         if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
         return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
@@ -152,6 +231,8 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
         if (stalled.has(key, now())) throw new RoundInProgressError();
         stalled.delete(key);
         return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline));
+      case 'unknown':
+        throw new OutcomeUnknownError();
       default:
         throw new StateReplayedError();
     }

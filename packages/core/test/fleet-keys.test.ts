@@ -13,7 +13,7 @@ function fleetStore(now: () => number): ReplayStore & { records: Map<string, Key
   const records = new Map<string, KeyFingerprint>();
   return {
     ...base,
-    shared: true,
+    capabilities: { ...base.capabilities, shared: true, keyExchange: true },
     records,
     down: false,
     async keyFingerprints(offer) {
@@ -34,7 +34,8 @@ const k2 = { kid: 'k2', secret: generateKey() };
 
 describe('an ephemeral key with a shared store', () => {
   it('is refused at construction unless allowEphemeralKeys is set; fine with a store of this process', () => {
-    const shared = { ...testStore(Date.now), shared: true };
+    const base = testStore(Date.now);
+    const shared = { ...base, capabilities: { ...base.capabilities, shared: true } };
     expect(() => createStateGuard({ keys: KeyRing.generate(), codec: testCodec, store: shared, audience: 'a' })).toThrow(
       /generated key .* shared across processes/,
     );
@@ -107,11 +108,16 @@ describe('the fleet check (StateGuard.checkKeys)', () => {
     const store = fleetStore(clock.now);
     store.down = true;
     await expect(guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).rejects.toMatchObject({ code: 'ERR_STORE_UNAVAILABLE' });
-    const huge = { ...testStore(clock.now), keyFingerprints: async () => Array.from({ length: 257 }, () => ({})) as never };
+    const exchanging = { ...NO_CAPS, shared: true, keyExchange: true };
+    const huge = {
+      ...testStore(clock.now),
+      capabilities: exchanging,
+      keyFingerprints: async () => Array.from({ length: 257 }, () => ({})) as never,
+    };
     await expect(checkFleetKeys(new KeyRing([k1]), huge, { now: clock.now(), lifetimeMs: 1 })).rejects.toMatchObject({
       code: 'ERR_STORE_UNAVAILABLE',
     });
-    const malformed = { ...testStore(clock.now), keyFingerprints: async () => [{ kid: 'k1' }] as never };
+    const malformed = { ...testStore(clock.now), capabilities: exchanging, keyFingerprints: async () => [{ kid: 'k1' }] as never };
     await expect(checkFleetKeys(new KeyRing([k1]), malformed, { now: clock.now(), lifetimeMs: 1 })).rejects.toMatchObject({
       code: 'ERR_STORE_UNAVAILABLE',
     });
@@ -119,9 +125,14 @@ describe('the fleet check (StateGuard.checkKeys)', () => {
       createStateGuard({
         keys: new KeyRing([k1]),
         codec: testCodec,
-        store: { ...testStore(clock.now), keyFingerprints: 1 as never },
+        store: { ...testStore(clock.now), capabilities: exchanging, keyFingerprints: 1 as never },
         audience: 'a',
       }),
-    ).toThrow(TypeError);
+    ).toThrow(/capabilities.keyExchange is declared but store.keyFingerprints is not a function/);
+    // A store that keeps fingerprints but does not declare keyExchange is not asked (capabilities decide, not shape).
+    const undeclared = { ...fleetStore(clock.now), capabilities: NO_CAPS };
+    expect(await guardOn(new KeyRing([k1]), undeclared, clock.now).checkKeys()).toEqual({ checked: false, fleet: [] });
   });
 });
+
+const NO_CAPS = { shared: false, keyExchange: false, clock: false, leases: false, epoch: false };

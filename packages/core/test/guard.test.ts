@@ -213,6 +213,7 @@ describe('createStateGuard', () => {
   it('keeps the ledger entry until exp + 2 × skew (an instance whose clock lags by the skew still accepts until then)', async () => {
     const calls: [string, number][] = [];
     const store = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
       consume: async (id: string, at: number) => {
         calls.push([id, at]);
         return true;
@@ -225,7 +226,13 @@ describe('createStateGuard', () => {
   });
 
   it('fails closed when the store resolves anything but true', async () => {
-    const { guard } = setup({ store: { consume: async () => 'yes' as unknown as boolean, close: async () => {} } });
+    const { guard } = setup({
+      store: {
+        capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+        consume: async () => 'yes' as unknown as boolean,
+        close: async () => {},
+      },
+    });
     expect(await rejectCode(guard.open(await guard.mint(1, req()), req()))).toBe('ERR_STATE_REPLAYED');
   });
 

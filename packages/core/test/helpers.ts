@@ -33,6 +33,7 @@ export function testCodec(keys: KeyRing): StateCodec {
 export function testStore(now: () => number): ReplayStore & { down: boolean } {
   const seen = new Map<string, number>();
   return {
+    capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
     down: false,
     async consume(id, expiresAtMs) {
       if (this.down) throw new Error('connection refused');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createStateGuard, generateKey, KeyRing, MrtrError, type RequestContext } from '../src/index.js';
+import { createStateGuard, generateKey, KeyRing, MrtrError, type ReplayStore, type RequestContext } from '../src/index.js';
 import { fakeClock, testCodec } from './helpers.js';
 
 // Review finding (issue 19, item 7): the fixed-window quota let one principal mint `max` at the end of a window
@@ -166,11 +166,11 @@ describe('mintQuota: a sliding window whose bound holds for any TTL', () => {
 // gets a default per-principal bound of a hundredth of it (at least 16); `mintQuota: false` turns it off.
 describe('default mint quota sized from the store', () => {
   const sized = (maxEntries: number) => ({
-    maxEntries,
+    capabilities: { shared: false, capacity: maxEntries, keyExchange: false, clock: false, leases: false, epoch: false },
     consume: async () => true,
     close: async () => {},
   });
-  const guardOn = (store: ReturnType<typeof sized> | { consume(): Promise<boolean>; close(): Promise<void> }, extra = {}) =>
+  const guardOn = (store: ReplayStore, extra = {}) =>
     createStateGuard({ keys: new KeyRing([{ kid: 'k', secret: generateKey() }]), codec: testCodec, store, audience: 'a', ...extra });
   const mintUntilRefused = async (guard: ReturnType<typeof guardOn>, principal: string, limit: number): Promise<number> => {
     for (let i = 0; i < limit; i++) {
@@ -184,7 +184,7 @@ describe('default mint quota sized from the store', () => {
     return limit;
   };
 
-  it('a store with maxEntries 10,000: one principal mints 100, then ERR_QUOTA_EXCEEDED; another principal is not affected', async () => {
+  it('a store of capacity 10,000: one principal mints 100, then ERR_QUOTA_EXCEEDED; another principal is not affected', async () => {
     const guard = guardOn(sized(10_000));
     expect(await mintUntilRefused(guard, 'mallory', 1_000)).toBe(100);
     expect(await mintUntilRefused(guard, 'alice', 5)).toBe(5);
@@ -192,7 +192,13 @@ describe('default mint quota sized from the store', () => {
 
   it('at least 16 per principal for a small store; none for a store without a declared capacity; off with mintQuota: false', async () => {
     expect(await mintUntilRefused(guardOn(sized(100)), 'p', 100)).toBe(16);
-    expect(await mintUntilRefused(guardOn({ consume: async () => true, close: async () => {} }), 'p', 500)).toBe(500);
+    expect(
+      await mintUntilRefused(
+        guardOn({ ...sized(1), capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } }),
+        'p',
+        500,
+      ),
+    ).toBe(500);
     expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: false }), 'p', 500)).toBe(500);
     expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: { max: 3 } }), 'p', 500)).toBe(3);
   });

@@ -23,6 +23,14 @@ function recordingStore(now: () => number) {
   const calls = { claim: 0, record: 0, consume: 0 };
   let down = false;
   const store: ReplayStore & { setDown(v: boolean): void; calls: typeof calls; held: typeof held } = {
+    capabilities: {
+      shared: false,
+      outcomes: { maxOutcomeBytes: 1 << 20, outcomeBudgetBytes: 1 << 30 },
+      keyExchange: false,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     calls,
     held,
     setDown: (v) => {
@@ -200,7 +208,11 @@ describe('guard.admit: one run per state, the first answer for an identical retr
     const clock = fakeClock();
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
     const full = recordingStore(clock.now);
-    const plain: ReplayStore = { consume: (id, exp) => full.consume(id, exp), close: async () => {} };
+    const plain: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+      consume: (id, exp) => full.consume(id, exp),
+      close: async () => {},
+    };
     const guard = createStateGuard({ codec: testCodec, keys, store: plain, audience: 'aud-1', now: clock.now });
     const token = await guard.mint(null, req());
     const first = await guard.admit(token, req(), yes);
@@ -264,7 +276,8 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
   it('nothing is sealed that will not be kept: an outcome far past the store’s maxOutcomeBytes is recorded as done, not kept', async () => {
     const clock = fakeClock();
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
-    const store = Object.assign(recordingStore(clock.now), { maxOutcomeBytes: 4_096 });
+    const store = recordingStore(clock.now);
+    Object.assign(store, { capabilities: { ...store.capabilities, outcomes: { maxOutcomeBytes: 4_096, outcomeBudgetBytes: 1 << 30 } } });
     let seals = 0;
     const codec = (k: KeyRing) => {
       const inner = testCodec(k);

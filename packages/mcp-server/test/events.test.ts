@@ -131,6 +131,7 @@ describe('onEvent', () => {
 
   it('reports a store outage as store.error then state.rejected', async () => {
     const down: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
       consume: async () => {
         throw new StoreUnavailableError();
       },

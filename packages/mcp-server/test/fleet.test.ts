@@ -13,7 +13,7 @@ function sharedStore(records: Map<string, KeyFingerprint>): ReplayStore {
   return {
     consume: (id, exp) => store.consume(id, exp),
     close: () => store.close(),
-    shared: true,
+    capabilities: { shared: true, keyExchange: true, clock: false, leases: false, epoch: false },
     keyFingerprints: async (offer) => {
       for (const r of offer) if (!records.has(r.kid)) records.set(r.kid, r);
       return [...records.values()];

@@ -327,6 +327,7 @@ describe('faults and policies that are not tampering', () => {
   it('a store outage answers -32603, never the state rejection, and runs nothing', async () => {
     let calls = 0;
     const down: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
       consume: async () => {
         calls++;
         throw new StoreUnavailableError();
@@ -348,6 +349,7 @@ describe('faults and policies that are not tampering', () => {
 
   it('a store that throws a foreign error is also an outage (-32603)', async () => {
     const down: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
       consume: () => Promise.reject(new Error('ECONNREFUSED')),
       close: async () => {},
     };

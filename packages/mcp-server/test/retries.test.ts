@@ -141,7 +141,11 @@ describe('identical retries get the first answer (issue 20)', () => {
 
   it('a store without claim/record: every retry is a replay (single use still holds)', async () => {
     const memory = createMemoryStore();
-    const plain: ReplayStore = { consume: (id, exp) => memory.consume(id, exp), close: () => memory.close() };
+    const plain: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+      consume: (id, exp) => memory.consume(id, exp),
+      close: () => memory.close(),
+    };
     const f = fixture({ store: plain });
     const client = await connect(f);
     const r1 = await callTool(client, 'delete_files', { path: '/p' });
@@ -155,7 +159,11 @@ describe('identical retries get the first answer (issue 20)', () => {
   it('warns once at start when recordOutcomes is on but the store cannot record (a store written from the guide)', () => {
     const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
     try {
-      const consumeOnly: ReplayStore = { consume: async () => true, close: async () => {} };
+      const consumeOnly: ReplayStore = {
+        capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+        consume: async () => true,
+        close: async () => {},
+      };
       fixture({ store: consumeOnly });
       expect(warn).toHaveBeenCalledTimes(1);
       expect(String(warn.mock.calls[0]![0])).toMatch(/does not record outcomes.*recordOutcomes: false/);

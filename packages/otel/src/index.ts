@@ -85,6 +85,8 @@ export const METRICS = {
   stateDuration: 'mrtr.state.duration',
   storeDuration: 'mrtr.store.duration',
   flowRounds: 'mrtr.flow.rounds',
+  roundsUnknown: 'mrtr.rounds.unknown',
+  clockSkew: 'mrtr.clock.skew',
 } as const;
 
 /** Span names: one per `open` and per `mint`. */
@@ -125,9 +127,21 @@ interface Instruments {
   stateDuration: Histogram;
   storeDuration: Histogram;
   flowRounds: Histogram;
+  roundsUnknown: Counter;
+  /** The last measured offset from the store's clock, s (read by the observable gauge). */
+  clock: { offsetSeconds: number | undefined };
 }
 
 function instruments(meter: Meter): Instruments {
+  const clock: Instruments['clock'] = { offsetSeconds: undefined };
+  meter
+    .createObservableGauge(METRICS.clockSkew, {
+      description: "This instance's offset from the replay store's clock (the store's minus this instance's), last measured",
+      unit: 's',
+    })
+    .addCallback((result) => {
+      if (clock.offsetSeconds !== undefined) result.observe(clock.offsetSeconds);
+    });
   const counter = (name: string, description: string, unit: string): Counter => meter.createCounter(name, { description, unit });
   const histogram = (name: string, description: string, unit: string, buckets: number[]): Histogram =>
     meter.createHistogram(name, { description, unit, advice: { explicitBucketBoundaries: buckets } });
@@ -148,6 +162,12 @@ function instruments(meter: Meter): Instruments {
     stateDuration: histogram(METRICS.stateDuration, 'Time to open (store included) or mint a state', 's', SECONDS_BUCKETS),
     storeDuration: histogram(METRICS.storeDuration, "Time of the replay store's consume", 's', SECONDS_BUCKETS),
     flowRounds: histogram(METRICS.flowRounds, 'Requests per completed flow', '{round}', ROUND_BUCKETS),
+    roundsUnknown: counter(
+      METRICS.roundsUnknown,
+      'Rounds whose outcome is unknown: the lease lapsed unrecorded (they may have run)',
+      '{round}',
+    ),
+    clock,
   };
 }
 
@@ -311,6 +331,12 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
           [ATTRIBUTES.answerReason]: event.reason,
           [ATTRIBUTES.answerKind]: event.kind,
         });
+        return;
+      case 'round.unknown':
+        m?.roundsUnknown.add(1, metricAttributes(event));
+        return;
+      case 'store.clock':
+        if (m !== undefined) m.clock.offsetSeconds = event.offsetMs / 1000;
         return;
       case 'flow.completed': {
         const attributes = metricAttributes(event);

@@ -195,6 +195,7 @@ describe('createMrtrTelemetry', () => {
 
   it('a store outage: a store error and a rejection, each counted once', async () => {
     const down: ReplayStore = {
+      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
       consume: () => Promise.reject(new Error('ECONNREFUSED')),
       close: async () => {},
     };

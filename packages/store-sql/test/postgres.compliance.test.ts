@@ -86,6 +86,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     pool.on('error', () => {});
     const store = createPostgresStore({ pool, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     return {
+      capabilities: store.capabilities,
       consume: store.consume,
       async close() {
         await store.close();

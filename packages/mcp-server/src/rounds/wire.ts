@@ -25,10 +25,23 @@ export class WireError extends Error {
  * The wire answer for an `MrtrError`. Every rejected state gets the same opaque `-32602`; server faults
  * (store outage, a failed seal) get `-32603`; a missing principal `-32600`; a spent quota `-32600` with
  * its own text (the client can only wait); an identical retry of a round still running `-32600` with
- * `data.reason: 'round_in_progress'` (the client sends it again). Never the real reason: that goes to `onReject`.
+ * `data.reason: 'round_in_progress'` (the client sends it again); one whose first attempt stopped unrecorded
+ * `-32600` with `data.reason: 'outcome_unknown'` (it may have run); an authentic state the store lost its ledger for
+ * `-32602` with `data.reason: 'ledger_lost'`; this instance's clock off the store's `-32603` with
+ * `data.reason: 'clock_skew'`. Never the real reason otherwise: that goes to `onReject`.
  */
 export function wireErrorFor(code: MrtrErrorCode): WireError {
+  // This instance's clock is off the store's: the client may send the same request again (another instance serves it).
+  if (code === 'ERR_CLOCK_SKEW') return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error', { reason: 'clock_skew' }));
   if (isServerFault(code)) return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error'));
+  // An identical retry of a round whose first attempt stopped unrecorded: it may have run; never run it again blind.
+  if (code === 'ERR_OUTCOME_UNKNOWN') {
+    return new WireError(new ProtocolError(INVALID_REQUEST, OUTCOME_UNKNOWN_MESSAGE, { reason: 'outcome_unknown' }));
+  }
+  // An authentic state the store can no longer judge (its ledger was lost): the client starts a new flow.
+  if (code === 'ERR_LEDGER_LOST') {
+    return new WireError(new ProtocolError(INVALID_PARAMS, INVALID_STATE_MESSAGE, { reason: 'ledger_lost' }));
+  }
   if (code === 'ERR_PRINCIPAL_REQUIRED') return new WireError(new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE));
   if (code === 'ERR_QUOTA_EXCEEDED')
     return new WireError(new ProtocolError(INVALID_REQUEST, 'Too many requests in flight; try again later'));
@@ -38,6 +51,10 @@ export function wireErrorFor(code: MrtrErrorCode): WireError {
   }
   return new WireError(new ProtocolError(INVALID_PARAMS, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }));
 }
+
+/** The wire text for an identical retry of a round whose first attempt stopped without recording its outcome. */
+export const OUTCOME_UNKNOWN_MESSAGE =
+  'The outcome of this round is unknown: an earlier attempt with the same state and answers stopped before its result was recorded, and it may have run. Check its effect before starting again';
 
 /** The wire text for an identical retry of a round whose first attempt is still running. */
 export const ROUND_IN_PROGRESS_MESSAGE =
