@@ -13,7 +13,7 @@ import {
 import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilities, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
 import { fail, ok, rejectsMrtr } from './assert.js';
 import { clockGroup } from './store/clock.js';
-import { type StoreSuite, sleep, uniqueId } from './store/context.js';
+import { passTime, type StoreSuite, sleep, storeTime, uniqueId } from './store/context.js';
 import { epochGroup } from './store/epoch.js';
 import { leaseGroup } from './store/leases.js';
 import type { TestFn } from './types.js';
@@ -107,6 +107,9 @@ export interface LossyStore {
  */
 export type StoreFactory = (options: { namespace: string } & OutcomeStoreLimits) => ReplayStore | Promise<ReplayStore>;
 
+/** The clock skew the suite's state guards tolerate (their `clockSkewMs`): a store with an epoch is readied past it. */
+const GUARD_SKEW_MS = 1000;
+
 /**
  * A write in real time on a store with a clock of its own may come after its expiry on a loaded machine, and is then
  * refused (`ERR_STATE_EXPIRED`): `'expired'`, for the test to repeat the round.
@@ -153,6 +156,19 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       await a.close();
       await b.close();
     }
+  };
+
+  const suite: StoreSuite = { label, factory, options, clock, now, test, withStore };
+  /**
+   * Readies a store for the state guards of the tests below, which run on the suite's clock with a skew of
+   * `GUARD_SKEW_MS`: on a store with an epoch, its ledger is begun and its clock let past the guard's skew (a guard
+   * takes a state minted within the skew after the ledger began for one minted before it, `ERR_LEDGER_LOST`).
+   */
+  const readyForGuards = async (store: ReplayStore): Promise<void> => {
+    if (!storeCapabilities(store).epoch) return;
+    const t = await storeTime(suite, store);
+    ok((await store.consume(uniqueId('ledger'), t + 3_600_000)) === true, 'a first write begins the ledger');
+    await passTime(suite, store, t + GUARD_SKEW_MS);
   };
 
   test('consume is true the first time and false every later time', async () => {
@@ -814,7 +830,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       codec: plainCodec,
       store,
       audience: 'store-events',
-      onEvent: (e) => events.push(e),
+      now,
+      clockSkewMs: GUARD_SKEW_MS,
+      // The store's clock, measured by the guard (store.clock), is not what these tests look at.
+      onEvent: (e) => void (e.type === 'store.clock' || events.push(e)),
     });
     const request = { method: 'tools/call', target: 'tool', arguments: {}, principal: 'p' };
     return { guard, events, request };
@@ -827,6 +846,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
   test('under a state guard, a replay is reported once as state.rejected ERR_STATE_REPLAYED, with the store timed', async () => {
     await withStore(async (store) => {
+      await readyForGuards(store);
       const { guard, events, request } = observed(store);
       const token = await guard.mint(null, request);
       await guard.open(token, request);
@@ -849,6 +869,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       const storeB = options.sharedBackend === false ? storeA : await factory({ namespace });
       try {
         if (storeCapabilities(storeA).outcomes === undefined) return;
+        await readyForGuards(storeA);
         const keys = KeyRing.generate();
         const make = (store: ReplayStore) =>
           createStateGuard({
@@ -856,6 +877,8 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
             allowEphemeralKeys: true,
             codec: plainCodec,
             store,
+            now,
+            clockSkewMs: GUARD_SKEW_MS,
             audience: 'store-admit',
             retryWaitMs: 20_000,
             maxWaitingRetries: { perPrincipal: 64 },
@@ -885,6 +908,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
         const other = await factory({ namespace: uniqueId('admit-other') });
         try {
+          await readyForGuards(other);
           const guard = make(other);
           const fresh = await guard.mint(null, request);
           executions = 0;
@@ -951,7 +975,6 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   }
 
   // The groups of the capabilities a store declares (clock, leases, epoch): see StoreCapabilities in @mrtr/core.
-  const suite: StoreSuite = { label, factory, options, clock, now, test, withStore };
   clockGroup(suite);
   leaseGroup(suite);
   epochGroup(suite);
