@@ -1,14 +1,17 @@
-import type { ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
+import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
 import {
   fnOption,
   intOption,
-  MAX_FINGERPRINT_MISSES,
+  LedgerLostError,
   optionsObject,
   parseOutcomeStoreLimits,
+  StateExpiredError,
   StoreUnavailableError,
   stringOption,
 } from '@mrtr/core/authoring';
-import { type Held, Ledger } from './ledger.js';
+import { checkLeaseMs, checkOwner, checkSpend, leaseOf } from './checks.js';
+import { answerClaim, newClaim, recordClaim, releaseClaim, unrecordedClaimOf } from './leases.js';
+import { Ledger } from './ledger.js';
 
 /** Options of {@link createMemoryStore}. */
 export interface MemoryStoreOptions extends OutcomeStoreLimits {
@@ -24,28 +27,31 @@ export interface MemoryStoreOptions extends OutcomeStoreLimits {
    * @default ''
    */
   namespace?: string | undefined;
-  /** Clock in epoch milliseconds, for tests. @default Date.now */
+  /** The store's clock in epoch milliseconds (`time()` answers it; expiry, leases and the epoch are judged on it). @default Date.now */
   now?: (() => number) | undefined;
 }
 
-/** A {@link ReplayStore} held in this process's memory. */
+/** A {@link ReplayStore} held in this process's memory, with a clock, leases and a ledger epoch of its own. */
 export interface MemoryReplayStore extends RecordingReplayStore {
   readonly maxEntries: number;
   readonly namespace: string;
+  /** When this ledger began (the store's creation, by its clock): states minted before it are refused. */
+  readonly epochMs: number;
   /** Characters of recorded outcomes currently held. */
   readonly outcomeBytes: number;
   /** Ids currently held (live ones plus expired ones the incremental sweep has not reached yet). */
   readonly size: number;
+  renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
+  release(id: string, owner: string): Promise<boolean>;
+  time(): Promise<number>;
 }
 
 const DEFAULT_MAX_ENTRIES = 100_000;
 
-const FIRST: Promise<ClaimResult> = Promise.resolve({ status: 'first' });
-const PENDING: Promise<ClaimResult> = Promise.resolve({ status: 'pending' });
-const REPLAYED: Promise<ClaimResult> = Promise.resolve({ status: 'replayed' });
-
+const FIRST: Promise<ClaimResult> = Promise.resolve({ status: 'first', fence: 0 });
 const TRUE: Promise<boolean> = Promise.resolve(true);
 const FALSE: Promise<boolean> = Promise.resolve(false);
+const answer = (value: boolean): Promise<boolean> => (value ? TRUE : FALSE);
 
 /**
  * Replay store for one process (and for tests). `consume` is O(1) amortised: one `Map` lookup and
@@ -53,106 +59,110 @@ const FALSE: Promise<boolean> = Promise.resolve(false);
  * expired ids — no timer, so it never keeps the process alive. Memory is bounded by `maxEntries`;
  * when full it fails closed with `StoreFullError` instead of evicting a live id.
  *
- * An id is live while `now() <= expiresAtMs` and consumable again once `now() > expiresAtMs`.
- * An `expiresAtMs` that is not in the future (`<= now()`) resolves `false`: such an id could not be
- * remembered, so it is never reported as a first use.
+ * Its clock is `now`: an id is live while `now() <= expiresAtMs` and consumable again once `now() > expiresAtMs`;
+ * an `expiresAtMs` at or before `now()` is refused with `StateExpiredError` and nothing is written. Leases run on the
+ * same clock. Its ledger begins when it is created (a restart is a new ledger): a `mintedAtMs` before that is refused
+ * with `LedgerLostError`. Every operation is O(1) amortised.
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryReplayStore {
   const label = 'createMemoryStore';
   options = optionsObject(label, options);
   const maxEntries = intOption(`${label}: maxEntries`, options.maxEntries, DEFAULT_MAX_ENTRIES, 1, Number.MAX_SAFE_INTEGER);
-  const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits(label, options);
+  const bounds = parseOutcomeStoreLimits(label, options);
   const namespace = stringOption(`${label}: namespace`, options.namespace, '');
   const now = fnOption(`${label}: now`, options.now, Date.now);
 
   const ledger = new Ledger(maxEntries);
+  const epochMs = now();
   let closed = false;
 
-  const checkArguments = (id: unknown, expiresAtMs: unknown): TypeError | undefined => {
-    if (typeof id !== 'string' || id.length === 0) return new TypeError('consume: id must be a non-empty string');
-    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return new TypeError('consume: expiresAtMs must be a finite number');
-    }
-    return undefined;
-  };
-
-  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
-    if (closed) return Promise.reject(new StoreUnavailableError());
-    const misuse = checkArguments(id, expiresAtMs);
-    if (misuse !== undefined) return Promise.reject(misuse);
+  /** Settles `fn`'s answer, or rejects with what it threw (every operation answers with a promise, never throws). */
+  const settle = <T>(fn: () => Promise<T>): Promise<T> => {
     try {
-      return ledger.take(id, expiresAtMs, expiresAtMs, now()) === undefined ? TRUE : FALSE;
+      return closed ? Promise.reject(new StoreUnavailableError()) : fn();
     } catch (error) {
       return Promise.reject(error);
     }
   };
+  /** The checks of a write (`consume`, `claim`) on the store's clock; its time. */
+  const spendAt = (op: string, id: string, expiresAtMs: number, spend: SpendOptions | undefined): number => {
+    checkSpend(op, id, expiresAtMs, spend);
+    const t = now();
+    if (expiresAtMs <= t) throw new StateExpiredError();
+    const minted = spend?.mintedAtMs;
+    if (minted !== undefined && minted < epochMs) throw new LedgerLostError();
+    return t;
+  };
 
-  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    if (closed) return Promise.reject(new StoreUnavailableError());
-    const misuse = checkArguments(id, expiresAtMs);
-    if (misuse !== undefined) return Promise.reject(misuse);
-    if (typeof fingerprint !== 'string' || fingerprint.length === 0) {
-      return Promise.reject(new TypeError('claim: fingerprint must be a non-empty string'));
-    }
-    let held: Held | null | undefined;
-    try {
-      held = ledger.take(id, expiresAtMs, { exp: expiresAtMs, fp: fingerprint, misses: 0, outcome: undefined }, now());
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    if (held === undefined) return FIRST;
-    if (held === null || typeof held === 'number') return REPLAYED;
-    if (held.fp !== fingerprint) {
-      // A miss: the third drops the outcome, recorded or to come (no oracle for the answers).
-      if (++held.misses >= MAX_FINGERPRINT_MISSES && held.outcome !== '') {
-        if (held.outcome !== undefined) ledger.outcomeBytes -= held.outcome.length;
-        held.outcome = '';
+  const consume = (id: string, expiresAtMs: number, spend?: SpendOptions): Promise<boolean> =>
+    settle(() => {
+      const t = spendAt('consume', id, expiresAtMs, spend);
+      return answer(ledger.take(id, expiresAtMs, expiresAtMs, t) === undefined);
+    });
+
+  const claim = (id: string, expiresAtMs: number, fingerprint: string, claimOptions?: ClaimOptions): Promise<ClaimResult> =>
+    settle(() => {
+      const t = spendAt('claim', id, expiresAtMs, claimOptions);
+      if (typeof fingerprint !== 'string' || fingerprint.length === 0) throw new TypeError('claim: fingerprint must be a non-empty string');
+      const lease = leaseOf(claimOptions);
+      const held = ledger.take(id, expiresAtMs, newClaim(expiresAtMs, fingerprint, lease, t), t);
+      return held === undefined ? FIRST : answerClaim(ledger, held, fingerprint, lease, t);
+    });
+
+  const record = (id: string, fingerprint: string, outcome: string, by?: { readonly owner?: string | undefined }): Promise<boolean> =>
+    settle(() => {
+      if (typeof id !== 'string' || typeof fingerprint !== 'string' || typeof outcome !== 'string') {
+        throw new TypeError('record: id, fingerprint and outcome must be strings');
       }
-      return REPLAYED;
-    }
-    if (held.outcome === undefined) return PENDING;
-    return held.outcome === '' ? REPLAYED : Promise.resolve({ status: 'recorded', outcome: held.outcome });
-  };
+      const owner = by?.owner;
+      if (owner !== undefined) checkOwner('record', owner);
+      return answer(recordClaim(ledger, bounds, id, fingerprint, outcome, owner, now()));
+    });
 
-  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
-    if (closed) return Promise.reject(new StoreUnavailableError());
-    if (typeof id !== 'string' || typeof fingerprint !== 'string' || typeof outcome !== 'string') {
-      return Promise.reject(new TypeError('record: id, fingerprint and outcome must be strings'));
-    }
-    const held = ledger.entries.get(id);
-    if (held === undefined || typeof held === 'number' || held.fp !== fingerprint || held.outcome !== undefined) return FALSE;
-    if (held.exp < now()) return FALSE;
-    if (outcome.length > maxOutcomeBytes || ledger.outcomeBytes + outcome.length > outcomeBudgetBytes) {
-      held.outcome = '';
-      return FALSE;
-    }
-    held.outcome = outcome;
-    ledger.outcomeBytes += outcome.length;
-    return outcome === '' ? FALSE : TRUE;
-  };
+  const renew = (id: string, owner: string, leaseMs: number): Promise<boolean> =>
+    settle(() => {
+      if (typeof id !== 'string' || id.length === 0) throw new TypeError('renew: id must be a non-empty string');
+      checkOwner('renew', owner);
+      checkLeaseMs('renew', leaseMs);
+      const t = now();
+      const held = unrecordedClaimOf(ledger, id, owner, t);
+      if (held !== undefined) held.leaseUntil = t + leaseMs;
+      return answer(held !== undefined);
+    });
+
+  const release = (id: string, owner: string): Promise<boolean> =>
+    settle(() => {
+      if (typeof id !== 'string' || id.length === 0) throw new TypeError('release: id must be a non-empty string');
+      checkOwner('release', owner);
+      return answer(releaseClaim(ledger, id, owner, now()));
+    });
 
   return {
     capabilities: {
       shared: false,
       capacity: maxEntries,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      outcomes: bounds,
       keyExchange: false,
-      clock: false,
-      leases: false,
-      epoch: false,
+      clock: true,
+      leases: true,
+      epoch: true,
     },
     consume,
     claim,
     record,
+    renew,
+    release,
+    time: () => settle(() => Promise.resolve(now())),
     close(): Promise<void> {
       closed = true;
       ledger.clear();
       return Promise.resolve();
     },
     maxEntries,
-    maxOutcomeBytes,
-    outcomeBudgetBytes,
+    maxOutcomeBytes: bounds.maxOutcomeBytes,
+    outcomeBudgetBytes: bounds.outcomeBudgetBytes,
     namespace,
+    epochMs,
     get outcomeBytes(): number {
       return ledger.outcomeBytes;
     },

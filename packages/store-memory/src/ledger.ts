@@ -3,16 +3,25 @@ import { StoreFullError } from '@mrtr/core/authoring';
 /** Entries examined by the incremental sweep on every `consume`. */
 const SWEEP_PER_CALL = 2;
 
-/** An id taken by `claim`: its fingerprint, claims with other ones, and once recorded its outcome (`''`: done, not kept). */
+/**
+ * An id taken by `claim`: its fingerprint, claims with other ones, once recorded its outcome (`''`: done, not kept),
+ * and its lease: who holds it, until when (store's clock; `undefined`: no lease, it never lapses), its fence.
+ */
 export interface Claimed {
   exp: number;
   fp: string;
   misses: number;
   outcome: string | undefined;
+  owner: string | undefined;
+  leaseUntil: number | undefined;
+  fence: number;
+  /** The owner whose `record` landed, and whether it kept its outcome (a retry by that owner answers the same). */
+  recordedBy: string | undefined;
+  kept: boolean;
 }
 /** A plain `consume` holds only the expiry (no object per id on the hot path). */
 export type Held = number | Claimed;
-const expiryOf = (held: Held): number => (typeof held === 'number' ? held : held.exp);
+export const expiryOf = (held: Held): number => (typeof held === 'number' ? held : held.exp);
 
 /**
  * The ids a memory store holds, bounded by `maxEntries`, with the characters of their recorded outcomes. Expired ids
@@ -83,10 +92,10 @@ export class Ledger {
   }
 
   /**
-   * The one write path of `consume` and `claim`: `undefined` when `id` was taken now with `value`, else what
-   * holds it (`null`: an expiry not in the future, never remembered). Throws `StoreFullError` only when full.
+   * The one write path of `consume` and `claim`, for an `expiresAtMs` after `t` (the caller refuses any other):
+   * `undefined` when `id` was taken now with `value`, else what holds it. Throws `StoreFullError` only when full.
    */
-  take(id: string, expiresAtMs: number, value: Held, t: number): Held | null | undefined {
+  take(id: string, expiresAtMs: number, value: Held, t: number): Held | undefined {
     const { entries } = this;
     const held = entries.get(id);
     if (held !== undefined && expiryOf(held) >= t) {
@@ -94,7 +103,6 @@ export class Ledger {
       if (this.#floor < t) this.#sweep(SWEEP_PER_CALL, t, false);
       return held;
     }
-    if (expiresAtMs <= t) return null;
     if (held === undefined && entries.size >= this.maxEntries) {
       // Full: reclaim an expired id if one exists. `floor >= t` proves none does (O(1) refusal).
       // Otherwise finish the pass in progress and, if needed, run one more: at most two passes, and

@@ -15,4 +15,5 @@ storeCompliance(it, (options) => createMemoryStore({ ...options, now: clock.now 
   sharedBackend: false,
   name: 'memory',
   outcomes: true,
+  declares: { clock: true, leases: true, epoch: true },
 });

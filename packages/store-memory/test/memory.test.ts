@@ -159,13 +159,17 @@ describe('expiry edge cases', () => {
     expect(await store.consume('x', exp + 100)).toBe(true);
   });
 
-  it('an expiresAtMs that is not in the future resolves false and records nothing', async () => {
+  it('an expiresAtMs at or before the clock is refused with StateExpiredError and records nothing', async () => {
     const clock = fakeClock();
     const store = createMemoryStore({ now: clock.now });
-    expect(await store.consume('past', clock.now() - 1)).toBe(false);
-    expect(await store.consume('past', clock.now())).toBe(false);
+    expect(await codeOf(store.consume('past', clock.now() - 1))).toBe('ERR_STATE_EXPIRED');
+    expect(await codeOf(store.consume('past', clock.now()))).toBe('ERR_STATE_EXPIRED');
+    expect(await codeOf(store.claim('past', clock.now(), 'fp'))).toBe('ERR_STATE_EXPIRED');
     expect(store.size).toBe(0);
     expect(await store.consume('past', clock.now() + 1)).toBe(true);
+    // A live id too: the refusal comes before the ledger is read (the caller's clock is behind the store's).
+    expect(await codeOf(store.consume('past', clock.now()))).toBe('ERR_STATE_EXPIRED');
+    expect(await store.time()).toBe(clock.now());
   });
 });
 
@@ -201,5 +205,57 @@ describe('sizing (README: maxEntries ≥ rate × window)', () => {
 
   it('one percent smaller and it refuses (fails closed) once the window fills', async () => {
     expect(await run(990)).toBeGreaterThan(0);
+  });
+});
+
+describe('leases and the ledger epoch', () => {
+  const owner = (n: number) => `owner-${String(n).padStart(10, '0')}`;
+
+  it('release gives the slot back: a full store takes a new id after it', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ maxEntries: 2, now: clock.now });
+    const exp = clock.now() + 60_000;
+    expect(await store.claim('a', exp, 'fp', { owner: owner(1), leaseMs: 1000 })).toEqual({ status: 'first', fence: 0 });
+    expect(await store.consume('b', exp)).toBe(true);
+    expect(await codeOf(store.consume('c', exp))).toBe('ERR_STORE_FULL');
+    expect(await store.release('a', owner(1))).toBe(true);
+    expect(store.size).toBe(1);
+    expect(await store.consume('c', exp)).toBe(true);
+  });
+
+  it('a reclaimed claim keeps the state’s expiry, and its outcome counts against the budget once', async () => {
+    const clock = fakeClock();
+    const store = createMemoryStore({ now: clock.now });
+    const exp = clock.now() + 10_000;
+    await store.claim('a', exp, 'fp', { owner: owner(1), leaseMs: 1000 });
+    clock.advance(1001);
+    expect(await store.claim('a', exp, 'fp', { owner: owner(2), leaseMs: 1000, reclaim: true })).toEqual({ status: 'first', fence: 1 });
+    expect(await store.record('a', 'fp', 'out', { owner: owner(2) })).toBe(true);
+    expect(await store.record('a', 'fp', 'out', { owner: owner(2) })).toBe(true);
+    expect(store.outcomeBytes).toBe(3);
+    clock.advance(9000);
+    expect(await store.consume('a', clock.now() + 1000)).toBe(true);
+  });
+
+  it('the ledger begins when the store is created: a store made later (a restart) refuses states minted before it', async () => {
+    const clock = fakeClock();
+    const first = createMemoryStore({ now: clock.now });
+    expect(first.epochMs).toBe(clock.now());
+    const minted = clock.now();
+    expect(await first.consume('s', minted + 60_000, { mintedAtMs: minted })).toBe(true);
+    clock.advance(1);
+    const restarted = createMemoryStore({ now: clock.now });
+    expect(await codeOf(restarted.consume('s', minted + 60_000, { mintedAtMs: minted }))).toBe('ERR_LEDGER_LOST');
+    expect(await codeOf(restarted.claim('s', minted + 60_000, 'fp', { mintedAtMs: minted - 1 }))).toBe('ERR_LEDGER_LOST');
+    expect(await restarted.consume('t', minted + 60_000, { mintedAtMs: clock.now() })).toBe(true);
+    await expect(restarted.consume('u', minted + 60_000, { mintedAtMs: Number.NaN })).rejects.toBeInstanceOf(TypeError);
+  });
+
+  it('every operation rejects ERR_STORE_UNAVAILABLE after close', async () => {
+    const store = createMemoryStore();
+    await store.close();
+    for (const call of [store.time(), store.renew('a', owner(1), 10), store.release('a', owner(1)), store.record('a', 'fp', 'x')]) {
+      expect(await codeOf(call)).toBe('ERR_STORE_UNAVAILABLE');
+    }
   });
 });

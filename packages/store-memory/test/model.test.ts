@@ -15,8 +15,8 @@ function prng(seed: number): () => number {
 }
 
 /**
- * The store must behave exactly like the naive model: an id is refused while live (`now <= exp`), an
- * expiry not in the future is refused, and a new id is rejected with ERR_STORE_FULL exactly when
+ * The store must behave exactly like the naive model: an expiry not in the future is refused (ERR_STATE_EXPIRED),
+ * an id is refused while live (`now <= exp`), and a new id is rejected with ERR_STORE_FULL exactly when
  * `maxEntries` ids are live — expired ones never count, live ones are never dropped.
  */
 it.each([1, 2, 3, 4, 5, 6, 7, 8])('matches the reference model on a random workload (seed %i)', async (seed) => {
@@ -26,16 +26,16 @@ it.each([1, 2, 3, 4, 5, 6, 7, 8])('matches the reference model on a random workl
   const store = createMemoryStore({ maxEntries, now: () => t });
   const model = new Map<string, number>();
   const idSpace = maxEntries * 3;
-  const seen = { true: 0, false: 0, full: 0 };
+  const seen = { true: 0, false: 0, full: 0, expired: 0 };
   for (let step = 0; step < 20_000; step++) {
     if (random() < 0.2) t += Math.floor(random() * 20);
     const id = `id${Math.floor(random() * idSpace)}`;
     const exp = t + Math.floor(random() * 200) - 5;
 
-    let expected: boolean | 'ERR_STORE_FULL';
+    let expected: boolean | 'ERR_STORE_FULL' | 'ERR_STATE_EXPIRED';
     const held = model.get(id);
-    if (held !== undefined && held >= t) expected = false;
-    else if (exp <= t) expected = false;
+    if (exp <= t) expected = 'ERR_STATE_EXPIRED';
+    else if (held !== undefined && held >= t) expected = false;
     else {
       let live = 0;
       for (const [key, e] of model) if (e >= t && key !== id) live++;
@@ -59,10 +59,12 @@ it.each([1, 2, 3, 4, 5, 6, 7, 8])('matches the reference model on a random workl
     expect(store.size).toBeLessThanOrEqual(maxEntries);
     if (actual === true) seen.true++;
     else if (actual === false) seen.false++;
-    else seen.full++;
+    else if (actual === 'ERR_STORE_FULL') seen.full++;
+    else seen.expired++;
   }
-  // The workload must exercise all three outcomes, or the comparison proves little.
+  // The workload must exercise all four outcomes, or the comparison proves little.
   expect(seen.true).toBeGreaterThan(100);
   expect(seen.false).toBeGreaterThan(100);
   expect(seen.full).toBeGreaterThan(100);
+  expect(seen.expired).toBeGreaterThan(100);
 });

@@ -17,6 +17,8 @@ export function createExampleMemoryStore(options: ExampleMemoryStoreOptions = {}
     for (const [id, expiresAtMs] of ids) if (expiresAtMs < at) ids.delete(id);
   };
   return {
+    // What it does beyond `consume`: nothing (no outcomes, no clock of its own, no leases, no epoch).
+    capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
     // No `await` between the check and the write: no other consume can come between them (atomic first use).
     async consume(id: string, expiresAtMs: number): Promise<boolean> {
       if (typeof id !== 'string' || id.length === 0) throw new TypeError('consume: id must be a non-empty string');

@@ -20,6 +20,17 @@ export interface ReplyLosingProxy {
   loseNextReply(mode: LostReplyMode): void;
   /** Forwards normally again. After `'lost'` every open connection is cut (its byte stream is broken), so clients reconnect. */
   restore(): void;
+  /**
+   * The next chunk the client sends is forwarded and runs; its reply (and any later one on that connection, in order)
+   * is held for `ms`, then delivered: a slow link or a paused server, long enough for a client timeout.
+   */
+  stall(ms: number): void;
+  /** Every byte either way is dropped from now on, new connections too (nothing reaches the server), until `heal()`. */
+  blackhole(): void;
+  /** Ends a black hole, stalls and a lost reply: stalled replies are delivered, and after a black hole (or `'lost'`) every open connection is cut. */
+  heal(): void;
+  /** Chunks the black hole has swallowed so far (client requests and server replies): a test can wait for its request to be gone. */
+  readonly swallowed: number;
   /** Stops listening and cuts every connection. */
   close(): Promise<void>;
 }
@@ -27,6 +38,8 @@ export interface ReplyLosingProxy {
 interface Pair {
   client: net.Socket;
   upstream: net.Socket;
+  /** Replies held by a stall, delivered when its timer fires. */
+  stalled?: Buffer[] | undefined;
 }
 
 /**
@@ -41,6 +54,17 @@ export async function startReplyLosingProxy(target: { host: string; port: number
     | { kind: 'armed'; mode: LostReplyMode }
     | { kind: 'holding'; pair: Pair; held: Buffer[] }
     | { kind: 'dropping' } = { kind: 'normal' };
+  let stallNext: number | undefined;
+  let blackholed = false;
+  let swallowed = 0;
+  const stallTimers = new Map<Pair, NodeJS.Timeout>();
+  const endStall = (pair: Pair): void => {
+    clearTimeout(stallTimers.get(pair));
+    stallTimers.delete(pair);
+    const held = pair.stalled ?? [];
+    pair.stalled = undefined;
+    if (!pair.client.destroyed) for (const chunk of held) pair.client.write(chunk);
+  };
 
   const flush = (): void => {
     if (state.kind !== 'holding') return;
@@ -61,6 +85,18 @@ export async function startReplyLosingProxy(target: { host: string; port: number
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.on('data', (chunk: Buffer) => {
+      if (blackholed) {
+        swallowed++;
+        return;
+      }
+      if (stallNext !== undefined && pair.stalled === undefined) {
+        pair.stalled = [];
+        stallTimers.set(
+          pair,
+          setTimeout(() => endStall(pair), stallNext),
+        );
+        stallNext = undefined;
+      }
       if (state.kind === 'armed') {
         state = state.mode === 'late' ? { kind: 'holding', pair, held: [] } : { kind: 'dropping' };
       } else if (state.kind === 'holding' && state.held.length > 0) {
@@ -72,6 +108,14 @@ export async function startReplyLosingProxy(target: { host: string; port: number
       upstream.write(chunk);
     });
     upstream.on('data', (chunk: Buffer) => {
+      if (blackholed) {
+        swallowed++;
+        return;
+      }
+      if (pair.stalled !== undefined) {
+        pair.stalled.push(chunk);
+        return;
+      }
       if (state.kind === 'dropping') return;
       if (state.kind === 'holding' && state.pair === pair) {
         state.held.push(chunk);
@@ -89,6 +133,8 @@ export async function startReplyLosingProxy(target: { host: string; port: number
   });
   const port = (server.address() as net.AddressInfo).port;
   const cutAll = () => {
+    for (const timer of stallTimers.values()) clearTimeout(timer);
+    stallTimers.clear();
     for (const pair of pairs) {
       pair.client.destroy();
       pair.upstream.destroy();
@@ -112,8 +158,28 @@ export async function startReplyLosingProxy(target: { host: string; port: number
         state = { kind: 'normal' };
       }
     },
+    stall(ms) {
+      if (!Number.isSafeInteger(ms) || ms < 0) throw new RangeError('stall: ms must be a safe integer of at least 0');
+      stallNext = ms;
+    },
+    blackhole() {
+      blackholed = true;
+    },
+    heal() {
+      const cut = blackholed || state.kind === 'dropping';
+      blackholed = false;
+      stallNext = undefined;
+      for (const pair of [...stallTimers.keys()]) endStall(pair);
+      if (state.kind === 'holding') flush();
+      state = { kind: 'normal' };
+      if (cut) cutAll();
+    },
+    get swallowed() {
+      return swallowed;
+    },
     async close() {
       state = { kind: 'normal' };
+      blackholed = false;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       cutAll();
       await closed;

@@ -137,6 +137,7 @@ export function referenceStore(options: { getThenSet?: boolean; now?: () => numb
   const now = options.now ?? Date.now;
   let closed = false;
   return {
+    capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
     async consume(id, expiresAtMs) {
       if (typeof id !== 'string' || id.length === 0) throw new TypeError('id must be a non-empty string');
       if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) throw new TypeError('expiresAtMs must be finite');
@@ -190,6 +191,14 @@ export function referenceRecordingStore(
     if (closed) throw new StoreUnavailableError();
   };
   return {
+    capabilities: {
+      shared: false,
+      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
+      keyExchange: false,
+      clock: false,
+      leases: false,
+      epoch: false,
+    },
     maxOutcomeBytes: flaws.noMaxOutcome ? Number.MAX_SAFE_INTEGER : maxOutcomeBytes,
     async consume(id, exp) {
       check(id, exp);
@@ -262,6 +271,7 @@ export function misansweringBatchStore(options: { now?: () => number } = {}): Re
     }
   };
   return {
+    capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
     consume(id, expiresAtMs) {
       if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('id must be a non-empty string'));
       if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs))
@@ -290,6 +300,8 @@ export function lossyReferenceBackend(resolve: 'owner' | 'fail' | 'exists', now:
   const make = (namespace: string, link?: { mode: 'normal' | 'late' | 'lost' }) => {
     let closed = false;
     const store: ReplayStore = {
+      // One backend for every store it makes: a shared ledger.
+      capabilities: { shared: true, keyExchange: false, clock: false, leases: false, epoch: false },
       async consume(id, expiresAtMs) {
         if (typeof id !== 'string' || id.length === 0) throw new TypeError('id must be a non-empty string');
         if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) throw new TypeError('expiresAtMs must be finite');

@@ -143,14 +143,14 @@ describe('the store suite', () => {
     const lacking = await runCollected(
       collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false, outcomes: true })),
     );
-    expect(lacking.failed.some((name) => name.includes('as declared'))).toBe(true);
+    expect(lacking.failed.some((name) => name.includes('declares its capabilities'))).toBe(true);
     expect(lacking.failed.some((name) => name.includes('claim: first'))).toBe(true);
     const hiding = await runCollected(
       collect((it) =>
         storeCompliance(it, (o) => referenceRecordingStore({}, { ...o, now: clock.now }), { clock, sharedBackend: false, outcomes: false }),
       ),
     );
-    expect(hiding.failed.some((name) => name.includes('as declared'))).toBe(true);
+    expect(hiding.failed.some((name) => name.includes('declares its capabilities'))).toBe(true);
     expect([...hiding.passed, ...hiding.failed].some((name) => name.includes('claim: first'))).toBe(false);
   });
 

@@ -1,0 +1,44 @@
+import type { ClaimOptions, SpendOptions } from '@mrtr/core';
+
+/** An owner value (`ClaimOptions.owner`): 16 to 64 base64url characters. */
+const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
+
+/** The arguments every write takes: a non-empty id and a finite expiry. */
+export function checkSpend(op: string, id: unknown, expiresAtMs: unknown, options: SpendOptions | undefined): void {
+  if (typeof id !== 'string' || id.length === 0) throw new TypeError(`${op}: id must be a non-empty string`);
+  if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) throw new TypeError(`${op}: expiresAtMs must be a finite number`);
+  if (options === undefined) return;
+  if (options === null || typeof options !== 'object') throw new TypeError(`${op}: options must be an object`);
+  const minted = options.mintedAtMs;
+  if (minted !== undefined && (typeof minted !== 'number' || !Number.isFinite(minted))) {
+    throw new TypeError(`${op}: mintedAtMs must be a finite number`);
+  }
+}
+
+export function checkOwner(op: string, owner: unknown): void {
+  if (typeof owner !== 'string' || !OWNER.test(owner)) throw new TypeError(`${op}: owner must be 16 to 64 base64url characters`);
+}
+
+export function checkLeaseMs(op: string, leaseMs: unknown): void {
+  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs)) throw new TypeError(`${op}: leaseMs must be a safe integer`);
+  if (leaseMs < 1) throw new RangeError(`${op}: leaseMs must be at least 1`);
+}
+
+/** The lease part of a claim's options, checked. */
+export interface Lease {
+  readonly owner: string | undefined;
+  readonly leaseMs: number | undefined;
+  readonly reclaim: boolean;
+}
+
+const NO_LEASE: Lease = Object.freeze({ owner: undefined, leaseMs: undefined, reclaim: false });
+
+export function leaseOf(options: ClaimOptions | undefined): Lease {
+  if (options === undefined) return NO_LEASE;
+  const { owner, leaseMs, reclaim } = options;
+  if (owner !== undefined) checkOwner('claim', owner);
+  if (leaseMs !== undefined) checkLeaseMs('claim', leaseMs);
+  if (reclaim !== undefined && typeof reclaim !== 'boolean') throw new TypeError('claim: reclaim must be a boolean');
+  if (owner === undefined && leaseMs === undefined && reclaim !== true) return NO_LEASE;
+  return { owner, leaseMs, reclaim: reclaim === true };
+}
