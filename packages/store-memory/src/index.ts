@@ -44,6 +44,8 @@ export interface MemoryReplayStore extends RecordingReplayStore {
   renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
   release(id: string, owner: string): Promise<boolean>;
   time(): Promise<number>;
+  /** The ledger's epoch: when this store was created, by its clock. */
+  ledgerEpoch(): Promise<number>;
 }
 
 const DEFAULT_MAX_ENTRIES = 100_000;
@@ -153,6 +155,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryRepla
     renew,
     release,
     time: () => settle(() => Promise.resolve(now())),
+    ledgerEpoch: () => settle(() => Promise.resolve(epochMs)),
     close(): Promise<void> {
       closed = true;
       ledger.clear();

@@ -2,7 +2,7 @@ import type { ReplayStore } from '@mrtr/core';
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** The store methods a {@link FaultyStore} passes through its faults (`close` always goes straight through). */
-const FAULTED = ['consume', 'claim', 'record', 'renew', 'release', 'time', 'keyFingerprints'] as const;
+const FAULTED = ['consume', 'claim', 'record', 'renew', 'release', 'time', 'ledgerEpoch', 'keyFingerprints'] as const;
 type Faulted = (typeof FAULTED)[number];
 
 /** What a {@link FaultyStore} did with each call, in order: for tests that check what reached the store. */

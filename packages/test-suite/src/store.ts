@@ -107,7 +107,7 @@ export interface LossyStore {
  */
 export type StoreFactory = (options: { namespace: string } & OutcomeStoreLimits) => ReplayStore | Promise<ReplayStore>;
 
-/** The clock skew the suite's state guards tolerate (their `clockSkewMs`): a store with an epoch is readied past it. */
+/** The clock skew the suite's state guards tolerate (their `clockSkewMs`). */
 const GUARD_SKEW_MS = 1000;
 
 /**
@@ -159,18 +159,6 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   };
 
   const suite: StoreSuite = { label, factory, options, clock, now, test, withStore };
-  /**
-   * Readies a store for the state guards of the tests below, which run on the suite's clock with a skew of
-   * `GUARD_SKEW_MS`: on a store with an epoch, its ledger is begun and its clock let past the guard's skew (a guard
-   * takes a state minted within the skew after the ledger began for one minted before it, `ERR_LEDGER_LOST`).
-   */
-  const readyForGuards = async (store: ReplayStore): Promise<void> => {
-    if (!storeCapabilities(store).epoch) return;
-    const t = await storeTime(suite, store);
-    ok((await store.consume(uniqueId('ledger'), t + 3_600_000)) === true, 'a first write begins the ledger');
-    await passTime(suite, store, t + GUARD_SKEW_MS);
-  };
-
   test('consume is true the first time and false every later time', async () => {
     await withStore(async (store) => {
       const id = uniqueId('first');
@@ -846,7 +834,6 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
   test('under a state guard, a replay is reported once as state.rejected ERR_STATE_REPLAYED, with the store timed', async () => {
     await withStore(async (store) => {
-      await readyForGuards(store);
       const { guard, events, request } = observed(store);
       const token = await guard.mint(null, request);
       await guard.open(token, request);
@@ -869,7 +856,6 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       const storeB = options.sharedBackend === false ? storeA : await factory({ namespace });
       try {
         if (storeCapabilities(storeA).outcomes === undefined) return;
-        await readyForGuards(storeA);
         const keys = KeyRing.generate();
         const make = (store: ReplayStore) =>
           createStateGuard({
@@ -908,7 +894,6 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
 
         const other = await factory({ namespace: uniqueId('admit-other') });
         try {
-          await readyForGuards(other);
           const guard = make(other);
           const fresh = await guard.mint(null, request);
           executions = 0;

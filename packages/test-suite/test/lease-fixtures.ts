@@ -170,6 +170,10 @@ export function referenceLeaseStore(flaws: LeaseFlaws, options: { now: () => num
       if (closed) throw new StoreUnavailableError();
       return now();
     },
+    async ledgerEpoch() {
+      if (closed) throw new StoreUnavailableError();
+      return flaws.epochMoves ? now() : epoch;
+    },
     async close() {
       closed = true;
     },

@@ -18,7 +18,7 @@ export const claimStatus = (r: ClaimResult): string =>
   r.status === 'recorded' ? `recorded:${r.outcome}` : r.status === 'first' && r.fence !== undefined ? `first:${r.fence}` : r.status;
 
 /** A store with every method of the capabilities the groups test. */
-export type FullStore = Required<Pick<ReplayStore, 'claim' | 'record' | 'renew' | 'release' | 'time'>> & ReplayStore;
+export type FullStore = Required<Pick<ReplayStore, 'claim' | 'record' | 'renew' | 'release' | 'time' | 'ledgerEpoch'>> & ReplayStore;
 
 /** What the groups of `storeCompliance` share: its options, its test registration and its stores. */
 export interface StoreSuite {
