@@ -8,7 +8,8 @@ import { StateMalformedError, isStateClaims } from '@mrtr/core/authoring';
  *   `Math.round(s * 1000)` for every time below 2^51 ms (the two roundings stay under 0.5 ms there:
  *   about the year 73,000); seal checks each time and refuses one it cannot carry exactly.
  * - `jti`, `aud` (a single string), `sub` (the principal tag): as registered claims.
- * - `mrtr`: a private claim with the rest, `{ v, req: { m, t, d }, flow: { id, round, deadline }, data }`.
+ * - `mrtr`: a private claim with the rest, `{ v, req: { m, t, d }, flow: { id, round, deadline }, data }`, and `le`
+ *   (the store's ledger epoch) when the state carries one.
  * Opening demands exactly these members at every level, so one claims object has one JWT form.
  */
 
@@ -46,6 +47,7 @@ export function encodeClaims(claims: StateClaims): string {
       req: { m: req.m, t: req.t, d: req.d },
       flow: { id: flow.id, round: flow.round, deadline: flow.deadline },
       data: claims.data,
+      ...(claims.le !== undefined && { le: claims.le }),
     },
   };
   let text: string | undefined;
@@ -79,7 +81,9 @@ export function decodeClaims(text: string): StateClaims {
     throw new StateMalformedError();
   }
   const jwt = exactObject(parsed, JWT_MEMBERS);
-  const mrtr = exactObject(jwt['mrtr'], MRTR_MEMBERS);
+  const mrtrObject = jwt['mrtr'] as JsonObject | null;
+  const hasEpoch = mrtrObject !== null && typeof mrtrObject === 'object' && Object.hasOwn(mrtrObject, 'le');
+  const mrtr = exactObject(mrtrObject, hasEpoch ? [...MRTR_MEMBERS, 'le'] : MRTR_MEMBERS);
   const req = exactObject(mrtr['req'], REQ_MEMBERS);
   const flow = exactObject(mrtr['flow'], FLOW_MEMBERS);
   const claims = {
@@ -92,6 +96,7 @@ export function decodeClaims(text: string): StateClaims {
     req: { m: req['m'], t: req['t'], d: req['d'] },
     flow: { id: flow['id'], round: flow['round'], deadline: flow['deadline'] },
     data: mrtr['data'],
+    ...(hasEpoch && { le: mrtr['le'] }),
   };
   if (!isStateClaims(claims)) throw new StateMalformedError();
   return claims;

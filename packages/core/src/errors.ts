@@ -233,8 +233,11 @@ export class SealFailedError extends MrtrError<'ERR_SEAL_FAILED'> {
  */
 export class RoundInProgressError extends MrtrError<'ERR_ROUND_IN_PROGRESS'> {
   static override readonly code = 'ERR_ROUND_IN_PROGRESS' as const;
-  constructor(options?: MrtrErrorOptions) {
+  /** How long the client should wait before it sends the same request again, ms. */
+  readonly retryAfterMs: number;
+  constructor(options?: MrtrErrorOptions & { retryAfterMs?: number | undefined }) {
     super('ERR_ROUND_IN_PROGRESS', options);
+    this.retryAfterMs = options?.retryAfterMs ?? 1_000;
   }
 }
 

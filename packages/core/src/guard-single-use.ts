@@ -50,7 +50,8 @@ export function createSingleUse(
   const { store, capabilities, audience, clockSkewMs, now, unauthenticated, recordUnauthenticated, outcomeQuota, events } = parsed;
   const ledger = ledgerOf(clockSkewMs);
   const spendOptions = spendOptionsOf(capabilities.epoch, clockSkewMs);
-  const clock = createStoreClock(store, capabilities.clock, {
+  // A store of this process shares its clock: only a shared store's is measured.
+  const clock = createStoreClock(store, capabilities.clock && capabilities.shared, {
     now,
     toleranceMs: clockSkewMs,
     checkMs: parsed.clockCheckMs,

@@ -65,6 +65,12 @@ export interface OutcomeDeps {
   waiting: WaitingBounds;
 }
 
+/**
+ * How long a client should wait before sending a round in progress again: a second, or less when the round's lease
+ * runs out sooner (its outcome is then known: recorded, or unknown).
+ */
+const retryAfter = (leaseLeftMs: number | undefined): number => Math.max(1, Math.min(1_000, leaseLeftMs ?? 1_000));
+
 /** The claim of a state: `Admission` for its attempt. */
 export type Claim = <S extends Opened>(state: S, answers: JsonValue) => Promise<Admission<S>>;
 
@@ -120,10 +126,15 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
   const retry = createRetrier(now);
 
   /** Waits for what `settled` brings (it ends by the deadline), as one of the bounded waiters of the state's principal. */
-  const wait = async <S extends Opened>(state: S, fp: string, settled: () => Promise<Settled>): Promise<Admission<S>> => {
+  const wait = async <S extends Opened>(
+    state: S,
+    fp: string,
+    settled: () => Promise<Settled>,
+    retryAfterMs?: number,
+  ): Promise<Admission<S>> => {
     const result = await waitAsOneOf(state.claims.sub, settled);
     if (result === NOTHING) throw new StateReplayedError();
-    if (result === STILL_RUNNING) throw new RoundInProgressError();
+    if (result === STILL_RUNNING) throw new RoundInProgressError({ retryAfterMs });
     if (result === UNKNOWN) throw new OutcomeUnknownError();
     return { state, replay: true, outcome: await unseal(state, fp, result.outcome) };
   };
@@ -230,9 +241,9 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
         return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
       case 'pending':
         // A round polled for a whole wait already: this retry asked the store once, and is not polled again.
-        if (stalled.has(key, now())) throw new RoundInProgressError();
+        if (stalled.has(key, now())) throw new RoundInProgressError({ retryAfterMs: retryAfter(found.leaseLeftMs) });
         stalled.delete(key);
-        return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline));
+        return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline), retryAfter(found.leaseLeftMs));
       case 'unknown':
         throw new OutcomeUnknownError();
       default:

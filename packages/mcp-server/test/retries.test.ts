@@ -91,7 +91,11 @@ describe('identical retries get the first answer (issue 20)', () => {
     const attempt = callTool(client, 'slow_delete', { path: '/b' }, params);
     await t.started;
     const busy = await wireError(callTool(client, 'slow_delete', { path: '/b' }, params));
-    expect([busy.code, busy.message, busy.data]).toEqual([-32600, ROUND_IN_PROGRESS_MESSAGE, { reason: 'round_in_progress' }]);
+    expect([busy.code, busy.message, busy.data]).toEqual([
+      -32600,
+      ROUND_IN_PROGRESS_MESSAGE,
+      { reason: 'round_in_progress', retryAfterMs: 1000 },
+    ]);
     t.release();
     const first = await attempt;
     expect(await callTool(client, 'slow_delete', { path: '/b' }, params)).toEqual(first);

@@ -79,7 +79,12 @@ type Outcome =
   | { x: { message: string; code?: number; data?: JsonValue } };
 
 function outcomeOfError(error: unknown): Outcome {
-  const wire = error instanceof WireError ? error.error : MrtrError.is(error) ? wireErrorFor(error.code).error : undefined;
+  const wire =
+    error instanceof WireError
+      ? error.error
+      : MrtrError.is(error)
+        ? wireErrorFor(error.code, error as { retryAfterMs?: number }).error
+        : undefined;
   if (wire !== undefined) {
     return { e: { code: wire.code, message: wire.message, ...(wire.data !== undefined && { data: wire.data as JsonValue }) } };
   }
@@ -125,7 +130,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
    * its wire answer, with no code left for the adapter to report again.
    */
   const fromGuard = (error: unknown): never => {
-    throw MrtrError.is(error) ? wireErrorFor(error.code) : error;
+    throw MrtrError.is(error) ? wireErrorFor(error.code, error as { retryAfterMs?: number }) : error;
   };
 
   async function round(call: Call, who: RequestPrincipal, request: GuardRequest): Promise<RoundResult> {

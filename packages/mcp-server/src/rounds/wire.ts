@@ -30,7 +30,7 @@ export class WireError extends Error {
  * `-32602` with `data.reason: 'ledger_lost'`; this instance's clock off the store's `-32603` with
  * `data.reason: 'clock_skew'`. Never the real reason otherwise: that goes to `onReject`.
  */
-export function wireErrorFor(code: MrtrErrorCode): WireError {
+export function wireErrorFor(code: MrtrErrorCode, error?: { readonly retryAfterMs?: number }): WireError {
   // This instance's clock is off the store's: the client may send the same request again (another instance serves it).
   if (code === 'ERR_CLOCK_SKEW') return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error', { reason: 'clock_skew' }));
   if (isServerFault(code)) return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error'));
@@ -47,7 +47,13 @@ export function wireErrorFor(code: MrtrErrorCode): WireError {
     return new WireError(new ProtocolError(INVALID_REQUEST, 'Too many requests in flight; try again later'));
   // Only an identical retry (the same genuine state, principal and answers) of a round still running gets here.
   if (code === 'ERR_ROUND_IN_PROGRESS') {
-    return new WireError(new ProtocolError(INVALID_REQUEST, ROUND_IN_PROGRESS_MESSAGE, { reason: 'round_in_progress' }));
+    const retryAfterMs = error?.retryAfterMs;
+    return new WireError(
+      new ProtocolError(INVALID_REQUEST, ROUND_IN_PROGRESS_MESSAGE, {
+        reason: 'round_in_progress',
+        ...(typeof retryAfterMs === 'number' && { retryAfterMs }),
+      }),
+    );
   }
   return new WireError(new ProtocolError(INVALID_PARAMS, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }));
 }
@@ -126,7 +132,7 @@ export function toWire(error: unknown, report: (code: MrtrErrorCode) => void): u
   }
   if (!MrtrError.is(error)) return error;
   report(error.code);
-  return wireErrorFor(error.code);
+  return wireErrorFor(error.code, error as { retryAfterMs?: number });
 }
 
 /**

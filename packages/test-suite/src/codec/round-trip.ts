@@ -28,6 +28,16 @@ export function roundTripProperties(suite: CodecSuite): void {
     }
   });
 
+  test("round-trips the store's ledger epoch (le) when the claims carry one, and no le when they do not", async () => {
+    const codec = await factory(ring('k1'));
+    const withEpoch = sampleClaims({ step: 1 }, { le: 1_800_000_000_123 });
+    const opened = await codec.unseal(await codec.seal(withEpoch));
+    ok(opened.claims.le === 1_800_000_000_123, `le must come back exactly (got ${String(opened.claims.le)})`);
+    ok(deepClaimsEqual(opened.claims, withEpoch), 'opened claims must equal the sealed claims exactly');
+    const without = await codec.unseal(await codec.seal(sampleClaims({ step: 1 })));
+    ok(!Object.hasOwn(without.claims, 'le'), 'claims without le must come back without it');
+  });
+
   test('keeps __proto__ and constructor payload keys as plain data', async () => {
     const codec = await factory(ring('k1'));
     const payload = JSON.parse('{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}}}');
