@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import { MrtrError } from '@mrtr/core';
-import { type BatchEntry, createBatcher, LedgerLostError, ownerValues, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  type BatchEntry,
+  createBatcher,
+  LedgerLostError,
+  ownerValues,
+  StateExpiredError,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from './connection.js';
 import { hashSlot } from './hash-slot.js';

@@ -162,7 +162,10 @@ export async function readPersistence(commands: RedisCommands, timeoutMs: number
   } catch {
     // CONFIG refused: only a save seen in INFO tells.
   }
-  if (rdb === undefined && (Number(infoField(info, 'rdb_saves') ?? 0) > 0 || (infoField(info, 'rdb_last_bgsave_time_sec') ?? '-1') !== '-1')) {
+  if (
+    rdb === undefined &&
+    (Number(infoField(info, 'rdb_saves') ?? 0) > 0 || (infoField(info, 'rdb_last_bgsave_time_sec') ?? '-1') !== '-1')
+  ) {
     rdb = true;
   }
   const status = aof === true || rdb === true ? 'persistent' : aof === false && rdb === false ? 'volatile' : 'unknown';

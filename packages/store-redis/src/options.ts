@@ -273,7 +273,12 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
   const evictionPolicyCheck =
     options.evictionPolicyCheck === undefined
       ? 'default'
-      : oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', ['accept-unknown', 'warn', 'refuse', 'off'] as const);
+      : oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', [
+          'accept-unknown',
+          'warn',
+          'refuse',
+          'off',
+        ] as const);
   const onError = onErrorOption(label, options);
   const batching = boolOption(`${label}: batch`, options.batch, true);
   const maxBatchSize = intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096);

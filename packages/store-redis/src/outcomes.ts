@@ -1,7 +1,14 @@
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
-import { type BatchEntry, createBatcher, LedgerLostError, ownerValues, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  type BatchEntry,
+  createBatcher,
+  LedgerLostError,
+  ownerValues,
+  StateExpiredError,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 import { evalScript, runBySlot } from './batching.js';
 import type { RedisConnection } from './connection.js';
 import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
@@ -397,7 +404,8 @@ export function createOutcomeQueue(
     run,
     batchError: (error) => (MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error })),
   });
-  const add = (fields: Omit<Op, 'resolve' | 'reject'>): Promise<unknown> => batcher.add((resolve, reject) => ({ ...fields, resolve, reject }));
+  const add = (fields: Omit<Op, 'resolve' | 'reject'>): Promise<unknown> =>
+    batcher.add((resolve, reject) => ({ ...fields, resolve, reject }));
 
   /** Cluster: leases `bytes` for `bucket` from the namespace's budget; a lost or failed reply is no lease (over-counted at most). */
   const lease = async (bucket: string, bytes: number): Promise<boolean> => {

@@ -152,7 +152,8 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     client,
     keyPrefix,
     checkEvictionPolicy: checkNow,
-    checkPersistence: async () => (closed ? { status: 'unknown', error: new Error('store is closed') } : readPersistence(commands, commandTimeoutMs)),
+    checkPersistence: async () =>
+      closed ? { status: 'unknown', error: new Error('store is closed') } : readPersistence(commands, commandTimeoutMs),
     ready,
   };
 }
@@ -216,7 +217,8 @@ async function consumePlain(connection: RedisConnection, waiter: Waiter, extraRe
   if (waiter.exp <= now) throw new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") });
   if (waiter.minted !== undefined) {
     const epoch = await bounded(commands.get(epochKey));
-    if (epoch === null) throw new StoreUnavailableError({ cause: new Error('the ledger epoch is missing and scripts are refused (NOPERM)') });
+    if (epoch === null)
+      throw new StoreUnavailableError({ cause: new Error('the ledger epoch is missing and scripts are refused (NOPERM)') });
     if (waiter.minted < Number(epoch)) throw new LedgerLostError({ cause: new Error("the Redis ledger's epoch is after mintedAtMs") });
   }
   const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
@@ -242,7 +244,8 @@ function redisMs(reply: unknown): number {
 /** A misused id or `expiresAtMs`, labelled with `method`; `undefined` when fine. */
 function idMisuse(method: string, id: unknown, expiresAtMs: unknown): Error | undefined {
   if (typeof id !== 'string' || id.length === 0) return new TypeError(`${method}: id must be a non-empty string`);
-  if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) return new TypeError(`${method}: expiresAtMs must be a finite number`);
+  if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs))
+    return new TypeError(`${method}: expiresAtMs must be a finite number`);
   return undefined;
 }
 
@@ -361,7 +364,12 @@ function outcomeRecorder(
     return whenOpen(() => outcomes.claim(key, fingerprint, args), true);
   };
 
-  const record = (id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean> => {
+  const record = (
+    id: string,
+    fingerprint: string,
+    outcome: string,
+    options?: { readonly owner?: string | undefined },
+  ): Promise<boolean> => {
     if (isClosed()) return closed();
     if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
     const misuse = fingerprintMisuse('record', fingerprint) ?? ownerMisuse('record', options?.owner, false);

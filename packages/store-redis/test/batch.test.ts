@@ -62,7 +62,8 @@ function recording(inner: Redis) {
     },
     count: (name: string) => calls.filter((call) => call.name === name).length,
     /** The ids per call of the consume script (its keys: the epoch key, then the ids; the epoch's start-up script has one key). */
-    consumeCalls: (name = 'evalsha') => calls.filter((call) => call.name === name && Number(call.args[1]) >= 2).map((call) => Number(call.args[1]) - 1),
+    consumeCalls: (name = 'evalsha') =>
+      calls.filter((call) => call.name === name && Number(call.args[1]) >= 2).map((call) => Number(call.args[1]) - 1),
   };
 }
 
