@@ -17,9 +17,10 @@ const owner = (tag: string): string =>
 /** The claim's answer, or the MrtrError code it rejected with. */
 const claimed = (promise: Promise<unknown>): Promise<unknown> => outcome(promise);
 
-describe.skipIf(skipRedis)("Redis's clock decides (clock: true)", () => {
+/** Stores on the shared Redis, one namespace each (closed after the file's tests), and an admin client. */
+function storesOnSharedRedis(tag: string): { make: () => RedisReplayStore; admin: () => Redis } {
   const url = REDIS_URL as string;
-  let admin: Redis;
+  let admin: Redis | undefined;
   const stores: RedisReplayStore[] = [];
   beforeAll(async () => {
     await assertRedisReachable(url);
@@ -30,12 +31,17 @@ describe.skipIf(skipRedis)("Redis's clock decides (clock: true)", () => {
     admin?.disconnect();
   });
   const make = (): RedisReplayStore => {
-    const store = createRedisStore({ url, namespace: uniqueId('clock'), onError: () => {} });
+    const store = createRedisStore({ url, namespace: uniqueId(tag), onError: () => {} });
     stores.push(store);
     return store;
   };
+  return { make, admin: () => admin as Redis };
+}
+
+describe.skipIf(skipRedis)("Redis's clock decides (clock: true)", () => {
+  const { make, admin } = storesOnSharedRedis('clock');
   const redisNow = async (): Promise<number> => {
-    const [seconds, micros] = (await admin.time()) as [string | number, string | number];
+    const [seconds, micros] = (await admin().time()) as [string | number, string | number];
     return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
   };
 
@@ -62,7 +68,7 @@ describe.skipIf(skipRedis)("Redis's clock decides (clock: true)", () => {
       const exp = (await store.time()) - 28_000;
       expect(await outcome(store.consume(id, exp))).toBe('ERR_STATE_EXPIRED');
       expect(await claimed(store.claim(id, exp, 'fp'))).toBe('ERR_STATE_EXPIRED');
-      expect(await admin.exists(store.keyPrefix + id)).toBe(0);
+      expect(await admin().exists(store.keyPrefix + id)).toBe(0);
     }
     // At Redis's now exactly: refused too.
     const edge = uniqueId('edge');
@@ -76,7 +82,7 @@ describe.skipIf(skipRedis)("Redis's clock decides (clock: true)", () => {
     const exp = (await store.time()) + 120_000;
     expect(await store.consume(id, exp)).toBe(true);
     expect(await store.consume(id, exp)).toBe(false);
-    expect(Number(await admin.call('PEXPIRETIME', store.keyPrefix + id))).toBe(exp);
+    expect(Number(await admin().call('PEXPIRETIME', store.keyPrefix + id))).toBe(exp);
   });
 
   it('a batch mixes refusals and answers, each consume its own', async () => {
@@ -94,22 +100,7 @@ describe.skipIf(skipRedis)("Redis's clock decides (clock: true)", () => {
 });
 
 describe.skipIf(skipRedis)('leases on Redis (leases: true)', () => {
-  const url = REDIS_URL as string;
-  let admin: Redis;
-  const stores: RedisReplayStore[] = [];
-  beforeAll(async () => {
-    await assertRedisReachable(url);
-    admin = new Redis(url);
-  });
-  afterAll(async () => {
-    await Promise.all(stores.map((store) => store.close()));
-    admin?.disconnect();
-  });
-  const make = (): RedisReplayStore => {
-    const store = createRedisStore({ url, namespace: uniqueId('lease'), onError: () => {} });
-    stores.push(store);
-    return store;
-  };
+  const { make, admin } = storesOnSharedRedis('lease');
   const exp = async (store: RedisReplayStore): Promise<number> => (await store.time()) + 600_000;
   /** Claims until the lease of `id` has lapsed by Redis's clock (bounded): the answer then. */
   const afterLapse = async (store: RedisReplayStore, id: string, at: number, options: object): Promise<unknown> => {
@@ -132,7 +123,7 @@ describe.skipIf(skipRedis)('leases on Redis (leases: true)', () => {
     expect(held.leaseLeftMs).toBeGreaterThan(0);
     expect(held.leaseLeftMs).toBeLessThanOrEqual(60_000);
     expect(await store.claim(id, at, 'fp', { owner: a, leaseMs: 60_000 })).toEqual({ status: 'first', fence: 0 });
-    expect(await admin.get(store.keyPrefix + id)).toMatch(new RegExp(`^L:fp:${a}:0:\\d+$`));
+    expect(await admin().get(store.keyPrefix + id)).toMatch(new RegExp(`^L:fp:${a}:0:\\d+$`));
     // Without an owner (or a lease): no lease, never lapses (pending without leaseLeftMs).
     const plain = uniqueId('plain');
     expect(await store.claim(plain, at, 'fp')).toEqual({ status: 'first', fence: 0 });
@@ -150,9 +141,9 @@ describe.skipIf(skipRedis)('leases on Redis (leases: true)', () => {
     expect(held.leaseLeftMs).toBeGreaterThan(10_000);
     expect(await store.renew(id, b, 500_000)).toBe(false);
     expect(await store.release(id, b)).toBe(false);
-    expect(await admin.exists(store.keyPrefix + id)).toBe(1);
+    expect(await admin().exists(store.keyPrefix + id)).toBe(1);
     expect(await store.release(id, a)).toBe(true);
-    expect(await admin.exists(store.keyPrefix + id)).toBe(0);
+    expect(await admin().exists(store.keyPrefix + id)).toBe(0);
     expect(await store.release(id, a)).toBe(true); // twice answers as once
     expect(await store.renew(id, a, 1000)).toBe(false);
     expect(await store.claim(id, at, 'fp', { owner: b, leaseMs: 1000 })).toEqual({ status: 'first', fence: 0 });
@@ -206,7 +197,7 @@ describe.skipIf(skipRedis)('leases on Redis (leases: true)', () => {
     expect(await store.record(kept, 'fp', 'out', { owner: owner('z') })).toBe(false);
     expect(await store.record(kept, 'other', 'out', { owner: a })).toBe(false);
     expect(await store.record(kept, 'fp', 'out')).toBe(false); // no owner: the former rule, recorded once
-    expect(await admin.get(store.keyPrefix + kept)).toBe(`R:fp:${a}:out`);
+    expect(await admin().get(store.keyPrefix + kept)).toBe(`R:fp:${a}:out`);
     const dropped = uniqueId('dropped');
     await store.claim(dropped, at, 'fp', { owner: a, leaseMs: 60_000 });
     expect(await store.record(dropped, 'fp', 'x'.repeat(store.maxOutcomeBytes + 1), { owner: a })).toBe(false);
