@@ -17,7 +17,7 @@ import { runLeaseScript } from './leases.js';
 import { fail, notWritten, resolveLost } from './lost-reply.js';
 import { createOutcomeQueue, type OutcomeQueue } from './outcomes.js';
 import { type ParsedRedisStoreOptions, parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
-import { fingerprintMisuse } from './scripts.js';
+import { claimMisuse, fingerprintMisuse, idMisuse, leaseMisuse, ownerMisuse, spendMisuse } from './scripts.js';
 
 /**
  * Replay store on Redis ≥ 6.2. Redis's clock decides (`clock`): each `consume` is one call of a script on the id's
@@ -239,52 +239,6 @@ function redisMs(reply: unknown): number {
     throw new StoreUnavailableError({ cause: new Error('unexpected reply to TIME') });
   }
   return seconds * 1000 + Math.floor(micros / 1000);
-}
-
-/** A misused id or `expiresAtMs`, labelled with `method`; `undefined` when fine. */
-function idMisuse(method: string, id: unknown, expiresAtMs: unknown): Error | undefined {
-  if (typeof id !== 'string' || id.length === 0) return new TypeError(`${method}: id must be a non-empty string`);
-  if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs))
-    return new TypeError(`${method}: expiresAtMs must be a finite number`);
-  return undefined;
-}
-
-/** A misused `mintedAtMs` (a finite number when given); `undefined` when fine. */
-function spendMisuse(method: string, options: SpendOptions | undefined): Error | undefined {
-  if (options === undefined) return undefined;
-  if (options === null || typeof options !== 'object') return new TypeError(`${method}: options must be an object`);
-  const { mintedAtMs } = options;
-  if (mintedAtMs !== undefined && (typeof mintedAtMs !== 'number' || !Number.isFinite(mintedAtMs))) {
-    return new TypeError(`${method}: mintedAtMs must be a finite number`);
-  }
-  return undefined;
-}
-
-/** An owner: 16 to 64 base64url characters (it is stored between `:` separators). */
-const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
-
-/** A misused owner (given: 16 to 64 base64url characters); `undefined` when fine. */
-function ownerMisuse(method: string, owner: unknown, required: boolean): Error | undefined {
-  if (owner === undefined && !required) return undefined;
-  if (typeof owner !== 'string' || !OWNER.test(owner)) return new TypeError(`${method}: owner must be 16 to 64 base64url characters`);
-  return undefined;
-}
-
-/** A misused lease (given: a positive safe integer, ms); `undefined` when fine. */
-function leaseMisuse(method: string, leaseMs: unknown, required: boolean): Error | undefined {
-  if (leaseMs === undefined && !required) return undefined;
-  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 1) {
-    return new RangeError(`${method}: leaseMs must be a positive safe integer`);
-  }
-  return undefined;
-}
-
-/** A misused `claim` option; `undefined` when fine. */
-function claimMisuse(options: ClaimOptions | undefined): Error | undefined {
-  const misuse = spendMisuse('claim', options);
-  if (misuse !== undefined || options === undefined) return misuse;
-  if (options.reclaim !== undefined && typeof options.reclaim !== 'boolean') return new TypeError('claim: reclaim must be a boolean');
-  return ownerMisuse('claim', options.owner, false) ?? leaseMisuse('claim', options.leaseMs, false);
 }
 
 /**
