@@ -1,15 +1,9 @@
 import { createHash } from 'node:crypto';
 import { MrtrError } from '@mrtr/core';
-import {
-  type BatchEntry,
-  createBatcher,
-  LedgerLostError,
-  ownerValues,
-  StateExpiredError,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from './connection.js';
+import { expiredError, ledgerLostError } from './scripts.js';
 import { hashSlot } from './hash-slot.js';
 import { resolveLostBatch } from './lost-reply.js';
 
@@ -124,8 +118,8 @@ export interface ConsumeQueueOptions {
 export function settleWaiter(waiter: Waiter, reply: unknown): void {
   if (reply === 1) waiter.resolve(true);
   else if (reply === 0) waiter.resolve(false);
-  else if (reply === -1) waiter.reject(new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") }));
-  else if (reply === -2) waiter.reject(new LedgerLostError({ cause: new Error("the Redis ledger's epoch is after mintedAtMs") }));
+  else if (reply === -1) waiter.reject(expiredError());
+  else if (reply === -2) waiter.reject(ledgerLostError());
   else waiter.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the consume script') }));
 }
 

@@ -1,16 +1,10 @@
 import { createHash } from 'node:crypto';
 import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
-import {
-  type BatchEntry,
-  createBatcher,
-  LedgerLostError,
-  ownerValues,
-  StateExpiredError,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
 import { evalScript, runBySlot } from './batching.js';
 import type { RedisConnection } from './connection.js';
+import { expiredError, ledgerLostError } from './scripts.js';
 import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
 
 /**
@@ -283,8 +277,8 @@ function claimAnswer(reply: string): ClaimResult | Error | undefined {
   if (reply === 'replayed') return REPLAYED;
   if (reply === 'u') return UNKNOWN;
   if (reply === 'p') return PENDING;
-  if (reply === 'expired') return new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") });
-  if (reply === 'lost') return new LedgerLostError({ cause: new Error("the Redis ledger's epoch is after mintedAtMs") });
+  if (reply === 'expired') return expiredError();
+  if (reply === 'lost') return ledgerLostError();
   if (reply.length > 1 && reply.startsWith('=')) return { status: 'recorded', outcome: reply.slice(1) };
   const number = /^([fp])(\d+)$/.exec(reply);
   if (number === null) return undefined;

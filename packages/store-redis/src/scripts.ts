@@ -4,7 +4,7 @@
  * built-in, so a store for an edge runtime can take it without ioredis.
  */
 import type { ClaimOptions, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { MAX_FLEET_KEYS, StoreUnavailableError } from '@mrtr/core/authoring';
+import { LedgerLostError, MAX_FLEET_KEYS, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
 export const MAX_FINGERPRINT_LENGTH = 256;
@@ -68,6 +68,12 @@ export function claimMisuse(options: ClaimOptions | undefined): Error | undefine
   if (options.reclaim !== undefined && typeof options.reclaim !== 'boolean') return new TypeError('claim: reclaim must be a boolean');
   return ownerMisuse('claim', options.owner, false) ?? leaseMisuse('claim', options.leaseMs, false);
 }
+
+/** A script's refusal of an `expiresAtMs` at or before Redis's clock (nothing written). */
+export const expiredError = (): StateExpiredError => new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") });
+
+/** A script's refusal of a `mintedAtMs` before the ledger's epoch. */
+export const ledgerLostError = (): LedgerLostError => new LedgerLostError({ cause: new Error("the ledger's epoch is after mintedAtMs") });
 
 /** Redis's `TIME` in epoch ms, as Lua: every script of the stores judges expiry and leases by it. */
 export const LUA_NOW = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";

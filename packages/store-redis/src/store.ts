@@ -1,13 +1,5 @@
 import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import {
-  BackgroundError,
-  base64urlEncode,
-  LedgerLostError,
-  parseKeyFingerprintOffer,
-  randomBytes,
-  StateExpiredError,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import { BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 import { type ConsumeQueue, createConsumeQueue, type Waiter } from './batching.js';
 import { openConnection, type RedisConnection } from './connection.js';
 import { epochKeyOf, initEpoch } from './epoch.js';
@@ -17,7 +9,16 @@ import { runLeaseScript } from './leases.js';
 import { fail, notWritten, resolveLost } from './lost-reply.js';
 import { createOutcomeQueue, type OutcomeQueue } from './outcomes.js';
 import { type ParsedRedisStoreOptions, parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
-import { claimMisuse, fingerprintMisuse, idMisuse, leaseMisuse, ownerMisuse, spendMisuse } from './scripts.js';
+import {
+  claimMisuse,
+  expiredError,
+  fingerprintMisuse,
+  idMisuse,
+  leaseMisuse,
+  ledgerLostError,
+  ownerMisuse,
+  spendMisuse,
+} from './scripts.js';
 
 /**
  * Replay store on Redis ≥ 6.2. Redis's clock decides (`clock`): each `consume` is one call of a script on the id's
@@ -214,12 +215,12 @@ function consumer(
 async function consumePlain(connection: RedisConnection, waiter: Waiter, extraRetentionMs: number, epochKey: string): Promise<boolean> {
   const { commands, bounded } = connection;
   const now = redisMs(await bounded(commands.time()));
-  if (waiter.exp <= now) throw new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") });
+  if (waiter.exp <= now) throw expiredError();
   if (waiter.minted !== undefined) {
     const epoch = await bounded(commands.get(epochKey));
     if (epoch === null)
       throw new StoreUnavailableError({ cause: new Error('the ledger epoch is missing and scripts are refused (NOPERM)') });
-    if (waiter.minted < Number(epoch)) throw new LedgerLostError({ cause: new Error("the Redis ledger's epoch is after mintedAtMs") });
+    if (waiter.minted < Number(epoch)) throw ledgerLostError();
   }
   const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
   return bounded(commands.set(waiter.key, mine, 'PXAT', waiter.exp + extraRetentionMs, 'NX')).then(

@@ -9,23 +9,23 @@ import type {
 } from '@mrtr/core';
 import {
   base64urlEncode,
-  LedgerLostError,
   MAX_FINGERPRINT_MISSES,
   parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
   randomBytes,
-  StateExpiredError,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
 import {
   claimMisuse,
+  expiredError,
   fingerprintMisuse,
   idMisuse,
   KEY_FINGERPRINT_SCRIPT,
   keyFingerprintAnswer,
   keyFingerprintArgs,
   LUA_NOW,
+  ledgerLostError,
   leaseMisuse,
   ownerMisuse,
   spendMisuse,
@@ -194,8 +194,8 @@ function claimAnswer(reply: string): ClaimResult | undefined {
 
 /** A script's refusal: `expired` (Redis's clock is at or past `expiresAtMs`) or `lost` (minted before the epoch). */
 function refusal(reply: unknown): Error | undefined {
-  if (reply === 'expired') return new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") });
-  if (reply === 'lost') return new LedgerLostError({ cause: new Error("the ledger's epoch is after mintedAtMs") });
+  if (reply === 'expired') return expiredError();
+  if (reply === 'lost') return ledgerLostError();
   return undefined;
 }
 
