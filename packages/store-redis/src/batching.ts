@@ -3,18 +3,36 @@ import { MrtrError } from '@mrtr/core';
 import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from './connection.js';
+import { expiredError, ledgerLostError } from './scripts.js';
 import { hashSlot } from './hash-slot.js';
 import { resolveLostBatch } from './lost-reply.js';
 
 /**
- * One `SET key owner PXAT at NX` per key (ARGV holds owner and at for each key, in order); the reply
- * lists 1 (set: this consume won) or 0 (a live key) per key. A repeated key in one call is 1 at most once.
- * Scripts are not rolled back: when a `SET` fails (OOM, READONLY) the keys before it stay written, so a
- * failed call is resolved key by key from the owners (see resolveLostBatch).
+ * The consume script, judged by Redis's clock (`TIME`). KEYS: the ledger's epoch key (of these ids' hash slot), then
+ * the ids. ARGV: the extra retention (ms), then per id its owner value, its `expiresAtMs` and its `mintedAtMs` (`''`:
+ * none). The epoch key is written with `TIME` when missing (a ledger that began now). Per id the reply is `-2` (minted
+ * before the epoch: the ledger may have lost it), `-1` (`expiresAtMs` at or before Redis's clock: nothing written,
+ * never a `PXAT` in Redis's past), `1` (`SET … PXAT expiresAtMs + retention NX` set it: this consume won) or `0` (a live
+ * key). A repeated key in one call is 1 at most once. Scripts are not rolled back: when a `SET` fails (OOM, READONLY)
+ * the keys before it stay written, so a failed call is resolved key by key from the owners (see resolveLostBatch).
  */
-const BATCH_SCRIPT =
-  "local r = {} for i = 1, #KEYS do if redis.call('SET', KEYS[i], ARGV[2 * i - 1], 'PXAT', ARGV[2 * i], 'NX') " +
-  'then r[i] = 1 else r[i] = 0 end end return r';
+const BATCH_SCRIPT = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local e = redis.call('GET', KEYS[1])
+if not e then e = string.format('%.0f', now) redis.call('SET', KEYS[1], e) end
+e = tonumber(e)
+local keep = tonumber(ARGV[1])
+local r = {}
+for i = 2, #KEYS do
+  local a = 3 * (i - 2) + 2
+  local exp, minted = tonumber(ARGV[a + 1]), ARGV[a + 2]
+  if minted ~= '' and tonumber(minted) < e then r[i - 1] = -2
+  elseif exp <= now then r[i - 1] = -1
+  elseif redis.call('SET', KEYS[i], ARGV[a], 'PXAT', string.format('%.0f', exp + keep), 'NX') then r[i - 1] = 1
+  else r[i - 1] = 0 end
+end
+return r`;
 const BATCH_SHA = createHash('sha1').update(BATCH_SCRIPT).digest('hex');
 
 /** Batches one store keeps in flight at once. */
@@ -23,7 +41,10 @@ const MAX_IN_FLIGHT = 2;
 /** One consume waiting for its batch. */
 export interface Waiter extends BatchEntry<boolean> {
   readonly key: string;
-  readonly at: number;
+  /** `expiresAtMs`, rounded up (the key is kept until it plus the extra retention). */
+  readonly exp: number;
+  /** `mintedAtMs`, or `undefined` (no epoch check). */
+  readonly minted: number | undefined;
 }
 
 /** `EVALSHA` of a script, `EVAL` when the server does not have it cached; every call bounded. */
@@ -73,32 +94,48 @@ export async function runBySlot<E extends { readonly key: string; reject(error: 
 
 /** The consume queue of one store: what it sends and when (see {@link createConsumeQueue}). */
 export interface ConsumeQueue {
-  /** Queues a consume of `key` until `at` (epoch ms); resolves `true` for a first use. */
-  enqueue(key: string, at: number): Promise<boolean>;
+  /** Queues a consume of `key` (batched with others while a call is in flight). */
+  enqueue(key: string, exp: number, minted: number | undefined): Promise<boolean>;
+  /** Sends one consume at once, on its own (an unbatched store). */
+  sendNow(key: string, exp: number, minted: number | undefined): Promise<boolean>;
   /** Fails every queued consume with `error` (a batch in flight settles by itself). */
   failAll(error: unknown): void;
 }
 
-/**
- * Batching: consumes that arrive while a call is in flight are sent together as one call of the batch script
- * (on a Cluster one call per hash slot, in parallel), each with its own answer; a lone consume is `send`, the
- * plain `SET` of an unbatched store.
- */
-export function createConsumeQueue(
-  connection: RedisConnection,
-  limits: { readonly maxBatchSize: number; readonly maxQueued: number },
-  send: (key: string, at: number) => Promise<boolean>,
-  isClosed: () => boolean,
-): ConsumeQueue {
-  const { maxBatchSize, maxQueued } = limits;
-  const isCluster = (connection.client as { isCluster?: unknown }).isCluster === true;
-  const runScript = (args: (string | number)[], count: number): Promise<unknown> =>
-    evalScript(connection, BATCH_SCRIPT, BATCH_SHA, args, count);
+/** What the consume queue needs of its store. */
+export interface ConsumeQueueOptions {
+  readonly maxBatchSize: number;
+  readonly maxQueued: number;
+  /** Extra time a key is kept after its `expiresAtMs` (ms). */
+  readonly extraRetentionMs: number;
+  /** The epoch key of the ledger for a key (one per hash slot on a Cluster: see `epoch.ts`). */
+  epochKey(key: string): string;
+  /** The fallback for a client that may not run scripts (ACL without `EVALSHA`/`EVAL`): one consume by plain commands. */
+  sendPlain(waiter: Waiter): Promise<boolean>;
+}
 
-  /** Settles one waiter from a plain SET; a synchronous throw of the client (a Cluster without nodes) fails it closed too. */
-  const sendLone = async (waiter: Waiter): Promise<void> => {
+/** Settles a waiter from its entry of the consume script's reply. */
+export function settleWaiter(waiter: Waiter, reply: unknown): void {
+  if (reply === 1) waiter.resolve(true);
+  else if (reply === 0) waiter.resolve(false);
+  else if (reply === -1) waiter.reject(expiredError());
+  else if (reply === -2) waiter.reject(ledgerLostError());
+  else waiter.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the consume script') }));
+}
+
+/**
+ * Batching: consumes that arrive while a call is in flight are sent together as one call of the consume script (on a
+ * Cluster one call per hash slot, in parallel), each with its own answer; a lone consume is the same script with one
+ * key (Redis's clock decides expiry and epoch, so no plain `SET` is sent unless scripts are refused).
+ */
+export function createConsumeQueue(connection: RedisConnection, options: ConsumeQueueOptions, isClosed: () => boolean): ConsumeQueue {
+  const { maxBatchSize, maxQueued, extraRetentionMs, epochKey, sendPlain } = options;
+  const isCluster = (connection.client as { isCluster?: unknown }).isCluster === true;
+
+  /** Settles one waiter by plain commands; a synchronous throw of the client (a Cluster without nodes) fails it closed too. */
+  const sendLonePlain = async (waiter: Waiter): Promise<void> => {
     try {
-      waiter.resolve(await send(waiter.key, waiter.at));
+      waiter.resolve(await sendPlain(waiter));
     } catch (error) {
       waiter.reject(MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error }));
     }
@@ -106,22 +143,21 @@ export function createConsumeQueue(
   /** One script call for a group of consumes whose keys share a hash slot; settles every waiter. */
   let scriptDenied = false;
   const sendGroup = async (group: Waiter[]): Promise<void> => {
-    if (group.length === 1 || scriptDenied) {
-      await Promise.all(group.map(sendLone));
+    if (scriptDenied) {
+      await Promise.all(group.map(sendLonePlain));
       return;
     }
     const owners = ownerValues(group.length);
-    const args: (string | number)[] = new Array(group.length * 3);
+    const keys = [epochKey((group[0] as Waiter).key), ...group.map((waiter) => waiter.key)];
+    const args: (string | number)[] = [...keys, extraRetentionMs];
     group.forEach((waiter, i) => {
-      args[i] = waiter.key;
-      args[group.length + 2 * i] = owners[i] as string;
-      args[group.length + 2 * i + 1] = waiter.at;
+      args.push(owners[i] as string, waiter.exp, waiter.minted === undefined ? '' : waiter.minted);
     });
     let reply: unknown;
     try {
-      reply = await runScript(args, group.length);
+      reply = await evalScript(connection, BATCH_SCRIPT, BATCH_SHA, args, keys.length);
     } catch (error) {
-      // An ACL without EVALSHA/EVAL: the script never ran; send this batch and every later one as single SETs.
+      // An ACL without EVALSHA/EVAL: the script never ran; send this batch and every later one by plain commands.
       if (error instanceof ReplyError && String((error as Error).message).startsWith('NOPERM')) {
         scriptDenied = true;
         return sendGroup(group);
@@ -139,7 +175,7 @@ export function createConsumeQueue(
       return resolveLostBatch(connection, group, owners, new Error('unexpected reply to the batch script'));
     }
     group.forEach((waiter, i) => {
-      waiter.resolve(reply[i] === 1);
+      settleWaiter(waiter, reply[i]);
     });
   };
 
@@ -147,22 +183,26 @@ export function createConsumeQueue(
   const runBatch = (batch: Waiter[]): Promise<void> => runBySlot(batch, isCluster, isClosed, sendGroup);
 
   /**
-   * Queues a consume (see `createBatcher`). One that finds nothing in flight is sent at once, as a plain `SET`
-   * (no added latency, no timer). The ones that arrive while something is in flight are sent together at the
-   * end of the tick when fewer than two calls are in flight, else as soon as one is answered (at most
-   * `maxBatchSize` per call). Two in flight keep the connection busy while the answers of one are handed out,
-   * so waves of consumers do not alternate between a lone `SET` and a batch.
+   * Queues a consume (see `createBatcher`). One that finds nothing in flight is sent at once, alone (no added latency,
+   * no timer). The ones that arrive while something is in flight are sent together at the end of the tick when fewer
+   * than two calls are in flight, else as soon as one is answered (at most `maxBatchSize` per call). Two in flight keep
+   * the connection busy while the answers of one are handed out, so waves of consumers do not alternate between a lone
+   * call and a batch.
    */
   const batcher = createBatcher<Waiter, boolean>({
     maxBatchSize,
     maxQueued,
     maxInFlight: MAX_IN_FLIGHT,
     runLoneAtOnce: true,
-    // A lone consume is the plain SET of an unbatched store, with nothing added on its way.
-    run: (batch) => (batch.length === 1 && !isClosed() ? sendLone(batch[0] as Waiter) : runBatch(batch)),
+    run: runBatch,
     batchError: (error) => new StoreUnavailableError({ cause: error }),
   });
-  const enqueue = (key: string, at: number): Promise<boolean> => batcher.add((resolve, reject) => ({ key, at, resolve, reject }));
+  const enqueue = (key: string, exp: number, minted: number | undefined): Promise<boolean> =>
+    batcher.add((resolve, reject) => ({ key, exp, minted, resolve, reject }));
+  const sendNow = (key: string, exp: number, minted: number | undefined): Promise<boolean> =>
+    new Promise<boolean>((resolve, reject) => {
+      runBatch([{ key, exp, minted, resolve, reject }]).catch(reject);
+    });
 
-  return { enqueue, failAll: (error) => batcher.failAll(() => error) };
+  return { enqueue, sendNow, failAll: (error) => batcher.failAll(() => error) };
 }

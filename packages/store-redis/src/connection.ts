@@ -9,6 +9,8 @@ export interface RedisCommands {
   evalsha(sha: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   eval(script: string, numkeys: number, ...args: (string | number)[]): Promise<unknown>;
   config(op: 'GET', name: string): Promise<unknown>;
+  info(section: string): Promise<unknown>;
+  time(): Promise<unknown>;
 }
 
 export const DEFAULT_URL = 'redis://127.0.0.1:6379';

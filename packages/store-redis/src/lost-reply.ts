@@ -8,7 +8,8 @@ import type { RedisConnection } from './connection.js';
 // A reply that never arrived (a timeout, a connection lost with the command in flight) does not say whether the
 // write ran: one read of the key settles it, and what it cannot settle fails closed (never a first use).
 
-export const FIRST: ClaimResult = Object.freeze({ status: 'first' });
+/** A first claim (a store with leases names its fence: 0 for a first claim). */
+export const FIRST: ClaimResult = Object.freeze({ status: 'first', fence: 0 });
 export const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 export const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
 /** Fails closed: `ERR_STORE_UNAVAILABLE` (the cause kept when it already is one). */
@@ -40,19 +41,20 @@ export async function resolveLost(connection: RedisConnection, key: string, mine
 }
 
 /**
- * Settles a batch whose reply is lost, or that failed part-way, from one `MGET` (one slot) of its keys: `settle` reads
- * each entry's value and answers false when that cannot tell; such an entry, and every entry when the `MGET` gets no
- * answer, fails closed with `failure`.
+ * Settles a batch whose reply is lost, or that failed part-way, from one `MGET` (one slot) of its keys, or `read`:
+ * `settle` reads each entry's value and answers false when that cannot tell; such an entry, and every entry when the
+ * read gets no answer, fails closed with `failure`.
  */
 export async function settleFromValues<E extends { readonly key: string; reject(error: unknown): void }>(
   connection: RedisConnection,
   group: readonly E[],
   failure: StoreUnavailableError,
   settle: (entry: E, value: string | null | undefined, index: number) => boolean,
+  read: (keys: string[]) => Promise<(string | null)[]> = (keys) => connection.commands.mget(...keys),
 ): Promise<void> {
   let stored: (string | null)[];
   try {
-    stored = await connection.bounded(connection.commands.mget(...group.map((entry) => entry.key)));
+    stored = await connection.bounded(read(group.map((entry) => entry.key)));
   } catch {
     for (const entry of group) entry.reject(failure);
     return;

@@ -1,4 +1,4 @@
-import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, RecordingReplayStore } from '@mrtr/core';
+import type { ClaimOptions, ClaimResult, KeyFingerprint, OutcomeStoreLimits, RecordingReplayStore, SpendOptions } from '@mrtr/core';
 import {
   type BackgroundError,
   boolOption,
@@ -12,7 +12,7 @@ import {
 } from '@mrtr/core/authoring';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedisCommands } from './connection.js';
-import type { EvictionCheck } from './eviction.js';
+import type { EvictionCheck, EvictionPolicyMode, PersistenceCheck } from './eviction.js';
 
 /** Options of {@link createRedisStore}. Give `url` or `client`, not both. */
 export interface RedisStoreOptions extends OutcomeStoreLimits {
@@ -78,20 +78,22 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
   redisOptions?: RedisOptions | undefined;
   /**
    * What to do when Redis reports a `maxmemory-policy` that may evict keys (`allkeys-*` or `volatile-*`: every
-   * key of this store has an expiry, so `volatile-*` policies target exactly them). An evicted id can be used
-   * again: a flood of other keys (outcomes of another user included) can evict a spent state, and its confirmed
-   * action then runs twice. Checked at start-up and on every reconnect (an injected client: before its first
-   * write).
-   * - Not set (the default): an evicting policy is refused — every consume and claim rejects
-   *   `ERR_STORE_UNAVAILABLE` until a later check sees `noeviction` — and reported through `onError`
-   *   (`STORE_EVICTION_POLICY`); a policy that cannot be read (`CONFIG GET` not allowed: managed Redis, ACLs) is
-   *   only reported (`STORE_EVICTION_POLICY_UNKNOWN`), since the store cannot tell.
-   * - `'warn'`: reports either and goes on (the former default).
+   * key of this store has an expiry, so `volatile-*` policies target exactly them), or when the policy cannot be read.
+   * An evicted id can be used again: a flood of other keys (outcomes of another user included) can evict a spent
+   * state, and its confirmed action then runs twice. The policy is read with `CONFIG GET`, or, where that is refused
+   * (managed Redis, ACLs), from `INFO memory`. Checked at start-up and on every reconnect (an injected client: before
+   * its first write).
+   * - Not set (the default): an evicting policy, or one that cannot be read by either command, is refused — every
+   *   consume and claim rejects `ERR_STORE_UNAVAILABLE` until a later check sees `noeviction` — and reported through
+   *   `onError` (`STORE_EVICTION_POLICY`, `STORE_EVICTION_POLICY_UNKNOWN`).
+   * - `'accept-unknown'`: refuses an evicting policy, but accepts one it cannot read (reported): for a server whose
+   *   policy you have checked yourself and that hides both `CONFIG` and `INFO`.
+   * - `'warn'`: reports either and goes on.
    * - `'refuse'`: refuses both an evicting and an unknown policy, without a report.
    * - `'off'`: no check (once you have verified the policy yourself).
-   * @default refuse an evicting policy, warn when it cannot be read
+   * @default refuse an evicting policy and one that cannot be read (reported)
    */
-  evictionPolicyCheck?: 'warn' | 'refuse' | 'off' | undefined;
+  evictionPolicyCheck?: 'accept-unknown' | 'warn' | 'refuse' | 'off' | undefined;
   /**
    * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/authoring`:
    * an `Error` with a stable `code`, the underlying error as `cause`) — the hook every `@mrtr/store-*` store takes
@@ -142,17 +144,30 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
 /** A {@link ReplayStore} on Redis. */
 export interface RedisReplayStore extends RecordingReplayStore {
   /**
-   * Atomic on the id's key (the key `consume` uses), batched with other claims and records: takes it with
-   * `p:<fingerprint>:<owner>` and the same expiry as `consume` if it is free, else reports how it is held (a claim
-   * with another fingerprint counts a miss; the third drops the outcome). See {@link ReplayStore.claim}.
+   * One call of the consume script on the id's key, batched with other consumes: Redis's clock decides (an
+   * `expiresAtMs` at or before its `TIME` rejects `ERR_STATE_EXPIRED`, a `mintedAtMs` before the ledger epoch
+   * `ERR_LEDGER_LOST`). See {@link ReplayStore.consume}.
    */
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  consume(id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean>;
   /**
-   * Atomic on the id's key, batched: replaces `p:<fingerprint>:…` with `d:<fingerprint>:<outcome>`, keeping the
-   * key's expiry (`KEEPTTL`), the outcome's bytes taken from the ledger's budget in the same step (`''` past
-   * `maxOutcomeBytes` or the budget). See {@link ReplayStore.record}.
+   * Atomic on the id's key (the key `consume` uses), batched with other claims and records: takes it if it is free
+   * (with `owner` and `leaseMs`: a lease on Redis's clock), else reports how it is held (a claim with another
+   * fingerprint counts a miss; the third drops the outcome). See {@link ReplayStore.claim}.
    */
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  claim(id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult>;
+  /**
+   * Atomic on the id's key, batched: records the outcome of the claim with this fingerprint (with `owner`: only the
+   * claim's owner, and a second record by it answers as the first), keeping the key's expiry (`KEEPTTL`), the outcome's
+   * bytes taken from the ledger's budget in the same step (`''` past `maxOutcomeBytes` or the budget). See
+   * {@link ReplayStore.record}.
+   */
+  record(id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean>;
+  /** One script on the id's key: extends `owner`'s lease to `leaseMs` from Redis's `TIME`. See {@link ReplayStore.renew}. */
+  renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
+  /** One script on the id's key: deletes `owner`'s unrecorded claim (compare-and-delete). See {@link ReplayStore.release}. */
+  release(id: string, owner: string): Promise<boolean>;
+  /** Redis's `TIME`, epoch ms. */
+  time(): Promise<number>;
   /**
    * The fleet check's exchange (see {@link ReplayStore.keyFingerprints}): one script on one hash of the ledger
    * (`<prefix><namespace>%k{<prefix><namespace>}`), expiry judged by Redis's clock; a new kid past 256 live records
@@ -172,6 +187,11 @@ export interface RedisReplayStore extends RecordingReplayStore {
    * and before the first consume on an injected one) and resolves its result; never rejects.
    */
   checkEvictionPolicy(): Promise<EvictionCheck>;
+  /**
+   * Reads the server's persistence now (`INFO persistence`, and `CONFIG GET save` when allowed: RDB and AOF on or off;
+   * reported at start-up through `onError` when off or unknown) and resolves it; never rejects. For `mrtr doctor`.
+   */
+  checkPersistence(): Promise<PersistenceCheck>;
   /**
    * Resolves when the store can consume: an owned client has its connection (waiting, at start-up only, up
    * to `connectTimeoutMs` for the first one); an injected client answers a `PING` within `commandTimeoutMs`.
@@ -221,8 +241,8 @@ export interface ParsedRedisStoreOptions {
   readonly connectTimeoutMs: number;
   readonly maxReconnectDelayMs: number;
   readonly extraRetentionMs: number;
-  /** `'default'`: refuses a policy read as evicting (and warns), warns when the policy cannot be read. */
-  readonly evictionPolicyCheck: 'default' | 'warn' | 'refuse' | 'off';
+  /** `'default'`: refuses (and reports) a policy read as evicting, or that cannot be read. */
+  readonly evictionPolicyCheck: EvictionPolicyMode;
   readonly onError: (error: BackgroundError) => void;
   readonly batching: boolean;
   readonly maxBatchSize: number;
@@ -253,7 +273,12 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
   const evictionPolicyCheck =
     options.evictionPolicyCheck === undefined
       ? 'default'
-      : oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', ['warn', 'refuse', 'off'] as const);
+      : oneOfOption(`${label}: evictionPolicyCheck`, options.evictionPolicyCheck, 'warn', [
+          'accept-unknown',
+          'warn',
+          'refuse',
+          'off',
+        ] as const);
   const onError = onErrorOption(label, options);
   const batching = boolOption(`${label}: batch`, options.batch, true);
   const maxBatchSize = intOption(`${label}: maxBatchSize`, options.maxBatchSize, 256, 1, 4096);

@@ -4,16 +4,27 @@ import { MrtrError } from '@mrtr/core';
 import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
 import { evalScript, runBySlot } from './batching.js';
 import type { RedisConnection } from './connection.js';
+import { expiredError, ledgerLostError } from './scripts.js';
 import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
 
 /**
  * Outcome recording (`claim`, `record`) on Redis: one Lua script runs a batch of claims and records, each on its
  * id's one key (the key `consume` uses), in queue order, each with its own answer.
  *
- * Values of an id's key: a `consume` owner (22 base64url characters, no `:`); `p<m>:<fp>:<owner>` claimed by
- * fingerprint `<fp>`, no outcome yet; `d<m>:<fp>:<outcome>` recorded (`d<m>:<fp>:` = done, not kept). `<m>` is the
- * number of claims with another fingerprint so far (empty for none, then `1`, `2`); the third
- * (`MAX_FINGERPRINT_MISSES`) turns the value into `d:<fp>:`, done, not kept, recorded or not yet.
+ * Values of an id's key (`<m>`: misses, below; `<fp>`: the fingerprint, `<owner>`: base64url, neither holds `:`):
+ * - a `consume` owner (22 base64url characters, no `:`);
+ * - `p<m>:<fp>:<owner>`: claimed without an owner of the caller's (`<owner>` drawn by the store), no outcome yet, no
+ *   lease (never lapses);
+ * - `L<m>:<fp>:<owner>:<fence>:<till>`: claimed by the caller's `owner` (or taken over by a reclaim), no outcome yet;
+ *   its lease runs until `<till>` (epoch ms, Redis's clock; empty: no lease). `<fence>`: 0, one more per reclaim;
+ * - `d<m>:<fp>:<outcome>`: recorded without an owner (`d<m>:<fp>:` = done, not kept);
+ * - `R<m>:<fp>:<owner>:<outcome>`: recorded by `owner`, so that its second `record` answers as its first (`R3:` with an
+ *   empty outcome: it was kept, then dropped by the third miss).
+ * `<m>` is the number of claims with another fingerprint so far (empty for none, then `1`, `2`); the third
+ * (`MAX_FINGERPRINT_MISSES`) makes the value done, not kept (`d:<fp>:`, or `R:<fp>:<owner>:` / `R3:…` for an owner's),
+ * recorded or not yet. Every claim reads Redis's `TIME`: an `expiresAtMs` at or before it is refused (nothing written),
+ * a lease is judged by it, and the ledger epoch (see `epoch.ts`, a key of the same slot) is read or written in the same
+ * step.
  *
  * The outcome budget (`outcomeBudgetBytes`) is counted in two keys by expiry bucket: an outcome whose id expires at
  * `E` (Redis's clock: `TIME` + `PTTL`) adds its bytes to bucket `floor(E / W)` (`W` = {@link BUCKET_MS}); the bytes
@@ -36,7 +47,7 @@ local mode = ARGV[1]
 local B = tonumber(ARGV[2])
 local W = tonumber(ARGV[3])
 local n = tonumber(ARGV[4])
-local now, total, seen
+local now, total, seen, owned
 local function clock()
   if not now then local t = redis.call('TIME') now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) end
   return now
@@ -69,59 +80,98 @@ if mode == 'lease' then
   if take(ARGV[5], tonumber(ARGV[6])) then return 1 end
   return 0
 end
-local base = 0
-if mode == 'd' then base = 2 end
+local base, epoch = 1, nil
+if mode == 'd' then base = 3 end
+local function ledger()
+  if not epoch then
+    local e = redis.call('GET', KEYS[base])
+    if not e then e = string.format('%.0f', clock()) redis.call('SET', KEYS[base], e) end
+    epoch = tonumber(e)
+  end
+  return epoch
+end
+ledger()
+local function claim(k, v, fp, owner, at, exp, leaseMs, flags, minted)
+  if minted ~= '' and tonumber(minted) < ledger() then return 'lost' end
+  if tonumber(exp) <= clock() then return 'expired' end
+  local till = ''
+  if leaseMs ~= '' then till = string.format('%.0f', clock() + tonumber(leaseMs)) end
+  owned = string.find(flags, 'o', 1, true)
+  local function mine(m, fence)
+    if owned or fence > 0 then return 'L' .. m .. ':' .. fp .. ':' .. owner .. ':' .. fence .. ':' .. till end
+    return 'p' .. m .. ':' .. fp .. ':' .. owner
+  end
+  if not v then redis.call('SET', k, mine('', 0), 'PXAT', at) return 'f0' end
+  local kind, m = string.match(v, '^([pdLR])(%d?):')
+  local stop = kind and string.find(v, ':', #m + 3, true)
+  if not stop then return 'replayed' end
+  local sfp, rest = string.sub(v, #m + 3, stop - 1), string.sub(v, stop + 1)
+  if sfp == fp then
+    if kind == 'p' then return 'p' end
+    if kind == 'd' then if #rest > 0 then return '=' .. rest end return 'replayed' end
+    local o, tail = string.match(rest, '^([^:]*):(.*)$')
+    if kind == 'R' then if #tail > 0 then return '=' .. tail end return 'replayed' end
+    local fence, held = string.match(tail, '^(%d+):(%d*)$')
+    if o == owner then return 'f' .. fence end
+    if held == '' then return 'p' end
+    if tonumber(held) > clock() then return 'p' .. string.format('%.0f', tonumber(held) - clock()) end
+    if not string.find(flags, 'r', 1, true) then return 'u' end
+    redis.call('SET', k, mine(m, tonumber(fence) + 1), 'KEEPTTL')
+    return 'f' .. (tonumber(fence) + 1)
+  end
+  local o, tail = string.match(rest, '^([^:]*):(.*)$')
+  local done = (kind == 'd' and #rest == 0) or (kind == 'R' and #tail == 0)
+  if not done then
+    local misses = (tonumber(m) or 0) + 1
+    if misses < 3 then redis.call('SET', k, kind .. misses .. string.sub(v, #m + 2), 'KEEPTTL')
+    elseif kind == 'p' or kind == 'd' then redis.call('SET', k, 'd:' .. sfp .. ':', 'KEEPTTL')
+    elseif kind == 'L' then redis.call('SET', k, 'R:' .. sfp .. ':' .. o .. ':', 'KEEPTTL')
+    else redis.call('SET', k, 'R3:' .. sfp .. ':' .. o .. ':', 'KEEPTTL') end
+  end
+  return 'replayed'
+end
+local function record(k, v, fp, out, lease, owner)
+  if not v then return 0 end
+  local kind, m = string.match(v, '^([pdLR])(%d?):')
+  local pre = kind and (kind .. m .. ':' .. fp .. ':')
+  if not pre or string.sub(v, 1, #pre) ~= pre then return 0 end
+  local o, tail = string.match(string.sub(v, #pre + 1), '^([^:]*):?(.*)$')
+  if kind == 'd' then return 0 end
+  if kind == 'R' then
+    if owner ~= '' and o == owner and (#tail > 0 or m == '3') then return 1 end
+    return 0
+  end
+  if kind == 'L' and owner ~= '' and o ~= owner then return 0 end
+  local kept = 2
+  if #out > 0 then
+    local pttl = redis.call('PTTL', k)
+    if pttl > 0 then
+      local b = string.format('%.0f', math.floor((clock() + pttl) / W))
+      if mode == 'd' then
+        if take(b, #out) then kept = 1 end
+      elseif lease == '' then
+        kept = 'n' .. b
+      elseif tonumber(b) <= tonumber(lease) then
+        kept = 1
+      end
+    end
+    if kept ~= 1 then out = '' end
+  end
+  if kept == 1 or kept == 2 then
+    if owner ~= '' then redis.call('SET', k, 'R' .. m .. ':' .. fp .. ':' .. owner .. ':' .. out, 'KEEPTTL')
+    else redis.call('SET', k, 'd' .. m .. ':' .. fp .. ':' .. out, 'KEEPTTL') end
+  end
+  return kept
+end
 local r = {}
 for i = 1, n do
-  local a = 4 + 4 * (i - 1)
-  local k, fp = KEYS[base + i], ARGV[a + 2]
+  local a = 4 + 8 * (i - 1)
+  local k = KEYS[base + i]
   local v = redis.call('GET', k)
   if ARGV[a + 1] == 'c' then
-    if not v then
-      redis.call('SET', k, ARGV[a + 3], 'PXAT', ARGV[a + 4]) r[i] = 'first'
-    else
-      local kind, m = string.match(v, '^([pd])(%d?):')
-      local stop = kind and string.find(v, ':', #m + 3, true)
-      if not stop then r[i] = 'replayed'
-      else
-        local sfp = string.sub(v, #m + 3, stop - 1)
-        if sfp == fp then
-          if kind == 'p' then r[i] = 'pending'
-          elseif #v > stop then r[i] = '=' .. string.sub(v, stop + 1)
-          else r[i] = 'replayed' end
-        else
-          r[i] = 'replayed'
-          if not (kind == 'd' and #v == stop) then
-            local misses = (tonumber(m) or 0) + 1
-            if misses >= 3 then redis.call('SET', k, 'd:' .. sfp .. ':', 'KEEPTTL')
-            else redis.call('SET', k, kind .. misses .. string.sub(v, #m + 2), 'KEEPTTL') end
-          end
-        end
-      end
-    end
+    r[i] = claim(k, v, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], ARGV[a + 7], ARGV[a + 8])
   else
-    local m = v and string.match(v, '^p(%d?):')
-    local pre = m and ('p' .. m .. ':' .. fp .. ':')
-    if not pre or string.sub(v, 1, #pre) ~= pre then r[i] = 0
-    else
-      local out, lease, kept = ARGV[a + 3], ARGV[a + 4], 2
-      if #out > 0 then
-        local pttl = redis.call('PTTL', k)
-        if pttl > 0 then
-          local b = string.format('%.0f', math.floor((clock() + pttl) / W))
-          if mode == 'd' then
-            if take(b, #out) then kept = 1 end
-          elseif lease == '' then
-            kept = 'n' .. b
-          elseif tonumber(b) <= tonumber(lease) then
-            kept = 1
-          end
-        end
-        if kept ~= 1 then out = '' end
-      end
-      if kept == 1 or kept == 2 then redis.call('SET', k, 'd' .. m .. ':' .. fp .. ':' .. out, 'KEEPTTL') end
-      r[i] = kept
-    end
+    r[i] = record(k, v, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   end
 end
 return r`;
@@ -135,40 +185,85 @@ interface Op extends BatchEntry<unknown> {
   readonly type: 'c' | 'r';
   readonly key: string;
   readonly fp: string;
-  /** claim: the value it writes (`p:<fp>:<owner>`, the owner drawn when its batch is sent); record: the outcome (`''`: not kept). */
+  /** claim: its owner (the caller's, or drawn when its batch is sent); record: the outcome (`''`: not kept). */
   a: string;
-  /** claim: the expiry (ms); record: the bucket leased for it (`''`: none). */
+  /** claim: the key's expiry (ms); record: the bucket leased for it (`''`: none). */
   readonly b: string;
+  /** claim: `expiresAtMs`, rounded up; record: the owner (`''`: none). */
+  readonly c: string;
+  /** claim: the lease (ms, `''`: none). */
+  readonly d: string;
+  /** claim: flags, `o` the owner is the caller's, `r` reclaim a lapsed lease. */
+  readonly e: string;
+  /** claim: `mintedAtMs` (`''`: none). */
+  readonly f: string;
 }
 
-/** Parses a stored value: `p`/`d`, the fingerprint and the rest (owner or outcome); `undefined` for a consume's value. */
-function parse(value: string): { kind: 'p' | 'd'; fp: string; rest: string } | undefined {
-  const match = /^([pd])\d?:/.exec(value);
+/** What a claim takes besides its key and fingerprint. */
+export interface ClaimArgs {
+  /** The key's expiry (ms): `expiresAtMs` plus the extra retention. */
+  readonly at: number;
+  /** `expiresAtMs`, rounded up. */
+  readonly exp: number;
+  readonly owner: string | undefined;
+  readonly leaseMs: number | undefined;
+  readonly reclaim: boolean;
+  readonly minted: number | undefined;
+}
+
+/** A stored value: its kind, fingerprint, misses, owner (p, L, R), fence and lease end (L), outcome (d, R). */
+interface Held {
+  readonly kind: 'p' | 'd' | 'L' | 'R';
+  readonly misses: string;
+  readonly fp: string;
+  readonly owner: string;
+  readonly fence: number;
+  readonly till: number | undefined;
+  readonly outcome: string;
+}
+
+/** Parses a stored value (see the value formats above); `undefined` for a consume's value. */
+function parse(value: string): Held | undefined {
+  const match = /^([pdLR])(\d?):([^:]*):/.exec(value);
   if (match === null) return undefined;
-  const head = match[0].length;
-  const stop = value.indexOf(':', head);
-  if (stop < 0) return undefined;
-  return { kind: match[1] as 'p' | 'd', fp: value.slice(head, stop), rest: value.slice(stop + 1) };
+  const kind = match[1] as Held['kind'];
+  const rest = value.slice(match[0].length);
+  const base = { kind, misses: match[2] as string, fp: match[3] as string, owner: '', fence: 0, till: undefined, outcome: '' };
+  if (kind === 'd') return { ...base, outcome: rest };
+  const colon = rest.indexOf(':');
+  const owner = colon < 0 ? rest : rest.slice(0, colon);
+  const tail = colon < 0 ? '' : rest.slice(colon + 1);
+  if (kind === 'p') return { ...base, owner };
+  if (kind === 'R') return { ...base, owner, outcome: tail };
+  const lease = /^(\d+):(\d*)$/.exec(tail);
+  if (lease === null) return undefined;
+  return { ...base, owner, fence: Number(lease[1]), till: lease[2] === '' ? undefined : Number(lease[2]) };
 }
 
-/** A claim's answer from the value its key holds, as the claim script would give it to another fingerprint's owner. */
-function claimFromValue(stored: string, fp: string, mine: string): ClaimResult {
+const first = (fence: number): ClaimResult => (fence === 0 ? FIRST : Object.freeze({ status: 'first', fence }));
+const UNKNOWN: ClaimResult = Object.freeze({ status: 'unknown' });
+
+/**
+ * A claim's answer from the value its key holds and Redis's time, as the claim script would give it (its own owner's
+ * unrecorded claim: `first`); `undefined` when that cannot tell (a lapsed lease this claim may have reclaimed).
+ */
+function claimFromValue(stored: string, op: Op, now: number): ClaimResult | undefined {
   const held = parse(stored);
-  const own = parse(mine);
-  if (held === undefined || held.fp !== fp) return REPLAYED;
-  if (held.kind === 'p') return own !== undefined && held.rest === own.rest ? FIRST : PENDING;
-  return held.rest === '' ? REPLAYED : { status: 'recorded', outcome: held.rest };
+  if (held === undefined || held.fp !== op.fp) return REPLAYED;
+  if (held.kind === 'd' || held.kind === 'R') return held.outcome === '' ? REPLAYED : { status: 'recorded', outcome: held.outcome };
+  if (held.owner === op.a) return first(held.fence);
+  if (held.kind === 'p' || held.till === undefined) return PENDING;
+  if (held.till > now) return { status: 'pending', leaseLeftMs: held.till - now };
+  return op.e.includes('r') ? undefined : UNKNOWN;
 }
 
 /** Settles one op from its entry of the outcome script's reply. */
 function settle(op: Op, reply: unknown): void {
   if (op.type === 'c') {
-    if (reply === 'first') op.resolve(FIRST);
-    else if (reply === 'pending') op.resolve(PENDING);
-    else if (reply === 'replayed') op.resolve(REPLAYED);
-    else if (typeof reply === 'string' && reply.length > 1 && reply.startsWith('=')) {
-      op.resolve({ status: 'recorded', outcome: reply.slice(1) });
-    } else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') }));
+    const answer = typeof reply === 'string' ? claimAnswer(reply) : undefined;
+    if (answer instanceof Error) op.reject(answer);
+    else if (answer !== undefined) op.resolve(answer);
+    else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the claim script') }));
     return;
   }
   if (reply === 1) op.resolve(true);
@@ -177,36 +272,70 @@ function settle(op: Op, reply: unknown): void {
   else op.reject(new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') }));
 }
 
+/** The claim script's answer (see the script), a refusal as an error, `undefined` when it is not one. */
+function claimAnswer(reply: string): ClaimResult | Error | undefined {
+  if (reply === 'replayed') return REPLAYED;
+  if (reply === 'u') return UNKNOWN;
+  if (reply === 'p') return PENDING;
+  if (reply === 'expired') return expiredError();
+  if (reply === 'lost') return ledgerLostError();
+  if (reply.length > 1 && reply.startsWith('=')) return { status: 'recorded', outcome: reply.slice(1) };
+  const number = /^([fp])(\d+)$/.exec(reply);
+  if (number === null) return undefined;
+  const value = Number(number[2]);
+  return number[1] === 'f' ? first(value) : { status: 'pending', leaseLeftMs: value };
+}
+
 /**
- * A batch whose reply is lost, or that failed part-way (a script is not rolled back): one `MGET` of its keys (one
- * slot; on one connection Redis answers it after the script). A claim: its own owner value → `first`; another
- * value → what the script answers on it; none → unknown. A record: its own outcome → `true`; done otherwise
- * with its fingerprint → `false`; anything else → unknown. Unknown fails closed.
+ * A batch whose reply is lost, or that failed part-way (a script is not rolled back): one read of its keys and of
+ * Redis's clock (a read-only script, one slot; on one connection Redis answers it after the batch). A claim: its own
+ * owner's unrecorded claim → `first` (with its fence); another value → what the script answers on it; none → unknown.
+ * A record: its own outcome (or, with an owner, its own record) → `true`; done otherwise with its fingerprint →
+ * `false`; anything else → unknown. Unknown fails closed.
  */
 function resolveLostOps(connection: RedisConnection, group: Op[], original: unknown): Promise<void> {
   const failure = original instanceof StoreUnavailableError ? original : new StoreUnavailableError({ cause: original });
-  return settleFromValues(connection, group, failure, (op, value) => {
-    const answer = outcomeFromValue(op, value);
-    if (answer === undefined) return false;
-    op.resolve(answer);
-    return true;
-  });
+  let now = 0;
+  const read = async (keys: string[]): Promise<(string | null)[]> => {
+    const reply = (await evalScript(connection, PEEK_SCRIPT, PEEK_SHA, keys, keys.length)) as [number, ...(string | null)[]];
+    now = Number(reply[0]);
+    return reply.slice(1) as (string | null)[];
+  };
+  return settleFromValues(
+    connection,
+    group,
+    failure,
+    (op, value) => {
+      const answer = outcomeFromValue(op, value, now);
+      if (answer === undefined) return false;
+      op.resolve(answer);
+      return true;
+    },
+    read,
+  );
 }
 
+/** Redis's clock (ms), then the value of each key (nil when none). */
+const PEEK_SCRIPT =
+  "local t = redis.call('TIME') local r = { tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) } " +
+  "for i = 1, #KEYS do r[i + 1] = redis.call('GET', KEYS[i]) end return r";
+const PEEK_SHA = createHash('sha1').update(PEEK_SCRIPT).digest('hex');
+
 /** What a lost op answers from its key's value (see resolveLostOps); `undefined` when that cannot tell. */
-function outcomeFromValue(op: Op, value: string | null | undefined): ClaimResult | boolean | undefined {
+function outcomeFromValue(op: Op, value: string | null | undefined, now: number): ClaimResult | boolean | undefined {
   if (typeof value !== 'string') return undefined;
-  if (op.type === 'c') return claimFromValue(value, op.fp, op.a);
+  if (op.type === 'c') return claimFromValue(value, op, now);
   const held = parse(value);
   if (held === undefined || held.fp !== op.fp) return false;
-  if (held.kind === 'd') return op.a !== '' && held.rest === op.a;
+  if (held.kind === 'd') return op.a !== '' && held.outcome === op.a;
+  if (held.kind === 'R') return op.c !== '' && held.owner === op.c && (held.outcome !== '' || held.misses === '3');
   return undefined;
 }
 
 /** The outcome ops of one store: batched like consumes (one script call per batch, per hash slot on a Cluster). */
 export interface OutcomeQueue {
-  claim(key: string, at: number, fp: string): Promise<ClaimResult>;
-  record(key: string, fp: string, outcome: string): Promise<boolean>;
+  claim(key: string, fp: string, args: ClaimArgs): Promise<ClaimResult>;
+  record(key: string, fp: string, outcome: string, owner: string | undefined): Promise<boolean>;
   failAll(error: unknown): void;
 }
 
@@ -218,22 +347,26 @@ export function createOutcomeQueue(
     readonly outcomeBudgetBytes: number;
     /** The budget's two keys (`…:h`, `…:z`), one slot. */
     readonly budgetKeys: readonly [string, string];
+    /** The epoch key of the ledger for a key (one per hash slot on a Cluster: see `epoch.ts`). */
+    epochKey(key: string): string;
   },
   isClosed: () => boolean,
 ): OutcomeQueue {
-  const { maxBatchSize, maxQueued, outcomeBudgetBytes, budgetKeys } = options;
+  const { maxBatchSize, maxQueued, outcomeBudgetBytes, budgetKeys, epochKey } = options;
   const isCluster = (connection.client as { isCluster?: unknown }).isCluster === true;
   const mode = isCluster ? 'l' : 'd';
   const head = [mode, outcomeBudgetBytes, BUCKET_MS];
 
   const sendGroup = async (group: Op[]): Promise<void> => {
-    const keys = isCluster ? group.map((op) => op.key) : [budgetKeys[0], budgetKeys[1], ...group.map((op) => op.key)];
+    const ids = group.map((op) => op.key);
+    const epoch = epochKey(ids[0] as string);
+    const keys = isCluster ? [epoch, ...ids] : [budgetKeys[0], budgetKeys[1], epoch, ...ids];
     const args: (string | number)[] = [...keys, ...head, group.length];
-    // One CSPRNG call per batch: each claim's owner value, known only to it (see ownerValues).
+    // One CSPRNG call per batch: each owner-less claim's owner value, known only to it (see ownerValues).
     const owners = ownerValues(group.length);
     group.forEach((op, i) => {
-      if (op.type === 'c') op.a = `p:${op.fp}:${owners[i]}`;
-      args.push(op.type, op.fp, op.a, op.b);
+      if (op.type === 'c' && op.a === '') op.a = owners[i] as string;
+      args.push(op.type, op.fp, op.a, op.b, op.c, op.d, op.e, op.f);
     });
     let reply: unknown;
     try {
@@ -265,8 +398,8 @@ export function createOutcomeQueue(
     run,
     batchError: (error) => (MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error })),
   });
-  const add = (type: 'c' | 'r', key: string, fp: string, a: string, b: string): Promise<unknown> =>
-    batcher.add((resolve, reject) => ({ type, key, fp, a, b, resolve, reject }));
+  const add = (fields: Omit<Op, 'resolve' | 'reject'>): Promise<unknown> =>
+    batcher.add((resolve, reject) => ({ ...fields, resolve, reject }));
 
   /** Cluster: leases `bytes` for `bucket` from the namespace's budget; a lost or failed reply is no lease (over-counted at most). */
   const lease = async (bucket: string, bytes: number): Promise<boolean> => {
@@ -284,16 +417,32 @@ export function createOutcomeQueue(
     }
   };
 
-  const claim = (key: string, at: number, fp: string): Promise<ClaimResult> => add('c', key, fp, '', String(at)) as Promise<ClaimResult>;
+  const claim = (key: string, fp: string, c: ClaimArgs): Promise<ClaimResult> =>
+    add({
+      type: 'c',
+      key,
+      fp,
+      a: c.owner ?? '',
+      b: String(c.at),
+      c: String(c.exp),
+      d: c.owner === undefined || c.leaseMs === undefined ? '' : String(c.leaseMs),
+      e: `${c.owner === undefined ? '' : 'o'}${c.reclaim ? 'r' : ''}`,
+      f: c.minted === undefined ? '' : String(c.minted),
+    }) as Promise<ClaimResult>;
 
-  const record = (key: string, fp: string, outcome: string): Promise<boolean> =>
-    add('r', key, fp, outcome, '').then((first) => (typeof first === 'boolean' ? first : withLease(key, fp, outcome, first as string)));
+  const recordOp = (key: string, fp: string, outcome: string, bucket: string, owner: string): Promise<unknown> =>
+    add({ type: 'r', key, fp, a: outcome, b: bucket, c: owner, d: '', e: '', f: '' });
+
+  const record = (key: string, fp: string, outcome: string, owner: string | undefined): Promise<boolean> =>
+    recordOp(key, fp, outcome, '', owner ?? '').then((answer) =>
+      typeof answer === 'boolean' ? answer : withLease(key, fp, outcome, answer as string, owner ?? ''),
+    );
 
   /** A Cluster: the script named the id's bucket (`n<bucket>`); lease the bytes, then record with the lease. */
-  const withLease = async (key: string, fp: string, outcome: string, need: string): Promise<boolean> => {
+  const withLease = async (key: string, fp: string, outcome: string, need: string, owner: string): Promise<boolean> => {
     const bucket = need.slice(1);
     const leased = outcome !== '' && (await lease(bucket, Buffer.byteLength(outcome, 'utf8')));
-    const second = await add('r', key, fp, leased ? outcome : '', leased ? bucket : '');
+    const second = await recordOp(key, fp, leased ? outcome : '', leased ? bucket : '', owner);
     if (typeof second === 'boolean') return second;
     throw new StoreUnavailableError({ cause: new Error('unexpected reply to the record script') });
   };

@@ -3,8 +3,8 @@
  * package over ioredis, `@mrtr/store-upstash` over REST). Nothing here talks to Redis or imports a client or a Node
  * built-in, so a store for an edge runtime can take it without ioredis.
  */
-import type { KeyFingerprint } from '@mrtr/core';
-import { MAX_FLEET_KEYS, StoreUnavailableError } from '@mrtr/core/authoring';
+import type { ClaimOptions, KeyFingerprint, SpendOptions } from '@mrtr/core';
+import { LedgerLostError, MAX_FLEET_KEYS, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
 export const MAX_FINGERPRINT_LENGTH = 256;
@@ -22,6 +22,61 @@ export function fingerprintMisuse(method: string, fingerprint: unknown): Error |
   }
   return undefined;
 }
+
+/** A misused id or `expiresAtMs`, labelled with `method`; `undefined` when fine. */
+export function idMisuse(method: string, id: unknown, expiresAtMs: unknown): Error | undefined {
+  if (typeof id !== 'string' || id.length === 0) return new TypeError(`${method}: id must be a non-empty string`);
+  if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs))
+    return new TypeError(`${method}: expiresAtMs must be a finite number`);
+  return undefined;
+}
+
+/** A misused `mintedAtMs` (a finite number when given); `undefined` when fine. */
+export function spendMisuse(method: string, options: SpendOptions | undefined): Error | undefined {
+  if (options === undefined) return undefined;
+  if (options === null || typeof options !== 'object') return new TypeError(`${method}: options must be an object`);
+  const { mintedAtMs } = options;
+  if (mintedAtMs !== undefined && (typeof mintedAtMs !== 'number' || !Number.isFinite(mintedAtMs))) {
+    return new TypeError(`${method}: mintedAtMs must be a finite number`);
+  }
+  return undefined;
+}
+
+/** An owner: 16 to 64 base64url characters (it is stored between `:` separators). */
+const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
+
+/** A misused owner (given: 16 to 64 base64url characters); `undefined` when fine. */
+export function ownerMisuse(method: string, owner: unknown, required: boolean): Error | undefined {
+  if (owner === undefined && !required) return undefined;
+  if (typeof owner !== 'string' || !OWNER.test(owner)) return new TypeError(`${method}: owner must be 16 to 64 base64url characters`);
+  return undefined;
+}
+
+/** A misused lease (given: a positive safe integer, ms); `undefined` when fine. */
+export function leaseMisuse(method: string, leaseMs: unknown, required: boolean): Error | undefined {
+  if (leaseMs === undefined && !required) return undefined;
+  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 1) {
+    return new RangeError(`${method}: leaseMs must be a positive safe integer`);
+  }
+  return undefined;
+}
+
+/** A misused `claim` option; `undefined` when fine. */
+export function claimMisuse(options: ClaimOptions | undefined): Error | undefined {
+  const misuse = spendMisuse('claim', options);
+  if (misuse !== undefined || options === undefined) return misuse;
+  if (options.reclaim !== undefined && typeof options.reclaim !== 'boolean') return new TypeError('claim: reclaim must be a boolean');
+  return ownerMisuse('claim', options.owner, false) ?? leaseMisuse('claim', options.leaseMs, false);
+}
+
+/** A script's refusal of an `expiresAtMs` at or before Redis's clock (nothing written). */
+export const expiredError = (): StateExpiredError => new StateExpiredError({ cause: new Error("expiresAtMs is not after Redis's clock") });
+
+/** A script's refusal of a `mintedAtMs` before the ledger's epoch. */
+export const ledgerLostError = (): LedgerLostError => new LedgerLostError({ cause: new Error("the ledger's epoch is after mintedAtMs") });
+
+/** Redis's `TIME` in epoch ms, as Lua: every script of the stores judges expiry and leases by it. */
+export const LUA_NOW = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)";
 
 /**
  * The fleet check's exchange (`ReplayStore.keyFingerprints`) in one script on one hash (`KEYS[1]`, field = kid,

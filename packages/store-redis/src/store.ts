@@ -1,38 +1,46 @@
-import type { ClaimResult, KeyFingerprint } from '@mrtr/core';
-import { type BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
-import { type ConsumeQueue, createConsumeQueue } from './batching.js';
+import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
+import { BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import { type ConsumeQueue, createConsumeQueue, type Waiter } from './batching.js';
 import { openConnection, type RedisConnection } from './connection.js';
-import { createEvictionGuard, type EvictionCheck, type EvictionGuard } from './eviction.js';
+import { epochKeyOf, initEpoch } from './epoch.js';
+import { createEvictionGuard, type EvictionCheck, type EvictionGuard, persistenceWarning, readPersistence } from './eviction.js';
 import { exchangeFingerprints } from './fingerprints.js';
-import { fail, notWritten, REPLAYED, resolveLost } from './lost-reply.js';
+import { runLeaseScript } from './leases.js';
+import { fail, notWritten, resolveLost } from './lost-reply.js';
 import { createOutcomeQueue, type OutcomeQueue } from './outcomes.js';
 import { type ParsedRedisStoreOptions, parseRedisStoreOptions, type RedisReplayStore, type RedisStoreOptions } from './options.js';
-import { fingerprintMisuse } from './scripts.js';
+import {
+  claimMisuse,
+  expiredError,
+  fingerprintMisuse,
+  idMisuse,
+  leaseMisuse,
+  ledgerLostError,
+  ownerMisuse,
+  spendMisuse,
+} from './scripts.js';
 
 /**
- * Replay store on Redis ≥ 6.2. Each `consume` is one atomic `SET key <owner> NX PXAT expiresAtMs` on
- * one key, where `<owner>` is 16 random bytes only this call knows: `"OK"` → `true` (first use), nil →
- * `false`. No multi-key command is used, so it runs unchanged on Redis Cluster. When the reply is lost
- * (timeout, connection dropped in flight) one `GET` asks whether the key holds this call's owner value:
- * yes → `true`, another value → `false`; otherwise, and on any error or unexpected reply, the consume
- * rejects with `StoreUnavailableError` (the original error as `cause`) — never `true` for a write that
- * is not this call's.
+ * Replay store on Redis ≥ 6.2. Redis's clock decides (`clock`): each `consume` is one call of a script on the id's
+ * key (batched with others while a call is in flight) that reads `TIME`, refuses an `expiresAtMs` at or before it with
+ * `StateExpiredError` (nothing written: never a `PXAT` in Redis's past), and else runs `SET key <owner> NX PXAT
+ * expiresAtMs`, where `<owner>` is 16 random bytes only this call knows: set → `true` (first use), held → `false`. The
+ * same step reads the ledger epoch (`epoch`, see `epoch.ts`): a `mintedAtMs` before it rejects with `LedgerLostError`.
+ * Every script touches one hash slot, so it runs unchanged on Redis Cluster. When the reply is lost (timeout,
+ * connection dropped in flight) one read asks whether the key holds this call's owner value: yes → `true`, another
+ * value → `false`; otherwise, and on any error or unexpected reply, the consume rejects with `StoreUnavailableError`
+ * (the original error as `cause`) — never `true` for a write that is not this call's.
  *
  * The owned client fails fast while Redis is down (offline queue disabled, in-flight commands rejected
  * when the connection drops, not resent) and reconnects by itself with capped exponential backoff, so
  * consumes succeed again as soon as Redis is back.
  *
- * An `expiresAtMs` at or before this process's `Date.now()` resolves `false` without a command:
- * Redis would accept `SET … PXAT <past>` and drop the key at once, so every call would look like a
- * first use.
- *
- * Outcome recording (`claim`, `record`): batched like consumes, as calls of one Lua script that runs each claim
- * and record atomically on its id's one key — the key `consume` uses, so an id taken by either is taken for both —
- * one call per hash slot on a Cluster (see `outcomes.ts`). `claim` writes `p:<fingerprint>:<owner>` with the
- * expiry `consume` would give and counts claims with another fingerprint (the third drops the outcome); `record`
- * replaces it with `d:<fingerprint>:<outcome>` keeping that expiry (`KEEPTTL`), or with `d:<fingerprint>:` (done,
- * not kept) past `maxOutcomeBytes` or the ledger's `outcomeBudgetBytes`. A lost or failed batch is resolved with one
- * `MGET`: a claim is `first` only when the key holds this call's own owner value.
+ * Outcome recording (`claim`, `record`) and leases (`renew`, `release`): batched like consumes, as calls of one Lua
+ * script that runs each claim and record atomically on its id's one key — the key `consume` uses, so an id taken by
+ * either is taken for both — one call per hash slot on a Cluster (see `outcomes.ts`, `leases.ts`). A claim with an
+ * `owner` holds a lease on Redis's clock (`leaseMs`), answers `pending` with `leaseLeftMs` while it runs, `unknown`
+ * once it lapsed unrecorded, and is taken over by `reclaim` with the next fence. A lost or failed batch is resolved
+ * by reading its keys back: a claim is `first` only when the key holds this call's own owner value.
  *
  * Shared (`shared: true`): the fleet check's key fingerprints (`keyFingerprints`) are one hash of the ledger,
  * exchanged by one script judged by Redis's clock (see `fingerprints.ts`).
@@ -53,15 +61,29 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   };
 
   const connection = openConnection({ ...parsed, subject: { store: '', operation: 'consume' } }, warn, isClosed);
-  const { client, owned, whenUsable, bounded } = connection;
-  const eviction = createEvictionGuard(connection, evictionPolicyCheck, commandTimeoutMs, warn);
-  const { consume, queue } = consumer(connection, parsed, eviction, isClosed);
+  const { client, owned, whenUsable, bounded, commands } = connection;
+  const isCluster = (client as { isCluster?: unknown }).isCluster === true;
+  const ledgerBase = keyPrefix.slice(0, -1);
+  const epochKey = epochKeyOf(ledgerBase, isCluster);
+  const onStart = startReports(connection, ledgerBase, commandTimeoutMs, warn, isClosed);
+  const eviction = createEvictionGuard(connection, evictionPolicyCheck, commandTimeoutMs, warn, onStart);
+  const { consume, queue } = consumer(connection, parsed, eviction, epochKey, isClosed);
   const whenOpen = opener(connection, eviction, isClosed);
-  const { claim, record, outcomes } = outcomeRecorder(connection, parsed, whenOpen, isClosed);
+  const { claim, record, renew, release, outcomes } = outcomeRecorder(connection, parsed, whenOpen, epochKey, isClosed);
+  const time = (): Promise<number> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    return whenOpen(async () => {
+      try {
+        return redisMs(await bounded(commands.time()));
+      } catch (cause) {
+        return fail(cause);
+      }
+    }, false);
+  };
 
   // The fleet check's exchange: one hash of the ledger (one slot on a Cluster, by the ledger's hash tag), named like
   // the budget keys so that no id of any ledger can name it.
-  const fingerprintKey = `${keyPrefix.slice(0, -1)}%k{${keyPrefix.slice(0, -1)}}`;
+  const fingerprintKey = `${ledgerBase}%k{${ledgerBase}}`;
   const keyFingerprints = (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
     if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
     try {
@@ -114,79 +136,110 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
       keyExchange: true,
-      clock: false,
-      leases: false,
-      epoch: false,
+      clock: true,
+      leases: true,
+      epoch: true,
     },
     keyFingerprints,
     consume,
     claim,
     record,
+    renew,
+    release,
+    time,
     maxOutcomeBytes,
     outcomeBudgetBytes,
     close,
     client,
     keyPrefix,
     checkEvictionPolicy: checkNow,
+    checkPersistence: async () =>
+      closed ? { status: 'unknown', error: new Error('store is closed') } : readPersistence(commands, commandTimeoutMs),
     ready,
   };
 }
 
 /**
- * `consume`: one `SET key <owner> NX PXAT` (batched with others while a batch is in flight), after an owned client's
- * start-up wait and the eviction gate; a lost reply is resolved by one `GET` of this call's owner value.
+ * `consume`: one call of the consume script (batched with others while a call is in flight), after an owned client's
+ * start-up wait and the eviction gate; Redis's clock decides (see `batching.ts`). A lost reply is resolved by reading
+ * back this call's owner value.
  */
 function consumer(
   connection: RedisConnection,
   parsed: ParsedRedisStoreOptions,
   eviction: EvictionGuard,
+  epochKey: (key: string) => string,
   isClosed: () => boolean,
-): { consume: (id: string, expiresAtMs: number) => Promise<boolean>; queue: ConsumeQueue } {
+): { consume: RedisReplayStore['consume']; queue: ConsumeQueue } {
   const { keyPrefix, extraRetentionMs, batching } = parsed;
-  const { commands, owned, whenUsable, bounded } = connection;
+  const { owned, whenUsable } = connection;
 
-  const interpret = (reply: unknown): boolean => {
-    if (reply === 'OK') return true;
-    if (reply === null) return false;
-    throw new StoreUnavailableError({ cause: new Error('unexpected reply to SET NX PXAT') });
-  };
-  const send = (key: string, at: number): Promise<boolean> => {
-    const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
-    return bounded(commands.set(key, mine, 'PXAT', at, 'NX')).then(interpret, (error: unknown) =>
-      notWritten(error) ? fail(error) : resolveLost(connection, key, mine, error),
-    );
-  };
-
-  const queue = createConsumeQueue(connection, parsed, send, isClosed);
-  const write = batching ? queue.enqueue : send;
-  const sendChecked = (key: string, at: number): Promise<boolean> => {
+  const queue = createConsumeQueue(
+    connection,
+    { ...parsed, epochKey, sendPlain: (waiter) => consumePlain(connection, waiter, extraRetentionMs, epochKey(waiter.key)) },
+    isClosed,
+  );
+  const write = batching ? queue.enqueue : queue.sendNow;
+  const sendChecked = (key: string, exp: number, minted: number | undefined): Promise<boolean> => {
     const gate = eviction.gate();
-    if (gate === undefined) return write(key, at);
-    return gate.then(() => (isClosed() ? fail(new Error('store is closed')) : write(key, at)), fail);
+    if (gate === undefined) return write(key, exp, minted);
+    return gate.then(() => (isClosed() ? fail(new Error('store is closed')) : write(key, exp, minted)), fail);
   };
 
-  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
+  const consume = (id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean> => {
     if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
-    if (typeof id !== 'string' || id.length === 0) {
-      return Promise.reject(new TypeError('consume: id must be a non-empty string'));
-    }
-    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return Promise.reject(new TypeError('consume: expiresAtMs must be a finite number'));
-    }
-    if (expiresAtMs <= Date.now()) return Promise.resolve(false);
+    const misuse = idMisuse('consume', id, expiresAtMs) ?? spendMisuse('consume', options);
+    if (misuse !== undefined) return Promise.reject(misuse);
     const key = keyPrefix + id;
     // Round up: the id must be remembered until at least expiresAtMs.
-    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
+    const exp = Math.ceil(expiresAtMs);
+    const minted = options?.mintedAtMs;
     try {
       const wait = owned ? whenUsable() : undefined;
-      if (wait === undefined) return sendChecked(key, at);
-      return wait.then(() => (isClosed() ? fail(new Error('store is closed')) : sendChecked(key, at)));
+      if (wait === undefined) return sendChecked(key, exp, minted);
+      return wait.then(() => (isClosed() ? fail(new Error('store is closed')) : sendChecked(key, exp, minted)));
     } catch (cause) {
       // ioredis may throw synchronously (e.g. a Cluster with no nodes): still never true.
       return Promise.reject(new StoreUnavailableError({ cause }));
     }
   };
   return { consume, queue };
+}
+
+/**
+ * A consume by plain commands, for a client that may not run scripts (an ACL without `EVALSHA`/`EVAL`): Redis's `TIME`
+ * first (an `expiresAtMs` at or before it is refused), the epoch read with `GET` when `mintedAtMs` is given (missing:
+ * it cannot be written with Redis's time here, so the consume fails closed), then `SET key <owner> NX PXAT`; a lost
+ * reply is resolved by one `GET` of this call's owner value.
+ */
+async function consumePlain(connection: RedisConnection, waiter: Waiter, extraRetentionMs: number, epochKey: string): Promise<boolean> {
+  const { commands, bounded } = connection;
+  const now = redisMs(await bounded(commands.time()));
+  if (waiter.exp <= now) throw expiredError();
+  if (waiter.minted !== undefined) {
+    const epoch = await bounded(commands.get(epochKey));
+    if (epoch === null)
+      throw new StoreUnavailableError({ cause: new Error('the ledger epoch is missing and scripts are refused (NOPERM)') });
+    if (waiter.minted < Number(epoch)) throw ledgerLostError();
+  }
+  const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
+  return bounded(commands.set(waiter.key, mine, 'PXAT', waiter.exp + extraRetentionMs, 'NX')).then(
+    (reply) => {
+      if (reply === 'OK') return true;
+      if (reply === null) return false;
+      throw new StoreUnavailableError({ cause: new Error('unexpected reply to SET NX PXAT') });
+    },
+    (error: unknown) => (notWritten(error) ? fail(error) : resolveLost(connection, waiter.key, mine, error)),
+  );
+}
+
+/** Redis's `TIME` reply (`[seconds, microseconds]`) in epoch ms. */
+function redisMs(reply: unknown): number {
+  const [seconds, micros] = Array.isArray(reply) ? reply.map(Number) : [];
+  if (seconds === undefined || micros === undefined || !Number.isFinite(seconds) || !Number.isFinite(micros)) {
+    throw new StoreUnavailableError({ cause: new Error('unexpected reply to TIME') });
+  }
+  return seconds * 1000 + Math.floor(micros / 1000);
 }
 
 /**
@@ -216,16 +269,19 @@ function opener(connection: RedisConnection, eviction: EvictionGuard, isClosed: 
 }
 
 /**
- * Outcome recording. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
- * `p:<fp>:<owner>` and `record` turns it into `d:<fp>:<outcome>`: one key per id, so the two share the ledger.
- * Claims and records are batched like consumes (one script call per batch, one per hash slot on a Cluster).
+ * Outcome recording and leases. `consume` writes a 22-character owner value (base64url, no ':'); `claim` writes
+ * `p:<fp>:<owner>` (no owner given) or `L:<fp>:<owner>:<fence>:<till>` and `record` turns it into `d:<fp>:<outcome>` or
+ * `R:<fp>:<owner>:<outcome>` (see `outcomes.ts`): one key per id, so the two share the ledger. Claims and records are
+ * batched like consumes (one script call per batch, one per hash slot on a Cluster); `renew` and `release` are one
+ * script call each (see `leases.ts`).
  */
 function outcomeRecorder(
   connection: RedisConnection,
   parsed: ParsedRedisStoreOptions,
   whenOpen: WhenOpen,
+  epochKey: (key: string) => string,
   isClosed: () => boolean,
-): Pick<RedisReplayStore, 'claim' | 'record'> & { outcomes: OutcomeQueue } {
+): Pick<RedisReplayStore, 'claim' | 'record' | 'renew' | 'release'> & { outcomes: OutcomeQueue } {
   const { keyPrefix, extraRetentionMs, maxOutcomeBytes, outcomeBudgetBytes } = parsed;
   const ledgerBase = keyPrefix.slice(0, -1);
   const outcomes = createOutcomeQueue(
@@ -236,38 +292,101 @@ function outcomeRecorder(
       outcomeBudgetBytes,
       // `%` never follows an encoded namespace but as `%25`/`%3A`: no id of any ledger can name these keys.
       budgetKeys: [`${ledgerBase}%o{${ledgerBase}}:h`, `${ledgerBase}%o{${ledgerBase}}:z`],
+      epochKey,
     },
     isClosed,
   );
+  const closed = (): Promise<never> => Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
 
   /** UTF-8 bytes ≤ 3 × UTF-16 code units: the exact count only when that bound does not settle it. */
   const outcomeFits = (outcome: string): boolean =>
     outcome.length <= maxOutcomeBytes && (outcome.length * 3 <= maxOutcomeBytes || Buffer.byteLength(outcome, 'utf8') <= maxOutcomeBytes);
 
-  const claim = (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
-    if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('claim: id must be a non-empty string'));
-    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return Promise.reject(new TypeError('claim: expiresAtMs must be a finite number'));
-    }
-    const misuse = fingerprintMisuse('claim', fingerprint);
+  const claim = (id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult> => {
+    if (isClosed()) return closed();
+    const misuse = idMisuse('claim', id, expiresAtMs) ?? fingerprintMisuse('claim', fingerprint) ?? claimMisuse(options);
     if (misuse !== undefined) return Promise.reject(misuse);
-    // As for consume: an id that could not be remembered is never a first use.
-    if (expiresAtMs <= Date.now()) return Promise.resolve(REPLAYED);
     const key = keyPrefix + id;
-    const at = Math.ceil(expiresAtMs) + extraRetentionMs;
-    return whenOpen(() => outcomes.claim(key, at, fingerprint), true);
+    const exp = Math.ceil(expiresAtMs);
+    const args = {
+      at: exp + extraRetentionMs,
+      exp,
+      owner: options?.owner,
+      leaseMs: options?.leaseMs,
+      reclaim: options?.reclaim === true,
+      minted: options?.mintedAtMs,
+    };
+    return whenOpen(() => outcomes.claim(key, fingerprint, args), true);
   };
 
-  const record = (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
-    if (isClosed()) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+  const record = (
+    id: string,
+    fingerprint: string,
+    outcome: string,
+    options?: { readonly owner?: string | undefined },
+  ): Promise<boolean> => {
+    if (isClosed()) return closed();
     if (typeof id !== 'string' || id.length === 0) return Promise.reject(new TypeError('record: id must be a non-empty string'));
-    const misuse = fingerprintMisuse('record', fingerprint);
+    const misuse = fingerprintMisuse('record', fingerprint) ?? ownerMisuse('record', options?.owner, false);
     if (misuse !== undefined) return Promise.reject(misuse);
     if (typeof outcome !== 'string') return Promise.reject(new TypeError('record: outcome must be a string'));
     // Too large: recorded as '' (done, not kept), so identical retries are replays and memory stays bounded.
     const kept = outcome !== '' && outcomeFits(outcome);
-    return whenOpen(() => outcomes.record(keyPrefix + id, fingerprint, kept ? outcome : ''), false);
+    return whenOpen(() => outcomes.record(keyPrefix + id, fingerprint, kept ? outcome : '', options?.owner), false);
   };
-  return { claim, record, outcomes };
+
+  const renew = (id: string, owner: string, leaseMs: number): Promise<boolean> => {
+    if (isClosed()) return closed();
+    const misuse = idMisuse('renew', id, 0) ?? ownerMisuse('renew', owner, true) ?? leaseMisuse('renew', leaseMs, true);
+    if (misuse !== undefined) return Promise.reject(misuse);
+    return whenOpen(() => runLeaseScript(connection, 'renew', keyPrefix + id, [owner, leaseMs]), false);
+  };
+
+  const release = (id: string, owner: string): Promise<boolean> => {
+    if (isClosed()) return closed();
+    const misuse = idMisuse('release', id, 0) ?? ownerMisuse('release', owner, true);
+    if (misuse !== undefined) return Promise.reject(misuse);
+    return whenOpen(() => runLeaseScript(connection, 'release', keyPrefix + id, [owner]), false);
+  };
+  return { claim, record, renew, release, outcomes };
+}
+
+/**
+ * What runs on every `ready` of an owned client (before the first write of an injected one): the persistence report
+ * (`STORE_NOT_PERSISTENT`, `STORE_PERSISTENCE_UNKNOWN`, each distinct report once) and the ledger epoch (written when
+ * missing; a new one is reported as `STORE_LEDGER_EPOCH`: the ledger was empty — a first use, or Redis lost its data).
+ * Neither blocks a write: the scripts write a missing epoch themselves.
+ */
+function startReports(
+  connection: RedisConnection,
+  ledgerBase: string,
+  timeoutMs: number,
+  warn: (error: BackgroundError) => void,
+  isClosed: () => boolean,
+): () => void {
+  let reported: string | undefined;
+  return () => {
+    void readPersistence(connection.commands, timeoutMs).then((result) => {
+      const warning = persistenceWarning(result);
+      if (warning !== undefined && warning.message !== reported && !isClosed()) {
+        reported = warning.message;
+        warn(warning);
+      }
+    });
+    initEpoch(connection, ledgerBase).then(
+      ({ epochMs, created }) => {
+        if (!created || isClosed()) return;
+        const at = new Date(epochMs).toISOString();
+        warn(
+          new BackgroundError(
+            'STORE_LEDGER_EPOCH',
+            `@mrtr/store-redis: the ledger began at ${at} (Redis's clock): it was empty — a first use, or Redis lost its data (restarted without persistence, flushed, failed over). States minted before are refused (ERR_LEDGER_LOST).`,
+          ),
+        );
+      },
+      () => {
+        // The scripts write a missing epoch themselves; a Cluster's slots without a copy start theirs at first use.
+      },
+    );
+  };
 }

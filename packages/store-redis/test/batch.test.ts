@@ -1,5 +1,6 @@
-// Batching: a consume that finds nothing in flight is a plain SET sent at once; consumes that arrive while
-// a batch is in flight go together into one EVALSHA (one SET NX PXAT per key), each with its own answer.
+// Batching: a consume that finds nothing in flight is sent at once, alone; consumes that arrive while a batch is in
+// flight go together into one EVALSHA of the consume script (Redis's TIME, the ledger epoch, then one SET NX PXAT per
+// key), each with its own answer.
 // Batches are made by starting consumes in one tick, never by timing. These tests use a throwaway
 // redis-server (SCRIPT FLUSH and maxmemory must not touch the shared one).
 import { Redis } from 'ioredis';
@@ -41,7 +42,7 @@ function recording(inner: Redis) {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver);
       if (typeof value !== 'function' || typeof prop !== 'string') return value;
-      if (!['set', 'get', 'mget', 'evalsha', 'eval'].includes(prop)) return value.bind(target);
+      if (!['set', 'get', 'mget', 'evalsha', 'eval', 'time'].includes(prop)) return value.bind(target);
       return async (...args: unknown[]) => {
         calls.push({ name: prop, args });
         const reply = await value.apply(target, args);
@@ -60,6 +61,9 @@ function recording(inner: Redis) {
       lose = name;
     },
     count: (name: string) => calls.filter((call) => call.name === name).length,
+    /** The ids per call of the consume script (its keys: the epoch key, then the ids; the epoch's start-up script has one key). */
+    consumeCalls: (name = 'evalsha') =>
+      calls.filter((call) => call.name === name && Number(call.args[1]) >= 2).map((call) => Number(call.args[1]) - 1),
   };
 }
 
@@ -99,26 +103,26 @@ describe.skipIf(binary === undefined)('Redis batching (throwaway redis-server)',
     });
   };
 
-  it('a lone consume is one plain SET', async () => {
-    const { store, count } = make();
+  it('a lone consume is one call of the consume script with one id (no plain SET: the clock of Redis decides)', async () => {
+    const { store, count, consumeCalls } = make();
     expect(await store.consume(uniqueId('alone'), exp())).toBe(true);
-    expect(count('set')).toBe(1);
-    expect(count('evalsha')).toBe(0);
+    expect(count('set')).toBe(0);
+    expect(consumeCalls()).toEqual([1]);
     await store.close();
   });
 
   it('one batch holding the same id twice (and three times): exactly one true per id, each waiter its own answer', async () => {
-    const { store, calls, count } = make();
+    const { store, calls, consumeCalls } = make();
     const live = uniqueId('live');
     expect(await store.consume(live, exp())).toBe(true);
     const [a, b, c] = [uniqueId('a'), uniqueId('b'), uniqueId('c')];
     const results = await burst(store, [a, b, a, live, c, a]);
     expect(results).toEqual([true, true, false, false, true, false]);
-    expect(count('evalsha')).toBe(1);
-    const script = calls.find((call) => call.name === 'evalsha') as Call;
-    expect(script.args[1]).toBe(6); // numkeys
-    // Each key's owner value is its own, in the 22-character form of a single consume.
-    const owners = script.args.slice(2 + 6).filter((_, i) => i % 2 === 0) as string[];
+    expect(consumeCalls()).toEqual([1, 1, 6]); // live, the burst's head, the batch
+    const script = calls.find((call) => call.name === 'evalsha' && call.args[1] === 7) as Call;
+    // Each key's owner value is its own, in the 22-character form of a single consume (ARGV: retention, then owner,
+    // expiresAtMs, mintedAtMs per key).
+    const owners = script.args.slice(2 + 7 + 1).filter((_, i) => i % 3 === 0) as string[];
     expect(new Set(owners).size).toBe(6);
     for (const owner of owners) expect(owner).toMatch(/^[A-Za-z0-9_-]{22}$/);
     expect(await admin.get(store.keyPrefix + a)).toBe(owners[0]);
@@ -129,23 +133,23 @@ describe.skipIf(binary === undefined)('Redis batching (throwaway redis-server)',
   });
 
   it('a batch holds at most maxBatchSize consumes; the rest follow', async () => {
-    const { store, calls } = make({ maxBatchSize: 4 });
+    const { store, consumeCalls } = make({ maxBatchSize: 4 });
     const ids = Array.from({ length: 10 }, (_, i) => uniqueId(`bound${i}`));
     expect((await burst(store, ids)).every((r) => r === true)).toBe(true);
-    // The first consume went alone (a SET); the ten queued behind it went as 4 + 4 + 2.
-    expect(calls.filter((call) => call.name === 'evalsha').map((call) => call.args[1])).toEqual([4, 4, 2]);
-    expect(calls.filter((call) => call.name === 'set')).toHaveLength(1);
+    // The first consume went alone; the ten queued behind it went as 4 + 4 + 2.
+    expect(consumeCalls()).toEqual([1, 4, 4, 2]);
     await store.close();
   });
 
   it('the script is loaded with EVAL when the server does not have it (NOSCRIPT), and answers the same', async () => {
-    const { store, count } = make();
+    const { store, consumeCalls } = make();
     await admin.call('SCRIPT', 'FLUSH');
     const [x, y] = [uniqueId('x'), uniqueId('y')];
     expect(await burst(store, [x, y, x])).toEqual([true, true, false]);
-    expect(count('eval')).toBe(1);
+    // The lone head and the batch were both sent before the first NOSCRIPT came back: both loaded it.
+    expect(consumeCalls('eval')).toEqual([1, 3]);
     expect(await burst(store, [uniqueId('z'), y])).toEqual([true, false]);
-    expect(count('eval')).toBe(1); // cached from now on
+    expect(consumeCalls('eval')).toEqual([1, 3]); // cached from now on
     await store.close();
   });
 
@@ -209,20 +213,21 @@ describe.skipIf(binary === undefined)('Redis batching (throwaway redis-server)',
       const [a, b] = [uniqueId('a'), uniqueId('b')];
       expect(await burst(store, [a, b, a])).toEqual([true, true, false]);
       expect(await burst(store, [uniqueId('c'), b])).toEqual([true, false]);
-      expect(recorder.count('evalsha')).toBe(1); // asked once, then never again
-      expect(recorder.count('eval')).toBe(0);
+      // The lone head and the batch were both sent before the first NOPERM came back; never again after it.
+      expect(recorder.consumeCalls()).toEqual([1, 3]);
+      expect(recorder.consumeCalls('eval')).toEqual([]);
     } finally {
       await store.close();
       await admin.call('ACL', 'DELUSER', user);
     }
   });
 
-  it('batch: false sends one SET per consume', async () => {
-    const { store, count } = make({ batch: false });
+  it('batch: false sends one script call per consume', async () => {
+    const { store, count, consumeCalls } = make({ batch: false });
     const id = uniqueId('p');
     expect(await Promise.all([id, uniqueId('q'), id].map((x) => store.consume(x, exp())))).toEqual([true, true, false]);
-    expect(count('set')).toBe(3);
-    expect(count('evalsha')).toBe(0);
+    expect(consumeCalls()).toEqual([1, 1, 1]);
+    expect(count('set')).toBe(0);
     await store.close();
   });
 

@@ -98,8 +98,6 @@ describe('outcome options and misuse (no Redis needed)', () => {
       );
       await expect(store.record('', 'fp', 'x')).rejects.toThrow(new TypeError('record: id must be a non-empty string'));
       await expect(store.record('id', 'fp', 7 as unknown as string)).rejects.toThrow(new TypeError('record: outcome must be a string'));
-      // An expiry already past is never a first use, and needs no command (this Redis is unreachable).
-      expect(await store.claim('id', Date.now() - 1, 'fp')).toEqual({ status: 'replayed' });
     } finally {
       await store.close();
     }
@@ -134,7 +132,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
   /** A store whose connection is up and whose scripts are loaded: the next claim or record is sent at once. */
   const warm = async (store: RedisReplayStore): Promise<void> => {
     const id = uniqueId('warm');
-    expect(await store.claim(id, exp(), 'warm')).toEqual({ status: 'first' });
+    expect(await store.claim(id, exp(), 'warm')).toEqual({ status: 'first', fence: 0 });
     expect(await store.record(id, 'warm', 'w')).toBe(true);
   };
 
@@ -144,7 +142,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       const id = uniqueId('ttl');
       const expiresAtMs = Date.now() + 60_000.5;
       const key = store.keyPrefix + id;
-      expect(await store.claim(id, expiresAtMs, 'fpA')).toEqual({ status: 'first' });
+      expect(await store.claim(id, expiresAtMs, 'fpA')).toEqual({ status: 'first', fence: 0 });
       expect(await admin.get(key)).toMatch(/^p:fpA:[A-Za-z0-9_-]{22}$/);
       const at = Math.ceil(expiresAtMs) + 5000;
       expect(Number(await admin.call('PEXPIRETIME', key))).toBe(at);
@@ -178,7 +176,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       expect(await b.record(consumed, 'fp', 'x')).toBe(false);
       expect(await admin.get(a.keyPrefix + consumed)).toMatch(/^[A-Za-z0-9_-]{22}$/); // still the consume's value
       const claimedId = uniqueId('claimed');
-      expect(await b.claim(claimedId, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await b.claim(claimedId, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await a.consume(claimedId, exp())).toBe(false);
       expect(await a.claim(claimedId, exp(), 'fp')).toEqual({ status: 'pending' });
     } finally {
@@ -198,7 +196,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       ];
       for (const [outcome, kept] of cases) {
         const id = uniqueId('cap');
-        expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+        expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
         expect(await store.record(id, 'fp', outcome)).toBe(kept);
         expect(await admin.get(store.keyPrefix + id)).toBe(kept ? `d:fp:${outcome}` : 'd:fp:');
         expect(await store.claim(id, exp(), 'fp')).toEqual(kept ? { status: 'recorded', outcome } : { status: 'replayed' });
@@ -210,7 +208,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
     const none = createRedisStore({ url, namespace: uniqueId('cap0'), maxOutcomeBytes: 0 });
     try {
       const id = uniqueId('cap0');
-      expect(await none.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await none.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await none.record(id, 'fp', 'x')).toBe(false);
       expect(await none.claim(id, exp(), 'fp')).toEqual({ status: 'replayed' });
     } finally {
@@ -223,10 +221,10 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
     try {
       const budgetHash = `${store.keyPrefix.slice(0, -1)}%o{${store.keyPrefix.slice(0, -1)}}:h`;
       const [a, b] = [uniqueId('big'), uniqueId('big')];
-      expect(await store.claim(a, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim(a, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await store.record(a, 'fp', 'a'.repeat(3_000_000))).toBe(true);
       expect(await admin.hget(budgetHash, 't')).toBe('3000000');
-      expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await store.record(b, 'fp', 'b'.repeat(6_000_000))).toBe(false);
       expect(await admin.hget(budgetHash, 't')).toBe('3000000');
       expect(await store.claim(b, exp(), 'fp')).toEqual({ status: 'replayed' });
@@ -301,7 +299,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       try {
         await warm(store);
         const id = uniqueId('late-record');
-        expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+        expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
         const pending = recorded(store.record(id, 'fp', 'the-outcome'));
         blockEventLoop(TIMEOUT_MS * 2);
         expect(await pending).toBe(true);
@@ -347,7 +345,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
     try {
       await warm(store);
       const id = uniqueId('late-theirs');
-      expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       await admin.set(store.keyPrefix + id, 'd:fp:someone-else', 'KEEPTTL');
       const pending = recorded(store.record(id, 'fp', 'mine'));
       blockEventLoop(TIMEOUT_MS * 2);
@@ -407,7 +405,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
         try {
           const at = exp();
           const recordIds = Array.from({ length: 10 }, (_, i) => uniqueId(`batch-rec${i}`));
-          for (const id of recordIds) expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first' });
+          for (const id of recordIds) expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first', fence: 0 });
           const claimIds = Array.from({ length: 20 }, (_, i) => uniqueId(`batch-claim${i}`));
           proxy.loseNextReply(mode);
           // One tick: a lone call goes at once (its reply is the one held back or dropped), the rest as batches behind it.
@@ -450,7 +448,7 @@ describe.skipIf(skipRedis)('outcome recording against Redis', () => {
       try {
         const id = uniqueId('cut-record');
         const at = exp();
-        expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first' });
+        expect(await store.claim(id, at, 'fp')).toEqual({ status: 'first', fence: 0 });
         proxy.loseNextReply('lost');
         const pending = recorded(store.record(id, 'fp', 'landed'));
         await until('the record to land', async () => (await admin.get(store.keyPrefix + id)) === 'd:fp:landed');
@@ -510,7 +508,7 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
   it('claims interleaved with a burst of consumes: every id has exactly one winner, consumes still batched', async () => {
     const { store, batches } = make();
     try {
-      expect(await store.claim(uniqueId('warm'), exp(), 'warm')).toEqual({ status: 'first' });
+      expect(await store.claim(uniqueId('warm'), exp(), 'warm')).toEqual({ status: 'first', fence: 0 });
       const ids = Array.from({ length: 20 }, (_, i) => uniqueId(`mix${i}`));
       const calls = ids.flatMap((id, i) => [
         i % 2 === 0 ? store.consume(id, exp()).then((won) => (won ? 'won' : 'lost')) : claimed(store.claim(id, exp(), 'fp')),
@@ -535,11 +533,12 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
     try {
       await admin.call('SCRIPT', 'FLUSH');
       const id = uniqueId('noscript');
-      expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await store.record(id, 'fp', 'out')).toBe(true);
-      expect(counts).toEqual({ evalsha: 2, eval: 1 });
+      // The epoch's start-up script (before the first write of an injected client) was flushed too.
+      expect(counts).toEqual({ evalsha: 3, eval: 2 });
       expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'recorded', outcome: 'out' });
-      expect(counts).toEqual({ evalsha: 3, eval: 1 });
+      expect(counts).toEqual({ evalsha: 4, eval: 2 });
     } finally {
       await store.close();
     }
@@ -598,7 +597,7 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
       expect(kept * size).toBeLessThanOrEqual(budget);
       // Everyone else's rounds still work: claim, record, consume.
       const id = uniqueId('after-flood');
-      expect(await other.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await other.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await other.record(id, 'fp', 'y'.repeat(1000))).toBe(true);
       expect(await other.claim(id, exp(), 'fp')).toEqual({ status: 'recorded', outcome: 'y'.repeat(1000) });
       expect(await other.consume(uniqueId('after-flood'), exp())).toBe(true);
@@ -635,7 +634,7 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
     try {
       const id = uniqueId('oom');
       const before = uniqueId('oom-before');
-      expect(await store.claim(before, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim(before, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       await admin.config('SET', 'maxmemory-policy', 'noeviction');
       await admin.config('SET', 'maxmemory', '1');
       try {
@@ -646,7 +645,7 @@ describe.skipIf(binary === undefined)('outcome recording on a throwaway redis-se
       }
       expect(await admin.exists(store.keyPrefix + id)).toBe(0);
       expect(await admin.get(store.keyPrefix + before)).toMatch(/^p:fp:/);
-      expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim(id, exp(), 'fp')).toEqual({ status: 'first', fence: 0 });
       expect(await store.record(before, 'fp', 'out')).toBe(true);
     } finally {
       await store.close();

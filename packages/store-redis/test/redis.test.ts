@@ -93,12 +93,12 @@ describe.skipIf(skipRedis)('Redis store against a real server', () => {
     }
   });
 
-  it('an expiresAtMs that is not in the future resolves false and writes nothing', async () => {
+  it('an expiresAtMs that is not in the future rejects ERR_STATE_EXPIRED and writes nothing', async () => {
     const store = createRedisStore({ url, namespace: uniqueId('past') });
     try {
       const id = uniqueId('id');
-      expect(await store.consume(id, Date.now() - 1)).toBe(false);
-      expect(await store.consume(id, Date.now() - 60_000)).toBe(false);
+      expect(await outcome(store.consume(id, Date.now() - 1))).toBe('ERR_STATE_EXPIRED');
+      expect(await outcome(store.consume(id, Date.now() - 60_000))).toBe('ERR_STATE_EXPIRED');
       expect(await admin.exists(store.keyPrefix + id)).toBe(0);
       expect(await store.consume(id, Date.now() + 5_000)).toBe(true);
     } finally {

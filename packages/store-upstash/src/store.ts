@@ -1,4 +1,12 @@
-import type { ClaimResult, KeyFingerprint, OutcomeStoreLimits, RecordingReplayStore, ReplayStore } from '@mrtr/core';
+import type {
+  ClaimOptions,
+  ClaimResult,
+  KeyFingerprint,
+  OutcomeStoreLimits,
+  RecordingReplayStore,
+  ReplayStore,
+  SpendOptions,
+} from '@mrtr/core';
 import {
   base64urlEncode,
   MAX_FINGERPRINT_MISSES,
@@ -8,39 +16,83 @@ import {
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
-import { fingerprintMisuse, KEY_FINGERPRINT_SCRIPT, keyFingerprintAnswer, keyFingerprintArgs } from '@mrtr/store-redis/scripts';
+import {
+  claimMisuse,
+  expiredError,
+  fingerprintMisuse,
+  idMisuse,
+  KEY_FINGERPRINT_SCRIPT,
+  keyFingerprintAnswer,
+  keyFingerprintArgs,
+  LUA_NOW,
+  ledgerLostError,
+  leaseMisuse,
+  ownerMisuse,
+  spendMisuse,
+} from '@mrtr/store-redis/scripts';
 import { openLink, script, type UpstashConnectionOptions } from './link.js';
 
 // One key per id, `<keyPrefix>r:<id>`, holding one of (`<owner>`: 22 random base64url characters that only the call
-// that wrote it knows; `<m>`: the misses counted so far; `<fp>`: the fingerprint, without ':'):
+// that wrote it knows, or the caller's `owner` of a claim; `<m>`: the misses counted so far; `<fp>`: the fingerprint,
+// without ':'):
 //   c:<owner>                           taken by consume
-//   p:<m>:<owner>:<fp>                  taken by claim, no outcome yet
-//   d:<m>:<owner>:<fp>:<outcome>        taken by claim, outcome recorded
+//   p:<m>:<owner>:<fp>                  taken by claim without an owner of the caller's, no outcome yet, no lease
+//   l:<m>:<owner>:<fence>:<till>:<fp>   taken by the caller's owner (or a reclaim), no outcome yet; its lease runs until
+//                                       <till> (epoch ms, Redis's clock; empty: no lease); <fence> 0, one more per reclaim
+//   d:<m>:<owner>:<fp>:<outcome>        taken by claim, outcome recorded (by <owner>)
 //   x:<owner>                           done, not kept (too large, over the budget, '' or three misses)
 // Outcomes held are counted in `<keyPrefix>ob` (a sorted set of `<bytes>:<owner>` scored by the id's expiry) and
-// `<keyPrefix>on` (their sum), so the budget is checked and taken in the same script as the write.
+// `<keyPrefix>on` (their sum), so the budget is checked and taken in the same script as the write. The ledger epoch
+// is `<keyPrefix>ep` (written with TIME when missing), read in the same script as each consume and claim.
 //
+// Every script reads Redis's TIME: an expiry at or before it is refused (nothing written), leases are judged by it.
 // Every script answers a second call of the same caller as it answered the first (it recognises its own owner
 // value): asking again after a lost reply, or a client that retries by itself, can never turn a first use into a
 // replay, nor a replay into a first use.
 
-/** KEYS: the id. ARGV: `c:<owner>`, expiry (ms). */
+/** Reads the epoch (KEYS[n]), writing it with Redis's TIME when missing, into `e`. */
+const EPOCH = (n: number): string =>
+  `${LUA_NOW} local e = redis.call('GET', KEYS[${n}]) if not e then e = string.format('%.0f', now) redis.call('SET', KEYS[${n}], e) end e = tonumber(e) `;
+
+/** KEYS: the id, the epoch. ARGV: `c:<owner>`, expiresAtMs, mintedAtMs (`''`: none). */
 const CONSUME = script(
-  "local v = redis.call('GET', KEYS[1]) " +
-    "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2]) return 'yes' end " +
-    "if v == ARGV[1] then return 'yes' end return 'no'",
+  `${EPOCH(2)}local v = redis.call('GET', KEYS[1]) ` +
+    "if v == ARGV[1] then return 'yes' end " +
+    "if ARGV[3] ~= '' and tonumber(ARGV[3]) < e then return 'lost' end " +
+    "if tonumber(ARGV[2]) <= now then return 'expired' end " +
+    "if not v then redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2]) return 'yes' end return 'no'",
 );
 
-/** KEYS: the id, the budget set, the budget sum. ARGV: owner, expiry (ms), fingerprint, misses that drop. */
+/**
+ * KEYS: the id, the budget set, the budget sum, the epoch. ARGV: owner, expiresAtMs, fingerprint, misses that drop,
+ * mintedAtMs (`''`: none), lease (ms, `''`: none), flags (`o`: the owner is the caller's, `r`: reclaim). Answers `f<fence>`,
+ * `pending`, `pending:<leaseLeftMs>`, `unknown`, `recorded:<outcome>`, `replayed`, `expired` or `lost`.
+ */
 const CLAIM = script(
-  "local v = redis.call('GET', KEYS[1]) " +
-    "if not v then redis.call('SET', KEYS[1], 'p:0:' .. ARGV[1] .. ':' .. ARGV[3], 'PXAT', ARGV[2]) return 'first' end " +
-    "local kind, m, owner, rest = string.match(v, '^([pd]):(%d+):([^:]+):(.*)$') " +
+  `${EPOCH(4)}local v = redis.call('GET', KEYS[1]) ` +
+    "local till = '' if ARGV[6] ~= '' then till = string.format('%.0f', now + tonumber(ARGV[6])) end " +
+    'if v then ' +
+    "local k, o = string.match(v, '^([pdl]):%d+:([^:]+):') " +
+    "if k == 'p' and o == ARGV[1] then return 'f0' end " +
+    "if k == 'l' and o == ARGV[1] then return 'f' .. string.match(v, '^l:%d+:[^:]+:(%d+):') end end " +
+    "if ARGV[5] ~= '' and tonumber(ARGV[5]) < e then return 'lost' end " +
+    "if tonumber(ARGV[2]) <= now then return 'expired' end " +
+    'if not v then ' +
+    "if string.find(ARGV[7], 'o', 1, true) then redis.call('SET', KEYS[1], 'l:0:' .. ARGV[1] .. ':0:' .. till .. ':' .. ARGV[3], 'PXAT', ARGV[2]) " +
+    "else redis.call('SET', KEYS[1], 'p:0:' .. ARGV[1] .. ':' .. ARGV[3], 'PXAT', ARGV[2]) end return 'f0' end " +
+    "local kind, m, owner, rest = string.match(v, '^([pdl]):(%d+):([^:]+):(.*)$') " +
     "if not kind then return 'replayed' end " +
-    "if owner == ARGV[1] then if kind == 'p' then return 'first' end return 'replayed' end " +
-    'local fp, outcome = rest, nil ' +
+    "local fp, outcome, fence, held = rest, nil, '0', '' " +
     "if kind == 'd' then fp, outcome = string.match(rest, '^([^:]*):(.*)$') end " +
-    "if fp == ARGV[3] then if kind == 'p' then return 'pending' end return 'recorded:' .. outcome end " +
+    "if kind == 'l' then fence, held, fp = string.match(rest, '^(%d+):(%d*):(.*)$') end " +
+    'if fp == ARGV[3] then ' +
+    "if kind == 'd' then return 'recorded:' .. outcome end " +
+    "if kind == 'p' or held == '' then return 'pending' end " +
+    "if tonumber(held) > now then return 'pending:' .. string.format('%.0f', tonumber(held) - now) end " +
+    "if not string.find(ARGV[7], 'r', 1, true) then return 'unknown' end " +
+    'fence = tonumber(fence) + 1 ' +
+    "redis.call('SET', KEYS[1], 'l:' .. m .. ':' .. ARGV[1] .. ':' .. fence .. ':' .. till .. ':' .. fp, 'KEEPTTL') " +
+    "return 'f' .. fence end " +
     'm = tonumber(m) + 1 ' +
     'if m >= tonumber(ARGV[4]) then ' +
     "if kind == 'd' then redis.call('ZREM', KEYS[2], #outcome .. ':' .. owner) redis.call('DECRBY', KEYS[3], #outcome) end " +
@@ -50,24 +102,51 @@ const CLAIM = script(
 );
 
 /**
- * KEYS: the id, the budget set, the budget sum. ARGV: fingerprint, outcome, budget (bytes), `1` to keep it. Drops up
+ * KEYS: the id, the budget set, the budget sum. ARGV: fingerprint, outcome, budget (bytes), `1` to keep it, owner
+ * (`''`: none). With an owner: only the claim's owner records, and its second record answers as its first. Drops up
  * to 64 expired entries of the budget (by Redis's clock), then keeps the outcome if it fits, else marks the id done,
  * not kept. 1 when kept (also for the same call asked again), else 0.
  */
 const RECORD = script(
   "local v = redis.call('GET', KEYS[1]) if not v then return 0 end " +
-    "local kind, m, owner, rest = string.match(v, '^([pd]):(%d+):([^:]+):(.*)$') " +
-    "if kind == 'd' then if ARGV[4] == '1' and rest == ARGV[1] .. ':' .. ARGV[2] then return 1 end return 0 end " +
-    "if kind ~= 'p' or rest ~= ARGV[1] then return 0 end " +
+    "local kind, m, owner, rest = string.match(v, '^([pdl]):(%d+):([^:]+):(.*)$') " +
+    "if kind == 'd' then if ARGV[5] ~= '' then if owner == ARGV[5] then return 1 end return 0 end " +
+    "if ARGV[4] == '1' and rest == ARGV[1] .. ':' .. ARGV[2] then return 1 end return 0 end " +
+    "local fp = rest if kind == 'l' then fp = string.match(rest, '^%d+:%d*:(.*)$') end " +
+    "if (kind ~= 'p' and kind ~= 'l') or fp ~= ARGV[1] then return 0 end " +
+    "if kind == 'l' and ARGV[5] ~= '' and owner ~= ARGV[5] then return 0 end " +
+    "if ARGV[5] ~= '' then owner = ARGV[5] end " +
     "local pttl = redis.call('PTTL', KEYS[1]) " +
-    "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " +
+    `${LUA_NOW} ` +
     "local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. now, 'LIMIT', 0, 64) " +
     "for i = 1, #old do redis.call('DECRBY', KEYS[3], tonumber(string.match(old[i], '^(%d+):'))) redis.call('ZREM', KEYS[2], old[i]) end " +
     "local size = #ARGV[2] local held = tonumber(redis.call('GET', KEYS[3]) or '0') " +
     "if ARGV[4] ~= '1' or size == 0 or pttl < 0 or held + size > tonumber(ARGV[3]) then redis.call('SET', KEYS[1], 'x:' .. owner, 'KEEPTTL') return 0 end " +
-    "redis.call('SET', KEYS[1], 'd:' .. m .. ':' .. owner .. ':' .. rest .. ':' .. ARGV[2], 'KEEPTTL') " +
+    "redis.call('SET', KEYS[1], 'd:' .. m .. ':' .. owner .. ':' .. fp .. ':' .. ARGV[2], 'KEEPTTL') " +
     "redis.call('ZADD', KEYS[2], now + pttl, size .. ':' .. owner) redis.call('INCRBY', KEYS[3], size) return 1",
 );
+
+/** KEYS: the id. ARGV: owner, lease (ms). Renews `owner`'s unrecorded claim's lease from Redis's TIME: 1, else 0. */
+const RENEW = script(
+  "local v = redis.call('GET', KEYS[1]) if not v then return 0 end " +
+    "local m, o, fence, fp = string.match(v, '^l:(%d+):([^:]+):(%d+):%d*:(.*)$') " +
+    'if o ~= ARGV[1] then return 0 end ' +
+    `${LUA_NOW} ` +
+    "redis.call('SET', KEYS[1], 'l:' .. m .. ':' .. o .. ':' .. fence .. ':' .. string.format('%.0f', now + tonumber(ARGV[2])) .. ':' .. fp, 'KEEPTTL') return 1",
+);
+
+/** KEYS: the id. ARGV: owner. Deletes `owner`'s unrecorded claim: 1 when `owner` holds none afterwards, else 0. */
+const RELEASE = script(
+  "local v = redis.call('GET', KEYS[1]) if not v then return 1 end " +
+    "local o = string.match(v, '^l:%d+:([^:]+):') " +
+    "if o == ARGV[1] then redis.call('DEL', KEYS[1]) return 1 end return 0",
+);
+
+/**
+ * KEYS: the epoch. Redis's TIME in epoch ms; writes the epoch when it is missing (so a ledger begins at the first
+ * `time()`, e.g. a guard's clock check, rather than at its first spend, after states were already minted).
+ */
+const TIME = script(`${EPOCH(1)}return now`);
 
 const LABEL = 'createUpstashStore';
 
@@ -81,6 +160,12 @@ export interface UpstashReplayStore extends RecordingReplayStore {
    * expiry judged by Redis's clock; a new kid past 256 live records rejects with `ERR_STORE_UNAVAILABLE`.
    */
   keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
+  /** One script on the id's key: extends `owner`'s lease to `leaseMs` from Redis's `TIME` (see {@link ReplayStore.renew}). */
+  renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
+  /** One script on the id's key: deletes `owner`'s unrecorded claim (see {@link ReplayStore.release}). */
+  release(id: string, owner: string): Promise<boolean>;
+  /** Redis's `TIME`, epoch ms. */
+  time(): Promise<number>;
   readonly namespace: string;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
   readonly keyPrefix: string;
@@ -90,9 +175,29 @@ export interface UpstashReplayStore extends RecordingReplayStore {
   close(): Promise<void>;
 }
 
-const FIRST: ClaimResult = Object.freeze({ status: 'first' });
+const FIRST: ClaimResult = Object.freeze({ status: 'first', fence: 0 });
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
+const UNKNOWN: ClaimResult = Object.freeze({ status: 'unknown' });
+
+/** The claim script's answer (see `CLAIM`); `undefined` when it is not one. */
+function claimAnswer(reply: string): ClaimResult | undefined {
+  if (reply === 'f0') return FIRST;
+  if (reply === 'pending') return PENDING;
+  if (reply === 'replayed') return REPLAYED;
+  if (reply === 'unknown') return UNKNOWN;
+  if (reply.startsWith('recorded:') && reply.length > 9) return { status: 'recorded', outcome: reply.slice(9) };
+  const number = /^(f|pending:)(\d+)$/.exec(reply);
+  if (number === null) return undefined;
+  return number[1] === 'f' ? { status: 'first', fence: Number(number[2]) } : { status: 'pending', leaseLeftMs: Number(number[2]) };
+}
+
+/** A script's refusal: `expired` (Redis's clock is at or past `expiresAtMs`) or `lost` (minted before the epoch). */
+function refusal(reply: unknown): Error | undefined {
+  if (reply === 'expired') return expiredError();
+  if (reply === 'lost') return ledgerLostError();
+  return undefined;
+}
 
 /** The fleet check's exchange, shared with `@mrtr/store-redis`: see `KEY_FINGERPRINT_SCRIPT` there. */
 const KEY_FINGERPRINTS = script(KEY_FINGERPRINT_SCRIPT);
@@ -125,39 +230,37 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
   const owner = (): string => base64urlEncode(randomBytes(16));
   const closedError = (): StoreUnavailableError => new StoreUnavailableError({ cause: new Error('store is closed') });
 
-  const checkId = (method: string, id: unknown, expiresAtMs: unknown): Error | undefined => {
-    if (typeof id !== 'string' || id.length === 0) return new TypeError(`${method}: id must be a non-empty string`);
-    if (typeof expiresAtMs !== 'number' || !Number.isFinite(expiresAtMs)) {
-      return new TypeError(`${method}: expiresAtMs must be a finite number`);
-    }
-    return undefined;
-  };
+  const epochKey = `${keyPrefix}ep`;
 
-  const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
-    const misuse = checkId('consume', id, expiresAtMs);
+  const consume = async (id: string, expiresAtMs: number, spend?: SpendOptions): Promise<boolean> => {
+    const misuse = idMisuse('consume', id, expiresAtMs) ?? spendMisuse('consume', spend);
     if (misuse !== undefined) throw misuse;
     if (link.closed) throw closedError();
-    // Redis would take `PXAT <past>` and drop the key at once: such an id could not be remembered.
-    if (expiresAtMs <= Date.now()) return false;
-    const reply = await link.run(CONSUME, [idKey(id)], [`c:${owner()}`, Math.ceil(expiresAtMs)]);
+    const minted = spend?.mintedAtMs ?? '';
+    const reply = await link.run(CONSUME, [idKey(id), epochKey], [`c:${owner()}`, Math.ceil(expiresAtMs), minted]);
     if (reply === 'yes') return true;
     if (reply === 'no') return false;
-    throw unexpected('consume');
+    throw refusal(reply) ?? unexpected('consume');
   };
 
-  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    const misuse = checkId('claim', id, expiresAtMs) ?? fingerprintMisuse('claim', fingerprint);
+  const claim = async (id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult> => {
+    const misuse = idMisuse('claim', id, expiresAtMs) ?? fingerprintMisuse('claim', fingerprint) ?? claimMisuse(options);
     if (misuse !== undefined) throw misuse;
     if (link.closed) throw closedError();
-    if (expiresAtMs <= Date.now()) return REPLAYED;
-    const reply = await link.run(CLAIM, [idKey(id), ...budgetKeys], [owner(), Math.ceil(expiresAtMs), fingerprint, MAX_FINGERPRINT_MISSES]);
-    if (reply === 'first') return FIRST;
-    if (reply === 'pending') return PENDING;
-    if (reply === 'replayed') return REPLAYED;
-    if (typeof reply === 'string' && reply.startsWith('recorded:') && reply.length > 9) {
-      return { status: 'recorded', outcome: reply.slice(9) };
-    }
-    throw unexpected('claim');
+    const mine = options?.owner;
+    const args = [
+      mine ?? owner(),
+      Math.ceil(expiresAtMs),
+      fingerprint,
+      MAX_FINGERPRINT_MISSES,
+      options?.mintedAtMs ?? '',
+      mine === undefined || options?.leaseMs === undefined ? '' : options.leaseMs,
+      `${mine === undefined ? '' : 'o'}${options?.reclaim === true ? 'r' : ''}`,
+    ];
+    const reply = await link.run(CLAIM, [idKey(id), ...budgetKeys, epochKey], args);
+    const answer = typeof reply === 'string' ? claimAnswer(reply) : undefined;
+    if (answer !== undefined) return answer;
+    throw refusal(reply) ?? unexpected('claim');
   };
 
   /** UTF-8 bytes ≤ 3 × UTF-16 code units: the exact count only when that bound does not settle it. */
@@ -165,9 +268,14 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
     outcome.length <= maxOutcomeBytes &&
     (outcome.length * 3 <= maxOutcomeBytes || new TextEncoder().encode(outcome).length <= maxOutcomeBytes);
 
-  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+  const record = async (
+    id: string,
+    fingerprint: string,
+    outcome: string,
+    options?: { readonly owner?: string | undefined },
+  ): Promise<boolean> => {
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('record: id must be a non-empty string');
-    const misuse = fingerprintMisuse('record', fingerprint);
+    const misuse = fingerprintMisuse('record', fingerprint) ?? ownerMisuse('record', options?.owner, false);
     if (misuse !== undefined) throw misuse;
     if (typeof outcome !== 'string') throw new TypeError('record: outcome must be a string');
     if (link.closed) throw closedError();
@@ -176,11 +284,29 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
     const reply = await link.run(
       RECORD,
       [idKey(id), ...budgetKeys],
-      [fingerprint, kept ? outcome : '', outcomeBudgetBytes, kept ? '1' : '0'],
+      [fingerprint, kept ? outcome : '', outcomeBudgetBytes, kept ? '1' : '0', options?.owner ?? ''],
     );
     if (reply === 1) return true;
     if (reply === 0) return false;
     throw unexpected('record');
+  };
+
+  /** `renew` and `release`: one script each, idempotent for their owner (a lost reply is asked again by the link). */
+  const lease = async (method: 'renew' | 'release', id: string, by: string, leaseMs?: number): Promise<boolean> => {
+    const misuse =
+      idMisuse(method, id, 0) ?? ownerMisuse(method, by, true) ?? (method === 'renew' ? leaseMisuse(method, leaseMs, true) : undefined);
+    if (misuse !== undefined) throw misuse;
+    if (link.closed) throw closedError();
+    const reply = await link.run(method === 'renew' ? RENEW : RELEASE, [idKey(id)], method === 'renew' ? [by, leaseMs as number] : [by]);
+    if (reply === 1 || reply === 0) return reply === 1;
+    throw unexpected(method);
+  };
+
+  const time = async (): Promise<number> => {
+    if (link.closed) throw closedError();
+    const reply = Number(await link.run(TIME, [epochKey], []));
+    if (!Number.isSafeInteger(reply) || reply <= 0) throw unexpected('time');
+    return reply;
   };
 
   const keyFingerprints = async (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
@@ -194,14 +320,17 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
       keyExchange: true,
-      clock: false,
-      leases: false,
-      epoch: false,
+      clock: true,
+      leases: true,
+      epoch: true,
     },
     keyFingerprints,
     consume,
     claim,
     record,
+    renew: (id, by, leaseMs) => lease('renew', id, by, leaseMs),
+    release: (id, by) => lease('release', id, by),
+    time,
     maxOutcomeBytes,
     outcomeBudgetBytes,
     namespace: link.namespace,

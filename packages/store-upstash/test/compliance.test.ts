@@ -63,7 +63,7 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
     const exp = Date.now() + 60_000;
     expect(await store.consume('a', exp)).toBe(true);
     expect(await store.consume('a', exp)).toBe(false);
-    expect(await store.claim('b', exp, 'fp')).toEqual({ status: 'first' });
+    expect(await store.claim('b', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
     // An outcome that JSON.parse would turn into a number must come back as the string it was.
     expect(await store.record('b', 'fp', '12345')).toBe(true);
     expect(await store.claim('b', exp, 'fp')).toEqual({ status: 'recorded', outcome: '12345' });
@@ -80,7 +80,7 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
       expect(await store.consume('mine', exp)).toBe(true);
       expect(await store.consume('mine', exp)).toBe(false);
       lossy.loseNextReply('late');
-      expect(await store.claim('claimed', exp, 'fp')).toEqual({ status: 'first' });
+      expect(await store.claim('claimed', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
       lossy.loseNextReply('late');
       expect(await store.record('claimed', 'fp', 'out')).toBe(true);
       expect(await store.claim('claimed', exp, 'fp')).toEqual({ status: 'recorded', outcome: 'out' });
@@ -129,13 +129,13 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
       outcomeBudgetBytes: 100,
     });
     const exp = Date.now() + 300;
-    expect(await store.claim('a', exp, 'fp')).toEqual({ status: 'first' });
+    expect(await store.claim('a', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
     expect(await store.record('a', 'fp', 'x'.repeat(100))).toBe(true);
-    expect(await store.claim('b', Date.now() + 60_000, 'fp')).toEqual({ status: 'first' });
+    expect(await store.claim('b', Date.now() + 60_000, 'fp')).toEqual({ status: 'first', fence: 0 });
     expect(await store.record('b', 'fp', 'y')).toBe(false); // the budget is full while a is live
     // Only after a's expiry has passed (no assertion about any moment before it): its bytes are given back.
     while (Date.now() <= exp + 5) await new Promise((resolve) => setTimeout(resolve, exp + 6 - Date.now()));
-    expect(await store.claim('c', Date.now() + 60_000, 'fp')).toEqual({ status: 'first' });
+    expect(await store.claim('c', Date.now() + 60_000, 'fp')).toEqual({ status: 'first', fence: 0 });
     expect(await store.record('c', 'fp', 'z'.repeat(100))).toBe(true);
   });
 
