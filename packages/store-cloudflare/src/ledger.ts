@@ -1,6 +1,6 @@
 // The replay ledger inside a Durable Object: one row per held id, judged by the object's own clock.
 import type { SqlStorageLike } from './binding.js';
-import { count, fields, maybeNum, maybeStr, type Message, num, str } from './message.js';
+import { count, fields, flag, maybeNum, maybeStr, type Message, num, str } from './message.js';
 
 /** Expired rows dropped by every write: the ledger shrinks twice as fast as it grows, with no timer. */
 export const PURGE_PER_WRITE = 2;
@@ -26,6 +26,7 @@ interface IdRow {
   lease: number | null;
   fence: number;
   rkept: number | null;
+  owned: number;
 }
 
 /**
@@ -73,6 +74,8 @@ export class ReplayLedger {
         return this.#release(m, t);
       case 'time':
         return { now: t, epoch: this.#epoch(t) };
+      case 'epoch':
+        return { epoch: this.#epoch(t) }; // `ledgerEpoch`: written when missing, never moved
       default:
         return undefined;
     }
@@ -99,7 +102,7 @@ export class ReplayLedger {
   /** The row of `id` while it is live at `t`. */
   #live(id: string, t: number): IdRow | undefined {
     const row = this.#sql
-      .exec('SELECT exp, owner, fp, misses, outcome, osize, rowner, lease, fence, rkept FROM mrtr_ids WHERE id = ?', id)
+      .exec('SELECT exp, owner, fp, misses, outcome, osize, rowner, lease, fence, rkept, owned FROM mrtr_ids WHERE id = ?', id)
       .toArray()[0] as IdRow | undefined;
     return row !== undefined && row.exp >= t ? row : undefined;
   }
@@ -117,13 +120,14 @@ export class ReplayLedger {
    * written with a past expiry, never a first use).
    */
   #take(m: Message, fp: string | null, t: number): Message {
-    const { id, exp, owner, max, minted, leaseMs } = fields(m, {
+    const { id, exp, owner, max, minted, leaseMs, owned } = fields(m, {
       id: str,
       exp: num,
       owner: str,
       max: count,
       minted: maybeNum,
       leaseMs: maybeNum,
+      owned: flag,
     });
     const epoch = this.#epoch(t); // written by every spend that finds it missing, with or without mintedAtMs
     if (minted !== null && minted < epoch) return { lost: true };
@@ -145,7 +149,15 @@ export class ReplayLedger {
       this.#purge(t, PURGE_WHEN_FULL);
       if (meta(this.#sql, 'ids') >= max) return { full: true };
     }
-    this.#sql.exec('INSERT INTO mrtr_ids (id, exp, owner, fp, lease) VALUES (?, ?, ?, ?, ?)', id, exp, owner, fp, lease);
+    this.#sql.exec(
+      'INSERT INTO mrtr_ids (id, exp, owner, fp, lease, owned) VALUES (?, ?, ?, ?, ?, ?)',
+      id,
+      exp,
+      owner,
+      fp,
+      lease,
+      owned && fp !== null ? 1 : 0,
+    );
     bump(this.#sql, 'ids', 1);
     this.#purge(t, PURGE_PER_WRITE);
     return fp === null ? { taken: true } : { status: 'first', fence: 0 };
@@ -180,7 +192,7 @@ export class ReplayLedger {
     const row = this.#live(id, t);
     if (row === undefined || row.fp !== fp) return { stored: false };
     if (row.outcome !== null) return { stored: owner !== null && row.rowner === owner && row.rkept === 1 };
-    if (owner !== null && row.owner !== owner) return { stored: false };
+    if (owner === null ? row.owned === 1 : row.owner !== owner) return { stored: false }; // an owned claim: its owner only
     let kept = outcome.length <= maxOutcome;
     if (kept && meta(this.#sql, 'outcome_bytes') + outcome.length > budget) {
       this.#purge(t, PURGE_WHEN_FULL);
@@ -225,6 +237,7 @@ export class ReplayLedger {
     const clock = { now: t, epoch: this.#epoch(t) };
     if (row === undefined) return { owner: null, ...clock };
     const status = claimStatus(row, fp, t);
-    return { owner: row.owner, rowner: row.rowner, kept: row.rkept === 1, fence: row.fence, ...clock, ...status };
+    const held = { owner: row.owner, rowner: row.rowner, kept: row.rkept === 1, owned: row.owned === 1, fence: row.fence };
+    return { ...held, ...clock, ...status };
   }
 }

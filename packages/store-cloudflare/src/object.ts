@@ -11,10 +11,11 @@ const SCHEMA = [
   // One row per held id: its expiry, the owner value of the call that took it, and for a claim its fingerprint,
   // misses and outcome (NULL: not recorded yet; '': done, not kept) with the owner value of the record call.
   // With a lease: `lease` (when it lapses, by the object's clock; NULL: no lease) and `fence` (reclaims so far);
-  // `rkept` (1: the record call kept its outcome) answers a second record by the same owner.
+  // `rkept` (1: the record call kept its outcome) answers a second record by the same owner; `owned` (1: claimed
+  // with the caller's owner) lets only that owner record.
   `CREATE TABLE IF NOT EXISTS mrtr_ids (id TEXT PRIMARY KEY, exp REAL NOT NULL, owner TEXT NOT NULL, fp TEXT,
      misses INTEGER NOT NULL DEFAULT 0, outcome TEXT, osize INTEGER NOT NULL DEFAULT 0, rowner TEXT,
-     lease REAL, fence INTEGER NOT NULL DEFAULT 0, rkept INTEGER)`,
+     lease REAL, fence INTEGER NOT NULL DEFAULT 0, rkept INTEGER, owned INTEGER NOT NULL DEFAULT 0)`,
   `CREATE INDEX IF NOT EXISTS mrtr_ids_exp ON mrtr_ids (exp)`,
   `CREATE TABLE IF NOT EXISTS mrtr_tasks (task_id TEXT PRIMARY KEY, principal TEXT NOT NULL, final INTEGER NOT NULL,
      final_at REAL NOT NULL, expires REAL NOT NULL, version TEXT NOT NULL, body TEXT NOT NULL)`,
@@ -30,7 +31,10 @@ const ADDED_COLUMNS: readonly (readonly [string, string])[] = [
   ['lease', 'lease REAL'],
   ['fence', 'fence INTEGER NOT NULL DEFAULT 0'],
   ['rkept', 'rkept INTEGER'],
+  ['owned', 'owned INTEGER NOT NULL DEFAULT 0'],
 ];
+/** The columns added with epochs: an object missing them kept ids before epochs were. */
+const EPOCH_ERA = new Set(['lease', 'fence', 'rkept']);
 
 /** Options of {@link MrtrStoreObject} beyond what the runtime passes (for tests, through a subclass). */
 export interface MrtrStoreObjectOptions {
@@ -75,7 +79,8 @@ export class MrtrStoreObject {
       const missing = ADDED_COLUMNS.filter(([name]) => !columns.has(name));
       for (const [, definition] of missing) sql.exec(`ALTER TABLE mrtr_ids ADD COLUMN ${definition}`);
       // The ledger began now, unless this object kept one before epochs were (its ids are all there: epoch 0).
-      sql.exec("INSERT OR IGNORE INTO mrtr_meta (k, v) VALUES ('epoch', ?)", missing.length > 0 ? 0 : now());
+      const beforeEpochs = missing.some(([name]) => EPOCH_ERA.has(name));
+      sql.exec("INSERT OR IGNORE INTO mrtr_meta (k, v) VALUES ('epoch', ?)", beforeEpochs ? 0 : now());
     });
     this.#ledger = new ReplayLedger(sql, now);
   }

@@ -47,6 +47,11 @@ export interface DurableObjectReplayStore extends RecordingReplayStore {
   release(id: string, owner: string): Promise<boolean>;
   /** The objects' clock (shard 0's `Date.now()`), epoch ms. */
   time(): Promise<number>;
+  /**
+   * The ledger's epoch: every shard's object is asked for its epoch (written with its clock when missing), in parallel;
+   * resolves the latest. Safe to run again (an existing epoch never moves) and sent once more when a reply is lost.
+   */
+  ledgerEpoch(): Promise<number>;
   readonly namespace: string;
   readonly shards: number;
   readonly maxEntries: number;
@@ -95,6 +100,8 @@ interface Spend {
   exp: number;
   minted: number | null;
   owner: string;
+  /** The caller gave `owner` (a claim then records only by it). */
+  owned: boolean;
   leaseMs: number | null;
 }
 
@@ -111,6 +118,7 @@ function spendOf(method: string, id: unknown, expiresAtMs: unknown, options: Cla
     exp: expiresAtMs,
     minted: mintedAtMs ?? null,
     owner: owner === undefined ? (ownerValues(1)[0] as string) : checkOwner(method, owner),
+    owned: owner !== undefined,
     leaseMs: owner === undefined ? null : lease, // no owner: no lease
   };
 }
@@ -124,6 +132,7 @@ function refuse(answer: Answer): void {
 
 interface Context {
   objects: Objects;
+  shards: number;
   maxPerObject: number;
   budgetPerObject: number;
   maxOutcomeBytes: number;
@@ -150,6 +159,7 @@ async function sendSpend<T>(
       owner: spend.owner,
       max: ctx.maxPerObject,
       minted: spend.minted,
+      owned: spend.owned,
     });
   } catch (error) {
     if (error instanceof ObjectRefused) return fail(error);
@@ -176,14 +186,14 @@ async function sendSpend<T>(
   }
 }
 
-/** Sends a request that is safe to repeat (renew, release, a record by its owner): once more when the reply is lost. */
-async function sendTwice(ctx: Context, id: string, message: Answer): Promise<Answer> {
+/** Sends a request that is safe to repeat (renew, release, a record by its owner, an epoch): once more when the reply is lost. */
+async function sendTwice(send: () => Promise<Answer>): Promise<Answer> {
   try {
-    return await ctx.objects.call(id, message);
+    return await send();
   } catch (error) {
     if (error instanceof ObjectRefused) return fail(error);
     try {
-      return await ctx.objects.call(id, message);
+      return await send();
     } catch (again) {
       return fail(again);
     }
@@ -248,7 +258,7 @@ function recordOp(ctx: Context) {
       owner,
     };
     // By its owner, a record answers as once however often it is sent.
-    if (owner !== null) return answered(await sendTwice(ctx, id, message), 'stored');
+    if (owner !== null) return answered(await sendTwice(() => ctx.objects.call(id, message)), 'stored');
     let answer: Answer;
     try {
       answer = await ctx.objects.call(id, message);
@@ -261,6 +271,7 @@ function recordOp(ctx: Context) {
         return fail(error);
       }
       if (held.rowner === rowner) return held.kept === true;
+      if (owner === null && held.owned === true) return false; // an owned claim: refused to a record without owner
       if (typeof held.owner === 'string' && held.rowner !== null) return false; // someone else's record landed
       return fail(error);
     }
@@ -274,13 +285,13 @@ function leaseOps(ctx: Context) {
       if (typeof id !== 'string' || id.length === 0) throw new TypeError('renew: id must be a non-empty string');
       const message = { op: 'renew', id, owner: checkOwner('renew', owner), leaseMs: checkLease('renew', leaseMs) };
       ctx.open();
-      return answered(await sendTwice(ctx, id, message), 'renewed');
+      return answered(await sendTwice(() => ctx.objects.call(id, message)), 'renewed');
     },
     async release(id: string, owner: string): Promise<boolean> {
       if (typeof id !== 'string' || id.length === 0) throw new TypeError('release: id must be a non-empty string');
       const message = { op: 'release', id, owner: checkOwner('release', owner) };
       ctx.open();
-      return answered(await sendTwice(ctx, id, message), 'released');
+      return answered(await sendTwice(() => ctx.objects.call(id, message)), 'released');
     },
     async time(): Promise<number> {
       ctx.open();
@@ -292,6 +303,17 @@ function leaseOps(ctx: Context) {
       }
       if (typeof answer.now !== 'number' || !Number.isFinite(answer.now)) return fail(new Error('unexpected answer to time'));
       return answer.now;
+    },
+    async ledgerEpoch(): Promise<number> {
+      ctx.open();
+      const epochOf = async (shard: number): Promise<number> => {
+        const answer = await sendTwice(() => ctx.objects.callShard(shard, { op: 'epoch' }));
+        const { epoch } = answer;
+        if (typeof epoch !== 'number' || !Number.isSafeInteger(epoch) || epoch < 0) return fail(new Error('unexpected answer to epoch'));
+        return epoch;
+      };
+      const epochs = await Promise.all(Array.from({ length: ctx.shards }, (_, shard) => epochOf(shard)));
+      return Math.max(...epochs);
     },
   };
 }
@@ -307,8 +329,8 @@ function leaseOps(ctx: Context) {
  * knows: when its answer never arrives (a dropped connection, an object reset, a timeout) the store asks the object
  * once who holds the id — this call → taken (`true`, `first` with its fence); another → `false` or what a claim
  * would answer; no one → the refusal the object's clock or epoch explains, else `ERR_STORE_UNAVAILABLE`. `renew`,
- * `release` and a `record` by its owner are sent once more when their reply is lost (each answers as once).
- * Any other failure rejects with `ERR_STORE_UNAVAILABLE`, never `true`.
+ * `release`, a `record` by its owner and `ledgerEpoch` (every shard's epoch, written where missing; the latest) are
+ * sent once more when their reply is lost (each answers as once). Any other failure rejects with `ERR_STORE_UNAVAILABLE`, never `true`.
  */
 export function createDurableObjectStore(options: DurableObjectStoreOptions): DurableObjectReplayStore {
   options = optionsObject(LABEL, options);
@@ -323,6 +345,7 @@ export function createDurableObjectStore(options: DurableObjectStoreOptions): Du
   let closed = false;
   const ctx: Context = {
     objects: objectsOf(LABEL, options.objects, 'replay', namespace, shards, timeoutMs),
+    shards,
     // Each object's share of the store-wide bounds: together they never pass them.
     maxPerObject: Math.floor(maxEntries / shards),
     budgetPerObject: Math.floor(outcomeBudgetBytes / shards),

@@ -119,7 +119,11 @@ export async function releaseItem(table: Table, key: Key, owner: string): Promis
 
 /**
  * When this namespace's ledger began: its epoch item `e#<ns>#epoch` (`at`, ms by the service's clock as measured),
- * written with a conditional put when missing (a new namespace, a deleted table or namespace), then read back.
+ * written with a conditional put when missing (a new namespace, a deleted table or namespace), then read back. It is
+ * dated by the earliest the service's clock may read (`serviceFloor`: the read before the put measured it), so an epoch
+ * is never in the service's future: a state minted on a brand-new ledger is never refused by the fallback `iat − skew`.
+ * Safe to run again, and after a lost reply: the put is conditional (an existing epoch never moves) and the read
+ * answers whichever put landed.
  */
 export async function epochOf(table: Table): Promise<number> {
   const key = table.key('e', 'epoch');
@@ -127,7 +131,7 @@ export async function epochOf(table: Table): Promise<number> {
     const item = await readItem(table, key);
     const at = num(item?.at);
     if (at !== undefined) return at;
-    const written = Math.floor(table.serviceNow());
+    const written = Math.max(0, Math.floor(table.serviceFloor()));
     const reply = await twice(() =>
       table.send(
         new PutItemCommand({

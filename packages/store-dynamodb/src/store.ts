@@ -16,7 +16,7 @@ import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, read
 
 // One item per id, `r#<namespace>#<H(id)>`: `exp` (ms), `ttl` (s, for DynamoDB's TTL), `o` (an owner value only the
 // call that wrote the item knows), `k` (`c` consume, `p` claimed, `d` recorded, `x` done, not kept), and for a claim
-// `fp`, `m` (misses), `out`, `ob` (its bytes). The outcome budget is the bucket counter `b#<namespace>#budget`.
+// `fp`, `m` (misses), `out`, `ob` (its bytes), `w` (present: claimed with an owner, so only that owner records). The outcome budget is the bucket counter `b#<namespace>#budget`.
 
 const LABEL = 'createDynamoStore';
 const MAX_FINGERPRINT_LENGTH = 256;
@@ -37,6 +37,11 @@ export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStor
 export interface DynamoReplayStore extends RecordingReplayStore {
   renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
   release(id: string, owner: string): Promise<boolean>;
+  /**
+   * The namespace's epoch item (`e#<ns>#epoch`, ms by the measured service clock): read, written with a conditional
+   * put when missing, read again. One item per namespace, so every id shares it; an existing epoch is never moved.
+   */
+  ledgerEpoch(): Promise<number>;
   /**
    * DynamoDB's clock as measured from the `Date` headers of this store's replies (whole seconds, timed by `now`):
    * add `offsetMs` to `now()` to read it, within ± `uncertaintyMs`. `undefined` before the first reply.
@@ -130,14 +135,14 @@ async function countMiss(table: Table, budget: BucketCounter, key: Key, owner: s
 
 /**
  * The condition and values of a record of `fingerprint` at `at`: the claim unrecorded and live, and with `by` (the
- * record's owner) held by it; `by` is then written as `ro`, with `rk` (1: kept), so that its second record answers
- * as the first.
+ * record's owner) held by it, without one claimed without owner; `by` is then written as `ro`, with `rk` (1: kept), so
+ * that its second record answers as the first.
  */
 function recordWrite(fingerprint: string, at: number, by: string | null, kept: boolean) {
   return {
-    condition: `#k = :p AND #fp = :fp AND #exp >= :now${by === null ? '' : ' AND #o = :by'}`,
+    condition: `#k = :p AND #fp = :fp AND #exp >= :now AND ${by === null ? 'attribute_not_exists(#w)' : '#o = :by'}`,
     set: by === null ? '' : ', #ro = :by, #rk = :rk',
-    names: { '#k': 'k', '#fp': 'fp', '#exp': 'exp', ...(by === null ? {} : { '#o': 'o', '#ro': 'ro', '#rk': 'rk' }) },
+    names: { '#k': 'k', '#fp': 'fp', '#exp': 'exp', ...(by === null ? { '#w': 'w' } : { '#o': 'o', '#ro': 'ro', '#rk': 'rk' }) },
     values: {
       ':p': { S: 'p' },
       ':fp': { S: fingerprint },
@@ -213,11 +218,17 @@ const checkMinted = (method: string, mintedAtMs: unknown): Error | undefined =>
     : new TypeError(`${method}: mintedAtMs must be a finite number`);
 
 /** The item a spend writes: kept `skewMs` past its expiry, with its owner (and for a claim fingerprint, fence, lease). */
-function spendItem(ctx: Context, expiresAtMs: number, owner: string, claim?: { fingerprint: string; leaseMs: number | null }): Item {
+function spendItem(
+  ctx: Context,
+  expiresAtMs: number,
+  owner: string,
+  claim?: { fingerprint: string; leaseMs: number | null; owned: boolean },
+): Item {
   const exp = Math.ceil(expiresAtMs) + ctx.skewMs;
   const item: Item = { exp: { N: String(exp) }, ttl: { N: ttlOf(exp) }, o: { S: owner }, k: { S: claim ? 'p' : 'c' } };
   if (claim === undefined) return item;
   Object.assign(item, { fp: { S: claim.fingerprint }, m: { N: '0' }, f: { N: '0' } });
+  if (claim.owned) item.w = { N: '1' };
   if (claim.leaseMs !== null) item.le = { N: String(Math.ceil(ctx.table.serviceNow() + claim.leaseMs)) };
   return item;
 }
@@ -279,7 +290,8 @@ function claimOp(ctx: Context) {
     ctx.open();
     const { table } = ctx;
     // No owner: no lease.
-    const claim = { owner, fingerprint, leaseMs: options?.owner === undefined ? null : leaseMs, take: false };
+    const owned = options?.owner !== undefined;
+    const claim = { owner, fingerprint, leaseMs: owned ? leaseMs : null, owned, take: false };
     return ctx.withEpoch(options?.mintedAtMs, async () => {
       const at = table.now();
       const key = idKey(table, id);
@@ -316,7 +328,8 @@ function recordOp(ctx: Context) {
     if (held === undefined || str(held.fp) !== fingerprint) return false;
     // By its owner, a record answers as the first did (a retry after a lost reply).
     if (by !== null && str(held.ro) === by) return num(held.rk) === 1;
-    if (str(held.k) !== 'p' || (by !== null && str(held.o) !== by)) return false;
+    // An owned claim is recorded only by its owner; one without owner by anyone.
+    if (str(held.k) !== 'p' || (by === null ? held.w !== undefined : str(held.o) !== by)) return false;
     const exp = num(held.exp) as number;
     const size = outcome.length > maxOutcomeBytes ? maxOutcomeBytes + 1 : utf8Bytes(outcome);
     if (size === 0 || size > maxOutcomeBytes || !(await budget.take(size, exp, outcomeBudgetBytes))) {
@@ -350,20 +363,23 @@ function leaseOps(ctx: Context) {
   };
 }
 
-/** Runs `work` beside the epoch read: `mintedAtMs` before the namespace's epoch rejects `ERR_LEDGER_LOST` whatever `work` did. */
+/**
+ * Runs `work` after the epoch read: a `mintedAtMs` before the namespace's epoch rejects `ERR_LEDGER_LOST` and writes
+ * nothing. Without `mintedAtMs` there is nothing to judge: the first spend writes the epoch beside its work.
+ */
 function epochGuard(table: Table): Context['withEpoch'] {
   let seen = false;
   return async (mintedAtMs, work) => {
-    // Without mintedAtMs there is nothing to judge, but the epoch must date the ledger: written by its first spend.
-    if (mintedAtMs === undefined && seen) return work();
-    const [epoch, result] = await Promise.allSettled([epochOf(table), work()]);
-    if (epoch.status === 'rejected') {
-      if (mintedAtMs !== undefined) throw epoch.reason; // nothing to judge by: fail closed
-      if (result.status === 'rejected') throw result.reason;
-      return result.value;
+    if (mintedAtMs !== undefined) {
+      const epoch = await epochOf(table); // nothing to judge by: it rejects, fail closed
+      seen = true;
+      if (mintedAtMs < epoch) throw new LedgerLostError();
+      return work();
     }
-    seen = true;
-    if (mintedAtMs !== undefined && mintedAtMs < epoch.value) throw new LedgerLostError();
+    if (seen) return work();
+    // The epoch must date the ledger: written by its first spend (ledgerEpoch writes it ahead of the first mint).
+    const [epoch, result] = await Promise.allSettled([epochOf(table), work()]);
+    if (epoch.status === 'fulfilled') seen = true;
     if (result.status === 'rejected') throw result.reason;
     return result.value;
   };
@@ -380,8 +396,8 @@ function epochGuard(table: Table): Context['withEpoch'] {
  * DynamoDB has no clock in its conditions (`clock: false`): expiry is judged by each caller's `now`, and an id is kept
  * `clockSkewMs` past its expiry. Leases and the epoch are judged by the service's clock as measured from its replies'
  * `Date` headers (`clockOffset()`): `renew` is a conditional update on owner, `release` a conditional delete, a
- * reclaim a conditional update on owner and lease; the epoch is one item per namespace, read beside every spend with
- * `mintedAtMs`. Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
+ * reclaim a conditional update on owner and lease; the epoch is one item per namespace (`ledgerEpoch`), read before
+ * every spend with `mintedAtMs`. Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
  */
 export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
@@ -412,6 +428,10 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
     claim: claimOp(ctx),
     record: recordOp(ctx),
     ...leaseOps(ctx),
+    async ledgerEpoch(): Promise<number> {
+      ctx.open();
+      return epochOf(table);
+    },
     clockOffset: () => table.clock.offset(),
     maxOutcomeBytes,
     outcomeBudgetBytes,

@@ -52,6 +52,8 @@ export interface Table {
   readonly clock: ServiceClock;
   /** `now()` corrected by the measured offset (no correction before the first reply): the clock leases and epochs use. */
   serviceNow(): number;
+  /** The earliest the service's clock may read now: `serviceNow()` less the measurement's `uncertaintyMs` (epochs are dated by it). */
+  serviceFloor(): number;
   /** Runs a give-back; its failure goes to `onError` (the operation's answer does not depend on it). */
   release(what: string, work: () => Promise<unknown>): Promise<void>;
   /** `<kind>#<namespace>#<rest>`, the namespace with `%` and `#` percent-encoded. */
@@ -88,6 +90,10 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
     now,
     clock,
     serviceNow: () => now() + (clock.offset()?.offsetMs ?? 0),
+    serviceFloor: () => {
+      const offset = clock.offset();
+      return now() + (offset === undefined ? 0 : offset.offsetMs - offset.uncertaintyMs);
+    },
     closed: false,
     async release(what, work) {
       try {

@@ -1,6 +1,6 @@
 // Leases, the epoch and the measured service clock of the DynamoDB store, on dynalite behind a proxy that dates
 // every reply by a service clock the test sets (30 s ahead of the stores' clock) and loses replies on command.
-import { DeleteItemCommand, DeleteTableCommand, DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, DeleteTableCommand, DescribeTableCommand, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { MrtrError } from '@mrtr/core';
 import { ownerValues } from '@mrtr/core/authoring';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -111,6 +111,10 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     expect(await s.record('id', 'fp', 'out', { owner: a })).toBe(true);
     expect(await s.record('id', 'fp', 'out', { owner: b })).toBe(false);
     expect(await s.release('id', a)).toBe(false);
+    await s.claim('owned-nr', exp, 'fp', { owner: a, leaseMs: 60_000 });
+    expect(await s.record('owned-nr', 'fp', 'nobody')).toBe(false); // a claim with an owner: only it records
+    await s.claim('plain-nr', exp, 'fp');
+    expect(await s.record('plain-nr', 'fp', 'anyone')).toBe(true); // one without: anyone with the fingerprint
     await s.claim('big', exp, 'fp', { owner: a, leaseMs: 60_000 });
     expect(await s.record('big', 'fp', 'x'.repeat(s.maxOutcomeBytes + 1), { owner: a })).toBe(false);
     expect(await s.record('big', 'fp', 'small', { owner: a })).toBe(false);
@@ -166,7 +170,10 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     proxy.loseNextReply('late', (target, body) => target.endsWith('.PutItem') && body.includes('#epoch'));
     expect(await code(s.consume('b', exp, { mintedAtMs: older })), 'step 3').toBe('ERR_LEDGER_LOST');
     expect(await code(s.claim('c', exp, 'fp', { mintedAtMs: older })), 'step 4').toBe('ERR_LEDGER_LOST');
-    expect(await s.consume('d', exp, { mintedAtMs: service() + 1_000 }), 'step 5').toBe(true); // the epoch is dated ± uncertaintyMs
+    const since = await s.ledgerEpoch(); // the epoch the refused spends wrote (its put's reply lost, then read)
+    expect(since, 'step 5').toBeGreaterThan(older);
+    expect(since, 'step 5').toBeLessThanOrEqual(service());
+    expect(await s.consume('d', exp, { mintedAtMs: since }), 'step 5').toBe(true);
 
     const other = await freshTable(dynamo.endpoint);
     const t = createDynamoStore({ client, tableName: other, namespace, now: clock.now, clockSkewMs: 0 });
@@ -185,8 +192,39 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     }
     await createTable(client, other, { timeToLive: false });
     expect(await code(t.consume('spent', exp, { mintedAtMs: before })), 'step 7').toBe('ERR_LEDGER_LOST');
-    // The refused spend ran beside the epoch read: its id is held now (never a first use); a newer state is accepted.
-    expect(await t.consume('spent', exp, { mintedAtMs: service() + 1_000 }), 'step 8').toBe(false);
-    expect(await t.consume('fresh', exp, { mintedAtMs: service() + 1_000 }), 'step 9').toBe(true);
+    // The refused spend ran after the epoch read and wrote nothing: a state minted on the new ledger takes the id.
+    const begun = await t.ledgerEpoch();
+    expect(begun, 'step 8').toBeGreaterThan(before);
+    expect(await t.consume('spent', exp, { mintedAtMs: begun }), 'step 8').toBe(true);
+    expect(await t.consume('spent', exp, { mintedAtMs: begun }), 'step 9').toBe(false);
+  });
+
+  it('ledgerEpoch: writes the namespace epoch item where missing, never after the service clock, and answers it ever after', async () => {
+    const namespace = `ledger-${n++}`;
+    const on = () => createDynamoStore({ client, tableName, namespace, now: clock.now, clockSkewMs: 0 });
+    const s = on();
+    const read = async () =>
+      (await client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: `e#${namespace}#epoch` } }, ConsistentRead: true })))
+        .Item;
+    expect(await read(), 'a fresh namespace has no epoch').toBeUndefined();
+    proxy.loseNextReply('late', (target, body) => target.endsWith('.PutItem') && body.includes('#epoch'));
+    const epoch = await s.ledgerEpoch(); // its put's reply lost: settled by reading the item that landed
+    expect(Number((await read())?.at?.N)).toBe(epoch);
+    // Dated by the earliest the service clock may read (one sample: the Date header's whole second), never after it.
+    expect(epoch).toBeLessThanOrEqual(service());
+    expect(epoch).toBeGreaterThan(service() - 1_000);
+    clock.advance(60_000);
+    expect(await s.ledgerEpoch(), 'again: the epoch never moves').toBe(epoch);
+    expect(await on().ledgerEpoch(), 'another store of the namespace').toBe(epoch);
+    const exp = time + 600_000;
+    expect(await s.consume('a', exp, { mintedAtMs: epoch }), 'a state minted on it').toBe(true);
+    expect(await s.claim('b', exp, 'fp', { mintedAtMs: epoch })).toEqual({ status: 'first', fence: 0 });
+    expect(await code(s.consume('c', exp, { mintedAtMs: epoch - 1 }))).toBe('ERR_LEDGER_LOST');
+    expect(await s.consume('c', exp, { mintedAtMs: epoch }), 'the refused spend wrote nothing').toBe(true);
+    proxy.loseNextReply('lost');
+    expect(await code(on().ledgerEpoch()), 'every reply lost').toBe('ERR_STORE_UNAVAILABLE');
+    proxy.restore();
+    await s.close();
+    expect(await code(s.ledgerEpoch()), 'closed').toBe('ERR_STORE_UNAVAILABLE');
   });
 });

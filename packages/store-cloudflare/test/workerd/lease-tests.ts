@@ -6,13 +6,14 @@ import { objectName } from '../../src/binding.js';
 import { createDurableObjectStore, type DurableObjectReplayStore } from '../../src/index.js';
 import { clock, droppingBinding, type TestEnv } from './tests.js';
 
-const code = async (promise: Promise<unknown>): Promise<unknown> =>
+/** The code a call rejects with (or what it resolved). */
+export const code = async (promise: Promise<unknown>): Promise<unknown> =>
   promise.then(
     (value) => `resolved ${JSON.stringify(value)}`,
     (error: unknown) => (MrtrError.is(error) ? error.code : `not an MrtrError: ${String(error)}`),
   );
 
-function check(condition: unknown, message: string): asserts condition {
+export function check(condition: unknown, message: string): asserts condition {
   if (!condition) throw new Error(message);
 }
 

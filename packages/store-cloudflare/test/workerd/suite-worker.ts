@@ -6,7 +6,8 @@ import { clock, registerTests, type TestEnv } from './tests.js';
 
 /**
  * The store's object on the tests' clock (the same isolate as the test Worker). `POST /test/lose-epoch` deletes the
- * epoch row and every id, as storage lost under a running object would (the next spend starts a new epoch).
+ * epoch row and every id, as storage lost under a running object would (the next spend starts a new epoch);
+ * `POST /test/epoch` answers the epoch row as it is (`null` when missing), writing nothing.
  */
 export class MrtrStoreObject extends RealStoreObject {
   readonly #sql: SqlStorageLike;
@@ -15,7 +16,12 @@ export class MrtrStoreObject extends RealStoreObject {
     this.#sql = state.storage.sql;
   }
   override async fetch(request: Request): Promise<Response> {
-    if (new URL(request.url).pathname !== '/test/lose-epoch') return super.fetch(request);
+    const path = new URL(request.url).pathname;
+    if (path === '/test/epoch') {
+      const row = this.#sql.exec("SELECT v FROM mrtr_meta WHERE k = 'epoch'").toArray()[0];
+      return Response.json({ epoch: row === undefined ? null : Number(row.v) });
+    }
+    if (path !== '/test/lose-epoch') return super.fetch(request);
     this.#sql.exec("DELETE FROM mrtr_meta WHERE k = 'epoch'");
     this.#sql.exec('DELETE FROM mrtr_ids');
     this.#sql.exec("UPDATE mrtr_meta SET v = 0 WHERE k IN ('ids', 'outcome_bytes')");

@@ -8,6 +8,7 @@ import { taskStoreCompliance } from '../../../test-suite/src/task-store.js';
 import type { TestFn } from '../../../test-suite/src/types.js';
 import type { DurableObjectNamespaceLike, DurableObjectStubLike } from '../../src/binding.js';
 import { createDurableObjectStore, createDurableObjectTaskStore } from '../../src/index.js';
+import { loseShard, registerEpochTests } from './epoch-tests.js';
 import { registerLeaseTests } from './lease-tests.js';
 
 export interface TestEnv {
@@ -88,6 +89,10 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
     outcomes: true,
     keyFingerprints: false,
     clock,
+    // The ledger lost in place: every shard's object loses its epoch row and its ids.
+    loseLedger: async (namespace) => {
+      for (let shard = 0; shard < REPLAY_SHARDS; shard++) await loseShard(env(), namespace, shard);
+    },
     unreachable: () => createDurableObjectStore({ objects: env().BROKEN, namespace: 'down', timeoutMs: 5_000 }),
     lostReply: ({ namespace }): LossyStore => {
       const lossy = droppingBinding(env().STORE);
@@ -206,4 +211,5 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
   });
 
   registerLeaseTests(it, env);
+  registerEpochTests(it, env);
 }
