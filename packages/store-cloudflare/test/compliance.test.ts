@@ -16,13 +16,6 @@ registerTests(
   },
 );
 
-// A defect of the shared suite, not of this store: that test mints before it spends, and main's guard learns the
-// ledger epoch (ledgerEpoch) before its first mint, so on a dead backend the mint itself rejects ERR_STORE_UNAVAILABLE.
-// Marked to fail until the suite expects that; once it passes, remove it from here.
-const SUITE_DEFECTS = new Set([
-  'durable object store compliance: under a state guard, an unreachable backend is reported as store.error then state.rejected',
-]);
-
 const found = findWorkerd();
 
 // SQLite-backed objects need on-disk storage (workerd refuses SQL with inMemory): a folder of the run's own.
@@ -79,7 +72,7 @@ if ('problem' in found) {
     });
 
     for (const name of names) {
-      (SUITE_DEFECTS.has(name) ? it.fails : it)(name, async () => {
+      it(name, async () => {
         const response = await fetch(`${base}/run?name=${encodeURIComponent(name)}`, { method: 'POST' });
         const result = (await response.json()) as { ok: boolean; error?: string };
         if (!result.ok) throw new Error(`${result.error}\n--- workerd log ---\n${workerd?.log().slice(-2000)}`);

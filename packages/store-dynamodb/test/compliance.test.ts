@@ -1,4 +1,4 @@
-import { storeCompliance, type TestFn, taskStoreCompliance } from '@mrtr/test-suite';
+import { storeCompliance, taskStoreCompliance } from '@mrtr/test-suite';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createDynamoStore, createDynamoTaskStore } from '../src/index.js';
 import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';
@@ -12,13 +12,6 @@ const clockSkewMs = 0;
 // dynalite runs the 64 conditional puts on one item one after another, slowly on a loaded machine: the suite is about
 // outcomes, not timeouts (the unreachable store keeps a short one).
 const commandTimeoutMs = 60_000;
-// A defect of the shared suite, not of this store: that test mints before it spends, and main's guard learns the
-// ledger epoch (ledgerEpoch) before its first mint, so on a dead backend the mint itself rejects ERR_STORE_UNAVAILABLE.
-// Marked to fail until the suite expects that; once it passes, remove it from here.
-const SUITE_DEFECTS = new Set([
-  'dynamodb compliance: under a state guard, an unreachable backend is reported as store.error then state.rejected',
-]);
-const suiteIt: TestFn = (name, fn, timeout) => (SUITE_DEFECTS.has(name) ? it.fails : it)(name, fn, timeout);
 
 describe('DynamoDB stores on dynalite', () => {
   let dynamo: Awaited<ReturnType<typeof startDynalite>>;
@@ -37,7 +30,7 @@ describe('DynamoDB stores on dynalite', () => {
     await dynamo?.close();
   });
 
-  storeCompliance(suiteIt, (o) => createDynamoStore({ ...o, client, tableName, now: clock.now, commandTimeoutMs, clockSkewMs }), {
+  storeCompliance(it, (o) => createDynamoStore({ ...o, client, tableName, now: clock.now, commandTimeoutMs, clockSkewMs }), {
     name: 'dynamodb',
     outcomes: true,
     keyFingerprints: false,

@@ -11,6 +11,8 @@ import {
   type StateCodec,
 } from '@mrtr/core';
 import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilities, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
+
+const NO_CAPABILITIES = { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } as const;
 import { fail, ok, rejectsMrtr } from './assert.js';
 import { clockGroup } from './store/clock.js';
 import { passTime, type StoreSuite, sleep, storeTime, uniqueId } from './store/context.js';
@@ -810,10 +812,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   });
 
   /** A guard over `store` with a plain (unprotected) codec, recording its events: the store's part is what is tested. */
-  const observed = (store: ReplayStore) => {
+  const observed = (store: ReplayStore, keys: KeyRing = KeyRing.generate()) => {
     const events: MrtrEvent[] = [];
     const guard = createStateGuard({
-      keys: KeyRing.generate(),
+      keys,
       allowEphemeralKeys: true, // one test process: a generated key is fine with a shared store
       codec: plainCodec,
       store,
@@ -931,16 +933,29 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     test('under a state guard, an unreachable backend is reported as store.error then state.rejected', async () => {
       const store = await unreachable();
       try {
-        const { guard, events, request } = observed(store);
-        const token = await guard.mint(null, request);
+        // The state is minted by a fleet member that still reaches its store (a guard with an epoch asks the store
+        // before it mints); the guard under test, cut off from the store, is presented it.
+        const keys = KeyRing.generate();
+        const reachable: ReplayStore = { capabilities: NO_CAPABILITIES, consume: async () => true, close: async () => {} };
+        const token = await observed(reachable, keys).guard.mint(null, {
+          method: 'tools/call',
+          target: 'tool',
+          arguments: {},
+          principal: 'p',
+        });
+        const { guard, events, request } = observed(store, keys);
         ok((await codeOf(guard.open(token, request))) === 'ERR_STORE_UNAVAILABLE', 'an outage must refuse with ERR_STORE_UNAVAILABLE');
-        const types = events
-          .slice(2)
-          .map((e) => (e.type === 'state.rejected' || e.type === 'store.error' ? `${e.type}:${e.code}` : e.type));
+        const types = events.map((e) => (e.type === 'state.rejected' || e.type === 'store.error' ? `${e.type}:${e.code}` : e.type));
         ok(
           JSON.stringify(types) === JSON.stringify(['store.error:ERR_STORE_UNAVAILABLE', 'state.rejected:ERR_STORE_UNAVAILABLE']),
           `unexpected events ${JSON.stringify(types)}`,
         );
+        if (storeCapabilities(store).epoch) {
+          // A guard that cannot learn its store's ledger epoch mints nothing (fail closed), and says so.
+          ok((await codeOf(guard.mint(null, request))) === 'ERR_STORE_UNAVAILABLE', 'a mint without the ledger epoch must fail closed');
+          const last = events.at(-1);
+          ok(last?.type === 'state.rejected' && last.operation === 'mint', 'the refused mint is reported as state.rejected (mint)');
+        }
       } finally {
         await store.close();
       }
