@@ -15,7 +15,7 @@ import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilitie
 const NO_CAPABILITIES = { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } as const;
 import { fail, ok, rejectsMrtr } from './assert.js';
 import { clockGroup } from './store/clock.js';
-import { passTime, type StoreSuite, sleep, storeTime, uniqueId } from './store/context.js';
+import { type StoreSuite, sleep, uniqueId } from './store/context.js';
 import { epochGroup } from './store/epoch.js';
 import { leaseGroup } from './store/leases.js';
 import type { TestFn } from './types.js';
