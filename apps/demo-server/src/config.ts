@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { KeyRing, type MintQuota } from '@mrtr/core';
 import { redactUrl as redactCoreUrl } from '@mrtr/core/authoring';
 import { escapeForTerminal } from './observe.js';
+import { DEMO_EFFECTS } from './tools.js';
 
 export const CODECS = ['hmac', 'jwe', 'aead'] as const;
 export const STORES = ['memory', 'sqlite', 'redis', 'postgres'] as const;
@@ -97,6 +98,11 @@ Environment:
   MRTR_DEMO_CLOCK_OFFSET_MS
                        a test aid: run this instance's clock N ms off the machine's (negative: behind), to see a
                        drifting instance refuse with ERR_CLOCK_SKEW on a store with a clock (default 0)
+  MRTR_DEMO_LEASE_MS   a test aid: the lease of a round's claim in ms (default 30000): how soon an identical retry
+                       learns that an instance died mid-round ("outcome unknown")
+  MRTR_DEMO_CRASH_AFTER_EFFECT
+                       a test aid: kill this process (SIGKILL) right after the named tool's effect (deploy,
+                       delete_files, rollout), before its outcome is recorded
 `;
 
 /**
@@ -296,6 +302,25 @@ export function readClockOffsetMs(env: NodeJS.ProcessEnv): number {
     throw new UsageError('MRTR_DEMO_CLOCK_OFFSET_MS must be an integer from -86400000 to 86400000');
   }
   return Number(text);
+}
+
+/** Test aids for the fault checks (see USAGE): the lease of a round's claim, and a crash right after a tool's effect. */
+export interface FaultAids {
+  leaseMs: number | undefined;
+  crashAfterEffect: string | undefined;
+}
+
+/** {@link FaultAids} from MRTR_DEMO_LEASE_MS and MRTR_DEMO_CRASH_AFTER_EFFECT. */
+export function readFaultAids(env: NodeJS.ProcessEnv): FaultAids {
+  const lease = env.MRTR_DEMO_LEASE_MS;
+  if (lease !== undefined && lease !== '' && (!/^\d{1,7}$/.test(lease) || Number(lease) < 3)) {
+    throw new UsageError('MRTR_DEMO_LEASE_MS must be an integer from 3 to 9999999');
+  }
+  const crash = env.MRTR_DEMO_CRASH_AFTER_EFFECT;
+  if (crash !== undefined && crash !== '' && !(DEMO_EFFECTS as readonly string[]).includes(crash)) {
+    throw new UsageError(`MRTR_DEMO_CRASH_AFTER_EFFECT must be one of ${DEMO_EFFECTS.join(', ')}`);
+  }
+  return { leaseMs: lease ? Number(lease) : undefined, crashAfterEffect: crash || undefined };
 }
 
 /** How long connect_account waits for the connect page to be completed before asking again. */

@@ -17,6 +17,8 @@ import {
   parseCli,
   readAllowedHosts,
   readClockOffsetMs,
+  readFaultAids,
+  type FaultAids,
   readConnectWaitMs,
   readKeys,
   readLedgerLimits,
@@ -48,6 +50,24 @@ const processIo: Io = {
   err: (line) => process.stderr.write(`${line}\n`),
   errIsTTY: process.stderr.isTTY === true,
 };
+
+/**
+ * The effect hook, or (test aid MRTR_DEMO_CRASH_AFTER_EFFECT) one that kills this process right after the named tool's
+ * effect, before its outcome is recorded: what an instance dying mid-round looks like to the fleet.
+ */
+function crashAfter<T extends string>(
+  tool: string | undefined,
+  effect: (tool: T, count: number) => void,
+  say: (line: string) => void,
+): (tool: T, count: number) => void {
+  if (tool === undefined) return effect;
+  return (name, count) => {
+    effect(name, count);
+    if (name !== tool) return;
+    say(`mrtr-demo: ${name} effect done; crashing before its outcome is recorded (MRTR_DEMO_CRASH_AFTER_EFFECT)`);
+    process.kill(process.pid, 'SIGKILL');
+  };
+}
 
 /**
  * This instance's offset from the store's clock, measured at start (a store that declares `clock`), as one line; past
@@ -96,6 +116,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   let ledgerLimits: ReturnType<typeof readLedgerLimits>;
   let namespace: string;
   let clockOffsetMs: number;
+  let faultAids: FaultAids;
   try {
     cli = parseCli(argv);
     if (cli.help) {
@@ -109,6 +130,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     ledgerLimits = readLedgerLimits(env);
     namespace = readNamespace(env, AUDIENCE);
     clockOffsetMs = readClockOffsetMs(env);
+    faultAids = readFaultAids(env);
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`mrtr-demo: ${error.message}`);
@@ -192,6 +214,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       ttlMs: cli.ttlMs,
       flowTtlMs,
       ...(clockOffsetMs !== 0 && { now: () => Date.now() + clockOffsetMs }),
+      ...(faultAids.leaseMs !== undefined && { leaseMs: faultAids.leaseMs }),
       // Without tokens every caller is one anonymous principal. Recorded outcomes are returned to it only where its
       // callers are one party: over stdio, or bound to loopback (the person running the demo); open to the network,
       // a copy of someone's spent state must not fetch their result, so an identical retry there is a replay.
@@ -222,7 +245,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       ledger: backend.ledger,
       connectWaitMs,
       linkTtlMs: flowTtlMs,
-      effect: observability.effect,
+      effect: crashAfter(faultAids.crashAfterEffect, observability.effect, io.err),
       principalOf(ctx: ServerContext): string {
         const sub = (ctx.http?.authInfo?.extra as Record<string, unknown> | undefined)?.sub;
         return typeof sub === 'string' && sub.length > 0 ? sub : fixedPrincipal;
