@@ -14,6 +14,8 @@ describe('wire reasons', () => {
     expect(wire('ERR_LEDGER_LOST')).toEqual([-32602, INVALID_STATE_MESSAGE, { reason: 'ledger_lost' }]);
     expect(wire('ERR_CLOCK_SKEW')).toEqual([-32603, 'Internal error', { reason: 'clock_skew' }]);
     expect(wire('ERR_STATE_REPLAYED')).toEqual([-32602, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }]);
-    expect(wire('ERR_STORE_UNAVAILABLE')).toEqual([-32603, 'Internal error', undefined]);
+    expect(wire('ERR_STORE_UNAVAILABLE')).toEqual([-32603, 'Internal error', { reason: 'store_unavailable', retryAfterMs: 1000 }]);
+    expect(wire('ERR_STORE_FULL')).toEqual([-32603, 'Internal error', undefined]);
+    expect(wire('ERR_STATE_EXPIRED')).toEqual([-32602, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }]);
   });
 });

@@ -28,11 +28,17 @@ export class WireError extends Error {
  * `data.reason: 'round_in_progress'` (the client sends it again); one whose first attempt stopped unrecorded
  * `-32600` with `data.reason: 'outcome_unknown'` (it may have run); an authentic state the store lost its ledger for
  * `-32602` with `data.reason: 'ledger_lost'`; this instance's clock off the store's `-32603` with
- * `data.reason: 'clock_skew'`. Never the real reason otherwise: that goes to `onReject`.
+ * `data.reason: 'clock_skew'`; the store unreachable `-32603` with `data.reason: 'store_unavailable'` and a
+ * `retryAfterMs`. An expired state and a replayed one stay opaque (`invalid_request_state`): the client does the same
+ * for both — it starts a new flow — and the wire is no oracle for which check refused a state. Never the real reason otherwise: that goes to `onReject`.
  */
 export function wireErrorFor(code: MrtrErrorCode, error?: { readonly retryAfterMs?: number }): WireError {
   // This instance's clock is off the store's: the client may send the same request again (another instance serves it).
   if (code === 'ERR_CLOCK_SKEW') return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error', { reason: 'clock_skew' }));
+  // The replay store did not answer: nothing was spent; the same request may be sent again shortly.
+  if (code === 'ERR_STORE_UNAVAILABLE') {
+    return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error', { reason: 'store_unavailable', retryAfterMs: 1_000 }));
+  }
   if (isServerFault(code)) return new WireError(new ProtocolError(INTERNAL_ERROR, 'Internal error'));
   // An identical retry of a round whose first attempt stopped unrecorded: it may have run; never run it again blind.
   if (code === 'ERR_OUTCOME_UNKNOWN') {
