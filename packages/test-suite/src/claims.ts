@@ -1,5 +1,13 @@
-import type { JsonValue, StateClaims } from '@mrtr/core';
-import { CLAIMS_VERSION, base64urlEncode, randomBytes } from '@mrtr/core/authoring';
+import type { JsonValue, KeyRing, StateClaims, StateCodec } from '@mrtr/core';
+import {
+  base64urlDecode,
+  base64urlEncode,
+  CLAIMS_VERSION,
+  randomBytes,
+  StateMalformedError,
+  utf8Decode,
+  utf8Encode,
+} from '@mrtr/core/authoring';
 
 /** Claims shaped as the guard mints them, with a fresh jti and flow id. */
 export function sampleClaims<P extends JsonValue>(data: P, overrides: Partial<StateClaims<P>> = {}): StateClaims<P> {
@@ -30,4 +38,20 @@ export function samplePayloads(): JsonValue[] {
     { big: 'x'.repeat(3000), numbers: [0, 1, -1, 2 ** 53 - 1, -(2 ** 53 - 1), 0.1, 1e300, -1e-300] },
     JSON.parse('{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"toString":"data"}') as JsonValue,
   ];
+}
+
+/** Claims as base64url JSON, no integrity: enough to drive a guard over the store under test (never for real use). */
+export function plainCodec(keys: KeyRing): StateCodec {
+  return {
+    id: 'plain',
+    confidential: false,
+    maxTokenBytes: 65_536,
+    keys,
+    seal: (claims) => `p.${base64urlEncode(utf8Encode(JSON.stringify(claims)))}`,
+    unseal: (token) => {
+      const bytes = token.startsWith('p.') ? base64urlDecode(token.slice(2)) : undefined;
+      if (bytes === undefined) throw new StateMalformedError();
+      return { claims: JSON.parse(utf8Decode(bytes)), kid: keys.primaryKid };
+    },
+  };
 }

@@ -14,9 +14,11 @@ import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilitie
 
 const NO_CAPABILITIES = { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } as const;
 import { fail, ok, rejectsMrtr } from './assert.js';
+import { plainCodec } from './claims.js';
 import { clockGroup } from './store/clock.js';
 import { type StoreSuite, sleep, uniqueId } from './store/context.js';
 import { epochGroup } from './store/epoch.js';
+import { guardFaultGroup } from './store/guard-faults.js';
 import { leaseGroup } from './store/leases.js';
 import type { TestFn } from './types.js';
 
@@ -978,20 +980,5 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   clockGroup(suite);
   leaseGroup(suite);
   epochGroup(suite);
-}
-
-/** Claims as base64url JSON, no integrity: enough to drive a guard over the store under test (never for real use). */
-function plainCodec(keys: KeyRing): StateCodec {
-  return {
-    id: 'plain',
-    confidential: false,
-    maxTokenBytes: 65_536,
-    keys,
-    seal: (claims) => `p.${base64urlEncode(utf8Encode(JSON.stringify(claims)))}`,
-    unseal: (token) => {
-      const bytes = token.startsWith('p.') ? base64urlDecode(token.slice(2)) : undefined;
-      if (bytes === undefined) throw new StateMalformedError();
-      return { claims: JSON.parse(utf8Decode(bytes)), kid: keys.primaryKid };
-    },
-  };
+  guardFaultGroup(suite);
 }
