@@ -18,7 +18,6 @@ import { plainCodec } from './claims.js';
 import { clockGroup } from './store/clock.js';
 import { type StoreSuite, sleep, uniqueId } from './store/context.js';
 import { epochGroup } from './store/epoch.js';
-import { guardFaultGroup } from './store/guard-faults.js';
 import { leaseGroup } from './store/leases.js';
 import type { TestFn } from './types.js';
 
@@ -980,5 +979,4 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   clockGroup(suite);
   leaseGroup(suite);
   epochGroup(suite);
-  guardFaultGroup(suite);
 }

@@ -2,7 +2,7 @@ import { createStateGuard, type JsonValue, KeyRing, MrtrError, type ReplayStore,
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import { fail, ok } from '../assert.js';
 import { plainCodec } from '../claims.js';
-import { capabilityGroup, sleep, type StoreSuite, uniqueId } from './context.js';
+import { type GroupTest, sleep, type StoreSuite, uniqueId } from './context.js';
 
 /** Flows of the load run, and how many run at once (bounded in count; the whole run is bounded in time below). */
 const FLOWS = 100;
@@ -57,16 +57,14 @@ const codeOf = (error: unknown): string => (MrtrError.is(error) ? error.code : '
  * the same request: at most one effect per confirmed state, every client that completes gets the effect's result, at
  * least 99 % of flows complete, and once the faults heal no round stays in progress (a store with `leases`).
  */
-export function guardFaultGroup(suite: StoreSuite): void {
-  capabilityGroup(suite, 'leases', (test) => {
-    test('two instances under lost and stalled replies: ≥ 99 % of flows complete, none runs twice, none stays in progress', async (first, namespace) => {
-      const second = suite.options.sharedBackend === false ? first : await suite.factory({ namespace });
-      try {
-        await faultRun(suite, [first, second]);
-      } finally {
-        if (second !== first) await second.close();
-      }
-    });
+export function guardFaultTests(suite: StoreSuite, test: GroupTest): void {
+  test('two instances under lost and stalled replies: ≥ 99 % of flows complete, none runs twice, none stays in progress', async (first, namespace) => {
+    const second = suite.options.sharedBackend === false ? first : await suite.factory({ namespace });
+    try {
+      await faultRun(suite, [first, second]);
+    } finally {
+      if (second !== first) await second.close();
+    }
   });
 }
 

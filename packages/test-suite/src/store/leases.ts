@@ -1,6 +1,7 @@
 import type { ClaimResult } from '@mrtr/core';
 import { fail, ok } from '../assert.js';
 import { leaseFaultTests } from './lease-faults.js';
+import { guardFaultTests } from './guard-faults.js';
 import { ownerTests, takeoverTests } from './lease-owners.js';
 import {
   capabilityGroup,
@@ -64,6 +65,7 @@ export function leaseGroup(suite: StoreSuite): void {
     takeoverTests(suite, test);
     ownerTests(suite, test);
     leaseFaultTests(suite, test);
+    guardFaultTests(suite, test);
   });
 }
 
