@@ -12,7 +12,7 @@ import { lossyStoreThroughProxy } from '@mrtr/test-suite';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPostgresStore, createSqliteStore, type SqlReplayStore } from '../src/index.js';
+import { checkPostgresSchema, checkSqliteSchema, createPostgresStore, createSqliteStore, type SqlReplayStore } from '../src/index.js';
 import {
   assertPostgresReachable,
   DATABASE_URL,
@@ -243,6 +243,24 @@ describe('SQLite: clock, leases, epoch', () => {
     },
   });
 
+  it('the schema check names the lease columns and the epoch table when missing; ensureSchema adds them', async () => {
+    const table = uniqueTable('chk');
+    admin.exec(
+      `CREATE TABLE "${table}" (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, fp TEXT, outcome TEXT, PRIMARY KEY (ns, id))`,
+    );
+    const before = checkSqliteSchema(admin, { table });
+    expect(before?.problems).toEqual([]);
+    expect(before?.warnings.join('\n')).toMatch(/no lease_until, fence columns .*ADD COLUMN lease_until INTEGER, ADD COLUMN fence INTEGER/);
+    expect(before?.warnings.join('\n')).toMatch(new RegExp(`no table ${table}_epoch .*CREATE TABLE IF NOT EXISTS "${table}_epoch"`));
+    const store = createSqliteStore({ filename, table, purgeIntervalMs: 0 });
+    stores.push(store);
+    await store.ensureSchema();
+    const after = checkSqliteSchema(admin, { table });
+    expect(after?.problems).toEqual([]);
+    expect(after?.warnings.filter((w) => !w.includes('expires_at'))).toEqual([]);
+    expect(after?.summary).toMatch(/lease_until, fence\).*epoch table/);
+  });
+
   it("the purge deletes by the store's clock", async () => {
     let t = 1_000_000;
     const table = uniqueTable('purge');
@@ -339,6 +357,28 @@ describe.skipIf(skipPostgres)('PostgreSQL: clock, leases, epoch', () => {
       expect(ids).toEqual(['future', 'kept']);
     });
   }
+
+  it('the schema check names the lease columns and the epoch table when missing; ensureSchema adds them', async () => {
+    const table = newTable('chk');
+    await admin.query(
+      `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, PRIMARY KEY (ns, id))`,
+    );
+    await admin.query(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
+    const before = await checkPostgresSchema(admin, { table });
+    expect(before?.problems).toEqual([]);
+    expect(before?.warnings.join('\n')).toMatch(/no lease_until, fence columns .*ADD COLUMN lease_until bigint, ADD COLUMN fence integer/);
+    expect(before?.warnings.join('\n')).toMatch(new RegExp(`no table ${table}_epoch `));
+    const store = createPostgresStore({ connectionString: url, table, purgeIntervalMs: 0 });
+    stores.push(store);
+    await store.ensureSchema();
+    const after = await checkPostgresSchema(admin, { table });
+    expect(after).toMatchObject({ problems: [], warnings: [] });
+    expect(after?.summary).toMatch(/lease_until, fence\).*epoch table/);
+    await admin.query(`ALTER TABLE "${table}_epoch" DROP CONSTRAINT "${table}_epoch_pkey"`);
+    expect((await checkPostgresSchema(admin, { table }))?.problems).toEqual([
+      `${table}_epoch: no PRIMARY KEY (ns): the ledger epoch is not one per namespace`,
+    ]);
+  });
 
   it('a lost reply of claim, renew, record and release is resolved by its owner (startReplyLosingProxy)', async () => {
     const table = newTable('lost');

@@ -151,7 +151,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
       await admin.query(`CREATE INDEX "${noOutcome}_expires_at_idx" ON "${noOutcome}" (expires_at)`);
       const noIndex = newTable('lknoix');
       await admin.query(
-        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, misses integer, PRIMARY KEY (ns, id))`,
+        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, misses integer, lease_until bigint, fence integer, PRIMARY KEY (ns, id))`,
       );
       for (const [table, missing] of [
         [noOwner, 'ALTER'],
@@ -162,14 +162,18 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         const store = track(createPostgresStore({ pool, table, purgeIntervalMs: 0 }));
         await store.ensureSchema();
         // The outcome budget's own table is created besides (a new table: no lock on the replay table).
-        const ddl = texts.filter((text) => /^\s*(ALTER|CREATE)\b/i.test(text) && !text.includes(`"${table}_budget"`));
+        const ddl = texts.filter(
+          (text) => /^\s*(ALTER|CREATE)\b/i.test(text) && !text.includes(`"${table}_budget"`) && !text.includes(`"${table}_epoch"`),
+        );
         expect(ddl).toHaveLength(1);
         expect(ddl[0]?.startsWith(missing)).toBe(true);
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
         expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
           'expires_at',
+          'fence',
           'fp',
           'id',
+          'lease_until',
           'misses',
           'ns',
           'outcome',
@@ -187,7 +191,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
       it(`DDL that waits for a lock (missing ${missing}) gives up after lockTimeoutMs with an error that says so, instead of hanging; writes keep flowing`, async () => {
         const table = newTable('lkddl');
         await admin.query(
-          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text, fp text, outcome text, misses integer'}, PRIMARY KEY (ns, id))`,
+          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text, fp text, outcome text, misses integer, lease_until bigint, fence integer'}, PRIMARY KEY (ns, id))`,
         );
         if (missing === 'owner column') await admin.query(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
         const other = await holder();
@@ -215,8 +219,10 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
         expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
           'expires_at',
+          'fence',
           'fp',
           'id',
+          'lease_until',
           'misses',
           'ns',
           'outcome',
@@ -328,7 +334,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
             return {
               async query(config: PgQueryConfigLike) {
                 const result = await client.query(config);
-                if (swallow && config.text.startsWith('INSERT')) {
+                if (swallow && config.text.includes(') AS u(id, expires_at, owner')) {
                   swallow = false;
                   return new Promise<never>(() => {});
                 }
@@ -361,7 +367,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
           return {
             async query(config: PgQueryConfigLike) {
               const result = await client.query(config);
-              if (cut && config.text.startsWith('INSERT')) {
+              if (cut && config.text.includes(') AS u(id, expires_at, owner')) {
                 cut = false;
                 throw new Error('Connection terminated unexpectedly');
               }
