@@ -12,6 +12,9 @@ import type { PgPoolLike, PgQueryConfigLike } from '../src/index.js';
 const here = dirname(fileURLToPath(import.meta.url));
 export const packageDir = join(here, '..');
 
+/** The replay table's columns, sorted (as ensureSchema leaves them). */
+export const REPLAY_COLUMNS = ['expires_at', 'fence', 'fp', 'id', 'lease_until', 'misses', 'ns', 'outcome', 'owner'];
+
 /** A table name unique to this test run (valid identifier, ≤ 48 characters). */
 export function uniqueTable(tag: string): string {
   return `mrtr_${tag}_${process.pid}_${randomBytes(4).toString('hex')}`;

@@ -25,6 +25,7 @@ import {
   tempDir,
   uniqueTable,
   withHostPort,
+  REPLAY_COLUMNS,
 } from './helpers.js';
 
 postgresSkipReason('outcomes.test.ts');
@@ -113,17 +114,7 @@ function outcomeTests(backend: Backend): void {
     expect(ddl.join('\n')).toMatch(/\bmisses\b/);
     expect(ddl.join('\n')).toMatch(/\blease_until\b/);
     expect(ddl.join('\n')).toMatch(/\bfence\b/);
-    expect((await backend.columns(table)).sort()).toEqual([
-      'expires_at',
-      'fence',
-      'fp',
-      'id',
-      'lease_until',
-      'misses',
-      'ns',
-      'outcome',
-      'owner',
-    ]);
+    expect((await backend.columns(table)).sort()).toEqual(REPLAY_COLUMNS);
 
     // Every later start: the catalog shows nothing missing, so no DDL, no lock, no transaction.
     for (let start = 0; start < 2; start++) {

@@ -21,6 +21,7 @@ import {
   startTcpProxy,
   uniqueTable,
   withHostPort,
+  REPLAY_COLUMNS,
 } from './helpers.js';
 
 postgresSkipReason('postgres.behaviour.test.ts');
@@ -306,17 +307,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store behaviour', () => {
         await Promise.all(stores.map((s) => s.ensureSchema()));
         await Promise.all(stores.map((s) => s.close()));
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [old]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
-          'expires_at',
-          'fence',
-          'fp',
-          'id',
-          'lease_until',
-          'misses',
-          'ns',
-          'outcome',
-          'owner',
-        ]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(REPLAY_COLUMNS);
         t = 5_001;
         expect(await store.consume('before-upgrade', 9_000)).toBe(true); // an expired old row is taken over
       } finally {

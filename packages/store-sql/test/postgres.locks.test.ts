@@ -17,6 +17,7 @@ import {
   skipPostgres,
   sleep,
   uniqueTable,
+  REPLAY_COLUMNS,
 } from './helpers.js';
 
 postgresSkipReason('postgres.locks.test.ts');
@@ -168,17 +169,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         expect(ddl).toHaveLength(1);
         expect(ddl[0]?.startsWith(missing)).toBe(true);
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
-          'expires_at',
-          'fence',
-          'fp',
-          'id',
-          'lease_until',
-          'misses',
-          'ns',
-          'outcome',
-          'owner',
-        ]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(REPLAY_COLUMNS);
         const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
         expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
         expect(await store.consume('works', Date.now() + 60_000)).toBe(true);
@@ -217,17 +208,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         await other.query('ROLLBACK');
         await within(starting.ensureSchema(), 'ensureSchema once the lock is gone');
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
-          'expires_at',
-          'fence',
-          'fp',
-          'id',
-          'lease_until',
-          'misses',
-          'ns',
-          'outcome',
-          'owner',
-        ]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(REPLAY_COLUMNS);
         const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
         expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
         expect(await starting.consume('after', Date.now() + 60_000)).toBe(true);
