@@ -38,8 +38,12 @@ async function settle<T>(promise: Promise<T>): Promise<T | MrtrError> {
 }
 
 const unavailable = (value: unknown): boolean => MrtrError.is(value) && value.code === 'ERR_STORE_UNAVAILABLE';
-const isBatch = (config: PgQueryConfigLike) => config.text.includes('unnest(');
-const isSingle = (config: PgQueryConfigLike) => config.text.startsWith('INSERT') && !isBatch(config);
+/** A consume statement (a batch over unnest, or a single one over VALUES). */
+const isConsume = (config: PgQueryConfigLike) => config.text.includes('AS u(id, expires_at, owner, minted)');
+const isBatch = (config: PgQueryConfigLike) => isConsume(config) && config.text.includes('unnest(');
+const isSingle = (config: PgQueryConfigLike) => isConsume(config) && !isBatch(config);
+/** A statement that writes the replay table (consume or claim). */
+const isWrite = (config: PgQueryConfigLike) => config.text.includes(') AS u(id, expires_at, owner');
 
 /**
  * A pg.Pool (or a fake) whose queries are recorded and can be held back or made to fail: those sent with
@@ -52,7 +56,7 @@ function recording(inner: PgPoolLike) {
   let afterNext: ((config: PgQueryConfigLike) => Error | undefined) | undefined;
   const run = async (config: PgQueryConfigLike, query: (config: PgQueryConfigLike) => Promise<PgQueryResultLike>) => {
     queries.push(config);
-    if (hold !== undefined && config.text.startsWith('INSERT')) await hold;
+    if (hold !== undefined && isWrite(config)) await hold;
     const before = failNext?.(config);
     if (before !== undefined) {
       failNext = undefined;
@@ -100,36 +104,37 @@ function recording(inner: PgPoolLike) {
 /** Resolves once an INSERT carrying `id` has been sent (waits for the event, bounded: 2,000 turns of the event loop). */
 async function sent(queries: PgQueryConfigLike[], id: string): Promise<void> {
   for (let turn = 0; turn < 2000; turn++) {
-    if (queries.some((q) => q.text.startsWith('INSERT') && JSON.stringify(q.values ?? []).includes(JSON.stringify(id)))) return;
+    if (queries.some((q) => isWrite(q) && JSON.stringify(q.values ?? []).includes(JSON.stringify(id)))) return;
     await new Promise<void>((resolve) => setImmediate(resolve));
   }
   throw new Error(`no INSERT of ${id} was sent`);
 }
 
-/** A fake pool that answers the store's statements from a Map (for the queue mechanics, without a server). */
+/**
+ * A fake pool that answers the store's consume statements from a Map (for the queue mechanics, without a server), by
+ * its own clock (the wall clock: every expiry in these tests is a minute away), with the clock row the store reads.
+ */
 function fakePool(): PgPoolLike {
   const rows = new Map<string, number>();
   const pool: PgPoolLike = {
     async query(config) {
       const values = config.values ?? [];
-      if (isBatch(config)) {
-        const [, ids, expires, , t] = values as [string, string[], number[], string[], number];
-        const won: { id: string }[] = [];
-        ids.forEach((id, i) => {
-          const held = rows.get(id);
-          if (held === undefined || held < t) {
-            rows.set(id, expires[i] as number);
-            won.push({ id });
+      if (isConsume(config)) {
+        const t = Date.now();
+        const [, id, expiry] = values as [string, string | string[], number | number[]];
+        const ids = Array.isArray(id) ? id : [id];
+        const expires = Array.isArray(expiry) ? expiry : [expiry];
+        const won: { id: string | null; now_ms?: number; epoch_ms?: number }[] = [];
+        ids.forEach((one, i) => {
+          const held = rows.get(one);
+          const exp = expires[i] as number;
+          if (exp > t && (held === undefined || held < t)) {
+            rows.set(one, exp);
+            won.push({ id: one });
           }
         });
+        won.push({ id: null, now_ms: t, epoch_ms: 0 });
         return { rows: won, rowCount: won.length };
-      }
-      if (isSingle(config)) {
-        const [, id, expires, t] = values as [string, string, number, number];
-        const held = rows.get(id);
-        if (held !== undefined && held >= t) return { rows: [], rowCount: 0 };
-        rows.set(id, expires);
-        return { rows: [], rowCount: 1 };
       }
       // pg_settings of a server that bounds statements (5 s), as the store checks on each connection.
       if (config.text.includes('pg_settings')) {
@@ -324,13 +329,13 @@ describe.skipIf(skipPostgres)('PostgreSQL group commit (real server)', () => {
   });
 
   it('a batch takes over expired rows and leaves live ones (the ON CONFLICT … WHERE expired path)', async () => {
-    let t = 1_000;
     const table = newTable('gcexp');
-    const store = createPostgresStore({ pool: shared, table, now: () => t, purgeIntervalMs: 0 });
+    const store = createPostgresStore({ pool: shared, table, purgeIntervalMs: 0 });
     try {
-      expect(await Promise.all(['old', 'young'].map((id, i) => store.consume(id, i === 0 ? 2_000 : 9_000)))).toEqual([true, true]);
-      t = 2_001;
-      const results = await Promise.all(['old', 'young', 'old'].map((id) => store.consume(id, 20_000)));
+      expect(await Promise.all(['old', 'young'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([true, true]);
+      // Expired by the server's clock (the store's clock): written in its past.
+      await shared.query(`UPDATE "${table}" SET expires_at = 1 WHERE id = 'old'`);
+      const results = await Promise.all(['old', 'young', 'old'].map((id) => store.consume(id, Date.now() + 60_000)));
       expect(results).toEqual([true, false, false]);
     } finally {
       await store.close();
@@ -372,6 +377,7 @@ describe.skipIf(skipPostgres)('PostgreSQL group commit (real server)', () => {
 });
 
 describe('SQLite group commit', () => {
+  const CONSUME = 'INSERT INTO "mrtr_replay" (ns, id, expires_at, owner) ';
   const dir = tempDir();
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   let sequence = 0;
@@ -408,13 +414,15 @@ describe('SQLite group commit', () => {
     const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0 });
     try {
       expect(await store.consume('live', Date.now() + 60_000)).toBe(true);
-      expect(count('BEGIN')).toBe(0); // a lone consume is one autocommit statement
+      // A lone consume is one transaction too: the ledger epoch is checked in it.
+      expect(count('BEGIN IMMEDIATE')).toBe(1);
       const results = await Promise.all(['d', 'e', 'd', 'live', 'f', 'd'].map((id) => store.consume(id, Date.now() + 60_000)));
       expect(results).toEqual([true, true, false, false, true, false]);
-      expect(count('BEGIN IMMEDIATE')).toBe(1);
-      expect(count('COMMIT')).toBe(1);
-      // The repeated id is answered without a statement: four upserts for d, e, live, f.
-      expect(count('INSERT')).toBe(1 + 4);
+      expect(count('BEGIN IMMEDIATE')).toBe(2);
+      expect(count('COMMIT')).toBe(2);
+      // The repeated id is answered without a statement: four upserts for d, e, live, f; one epoch check per batch.
+      expect(count(CONSUME)).toBe(1 + 4);
+      expect(count(`INSERT INTO "mrtr_replay_epoch"`)).toBe(2);
       expect(await Promise.all(['d', 'e', 'f'].map((id) => store.consume(id, Date.now() + 60_000)))).toEqual([false, false, false]);
     } finally {
       await store.close();
@@ -498,15 +506,15 @@ describe('SQLite group commit', () => {
     }
   });
 
-  it('batch: false runs one autocommit statement per consume', async () => {
+  it('batch: false runs one transaction per consume', async () => {
     const database = new Database(newFile());
     const { wrapper, count } = counted(database);
     const store = createSqliteStore({ database: wrapper, purgeIntervalMs: 0, batch: false });
     try {
       const results = await Promise.all(['p', 'q', 'p'].map((id) => store.consume(id, Date.now() + 60_000)));
       expect(results).toEqual([true, true, false]);
-      expect(count('BEGIN')).toBe(0);
-      expect(count('INSERT')).toBe(3);
+      expect(count('BEGIN IMMEDIATE')).toBe(3);
+      expect(count(CONSUME)).toBe(3);
     } finally {
       await store.close();
       database.close();

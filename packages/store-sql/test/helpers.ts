@@ -12,6 +12,9 @@ import type { PgPoolLike, PgQueryConfigLike } from '../src/index.js';
 const here = dirname(fileURLToPath(import.meta.url));
 export const packageDir = join(here, '..');
 
+/** The replay table's columns, sorted (as ensureSchema leaves them). */
+export const REPLAY_COLUMNS = ['expires_at', 'fence', 'fp', 'id', 'lease_until', 'misses', 'ns', 'outcome', 'owner'];
+
 /** A table name unique to this test run (valid identifier, ≤ 48 characters). */
 export function uniqueTable(tag: string): string {
   return `mrtr_${tag}_${process.pid}_${randomBytes(4).toString('hex')}`;
@@ -56,7 +59,8 @@ export async function dropTables(url: string, tables: readonly string[]): Promis
   await client.connect();
   try {
     // With the stores' side tables: the replay store's outcome budget, the task store's namespace counts.
-    for (const table of tables) await client.query(`DROP TABLE IF EXISTS "${table}", "${table}_budget", "${table}_counts"`);
+    for (const table of tables)
+      await client.query(`DROP TABLE IF EXISTS "${table}", "${table}_budget", "${table}_counts", "${table}_epoch"`);
   } finally {
     await client.end();
   }
@@ -284,4 +288,80 @@ export function recorded(inner: PgPoolLike): { pool: PgPoolLike; texts: string[]
     end: () => inner.end(),
   };
   return { pool, texts };
+}
+
+// ---------------------------------------------------------------------------------------------
+// A fake server clock for PostgreSQL: the store judges time by the server's statement_timestamp(), which a test
+// cannot inject; a schema of the test's own defines a statement_timestamp() that reads a one-row table, and the
+// store's connections put that schema before pg_catalog on their search_path (tables still go to public). The
+// server itself is untouched.
+
+export interface FakeServerClock {
+  /** DATABASE_URL whose connections see the fake clock. */
+  readonly url: string;
+  /** The same, as pg.Pool options for an injected pool. */
+  readonly options: string;
+  now(): number;
+  /** Moves the server's (fake) clock on. */
+  advance(ms: number): Promise<void>;
+  /** Sets the server's (fake) clock. */
+  set(ms: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function fakeServerClock(url: string, startMs: number): Promise<FakeServerClock> {
+  const schema = `mrtr_clock_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  await admin.connect();
+  await admin.query(
+    `CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.clock (t bigint NOT NULL); INSERT INTO ${schema}.clock VALUES (${startMs}); ` +
+      `CREATE FUNCTION ${schema}.statement_timestamp() RETURNS timestamptz LANGUAGE sql STABLE AS ` +
+      `$$ SELECT to_timestamp(0) + (SELECT t FROM ${schema}.clock) * interval '1 millisecond' $$`,
+  );
+  let t = startMs;
+  // Every update in order; a caller waits until the clock it asked for is on the server.
+  let written: Promise<unknown> = Promise.resolve();
+  const write = (value: number) => {
+    written = written.then(() => admin.query(`UPDATE ${schema}.clock SET t = $1`, [value]));
+    return written.then(() => {});
+  };
+  const options = `-c search_path=public,${schema},pg_catalog`;
+  const parsed = new URL(url);
+  parsed.searchParams.set('options', options);
+  return {
+    url: parsed.toString(),
+    options,
+    now: () => t,
+    advance(ms) {
+      t += ms;
+      return write(t);
+    },
+    set(ms) {
+      if (ms === t) return written.then(() => {});
+      t = ms;
+      return write(t);
+    },
+    async close() {
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`).catch(() => {});
+      await admin.end().catch(() => {});
+    },
+  };
+}
+
+/**
+ * A PostgreSQL store on a fake server clock that follows a test's own clock: before each call the server's clock is
+ * set to `now()` (so tests written for an injected clock read the same on the server's).
+ */
+export function onServerClock<S extends object>(store: S, server: FakeServerClock, now: () => number): S {
+  const synced = ['consume', 'claim', 'record', 'renew', 'release', 'time', 'purge'];
+  return new Proxy(store, {
+    get(target, key, receiver) {
+      const value = Reflect.get(target, key, receiver) as unknown;
+      if (typeof key !== 'string' || !synced.includes(key) || typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        await server.set(now());
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
 }

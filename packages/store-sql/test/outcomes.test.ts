@@ -14,6 +14,9 @@ import {
   assertPostgresReachable,
   DATABASE_URL,
   dropTables,
+  type FakeServerClock,
+  fakeServerClock,
+  onServerClock,
   postgresSkipReason,
   recorded,
   REQUIRE_SERVICES,
@@ -22,6 +25,7 @@ import {
   tempDir,
   uniqueTable,
   withHostPort,
+  REPLAY_COLUMNS,
 } from './helpers.js';
 
 postgresSkipReason('outcomes.test.ts');
@@ -33,6 +37,13 @@ if (skipPostgres && REQUIRE_SERVICES) {
 
 const status = (r: ClaimResult): string => (r.status === 'recorded' ? `recorded:${r.outcome}` : r.status);
 const DDL = /^\s*(ALTER|CREATE|BEGIN IMMEDIATE)\b|pg_advisory/i;
+
+/** The code a call rejected with (`undefined` when it resolved). */
+const codeOf = (promise: Promise<unknown>): Promise<string | undefined> =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => (MrtrError.is(error) ? error.code : String(error)),
+  );
 
 async function expectUnavailable(promise: Promise<unknown>): Promise<MrtrError> {
   const error = await promise.then(
@@ -88,18 +99,22 @@ function outcomeTests(backend: Backend): void {
     const unmanaged = backend.store({ table, now, ensureSchema: false });
     // A migration tool manages the schema and has not added the columns yet: consumes fail closed.
     const error = await expectUnavailable(unmanaged.consume('early', t + 60_000));
-    expect(String((error.cause as Error | undefined)?.message ?? error.cause)).toMatch(/\bfp\b|outcome/);
+    expect(String((error.cause as Error | undefined)?.message ?? error.cause)).toMatch(/\bfp\b|outcome|lease_until|fence|_epoch/);
 
     const first = backend.recordingStore({ table });
     await first.store.ensureSchema();
     const ddl = first.texts.filter((text) => /^\s*(ALTER|CREATE)\b/i.test(text));
     expect(ddl.length).toBeGreaterThan(0);
     // The missing columns are added (ALTER), the outcome budget's table is created; the table itself is kept.
-    expect(ddl.every((text) => text.startsWith('ALTER') || text.includes(`"${table}_budget"`))).toBe(true);
+    expect(ddl.every((text) => text.startsWith('ALTER') || text.includes(`"${table}_budget"`) || text.includes(`"${table}_epoch"`))).toBe(
+      true,
+    );
     expect(ddl.join('\n')).toMatch(/\bfp\b/);
     expect(ddl.join('\n')).toMatch(/\boutcome\b/);
     expect(ddl.join('\n')).toMatch(/\bmisses\b/);
-    expect((await backend.columns(table)).sort()).toEqual(['expires_at', 'fp', 'id', 'misses', 'ns', 'outcome', 'owner']);
+    expect(ddl.join('\n')).toMatch(/\blease_until\b/);
+    expect(ddl.join('\n')).toMatch(/\bfence\b/);
+    expect((await backend.columns(table)).sort()).toEqual(REPLAY_COLUMNS);
 
     // Every later start: the catalog shows nothing missing, so no DDL, no lock, no transaction.
     for (let start = 0; start < 2; start++) {
@@ -137,7 +152,7 @@ function outcomeTests(backend: Backend): void {
         const results = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? a : b).claim(id, exp, 'same')));
         const counts = new Map<string, number>();
         for (const r of results) counts.set(r.status, (counts.get(r.status) ?? 0) + 1);
-        expect(Object.fromEntries(counts)).toEqual({ first: 1, pending: 49 });
+        expect({ round, ...Object.fromEntries(counts) }).toEqual({ round, first: 1, pending: 49 });
         // Another fingerprint is a replay; the winner (either instance) records once.
         expect(status(await b.claim(id, exp, 'other'))).toBe('replayed');
         expect(await b.record(id, 'same', `outcome of ${id}`)).toBe(true);
@@ -184,8 +199,8 @@ function outcomeTests(backend: Backend): void {
     let exp = t + ttl;
     expect(status(await store.claim('c', exp, 'fp'))).toBe('first');
     expect(await store.record('c', 'fp', 'out')).toBe(true);
-    t = exp; // live up to and including its expiry
-    expect(status(await store.claim('c', exp, 'fp'))).toBe('recorded:out');
+    t = exp; // live up to and including its expiry; a claim whose own expiry the store's clock reached is refused
+    expect(await codeOf(store.claim('c', exp, 'fp'))).toBe('ERR_STATE_EXPIRED');
     expect(status(await store.claim('c', t + ttl, 'fp'))).toBe('recorded:out');
     t = exp + 1;
     exp = t + ttl;
@@ -210,8 +225,9 @@ function outcomeTests(backend: Backend): void {
     t += 101;
     expect(await store.record('late', 'fp', 'too late')).toBe(false);
     expect((await backend.row(table, 'late'))?.outcome).toBeNull();
-    // An expiry that is not in the future is never a first use, and writes nothing.
-    expect(status(await store.claim('never', t, 'fp'))).toBe('replayed');
+    // An expiry that is not in the future (by the store's clock) is refused, and writes nothing.
+    expect(await codeOf(store.claim('never', t, 'fp'))).toBe('ERR_STATE_EXPIRED');
+    expect(await codeOf(store.consume('never', t - 1))).toBe('ERR_STATE_EXPIRED');
     expect(await backend.row(table, 'never')).toBeUndefined();
   });
 
@@ -400,19 +416,29 @@ describe.skipIf(skipPostgres)('PostgreSQL: outcome recording', () => {
     throw new Error('the claim never waited on the lock');
   };
 
+  // The store's clock is the server's: the shared tests' clock drives a fake server clock (see onServerClock), and the
+  // process's clock the store is given is far off, to show it is never used.
+  let server: FakeServerClock;
   beforeAll(async () => {
     await assertPostgresReachable(url);
     admin = new pg.Pool({ connectionString: url, max: 4 });
     admin.on('error', () => {});
+    server = await fakeServerClock(url, 0);
   });
   afterAll(async () => {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
     await admin?.end();
     await dropTables(url, tables);
+    await server?.close();
   });
 
   outcomeTests({
-    store: (options) => track(createPostgresStore({ connectionString: url, purgeIntervalMs: 0, ...options })),
+    store: ({ now, ...options }) =>
+      onServerClock(
+        track(createPostgresStore({ connectionString: server.url, purgeIntervalMs: 0, ...options, now: () => now() + 86_400_000 })),
+        server,
+        now,
+      ),
     recordingStore({ table }) {
       const { pool, texts } = recorded(barePool());
       return { store: track(createPostgresStore({ pool, table, purgeIntervalMs: 0 })), texts };

@@ -6,6 +6,8 @@ import {
   assertPostgresReachable,
   DATABASE_URL,
   dropTables,
+  type FakeServerClock,
+  fakeServerClock,
   postgresSkipReason,
   REQUIRE_SERVICES,
   skipPostgres,
@@ -22,38 +24,42 @@ if (skipPostgres && REQUIRE_SERVICES) {
 }
 
 describe.skipIf(skipPostgres)('PostgreSQL store', () => {
-  const url = DATABASE_URL as string;
+  const real = DATABASE_URL as string;
   const table = uniqueTable('cmp');
   let shared: pg.Pool;
-
   let bare: pg.Pool;
+  // The store judges expiry by the server's clock, never the process's: the suite's clock is a fake server clock
+  // (see fakeServerClock), so the expiry tests need no real-time window. Behind the wall clock (as the memory store's
+  // suite): a guard mints by the wall clock, and the suite advances this one by an hour.
+  let server: FakeServerClock;
+  let url = real;
+  const clock = { now: () => server.now(), advance: (ms: number) => server.advance(ms) };
+  // The process's clock the store is given: far off, to show it is never used.
+  const skewed = () => Date.now() + 86_400_000;
 
   beforeAll(async () => {
-    await assertPostgresReachable(url);
-    shared = new pg.Pool({ connectionString: url, max: 10, statement_timeout: 5000, lock_timeout: 2000 });
+    await assertPostgresReachable(real);
+    server = await fakeServerClock(real, 1_700_000_000_000);
+    url = server.url;
+    shared = new pg.Pool({ connectionString: real, options: server.options, max: 10, statement_timeout: 5000, lock_timeout: 2000 });
     shared.on('error', () => {});
-    bare = new pg.Pool({ connectionString: url, max: 10 });
+    bare = new pg.Pool({ connectionString: real, options: server.options, max: 10 });
     bare.on('error', () => {});
   });
 
   afterAll(async () => {
     await shared?.end();
     await bare?.end();
-    await dropTables(url, [table, `${table}_inj`, `${table}_bare`]);
+    await dropTables(real, [table, `${table}_inj`, `${table}_bare`]);
+    await server?.close();
   });
-
-  // The store judges expiry by its injected clock (PostgreSQL's own clock is never used), so the
-  // expiry test runs on a fake clock: no real-time window.
-  // Behind the wall clock (as the memory store's suite): a guard mints by the wall clock, and the suite advances this one by an hour.
-  let t = 1_700_000_000_000;
-  const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
 
   /** A store through a proxy that can lose the reply to one INSERT (storeCompliance's lostReply). */
   const lossy = (kind: 'owned' | 'injected', namespace: string, lossyTable: string): Promise<LossyStore> =>
     lossyStoreThroughProxy(url, 5432, (proxied) => {
       const timeouts = { statementTimeoutMs: 1500, connectTimeoutMs: 1500 };
       if (kind === 'owned') {
-        const store = createPostgresStore({ connectionString: proxied, table: lossyTable, namespace, now: clock.now, ...timeouts });
+        const store = createPostgresStore({ connectionString: proxied, table: lossyTable, namespace, now: skewed, ...timeouts });
         return { store, close: () => store.close() };
       }
       // Server-side bounds, as the README asks of an injected pool: each consume is then one statement, whose
@@ -61,13 +67,14 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
       // lost reply never commits — tested in group-commit.test.ts.)
       const pool = new pg.Pool({
         connectionString: proxied,
+        options: server.options,
         connectionTimeoutMillis: 1500,
         max: 4,
         statement_timeout: 1500,
         lock_timeout: 1500,
       });
       pool.on('error', () => {});
-      const store = createPostgresStore({ pool, table: lossyTable, namespace, now: clock.now, ...timeouts });
+      const store = createPostgresStore({ pool, table: lossyTable, namespace, now: skewed, ...timeouts });
       return {
         store,
         async close() {
@@ -78,7 +85,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     });
 
   const deadPort = (kind: 'owned' | 'injected') => {
-    const deadUrl = withHostPort(url, '127.0.0.1', 1);
+    const deadUrl = withHostPort(real, '127.0.0.1', 1);
     if (kind === 'owned') {
       return createPostgresStore({ connectionString: deadUrl, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     }
@@ -86,8 +93,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     pool.on('error', () => {});
     const store = createPostgresStore({ pool, table, connectTimeoutMs: 1000, statementTimeoutMs: 1000 });
     return {
-      capabilities: store.capabilities,
-      consume: store.consume,
+      ...store,
       async close() {
         await store.close();
         await pool.end();
@@ -96,7 +102,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   };
 
   describe('owned pool (connectionString)', () => {
-    storeCompliance(it, (o) => createPostgresStore({ ...o, connectionString: url, table, now: clock.now }), {
+    storeCompliance(it, (o) => createPostgresStore({ ...o, connectionString: url, table, now: skewed }), {
       name: 'postgres(url)',
       outcomes: true,
       clock,
@@ -106,7 +112,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   });
 
   describe('injected pool', () => {
-    storeCompliance(it, (o) => createPostgresStore({ ...o, pool: shared, table: `${table}_inj`, now: clock.now }), {
+    storeCompliance(it, (o) => createPostgresStore({ ...o, pool: shared, table: `${table}_inj`, now: skewed }), {
       name: 'postgres(pool)',
       outcomes: true,
       clock,
@@ -119,7 +125,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
   // SET LOCAL bounds. (Its lost replies never commit, a stricter answer than the suite's lostReply asks
   // for; tested in group-commit.test.ts.)
   describe('injected pool without server-side timeouts', () => {
-    storeCompliance(it, (o) => createPostgresStore({ ...o, pool: bare, table: `${table}_bare`, now: clock.now }), {
+    storeCompliance(it, (o) => createPostgresStore({ ...o, pool: bare, table: `${table}_bare`, now: skewed }), {
       name: 'postgres(bare pool)',
       outcomes: true,
       clock,

@@ -17,6 +17,7 @@ import {
   skipPostgres,
   sleep,
   uniqueTable,
+  REPLAY_COLUMNS,
 } from './helpers.js';
 
 postgresSkipReason('postgres.locks.test.ts');
@@ -151,7 +152,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
       await admin.query(`CREATE INDEX "${noOutcome}_expires_at_idx" ON "${noOutcome}" (expires_at)`);
       const noIndex = newTable('lknoix');
       await admin.query(
-        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, misses integer, PRIMARY KEY (ns, id))`,
+        `CREATE TABLE "${noIndex}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, misses integer, lease_until bigint, fence integer, PRIMARY KEY (ns, id))`,
       );
       for (const [table, missing] of [
         [noOwner, 'ALTER'],
@@ -162,19 +163,13 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         const store = track(createPostgresStore({ pool, table, purgeIntervalMs: 0 }));
         await store.ensureSchema();
         // The outcome budget's own table is created besides (a new table: no lock on the replay table).
-        const ddl = texts.filter((text) => /^\s*(ALTER|CREATE)\b/i.test(text) && !text.includes(`"${table}_budget"`));
+        const ddl = texts.filter(
+          (text) => /^\s*(ALTER|CREATE)\b/i.test(text) && !text.includes(`"${table}_budget"`) && !text.includes(`"${table}_epoch"`),
+        );
         expect(ddl).toHaveLength(1);
         expect(ddl[0]?.startsWith(missing)).toBe(true);
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
-          'expires_at',
-          'fp',
-          'id',
-          'misses',
-          'ns',
-          'outcome',
-          'owner',
-        ]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(REPLAY_COLUMNS);
         const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
         expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
         expect(await store.consume('works', Date.now() + 60_000)).toBe(true);
@@ -187,7 +182,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
       it(`DDL that waits for a lock (missing ${missing}) gives up after lockTimeoutMs with an error that says so, instead of hanging; writes keep flowing`, async () => {
         const table = newTable('lkddl');
         await admin.query(
-          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text, fp text, outcome text, misses integer'}, PRIMARY KEY (ns, id))`,
+          `CREATE TABLE "${table}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL${missing === 'owner column' ? '' : ', owner text, fp text, outcome text, misses integer, lease_until bigint, fence integer'}, PRIMARY KEY (ns, id))`,
         );
         if (missing === 'owner column') await admin.query(`CREATE INDEX "${table}_expires_at_idx" ON "${table}" (expires_at)`);
         const other = await holder();
@@ -213,15 +208,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
         await other.query('ROLLBACK');
         await within(starting.ensureSchema(), 'ensureSchema once the lock is gone');
         const columns = await admin.query('SELECT column_name FROM information_schema.columns WHERE table_name = $1', [table]);
-        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual([
-          'expires_at',
-          'fp',
-          'id',
-          'misses',
-          'ns',
-          'outcome',
-          'owner',
-        ]);
+        expect(columns.rows.map((r) => r.column_name as string).sort()).toEqual(REPLAY_COLUMNS);
         const index = await admin.query('SELECT indexdef FROM pg_indexes WHERE tablename = $1', [table]);
         expect(index.rows.some((r) => (r.indexdef as string).includes('(expires_at)'))).toBe(true);
         expect(await starting.consume('after', Date.now() + 60_000)).toBe(true);
@@ -328,7 +315,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
             return {
               async query(config: PgQueryConfigLike) {
                 const result = await client.query(config);
-                if (swallow && config.text.startsWith('INSERT')) {
+                if (swallow && config.text.includes(') AS u(id, expires_at, owner')) {
                   swallow = false;
                   return new Promise<never>(() => {});
                 }
@@ -361,7 +348,7 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
           return {
             async query(config: PgQueryConfigLike) {
               const result = await client.query(config);
-              if (cut && config.text.startsWith('INSERT')) {
+              if (cut && config.text.includes(') AS u(id, expires_at, owner')) {
                 cut = false;
                 throw new Error('Connection terminated unexpectedly');
               }

@@ -1,9 +1,9 @@
 import type { ClaimResult } from '@mrtr/core';
 import { type ClaimWaiter, rejectAll, splitById } from '../shared/batching.js';
-import { FIRST, type HeldRow, heldStatus, isLive, laterClaims, REPLAYED } from '../shared/claims.js';
+import { firstOf, type HeldRow, heldStatus, laterClaims, type SpendClock, spendRefusal } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { answerLost, readRows, sendBatch } from './lookups.js';
+import { answerLost, readRows, sendBatch, spendClock } from './lookups.js';
 import { sentError } from './send.js';
 
 /** Later claims of an id in a batch whose misses are written before they are answered. */
@@ -13,19 +13,6 @@ interface FollowUp {
   owner: unknown;
   misses: number;
   id: string;
-}
-
-/**
- * A claim whose expiry is not in the future: as for consume, such an id cannot be remembered, so it is never
- * a first use and nothing is written; a live row of the id still answers how it is held (read only).
- */
-export async function claimExpired(ctx: ReplayContext, id: string, fingerprint: string): Promise<ClaimResult> {
-  try {
-    const row = (await ctx.send({ ...ctx.statements.row, values: [ctx.namespace, id] }, ctx.deadlineMs)).rows[0] as HeldRow | undefined;
-    return isLive(row, Math.floor(ctx.now())) ? heldStatus(row, fingerprint) : REPLAYED;
-  } catch (error) {
-    throw toStoreError(sentError(error));
-  }
 }
 
 /** Writes the misses of later claims in a batch (one statement), then answers them; a failure fails them closed. */
@@ -66,30 +53,50 @@ async function resolveLostClaims(
     rejectAll(unique, failure);
     return;
   }
-  const held = (row: HeldRow, waiter: ClaimWaiter) => heldStatus(row, waiter.fp);
-  answerLost(unique, owners, rows, Math.floor(ctx.now()), { first: FIRST, held }, failure);
+  const held = (row: HeldRow, waiter: ClaimWaiter) => heldStatus(row, waiter.fp, Number(row.now_ms));
+  answerLost(unique, owners, rows, { first: firstOf, held }, failure);
+}
+
+/** Rejects a claim the statement refused (its expiry passed, or minted before the epoch); `true` when it did. */
+function refused(waiter: ClaimWaiter, clock: SpendClock): boolean {
+  const error = spendRefusal(waiter.expires, waiter.minted, clock);
+  if (error === undefined) return false;
+  waiter.reject(error);
+  return true;
 }
 
 /**
  * Answers the claims of a batch from the rows its statement returned: each first claim by its row (this call's
- * owner → `first`, else how it is held), the later claims of its id from the row it left (laterClaims). Returns the
- * later claims that counted misses (answered once those are written).
+ * owner → `first`, else how it is held), the later claims of its id from the row it left (laterClaims). A claim the
+ * statement refused is rejected (it wrote nothing). Returns the later claims that counted misses (answered once those
+ * are written).
  */
-function answerClaims(unique: ClaimWaiter[], owners: string[], later: Map<string, ClaimWaiter[]>, rows: Map<unknown, HeldRow>): FollowUp[] {
+function answerClaims(
+  unique: ClaimWaiter[],
+  owners: string[],
+  later: Map<string, ClaimWaiter[]>,
+  rows: Map<unknown, HeldRow>,
+  clock: SpendClock,
+): FollowUp[] {
   const followUps: FollowUp[] = [];
   unique.forEach((waiter, i) => {
+    const rest = (later.get(waiter.id) ?? []).filter((other) => !refused(other, clock));
+    if (refused(waiter, clock)) {
+      // Nothing was written for this id: its later claims fail closed (a retry answers them).
+      rejectAll(rest, toStoreError(new Error('claim: an earlier claim of the id in the batch was refused')));
+      return;
+    }
     const row = rows.get(waiter.id);
-    // Every id comes back (the upsert always writes); a missing one is a broken reply: fail closed.
+    // Every admitted id comes back (the upsert always writes); a missing one is a broken reply: fail closed.
     if (row === undefined) {
       const failure = toStoreError(new Error('claim: the statement returned no row for an id'));
       waiter.reject(failure);
-      rejectAll(later.get(waiter.id) ?? [], failure);
+      rejectAll(rest, failure);
       return;
     }
-    waiter.resolve(row.owner === owners[i] ? FIRST : heldStatus(row, waiter.fp));
-    const rest = later.get(waiter.id);
-    if (rest === undefined) return;
-    const { answers, misses } = laterClaims(row, rest);
+    waiter.resolve(row.owner === owners[i] ? firstOf(row) : heldStatus(row, waiter.fp, clock.now));
+    if (rest.length === 0) return;
+    const { answers, misses } = laterClaims(row, rest, clock.now);
     if (misses === 0) {
       rest.forEach((other, j) => {
         other.resolve(answers[j] as ClaimResult);
@@ -117,13 +124,21 @@ export async function runClaimBatch(ctx: ReplayContext, batch: ClaimWaiter[]): P
       unique.map((waiter) => waiter.expires),
       owners,
       unique.map((waiter) => waiter.fp),
-      Math.floor(ctx.now()),
+      unique.map((waiter) => waiter.minted ?? null),
+      unique.map((waiter) => (waiter.owner === undefined ? null : (waiter.leaseMs ?? null))),
+      unique.map((waiter) => waiter.reclaim),
     ],
   }));
   const { unique, owners } = outcome;
   if (outcome.kind === 'failed') return rejectAll(batch, outcome.failure);
   if (outcome.kind === 'lost') return resolveLostClaims(ctx, unique, owners, later, outcome.error);
+  let clock: SpendClock;
+  try {
+    clock = spendClock(outcome.rows);
+  } catch (error) {
+    return rejectAll(batch, toStoreError(error));
+  }
   const rows = new Map(outcome.rows.map((row) => [(row as HeldRow).id, row as HeldRow]));
-  const followUps = answerClaims(unique, owners, later, rows);
+  const followUps = answerClaims(unique, owners, later, rows, clock);
   if (followUps.length > 0) await writeMisses(ctx, followUps, budgetOf(ctx, batch));
 }

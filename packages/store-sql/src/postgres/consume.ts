@@ -1,11 +1,18 @@
 import { ownerValue, rejectAll, splitById, type Waiter } from '../shared/batching.js';
+import { type HeldRow, type SpendClock, spendRefusal } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import { isServerError } from './connection.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { answerLost, sendBatch } from './lookups.js';
+import { answerLost, sendBatch, spendClock } from './lookups.js';
 import { Unsent } from './send.js';
 
-type OwnerRow = { owner?: unknown; expires_at?: unknown };
+/** How one consume ends, from the ids its statement took and the clock it judged by. */
+function consumeAnswer(waiter: Waiter, won: boolean, clock: SpendClock): boolean {
+  if (won) return true;
+  const refused = spendRefusal(waiter.expires, waiter.minted, clock);
+  if (refused !== undefined) throw refused;
+  return false;
+}
 
 /**
  * The INSERT may have committed although its reply never arrived (timeout, connection lost). Ask
@@ -14,15 +21,15 @@ type OwnerRow = { owner?: unknown; expires_at?: unknown };
  * no answer → still unknown → the original failure.
  */
 async function resolveLost(ctx: ReplayContext, id: string, mine: string, original: unknown): Promise<boolean> {
-  let row: OwnerRow | undefined;
+  let row: HeldRow | undefined;
   try {
     const config = { ...ctx.statements.owner, values: [ctx.namespace, id], query_timeout: ctx.settings.statementTimeoutMs };
-    row = (await ctx.bounded(ctx.queryOnConnection(config))).rows[0] as OwnerRow | undefined;
+    row = (await ctx.bounded(ctx.queryOnConnection(config))).rows[0] as HeldRow | undefined;
   } catch {
     throw toStoreError(original);
   }
   if (row !== undefined && row.owner === mine) return true;
-  if (row !== undefined && Number(row.expires_at) >= Math.floor(ctx.now())) return false;
+  if (row !== undefined && Number(row.expires_at) >= Number(row.now_ms)) return false;
   throw toStoreError(original);
 }
 
@@ -30,23 +37,20 @@ async function resolveLost(ctx: ReplayContext, id: string, mine: string, origina
  * One consume, one statement (no group commit, or a batch of one). `budgetMs` is what is left of the
  * deadline of a consume that waited in the group-commit queue.
  */
-export async function consumeOne(
-  ctx: ReplayContext,
-  id: string,
-  expires: number,
-  mine: string,
-  budgetMs = ctx.deadlineMs,
-): Promise<boolean> {
+export async function consumeOne(ctx: ReplayContext, waiter: Waiter, mine: string, budgetMs = ctx.deadlineMs): Promise<boolean> {
+  let rows: unknown[];
   try {
-    const values = [ctx.namespace, id, expires, Math.floor(ctx.now()), mine];
-    return (await ctx.send({ ...ctx.statements.consume, values }, budgetMs)).rowCount === 1;
+    const values = [ctx.namespace, waiter.id, waiter.expires, mine, waiter.minted ?? null];
+    rows = (await ctx.send({ ...ctx.statements.consume, values }, budgetMs)).rows;
   } catch (error) {
     // Never sent, or the server answered with an error (the statement did not commit): nothing to
     // ask. Otherwise — no reply in time, a connection lost — the owner lookup tells.
     if (error instanceof Unsent) throw toStoreError(error.error);
     if (isServerError(error) || ctx.closed()) throw toStoreError(error);
-    return resolveLost(ctx, id, mine, error);
+    return resolveLost(ctx, waiter.id, mine, error);
   }
+  const won = rows.some((row) => (row as { id: unknown }).id === waiter.id);
+  return consumeAnswer(waiter, won, spendClock(rows));
 }
 
 /** {@link resolveLost} for a batch: one `SELECT` of the owners of its ids. */
@@ -58,24 +62,32 @@ async function resolveLostBatch(
   original: unknown,
 ): Promise<void> {
   const failure = toStoreError(original);
-  let rows: Map<unknown, OwnerRow>;
+  let rows: Map<unknown, HeldRow>;
   try {
     const ids = unique.map((waiter) => waiter.id);
     const config = { ...ctx.statements.owners, values: [ctx.namespace, ids], query_timeout: ctx.settings.statementTimeoutMs };
     const result = await ctx.bounded(ctx.queryOnConnection(config));
-    rows = new Map(result.rows.map((row) => [(row as { id: unknown }).id, row as OwnerRow]));
+    rows = new Map(result.rows.map((row) => [(row as { id: unknown }).id, row as HeldRow]));
   } catch {
     rejectAll(unique, failure);
     rejectAll(repeated, failure);
     return;
   }
-  const t = Math.floor(ctx.now());
-  answerLost(unique, owners, rows, t, { first: true, held: () => false }, failure);
+  answerLost(unique, owners, rows, { first: () => true, held: () => false }, failure);
   // A repeated id: its first waiter was answered (true or false) or failed; either way this one is not first.
   for (const waiter of repeated) {
     const row = rows.get(waiter.id);
-    if (row !== undefined && Number(row.expires_at) >= t) waiter.resolve(false);
+    if (row !== undefined && Number(row.expires_at) >= Number(row.now_ms)) waiter.resolve(false);
     else waiter.reject(failure);
+  }
+}
+
+/** Settles a consume with its answer, or the refusal or failure it ended with. */
+function settle(waiter: Waiter, answer: () => boolean): void {
+  try {
+    waiter.resolve(answer());
+  } catch (error) {
+    waiter.reject(toStoreError(error));
   }
 }
 
@@ -83,7 +95,7 @@ async function resolveLostBatch(
 async function runLone(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
   const waiter = batch[0] as Waiter;
   try {
-    waiter.resolve(await consumeOne(ctx, waiter.id, waiter.expires, ownerValue(), budgetOf(ctx, batch)));
+    waiter.resolve(await consumeOne(ctx, waiter, ownerValue(), budgetOf(ctx, batch)));
   } catch (error) {
     waiter.reject(toStoreError(error));
   }
@@ -92,9 +104,9 @@ async function runLone(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
 /**
  * Runs one batch of queued consumes and settles each waiter. The first waiter of an id goes into the
  * statement; a later waiter of the same id is answered `false` once the statement has run (only one
- * of them can be first), and shares its failure otherwise. A failed statement fails every waiter
- * closed (but a lock wait: see withoutLocked); a lost reply is resolved per id by one `SELECT` of the owners,
- * as for a single consume.
+ * of them can be first; or refused as its first would be), and shares its failure otherwise. A failed statement
+ * fails every waiter closed (but a lock wait: see withoutLocked); a lost reply is resolved per id by one `SELECT` of
+ * the owners, as for a single consume.
  */
 export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
   if (ctx.closed()) return rejectAll(batch, closedError());
@@ -106,7 +118,13 @@ export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Prom
   const { unique: all, later } = splitById(batch);
   const outcome = await sendBatch(ctx, batch, all, later, (unique, owners) => ({
     ...ctx.statements.batch,
-    values: [ctx.namespace, unique.map((waiter) => waiter.id), unique.map((waiter) => waiter.expires), owners, Math.floor(ctx.now())],
+    values: [
+      ctx.namespace,
+      unique.map((waiter) => waiter.id),
+      unique.map((waiter) => waiter.expires),
+      owners,
+      unique.map((waiter) => waiter.minted ?? null),
+    ],
   }));
   const { unique, owners } = outcome;
   if (outcome.kind === 'failed') {
@@ -115,7 +133,8 @@ export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Prom
     return;
   }
   if (outcome.kind === 'lost') return resolveLostBatch(ctx, unique, owners, [...later.values()].flat(), outcome.error);
+  const clock = spendClock(outcome.rows);
   const won = new Set(outcome.rows.map((row) => (row as { id: unknown }).id));
-  for (const waiter of unique) waiter.resolve(won.has(waiter.id));
-  for (const list of later.values()) for (const waiter of list) waiter.resolve(false);
+  for (const waiter of unique) settle(waiter, () => consumeAnswer(waiter, won.has(waiter.id), clock));
+  for (const list of later.values()) for (const waiter of list) settle(waiter, () => consumeAnswer(waiter, false, clock));
 }

@@ -7,7 +7,6 @@ export interface ReplayContext extends Sender {
   readonly namespace: string;
   /** The quoted, possibly schema-qualified table. */
   readonly table: string;
-  readonly now: () => number;
   readonly settings: PostgresSettings;
   /** `connectTimeoutMs + statementTimeoutMs`: the most a call waits in all. */
   readonly deadlineMs: number;

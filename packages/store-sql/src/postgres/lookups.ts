@@ -1,8 +1,8 @@
-import { type HeldRow, isLive } from '../shared/claims.js';
+import { type HeldRow, isLive, type SpendClock } from '../shared/claims.js';
 import { toStoreError } from '../shared/lifecycle.js';
 import { isServerError, LOCK_NOT_AVAILABLE, QUERY_CANCELED } from './connection.js';
 import { sentError, Unsent } from './send.js';
-import { ownerValues } from '../shared/batching.js';
+import { ownersOf } from '../shared/batching.js';
 import type { PgQueryConfigLike } from '../shared/drivers.js';
 import { budgetOf } from './context.js';
 import type { ReplayContext } from './context.js';
@@ -53,23 +53,35 @@ export async function withoutLocked<W extends { id: string; reject(error: unknow
 }
 
 /**
- * Answers the first waiters of a batch whose reply was lost, from the rows read back: the row holds this call's owner
- * → `first`; a live row → `held(row, waiter)`; no row or an expired one → still unknown → `failure`.
+ * Answers the first waiters of a batch whose reply was lost, from the rows read back (each with the server's time it
+ * was read at): the row holds this call's owner → `first(row)`; a live row → `held(row, waiter)`; no row or an
+ * expired one → still unknown → `failure`.
  */
 export function answerLost<W extends { id: string; resolve(value: T): void; reject(error: unknown): void }, T>(
   unique: readonly W[],
   owners: readonly string[],
   rows: Map<unknown, HeldRow>,
-  t: number,
-  answers: { first: T; held(row: HeldRow, waiter: W): T },
+  answers: { first(row: HeldRow): T; held(row: HeldRow, waiter: W): T },
   failure: unknown,
 ): void {
   unique.forEach((waiter, i) => {
     const row = rows.get(waiter.id);
-    if (row !== undefined && row.owner === owners[i]) waiter.resolve(answers.first);
-    else if (isLive(row, t)) waiter.resolve(answers.held(row, waiter));
+    if (row !== undefined && row.owner === owners[i]) waiter.resolve(answers.first(row));
+    else if (row !== undefined && isLive(row, Number(row.now_ms))) waiter.resolve(answers.held(row, waiter));
     else waiter.reject(failure);
   });
+}
+
+/**
+ * The server's time and the ledger epoch a consume or claim statement judged by: its last row (see clockRow). A reply
+ * without it is broken: fail closed.
+ */
+export function spendClock(rows: readonly unknown[]): SpendClock {
+  const last = rows[rows.length - 1] as { now_ms?: unknown; epoch_ms?: unknown } | undefined;
+  const now = Number(last?.now_ms ?? Number.NaN);
+  const epoch = Number(last?.epoch_ms ?? Number.NaN);
+  if (!Number.isSafeInteger(now) || !Number.isSafeInteger(epoch)) throw new Error('the statement returned no clock row');
+  return { now, epoch };
 }
 
 /** The statement did not commit (never sent, or refused by the server) or the store is closed: nothing to ask. */
@@ -105,7 +117,7 @@ export async function sendBatch<W extends { id: string; reject(error: unknown): 
 ): Promise<BatchOutcome<W>> {
   let unique = all;
   for (let pass = 0; ; pass++) {
-    const owners = ownerValues(unique.length);
+    const owners = ownersOf(unique as readonly { owner?: string | undefined }[]);
     try {
       const budget = budgetOf(ctx, batch);
       if (budget <= 0) throw new Unsent(ctx.deadlineError());

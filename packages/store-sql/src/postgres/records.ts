@@ -1,5 +1,5 @@
 import { byId, type RecordWaiter, rejectAll } from '../shared/batching.js';
-import { budgetBucket, type HeldRow } from '../shared/claims.js';
+import type { HeldRow } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import type { PgQueryResultLike } from '../shared/drivers.js';
 import { localTimeoutsSql } from './connection.js';
@@ -25,22 +25,27 @@ export function recordText(ctx: ReplayContext): (values: readonly unknown[]) => 
   return (values) => `${head}${sql.replace(/\$(\d)/g, (_, n: string) => sqlLiteral(values[Number(n) - 1]))}; COMMIT`;
 }
 
-/** The first record of each (id, fingerprint) in a batch, sorted by id, and the repeated ones. */
-function splitRecords(batch: readonly RecordWaiter[]): { first: RecordWaiter[]; repeated: RecordWaiter[] } {
-  const seen = new Set<string>();
+/** The first record of each (id, fingerprint) in a batch, sorted by id, and the repeated ones (each with its first). */
+function splitRecords(batch: readonly RecordWaiter[]): { first: RecordWaiter[]; repeated: [RecordWaiter, RecordWaiter][] } {
+  const seen = new Map<string, RecordWaiter>();
   const first: RecordWaiter[] = [];
-  const repeated: RecordWaiter[] = [];
+  const repeated: [RecordWaiter, RecordWaiter][] = [];
   for (const waiter of batch) {
     const key = `${waiter.id}\u0000${waiter.fp}`;
-    if (seen.has(key)) repeated.push(waiter);
+    const earlier = seen.get(key);
+    if (earlier !== undefined) repeated.push([waiter, earlier]);
     else {
-      seen.add(key);
+      seen.set(key, waiter);
       first.push(waiter);
     }
   }
   first.sort(byId);
   return { first, repeated };
 }
+
+/** A repeated record answers as its first did when both have the same owner (idempotent by owner), else `false`. */
+const repeatAnswer = (waiter: RecordWaiter, earlier: RecordWaiter, kept: boolean): boolean =>
+  waiter.owner !== undefined && waiter.owner === earlier.owner && kept;
 
 /**
  * Sends the record transaction. A failure before the request was sent (no connection) wrote nothing: the batch is
@@ -80,7 +85,8 @@ async function resolveLostRecords(ctx: ReplayContext, first: RecordWaiter[], fai
   }
   for (const waiter of first) {
     const row = rows.get(waiter.id);
-    if (row !== undefined && row.fp === waiter.fp && row.outcome === waiter.outcome) waiter.resolve(waiter.outcome !== '');
+    if (row !== undefined && waiter.owner !== undefined && row.owner !== waiter.owner) waiter.resolve(false);
+    else if (row !== undefined && row.fp === waiter.fp && row.outcome === waiter.outcome) waiter.resolve(waiter.outcome !== '');
     else if (row !== undefined && (row.fp !== waiter.fp || (row.outcome !== null && row.outcome !== undefined))) waiter.resolve(false);
     else waiter.reject(failure);
   }
@@ -99,25 +105,26 @@ export async function runRecordBatch(
 ): Promise<void> {
   if (ctx.closed()) return rejectAll(batch, closedError());
   const { first, repeated } = splitRecords(batch);
-  const t = Math.floor(ctx.now());
   const values = [
     ctx.namespace,
     first.map((waiter) => waiter.id),
     first.map((waiter) => waiter.fp),
     first.map((waiter) => waiter.outcome),
-    t,
+    first.map((waiter) => waiter.owner ?? null),
     ctx.outcomeBudgetBytes,
-    budgetBucket(t),
   ];
   let kept: Map<unknown, boolean>;
   try {
     kept = await sendRecords(ctx, batch, text(values));
   } catch (error) {
     const failure = toStoreError(sentError(error));
-    rejectAll(repeated, failure);
+    rejectAll(
+      repeated.map(([waiter]) => waiter),
+      failure,
+    );
     if (uncommitted(ctx, error)) return rejectAll(first, failure);
     return resolveLostRecords(ctx, first, failure);
   }
   for (const waiter of first) waiter.resolve(kept.get(waiter.id) === true);
-  for (const waiter of repeated) waiter.resolve(false);
+  for (const [waiter, earlier] of repeated) waiter.resolve(repeatAnswer(waiter, earlier, kept.get(earlier.id) === true));
 }

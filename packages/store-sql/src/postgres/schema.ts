@@ -1,6 +1,14 @@
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike } from '../shared/drivers.js';
-import { addedColumnType, checkShape, type SchemaPlan, schemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
+import {
+  addedColumnType,
+  checkShape,
+  EPOCH_SUFFIX,
+  type SchemaPlan,
+  schemaPlan,
+  type SqlSchemaCheck,
+  type TableShape,
+} from '../shared/schema.js';
 import { holdErrors, LOCK_NOT_AVAILABLE, localTimeoutsSql, type PostgresSettings } from './connection.js';
 
 /** Arbitrary 32-bit class id ("mrtr") for `pg_advisory_xact_lock(int, int)`: the schema lock of both stores. */
@@ -22,7 +30,7 @@ export interface PostgresSchemaPlan extends SchemaPlan {
   holders: string;
 }
 
-/** The replay table, its expiry index and its outcome budget table (`<table>_budget`). */
+/** The replay table, its expiry index, its outcome budget table (`<table>_budget`) and its epoch table (`<table>_epoch`). */
 export const replaySchemaPlan = (table: string, tableName: string, qualify: (name: string) => string): PostgresSchemaPlan => ({
   ...schemaPlan('postgres', 'replay', table, tableName, qualify),
   lockUnderLockTimeout: false,
@@ -46,10 +54,11 @@ function catalogQuery(plan: PostgresSchemaPlan): PgQueryConfigLike {
     (_, i) =>
       `EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid AND i.relname = $${i + 2}) AS has_index_${i}, `,
   );
-  const side = `to_regclass($${plan.indexes.length + 2}::text) IS NOT NULL AS has_side`;
+  const first = plan.indexes.length + 2;
+  const sides = plan.sides.map((_, i) => `to_regclass($${first + i}::text) IS NOT NULL AS has_side_${i}`);
   return {
-    text: `SELECT c.oid IS NOT NULL AS has_table, ${columns.join('')}${indexes.join('')}${side} FROM (SELECT to_regclass($1::text)::oid AS oid) AS c`,
-    values: [plan.table, ...plan.indexes.map((index) => index.name), plan.side.table],
+    text: `SELECT c.oid IS NOT NULL AS has_table, ${columns.join('')}${indexes.join('')}${sides.join(', ')} FROM (SELECT to_regclass($1::text)::oid AS oid) AS c`,
+    values: [plan.table, ...plan.indexes.map((index) => index.name), ...plan.sides.map((side) => side.table)],
   };
 }
 
@@ -67,7 +76,9 @@ function missingDdl(plan: PostgresSchemaPlan, catalog: Catalog): string[] {
   plan.indexes.forEach((index, i) => {
     if (catalog[`has_index_${i}`] !== true) ddl.push(index.create);
   });
-  if (catalog.has_side !== true) ddl.push(plan.side.create);
+  plan.sides.forEach((side, i) => {
+    if (catalog[`has_side_${i}`] !== true) ddl.push(side.create);
+  });
   return ddl;
 }
 
@@ -156,7 +167,10 @@ async function readShape(pool: PgPoolLike, options: PostgresSchemaCheckOptions):
  * table does not exist, else its problems and warnings (see {@link SqlSchemaCheck}).
  */
 export async function checkPostgresSchema(pool: PgPoolLike, options: PostgresSchemaCheckOptions): Promise<SqlSchemaCheck | undefined> {
-  return checkShape('postgres', 'replay', options.table, await readShape(pool, options));
+  const shape = await readShape(pool, options);
+  if (shape === undefined) return undefined;
+  const epoch = await readShape(pool, { ...options, table: `${options.table}${EPOCH_SUFFIX}` });
+  return checkShape('postgres', 'replay', options.table, shape, epoch);
 }
 
 /** {@link checkPostgresSchema} for the task table of `createPostgresTaskStore`. */

@@ -5,7 +5,7 @@ import { BUDGET_BUCKET_MS, MAX_FINGERPRINT_MISSES } from '../shared/claims.js';
 /** A statement with its name (when prepared statements are on). */
 export type NamedQuery = Pick<PgQueryConfigLike, 'name' | 'text'>;
 
-/** The replay store's statements, on the quoted `table` and its quoted outcome `budgetTable`. */
+/** The replay store's statements, on the quoted `table`, its quoted outcome `budgetTable` and `epochTable`. */
 export interface ReplayStatements {
   consume: NamedQuery;
   owner: NamedQuery;
@@ -13,9 +13,11 @@ export interface ReplayStatements {
   owners: NamedQuery;
   claimBatch: NamedQuery;
   misses: NamedQuery;
-  row: NamedQuery;
   rows: NamedQuery;
   locked: NamedQuery;
+  renew: NamedQuery;
+  release: NamedQuery;
+  time: NamedQuery;
   purge: NamedQuery;
   purgeBudget: NamedQuery;
   /** The record batch, sent as a simple query with its values written in (see records.ts). */
@@ -23,11 +25,18 @@ export interface ReplayStatements {
 }
 
 /**
- * A value written into SQL text: a string as an escape-string literal (quotes doubled, backslashes escaped, whatever
+ * The server's time in epoch ms, one value for the whole statement (`statement_timestamp()`: when the statement
+ * arrived): every expiry, lease, retention and epoch is judged by it, never by the process's clock.
+ */
+export const SERVER_NOW_MS = 'floor(extract(epoch from statement_timestamp()) * 1000)::bigint';
+
+/**
+ * A value written into SQL text: `null` as NULL, a string as an escape-string literal (quotes doubled, backslashes escaped, whatever
  * `standard_conforming_strings` says; the store's strings hold no NUL), an array of strings as `ARRAY[…]::text[]`, a
  * safe integer as itself.
  */
 export function sqlLiteral(value: unknown): string {
+  if (value === null || value === undefined) return 'NULL';
   if (typeof value === 'string') return `E'${value.replaceAll('\\', '\\\\').replaceAll("'", "''")}'`;
   if (typeof value === 'number' && Number.isSafeInteger(value)) return String(value);
   if (Array.isArray(value)) return `ARRAY[${value.map(sqlLiteral).join(', ')}]::text[]`;
@@ -45,103 +54,141 @@ const namer =
   (text: string): NamedQuery =>
     prepared ? { name: `mrtr_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text } : { text };
 
-/** The statements of consumes, claims, records, lost-reply lookups and the purge. */
-export function replayStatements(table: string, budgetTable: string, prepared: boolean): ReplayStatements {
-  // One upsert: a new id is inserted; a row whose expiry has passed is taken over; a live row is
-  // left alone. The command tag counts inserted plus updated rows, so rowCount is 1 exactly when
-  // this call won. Concurrent consumers of one id serialise on the unique index (a second inserter
-  // waits for the first, then takes the conflict path) and on the row lock (the WHERE is re-checked
-  // on the newest row version), so exactly one of them gets 1.
-  // Trade-off: on a live duplicate (a replay attempt) PostgreSQL still locks the row, which costs a
-  // small WAL write; in exchange a fresh id (the common case) does the work of a bare
-  // INSERT … ON CONFLICT DO NOTHING. (A CTE of INSERT … DO NOTHING plus UPDATE-if-expired avoids the
-  // lock but measured about a quarter slower per fresh id in a CPU-bound ad-hoc run.)
-  // Each consume also writes `owner`, a random value only it knows: if its reply is lost, one SELECT
-  // tells whether the row is its own (→ true), someone else's (→ false), or still unknown (→ error).
-  // Taking over an expired row clears what a `claim` kept with it (fingerprint, outcome): the id is now held
-  // by a plain consume, and its old outcome is gone with the old row.
-  const takeOver = 'expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner, fp = NULL, outcome = NULL';
-  const consumeSql =
-    `INSERT INTO ${table} AS t (ns, id, expires_at, owner) VALUES ($1, $2, $3, $5) ` +
-    `ON CONFLICT (ns, id) DO UPDATE SET ${takeOver} WHERE t.expires_at < $4`;
-  const ownerSql = `SELECT owner, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
-  // Group commit: the same upsert for a batch of distinct ids (sorted, so two batches of different
-  // stores that share ids take their row locks in one order and cannot deadlock). RETURNING lists the
-  // ids this statement inserted or took over; ON CONFLICT DO UPDATE may touch a row only once per
-  // statement, so the batch never holds an id twice (a repeated id is answered without the database).
-  const batchSql =
-    `INSERT INTO ${table} AS t (ns, id, expires_at, owner) SELECT $1::text, u.id, u.expires_at, u.owner ` +
-    'FROM unnest($2::text[], $3::bigint[], $4::text[]) AS u(id, expires_at, owner) ' +
-    `ON CONFLICT (ns, id) DO UPDATE SET ${takeOver} WHERE t.expires_at < $5 ` +
-    'RETURNING t.id';
-  const ownersSql = `SELECT id, owner, expires_at FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
-  // claim, for a batch of distinct ids (sorted, like consumes): the consume upsert that also keeps the fingerprint,
-  // and that always updates the row it meets, so that RETURNING hands back every id's row as this statement left it
-  // (the newest version, locked by the statement: no snapshot can hide a row a concurrent transaction committed). A
-  // row whose expiry has passed is taken over (fingerprint and owner replaced, outcome and misses cleared); a live
-  // one keeps its values, except that a claim with another fingerprint of a row held by a claim counts a miss, and
-  // the MAX_FINGERPRINT_MISSES-th marks the outcome '' ("done, not kept"). The row holds this call's owner exactly
-  // when this claim took the id (inserted it or took it over).
+/**
+ * The head every consume and claim statement shares: the server's time (`c`), the namespace's ledger epoch written
+ * when missing (`e`: a new, truncated or restored table starts a new one, by the server's clock), and both read once
+ * for the statement (`k`; a row another transaction inserted since the statement's snapshot is not seen: its epoch is
+ * then taken as now, which refuses more, never less).
+ */
+const spendHead = (epochTable: string): string =>
+  `WITH c AS (SELECT ${SERVER_NOW_MS} AS now_ms), ` +
+  `e AS (INSERT INTO ${epochTable} AS e (ns, epoch_ms) SELECT $1::text, c.now_ms FROM c ON CONFLICT (ns) DO NOTHING RETURNING e.epoch_ms), ` +
+  `k AS (SELECT c.now_ms, coalesce((SELECT epoch_ms FROM e), (SELECT x.epoch_ms FROM ${epochTable} AS x WHERE x.ns = $1), c.now_ms) AS epoch_ms FROM c), `;
+
+/**
+ * The calls a statement admits: an expiry after the server's time, and no `mintedAtMs` before the epoch. The others
+ * write nothing (the caller refuses them from the `k` row the statement returns: see spendRefusal).
+ */
+const ADMITTED = 'u.expires_at > k.now_ms AND (u.minted IS NULL OR u.minted >= k.epoch_ms)';
+
+/** The last row of every consume and claim statement: the server's time and the epoch it judged by. */
+const clockRow = (nulls: number): string => `SELECT ${'NULL, '.repeat(nulls)}k.now_ms, k.epoch_ms FROM k`;
+
+/** The statements of consumes, claims, records, renew, release, lost-reply lookups, the time and the purge. */
+export function replayStatements(table: string, budgetTable: string, epochTable: string, prepared: boolean): ReplayStatements {
+  const head = spendHead(epochTable);
+  const now = '(SELECT now_ms FROM k)';
+  // One upsert per consume (or per batch of distinct ids, sorted, so two batches of different stores that share ids
+  // take their row locks in one order and cannot deadlock): a new id is inserted; a row whose expiry has passed (by
+  // the server's clock) is taken over; a live row is left alone. RETURNING lists the ids this statement inserted or
+  // took over; ON CONFLICT DO UPDATE may touch a row only once per statement, so a batch never holds an id twice (a
+  // repeated id is answered without the database). Concurrent consumers of one id serialise on the unique index and
+  // on the row lock (the WHERE is re-checked on the newest row version), so exactly one of them wins.
+  // Each consume also writes `owner`, a random value only it knows: if its reply is lost, one SELECT tells whether
+  // the row is its own (→ true), someone else's (→ false), or still unknown (→ error). Taking over an expired row
+  // clears what a `claim` kept with it (fingerprint, outcome, lease): the id is now held by a plain consume.
+  const takeOver =
+    'expires_at = EXCLUDED.expires_at, owner = EXCLUDED.owner, fp = NULL, outcome = NULL, misses = NULL, lease_until = NULL, fence = NULL';
+  const consumeSql = (source: string) =>
+    `${head}a AS (SELECT u.* FROM ${source} AS u(id, expires_at, owner, minted) CROSS JOIN k WHERE ${ADMITTED}), ` +
+    `w AS (INSERT INTO ${table} AS t (ns, id, expires_at, owner) SELECT $1::text, a.id, a.expires_at, a.owner FROM a ` +
+    `ON CONFLICT (ns, id) DO UPDATE SET ${takeOver} WHERE t.expires_at < ${now} RETURNING t.id) ` +
+    `SELECT w.id, NULL::bigint AS now_ms, NULL::bigint AS epoch_ms FROM w UNION ALL ${clockRow(1)}`;
+  const ownerSql = `SELECT owner, expires_at, ${SERVER_NOW_MS} AS now_ms FROM ${table} WHERE ns = $1 AND id = $2`;
+  const ownersSql = `SELECT id, owner, expires_at, ${SERVER_NOW_MS} AS now_ms FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
+  // claim, for a batch of distinct ids (sorted, like consumes): the consume upsert that also keeps the fingerprint
+  // and the lease, and that always updates the row it meets, so that RETURNING hands back every id's row as this
+  // statement left it (the newest version, locked by the statement: no snapshot can hide a row a concurrent
+  // transaction committed). A row whose expiry has passed is taken over (fingerprint, owner and lease replaced,
+  // outcome and misses cleared, fence 0); a row of the same fingerprint, unrecorded, whose lease lapsed is taken over
+  // by a claim with `reclaim` (owner and lease replaced, the next fence); a live one keeps its values, except that a
+  // claim with another fingerprint of a row held by a claim counts a miss, and the MAX_FINGERPRINT_MISSES-th marks
+  // the outcome '' ("done, not kept"). The row holds this call's owner exactly when this claim took the id.
+  const expired = `t.expires_at < ${now}`;
+  const lapsed = `(t.fp = EXCLUDED.fp AND t.outcome IS NULL AND t.lease_until < ${now} AND (SELECT a.reclaim FROM a WHERE a.id = EXCLUDED.id))`;
   const miss = 't.fp IS NOT NULL AND t.fp <> EXCLUDED.fp';
   const claimBatchSql =
-    `INSERT INTO ${table} AS t (ns, id, expires_at, owner, fp) SELECT $1::text, u.id, u.expires_at, u.owner, u.fp ` +
-    'FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[]) AS u(id, expires_at, owner, fp) ' +
-    'ON CONFLICT (ns, id) DO UPDATE SET ' +
-    'expires_at = CASE WHEN t.expires_at < $6 THEN EXCLUDED.expires_at ELSE t.expires_at END, ' +
-    'owner = CASE WHEN t.expires_at < $6 THEN EXCLUDED.owner ELSE t.owner END, ' +
-    'fp = CASE WHEN t.expires_at < $6 THEN EXCLUDED.fp ELSE t.fp END, ' +
-    `outcome = CASE WHEN t.expires_at < $6 THEN NULL WHEN ${miss} AND coalesce(t.misses, 0) + 1 >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END, ` +
-    `misses = CASE WHEN t.expires_at < $6 THEN NULL WHEN ${miss} THEN coalesce(t.misses, 0) + 1 ELSE t.misses END ` +
-    'RETURNING t.id, t.owner, t.fp, t.outcome, t.misses, t.expires_at';
+    `${head}a AS (SELECT u.*, k.now_ms + u.lease_ms AS lease_until FROM ` +
+    'unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::boolean[]) ' +
+    `AS u(id, expires_at, owner, fp, minted, lease_ms, reclaim) CROSS JOIN k WHERE ${ADMITTED}), ` +
+    `w AS (INSERT INTO ${table} AS t (ns, id, expires_at, owner, fp, lease_until, fence) ` +
+    'SELECT $1::text, a.id, a.expires_at, a.owner, a.fp, a.lease_until, 0 FROM a ON CONFLICT (ns, id) DO UPDATE SET ' +
+    `expires_at = CASE WHEN ${expired} THEN EXCLUDED.expires_at ELSE t.expires_at END, ` +
+    `owner = CASE WHEN ${expired} OR ${lapsed} THEN EXCLUDED.owner ELSE t.owner END, ` +
+    `fp = CASE WHEN ${expired} THEN EXCLUDED.fp ELSE t.fp END, ` +
+    `outcome = CASE WHEN ${expired} THEN NULL WHEN ${miss} AND coalesce(t.misses, 0) + 1 >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END, ` +
+    `misses = CASE WHEN ${expired} THEN NULL WHEN ${miss} THEN coalesce(t.misses, 0) + 1 ELSE t.misses END, ` +
+    `lease_until = CASE WHEN ${expired} OR ${lapsed} THEN EXCLUDED.lease_until ELSE t.lease_until END, ` +
+    `fence = CASE WHEN ${expired} THEN 0 WHEN ${lapsed} THEN coalesce(t.fence, 0) + 1 ELSE t.fence END ` +
+    'RETURNING t.id, t.owner, t.fp, t.outcome, t.misses, t.expires_at, t.lease_until, t.fence) ' +
+    'SELECT w.id, w.owner, w.fp, w.outcome, w.misses, w.expires_at, w.lease_until, w.fence, NULL::bigint AS now_ms, NULL::bigint AS epoch_ms ' +
+    `FROM w UNION ALL ${clockRow(8)}`;
   // The misses of later claims of an id in the same batch (see laterClaims), on the row incarnation they met.
   const missesSql =
     `UPDATE ${table} AS t SET misses = coalesce(t.misses, 0) + u.k, ` +
     `outcome = CASE WHEN coalesce(t.misses, 0) + u.k >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END ` +
     'FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, owner, k) WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = u.id AND t.owner = u.owner';
   // record, for a batch of distinct (id, fingerprint) pairs, run under the namespace's budget lock (see recordBatch):
-  // only the claim's own fingerprint, only once, only while the id is live. An outcome is kept when it is not '' and
-  // the outcomes before it in the batch and it fit in what the budget has left (outcomeBudgetBytes minus the bytes of
-  // the buckets not yet past); else '' is stored. The kept bytes are added to the bucket of their id's expiry. The
-  // `id = ANY(ids)` conditions keep the table's side an index scan whatever join the planner picks (with a batch
-  // of literal values it knows the batch's size, and would otherwise hash-join a sequential scan of the table).
+  // only the claim's own fingerprint (and, given an owner, only the claim's owner), only once, only while the id is
+  // live by the server's clock. An outcome is kept when it is not '' and the outcomes before it in the batch and it
+  // fit in what the budget has left (outcomeBudgetBytes minus the bytes of the buckets not yet past); else '' is
+  // stored. The kept bytes are added to the bucket of their id's expiry. A record by the owner of an outcome already
+  // recorded answers what the first one did (kept or not). The `id = ANY(ids)` conditions keep the table's side an
+  // index scan whatever join the planner picks (with a batch of literal values it knows the batch's size, and would
+  // otherwise hash-join a sequential scan of the table).
+  const ownerMatch = '(u.owner IS NULL OR r.owner = u.owner)';
   const recordBatchSql =
-    'WITH u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(id, fp, outcome, ord)), ' +
+    `WITH n AS (SELECT ${SERVER_NOW_MS} AS now_ms), ` +
+    'u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(id, fp, outcome, owner, ord)), ' +
     'c AS (SELECT u.id, u.outcome, r.owner, sum(octet_length(u.outcome)) OVER (ORDER BY u.ord) AS run ' +
-    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp AND r.outcome IS NULL AND r.expires_at >= $5), ` +
-    `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= $7), ` +
+    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp AND ${ownerMatch} ` +
+    'AND r.outcome IS NULL AND r.expires_at >= (SELECT now_ms FROM n)), ' +
+    `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= (SELECT now_ms FROM n) / ${BUDGET_BUCKET_MS}), ` +
     `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
-    'FROM c WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL AND t.expires_at >= $5 ' +
-    'RETURNING t.id, t.outcome, t.expires_at), ' +
+    'FROM c WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL ' +
+    'AND t.expires_at >= (SELECT now_ms FROM n) RETURNING t.id, t.outcome, t.expires_at), ' +
     `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $1::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
     `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
     'ON CONFLICT (ns, bucket) DO UPDATE SET bytes = b.bytes + EXCLUDED.bytes) ' +
-    "SELECT upd.id, upd.outcome <> '' AS kept FROM upd";
-  // What a claim or record whose reply was lost asks, and what a claim of an already expired id reads.
-  const rowSql = `SELECT owner, fp, outcome, expires_at FROM ${table} WHERE ns = $1 AND id = $2`;
-  const rowsSql = `SELECT id, owner, fp, outcome, expires_at FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
+    "SELECT upd.id, upd.outcome <> '' AS kept FROM upd UNION ALL " +
+    `SELECT r.id, r.outcome <> '' FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp ` +
+    'AND u.owner IS NOT NULL AND r.owner = u.owner AND r.outcome IS NOT NULL';
+  // What a claim or record whose reply was lost asks (with the server's time, to judge the rows by).
+  const rowsSql = `SELECT id, owner, fp, outcome, expires_at, lease_until, fence, ${SERVER_NOW_MS} AS now_ms FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
   // After a batch statement gave up on a lock: which of its ids' rows another transaction holds locked (SKIP LOCKED
   // takes the free ones and waits for none; autocommit releases them at once).
   const lockedSql =
     `WITH free AS (SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) FOR UPDATE SKIP LOCKED) ` +
     `SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) AND id NOT IN (SELECT id FROM free)`;
-  // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds;
-  // FOR UPDATE re-checks the expiry on a row a concurrent consume has just renewed.
+  // renew: the owner's unrecorded claim, live, gets a lease of $4 ms from the server's now (a lapsed lease too).
+  const renewSql =
+    `UPDATE ${table} SET lease_until = ${SERVER_NOW_MS} + $4::bigint ` +
+    `WHERE ns = $1 AND id = $2 AND owner = $3 AND fp IS NOT NULL AND outcome IS NULL AND expires_at >= ${SERVER_NOW_MS}`;
+  // release: compare-and-delete of the owner's unrecorded claim; true when the owner holds no claim afterwards (it was
+  // deleted now, or no live row holds the id), false when another owner's claim or an outcome holds it.
+  const releaseSql =
+    `WITH d AS (DELETE FROM ${table} WHERE ns = $1 AND id = $2 AND owner = $3 AND fp IS NOT NULL AND outcome IS NULL RETURNING id) ` +
+    `SELECT EXISTS (SELECT 1 FROM d) OR NOT EXISTS (SELECT 1 FROM ${table} WHERE ns = $1 AND id = $2 AND expires_at >= ${SERVER_NOW_MS}) AS free`;
+  // SKIP LOCKED: never wait for (or make a consume wait on) a row another transaction holds; FOR UPDATE re-checks the
+  // expiry on a row a concurrent consume has just renewed. Expiry and retention by the server's clock.
   const purgeSql =
-    `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE expires_at < $1 ` +
-    `ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at < $1`;
-  // Budget buckets the clock has left (every namespace): they no longer count; a small table.
-  const purgeBudgetSql = `DELETE FROM ${budgetTable} WHERE bucket < $1`;
+    `WITH n AS (SELECT ${SERVER_NOW_MS} - $1::bigint AS before) DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} ` +
+    'WHERE expires_at < (SELECT before FROM n) ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)) AND expires_at < (SELECT before FROM n)';
+  // Budget buckets the server's clock has left (every namespace): they no longer count; a small table.
+  const purgeBudgetSql = `DELETE FROM ${budgetTable} WHERE bucket < (${SERVER_NOW_MS} - $1::bigint) / ${BUDGET_BUCKET_MS}`;
   const named = namer(prepared);
   return {
-    consume: named(consumeSql),
+    consume: named(consumeSql('(VALUES ($2::text, $3::bigint, $4::text, $5::bigint))')),
     owner: named(ownerSql),
-    batch: named(batchSql),
+    batch: named(consumeSql('unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[])')),
     owners: named(ownersSql),
     claimBatch: named(claimBatchSql),
     misses: named(missesSql),
-    row: named(rowSql),
     rows: named(rowsSql),
     locked: named(lockedSql),
+    renew: named(renewSql),
+    release: named(releaseSql),
+    time: named(`SELECT ${SERVER_NOW_MS} AS now_ms`),
     purge: named(purgeSql),
     purgeBudget: named(purgeBudgetSql),
     recordBatchSql,

@@ -1,7 +1,18 @@
-import type { ClaimResult } from '@mrtr/core';
+import type { ClaimOptions, ClaimResult, SpendOptions } from '@mrtr/core';
 import { type BackgroundError, boolOption, createBatcher, fnOption, optionsObject, StoreUnavailableError } from '@mrtr/core/authoring';
 import { batcherOptions, type ClaimWaiter, createGroupCommit, ownerValue, type RecordWaiter } from '../shared/batching.js';
-import { checkClaimArgs, checkConsumeArgs, checkNamespace, checkRecordArgs } from '../shared/arguments.js';
+import {
+  checkClaimArgs,
+  checkClaimOptions,
+  checkConsumeArgs,
+  checkLeaseArgs,
+  checkLeaseMs,
+  checkNamespace,
+  checkRecordArgs,
+  checkRecordOwner,
+  checkSpendOptions,
+} from '../shared/arguments.js';
+import { EPOCH_SUFFIX } from '../shared/schema.js';
 import type { PostgresConnectionOptions } from '../shared/drivers.js';
 import { closedError, closeOnce, once, toStoreError, whenReady } from '../shared/lifecycle.js';
 import {
@@ -14,7 +25,8 @@ import {
 } from '../shared/options.js';
 import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import type { GroupCommitSettings } from '../shared/options.js';
-import { claimExpired, runClaimBatch } from './claims.js';
+import { runClaimBatch } from './claims.js';
+import { releaseClaim, renewLease, serverTime } from './leases.js';
 import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from './connection.js';
 import { consumeOne, runConsumeBatch } from './consume.js';
 import type { ReplayContext } from './context.js';
@@ -72,6 +84,7 @@ function replayOptions(label: string, options: PostgresStoreOptions) {
     autoSchema: boolOption(`${label}: ensureSchema`, options.ensureSchema, true),
     settings: { ...target, schema, ...postgresBounds(label, options) },
     purge: purgeSettings(label, options),
+    // Accepted and checked for the options both dialects share, never used: the server's clock decides.
     now: fnOption(`${label}: now`, options.now, Date.now),
     onError: fnOption<(error: BackgroundError) => void>(`${label}: onError`, options.onError, () => {}),
     prepared: boolOption(`${label}: preparedStatements`, options.preparedStatements, true),
@@ -82,10 +95,10 @@ function replayOptions(label: string, options: PostgresStoreOptions) {
 
 /**
  * `consume`, `claim` and `record` on their queues (batching on: a queue each; off: a batch of one per call), and
- * what `close()` runs to fail the calls still queued.
+ * what `close()` runs to fail the calls still queued. Every expiry is judged by the server's clock, in the statement.
  */
 function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | undefined, maxOutcomeBytes: number) {
-  const { now, assertOpen } = ctx;
+  const { assertOpen } = ctx;
   const queue =
     groupCommit === undefined
       ? undefined
@@ -105,40 +118,40 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
   const recordQueue =
     groupCommit === undefined ? undefined : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, 2), run: runRecords });
 
-  const consume = (id: string, expiresAtMs: number): Promise<boolean> => {
-    let expires: number;
-    try {
-      expires = checkConsumeArgs(id, expiresAtMs);
-      assertOpen();
-    } catch (error) {
-      return Promise.reject(error);
+  const consume = async (id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean> => {
+    const expires = checkConsumeArgs(id, expiresAtMs);
+    const { minted } = checkSpendOptions('consume', options);
+    assertOpen();
+    const waiter = { id, expires, minted, queuedAt: performance.now() };
+    if (queue === undefined) {
+      return consumeOne(ctx, { ...waiter, resolve: () => {}, reject: () => {} }, ownerValue()).catch((error: unknown) => {
+        throw toStoreError(error);
+      });
     }
-    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
-    if (expires <= now()) return Promise.resolve(false);
-    if (queue === undefined) return consumeOne(ctx, id, expires, ownerValue());
     return new Promise<boolean>((resolve, reject) => {
-      queue.push({ id, expires, queuedAt: performance.now(), resolve, reject });
+      queue.push({ ...waiter, resolve, reject });
     });
   };
 
   /** Claims ride the group commit as consumes do (a queue of their own: one statement per batch of claims). */
-  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
+  const claim = async (id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult> => {
     const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
+    const args = checkClaimOptions(options);
     assertOpen();
-    if (expires <= now()) return claimExpired(ctx, id, fingerprint);
     return new Promise<ClaimResult>((resolve, reject) => {
-      const waiter: ClaimWaiter = { id, expires, fp: fingerprint, queuedAt: performance.now(), resolve, reject };
+      const waiter: ClaimWaiter = { id, expires, fp: fingerprint, ...args, queuedAt: performance.now(), resolve, reject };
       if (claimQueue === undefined) runClaimBatch(ctx, [waiter]).catch((error: unknown) => reject(toStoreError(error)));
       else claimQueue.push(waiter);
     });
   };
 
   /** Records ride the group commit too (a queue of their own: one transaction per batch of records). */
-  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
+  const record = async (id: string, fingerprint: string, outcome: string, options?: { owner?: string | undefined }): Promise<boolean> => {
     const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
+    const owner = checkRecordOwner(options);
     assertOpen();
     return new Promise<boolean>((resolve, reject) => {
-      const waiter: RecordWaiter = { id, fp: fingerprint, outcome: stored, queuedAt: performance.now(), resolve, reject };
+      const waiter: RecordWaiter = { id, fp: fingerprint, outcome: stored, owner, queuedAt: performance.now(), resolve, reject };
       if (recordQueue === undefined) runRecords([waiter]).catch((error: unknown) => reject(toStoreError(error)));
       else recordQueue.push(waiter);
     });
@@ -153,6 +166,21 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
   return { consume, claim, record, failQueued };
 }
 
+/** `renew`, `release` and `time`: one statement each (not batched), safe to run twice (see sendIdempotent). */
+function leaseCalls(ctx: ReplayContext) {
+  return {
+    async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
+      checkLeaseArgs('renew', id, owner);
+      return renewLease(ctx, id, owner, checkLeaseMs('renew', leaseMs));
+    },
+    async release(id: string, owner: string): Promise<boolean> {
+      checkLeaseArgs('release', id, owner);
+      return releaseClaim(ctx, id, owner);
+    },
+    time: () => serverTime(ctx),
+  };
+}
+
 /**
  * Replay store on PostgreSQL (≥ 9.5) through `pg` (loaded only when this factory is used).
  * Each consume is one `INSERT … ON CONFLICT (ns, id) DO UPDATE … WHERE expires_at < now` statement
@@ -164,12 +192,14 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
   options = optionsObject(label, options);
-  const { tableName, table, qualify, namespace, autoSchema, settings, purge, now, onError, prepared, groupCommit, ...limits } =
-    replayOptions(label, options);
+  const { tableName, table, qualify, namespace, autoSchema, settings, purge, onError, prepared, groupCommit, ...limits } = replayOptions(
+    label,
+    options,
+  );
   const { maxOutcomeBytes, outcomeBudgetBytes } = limits;
   const deadlineMs = settings.connectTimeoutMs + settings.statementTimeoutMs;
-  // The outcome budget's table (≤ 48 + 7 characters).
-  const statements = replayStatements(table, qualify(`"${tableName}_budget"`), prepared);
+  // The outcome budget's and the epoch's tables (≤ 48 + 7 characters).
+  const statements = replayStatements(table, qualify(`"${tableName}_budget"`), qualify(`"${tableName}${EPOCH_SUFFIX}"`), prepared);
 
   let closed = false;
   const pool = poolHandle(
@@ -190,7 +220,6 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     ...sender,
     namespace,
     table,
-    now,
     settings,
     deadlineMs,
     statements,
@@ -209,6 +238,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     table,
     ...limits,
     ...calls,
+    ...leaseCalls(ctx),
     purge,
     onError,
     assertOpen,

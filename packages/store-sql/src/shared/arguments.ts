@@ -49,3 +49,77 @@ export function checkRecordArgs(id: unknown, fingerprint: unknown, outcome: unkn
   if (outcome.includes('\u0000') || LONE_SURROGATE.test(outcome)) return '';
   return outcome;
 }
+
+const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
+/** The longest lease a claim or renew takes (the longest an id is held anyway: a state lives minutes). */
+const MAX_LEASE_MS = 2_147_483_647;
+
+/** An owner value: 16 to 64 base64url characters (see `ClaimOptions.owner`). */
+export function checkOwner(label: string, owner: unknown): string {
+  if (typeof owner !== 'string') throw new TypeError(`${label}: owner must be a string`);
+  if (!OWNER.test(owner)) throw new RangeError(`${label}: owner must be 16 to 64 base64url characters`);
+  return owner;
+}
+
+/** A lease in ms: a positive safe integer up to 2^31 - 1. */
+export function checkLeaseMs(label: string, leaseMs: unknown): number {
+  if (typeof leaseMs !== 'number') throw new TypeError(`${label}: leaseMs must be a number (ms)`);
+  if (!Number.isSafeInteger(leaseMs) || leaseMs < 1 || leaseMs > MAX_LEASE_MS) {
+    throw new RangeError(`${label}: leaseMs must be an integer from 1 to ${MAX_LEASE_MS}`);
+  }
+  return leaseMs;
+}
+
+/** What `consume` and `claim` take besides the id, checked: `mintedAtMs` (absent: no epoch check). */
+export interface SpendArgs {
+  readonly minted: number | undefined;
+}
+
+/** What `claim` takes on a store with leases, checked (an owner without leaseMs, or none: no lease). */
+export interface ClaimArgs extends SpendArgs {
+  readonly owner: string | undefined;
+  readonly leaseMs: number | undefined;
+  readonly reclaim: boolean;
+}
+
+const optionsOf = (label: string, options: unknown): Record<string, unknown> => {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object') throw new TypeError(`${label}: options must be an object`);
+  return options as Record<string, unknown>;
+};
+
+/** `mintedAtMs` of `consume`/`claim`: absent, or a finite number (floored to the ms). */
+export function checkSpendOptions(label: string, options: unknown): SpendArgs {
+  const { mintedAtMs } = optionsOf(label, options);
+  if (mintedAtMs === undefined) return { minted: undefined };
+  if (typeof mintedAtMs !== 'number') throw new TypeError(`${label}: mintedAtMs must be a number (epoch ms)`);
+  const minted = Math.floor(mintedAtMs);
+  if (!Number.isSafeInteger(minted)) throw new RangeError(`${label}: mintedAtMs must be a finite epoch ms`);
+  return { minted };
+}
+
+/** `claim`'s options: `mintedAtMs`, `owner` (16–64 base64url), `leaseMs` (positive integer), `reclaim` (boolean). */
+export function checkClaimOptions(options: unknown): ClaimArgs {
+  const label = 'claim';
+  const { minted } = checkSpendOptions(label, options);
+  const { owner, leaseMs, reclaim } = optionsOf(label, options);
+  if (reclaim !== undefined && typeof reclaim !== 'boolean') throw new TypeError('claim: reclaim must be a boolean');
+  return {
+    minted,
+    owner: owner === undefined ? undefined : checkOwner(label, owner),
+    leaseMs: leaseMs === undefined ? undefined : checkLeaseMs(label, leaseMs),
+    reclaim: reclaim === true,
+  };
+}
+
+/** `record`'s options: an optional `owner`. */
+export function checkRecordOwner(options: unknown): string | undefined {
+  const { owner } = optionsOf('record', options);
+  return owner === undefined ? undefined : checkOwner('record', owner);
+}
+
+/** `renew(id, owner, leaseMs)` / `release(id, owner)`: the id and owner (and lease) checked. */
+export function checkLeaseArgs(op: 'renew' | 'release', id: unknown, owner: unknown): string {
+  checkKeyText(`${op}: id`, id, MAX_ID_BYTES, false);
+  return checkOwner(op, owner);
+}

@@ -3,15 +3,28 @@ import { type Batcher, type BatchEntry, base64urlEncode, createBatcher, randomBy
 import { toStoreError } from './lifecycle.js';
 import type { GroupCommitSettings } from './options.js';
 
-export { ownerValues } from '@mrtr/core/authoring';
+import { ownerValues } from '@mrtr/core/authoring';
+
+export { ownerValues };
 
 /** A value only the calling consume knows, written with its id so a lost reply can be resolved. */
 export const ownerValue = (): string => base64urlEncode(randomBytes(16));
+
+/**
+ * The owner values a batch writes: a claim's own owner when it has one (unique per attempt, so it resolves a lost
+ * reply as well), else a fresh random value.
+ */
+export function ownersOf(waiters: readonly { owner?: string | undefined }[]): string[] {
+  const fresh = ownerValues(waiters.length);
+  return waiters.map((waiter, i) => waiter.owner ?? (fresh[i] as string));
+}
 
 /** One consume waiting for its batch. */
 export interface Waiter extends BatchEntry<boolean> {
   readonly id: string;
   readonly expires: number;
+  /** `mintedAtMs` (floored), or `undefined`: no epoch check. */
+  readonly minted: number | undefined;
   /** `performance.now()` when it was queued (bounds its whole wait by the store's deadline). */
   readonly queuedAt: number;
 }
@@ -21,6 +34,12 @@ export interface ClaimWaiter extends BatchEntry<ClaimResult> {
   readonly id: string;
   readonly expires: number;
   readonly fp: string;
+  readonly minted: number | undefined;
+  /** The caller's owner (its own value is the claim's owner value), or `undefined`: a random one. */
+  readonly owner: string | undefined;
+  /** The lease, with an owner; `undefined`: no lease (never lapses). */
+  readonly leaseMs: number | undefined;
+  readonly reclaim: boolean;
   readonly queuedAt: number;
 }
 
@@ -29,6 +48,8 @@ export interface RecordWaiter extends BatchEntry<boolean> {
   readonly id: string;
   readonly fp: string;
   readonly outcome: string;
+  /** Only the claim's owner records, when given. */
+  readonly owner: string | undefined;
   readonly queuedAt: number;
 }
 

@@ -1,5 +1,6 @@
 import type { ClaimResult } from '@mrtr/core';
-import { MAX_FINGERPRINT_MISSES } from '@mrtr/core/authoring';
+import { LedgerLostError, MAX_FINGERPRINT_MISSES, StateExpiredError } from '@mrtr/core/authoring';
+import type { MrtrError } from '@mrtr/core';
 import type { ClaimWaiter } from './batching.js';
 
 export { MAX_FINGERPRINT_MISSES };
@@ -20,20 +21,48 @@ export interface HeldRow {
   fp?: unknown;
   outcome?: unknown;
   expires_at?: unknown;
+  lease_until?: unknown;
+  fence?: unknown;
+  /** The store's time when the row was read (PostgreSQL's lookups return it with each row). */
+  now_ms?: unknown;
+}
+
+/** The store's clock and the namespace's ledger epoch, as a consume or claim statement judged them. */
+export interface SpendClock {
+  readonly now: number;
+  readonly epoch: number;
+}
+
+/**
+ * Why the store refuses a consume or claim (it writes nothing for it): its expiry is not after the store's time →
+ * `ERR_STATE_EXPIRED`; it was minted before the ledger's epoch → `ERR_LEDGER_LOST`. `undefined`: admitted.
+ */
+export function spendRefusal(expires: number, minted: number | undefined, clock: SpendClock): MrtrError | undefined {
+  if (expires <= clock.now) return new StateExpiredError();
+  if (minted !== undefined && minted < clock.epoch) return new LedgerLostError();
+  return undefined;
 }
 
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
+const UNKNOWN: ClaimResult = Object.freeze({ status: 'unknown' });
 export const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
-export const FIRST: ClaimResult = Object.freeze({ status: 'first' });
+
+/** `first` for the claim that took a row: with the row's fence (0 for a first claim, one more per reclaim). */
+export const firstOf = (row: HeldRow): ClaimResult => ({ status: 'first', fence: Number(row.fence ?? 0) || 0 });
 
 /**
- * How a live row that this claim did not take is held: taken by `consume` (no fingerprint) or with another
- * fingerprint → replayed; same fingerprint and no outcome yet → pending; outcome `''` (done, not kept) →
- * replayed; else recorded with the outcome.
+ * How a live row that this claim did not take is held, at `t` by the store's clock: taken by `consume` (no
+ * fingerprint) or with another fingerprint → replayed; same fingerprint and no outcome yet → pending (with
+ * `leaseLeftMs` while its lease runs), or unknown once its lease lapsed; outcome `''` (done, not kept) → replayed;
+ * else recorded with the outcome.
  */
-export function heldStatus(row: HeldRow, fingerprint: string): ClaimResult {
+export function heldStatus(row: HeldRow, fingerprint: string, t: number): ClaimResult {
   if (typeof row.fp !== 'string' || row.fp !== fingerprint) return REPLAYED;
-  if (row.outcome === null || row.outcome === undefined) return PENDING;
+  if (row.outcome === null || row.outcome === undefined) {
+    if (row.lease_until === null || row.lease_until === undefined) return PENDING;
+    const left = Number(row.lease_until) - t;
+    return left >= 0 ? { status: 'pending', leaseLeftMs: left } : UNKNOWN;
+  }
   if (typeof row.outcome !== 'string' || row.outcome === '') return REPLAYED;
   return { status: 'recorded', outcome: row.outcome };
 }
@@ -47,8 +76,8 @@ export const isLive = (row: HeldRow | undefined, t: number): row is HeldRow => r
  * row held by a claim counting a miss (the {@link MAX_FINGERPRINT_MISSES}-th drops the outcome). Returns the answers
  * and how many misses they add (written by the caller in one more statement before any of them is answered).
  */
-export function laterClaims(row: HeldRow, later: readonly ClaimWaiter[]): { answers: ClaimResult[]; misses: number } {
-  const held: HeldRow = { fp: row.fp, outcome: row.outcome };
+export function laterClaims(row: HeldRow, later: readonly ClaimWaiter[], t: number): { answers: ClaimResult[]; misses: number } {
+  const held: HeldRow = { fp: row.fp, outcome: row.outcome, lease_until: row.lease_until };
   let count = Number(row.misses ?? 0) || 0;
   let misses = 0;
   const answers = later.map((waiter) => {
@@ -56,7 +85,7 @@ export function laterClaims(row: HeldRow, later: readonly ClaimWaiter[]): { answ
       misses++;
       if (++count >= MAX_FINGERPRINT_MISSES) held.outcome = '';
     }
-    return heldStatus(held, waiter.fp);
+    return heldStatus(held, waiter.fp, t);
   });
   return { answers, misses };
 }

@@ -22,9 +22,10 @@ export interface TableDeclaration {
 const col = (name: string, postgres: string, sqlite: string, required: boolean): Column => ({ name, postgres, sqlite, required });
 
 /**
- * The replay table. `owner` (lost replies), `fp` and `outcome` (outcome recording) and `misses` (claims with another
- * fingerprint) came after the first version: nullable without a default (adding them is a catalog-only change), and
- * added by `ensureSchema()` to a table that lacks them.
+ * The replay table. `owner` (lost replies, and a claim's owner), `fp` and `outcome` (outcome recording), `misses`
+ * (claims with another fingerprint), `lease_until` (a claim's lease expiry, by the store's clock; NULL: no lease) and
+ * `fence` (reclaims of a lapsed lease) came after the first version: nullable without a default (adding them is a
+ * catalog-only change), and added by `ensureSchema()` to a table that lacks them.
  */
 export const REPLAY_TABLE: TableDeclaration = {
   columns: [
@@ -35,24 +36,37 @@ export const REPLAY_TABLE: TableDeclaration = {
     col('fp', 'text', 'TEXT', false),
     col('outcome', 'text', 'TEXT', false),
     col('misses', 'integer', 'INTEGER', false),
+    col('lease_until', 'bigint', 'INTEGER', false),
+    col('fence', 'integer', 'INTEGER', false),
   ],
   primaryKey: ['ns', 'id'],
 };
 
 /** The replay table's columns added after the first version, in the order they came. */
-export const ADDED_COLUMNS = ['owner', 'fp', 'outcome', 'misses'] as const;
+export const ADDED_COLUMNS = ['owner', 'fp', 'outcome', 'misses', 'lease_until', 'fence'] as const;
 export type AddedColumn = (typeof ADDED_COLUMNS)[number];
 
 /**
- * The added columns the schema check reports on: a consume needs `owner`, outcome recording `fp` and `outcome`.
- * (`misses` only counts claims of another fingerprint; `ensureSchema()` adds it with the others.)
+ * The added columns the schema check reports on: a consume needs `owner`, outcome recording `fp` and `outcome`, a
+ * claim `lease_until` and `fence`. (`misses` only counts claims of another fingerprint; `ensureSchema()` adds it with
+ * the others.)
  */
-const CHECKED_ADDED_COLUMNS = ['owner', 'fp', 'outcome'] as const;
+const CHECKED_ADDED_COLUMNS = ['owner', 'fp', 'outcome', 'lease_until', 'fence'] as const;
 
 /** The outcome budget: bytes of kept outcomes per namespace and expiry bucket (table `<table>_budget`). */
 export const BUDGET_TABLE: TableDeclaration = {
   columns: [col('ns', 'text', 'TEXT', true), col('bucket', 'bigint', 'INTEGER', true), col('bytes', 'bigint', 'INTEGER', true)],
   primaryKey: ['ns', 'bucket'],
+};
+
+/**
+ * The ledger epoch: one row per namespace, when its ledger began by the store's clock (table `<table>_epoch`), written
+ * by the first consume or claim that finds it missing (a new table, a truncated or restored one).
+ */
+export const EPOCH_SUFFIX = '_epoch';
+export const EPOCH_TABLE: TableDeclaration = {
+  columns: [col('ns', 'text', 'TEXT', true), col('epoch_ms', 'bigint', 'INTEGER', true)],
+  primaryKey: ['ns'],
 };
 
 /** The task table: one row per task, its key columns and the record as JSON text. */
@@ -194,14 +208,18 @@ export interface SchemaPlan {
   added: readonly AddedColumn[];
   /** Index names (unquoted, as the catalog holds them) and their DDL. */
   indexes: readonly { name: string; create: string }[];
-  /** The side table: its unquoted name, its quoted (possibly schema-qualified) name, its DDL. */
-  side: { name: string; table: string; create: string };
+  /**
+   * The side tables (replay: the outcome budget and the ledger epoch; task: the counts): each its unquoted name, its
+   * quoted (possibly schema-qualified) name, its DDL.
+   */
+  sides: readonly { name: string; table: string; create: string }[];
 }
 
 type IndexSpec = typeof EXPIRY_INDEX | typeof PRINCIPAL_INDEX;
 
 /**
- * The plan of the replay table (its expiry index, its outcome budget table `<table>_budget`) or of the task table
+ * The plan of the replay table (its expiry index, its outcome budget table `<table>_budget`, its epoch table
+ * `<table>_epoch`) or of the task table
  * (its principal and expiry indexes, its count table `<table>_counts`). `qualify` puts a quoted name in the store's
  * schema (PostgreSQL).
  */
@@ -216,25 +234,52 @@ export function schemaPlan(
     name: `${tableName}${spec.suffix}`,
     create: createIndexSql(`"${tableName}${spec.suffix}"`, table, spec.columns),
   });
-  const sideName = `${tableName}${kind === 'replay' ? '_budget' : '_counts'}`;
-  const sideTable = qualify(`"${sideName}"`);
+  const side = (suffix: string, declaration: TableDeclaration) => {
+    const sideTable = qualify(`"${tableName}${suffix}"`);
+    return { name: `${tableName}${suffix}`, table: sideTable, create: createTableSql(dialect, sideTable, declaration) };
+  };
   return {
     table,
     tableName,
     createTable: createTableSql(dialect, table, kind === 'replay' ? REPLAY_TABLE : TASK_TABLE),
     added: kind === 'replay' ? ADDED_COLUMNS : [],
     indexes: kind === 'replay' ? [index(EXPIRY_INDEX)] : [index(PRINCIPAL_INDEX), index(EXPIRY_INDEX)],
-    side: { name: sideName, table: sideTable, create: createTableSql(dialect, sideTable, kind === 'replay' ? BUDGET_TABLE : COUNTS_TABLE) },
+    sides: kind === 'replay' ? [side('_budget', BUDGET_TABLE), side(EPOCH_SUFFIX, EPOCH_TABLE)] : [side('_counts', COUNTS_TABLE)],
   };
 }
 
-/** A table's shape against the replay or the task table's declaration; `undefined` (no table) stays so. */
+/**
+ * The epoch table's shape against {@link EPOCH_TABLE}, added to the replay table's check: of another shape fails;
+ * missing warns with its DDL (the store creates it with ensureSchema, the default; with ensureSchema: false every
+ * consume fails until it exists).
+ */
+function checkEpochShape(dialect: Dialect, table: string, shape: TableShape | undefined, check: SqlSchemaCheck): SqlSchemaCheck {
+  const name = `${table}${EPOCH_SUFFIX}`;
+  if (shape === undefined) {
+    const create = createTableSql(dialect, `"${name}"`, EPOCH_TABLE);
+    check.warnings.push(
+      `no table ${name} (the ledger epoch, of an earlier version): the store creates it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ${create}`,
+    );
+    return check;
+  }
+  for (const problem of requiredColumns(dialect, shape, EPOCH_TABLE.columns, true)) check.problems.push(`${name}: ${problem}`);
+  if (shape.primaryKey !== 'ns') check.problems.push(`${name}: no PRIMARY KEY (ns): the ledger epoch is not one per namespace`);
+  check.summary += `, epoch table ${name} (ns, epoch_ms)`;
+  return check;
+}
+
+/**
+ * A table's shape against the replay or the task table's declaration; `undefined` (no table) stays so. For the replay
+ * table, `epoch` is the shape of its epoch table (`undefined`: it does not exist).
+ */
 export function checkShape(
   dialect: Dialect,
   kind: 'replay' | 'task',
   table: string,
   shape: TableShape | undefined,
+  epoch?: TableShape,
 ): SqlSchemaCheck | undefined {
   if (shape === undefined) return undefined;
-  return kind === 'replay' ? checkReplayShape(dialect, table, shape) : checkTaskShape(dialect, table, shape);
+  if (kind === 'task') return checkTaskShape(dialect, table, shape);
+  return checkEpochShape(dialect, table, epoch, checkReplayShape(dialect, table, shape));
 }

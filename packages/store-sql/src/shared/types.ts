@@ -1,5 +1,5 @@
 import type { BackgroundError } from '@mrtr/core/authoring';
-import type { ClaimResult, RecordingReplayStore } from '@mrtr/core';
+import type { ClaimOptions, ClaimResult, RecordingReplayStore, SpendOptions } from '@mrtr/core';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
 
@@ -11,32 +11,43 @@ export interface SqlReplayStore extends RecordingReplayStore {
   readonly table: string;
   /**
    * Atomically records `id` until `expiresAtMs` (epoch ms) and resolves `true` only for the first
-   * call; `false` while a live row exists. An expired row is taken over by the next consume.
+   * call; `false` while a live row exists. An expired row is taken over by the next consume. Judged by the store's
+   * clock (PostgreSQL: the server's; SQLite: the `now` option): an `expiresAtMs` at or before it rejects with
+   * `ERR_STATE_EXPIRED`, a `mintedAtMs` before the namespace's ledger epoch with `ERR_LEDGER_LOST`; neither writes.
    * Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never resolves `true` then).
    */
-  consume(id: string, expiresAtMs: number): Promise<boolean>;
+  consume(id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean>;
   /**
    * `consume` that keeps `fingerprint` with the id (same ledger, same atomic upsert, an expired row is taken
-   * over): `first` when this call took the id; else how it is held — `pending` (same fingerprint, no outcome
-   * yet), `recorded` (same fingerprint, with its outcome), `replayed` (taken by `consume`, another fingerprint,
-   * or an outcome recorded as not kept). Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never
-   * resolves `first` then).
+   * over, the same refusals): `first` (with its `fence`) when this call took the id; else how it is held —
+   * `pending` (same fingerprint, no outcome yet; `leaseLeftMs` while a lease runs), `unknown` (its lease lapsed
+   * unrecorded; `reclaim` takes it over with the next fence), `recorded` (same fingerprint, with its outcome),
+   * `replayed` (taken by `consume`, another fingerprint, or an outcome recorded as not kept). With `owner` and
+   * `leaseMs` the claim holds a lease; `owner` is also its owner value (a claim by the same owner again answers
+   * `first` again). Rejects with `ERR_STORE_UNAVAILABLE` on any database failure (never resolves `first` then).
    */
-  claim(id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult>;
+  claim(id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult>;
   /**
-   * Stores `outcome` for an id held by `claim` with this `fingerprint`, with no outcome yet and not expired:
-   * batched with other records; `true` when stored. An outcome over `maxOutcomeBytes`, one past the namespace's
-   * `outcomeBudgetBytes`, or one the database cannot hold unchanged (NUL characters, lone surrogates) is recorded as
-   * `''` and resolves `false`, as does `''` itself.
+   * Stores `outcome` for an id held by `claim` with this `fingerprint` (and this `owner`, when given), with no
+   * outcome yet and not expired: batched with other records; `true` when stored. A second record by the same owner
+   * answers what the first did. An outcome over `maxOutcomeBytes`, one past the namespace's `outcomeBudgetBytes`, or
+   * one the database cannot hold unchanged (NUL characters, lone surrogates) is recorded as `''` and resolves
+   * `false`, as does `''` itself.
    */
-  record(id: string, fingerprint: string, outcome: string): Promise<boolean>;
+  record(id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean>;
+  /** Extends the lease of `owner`'s unrecorded claim of `id` to `leaseMs` from the store's now; `true` when it did. */
+  renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
+  /** Gives back `id` when `owner` holds an unrecorded claim of it; `true` when `owner` holds no claim of it afterwards. */
+  release(id: string, owner: string): Promise<boolean>;
+  /** The store's time, epoch ms (PostgreSQL: the server's clock; SQLite: the `now` option). */
+  time(): Promise<number>;
   /** Largest outcome `record` keeps, in UTF-8 bytes. */
   readonly maxOutcomeBytes: number;
   /** Most UTF-8 bytes of outcomes the namespace holds at once (counted by expiry bucket, see the README). */
   readonly outcomeBudgetBytes: number;
   /** Creates the table, its columns and its expiry index when missing. Idempotent and safe to run concurrently. */
   ensureSchema(): Promise<void>;
-  /** Deletes expired rows (all namespaces), bounded by `purgeBatchSize × purgeMaxBatches`; resolves the count. */
+  /** Deletes rows expired by the store's clock (all namespaces), bounded by `purgeBatchSize × purgeMaxBatches`; resolves the count. */
   purge(): Promise<number>;
   /** Stops the purge timer and closes a pool/database the store created itself (not an injected one). Idempotent. */
   close(): Promise<void>;
@@ -44,7 +55,10 @@ export interface SqlReplayStore extends RecordingReplayStore {
 
 /** What a dialect's replay store is made of; {@link sqlReplayStore} puts it together. */
 export interface ReplayParts
-  extends Pick<SqlReplayStore, 'dialect' | 'table' | 'maxOutcomeBytes' | 'outcomeBudgetBytes' | 'consume' | 'claim' | 'record'> {
+  extends Pick<
+    SqlReplayStore,
+    'dialect' | 'table' | 'maxOutcomeBytes' | 'outcomeBudgetBytes' | 'consume' | 'claim' | 'record' | 'renew' | 'release' | 'time'
+  > {
   label: string;
   purge: PurgeSettings;
   onError: (error: BackgroundError) => void;
@@ -72,9 +86,9 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
       keyExchange: false,
-      clock: false,
-      leases: false,
-      epoch: false,
+      clock: true,
+      leases: true,
+      epoch: true,
     },
     dialect: parts.dialect,
     table: parts.table,
@@ -83,6 +97,9 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
     consume: parts.consume,
     claim: parts.claim,
     record: parts.record,
+    renew: parts.renew,
+    release: parts.release,
+    time: parts.time,
     async ensureSchema() {
       assertOpen();
       await storeCall(() => parts.ensureSchema());

@@ -1,6 +1,6 @@
 import { type ClaimResult, MrtrError } from '@mrtr/core';
-import { type ClaimWaiter, ownerValue, ownerValues, type RecordWaiter, rejectAll, type Waiter } from '../shared/batching.js';
-import { budgetBucket, FIRST, type HeldRow, heldStatus, isLive } from '../shared/claims.js';
+import { type ClaimWaiter, ownersOf, type RecordWaiter, rejectAll, type Waiter } from '../shared/batching.js';
+import { budgetBucket, firstOf, type HeldRow, heldStatus, isLive, type SpendClock, spendRefusal } from '../shared/claims.js';
 import type { SqliteStatementLike } from '../shared/drivers.js';
 import { toStoreError } from '../shared/lifecycle.js';
 import type { Statements } from './statements.js';
@@ -52,16 +52,6 @@ function resolveLost(ctx: SqliteReplayContext, statement: SqliteStatementLike, i
   throw toStoreError(original);
 }
 
-/** One consume, one autocommit statement (no group commit, or a batch of one). */
-export function consumeOne(ctx: SqliteReplayContext, prepared: Statements, id: string, expires: number, mine: string): boolean {
-  try {
-    return prepared.consume.run(ctx.namespace, id, expires, mine, Math.floor(ctx.now())).changes > 0;
-  } catch (error) {
-    if (MrtrError.is(error) || isSqliteError(error) || !prepared.db.open) throw error;
-    return resolveLost(ctx, prepared.owner, id, mine, error);
-  }
-}
-
 /** One consume inside the batch's transaction; a wrapped database failing after the write is asked there too. */
 function consumeIn(ctx: SqliteReplayContext, prepared: Statements, op: ConsumeOp, t: number, mine: string): boolean {
   try {
@@ -79,8 +69,10 @@ function consumeIn(ctx: SqliteReplayContext, prepared: Statements, op: ConsumeOp
  */
 function claimIn(ctx: SqliteReplayContext, prepared: Statements, op: ClaimOp, t: number, mine: string): ClaimResult {
   let row: HeldRow | undefined;
+  const lease = op.owner === undefined || op.leaseMs === undefined ? null : t + op.leaseMs;
+  const params = { ns: ctx.namespace, id: op.id, expires: op.expires, owner: mine, fp: op.fp, now: t, lease, reclaim: op.reclaim ? 1 : 0 };
   try {
-    row = prepared.claim.get({ ns: ctx.namespace, id: op.id, expires: op.expires, owner: mine, fp: op.fp, now: t }) as HeldRow | undefined;
+    row = prepared.claim.get(params) as HeldRow | undefined;
   } catch (error) {
     surely(prepared, error);
     try {
@@ -88,12 +80,12 @@ function claimIn(ctx: SqliteReplayContext, prepared: Statements, op: ClaimOp, t:
     } catch {
       throw toStoreError(error);
     }
-    if (row !== undefined && row.owner === mine) return FIRST;
-    if (isLive(row, Math.floor(ctx.now()))) return heldStatus(row, op.fp);
+    if (row !== undefined && row.owner === mine) return firstOf(row);
+    if (isLive(row, t)) return heldStatus(row, op.fp, t);
     throw toStoreError(error);
   }
   if (row === undefined) throw toStoreError(new Error('claim: the upsert returned no row'));
-  return row.owner === mine ? FIRST : heldStatus(row, op.fp);
+  return row.owner === mine ? firstOf(row) : heldStatus(row, op.fp, t);
 }
 
 /**
@@ -104,7 +96,10 @@ function claimIn(ctx: SqliteReplayContext, prepared: Statements, op: ClaimOp, t:
 function recordIn(ctx: SqliteReplayContext, prepared: Statements, op: RecordOp, t: number, budget: { left: number | undefined }): boolean {
   const { namespace } = ctx;
   const row = prepared.row.get(namespace, op.id) as HeldRow | undefined;
-  if (row === undefined || row.fp !== op.fp || (row.outcome !== null && row.outcome !== undefined)) return false;
+  if (row === undefined || row.fp !== op.fp) return false;
+  if (op.owner !== undefined && row.owner !== op.owner) return false;
+  // Recorded already: by this owner, it answers what the first record did (idempotent by owner).
+  if (row.outcome !== null && row.outcome !== undefined) return op.owner !== undefined && row.outcome !== '';
   const expires = Number(row.expires_at);
   if (!(expires >= t)) return false;
   budget.left ??=
@@ -133,20 +128,38 @@ function recordIn(ctx: SqliteReplayContext, prepared: Statements, op: RecordOp, 
 type Answer = boolean | ClaimResult | MrtrError;
 
 /**
+ * The store's time for a batch and the namespace's ledger epoch, written first when missing (a new, emptied or
+ * restored database starts a new one), in the batch's transaction.
+ */
+function epochClock(ctx: SqliteReplayContext, prepared: Statements, t: number): SpendClock {
+  prepared.epochInsert.run(ctx.namespace, t);
+  const row = prepared.epoch.get(ctx.namespace) as { epoch_ms?: unknown } | undefined;
+  const epoch = Number(row?.epoch_ms ?? Number.NaN);
+  if (!Number.isSafeInteger(epoch)) throw new Error('the ledger epoch could not be read');
+  return { now: t, epoch };
+}
+
+/**
  * The batch's statements, in queue order, inside its transaction. A call's own store error (a wrapped database that
  * failed after a write, with no answer to be had) becomes its answer; any other error ends the batch.
  */
 function runOps(ctx: SqliteReplayContext, prepared: Statements, batch: Op[]): Answer[] {
   const answers = new Array<Answer>(batch.length);
   // One random draw for the batch's owner values (a draw per call costs as much as the statement at high rates).
-  const owners = ownerValues(batch.length);
+  const owners = ownersOf(batch as readonly { owner?: string | undefined }[]);
   const t = Math.floor(ctx.now());
+  const clock = batch.some((op) => op.kind !== 'record') ? epochClock(ctx, prepared, t) : { now: t, epoch: t };
   const budget: { left: number | undefined } = { left: undefined };
   // Ids an earlier consume or claim of this batch left live: a later consume of one is false without a statement.
   const held = new Set<string>();
   for (let i = 0; i < batch.length; i++) {
     const op = batch[i] as Op;
     try {
+      const refused = op.kind === 'record' ? undefined : spendRefusal(op.expires, op.minted, clock);
+      if (refused !== undefined) {
+        answers[i] = refused;
+        continue;
+      }
       if (op.kind === 'consume' && held.has(op.id)) {
         answers[i] = false;
         continue;
@@ -182,7 +195,7 @@ function inTransaction(ctx: SqliteReplayContext, prepared: Statements, batch: Op
 
 /**
  * Runs one batch of queued consumes, claims and records, in queue order, in one `BEGIN IMMEDIATE … COMMIT`
- * (one commit, one sync, for the whole batch; a lone consume is one autocommit statement), and settles each once
+ * (one commit, one sync, for the whole batch, with the ledger epoch's check), and settles each once
  * the commit has succeeded. Statements run one after the other, so a later call of an id sees what an earlier
  * one wrote (a repeated consume is `false`, a repeated claim `pending` or a miss). A SQLite error (a busy lock past
  * busy_timeout, a full disk, a failed commit) rolls the batch back and fails every call closed.
@@ -194,15 +207,6 @@ export async function runBatch(ctx: SqliteReplayContext, batch: Op[]): Promise<v
     ctx.assertOpen();
   } catch (error) {
     return rejectAll(batch, toStoreError(error));
-  }
-  const lone = batch[0] as Op;
-  if (batch.length === 1 && lone.kind === 'consume') {
-    try {
-      lone.resolve(consumeOne(ctx, prepared, lone.id, lone.expires, ownerValue()));
-    } catch (error) {
-      lone.reject(toStoreError(error));
-    }
-    return;
   }
   let answers: Answer[];
   try {

@@ -1,5 +1,5 @@
 import type { SqliteDatabaseLike } from '../shared/drivers.js';
-import { addedColumnType, checkShape, type SchemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
+import { addedColumnType, checkShape, EPOCH_SUFFIX, type SchemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
 import { inWriteTransaction } from './connection.js';
 
 const INDEX_SQL = "SELECT 1 AS found FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE AND tbl_name = ? COLLATE NOCASE";
@@ -22,7 +22,7 @@ function missingDdl(db: SqliteDatabaseLike, plan: SchemaPlan): string[] {
     }
   }
   for (const { name, create } of plan.indexes) if (db.prepare(INDEX_SQL).get(name, plan.tableName) === undefined) ddl.push(create);
-  if (db.prepare(TABLE_SQL).get(plan.side.name) === undefined) ddl.push(plan.side.create);
+  for (const side of plan.sides) if (db.prepare(TABLE_SQL).get(side.name) === undefined) ddl.push(side.create);
   return ddl;
 }
 
@@ -74,7 +74,9 @@ function readShape(db: SqliteDatabaseLike, table: string): TableShape | undefine
  * table does not exist, else its problems and warnings (see {@link SqlSchemaCheck}).
  */
 export function checkSqliteSchema(db: SqliteDatabaseLike, options: SqliteSchemaCheckOptions): SqlSchemaCheck | undefined {
-  return checkShape('sqlite', 'replay', options.table, readShape(db, options.table));
+  const shape = readShape(db, options.table);
+  if (shape === undefined) return undefined;
+  return checkShape('sqlite', 'replay', options.table, shape, readShape(db, `${options.table}${EPOCH_SUFFIX}`));
 }
 
 /** {@link checkSqliteSchema} for the task table of `createSqliteTaskStore`. */

@@ -8,9 +8,9 @@ import {
   optionsObject,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
-import { checkClaimArgs, checkConsumeArgs, checkNamespace, checkRecordArgs } from '../shared/arguments.js';
-import { batcherOptions, ownerValue } from '../shared/batching.js';
-import { budgetBucket, heldStatus, type HeldRow, isLive, REPLAYED } from '../shared/claims.js';
+import { checkNamespace } from '../shared/arguments.js';
+import { batcherOptions } from '../shared/batching.js';
+import { budgetBucket } from '../shared/claims.js';
 import type { SqliteConnectionOptions } from '../shared/drivers.js';
 import { closedError, closeOnce, once, toStoreError } from '../shared/lifecycle.js';
 import {
@@ -24,7 +24,8 @@ import {
 } from '../shared/options.js';
 import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import { databaseHandle, sqliteTarget, synchronousOption } from './connection.js';
-import { consumeOne, type Op, runBatch, type SqliteReplayContext } from './replay.js';
+import { sqliteCalls } from './calls.js';
+import { type Op, runBatch, type SqliteReplayContext } from './replay.js';
 import { ensureSqliteSchema } from './schema.js';
 import { schemaPlan } from '../shared/schema.js';
 import { prepareStatements, type Statements } from './statements.js';
@@ -54,8 +55,9 @@ async function purgeExpired(statements: Statements, purge: PurgeSettings, now: (
 /**
  * Replay store on SQLite (≥ 3.24, bundled with better-sqlite3) through `better-sqlite3` (loaded only
  * when this factory is used). Each consume is one prepared `INSERT … ON CONFLICT DO UPDATE … WHERE
- * expired` statement (with a random owner value, like the PostgreSQL store); its change count is the answer.
- * It records outcomes too (`claim`, `record`), like the PostgreSQL store.
+ * expired` statement (with a random owner value, like the PostgreSQL store) in a write transaction that checks the
+ * ledger epoch; its change count is the answer. It records outcomes too (`claim`, `record`) and holds leases
+ * (`renew`, `release`), like the PostgreSQL store. Its clock is the `now` option (the host's clock).
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const label = 'createSqliteStore';
@@ -102,64 +104,11 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
           flush: 'immediate',
           run: (batch) => runBatch(ctx, batch),
         });
-  const enqueue = (op: Op, reject: (error: unknown) => void): void => {
+  const enqueue = (op: Op): void => {
     if (queue !== undefined) queue.push(op);
-    else runBatch(ctx, [op]).catch((error: unknown) => reject(toStoreError(error)));
+    else runBatch(ctx, [op]).catch((error: unknown) => op.reject(toStoreError(error)));
   };
-
-  const consume = async (id: string, expiresAtMs: number): Promise<boolean> => {
-    const expires = checkConsumeArgs(id, expiresAtMs);
-    assertOpen();
-    // An id is live while now <= expiresAtMs; one already past it cannot be remembered, so it is never a first use.
-    if (expires <= now()) return false;
-    if (queue !== undefined) {
-      return new Promise<boolean>((resolve, reject) => {
-        queue.push({ kind: 'consume', id, expires, queuedAt: 0, resolve, reject });
-      });
-    }
-    try {
-      // After the first successful consume the statement is ready: no await on the hot path.
-      const prepared = statements ?? (await ready());
-      assertOpen();
-      return consumeOne(ctx, prepared, id, expires, ownerValue());
-    } catch (error) {
-      throw toStoreError(error);
-    }
-  };
-
-  /**
-   * As for consume: an id already past its expiry cannot be remembered, so it is never a first use and nothing is
-   * written; a live row of the id still answers how it is held (read only).
-   */
-  const claimExpired = async (id: string, fingerprint: string): Promise<ClaimResult> => {
-    try {
-      const prepared = statements ?? (await ready());
-      assertOpen();
-      const row = prepared.row.get(namespace, id) as HeldRow | undefined;
-      return isLive(row, Math.floor(now())) ? heldStatus(row, fingerprint) : REPLAYED;
-    } catch (error) {
-      throw toStoreError(error);
-    }
-  };
-
-  /** Claims ride the group commit with consumes and records (one transaction per batch). */
-  const claim = async (id: string, expiresAtMs: number, fingerprint: string): Promise<ClaimResult> => {
-    const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
-    assertOpen();
-    if (expires <= now()) return claimExpired(id, fingerprint);
-    return new Promise<ClaimResult>((resolve, reject) => {
-      enqueue({ kind: 'claim', id, expires, fp: fingerprint, queuedAt: 0, resolve, reject }, reject);
-    });
-  };
-
-  /** Records ride the group commit with consumes and claims (one transaction per batch). */
-  const record = async (id: string, fingerprint: string, outcome: string): Promise<boolean> => {
-    const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
-    assertOpen();
-    return new Promise<boolean>((resolve, reject) => {
-      enqueue({ kind: 'record', id, fp: fingerprint, outcome: stored, queuedAt: 0, resolve, reject }, reject);
-    });
-  };
+  const calls = sqliteCalls(ctx, enqueue, maxOutcomeBytes);
 
   return sqlReplayStore({
     label,
@@ -167,9 +116,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     table,
     maxOutcomeBytes,
     outcomeBudgetBytes,
-    consume,
-    claim,
-    record,
+    ...calls,
     purge,
     onError,
     assertOpen,

@@ -1,0 +1,79 @@
+import type { ClaimOptions, ClaimResult, SpendOptions } from '@mrtr/core';
+import {
+  checkClaimArgs,
+  checkClaimOptions,
+  checkConsumeArgs,
+  checkLeaseArgs,
+  checkLeaseMs,
+  checkRecordArgs,
+  checkRecordOwner,
+  checkSpendOptions,
+} from '../shared/arguments.js';
+import { toStoreError } from '../shared/lifecycle.js';
+import { inWriteTransaction } from './connection.js';
+import type { Op, SqliteReplayContext } from './replay.js';
+import type { Statements } from './statements.js';
+
+/**
+ * `consume`, `claim` and `record` (queued: one transaction per batch, judged by the store's clock, the `now` option,
+ * and the ledger epoch there), `renew` and `release` (one write transaction each) and `time`.
+ */
+export function sqliteCalls(ctx: SqliteReplayContext, enqueue: (op: Op) => void, maxOutcomeBytes: number) {
+  const { namespace, now, assertOpen } = ctx;
+  /** Runs `work` on the prepared statements (the database opened and the schema ensured first), failing closed. */
+  const direct = async <T>(work: (prepared: Statements) => T): Promise<T> => {
+    try {
+      const prepared = ctx.current() ?? (await ctx.prepared());
+      assertOpen();
+      return work(prepared);
+    } catch (error) {
+      throw toStoreError(error);
+    }
+  };
+  return {
+    async consume(id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean> {
+      const expires = checkConsumeArgs(id, expiresAtMs);
+      const { minted } = checkSpendOptions('consume', options);
+      assertOpen();
+      return new Promise<boolean>((resolve, reject) => enqueue({ kind: 'consume', id, expires, minted, queuedAt: 0, resolve, reject }));
+    },
+    async claim(id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult> {
+      const expires = checkClaimArgs(id, expiresAtMs, fingerprint);
+      const args = checkClaimOptions(options);
+      assertOpen();
+      return new Promise<ClaimResult>((resolve, reject) =>
+        enqueue({ kind: 'claim', id, expires, fp: fingerprint, ...args, queuedAt: 0, resolve, reject }),
+      );
+    },
+    async record(id: string, fingerprint: string, outcome: string, options?: { owner?: string | undefined }): Promise<boolean> {
+      const stored = checkRecordArgs(id, fingerprint, outcome, maxOutcomeBytes);
+      const owner = checkRecordOwner(options);
+      assertOpen();
+      return new Promise<boolean>((resolve, reject) =>
+        enqueue({ kind: 'record', id, fp: fingerprint, outcome: stored, owner, queuedAt: 0, resolve, reject }),
+      );
+    },
+    async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
+      checkLeaseArgs('renew', id, owner);
+      const lease = checkLeaseMs('renew', leaseMs);
+      assertOpen();
+      return direct((s) => s.renew.run({ ns: namespace, id, owner, lease, now: Math.floor(now()) }).changes > 0);
+    },
+    /** Compare-and-delete, then: does a live row still hold the id (another owner's claim, or an outcome)? */
+    async release(id: string, owner: string): Promise<boolean> {
+      checkLeaseArgs('release', id, owner);
+      assertOpen();
+      return direct((s) =>
+        inWriteTransaction(
+          s.db,
+          () => s.begin.run(),
+          () => s.release.run(namespace, id, owner).changes > 0 || s.live.get(namespace, id, Math.floor(now())) === undefined,
+        ),
+      );
+    },
+    async time(): Promise<number> {
+      assertOpen();
+      return Math.floor(now());
+    },
+  };
+}
