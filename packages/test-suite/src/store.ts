@@ -813,7 +813,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   });
 
   /** A guard over `store` with a plain (unprotected) codec, recording its events: the store's part is what is tested. */
-  const observed = (store: ReplayStore, keys: KeyRing = KeyRing.generate()) => {
+  const observed = (store: ReplayStore, keys: KeyRing = KeyRing.generate(), clock: () => number = now) => {
     const events: MrtrEvent[] = [];
     const guard = createStateGuard({
       keys,
@@ -821,7 +821,7 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
       codec: plainCodec,
       store,
       audience: 'store-events',
-      now,
+      now: clock,
       clockSkewMs: GUARD_SKEW_MS,
       // The store's clock, measured by the guard (store.clock), is not what these tests look at.
       onEvent: (e) => void (e.type === 'store.clock' || events.push(e)),
@@ -938,13 +938,10 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         // before it mints); the guard under test, cut off from the store, is presented it.
         const keys = KeyRing.generate();
         const reachable: ReplayStore = { capabilities: NO_CAPABILITIES, consume: async () => true, close: async () => {} };
-        const token = await observed(reachable, keys).guard.mint(null, {
-          method: 'tools/call',
-          target: 'tool',
-          arguments: {},
-          principal: 'p',
-        });
-        const { guard, events, request } = observed(store, keys);
+        // The unreachable store is built on no fake clock: these guards run on this process's.
+        const request = { method: 'tools/call', target: 'tool', arguments: {}, principal: 'p' };
+        const token = await observed(reachable, keys, Date.now).guard.mint(null, request);
+        const { guard, events } = observed(store, keys, Date.now);
         ok((await codeOf(guard.open(token, request))) === 'ERR_STORE_UNAVAILABLE', 'an outage must refuse with ERR_STORE_UNAVAILABLE');
         const types = events.map((e) => (e.type === 'state.rejected' || e.type === 'store.error' ? `${e.type}:${e.code}` : e.type));
         ok(
@@ -953,7 +950,8 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
         );
         if (storeCapabilities(store).epoch) {
           // A guard that cannot learn its store's ledger epoch mints nothing (fail closed), and says so.
-          ok((await codeOf(guard.mint(null, request))) === 'ERR_STORE_UNAVAILABLE', 'a mint without the ledger epoch must fail closed');
+          const minted = await codeOf(guard.mint(null, request));
+          ok(minted === 'ERR_STORE_UNAVAILABLE', `a mint without the ledger epoch must fail closed (got ${String(minted)})`);
           const last = events.at(-1);
           ok(last?.type === 'state.rejected' && last.operation === 'mint', 'the refused mint is reported as state.rejected (mint)');
         }

@@ -37,6 +37,14 @@ export async function releaseClaim(ctx: ReplayContext, id: string, owner: string
   return (result.rows[0] as { free?: unknown } | undefined)?.free === true;
 }
 
+/** `ledgerEpoch`: the namespace's ledger epoch, written with the server's time when missing (safe to run twice). */
+export async function ledgerEpochOf(ctx: ReplayContext): Promise<number> {
+  const result = await sendIdempotent(ctx, { ...ctx.statements.ledgerEpoch, values: [ctx.namespace] });
+  const epoch = Number((result.rows[0] as { epoch_ms?: unknown } | undefined)?.epoch_ms ?? Number.NaN);
+  if (!Number.isSafeInteger(epoch)) throw toStoreError(new Error('ledgerEpoch: the server returned no epoch'));
+  return epoch;
+}
+
 /** `time`: the server's clock, epoch ms. */
 export async function serverTime(ctx: ReplayContext): Promise<number> {
   const result = await sendIdempotent(ctx, { ...ctx.statements.time, values: [] });

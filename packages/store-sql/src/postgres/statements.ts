@@ -18,6 +18,7 @@ export interface ReplayStatements {
   renew: NamedQuery;
   release: NamedQuery;
   time: NamedQuery;
+  ledgerEpoch: NamedQuery;
   purge: NamedQuery;
   purgeBudget: NamedQuery;
   /** The record batch, sent as a simple query with its values written in (see records.ts). */
@@ -136,7 +137,8 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
   // recorded answers what the first one did (kept or not). The `id = ANY(ids)` conditions keep the table's side an
   // index scan whatever join the planner picks (with a batch of literal values it knows the batch's size, and would
   // otherwise hash-join a sequential scan of the table).
-  const ownerMatch = '(u.owner IS NULL OR r.owner = u.owner)';
+  // A claim made with an owner and a lease is recorded by that owner only; an unowned claim by any caller.
+  const ownerMatch = '(CASE WHEN u.owner IS NULL THEN r.lease_until IS NULL ELSE r.owner = u.owner END)';
   const recordBatchSql =
     `WITH n AS (SELECT ${SERVER_NOW_MS} AS now_ms), ` +
     'u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(id, fp, outcome, owner, ord)), ' +
@@ -189,6 +191,11 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
     renew: named(renewSql),
     release: named(releaseSql),
     time: named(`SELECT ${SERVER_NOW_MS} AS now_ms`),
+    // The namespace's ledger epoch: written with the server's time when missing, then read (one statement).
+    ledgerEpoch: named(
+      `WITH e AS (INSERT INTO ${epochTable} AS e (ns, epoch_ms) VALUES ($1::text, ${SERVER_NOW_MS}) ON CONFLICT (ns) DO NOTHING RETURNING e.epoch_ms) ` +
+        `SELECT coalesce((SELECT epoch_ms FROM e), (SELECT x.epoch_ms FROM ${epochTable} AS x WHERE x.ns = $1)) AS epoch_ms`,
+    ),
     purge: named(purgeSql),
     purgeBudget: named(purgeBudgetSql),
     recordBatchSql,

@@ -26,7 +26,7 @@ import {
 import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import type { GroupCommitSettings } from '../shared/options.js';
 import { runClaimBatch } from './claims.js';
-import { releaseClaim, renewLease, serverTime } from './leases.js';
+import { ledgerEpochOf, releaseClaim, renewLease, serverTime } from './leases.js';
 import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from './connection.js';
 import { consumeOne, runConsumeBatch } from './consume.js';
 import type { ReplayContext } from './context.js';
@@ -166,7 +166,7 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
   return { consume, claim, record, failQueued };
 }
 
-/** `renew`, `release` and `time`: one statement each (not batched), safe to run twice (see sendIdempotent). */
+/** `renew`, `release`, `time` and `ledgerEpoch`: one statement each (not batched), safe to run twice (see sendIdempotent). */
 function leaseCalls(ctx: ReplayContext) {
   return {
     async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
@@ -178,6 +178,7 @@ function leaseCalls(ctx: ReplayContext) {
       return releaseClaim(ctx, id, owner);
     },
     time: () => serverTime(ctx),
+    ledgerEpoch: () => ledgerEpochOf(ctx),
   };
 }
 

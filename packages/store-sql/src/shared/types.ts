@@ -41,6 +41,8 @@ export interface SqlReplayStore extends RecordingReplayStore {
   release(id: string, owner: string): Promise<boolean>;
   /** The store's time, epoch ms (PostgreSQL: the server's clock; SQLite: the `now` option). */
   time(): Promise<number>;
+  /** The namespace's ledger epoch, written with the store's time when missing (see `ReplayStore.ledgerEpoch`). */
+  ledgerEpoch(): Promise<number>;
   /** Largest outcome `record` keeps, in UTF-8 bytes. */
   readonly maxOutcomeBytes: number;
   /** Most UTF-8 bytes of outcomes the namespace holds at once (counted by expiry bucket, see the README). */
@@ -57,7 +59,17 @@ export interface SqlReplayStore extends RecordingReplayStore {
 export interface ReplayParts
   extends Pick<
     SqlReplayStore,
-    'dialect' | 'table' | 'maxOutcomeBytes' | 'outcomeBudgetBytes' | 'consume' | 'claim' | 'record' | 'renew' | 'release' | 'time'
+    | 'dialect'
+    | 'table'
+    | 'maxOutcomeBytes'
+    | 'outcomeBudgetBytes'
+    | 'consume'
+    | 'claim'
+    | 'record'
+    | 'renew'
+    | 'release'
+    | 'time'
+    | 'ledgerEpoch'
   > {
   label: string;
   purge: PurgeSettings;
@@ -100,6 +112,7 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
     renew: parts.renew,
     release: parts.release,
     time: parts.time,
+    ledgerEpoch: parts.ledgerEpoch,
     async ensureSchema() {
       assertOpen();
       await storeCall(() => parts.ensureSchema());

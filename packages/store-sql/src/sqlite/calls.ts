@@ -16,7 +16,7 @@ import type { Statements } from './statements.js';
 
 /**
  * `consume`, `claim` and `record` (queued: one transaction per batch, judged by the store's clock, the `now` option,
- * and the ledger epoch there), `renew` and `release` (one write transaction each) and `time`.
+ * and the ledger epoch there), `renew`, `release` and `ledgerEpoch` (one write transaction each) and `time`.
  */
 export function sqliteCalls(ctx: SqliteReplayContext, enqueue: (op: Op) => void, maxOutcomeBytes: number) {
   const { namespace, now, assertOpen } = ctx;
@@ -74,6 +74,22 @@ export function sqliteCalls(ctx: SqliteReplayContext, enqueue: (op: Op) => void,
     async time(): Promise<number> {
       assertOpen();
       return Math.floor(now());
+    },
+    /** The namespace's ledger epoch: written with the store's clock when missing (one write transaction), then read. */
+    async ledgerEpoch(): Promise<number> {
+      assertOpen();
+      return direct((s) =>
+        inWriteTransaction(
+          s.db,
+          () => s.begin.run(),
+          () => {
+            s.epochInsert.run(namespace, Math.floor(now()));
+            const epoch = Number((s.epoch.get(namespace) as { epoch_ms?: unknown } | undefined)?.epoch_ms ?? Number.NaN);
+            if (!Number.isSafeInteger(epoch)) throw new Error('the ledger epoch could not be read');
+            return epoch;
+          },
+        ),
+      );
     },
   };
 }

@@ -98,6 +98,8 @@ function recordIn(ctx: SqliteReplayContext, prepared: Statements, op: RecordOp, 
   const row = prepared.row.get(namespace, op.id) as HeldRow | undefined;
   if (row === undefined || row.fp !== op.fp) return false;
   if (op.owner !== undefined && row.owner !== op.owner) return false;
+  // A claim made with an owner and a lease is recorded by that owner only.
+  if (op.owner === undefined && row.lease_until !== null && row.lease_until !== undefined) return false;
   // Recorded already: by this owner, it answers what the first record did (idempotent by owner).
   if (row.outcome !== null && row.outcome !== undefined) return op.owner !== undefined && row.outcome !== '';
   const expires = Number(row.expires_at);
