@@ -141,7 +141,7 @@ local function record(k, v, fp, out, lease, owner)
     if owner ~= '' and o == owner and (#tail > 0 or m == '3') then return 1 end
     return 0
   end
-  if kind == 'L' and owner ~= '' and o ~= owner then return 0 end
+  if kind == 'L' and o ~= owner then return 0 end
   local kept = 2
   if #out > 0 then
     local pttl = redis.call('PTTL', k)

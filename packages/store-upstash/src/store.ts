@@ -114,7 +114,7 @@ const RECORD = script(
     "if ARGV[4] == '1' and rest == ARGV[1] .. ':' .. ARGV[2] then return 1 end return 0 end " +
     "local fp = rest if kind == 'l' then fp = string.match(rest, '^%d+:%d*:(.*)$') end " +
     "if (kind ~= 'p' and kind ~= 'l') or fp ~= ARGV[1] then return 0 end " +
-    "if kind == 'l' and ARGV[5] ~= '' and owner ~= ARGV[5] then return 0 end " +
+    "if kind == 'l' and owner ~= ARGV[5] then return 0 end " +
     "if ARGV[5] ~= '' then owner = ARGV[5] end " +
     "local pttl = redis.call('PTTL', KEYS[1]) " +
     `${LUA_NOW} ` +
