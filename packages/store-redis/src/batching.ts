@@ -13,15 +13,16 @@ import { resolveLostBatch } from './lost-reply.js';
  * none). The epoch key is written with `TIME` when missing (a ledger that began now). Per id the reply is `-2` (minted
  * before the epoch: the ledger may have lost it), `-1` (`expiresAtMs` at or before Redis's clock: nothing written,
  * never a `PXAT` in Redis's past), `1` (`SET … PXAT expiresAtMs + retention NX` set it: this consume won) or `0` (a live
- * key). A repeated key in one call is 1 at most once. Scripts are not rolled back: when a `SET` fails (OOM, READONLY)
+ * key); after them, the epoch (so that a Cluster's store raises the ledger's master key to a slot's epoch begun
+ * again: see `epoch.ts`). A repeated key in one call is 1 at most once. Scripts are not rolled back: when a `SET` fails (OOM, READONLY)
  * the keys before it stay written, so a failed call is resolved key by key from the owners (see resolveLostBatch).
  */
 const BATCH_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local e = redis.call('GET', KEYS[1])
-if not e then e = string.format('%.0f', now) redis.call('SET', KEYS[1], e) end
-e = tonumber(e)
+local es = redis.call('GET', KEYS[1])
+if not es then es = string.format('%.0f', now) redis.call('SET', KEYS[1], es) end
+local e = tonumber(es)
 local keep = tonumber(ARGV[1])
 local r = {}
 for i = 2, #KEYS do
@@ -32,6 +33,7 @@ for i = 2, #KEYS do
   elseif redis.call('SET', KEYS[i], ARGV[a], 'PXAT', string.format('%.0f', exp + keep), 'NX') then r[i - 1] = 1
   else r[i - 1] = 0 end
 end
+r[#KEYS] = es
 return r`;
 const BATCH_SHA = createHash('sha1').update(BATCH_SCRIPT).digest('hex');
 
@@ -110,6 +112,8 @@ export interface ConsumeQueueOptions {
   readonly extraRetentionMs: number;
   /** The epoch key of the ledger for a key (one per hash slot on a Cluster: see `epoch.ts`). */
   epochKey(key: string): string;
+  /** The epoch a consume script answered for its slot (see `EpochKeeper.saw`); settles before its consumes are answered. */
+  sawEpoch(epoch: unknown): Promise<void>;
   /** The fallback for a client that may not run scripts (ACL without `EVALSHA`/`EVAL`): one consume by plain commands. */
   sendPlain(waiter: Waiter): Promise<boolean>;
 }
@@ -129,7 +133,7 @@ export function settleWaiter(waiter: Waiter, reply: unknown): void {
  * key (Redis's clock decides expiry and epoch, so no plain `SET` is sent unless scripts are refused).
  */
 export function createConsumeQueue(connection: RedisConnection, options: ConsumeQueueOptions, isClosed: () => boolean): ConsumeQueue {
-  const { maxBatchSize, maxQueued, extraRetentionMs, epochKey, sendPlain } = options;
+  const { maxBatchSize, maxQueued, extraRetentionMs, epochKey, sawEpoch, sendPlain } = options;
   const isCluster = (connection.client as { isCluster?: unknown }).isCluster === true;
 
   /** Settles one waiter by plain commands; a synchronous throw of the client (a Cluster without nodes) fails it closed too. */
@@ -171,9 +175,10 @@ export function createConsumeQueue(connection: RedisConnection, options: Consume
       }
       return resolveLostBatch(connection, group, owners, error);
     }
-    if (!Array.isArray(reply) || reply.length !== group.length) {
+    if (!Array.isArray(reply) || reply.length !== group.length + 1) {
       return resolveLostBatch(connection, group, owners, new Error('unexpected reply to the batch script'));
     }
+    await sawEpoch(reply[group.length]);
     group.forEach((waiter, i) => {
       settleWaiter(waiter, reply[i]);
     });

@@ -176,3 +176,12 @@ export function openConnection(
 
   return { client, commands, owned, whenUsable, bounded, stop: () => clearTimeout(startupTimer), end };
 }
+
+/** Redis's `TIME` reply (`[seconds, microseconds]`) in epoch ms. */
+export function redisMs(reply: unknown): number {
+  const [seconds, micros] = Array.isArray(reply) ? reply.map(Number) : [];
+  if (seconds === undefined || micros === undefined || !Number.isFinite(seconds) || !Number.isFinite(micros)) {
+    throw new StoreUnavailableError({ cause: new Error('unexpected reply to TIME') });
+  }
+  return seconds * 1000 + Math.floor(micros / 1000);
+}

@@ -169,6 +169,12 @@ export interface RedisReplayStore extends RecordingReplayStore {
   /** Redis's `TIME`, epoch ms. */
   time(): Promise<number>;
   /**
+   * The ledger's epoch (epoch ms, Redis's clock), written where missing (see `ReplayStore.ledgerEpoch`). One
+   * Redis: one script on `<prefix><namespace>%e`. A Cluster: the master key `<prefix><namespace>%e`, kept at the latest
+   * of the slots' copies (written with them when it is missing; raised when a spend finds a slot begun again).
+   */
+  ledgerEpoch(): Promise<number>;
+  /**
    * The fleet check's exchange (see {@link ReplayStore.keyFingerprints}): one script on one hash of the ledger
    * (`<prefix><namespace>%k{<prefix><namespace>}`), expiry judged by Redis's clock; a new kid past 256 live records
    * rejects with `ERR_STORE_UNAVAILABLE`.

@@ -24,7 +24,7 @@ import { FIRST, PENDING, REPLAYED, settleFromValues } from './lost-reply.js';
  * (`MAX_FINGERPRINT_MISSES`) makes the value done, not kept (`d:<fp>:`, or `R:<fp>:<owner>:` / `R3:…` for an owner's),
  * recorded or not yet. Every claim reads Redis's `TIME`: an `expiresAtMs` at or before it is refused (nothing written),
  * a lease is judged by it, and the ledger epoch (see `epoch.ts`, a key of the same slot) is read or written in the same
- * step.
+ * step (and answered after the ops' answers, for a Cluster's master key).
  *
  * The outcome budget (`outcomeBudgetBytes`) is counted in two keys by expiry bucket: an outcome whose id expires at
  * `E` (Redis's clock: `TIME` + `PTTL`) adds its bytes to bucket `floor(E / W)` (`W` = {@link BUCKET_MS}); the bytes
@@ -80,13 +80,13 @@ if mode == 'lease' then
   if take(ARGV[5], tonumber(ARGV[6])) then return 1 end
   return 0
 end
-local base, epoch = 1, nil
+local base, epoch, es = 1, nil, nil
 if mode == 'd' then base = 3 end
 local function ledger()
   if not epoch then
-    local e = redis.call('GET', KEYS[base])
-    if not e then e = string.format('%.0f', clock()) redis.call('SET', KEYS[base], e) end
-    epoch = tonumber(e)
+    es = redis.call('GET', KEYS[base])
+    if not es then es = string.format('%.0f', clock()) redis.call('SET', KEYS[base], es) end
+    epoch = tonumber(es)
   end
   return epoch
 end
@@ -141,7 +141,7 @@ local function record(k, v, fp, out, lease, owner)
     if owner ~= '' and o == owner and (#tail > 0 or m == '3') then return 1 end
     return 0
   end
-  if kind == 'L' and owner ~= '' and o ~= owner then return 0 end
+  if kind == 'L' and o ~= owner then return 0 end
   local kept = 2
   if #out > 0 then
     local pttl = redis.call('PTTL', k)
@@ -174,6 +174,7 @@ for i = 1, n do
     r[i] = record(k, v, ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   end
 end
+r[n + 1] = es
 return r`;
 const OUTCOME_SHA = createHash('sha1').update(OUTCOME_SCRIPT).digest('hex');
 
@@ -349,10 +350,12 @@ export function createOutcomeQueue(
     readonly budgetKeys: readonly [string, string];
     /** The epoch key of the ledger for a key (one per hash slot on a Cluster: see `epoch.ts`). */
     epochKey(key: string): string;
+    /** The epoch the script answered for its slot (see `EpochKeeper.saw`); settles before the ops are answered. */
+    sawEpoch(epoch: unknown): Promise<void>;
   },
   isClosed: () => boolean,
 ): OutcomeQueue {
-  const { maxBatchSize, maxQueued, outcomeBudgetBytes, budgetKeys, epochKey } = options;
+  const { maxBatchSize, maxQueued, outcomeBudgetBytes, budgetKeys, epochKey, sawEpoch } = options;
   const isCluster = (connection.client as { isCluster?: unknown }).isCluster === true;
   const mode = isCluster ? 'l' : 'd';
   const head = [mode, outcomeBudgetBytes, BUCKET_MS];
@@ -380,9 +383,10 @@ export function createOutcomeQueue(
       }
       return resolveLostOps(connection, group, error);
     }
-    if (!Array.isArray(reply) || reply.length !== group.length) {
+    if (!Array.isArray(reply) || reply.length !== group.length + 1) {
       return resolveLostOps(connection, group, new Error('unexpected reply to the outcome script'));
     }
+    await sawEpoch(reply[group.length]);
     group.forEach((op, i) => {
       settle(op, reply[i]);
     });

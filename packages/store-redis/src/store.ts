@@ -1,8 +1,8 @@
 import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
 import { BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
 import { type ConsumeQueue, createConsumeQueue, type Waiter } from './batching.js';
-import { openConnection, type RedisConnection } from './connection.js';
-import { epochKeyOf, initEpoch } from './epoch.js';
+import { openConnection, type RedisConnection, redisMs } from './connection.js';
+import { createEpochKeeper, type EpochKeeper, epochKeyOf } from './epoch.js';
 import { createEvictionGuard, type EvictionCheck, type EvictionGuard, persistenceWarning, readPersistence } from './eviction.js';
 import { exchangeFingerprints } from './fingerprints.js';
 import { runLeaseScript } from './leases.js';
@@ -65,11 +65,20 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   const isCluster = (client as { isCluster?: unknown }).isCluster === true;
   const ledgerBase = keyPrefix.slice(0, -1);
   const epochKey = epochKeyOf(ledgerBase, isCluster);
-  const onStart = startReports(connection, ledgerBase, commandTimeoutMs, warn, isClosed);
+  const epochs = createEpochKeeper(connection, ledgerBase, isCluster, (epochMs, how) => {
+    if (!closed) warn(newEpochReport(epochMs, how));
+  });
+  const ledger = { epochKey, sawEpoch: epochs.saw };
+  const onStart = startReports(connection, epochs, commandTimeoutMs, warn, isClosed);
   const eviction = createEvictionGuard(connection, evictionPolicyCheck, commandTimeoutMs, warn, onStart);
-  const { consume, queue } = consumer(connection, parsed, eviction, epochKey, isClosed);
+  const { consume, queue } = consumer(connection, parsed, eviction, ledger, isClosed);
   const whenOpen = opener(connection, eviction, isClosed);
-  const { claim, record, renew, release, outcomes } = outcomeRecorder(connection, parsed, whenOpen, epochKey, isClosed);
+  const { claim, record, renew, release, outcomes } = outcomeRecorder(connection, parsed, whenOpen, ledger, isClosed);
+  /** `ReplayStore.ledgerEpoch`: see `epoch.ts` (one script on one Redis; the master key of a Cluster). */
+  const ledgerEpoch = (): Promise<number> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    return whenOpen(() => epochs.ledgerEpoch(), false);
+  };
   const time = (): Promise<number> => {
     if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
     return whenOpen(async () => {
@@ -146,6 +155,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     record,
     renew,
     release,
+    ledgerEpoch,
     time,
     maxOutcomeBytes,
     outcomeBudgetBytes,
@@ -168,7 +178,7 @@ function consumer(
   connection: RedisConnection,
   parsed: ParsedRedisStoreOptions,
   eviction: EvictionGuard,
-  epochKey: (key: string) => string,
+  ledger: Ledger,
   isClosed: () => boolean,
 ): { consume: RedisReplayStore['consume']; queue: ConsumeQueue } {
   const { keyPrefix, extraRetentionMs, batching } = parsed;
@@ -176,7 +186,7 @@ function consumer(
 
   const queue = createConsumeQueue(
     connection,
-    { ...parsed, epochKey, sendPlain: (waiter) => consumePlain(connection, waiter, extraRetentionMs, epochKey(waiter.key)) },
+    { ...parsed, ...ledger, sendPlain: (waiter) => consumePlain(connection, waiter, extraRetentionMs, ledger) },
     isClosed,
   );
   const write = batching ? queue.enqueue : queue.sendNow;
@@ -212,14 +222,15 @@ function consumer(
  * it cannot be written with Redis's time here, so the consume fails closed), then `SET key <owner> NX PXAT`; a lost
  * reply is resolved by one `GET` of this call's owner value.
  */
-async function consumePlain(connection: RedisConnection, waiter: Waiter, extraRetentionMs: number, epochKey: string): Promise<boolean> {
+async function consumePlain(connection: RedisConnection, waiter: Waiter, extraRetentionMs: number, ledger: Ledger): Promise<boolean> {
   const { commands, bounded } = connection;
   const now = redisMs(await bounded(commands.time()));
   if (waiter.exp <= now) throw expiredError();
   if (waiter.minted !== undefined) {
-    const epoch = await bounded(commands.get(epochKey));
+    const epoch = await bounded(commands.get(ledger.epochKey(waiter.key)));
     if (epoch === null)
       throw new StoreUnavailableError({ cause: new Error('the ledger epoch is missing and scripts are refused (NOPERM)') });
+    await ledger.sawEpoch(epoch);
     if (waiter.minted < Number(epoch)) throw ledgerLostError();
   }
   const mine = base64urlEncode(randomBytes(16)); // a value only this consume knows
@@ -231,15 +242,6 @@ async function consumePlain(connection: RedisConnection, waiter: Waiter, extraRe
     },
     (error: unknown) => (notWritten(error) ? fail(error) : resolveLost(connection, waiter.key, mine, error)),
   );
-}
-
-/** Redis's `TIME` reply (`[seconds, microseconds]`) in epoch ms. */
-function redisMs(reply: unknown): number {
-  const [seconds, micros] = Array.isArray(reply) ? reply.map(Number) : [];
-  if (seconds === undefined || micros === undefined || !Number.isFinite(seconds) || !Number.isFinite(micros)) {
-    throw new StoreUnavailableError({ cause: new Error('unexpected reply to TIME') });
-  }
-  return seconds * 1000 + Math.floor(micros / 1000);
 }
 
 /**
@@ -279,7 +281,7 @@ function outcomeRecorder(
   connection: RedisConnection,
   parsed: ParsedRedisStoreOptions,
   whenOpen: WhenOpen,
-  epochKey: (key: string) => string,
+  ledger: Ledger,
   isClosed: () => boolean,
 ): Pick<RedisReplayStore, 'claim' | 'record' | 'renew' | 'release'> & { outcomes: OutcomeQueue } {
   const { keyPrefix, extraRetentionMs, maxOutcomeBytes, outcomeBudgetBytes } = parsed;
@@ -292,7 +294,7 @@ function outcomeRecorder(
       outcomeBudgetBytes,
       // `%` never follows an encoded namespace but as `%25`/`%3A`: no id of any ledger can name these keys.
       budgetKeys: [`${ledgerBase}%o{${ledgerBase}}:h`, `${ledgerBase}%o{${ledgerBase}}:z`],
-      epochKey,
+      ...ledger,
     },
     isClosed,
   );
@@ -351,15 +353,31 @@ function outcomeRecorder(
   return { claim, record, renew, release, outcomes };
 }
 
+/** What the spend scripts need of the ledger epoch: each id's epoch key, and where to report the epoch they read. */
+interface Ledger {
+  epochKey(key: string): string;
+  sawEpoch: EpochKeeper['saw'];
+}
+
+/** The report of a new epoch (`STORE_LEDGER_EPOCH`): the ledger began, or a Cluster's slot began again. */
+function newEpochReport(epochMs: number, how: 'began' | 'part'): BackgroundError {
+  const at = new Date(epochMs).toISOString();
+  const what =
+    how === 'began'
+      ? `the ledger began at ${at} (Redis's clock): it was empty — a first use, or Redis lost its data (restarted without persistence, flushed, failed over)`
+      : `part of the ledger (a hash slot) began again at ${at} (Redis's clock): a master lost its data; the ledger's epoch is raised to it`;
+  return new BackgroundError('STORE_LEDGER_EPOCH', `@mrtr/store-redis: ${what}. States minted before are refused (ERR_LEDGER_LOST).`);
+}
+
 /**
  * What runs on every `ready` of an owned client (before the first write of an injected one): the persistence report
- * (`STORE_NOT_PERSISTENT`, `STORE_PERSISTENCE_UNKNOWN`, each distinct report once) and the ledger epoch (written when
- * missing; a new one is reported as `STORE_LEDGER_EPOCH`: the ledger was empty — a first use, or Redis lost its data).
- * Neither blocks a write: the scripts write a missing epoch themselves.
+ * (`STORE_NOT_PERSISTENT`, `STORE_PERSISTENCE_UNKNOWN`, each distinct report once) and the ledger epoch (`ledgerEpoch`:
+ * written where missing; a new one is reported as `STORE_LEDGER_EPOCH`). Neither blocks a write: the scripts write a
+ * missing epoch themselves.
  */
 function startReports(
   connection: RedisConnection,
-  ledgerBase: string,
+  epochs: EpochKeeper,
   timeoutMs: number,
   warn: (error: BackgroundError) => void,
   isClosed: () => boolean,
@@ -373,20 +391,7 @@ function startReports(
         warn(warning);
       }
     });
-    initEpoch(connection, ledgerBase).then(
-      ({ epochMs, created }) => {
-        if (!created || isClosed()) return;
-        const at = new Date(epochMs).toISOString();
-        warn(
-          new BackgroundError(
-            'STORE_LEDGER_EPOCH',
-            `@mrtr/store-redis: the ledger began at ${at} (Redis's clock): it was empty — a first use, or Redis lost its data (restarted without persistence, flushed, failed over). States minted before are refused (ERR_LEDGER_LOST).`,
-          ),
-        );
-      },
-      () => {
-        // The scripts write a missing epoch themselves; a Cluster's slots without a copy start theirs at first use.
-      },
-    );
+    // A failure is left to the next call: the guard's ledgerEpoch, or the scripts, which write a missing epoch themselves.
+    epochs.ledgerEpoch().catch(() => {});
   };
 }

@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { storeCompliance, taskStoreCompliance } from '@mrtr/test-suite';
+import { epochKeys } from '../src/epoch.js';
 import {
   createRedisStore,
   createRedisTaskStore,
@@ -313,6 +314,57 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
     const news = await Promise.all(fresh.map((id) => outcome(store.consume(id, at, { mintedAtMs: minted }))));
     expect(news).toEqual(fresh.map((id) => (onVictim(id) ? 'ERR_LEDGER_LOST' : true)));
     for (const keys of scripts.slice(first)) expect(new Set(keys.map(hashSlot)).size).toBe(1);
+  });
+
+  it('ledgerEpoch: the master key at the latest slot copy; after a master lost its data, a spend on its slot raises it, and ledgerEpoch answers the new value', async () => {
+    const reports: string[] = [];
+    const namespace = uniqueId('master');
+    const cluster = newCluster();
+    const store = newStore(cluster, namespace, 10_000, { onError: (error) => reports.push(error.message) });
+    const base = store.keyPrefix.slice(0, -1);
+    const masterKey = `${base}%e`;
+    const epoch = await store.ledgerEpoch();
+    expect(await cluster.get(masterKey)).toBe(String(epoch));
+    // Every slot has its copy, none later than the master key (a sample of slots on every master).
+    const copies = epochKeys(base);
+    const sample = Array.from({ length: 48 }, (_, i) => copies(i * 341));
+    expect(new Set(sample.map((key) => owner.get(hashSlot(key)))).size).toBe(3);
+    for (const value of await Promise.all(sample.map((key) => cluster.get(key)))) {
+      expect(Number(value)).toBeGreaterThan(0);
+      expect(Number(value)).toBeLessThanOrEqual(epoch);
+    }
+    // The victim: a master that does not hold the master key (its loss must be learned from a spend).
+    const victim = nodes.find((node) => node.port !== owner.get(hashSlot(masterKey)))!;
+    const onVictim = (id: string) => owner.get(hashSlot(store.keyPrefix + id)) === victim.port;
+    const at = (await store.time()) + 600_000;
+    const spent = Array.from({ length: 60 }, (_, i) => uniqueId(`spent${i}`));
+    expect(spent.some(onVictim) && !spent.every(onVictim)).toBe(true);
+    expect(await Promise.all(spent.map((id) => store.consume(id, at, { mintedAtMs: epoch })))).toEqual(spent.map(() => true));
+    await until("Redis's clock past the epoch", async () => (await store.time()) > epoch);
+    const direct = new Redis(victim.port, '127.0.0.1');
+    try {
+      await direct.flushall();
+    } finally {
+      direct.disconnect();
+    }
+    expect(await cluster.get(masterKey)).toBe(String(epoch)); // the loss is not known yet
+    const lost = spent.find(onVictim) as string;
+    expect(await outcome(store.consume(lost, at, { mintedAtMs: epoch }))).toBe('ERR_LEDGER_LOST');
+    // That spend wrote the slot's new copy and raised the master key to it before it answered.
+    const raised = Number(await cluster.get(masterKey));
+    expect(raised).toBeGreaterThan(epoch);
+    expect(await store.ledgerEpoch()).toBe(raised);
+    expect(reports.some((message) => message.includes('began again'))).toBe(true);
+    // Another store (which never saw the loss) answers the raised epoch; a state sealed with it is accepted on the
+    // slot begun again and on the masters that kept their data (the victim's other slots begin at their first spend).
+    const other = newStore(newCluster(), namespace, 10_000);
+    expect(await other.ledgerEpoch()).toBe(raised);
+    expect(await other.consume(lost, at, { mintedAtMs: raised })).toBe(true);
+    const fresh = Array.from({ length: 60 }, (_, i) => uniqueId(`fresh${i}`)).filter((id) => !onVictim(id));
+    expect(await Promise.all(fresh.map((id) => other.consume(id, at, { mintedAtMs: raised })))).toEqual(fresh.map(() => true));
+    // The states spent on the masters that kept their data stay spent (no refusal, no second use).
+    const kept = spent.filter((id) => !onVictim(id));
+    expect(await Promise.all(kept.map((id) => other.consume(id, at, { mintedAtMs: raised })))).toEqual(kept.map(() => false));
   });
 
   it('a master killed mid-run: its consumes fail closed, the others keep answering; restarted, it answers again', async () => {

@@ -112,6 +112,53 @@ describe.skipIf(!present)('the ledger epoch (private redis-server, no persistenc
     }
   });
 
+  it('ledgerEpoch writes the epoch of a new namespace (one script) and answers it; a state sealed with it is accepted', async () => {
+    const { store } = make();
+    try {
+      const epochKey = `${store.keyPrefix.slice(0, -1)}%e`;
+      await store.ready();
+      await until('the start-up epoch', async () => (await admin.exists(epochKey)) === 1);
+      await admin.del(epochKey); // a namespace whose ledger has not begun
+      const epoch = await store.ledgerEpoch();
+      expect(await admin.get(epochKey)).toBe(String(epoch));
+      expect(epoch).toBeLessThanOrEqual(await store.time());
+      const at = (await store.time()) + 600_000;
+      expect(await store.consume(id(), at, { mintedAtMs: epoch })).toBe(true);
+      expect(await store.claim(id(), at, 'fp', { mintedAtMs: epoch })).toEqual({ status: 'first', fence: 0 });
+      expect(await Promise.all([store.ledgerEpoch(), store.ledgerEpoch()])).toEqual([epoch, epoch]); // it moves nothing
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('FLUSHDB, then a restart: a state sealed with the old epoch is refused; ledgerEpoch answers a later one, accepted', async () => {
+    const { store } = make();
+    try {
+      const first = await store.ledgerEpoch();
+      const at = (await store.time()) + 600_000;
+      const spent = id();
+      expect(await store.consume(spent, at, { mintedAtMs: first })).toBe(true);
+      await until("Redis's clock past the epoch", async () => (await store.time()) > first);
+      await admin.flushdb();
+      expect(await outcome(store.consume(spent, at, { mintedAtMs: first }))).toBe('ERR_LEDGER_LOST');
+      const second = await store.ledgerEpoch();
+      expect(second).toBeGreaterThan(first);
+      expect(await store.consume(spent, at, { mintedAtMs: second })).toBe(true);
+
+      await until("Redis's clock past the second epoch", async () => (await store.time()) > second);
+      await server.kill();
+      await server.start();
+      await until('the store to reach the restarted Redis', async () => (await store.time()) > 0);
+      expect(await outcome(store.consume(spent, at, { mintedAtMs: second }))).toBe('ERR_LEDGER_LOST');
+      const third = await store.ledgerEpoch();
+      expect(third).toBeGreaterThan(second);
+      expect(await store.consume(spent, at, { mintedAtMs: third })).toBe(true);
+      expect(await store.consume(spent, at, { mintedAtMs: third })).toBe(false);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('checkPersistence() reads INFO persistence: RDB and AOF off here', async () => {
     const { store } = make();
     try {

@@ -114,7 +114,7 @@ const RECORD = script(
     "if ARGV[4] == '1' and rest == ARGV[1] .. ':' .. ARGV[2] then return 1 end return 0 end " +
     "local fp = rest if kind == 'l' then fp = string.match(rest, '^%d+:%d*:(.*)$') end " +
     "if (kind ~= 'p' and kind ~= 'l') or fp ~= ARGV[1] then return 0 end " +
-    "if kind == 'l' and ARGV[5] ~= '' and owner ~= ARGV[5] then return 0 end " +
+    "if kind == 'l' and owner ~= ARGV[5] then return 0 end " +
     "if ARGV[5] ~= '' then owner = ARGV[5] end " +
     "local pttl = redis.call('PTTL', KEYS[1]) " +
     `${LUA_NOW} ` +
@@ -143,10 +143,16 @@ const RELEASE = script(
 );
 
 /**
- * KEYS: the epoch. Redis's TIME in epoch ms; writes the epoch when it is missing (so a ledger begins at the first
- * `time()`, e.g. a guard's clock check, rather than at its first spend, after states were already minted).
+ * KEYS: the epoch. Redis's TIME in epoch ms (`time()`); writes the epoch when it is missing, as `ledgerEpoch` does (a
+ * guard's clock check begins the ledger too).
  */
 const TIME = script(`${EPOCH(1)}return now`);
+
+/**
+ * KEYS: the epoch. The ledger's epoch (`ledgerEpoch()`), written with Redis's TIME when missing (`SET` where no key,
+ * so an existing epoch is never moved), answered as a string: running it again answers the same.
+ */
+const LEDGER_EPOCH = script(`${EPOCH(1)}return string.format('%.0f', e)`);
 
 const LABEL = 'createUpstashStore';
 
@@ -166,6 +172,11 @@ export interface UpstashReplayStore extends RecordingReplayStore {
   release(id: string, owner: string): Promise<boolean>;
   /** Redis's `TIME`, epoch ms. */
   time(): Promise<number>;
+  /**
+   * The ledger's epoch (`<keyPrefix>ep`, epoch ms by Redis's clock): one script that writes it with `TIME` when it is
+   * missing and answers it (see {@link ReplayStore.ledgerEpoch}).
+   */
+  ledgerEpoch(): Promise<number>;
   readonly namespace: string;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
   readonly keyPrefix: string;
@@ -309,6 +320,13 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
     return reply;
   };
 
+  const ledgerEpoch = async (): Promise<number> => {
+    if (link.closed) throw closedError();
+    const reply = Number(await link.run(LEDGER_EPOCH, [epochKey], []));
+    if (!Number.isSafeInteger(reply) || reply <= 0) throw unexpected('ledger epoch');
+    return reply;
+  };
+
   const keyFingerprints = async (offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> => {
     const records = parseKeyFingerprintOffer(offer);
     if (link.closed) throw closedError();
@@ -330,6 +348,7 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
     record,
     renew: (id, by, leaseMs) => lease('renew', id, by, leaseMs),
     release: (id, by) => lease('release', id, by),
+    ledgerEpoch,
     time,
     maxOutcomeBytes,
     outcomeBudgetBytes,

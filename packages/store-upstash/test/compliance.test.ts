@@ -2,7 +2,7 @@ import { storeCompliance, taskStoreCompliance } from '@mrtr/test-suite';
 import { Redis } from '@upstash/redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createUpstashStore, createUpstashTaskStore } from '../src/index.js';
-import { assertRedisReachable, gateRedis, REDIS_URL, skipRedis } from './helpers.js';
+import { assertRedisReachable, gateRedis, loseKeys, REDIS_URL, skipRedis } from './helpers.js';
 import { type UpstashRestShim as RestShim, startUpstashRestShim as startRestShim } from '../../../scripts/upstash-rest-shim.mjs';
 
 gateRedis('compliance.test.ts');
@@ -26,6 +26,10 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
     ttlMs: 400,
     timeoutMs: 120_000,
     unreachable: () => createUpstashStore({ url: 'http://127.0.0.1:1', token: 't', commandTimeoutMs: 500 }),
+    // A flush of the namespace: every key of its ledger deleted (the epoch with the ids).
+    loseLedger: async (namespace) => {
+      await loseKeys(REDIS_URL as string, createUpstashStore({ url: shim.url, token: shim.token, namespace }).keyPrefix);
+    },
     lostReply: async ({ namespace }) => {
       const lossy = await startRestShim(REDIS_URL as string);
       // The same Redis, another shim (so only this store's replies are lost), its token.
@@ -56,6 +60,28 @@ describe.skipIf(skipRedis)('Upstash store over the REST shim', () => {
       }),
     { name: 'upstash tasks', ttlMs: 400, timeoutMs: 120_000 },
   );
+
+  it('ledgerEpoch writes the epoch of a new namespace and answers it; a state sealed with it is accepted, refused once the ledger is lost, and one sealed with the later epoch accepted', async () => {
+    const store = createUpstashStore({ url: shim.url, token: shim.token, namespace: `epoch-${Date.now()}`, commandTimeoutMs });
+    const admin = new Redis({ url: shim.url, token: shim.token, enableTelemetry: false, automaticDeserialization: false });
+    const epochKey = `${store.keyPrefix}ep`;
+    expect(await admin.get(epochKey)).toBeNull();
+    const epoch = await store.ledgerEpoch();
+    expect(await admin.get(epochKey)).toBe(String(epoch));
+    expect(epoch).toBeLessThanOrEqual(await store.time());
+    const [spent, fresh] = [`spent-${epoch}`, `fresh-${epoch}`];
+    const exp = (await store.time()) + 600_000;
+    expect(await store.consume(spent, exp, { mintedAtMs: epoch })).toBe(true);
+    expect(await store.ledgerEpoch()).toBe(epoch); // running it again moves nothing
+    // Redis's clock past the epoch (the ledger lives: time() moves nothing), then the namespace is flushed.
+    for (let i = 0; i < 1000 && (await store.time()) <= epoch; i++) await new Promise((resolve) => setTimeout(resolve, 2));
+    expect(await loseKeys(REDIS_URL as string, store.keyPrefix)).toBeGreaterThan(0);
+    await expect(store.consume(spent, exp, { mintedAtMs: epoch })).rejects.toMatchObject({ code: 'ERR_LEDGER_LOST' });
+    const since = await store.ledgerEpoch();
+    expect(since).toBeGreaterThan(epoch);
+    expect(await store.consume(fresh, exp, { mintedAtMs: since })).toBe(true);
+    expect(await store.consume(fresh, exp, { mintedAtMs: since })).toBe(false);
+  });
 
   it('an injected @upstash/redis client with its defaults (retries, automatic deserialization) keeps the promises', async () => {
     const client = new Redis({ url: shim.url, token: shim.token, enableTelemetry: false });

@@ -32,3 +32,25 @@ export async function assertRedisReachable(url: string): Promise<void> {
     client.disconnect();
   }
 }
+
+/**
+ * Loses a namespace's ledger as a flush would: deletes every key that starts with `prefix` (SCAN, bounded in rounds),
+ * on the Redis behind the shim. Resolves how many keys it deleted.
+ */
+export async function loseKeys(url: string, prefix: string): Promise<number> {
+  const client = new Redis(url, { maxRetriesPerRequest: 0 });
+  client.on('error', () => {});
+  try {
+    const match = `${prefix.replace(/[*?[\]\\]/g, '\\$&')}*`;
+    let [cursor, deleted] = ['0', 0];
+    for (let round = 0; round < 100_000; round++) {
+      const [next, keys] = await client.scan(cursor, 'MATCH', match, 'COUNT', 1000);
+      if (keys.length > 0) deleted += await client.del(...keys);
+      cursor = next;
+      if (cursor === '0') return deleted;
+    }
+    throw new Error('SCAN did not finish');
+  } finally {
+    client.disconnect();
+  }
+}
