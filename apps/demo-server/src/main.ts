@@ -72,7 +72,7 @@ function crashAfter<T extends string>(
 /**
  * This instance's offset from the store's clock, measured at start (a store that declares `clock`), as one line; past
  * the tolerance the instance still starts, and refuses every spend and mint with ERR_CLOCK_SKEW until its clock is
- * fixed (the `mrtr_clock_skew_seconds` gauge shows it). `undefined` with a store without a clock.
+ * fixed (the `mrtr_clock_skew` gauge shows it). `undefined` with a store without a clock.
  */
 export async function clockReport(guard: Pick<StateGuard, 'checkClock' | 'store'>): Promise<string | undefined> {
   if (guard.store === undefined || !storeCapabilities(guard.store).clock) return undefined;

@@ -115,7 +115,7 @@ export interface RoundUnknownEvent extends EventBase {
 
 /**
  * A measurement of this instance's offset from the replay store's clock (stores that declare `clock`), at most every
- * `clockCheckMs`: the `mrtr_clock_skew_seconds` gauge. Not about a request: `method` is `''`, `target` undefined.
+ * `clockCheckMs`: the `mrtr_clock_skew` gauge. Not about a request: `method` is `''`, `target` undefined.
  */
 export interface StoreClockEvent extends EventBase {
   type: 'store.clock';

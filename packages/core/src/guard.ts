@@ -53,7 +53,19 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     const learning = ledgerEpoch.ready();
     return learning === undefined ? mintNow(...args) : learning.then(() => mintNow(...args));
   };
-  const { openIn, mintIn, mintTokenIn } = createOperations({ verifyNow, mintNow: mintWithin, singleUse, store, codecId: codec.id, events });
+  // Nor is anything opened: a skewed instance's own checks (expiry, iat) are off, so it refuses first, with the reason.
+  const verifyWithin: typeof verifyNow = (...args) => {
+    clock.assertWithin();
+    return verifyNow(...args);
+  };
+  const { openIn, mintIn, mintTokenIn } = createOperations({
+    verifyNow: verifyWithin,
+    mintNow: mintWithin,
+    singleUse,
+    store,
+    codecId: codec.id,
+    events,
+  });
 
   return {
     codec,

@@ -15,7 +15,7 @@ export interface ClockSample {
  * This instance's view of the store's clock, for a store that declares `clock`: measured in the background (never on a
  * request's path) at most every `checkMs`, the first time on the first spend or mint. While the last measurement says
  * the offset is past `toleranceMs` (`clockSkewMs`), every spend and mint is refused with `ERR_CLOCK_SKEW` — fail closed
- * and loudly: `onSample` reports every measurement (the guard's `store.clock` event, the `mrtr_clock_skew_seconds`
+ * and loudly: `onSample` reports every measurement (the guard's `store.clock` event, the `mrtr_clock_skew`
  * gauge).
  */
 export interface StoreClock {

@@ -21,11 +21,11 @@ interface Rule {
 const doc = parse(readFileSync(ALERTS, 'utf8')) as { groups: { name: string; rules: Rule[] }[] };
 const rules = doc.groups.flatMap((g) => g.rules);
 
-/** Prometheus series names of every metric: counters get `_total`, histograms `_bucket`/`_sum`/`_count`. */
+/** Prometheus series names of every metric: counters get `_total`, histograms `_bucket`/`_sum`/`_count`, gauges none. */
 const SERIES = new Set(
   Object.values(METRICS).flatMap((name) => {
     const base = name.replaceAll('.', '_');
-    return [`${base}_total`, `${base}_bucket`, `${base}_sum`, `${base}_count`];
+    return name === METRICS.clockSkew ? [base] : [`${base}_total`, `${base}_bucket`, `${base}_sum`, `${base}_count`];
   }),
 );
 const DURATION = /^(?:\d+[smhdw])+$/;
