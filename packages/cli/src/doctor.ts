@@ -31,7 +31,10 @@ line per check with ok, warn or fail:
   codec NAME    a real seal/open round trip through the state guard; a token sealed by every other key
                 of the ring opens too
   STORE         a real consume of a throwaway id (first accepted, the replay refused), then removed
-  redis policy  maxmemory-policy: anything but noeviction may evict consumed ids (the store refuses it by default)
+  redis policy  maxmemory-policy (CONFIG, else INFO memory): anything but noeviction may evict consumed ids (the store
+                refuses it by default, and when it cannot tell)
+  redis persistence
+                RDB or AOF (INFO persistence): without either a restart empties the ledger
   redis clock   Redis TIME against this host (Redis expires ids by its own clock)
   sql schema    the table's columns, primary key (ns, id) and expiry index (PostgreSQL and SQLite)
   sql clock     the database clock against this host (PostgreSQL)
@@ -266,6 +269,49 @@ async function checkMemory(add: (c: Check) => void, timeoutMs: number): Promise<
   }
 }
 
+/**
+ * The two ways a Redis forgets spent ids: eviction under memory pressure (the policy, read through the store: `CONFIG`,
+ * else `INFO memory` on a managed Redis that refuses `CONFIG`) and a restart without persistence (`INFO persistence`).
+ */
+async function checkRedisLedger(
+  add: (c: Check) => void,
+  store: import('@mrtr/store-redis').RedisReplayStore,
+  timeoutMs: number,
+): Promise<void> {
+  const policy = await withTimeout(store.checkEvictionPolicy(), timeoutMs, 'redis').catch((error: unknown) => ({
+    status: 'unknown' as const,
+    error,
+  }));
+  if (policy.status === 'safe') {
+    add({ name: 'redis policy', status: 'ok', detail: `maxmemory-policy ${policy.policy}: consumed ids are never evicted` });
+  } else if (policy.status === 'evicting') {
+    add({
+      name: 'redis policy',
+      status: 'fail',
+      detail: `maxmemory-policy ${policy.policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again, so the store refuses to consume on it by default; use noeviction`,
+    });
+  } else {
+    add({
+      name: 'redis policy',
+      status: 'fail',
+      detail: `cannot read maxmemory-policy from CONFIG or INFO (${errorText(policy.error)}): the store refuses to consume until it can tell (evictionPolicyCheck: 'accept-unknown' accepts it)`,
+    });
+  }
+  const persistence = await withTimeout(store.checkPersistence(), timeoutMs, 'redis').catch(() => ({ status: 'unknown' as const }));
+  add(
+    persistence.status === 'persistent'
+      ? { name: 'redis persistence', status: 'ok', detail: 'RDB or AOF is on: a restart keeps the ledger' }
+      : persistence.status === 'volatile'
+        ? {
+            name: 'redis persistence',
+            status: 'warn',
+            detail:
+              'RDB snapshots and AOF are off: a restart empties the ledger; states minted before it are then refused (ERR_LEDGER_LOST) until they expire. Turn on AOF (appendonly yes) to keep it',
+          }
+        : { name: 'redis persistence', status: 'warn', detail: 'cannot read INFO persistence: check that Redis persists its data' },
+  );
+}
+
 async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: number, skewMs: number): Promise<void> {
   const where = redactUrl(url);
   let store: import('@mrtr/store-redis').RedisReplayStore | undefined;
@@ -285,30 +331,11 @@ async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: numbe
     check.detail += ` at ${where}`;
     add(check);
     const client = store.client as unknown as {
-      config(...args: string[]): Promise<unknown>;
       time(): Promise<[string, string]>;
       del(key: string): Promise<number>;
     };
     await withTimeout(client.del(`${store.keyPrefix}${id}`), timeoutMs, 'redis').catch(() => {});
-    try {
-      const reply = await withTimeout(client.config('GET', 'maxmemory-policy'), timeoutMs, 'redis');
-      const policy = Array.isArray(reply) ? reply[1] : undefined;
-      if (policy === 'noeviction')
-        add({ name: 'redis policy', status: 'ok', detail: 'maxmemory-policy noeviction: consumed ids are never evicted' });
-      else if (typeof policy === 'string') {
-        add({
-          name: 'redis policy',
-          status: 'fail',
-          detail: `maxmemory-policy ${policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again, so the store refuses to consume on it by default; use noeviction`,
-        });
-      } else add({ name: 'redis policy', status: 'warn', detail: 'maxmemory-policy not reported; check that it is noeviction' });
-    } catch (error) {
-      add({
-        name: 'redis policy',
-        status: 'warn',
-        detail: `cannot read maxmemory-policy (${errorText(error)}; CONFIG may be disabled): check that it is noeviction`,
-      });
-    }
+    await checkRedisLedger(add, store, timeoutMs);
     try {
       const t0 = hostNow();
       const [sec, usec] = await withTimeout(client.time(), timeoutMs, 'redis');
