@@ -59,8 +59,8 @@ async function freePort(): Promise<number> {
 }
 
 /** A private redis-server without persistence on `port`, once it answers. */
-async function privateRedis(port: number): Promise<ChildProcess> {
-  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+async function privateRedis(port: number, extra: string[] = []): Promise<ChildProcess> {
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   await new Promise<void>((resolve, reject) => {
@@ -78,7 +78,34 @@ async function privateRedis(port: number): Promise<ChildProcess> {
   return child;
 }
 
+/**
+ * Two instances on one store, B `seconds` behind, states living 2 s: a flow completed on A is refused on B with the skew
+ * reason (same answers or others), B mints nothing, runs nothing, and its gauge shows the offset.
+ */
+async function skewRun(args: string[], env: Record<string, string>, seconds: number): Promise<void> {
+  const a = await start([...args, '--ttl-ms', '2000'], env);
+  const b = await start([...args, '--ttl-ms', '2000'], { ...env, MRTR_DEMO_CLOCK_OFFSET_MS: String(-seconds * 1000) });
+  expect(b.stderr()).toMatch(new RegExp(`clock is \\+(${seconds - 1}|${seconds})\\d{3} ms off the store's`));
+  const last = await lastRound(a, 'web');
+  const done = (await call(a, { service: 'web' }, last)).result as Json;
+  expect(done.structuredContent).toMatchObject({ service: 'web', environment: 'staging' });
+  // The spent state on the skewed instance, with the same answers and with others: refused, never run.
+  for (const extra of [last, { ...last, inputResponses: { confirm: accept({ confirm: false }) } }]) {
+    const refused = await call(b, { service: 'web' }, extra);
+    expect(refused.error).toMatchObject({ code: -32603, data: { reason: 'clock_skew' } });
+  }
+  // And a new flow there: nothing is minted by a skewed instance.
+  expect((await call(b, { service: 'api' })).error).toMatchObject({ code: -32603, data: { reason: 'clock_skew' } });
+  expect(await metric(b, 'mrtr_demo_effects_total', 'tool="deploy"')).toBe(0);
+  expect(await metric(a, 'mrtr_demo_effects_total', 'tool="deploy"')).toBe(1);
+  const offset = await metric(b, 'mrtr_clock_skew');
+  expect(offset).toBeGreaterThan(seconds - 1);
+  expect(offset).toBeLessThan(seconds + 1);
+  expect(Math.abs((await metric(a, 'mrtr_clock_skew')) ?? 99)).toBeLessThan(1);
+}
+
 const redis = serviceUrl('REDIS_URL');
+const postgres = serviceUrl('DATABASE_URL');
 const hasRedisServer = await new Promise<boolean>((resolve) => {
   const probe = spawn('redis-server', ['--version'], { stdio: 'ignore' });
   probe.once('error', () => resolve(false));
@@ -96,26 +123,7 @@ describe.skipIf(redis.skip !== undefined)('faults between instances on Redis', (
   const keys = freshKeys();
 
   it('an instance 30 s behind refuses every state (ERR_CLOCK_SKEW), shows its offset, and never accepts a spent one again', async () => {
-    const namespace = `skew-${process.pid}-${Date.now()}`;
-    const a = await start(['--store', 'redis', '--ttl-ms', '2000'], shared(namespace));
-    const b = await start(['--store', 'redis', '--ttl-ms', '2000'], { ...shared(namespace), MRTR_DEMO_CLOCK_OFFSET_MS: '-30000' });
-    expect(b.stderr()).toMatch(/clock is \+(29|30)\d{3} ms off the store's/);
-    const last = await lastRound(a, 'web');
-    const done = (await call(a, { service: 'web' }, last)).result as Json;
-    expect(done.structuredContent).toMatchObject({ service: 'web', environment: 'staging' });
-    // The spent state on the skewed instance, with the same answers and with others: refused, never run.
-    for (const extra of [last, { ...last, inputResponses: { confirm: accept({ confirm: false }) } }]) {
-      const refused = await call(b, { service: 'web' }, extra);
-      expect(refused.error).toMatchObject({ code: -32603, data: { reason: 'clock_skew' } });
-    }
-    // And a new flow there: nothing is minted by a skewed instance.
-    expect((await call(b, { service: 'api' })).error).toMatchObject({ code: -32603, data: { reason: 'clock_skew' } });
-    expect(await metric(b, 'mrtr_demo_effects_total', 'tool="deploy"')).toBe(0);
-    expect(await metric(a, 'mrtr_demo_effects_total', 'tool="deploy"')).toBe(1);
-    const offset = await metric(b, 'mrtr_clock_skew');
-    expect(offset).toBeGreaterThan(29);
-    expect(offset).toBeLessThan(31);
-    expect(Math.abs((await metric(a, 'mrtr_clock_skew')) ?? 99)).toBeLessThan(1);
+    await skewRun(['--store', 'redis'], shared(`skew-${process.pid}-${Date.now()}`), 30);
   });
 
   it('an instance killed between the effect and its record: the retry elsewhere gets "outcome unknown", never a second run', async () => {
@@ -175,4 +183,28 @@ describe.skipIf(redis.skip !== undefined)('faults between instances on Redis', (
       }
     },
   );
+
+  it.skipIf(!hasRedisServer)(
+    'a managed-style Redis (CONFIG refused) that evicts: the policy is read from INFO and the instance refuses to serve',
+    async () => {
+      const port = await freePort();
+      const evicting = ['--rename-command', 'CONFIG', '', '--maxmemory', '64mb', '--maxmemory-policy', 'volatile-lru'];
+      const server = await privateRedis(port, evicting);
+      try {
+        // An evicted id would let a spent state in again: the store refuses every spend, and the demo will not start on it.
+        const started = start(['--store', 'redis'], { MRTR_KEYS: keys, REDIS_URL: `redis://127.0.0.1:${port}` });
+        await expect(started).rejects.toThrow(/exited with 1 before listening[\s\S]*maxmemory-policy is "volatile-lru"/);
+      } finally {
+        server.kill('SIGKILL');
+      }
+    },
+  );
+});
+
+describe.skipIf(postgres.skip !== undefined)('faults between instances on PostgreSQL', () => {
+  it('an instance 120 s behind refuses every state (ERR_CLOCK_SKEW), shows its offset, and never accepts a spent one again', async () => {
+    if (postgres.error !== undefined) throw new Error(postgres.error);
+    const env = { MRTR_KEYS: freshKeys(), MRTR_DEMO_NAMESPACE: `skew-${process.pid}-${Date.now()}`, DATABASE_URL: postgres.url! };
+    await skewRun(['--store', 'postgres'], env, 120);
+  });
 });
