@@ -561,7 +561,8 @@ export function outcomeJobs(setup: OutcomeSetup, report: OutcomeCheckReport): Jo
       // Store step. Memory ids are pre-made (as in the store rows); the others get a run tag plus a counter.
       for (const step of ['consume', 'claim-record'] as const) {
         let seq = 0;
-        let exp = 0;
+        // Live from the start (each round's prepare moves it on): a store on its own clock refuses a past expiry.
+        let exp = Date.now() + LIFETIME_MS;
         const tag = `${RUN_TAG.slice(0, 6)}o${row.backend.slice(0, 2)}${step === 'consume' ? 'cs' : 'cr'}c${String(c).padStart(3, '0')}`;
         const ids = isMemory ? getMemoryIds() : undefined;
         const nextId = (): string => {

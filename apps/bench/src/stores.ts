@@ -404,7 +404,8 @@ export function storeJobs(setup: StoreSetup): Job[] {
       // Concurrency 128 is for the network and SQL stores (group commit); a memory consume never waits.
       if (c === 128 && row.backend === 'memory') continue;
       let seq = 0;
-      let exp = 0;
+      // Live from the start (each round's prepare moves it on): a store on its own clock refuses a past expiry.
+      let exp = Date.now() + 10 * 60_000;
       let op: () => unknown;
       if (row.backend === 'memory') {
         const ids = getMemoryIds();
