@@ -132,7 +132,13 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
     }
     case 'redis': {
       const { createRedisStore, createRedisTaskStore } = await import('@mrtr/store-redis');
-      const store = createRedisStore({ url: options.redisUrl, namespace: options.namespace, connectTimeoutMs: 3000 });
+      // The store's own reports (eviction policy, persistence, a new ledger) go to the demo's stderr, without its prefix.
+      const store = createRedisStore({
+        url: options.redisUrl,
+        namespace: options.namespace,
+        connectTimeoutMs: 3000,
+        onError: (error) => options.report?.(error.message.replace(/^@mrtr\/store-redis: /, 'redis: ')),
+      });
       try {
         // A throwaway id with a 1 s lifetime: waits (bounded) for the first connection and proves SET NX PXAT works.
         await store.consume(`startup-probe:${base64urlEncode(randomBytes(16))}`, Date.now() + 1000);
@@ -140,12 +146,6 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
         await store.close().catch(() => {});
         throw new BackendError(`Redis does not answer: ${errorText(error)}`);
       }
-      // An evicting Redis may drop consumed-state ids (a used state would be accepted again): say so at start.
-      const policy = await (store.client as unknown as { config(...args: string[]): Promise<unknown> })
-        .config('GET', 'maxmemory-policy')
-        .catch(() => undefined);
-      const warning = evictionWarning(Array.isArray(policy) ? policy[1] : undefined);
-      if (warning !== undefined) options.report?.(warning);
       const ledger = createRedisLedger(store.client as unknown as RedisLike, `mrtr-demo:connect:${options.namespace}:`, ledgerOptions);
       // Tasks on the same connection (the task store never closes a client it was given).
       const tasks = createRedisTaskStore({ client: store.client, namespace: options.namespace, ...options.taskLimits });
@@ -209,12 +209,6 @@ async function openRaw(name: StoreName, options: BackendOptions): Promise<Backen
       }
     }
   }
-}
-
-/** A warning when Redis may evict keys (anything but `noeviction`); `undefined` when fine or unknown. */
-export function evictionWarning(policy: unknown): string | undefined {
-  if (typeof policy !== 'string' || policy === 'noeviction') return undefined;
-  return `warning: Redis maxmemory-policy is "${policy}": under memory pressure it may evict consumed-state ids, and a used state would then be accepted again. Use "noeviction" for the replay store.`;
 }
 
 /** Two instances creating the ledger table at the same moment can collide on the catalog: retry once. */

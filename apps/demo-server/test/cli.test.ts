@@ -150,7 +150,9 @@ describe('SQLite store', () => {
     const dir = mkdtempSync(join(tmpdir(), 'mrtr-demo-test-'));
     tempDirs.push(dir);
     const file = join(dir, 'replay.sqlite');
-    const env = { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '' };
+    // One namespace for the fleet: startDemo gives each instance its own otherwise, and two ledgers in one file would
+    // each run the round once (the store's epoch check now refuses that: the state was minted on A's ledger).
+    const env = { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '', MRTR_DEMO_NAMESPACE: `sqlite-fleet-${process.pid}-${Date.now()}` };
     const args = ['--store', 'sqlite', '--sqlite-file', file, '--codec', 'jwe'];
     const [a, b] = await Promise.all([startDemo(args, { env }), startDemo(args, { env })]);
     try {

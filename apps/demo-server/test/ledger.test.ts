@@ -19,7 +19,6 @@ import {
   SWEEP_INTERVAL_MS,
   withGenericErrors,
 } from '../src/ledger.js';
-import { evictionWarning } from '../src/backend.js';
 import { serviceUrl } from './helpers.js';
 
 /**
@@ -428,12 +427,4 @@ describe('SQL housekeeping', () => {
       }
     },
   );
-});
-
-describe('Redis eviction policy', () => {
-  it('warns at start unless Redis is noeviction (an evicted consumed-state id would let a used state in again)', () => {
-    expect(evictionWarning('noeviction')).toBeUndefined();
-    expect(evictionWarning(undefined)).toBeUndefined();
-    for (const policy of ['allkeys-lru', 'volatile-ttl', 'allkeys-lfu']) expect(evictionWarning(policy)).toContain(policy);
-  });
 });

@@ -30,6 +30,14 @@ export interface OperationDeps {
 }
 
 const elapsed = (start: number): number => performance.now() - start;
+/** The codes of a store's answers (a refusal), as opposed to its failures (`store.error`). */
+const ANSWERED: ReadonlySet<MrtrErrorCode> = new Set<MrtrErrorCode>([
+  'ERR_STATE_REPLAYED',
+  'ERR_ROUND_IN_PROGRESS',
+  'ERR_OUTCOME_UNKNOWN',
+  'ERR_LEDGER_LOST',
+  'ERR_CLOCK_SKEW',
+]);
 const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(error) ? error.code : undefined);
 
 /** The event reports of the guard's operations: what every event carries, timed store steps, refusals. */
@@ -43,7 +51,9 @@ function createReports(events: EventSink<GuardEvent>, codecId: string) {
       return [await step(), elapsed(start)];
     } catch (error) {
       const code = codeOf(error);
-      if (code !== undefined && code !== 'ERR_STATE_REPLAYED' && code !== 'ERR_ROUND_IN_PROGRESS') {
+      // A store failure: not a refusal the store answered (replayed, in progress, outcome unknown, a lost ledger, an
+      // expiry judged on its clock): those are state.rejected with their own code.
+      if (code !== undefined && !ANSWERED.has(code)) {
         events.emit({
           type: 'store.error',
           ...base(request),
