@@ -5,7 +5,7 @@ import type { Verify } from './guard-checks.js';
 import { type Mint, tokenOnly, withFlow, withKid } from './guard-mint.js';
 import type { Scope } from './guard-scope.js';
 import type { SingleUse } from './guard-single-use.js';
-import type { MintedState, MintOptions, OpenedState, RequestContext } from './guard-types.js';
+import type { AdmitOptions, MintedState, MintOptions, OpenedState, RequestContext } from './guard-types.js';
 import type { ReplayStore } from './interfaces.js';
 import type { Admission } from './outcomes.js';
 import type { JsonValue } from './protocol.js';
@@ -15,7 +15,13 @@ export type Single = 'verify' | 'consume' | 'claim';
 
 /** The operations of the guard on a request's scope, reported when `onEvent` is set. */
 export interface GuardOperations {
-  openIn(scope: Scope, token: unknown, single: Single, answers?: JsonValue): Promise<OpenedState | Admission<OpenedState>>;
+  openIn(
+    scope: Scope,
+    token: unknown,
+    single: Single,
+    answers?: JsonValue,
+    options?: AdmitOptions,
+  ): Promise<OpenedState | Admission<OpenedState>>;
   mintIn<P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState>;
   mintTokenIn<P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string>;
 }
@@ -94,9 +100,9 @@ function createReports(events: EventSink<GuardEvent>, codecId: string) {
 /** Without `onEvent`: the operations unreported, nothing built and nothing timed. */
 function unreported({ verifyNow, mintNow, singleUse, store }: OperationDeps): GuardOperations {
   return {
-    async openIn(scope, token, single, answers) {
+    async openIn(scope, token, single, answers, options) {
       const state = await verifyNow(scope, token);
-      if (single === 'claim') return singleUse.claim(state, answers ?? null);
+      if (single === 'claim') return singleUse.claim(state, answers ?? null, options);
       if (single === 'consume' && store !== undefined) await singleUse.consume(state);
       return state;
     },
@@ -117,6 +123,7 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
     token: unknown,
     single: Single,
     answers?: JsonValue,
+    options?: AdmitOptions,
   ): Promise<OpenedState | Admission<OpenedState>> => {
     const { request } = scope;
     const start = performance.now();
@@ -128,7 +135,7 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
       const opened = state;
       // Single use (after check 8)
       if (single === 'claim') {
-        const [admission, storeMs] = await storeStep(() => singleUse.claim(opened, answers ?? null), opened, request, flow);
+        const [admission, storeMs] = await storeStep(() => singleUse.claim(opened, answers ?? null, options), opened, request, flow);
         if (admission.replay) {
           events.emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
           return admission;
@@ -137,6 +144,7 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
         return {
           state: admission.state,
           replay: false,
+          fence: admission.fence,
           record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
         } satisfies Admission<OpenedState>;
       }

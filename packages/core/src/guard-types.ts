@@ -209,9 +209,18 @@ export interface StateGuard {
    * `ERR_ROUND_IN_PROGRESS`); other answers are a replay (`ERR_STATE_REPLAYED`). With a store that does not
    * record outcomes it is `consume`; without a store every attempt owns the round.
    */
-  claim<P extends JsonValue = JsonValue>(state: OpenedState<P>, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  claim<P extends JsonValue = JsonValue>(
+    state: OpenedState<P>,
+    answers: JsonValue,
+    options?: AdmitOptions,
+  ): Promise<Admission<OpenedState<P>>>;
   /** `verify`, then `claim`. */
-  admit<P extends JsonValue = JsonValue>(token: unknown, request: RequestContext, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  admit<P extends JsonValue = JsonValue>(
+    token: unknown,
+    request: RequestContext,
+    answers: JsonValue,
+    options?: AdmitOptions,
+  ): Promise<Admission<OpenedState<P>>>;
   /** The binding of a request (method, target, arguments digest). */
   bind(request: RequestContext): Promise<RequestBinding>;
   /**
@@ -219,6 +228,18 @@ export interface StateGuard {
    * reports it (`store.clock`), and resolves it. Call it at start to refuse to serve with a skewed clock.
    */
   checkClock(): Promise<ClockSample>;
+}
+
+/**
+ * How `admit` treats a round whose first attempt stopped unrecorded (its lease lapsed), on a store with `leases`.
+ */
+export interface AdmitOptions {
+  /**
+   * At-least-once for this round: an identical retry after the lease lapsed runs the round again (`replay: false`,
+   * with the next `fence`) instead of `ERR_OUTCOME_UNKNOWN`. The round may then run twice: give the effect the fence
+   * (an idempotency or fencing token downstream) so that it can tell. Off (at-most-once) by default.
+   */
+  reclaim?: boolean | undefined;
 }
 
 /** What `StateGuard.mintFlow` returns. */
@@ -234,7 +255,7 @@ export interface GuardRequest {
   readonly request: RequestContext;
   open<P extends JsonValue = JsonValue>(token: unknown): Promise<OpenedState<P>>;
   verify<P extends JsonValue = JsonValue>(token: unknown): Promise<OpenedState<P>>;
-  admit<P extends JsonValue = JsonValue>(token: unknown, answers: JsonValue): Promise<Admission<OpenedState<P>>>;
+  admit<P extends JsonValue = JsonValue>(token: unknown, answers: JsonValue, options?: AdmitOptions): Promise<Admission<OpenedState<P>>>;
   /** `StateGuard.mint` for this request: the token. */
   mint<P extends JsonValue>(data: P, options?: MintOptions): Promise<string>;
   /** `StateGuard.mintFlow` for this request: the token and its flow. */

@@ -8,12 +8,22 @@ import { createOperations } from './guard-operations.js';
 import { parseGuardOptions } from './guard-options.js';
 import { bindNow, principalIn, scopeOf } from './guard-scope.js';
 import { createSingleUse } from './guard-single-use.js';
-import type { GuardRequest, MintedState, MintOptions, OpenedState, RequestContext, StateGuard, StateGuardOptions } from './guard-types.js';
+import type {
+  AdmitOptions,
+  GuardRequest,
+  MintedState,
+  MintOptions,
+  OpenedState,
+  RequestContext,
+  StateGuard,
+  StateGuardOptions,
+} from './guard-types.js';
 import type { Admission } from './outcomes.js';
 import { createPrincipalTagger, principalPolicy } from './principal.js';
 import type { JsonValue } from './protocol.js';
 
 export type {
+  AdmitOptions,
   GuardRequest,
   MintedState,
   MintOptions,
@@ -83,8 +93,8 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     verify<P extends JsonValue>(token: unknown, request: RequestContext) {
       return openIn(scopeOf(request), token, 'verify') as Promise<OpenedState<P>>;
     },
-    admit<P extends JsonValue>(token: unknown, request: RequestContext, answers: JsonValue) {
-      return openIn(scopeOf(request), token, 'claim', answers) as Promise<Admission<OpenedState<P>>>;
+    admit<P extends JsonValue>(token: unknown, request: RequestContext, answers: JsonValue, options?: AdmitOptions) {
+      return openIn(scopeOf(request), token, 'claim', answers, options) as Promise<Admission<OpenedState<P>>>;
     },
     mint<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<string> {
       return mintTokenIn(scopeOf(request), data, mintOptions);
@@ -99,8 +109,8 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
         request,
         open: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'consume') as Promise<OpenedState<P>>,
         verify: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'verify') as Promise<OpenedState<P>>,
-        admit: <P extends JsonValue>(token: unknown, answers: JsonValue) =>
-          openIn(scope, token, 'claim', answers) as Promise<Admission<OpenedState<P>>>,
+        admit: <P extends JsonValue>(token: unknown, answers: JsonValue, options?: AdmitOptions) =>
+          openIn(scope, token, 'claim', answers, options) as Promise<Admission<OpenedState<P>>>,
         mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintTokenIn(scope, data, mintOptions),
         mintFlow: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintIn(scope, data, mintOptions),
       };

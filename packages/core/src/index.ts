@@ -34,6 +34,7 @@ export type {
   StoreErrorEvent,
 } from './events.js';
 export {
+  type AdmitOptions,
   createStateGuard,
   type GuardRequest,
   type MintedState,

@@ -1,6 +1,6 @@
 import type { Awaitable } from './crypto/awaitable.js';
 import { MrtrError, OutcomeUnknownError, RoundInProgressError, StateReplayedError } from './errors.js';
-import type { OpenedState } from './guard-types.js';
+import type { AdmitOptions, OpenedState } from './guard-types.js';
 import type { ClaimResult, ReplayStore, SpendOptions, StateCodec, StoreCapabilities } from './interfaces.js';
 import { createOwners, createRetrier, keepLease } from './outcome-lease.js';
 import { createOutcomeSeal, fingerprint } from './outcome-seal.js';
@@ -34,7 +34,16 @@ type Opened = OpenedState;
  *   `outcome` is what its first attempt recorded. Run nothing.
  */
 export type Admission<S> =
-  | { readonly state: S; readonly replay: false; record(outcome: JsonValue): Promise<boolean> }
+  | {
+      readonly state: S;
+      readonly replay: false;
+      /**
+       * 0 for a round's first run; with `reclaim` (at-least-once), one more for each run after an earlier one stopped
+       * unrecorded: a fencing token for the effect (pass it downstream so that a second run can be told apart).
+       */
+      readonly fence: number;
+      record(outcome: JsonValue): Promise<boolean>;
+    }
   | { readonly state: S; readonly replay: true; readonly outcome: JsonValue };
 
 export interface OutcomeDeps {
@@ -72,7 +81,7 @@ export interface OutcomeDeps {
 const retryAfter = (leaseLeftMs: number | undefined): number => Math.max(1, Math.min(1_000, leaseLeftMs ?? 1_000));
 
 /** The claim of a state: `Admission` for its attempt. */
-export type Claim = <S extends Opened>(state: S, answers: JsonValue) => Promise<Admission<S>>;
+export type Claim = <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions) => Promise<Admission<S>>;
 
 const notRecorded = async (): Promise<boolean> => false;
 
@@ -97,18 +106,18 @@ const notRecorded = async (): Promise<boolean> => false;
 export function createOutcomes(deps: OutcomeDeps): Claim {
   const { store, consume, recordable } = deps;
   const recorded = store === undefined || deps.capabilities.outcomes === undefined ? undefined : createRecording(deps, store);
-  return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
-    if (store === undefined) return { state, replay: false, record: notRecorded };
+  return async <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions): Promise<Admission<S>> => {
+    if (store === undefined) return { state, replay: false, fence: 0, record: notRecorded };
     if (recorded === undefined) {
       await consume(state);
-      return { state, replay: false, record: notRecorded };
+      return { state, replay: false, fence: 0, record: notRecorded };
     }
     const allowed = recordable(state);
     if (!(typeof allowed === 'boolean' ? allowed : await allowed)) {
       await consume(state);
-      return { state, replay: false, record: notRecorded };
+      return { state, replay: false, fence: 0, record: notRecorded };
     }
-    return recorded(state, answers);
+    return recorded(state, answers, options);
   };
 }
 
@@ -130,12 +139,14 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     state: S,
     fp: string,
     settled: () => Promise<Settled>,
-    retryAfterMs?: number,
+    retryAfterMs: number | undefined,
+    reclaim: boolean,
   ): Promise<Admission<S>> => {
     const result = await waitAsOneOf(state.claims.sub, settled);
     if (result === NOTHING) throw new StateReplayedError();
     if (result === STILL_RUNNING) throw new RoundInProgressError({ retryAfterMs });
-    if (result === UNKNOWN) throw new OutcomeUnknownError();
+    // The lease lapsed while this retry waited: at-least-once rounds are retried at once (the next claim takes over).
+    if (result === UNKNOWN) throw reclaim ? new RoundInProgressError({ retryAfterMs: 1 }) : new OutcomeUnknownError();
     return { state, replay: true, outcome: await unseal(state, fp, result.outcome) };
   };
 
@@ -170,6 +181,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     key: string,
     owner: string | undefined,
     expiresAtMs: number,
+    fence: number,
   ): Admission<S> => {
     let settle!: (settled: Settled) => void;
     inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
@@ -202,13 +214,20 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
         }
       }
     };
-    return { state, replay: false, record };
+    return { state, replay: false, fence, record };
   };
 
   /** The claim, on the store; a claim whose reply was lost is given back in the background (its round never ran). */
-  const claimIn = async (state: Opened, id: string, expiresAtMs: number, fp: string, owner: string | undefined): Promise<ClaimResult> => {
+  const claimIn = async (
+    state: Opened,
+    id: string,
+    expiresAtMs: number,
+    fp: string,
+    owner: string | undefined,
+    reclaim: boolean,
+  ): Promise<ClaimResult> => {
     const base = spendOptions(state);
-    const options = owner === undefined ? base : { ...base, owner, leaseMs };
+    const options = owner === undefined ? base : { ...base, owner, leaseMs, ...(reclaim && { reclaim: true }) };
     try {
       return await fromStore(() => store.claim!(id, expiresAtMs, fp, options));
     } catch (error) {
@@ -219,8 +238,9 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     }
   };
 
-  return async <S extends Opened>(state: S, answers: JsonValue): Promise<Admission<S>> => {
+  return async <S extends Opened>(state: S, answers: JsonValue, admit?: AdmitOptions): Promise<Admission<S>> => {
     clock.assertWithin();
+    const reclaim = admit?.reclaim === true;
     const { id, expiresAtMs } = ledger(state);
     const digest = fingerprint(state.claims.sub, answers);
     const fp = typeof digest === 'string' ? digest : await digest;
@@ -228,14 +248,14 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     const deadline = performance.now() + retryWaitMs;
 
     const local = inflight.get(key);
-    if (local !== undefined) return wait(state, fp, () => within(local, deadline));
+    if (local !== undefined) return wait(state, fp, () => within(local, deadline), undefined, reclaim);
 
     const owner = leases ? nextOwner() : undefined;
-    const found = await claimIn(state, id, expiresAtMs, fp, owner);
+    const found = await claimIn(state, id, expiresAtMs, fp, owner, reclaim);
     switch (found.status) {
       case 'first':
         stalled.delete(key);
-        return own(state, id, fp, key, owner, expiresAtMs);
+        return own(state, id, fp, key, owner, expiresAtMs, found.fence ?? 0);
       case 'recorded':
         if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
         return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
@@ -243,7 +263,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
         // A round polled for a whole wait already: this retry asked the store once, and is not polled again.
         if (stalled.has(key, now())) throw new RoundInProgressError({ retryAfterMs: retryAfter(found.leaseLeftMs) });
         stalled.delete(key);
-        return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline), retryAfter(found.leaseLeftMs));
+        return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline), retryAfter(found.leaseLeftMs), reclaim);
       case 'unknown':
         throw new OutcomeUnknownError();
       default:

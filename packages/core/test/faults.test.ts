@@ -17,6 +17,7 @@ import { fakeClock, testCodec } from './helpers.js';
 interface Entry {
   exp: number;
   fp: string;
+  fence?: number;
   owner?: string | undefined;
   leaseUntil?: number | undefined;
   outcome?: string | undefined;
@@ -75,7 +76,13 @@ function leasedStore(clock: { now(): number }) {
         }
         if (h.fp !== fp) return { status: 'replayed' };
         if (h.outcome !== undefined) return h.outcome === '' ? { status: 'replayed' } : { status: 'recorded', outcome: h.outcome };
-        if (h.leaseUntil !== undefined && h.leaseUntil < storeNow()) return { status: 'unknown' };
+        if (h.leaseUntil !== undefined && h.leaseUntil < storeNow()) {
+          if (options?.reclaim !== true || leaseUntil === undefined) return { status: 'unknown' };
+          h.owner = options.owner;
+          h.leaseUntil = leaseUntil;
+          h.fence = (h.fence ?? 0) + 1;
+          return { status: 'first', fence: h.fence };
+        }
         return { status: 'pending', ...(h.leaseUntil !== undefined && { leaseLeftMs: h.leaseUntil - storeNow() }) };
       }),
     record: (id, fp, outcome, options) =>
@@ -187,6 +194,35 @@ describe('leases', () => {
     expect(typeof (unknown as { principal: string }).principal).toBe('string');
     // Other answers are still a replay, never a second run.
     expect(await codeOf(other.admit(token, req(), { confirm: { action: 'decline' } }))).toBe('ERR_STATE_REPLAYED');
+  });
+
+  it('a tool that opts in to at-least-once (reclaim) runs again after the lease lapsed, with the next fence; the old run cannot record', async () => {
+    const { guard, ledger, clock, make } = setup({ leaseMs: 300 });
+    const token = await guard.mint(null, req());
+    const first = await guard.admit(token, req(), yes, { reclaim: true });
+    if (first.replay) throw new Error('first must run');
+    expect(first.fence).toBe(0);
+    // Its instance is cut off; the lease lapses.
+    ledger.faults.down = true;
+    clock.advance(400);
+    await run(400);
+    ledger.faults.down = false;
+    const other = make();
+    const again = await other.admit(token, req(), yes, { reclaim: true });
+    if (again.replay) throw new Error('the retry must run the round again');
+    expect(again.fence).toBe(1);
+    expect(await first.record({ run: 0 })).toBe(false);
+    expect(await again.record({ run: 1 })).toBe(true);
+    expect(await make().admit(token, req(), yes, { reclaim: true })).toMatchObject({ replay: true, outcome: { run: 1 } });
+    // Without the opt-in the same situation is "outcome unknown".
+    const token2 = await guard.mint(null, req());
+    const once = await guard.admit(token2, req(), yes);
+    if (once.replay) throw new Error('first must run');
+    ledger.faults.down = true;
+    clock.advance(400);
+    await run(400);
+    ledger.faults.down = false;
+    expect(await codeOf(make().admit(token2, req(), yes))).toBe('ERR_OUTCOME_UNKNOWN');
   });
 
   it('a claim whose reply was lost is released in the background: the next identical retry owns the round', async () => {

@@ -41,7 +41,8 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registr
       checkServer('registerTool', server);
       checkName('registerTool', name);
       checkHandler('registerTool', handler);
-      const { task: taskSupport, taskInput, ...sdkConfig } = (config ?? {}) as ToolConfig;
+      const { task: taskSupport, taskInput, reclaim, ...sdkConfig } = (config ?? {}) as ToolConfig;
+      if (reclaim !== undefined && typeof reclaim !== 'boolean') throw new TypeError('mrtr.registerTool: reclaim must be a boolean');
       if (taskSupport !== undefined && taskSupport !== 'optional' && taskSupport !== 'required') {
         throw new TypeError('mrtr.registerTool: task must be "optional" or "required"');
       }
@@ -63,6 +64,7 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registr
             args,
             ctx,
             sessionCapabilities: session,
+            reclaim,
             invoke: async (need, who) => {
               const result = await handler(args, ctx, need);
               if (!isTaskMarker(result)) return result as RoundResult | undefined;

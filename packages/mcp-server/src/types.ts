@@ -72,6 +72,13 @@ export interface ToolConfig<
    * @default [] (the work asks nothing, or only after task.can)
    */
   taskInput?: readonly InputRequestKind[];
+  /**
+   * At-least-once instead of at-most-once for this tool's rounds (with `recordOutcomes` and a store that declares
+   * `leases`): when the instance running a round dies before its result is recorded, an identical retry runs the round
+   * again — with `need.fence` one higher — instead of being told "outcome unknown". Only for an effect that is safe to
+   * run twice or that takes the fence downstream (an idempotency key, a fencing token). @default false
+   */
+  reclaim?: boolean;
 }
 /** The config of `mrtr.registerPrompt`: the SDK's `registerPrompt` config. */
 export interface PromptConfig<A extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined>

@@ -122,6 +122,8 @@ export function askOptionsOf(marker: AskMarker): AskOptions {
 
 export interface NeedInit {
   round: number;
+  /** The admission's fence (0 but for a reclaimed round). */
+  fence?: number | undefined;
   maxRounds: number;
   prior: FlowData | undefined;
   responses: Record<string, unknown>;
@@ -146,6 +148,7 @@ const PRESUPPLIED = new Set<unknown>([undefined, 'ignore', 'accept']);
 /** One handler invocation's view of the flow. */
 export class NeedState implements ToolNeed {
   readonly round: number;
+  readonly fence: number;
   readonly maxRounds: number;
   readonly kept: JsonValue | undefined;
   readonly #stored: ReadonlyMap<string, [string, JsonValue]>;
@@ -166,6 +169,7 @@ export class NeedState implements ToolNeed {
 
   constructor(init: NeedInit) {
     this.round = init.round;
+    this.fence = init.fence ?? 0;
     this.maxRounds = init.maxRounds;
     this.#stored = new Map(Object.entries(init.prior?.a ?? {}));
     this.#pendingPins = new Map(Object.entries(init.prior?.p ?? {}));

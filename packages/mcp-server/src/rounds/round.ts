@@ -39,6 +39,8 @@ export interface Call {
    * stateless HTTP fallback.
    */
   sessionCapabilities: () => ClientCapabilities | undefined;
+  /** At-least-once: a round whose first run stopped unrecorded runs again (see `ToolConfig.reclaim`). */
+  reclaim?: boolean | undefined;
   /** Runs the handler; `principal` is who this request is (the round's state is bound to it, and so is a task it starts). */
   invoke: (need: NeedState, principal: RequestPrincipal) => Awaitable<RoundResult | undefined>;
 }
@@ -142,11 +144,13 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     if (typeof raw !== 'string') throw new StateMalformedError();
     const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
     if (!options.recordOutcomes) return rest(call, who, request, await request.open(raw).catch(fromGuard));
-    const admission: Admission<OpenedState> = await request.admit(raw, responses as JsonValue).catch(fromGuard);
+    const admission: Admission<OpenedState> = await request
+      .admit(raw, responses as JsonValue, call.reclaim === true ? { reclaim: true } : undefined)
+      .catch(fromGuard);
     if (admission.replay) return replayOutcome(admission.outcome);
     let outcome: Outcome | undefined;
     try {
-      const result = await rest(call, who, request, admission.state);
+      const result = await rest(call, who, request, admission.state, admission.fence);
       outcome = { r: result as unknown as JsonValue };
       return result;
     } catch (error) {
@@ -160,7 +164,13 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
   }
 
   /** A round from the opened state on: the handler, then its result or the next questions with a new state. */
-  async function rest(call: Call, who: RequestPrincipal, request: GuardRequest, opened: OpenedState | undefined): Promise<RoundResult> {
+  async function rest(
+    call: Call,
+    who: RequestPrincipal,
+    request: GuardRequest,
+    opened: OpenedState | undefined,
+    fence = 0,
+  ): Promise<RoundResult> {
     const { ctx, target } = call;
     let prior: FlowData | undefined;
     if (opened !== undefined) {
@@ -172,6 +182,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     const { allowed, lane } = allowedFor(call);
     const need = new NeedState({
       round: opened === undefined ? 1 : opened.flow.round + 1,
+      fence,
       maxRounds: guard.maxRounds,
       prior,
       responses: isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {},

@@ -49,6 +49,12 @@ export interface Need {
   /** Round of this call in its flow: 1 without a state, else the presented state's round + 1. */
   readonly round: number;
   /**
+   * 0, or for a tool registered with `reclaim: true` (at-least-once), how many earlier runs of this round stopped
+   * unrecorded (their instance died mid-round): a fencing token to pass to the effect, so that it can tell this run
+   * from an earlier one that may have got through.
+   */
+  readonly fence: number;
+  /**
    * Most states one flow may mint (`maxRounds` of `createMrtr`): `ask()` in round `maxRounds + 1` is refused
    * with `-32602` (`ERR_FLOW_ROUNDS`). A handler that may ask many times (e.g. polling for a page to be
    * completed) finishes with its own clear result once `round > maxRounds` instead.
