@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createStateGuard, KeyRing, type ReplayStore, type TaskRecord, type TaskStore } from '@mrtr/core';
-import { redactUrl, withDeadline } from '@mrtr/core/authoring';
+import { redactUrl, storeCapabilities, withDeadline } from '@mrtr/core/authoring';
 import { CODECS, type CodecName, codecFactory } from './codecs.js';
 import {
   colourEnabled,
@@ -30,13 +30,17 @@ line per check with ok, warn or fail:
   keys          MRTR_KEYS parses; how many keys, which one seals
   codec NAME    a real seal/open round trip through the state guard; a token sealed by every other key
                 of the ring opens too
-  STORE         a real consume of a throwaway id (first accepted, the replay refused), then removed
-  redis policy  maxmemory-policy (CONFIG, else INFO memory): anything but noeviction may evict consumed ids (the store
-                refuses it by default, and when it cannot tell)
+  STORE         a real consume of a throwaway id (first accepted, the replay refused), its expiry on the store's
+                clock; then removed
+  redis policy  maxmemory-policy (CONFIG, else INFO memory): anything but noeviction fails (Redis may evict consumed
+                ids, and the store refuses it by default), and so does a policy neither command shows (the store
+                refuses to consume until it can tell, unless evictionPolicyCheck is 'accept-unknown')
   redis persistence
-                RDB or AOF (INFO persistence): without either a restart empties the ledger
+                AOF or RDB snapshots (INFO persistence, CONFIG GET save): ok with either; warns when both are off (a
+                restart empties the ledger) or it cannot tell
   redis clock   Redis TIME against this host (Redis expires ids by its own clock)
-  sql schema    the table's columns, primary key (ns, id) and expiry index (PostgreSQL and SQLite)
+  sql schema    the table's columns (lease_until and fence too), primary key (ns, id), expiry index and its epoch
+                table TABLE_epoch (PostgreSQL and SQLite)
   sql clock     the database clock against this host (PostgreSQL)
   STORE tasks   the task store on the same backend: a probe task (its own namespace, a random principal, a
                 10 s ttl) created, read back, completed and read back, then removed
@@ -98,11 +102,35 @@ function skewCheck(name: string, skew: number, rtt: number, skewMs: number, note
 let clockOffsetMs = 0;
 const hostNow = (): number => Date.now() + clockOffsetMs;
 
+/**
+ * Now by the store's clock when it declares one (it refuses an expiry at or before it, `ERR_STATE_EXPIRED`), else by
+ * this host's. A store clock that does not answer, or a store package from before capabilities: this host's clock
+ * (the consume then reports the store; the clock line reports the clock).
+ */
+async function storeNow(store: ReplayStore, timeoutMs: number, label: string): Promise<number> {
+  let clock = false;
+  try {
+    clock = storeCapabilities(store).clock;
+  } catch {
+    // An older store package declares no capabilities: it judges expiry by the time it is given.
+  }
+  if (!clock || store.time === undefined) return hostNow();
+  try {
+    return await withTimeout(store.time(), timeoutMs, label);
+  } catch {
+    return hostNow();
+  }
+}
+
+/** How long the throwaway id is to live: past both consumes on a slow store, and deleted after anyway. */
+const PROBE_ID_TTL_MS = 60_000;
+
 async function consumeTwice(store: ReplayStore, timeoutMs: number, label: string): Promise<{ id: string; check: Check }> {
   const id = `doctor-${randomBytes(16).toString('base64url')}`;
+  const expiresAtMs = (await storeNow(store, timeoutMs, label)) + PROBE_ID_TTL_MS;
   const started = performance.now();
-  const first = await withTimeout(store.consume(id, Date.now() + 60_000), timeoutMs, label);
-  const second = await withTimeout(store.consume(id, Date.now() + 60_000), timeoutMs, label);
+  const first = await withTimeout(store.consume(id, expiresAtMs), timeoutMs, label);
+  const second = await withTimeout(store.consume(id, expiresAtMs), timeoutMs, label);
   const ms = performance.now() - started;
   if (first === true && second === false) {
     return {
@@ -269,47 +297,83 @@ async function checkMemory(add: (c: Check) => void, timeoutMs: number): Promise<
   }
 }
 
+type EvictionCheck = import('@mrtr/store-redis').EvictionCheck;
+type PersistenceCheck = import('@mrtr/store-redis').PersistenceCheck;
+
+/** The `redis policy` line: what the store itself does with the policy it reads (by default it refuses all but noeviction). */
+function policyLine(policy: EvictionCheck): Check {
+  const name = 'redis policy';
+  if (policy.status === 'safe') return { name, status: 'ok', detail: `maxmemory-policy ${policy.policy}: consumed ids are never evicted` };
+  if (policy.status === 'evicting') {
+    return {
+      name,
+      status: 'fail',
+      detail: `maxmemory-policy ${policy.policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again, so the store refuses to consume on it by default; use noeviction`,
+    };
+  }
+  const why = policy.error === undefined ? '' : ` (${errorText(policy.error)})`;
+  return {
+    name,
+    status: 'fail',
+    detail: `cannot read maxmemory-policy from CONFIG or INFO${why}: the store refuses to consume until it can tell (evictionPolicyCheck: 'accept-unknown' accepts it once you know it is noeviction)`,
+  };
+}
+
+const onOff = (value: boolean | undefined): string => (value === undefined ? 'unknown' : value ? 'on' : 'off');
+
+/** The `redis persistence` line: ok with AOF or RDB snapshots, warn when both are off or it cannot tell. */
+function persistenceLine(found: PersistenceCheck): Check {
+  const name = 'redis persistence';
+  if ('error' in found) {
+    return {
+      name,
+      status: 'warn',
+      detail: `cannot read INFO persistence (${errorText(found.error)}): check that Redis persists its data (RDB or AOF); a restart without either empties the ledger`,
+    };
+  }
+  if (found.status === 'persistent') {
+    return {
+      name,
+      status: 'ok',
+      detail:
+        found.aof === true
+          ? `AOF on${found.rdb === true ? ', RDB snapshots on' : ''}: a restart keeps the ledger`
+          : 'RDB snapshots on, AOF off: a restart keeps the ledger as of the last snapshot (appendonly yes keeps every consume)',
+    };
+  }
+  if (found.status === 'volatile') {
+    return {
+      name,
+      status: 'warn',
+      detail:
+        'RDB snapshots and AOF are off: a restart empties the ledger; states minted before it are then refused (ERR_LEDGER_LOST) until they expire. Turn on AOF (appendonly yes) to keep it',
+    };
+  }
+  return {
+    name,
+    status: 'warn',
+    detail: `AOF ${onOff(found.aof)}, RDB snapshots ${onOff(found.rdb)} (INFO persistence does not say, and CONFIG GET save is refused or silent): check that Redis persists its data; a restart without either empties the ledger`,
+  };
+}
+
 /**
  * The two ways a Redis forgets spent ids: eviction under memory pressure (the policy, read through the store: `CONFIG`,
  * else `INFO memory` on a managed Redis that refuses `CONFIG`) and a restart without persistence (`INFO persistence`).
+ * Each read is two commands at most, each bounded by the store's command timeout: twice that here.
  */
 async function checkRedisLedger(
   add: (c: Check) => void,
   store: import('@mrtr/store-redis').RedisReplayStore,
   timeoutMs: number,
 ): Promise<void> {
-  const policy = await withTimeout(store.checkEvictionPolicy(), timeoutMs, 'redis').catch((error: unknown) => ({
-    status: 'unknown' as const,
-    error,
-  }));
-  if (policy.status === 'safe') {
-    add({ name: 'redis policy', status: 'ok', detail: `maxmemory-policy ${policy.policy}: consumed ids are never evicted` });
-  } else if (policy.status === 'evicting') {
-    add({
-      name: 'redis policy',
-      status: 'fail',
-      detail: `maxmemory-policy ${policy.policy}: under memory pressure Redis may evict consumed ids (they carry a TTL), and a used state would be accepted again, so the store refuses to consume on it by default; use noeviction`,
-    });
-  } else {
-    add({
-      name: 'redis policy',
-      status: 'fail',
-      detail: `cannot read maxmemory-policy from CONFIG or INFO (${errorText(policy.error)}): the store refuses to consume until it can tell (evictionPolicyCheck: 'accept-unknown' accepts it)`,
-    });
-  }
-  const persistence = await withTimeout(store.checkPersistence(), timeoutMs, 'redis').catch(() => ({ status: 'unknown' as const }));
-  add(
-    persistence.status === 'persistent'
-      ? { name: 'redis persistence', status: 'ok', detail: 'RDB or AOF is on: a restart keeps the ledger' }
-      : persistence.status === 'volatile'
-        ? {
-            name: 'redis persistence',
-            status: 'warn',
-            detail:
-              'RDB snapshots and AOF are off: a restart empties the ledger; states minted before it are then refused (ERR_LEDGER_LOST) until they expire. Turn on AOF (appendonly yes) to keep it',
-          }
-        : { name: 'redis persistence', status: 'warn', detail: 'cannot read INFO persistence: check that Redis persists its data' },
+  const policy = await withTimeout(store.checkEvictionPolicy(), timeoutMs * 2, 'redis').catch(
+    (error: unknown): EvictionCheck => ({ status: 'unknown', error }),
   );
+  add(policyLine(policy));
+  const persistence = await withTimeout(store.checkPersistence(), timeoutMs * 2, 'redis').catch(
+    (error: unknown): PersistenceCheck => ({ status: 'unknown', error }),
+  );
+  add(persistenceLine(persistence));
 }
 
 async function checkRedis(add: (c: Check) => void, url: string, timeoutMs: number, skewMs: number): Promise<void> {

@@ -30,9 +30,33 @@ async function sql(text: string): Promise<void> {
   }
 }
 
+/** The side tables the stores create next to a table: the replay store's outcome budget and ledger epoch, the task counts. */
+const SIDE_TABLES = ['', '_budget', '_epoch', '_counts'];
+
 afterAll(async () => {
-  if (DATABASE_URL !== undefined && tables.length > 0) await sql(`DROP TABLE IF EXISTS ${tables.map((t) => `"${t}"`).join(', ')}`);
+  if (DATABASE_URL === undefined || tables.length === 0) return;
+  await sql(`DROP TABLE IF EXISTS ${tables.flatMap((t) => SIDE_TABLES.map((side) => `"${t}${side}"`)).join(', ')}`);
 });
+
+/** The column types of the schema checks' DDL, per dialect (see `@mrtr/store-sql`'s schema.ts). */
+const DDL_TYPES = {
+  postgres: { owner: 'text', fp: 'text', outcome: 'text', lease_until: 'bigint', fence: 'integer', ns: 'text', epoch_ms: 'bigint' },
+  sqlite: { owner: 'TEXT', fp: 'TEXT', outcome: 'TEXT', lease_until: 'INTEGER', fence: 'INTEGER', ns: 'TEXT', epoch_ms: 'INTEGER' },
+} as const;
+type Dialect = keyof typeof DDL_TYPES;
+type AddedColumn = 'owner' | 'fp' | 'outcome' | 'lease_until' | 'fence';
+
+/** The `sql schema` warning for a replay table of an earlier version, missing `columns`. */
+const missingColumns = (dialect: Dialect, t: string, columns: AddedColumn[]): string =>
+  `no ${columns.join(', ')} columns (a table of an earlier version): the store adds them before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ALTER TABLE "${t}" ${columns.map((c) => `ADD COLUMN ${c} ${DDL_TYPES[dialect][c]}`).join(', ')}`;
+
+/** The `sql schema` warning for a replay table without its epoch table. */
+const missingEpoch = (dialect: Dialect, t: string): string =>
+  `no table ${t}_epoch (the ledger epoch, of an earlier version): the store creates it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs CREATE TABLE IF NOT EXISTS "${t}_epoch" (ns ${DDL_TYPES[dialect].ns} NOT NULL, epoch_ms ${DDL_TYPES[dialect].epoch_ms} NOT NULL, PRIMARY KEY (ns))`;
+
+/** The `sql schema` summary of a replay table as the store makes it. */
+const replaySummary = (t: string): string =>
+  `columns (ns, id, expires_at, owner, fp, outcome, lease_until, fence), primary key (ns, id), expiry index, epoch table ${t}_epoch (ns, epoch_ms)`;
 
 describe('mrtr doctor without services', () => {
   it('memory store: keys and every codec ok, the one-process store warns; exit 0 (1 with --strict)', async () => {
@@ -156,14 +180,18 @@ describe('mrtr doctor without services', () => {
 });
 
 describe.skipIf(REDIS_URL === undefined)('mrtr doctor on Redis', () => {
-  it('consume, eviction policy and clock: ok', async () => {
+  it('consume, eviction policy, persistence and clock: ok (persistence ok or warn, as the shared Redis is set up)', async () => {
     const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL! } });
     const out = lines(r.stdout);
     expect(out[2]).toMatch(/^ok {4}redis +consume of a throwaway id: first accepted, replay refused \(.+ for both\) at redis:\/\//);
-    expect(out[4]).toMatch(/^ok {4}redis clock +(in step with|\d+ ms (ahead of|behind)) this host \(round trip .+; tolerated 5 s\)$/);
-    // The shared Redis of the test environment is expected to be noeviction; the policy line follows it.
-    expect(out[3]).toMatch(/^(ok {2}|warn) {2}redis policy +maxmemory-policy /);
-    expect(out[5]).toMatch(/^ok {4}redis tasks +probe task created, read, completed and read back \(.+ for all four\) at redis:\/\//);
+    // The shared Redis of the test environment is expected to be noeviction (anything else fails the run).
+    expect(out[3]).toBe('ok    redis policy   maxmemory-policy noeviction: consumed ids are never evicted');
+    // Its persistence is the machine's: either answer is pinned (a private redis-server pins each below).
+    expect(out[4]).toMatch(
+      /^(ok {4}redis persistence (AOF on|RDB snapshots on)|warn {2}redis persistence RDB snapshots and AOF are off: a restart empties the ledger)/,
+    );
+    expect(out[5]).toMatch(/^ok {4}redis clock +(in step with|\d+ ms (ahead of|behind)) this host \(round trip .+; tolerated 5 s\)$/);
+    expect(out[6]).toMatch(/^ok {4}redis tasks +probe task created, read, completed and read back \(.+ for all four\) at redis:\/\//);
     expect(r.code).toBe(0);
   });
 
@@ -180,7 +208,7 @@ describe.skipIf(REDIS_URL === undefined)('mrtr doctor on Redis', () => {
     const fail = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], {
       env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, MRTR_CLOCK_OFFSET_MS: '60000' },
     });
-    expect(clock(fail.stdout)).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^(\d+ s|1m( \d+ s)?) behind this host/) });
+    expect(clock(fail.stdout)).toMatchObject({ status: 'fail', detail: expect.stringMatching(/^(\d+ s|1m( \d+s)?) behind this host/) });
     expect(fail.code).toBe(1);
   });
 });
@@ -214,11 +242,14 @@ if (REDIS_SERVER === undefined) {
 
 describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-server', () => {
   const servers: ChildProcess[] = [];
+  // Where a server with persistence writes its files (never the package directory, the tests' cwd); made on first use.
+  let dataDir: string | undefined;
   const start = async (...args: string[]): Promise<string> => {
     const port = await freePort();
-    const child = spawn(REDIS_SERVER!, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], {
-      stdio: 'ignore',
-    });
+    dataDir ??= mkdtempSync(join(tmpdir(), 'mrtr-cli-doctor-redis-'));
+    const dir = mkdtempSync(join(dataDir, `${port}-`));
+    const base = ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'no'];
+    const child = spawn(REDIS_SERVER!, [...base, ...args], { stdio: 'ignore' });
     servers.push(child);
     const url = `redis://127.0.0.1:${port}`;
     for (let i = 0; i < 100; i++) {
@@ -235,8 +266,13 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
     }
     throw new Error('redis-server did not start');
   };
-  afterAll(() => {
-    for (const s of servers) s.kill('SIGKILL');
+  afterAll(async () => {
+    await Promise.all(
+      servers.map((s) =>
+        s.exitCode !== null || s.signalCode !== null ? undefined : new Promise((r) => s.once('exit', r).kill('SIGKILL')),
+      ),
+    );
+    if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('an evicting maxmemory-policy fails: consumed ids may be evicted, and the store refuses it by default', async () => {
@@ -272,11 +308,63 @@ describe.skipIf(REDIS_SERVER === undefined)('mrtr doctor on a throwaway redis-se
     });
   });
 
-  it('CONFIG disabled (managed Redis): the policy cannot be read, a warning says to check it', async () => {
-    const url = await start('--rename-command', 'CONFIG', '');
+  it('CONFIG refused (managed Redis): the policy is read from INFO memory; an evicting one fails naming it', async () => {
+    const url = await start('--rename-command', 'CONFIG', '', '--maxmemory-policy', 'volatile-lru');
     const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: url } });
-    expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/warn +redis policy +cannot read maxmemory-policy .*check that it is noeviction/);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^ok {4}redis +consume of a throwaway id/m);
+    expect(r.stdout).toMatch(
+      /^fail {2}redis policy +maxmemory-policy volatile-lru: under memory pressure Redis may evict consumed ids .* refuses .* use noeviction$/m,
+    );
+    // INFO says AOF is off; without CONFIG GET save, and with no snapshot seen, RDB cannot be told.
+    expect(r.stdout).toMatch(
+      /^warn {2}redis persistence AOF off, RDB snapshots unknown \(INFO persistence does not say, and CONFIG GET save is refused or silent\): check that Redis persists its data/m,
+    );
+    const safe = await start('--rename-command', 'CONFIG', '');
+    const s = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: safe } });
+    expect(s.stdout).toMatch(/^ok {4}redis policy +maxmemory-policy noeviction: consumed ids are never evicted$/m);
+    expect(s.code).toBe(0);
+  });
+
+  it('CONFIG and INFO both refused: the policy is unknown, which fails (the store refuses to consume until it can tell)', async () => {
+    const url = await start('--user', 'doctor', 'on', '>pw', '~*', '&*', '+@all', '-config', '-info');
+    const env = { MRTR_KEYS: KEYS, REDIS_URL: url.replace('redis://', 'redis://doctor:pw@') };
+    const r = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^ok {4}redis +consume of a throwaway id/m);
+    expect(r.stdout).toMatch(
+      /^fail {2}redis policy +cannot read maxmemory-policy from CONFIG or INFO \(.*NOPERM.*config.*\): the store refuses to consume until it can tell \(evictionPolicyCheck: 'accept-unknown' accepts it once you know it is noeviction\)$/m,
+    );
+    expect(r.stdout).toMatch(
+      /^warn {2}redis persistence cannot read INFO persistence \(.*NOPERM.*info.*\): check that Redis persists its data/m,
+    );
+    expect(r.stdout).not.toContain(':pw@');
+  });
+
+  it('persistence: none warns (a restart empties the ledger); AOF is ok; RDB snapshots alone are ok, naming what they lose', async () => {
+    const volatile = await start();
+    const v = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--json'], { env: { MRTR_KEYS: KEYS, REDIS_URL: volatile } });
+    const line = (stdout: string) => JSON.parse(stdout).checks.find((c: { name: string }) => c.name === 'redis persistence');
+    expect(line(v.stdout)).toEqual({
+      name: 'redis persistence',
+      status: 'warn',
+      detail:
+        'RDB snapshots and AOF are off: a restart empties the ledger; states minted before it are then refused (ERR_LEDGER_LOST) until they expire. Turn on AOF (appendonly yes) to keep it',
+    });
+    expect(v.code).toBe(0);
+    expect(
+      (await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--strict'], { env: { MRTR_KEYS: KEYS, REDIS_URL: volatile } })).code,
+    ).toBe(1);
+    const aof = await start('--appendonly', 'yes');
+    const a = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac'], { env: { MRTR_KEYS: KEYS, REDIS_URL: aof } });
+    expect(lines(a.stdout)).toContain('ok    redis persistence AOF on: a restart keeps the ledger');
+    expect(a.code).toBe(0);
+    const rdb = await start('--save', '3600 1');
+    const b = await runCli(['doctor', '--store', 'redis', '--codec', 'hmac', '--strict'], { env: { MRTR_KEYS: KEYS, REDIS_URL: rdb } });
+    expect(lines(b.stdout)).toContain(
+      'ok    redis persistence RDB snapshots on, AOF off: a restart keeps the ledger as of the last snapshot (appendonly yes keeps every consume)',
+    );
+    expect(b.code).toBe(0);
   });
 });
 
@@ -290,7 +378,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const out = lines(r.stdout);
     expect(out[2]).toMatch(
       new RegExp(
-        `^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`,
+        `^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome, lease_until, fence\\), primary key \\(ns, id\\), expiry index, epoch table ${t}_epoch \\(ns, epoch_ms\\)$`,
       ),
     );
     expect(out[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused .* at postgres:\/\//);
@@ -299,7 +387,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     expect(again.code).toBe(0);
     expect(lines(again.stdout)[2]).toMatch(
       new RegExp(
-        `^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome\\), primary key \\(ns, id\\), expiry index$`,
+        `^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome, lease_until, fence\\), primary key \\(ns, id\\), expiry index, epoch table ${t}_epoch \\(ns, epoch_ms\\)$`,
       ),
     );
     expect(lines(again.stdout).at(-1)).toBe('7 ok, 0 warn, 0 fail');
@@ -327,20 +415,18 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     expect(f.stdout).toMatch(/column expires_at is integer, not bigint/);
   });
 
-  it('a table of an earlier version (no owner, fp, outcome columns) warns with the migration; the store adds the columns', async () => {
+  it('a table of an earlier version (no owner, fp, outcome, lease_until, fence columns, no epoch table) warns with the migration; the store adds them', async () => {
     const old = table('noowner');
     await sql(`CREATE TABLE "${old}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, id))`);
     await sql(`CREATE INDEX "${old}_exp" ON "${old}" (expires_at)`);
     const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
     expect(r.code).toBe(0);
-    expect(lines(r.stdout)[2]).toMatch(
-      new RegExp(
-        `^warn  sql schema +table "${old}": no owner, fp, outcome columns .*ALTER TABLE "${old}" ADD COLUMN owner text, ADD COLUMN fp text, ADD COLUMN outcome text$`,
-      ),
+    expect(lines(r.stdout)[2]).toBe(
+      `warn  sql schema     table "${old}": ${missingColumns('postgres', old, ['owner', 'fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('postgres', old)}`,
     );
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
-    expect(lines(again.stdout)[2]).toMatch(/^ok {4}sql schema +table ".*": columns \(ns, id, expires_at, owner, fp, outcome\)/);
+    expect(lines(again.stdout)[2]).toBe(`ok    sql schema     table "${old}": ${replaySummary(old)}`);
     // The version before outcome recording: owner but no fp and outcome.
     const noOutcome = table('nooutcome');
     await sql(
@@ -348,10 +434,8 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     );
     await sql(`CREATE INDEX "${noOutcome}_exp" ON "${noOutcome}" (expires_at)`);
     const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noOutcome], { env });
-    expect(lines(w.stdout)[2]).toMatch(
-      new RegExp(
-        `^warn  sql schema +table "${noOutcome}": no fp, outcome columns .*ALTER TABLE "${noOutcome}" ADD COLUMN fp text, ADD COLUMN outcome text$`,
-      ),
+    expect(lines(w.stdout)[2]).toBe(
+      `warn  sql schema     table "${noOutcome}": ${missingColumns('postgres', noOutcome, ['fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('postgres', noOutcome)}`,
     );
     const wrongOwner = table('wrongowner');
     await sql(
@@ -360,6 +444,45 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const f = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', wrongOwner], { env });
     expect(f.code).toBe(1);
     expect(f.stdout).toMatch(/column owner is bytea, not text/);
+  });
+
+  it('the version before leases and the epoch (owner, fp, outcome): warns naming lease_until, fence and the epoch table; then ok', async () => {
+    const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
+    const before = table('nolease');
+    await sql(
+      `CREATE TABLE "${before}" (ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, PRIMARY KEY (ns, id))`,
+    );
+    await sql(`CREATE INDEX "${before}_exp" ON "${before}" (expires_at)`);
+    const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', before], { env });
+    expect(r.code).toBe(0);
+    expect(lines(r.stdout)[2]).toBe(
+      `warn  sql schema     table "${before}": ${missingColumns('postgres', before, ['lease_until', 'fence'])}; ${missingEpoch('postgres', before)}`,
+    );
+    expect(lines(r.stdout)[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused/);
+    const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', before, '--strict'], { env });
+    expect(lines(again.stdout)[2]).toBe(`ok    sql schema     table "${before}": ${replaySummary(before)}`);
+    expect(again.code).toBe(0);
+  });
+
+  it('the epoch table alone missing warns with its CREATE TABLE; an epoch table without its primary key fails', async () => {
+    const env = { MRTR_KEYS: KEYS, DATABASE_URL: DATABASE_URL! };
+    const columns =
+      'ns text NOT NULL, id text NOT NULL, expires_at bigint NOT NULL, owner text, fp text, outcome text, lease_until bigint, fence integer, PRIMARY KEY (ns, id)';
+    const noEpoch = table('noepoch');
+    await sql(`CREATE TABLE "${noEpoch}" (${columns})`);
+    await sql(`CREATE INDEX "${noEpoch}_exp" ON "${noEpoch}" (expires_at)`);
+    const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noEpoch], { env });
+    expect(w.code).toBe(0);
+    expect(lines(w.stdout)[2]).toBe(`warn  sql schema     table "${noEpoch}": ${missingEpoch('postgres', noEpoch)}`);
+    const badEpoch = table('badepoch');
+    await sql(`CREATE TABLE "${badEpoch}" (${columns})`);
+    await sql(`CREATE INDEX "${badEpoch}_exp" ON "${badEpoch}" (expires_at)`);
+    await sql(`CREATE TABLE "${badEpoch}_epoch" (ns text NOT NULL, epoch_ms bigint NOT NULL)`);
+    const f = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', badEpoch], { env });
+    expect(f.code).toBe(1);
+    expect(lines(f.stdout)[2]).toBe(
+      `fail  sql schema     table "${badEpoch}": ${badEpoch}_epoch: no PRIMARY KEY (ns): the ledger epoch is not one per namespace`,
+    );
   });
 
   it('a skewed host clock fails the SQL clock check', async () => {
@@ -448,19 +571,16 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor: the PostgreSQL task st
 
 describe.skipIf(REDIS_URL === undefined || DATABASE_URL === undefined)('mrtr doctor with the full server environment', () => {
   it('REDIS_URL and DATABASE_URL both set: both stores are checked by default', async () => {
-    const r = await runCli(['doctor', '--table', table('both'), '--tasks-table', table('both_tasks')], {
-      env: { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! },
-    });
-    const names = lines(r.stdout)
-      .slice(0, -1)
-      .map((l) => l.slice(6, 20).trim());
-    expect(names).toEqual([
+    const env = { MRTR_KEYS: KEYS, REDIS_URL: REDIS_URL!, DATABASE_URL: DATABASE_URL! };
+    const args = ['doctor', '--table', table('both'), '--tasks-table', table('both_tasks')];
+    const names = [
       'keys',
       'codec hmac',
       'codec jwe',
       'codec aead',
       'redis',
       'redis policy',
+      'redis persistence',
       'redis clock',
       'redis tasks',
       'sql schema',
@@ -468,15 +588,53 @@ describe.skipIf(REDIS_URL === undefined || DATABASE_URL === undefined)('mrtr doc
       'sql clock',
       'task schema',
       'postgres tasks',
-    ]);
+    ];
+    const r = await runCli(args, { env });
+    // A name longer than the column (redis persistence) is followed by one space.
+    expect(
+      lines(r.stdout)
+        .slice(0, -1)
+        .map((l) => /^(ok|warn|fail) +(\S+(?: \S+)?) /.exec(l)?.[2]),
+    ).toEqual(names);
     expect(r.stdout).not.toMatch(/^fail/m);
+    const j = JSON.parse((await runCli([...args, '--json'], { env })).stdout) as { checks: { name: string; status: string }[] };
+    expect(j.checks.map((c) => c.name)).toEqual(names);
+    expect(j.checks.filter((c) => c.status === 'fail')).toEqual([]);
+  });
+
+  // A store on its own clock refuses an expiry at or before it (ERR_STATE_EXPIRED): the throwaway id's expiry is read
+  // from the store's clock, so a host two minutes behind still checks single use (and its clock lines fail).
+  it('a host whose clock is 2 min behind: every consume still checks single use, on the store clock; the clock lines fail', async () => {
+    const preload = new URL('./fixtures/skewed-clock.mjs', import.meta.url).href;
+    const r = await runCli(
+      ['doctor', '--codec', 'hmac', '--store', 'memory,redis,postgres,sqlite', '--sqlite-file', ':memory:', '--table', table('skew')],
+      {
+        env: {
+          MRTR_KEYS: KEYS,
+          REDIS_URL: REDIS_URL!,
+          DATABASE_URL: DATABASE_URL!,
+          NODE_OPTIONS: `--import=${preload}`,
+          MRTR_TEST_CLOCK_SKEW_MS: '-120000',
+        },
+      },
+    );
+    expect(r.code).toBe(1);
+    for (const store of ['redis', 'postgres', 'sqlite'])
+      expect(r.stdout).toMatch(new RegExp(`^ok {4}${store} +consume of a throwaway id: first accepted, replay refused`, 'm'));
+    expect(r.stdout).toMatch(/^warn {2}memory +consume of a throwaway id: first accepted, replay refused/m);
+    expect(r.stdout).toMatch(/^fail {2}redis clock +(1m \d+s|2m( \d+s)?) ahead of this host/m);
+    expect(r.stdout).toMatch(/^fail {2}sql clock +(1m \d+s|2m( \d+s)?) ahead of this host/m);
+    expect(r.stdout).not.toMatch(/ERR_STATE_EXPIRED/);
   });
 });
 
 describe('mrtr doctor on SQLite (--store sqlite)', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'mrtr-cli-doctor-sqlite-'));
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-  const file = (name: string) => join(dir, `${name}.sqlite`);
+  // Made on first use: a run that skips these tests (a -t filter) runs no afterAll here, and leaves nothing.
+  let dir: string | undefined;
+  afterAll(() => {
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+  const file = (name: string) => join((dir ??= mkdtempSync(join(tmpdir(), 'mrtr-cli-doctor-sqlite-'))), `${name}.sqlite`);
   const run = (args: string[], env: Record<string, string> = {}) =>
     runCli(['doctor', '--codec', 'hmac', ...args], { env: { MRTR_KEYS: KEYS, ...env } });
   /** A database file prepared with `setup` (WAL, as the store leaves a file it owns). */
@@ -495,8 +653,9 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     expect(r.code).toBe(0);
     const out = lines(r.stdout);
     expect(out[2]).toMatch(
-      /^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/,
+      /^warn {2}sql schema +table "mrtr_replay" was missing: the store creates it on its first consume .*; created now: /,
     );
+    expect(out[2]!.endsWith(`; created now: ${replaySummary('mrtr_replay')}`)).toBe(true);
     expect(out[3]).toMatch(
       new RegExp(`^ok {4}sqlite +consume of a throwaway id: first accepted, replay refused \\(.*\\) in ${path.replaceAll('.', '\\.')}$`),
     );
@@ -507,9 +666,7 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const again = await run(['--store', 'sqlite', '--sqlite-file', path, '--strict']);
     expect(again.code).toBe(0);
     expect(lines(again.stdout).slice(2)).toEqual([
-      expect.stringMatching(
-        /^ok {4}sql schema +table "mrtr_replay": columns \(ns, id, expires_at, owner, fp, outcome\), primary key \(ns, id\), expiry index$/,
-      ),
+      `ok    sql schema     table "mrtr_replay": ${replaySummary('mrtr_replay')}`,
       expect.stringMatching(/^ok {4}sqlite +consume of a throwaway id/),
       'ok    task schema    table "mrtr_tasks": columns (ns, task_id, principal, live, version, expires_at, record), primary key (ns, task_id), principal and expiry indexes',
       expect.stringMatching(
@@ -571,7 +728,7 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     expect(r.stdout).toMatch(/^fail {2}sqlite +no database file: pass --sqlite-file PATH \(or set MRTR_SQLITE_FILE\)$/m);
   });
 
-  it('schema problems: no primary key fails, missing owner/fp/outcome columns warn with the migration, a rollback journal warns', async () => {
+  it('schema problems: no primary key fails, missing owner/fp/outcome/lease_until/fence columns and epoch table warn with the migration, a rollback journal warns', async () => {
     const noPk = prepared('nopk', 'CREATE TABLE mrtr_replay (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT)');
     const f = await run(['--store', 'sqlite', '--sqlite-file', noPk]);
     expect(f.code).toBe(1);
@@ -584,10 +741,24 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     );
     const w = await run(['--store', 'sqlite', '--sqlite-file', old]);
     expect(w.code).toBe(0);
-    expect(w.stdout).toMatch(
-      /^warn {2}sql schema +table "mrtr_replay": no owner, fp, outcome columns .* ALTER TABLE "mrtr_replay" ADD COLUMN owner TEXT, ADD COLUMN fp TEXT, ADD COLUMN outcome TEXT$/m,
+    expect(lines(w.stdout)[2]).toBe(
+      `warn  sql schema     table "mrtr_replay": ${missingColumns('sqlite', 'mrtr_replay', ['owner', 'fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('sqlite', 'mrtr_replay')}`,
     );
     expect(w.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id/m);
+
+    // The version before leases and the epoch: outcomes, but no lease_until, fence or epoch table; the store adds them.
+    const noLease = prepared(
+      'nolease',
+      'CREATE TABLE mrtr_replay (ns TEXT NOT NULL, id TEXT NOT NULL, expires_at INTEGER NOT NULL, owner TEXT, fp TEXT, outcome TEXT, PRIMARY KEY (ns, id)); CREATE INDEX mrtr_replay_exp ON mrtr_replay (expires_at)',
+    );
+    const l = await run(['--store', 'sqlite', '--sqlite-file', noLease]);
+    expect(l.code).toBe(0);
+    expect(lines(l.stdout)[2]).toBe(
+      `warn  sql schema     table "mrtr_replay": ${missingColumns('sqlite', 'mrtr_replay', ['lease_until', 'fence'])}; ${missingEpoch('sqlite', 'mrtr_replay')}`,
+    );
+    expect(lines(l.stdout)[3]).toMatch(/^ok {4}sqlite +consume of a throwaway id/);
+    const added = await run(['--store', 'sqlite', '--sqlite-file', noLease]);
+    expect(lines(added.stdout)[2]).toBe(`ok    sql schema     table "mrtr_replay": ${replaySummary('mrtr_replay')}`);
 
     const rollback = file('rollback');
     new Database(rollback).close();

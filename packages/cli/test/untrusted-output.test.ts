@@ -146,8 +146,23 @@ function parseCommand(buffer: Buffer): { args: string[]; used: number } | undefi
 }
 
 /**
- * Speaks enough RESP for the doctor: SET NX accepts then refuses (single use holds), CONFIG GET answers a
- * hostile maxmemory-policy, TIME and EVALSHA (the task store's first script) answer a hostile error.
+ * The replay store's consume script (`EVALSHA sha numkeys <ledger>%e id… ARGV`): per id 1 the first time, 0 after
+ * (single use holds), then the ledger epoch. `undefined` for any other script.
+ */
+function consumeReply(args: string[], seen: Set<string>): string | undefined {
+  const keys = args.slice(2, 2 + Number(args[1]));
+  if (keys.length < 2 || !keys[0]!.endsWith('%e')) return undefined;
+  const replies = keys.slice(1).map((key) => {
+    const first = !seen.has(key);
+    seen.add(key);
+    return first ? ':1\r\n' : ':0\r\n';
+  });
+  return `*${keys.length}\r\n${replies.join('')}${bulk('0')}`;
+}
+
+/**
+ * Speaks enough RESP for the doctor: the consume script (and SET NX) accepts then refuses (single use holds), CONFIG
+ * GET answers a hostile maxmemory-policy, TIME and every other EVALSHA (the task store's first script) a hostile error.
  */
 function fakeRedis(): Promise<{ url: string; server: Server }> {
   const server = createServer((socket) => {
@@ -175,8 +190,10 @@ function fakeRedis(): Promise<{ url: string; server: Server }> {
           case 'CONFIG':
             socket.write(`*2\r\n${bulk('maxmemory-policy')}${bulk(EVIL)}`);
             break;
-          case 'TIME':
           case 'EVALSHA':
+            socket.write(consumeReply(args, seen) ?? `-ERR ${EVIL_LINE}\r\n`);
+            break;
+          case 'TIME':
             socket.write(`-ERR ${EVIL_LINE}\r\n`);
             break;
           default:
@@ -207,6 +224,8 @@ describe('mrtr doctor never prints store text raw (issue 19 item 4)', () => {
       expectSafe(out);
       expect(out).toContain(`redis policy   maxmemory-policy ${ESCAPED}: under memory pressure`);
       expect(out).toContain(`redis clock    cannot read TIME: ERR ${ESCAPED_LINE}`);
+      // Its INFO persistence names neither AOF nor RDB, and its CONFIG GET save answers no save: it cannot tell.
+      expect(out).toMatch(/^warn {2}redis persistence AOF unknown, RDB snapshots unknown \(INFO persistence does not say/m);
       expect(out).toMatch(/^fail {2}redis tasks +probe task: create failed: ERR_STORE_UNAVAILABLE .*: ERR /m);
       expect(out).toContain(`: ERR ${ESCAPED_LINE} at redis://127.0.0.1:`);
     }
