@@ -33,6 +33,8 @@ export interface OperationDeps {
   readonly store: ReplayStore | undefined;
   readonly codecId: string;
   readonly events: EventSink<GuardEvent> | undefined;
+  /** The guard's clock (the time of a `round.unknown`). */
+  readonly now: () => number;
 }
 
 const elapsed = (start: number): number => performance.now() - start;
@@ -47,7 +49,7 @@ const ANSWERED: ReadonlySet<MrtrErrorCode> = new Set<MrtrErrorCode>([
 const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(error) ? error.code : undefined);
 
 /** The event reports of the guard's operations: what every event carries, timed store steps, refusals. */
-function createReports(events: EventSink<GuardEvent>, codecId: string) {
+function createReports(events: EventSink<GuardEvent>, codecId: string, now: () => number) {
   const base = (request: RequestContext) => ({ method: request?.method, target: request?.target, codec: codecId });
 
   /** A store step (`consume`, `claim`, an admission's `record`) timed; reports `store.error` on a store failure. */
@@ -91,7 +93,7 @@ function createReports(events: EventSink<GuardEvent>, codecId: string) {
     events.emit({ type: 'state.rejected', ...base(request), ...known, code, operation, tokenBytes, durationMs });
     if (code === 'ERR_OUTCOME_UNKNOWN' && state !== undefined) {
       const { sub, iat } = state.claims;
-      events.emit({ type: 'round.unknown', ...base(request), ...known, principal: sub, issuedAt: iat, at: Date.now() } as GuardEvent);
+      events.emit({ type: 'round.unknown', ...base(request), ...known, principal: sub, issuedAt: iat, at: now() } as GuardEvent);
     }
   };
   return { base, storeStep, rejected };
@@ -115,7 +117,7 @@ function unreported({ verifyNow, mintNow, singleUse, store }: OperationDeps): Gu
 /** With `onEvent`: each step reported (`state.opened`/`state.retried`/`state.rejected`/`store.error`, `flow.started`/`state.minted`). */
 function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOperations {
   const { verifyNow, mintNow, singleUse, store } = deps;
-  const { base, storeStep, rejected } = createReports(events, deps.codecId);
+  const { base, storeStep, rejected } = createReports(events, deps.codecId, deps.now);
 
   /** Every open of a state: the checks (1–8), then its single-use step: none, `consume`, or `claim`. */
   const openIn = async (

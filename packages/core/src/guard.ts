@@ -75,6 +75,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     store,
     codecId: codec.id,
     events,
+    now,
   });
 
   return {

@@ -190,7 +190,7 @@ describe('leases', () => {
     ledger.faults.down = false;
     expect(await codeOf(other.admit(token, req(), yes))).toBe('ERR_OUTCOME_UNKNOWN');
     const unknown = events.find((e) => e.type === 'round.unknown');
-    expect(unknown).toMatchObject({ type: 'round.unknown', method: 'tools/call', target: 'deploy', round: 2 });
+    expect(unknown).toMatchObject({ type: 'round.unknown', method: 'tools/call', target: 'deploy', round: 2, at: clock.now() });
     expect(typeof (unknown as { principal: string }).principal).toBe('string');
     // Other answers are still a replay, never a second run.
     expect(await codeOf(other.admit(token, req(), { confirm: { action: 'decline' } }))).toBe('ERR_STATE_REPLAYED');
