@@ -187,10 +187,10 @@ export interface ReplayStore {
   /**
    * With `leases`. Gives back `id` when `owner` holds an unrecorded claim of it (compare-and-delete: the id is free
    * again, as if never claimed). For an owner that knows its round never ran (its claim's reply was lost, or it gave up
-   * waiting for it). Resolves `true` when it gave a claim back now, `false` when `owner` held no unrecorded claim of
-   * `id` (given back before, never landed, recorded, or another owner's: nothing changed). Either way `owner` holds no
-   * unrecorded claim of `id` once it resolves, so running it again after a lost reply is safe (the answer may differ:
-   * callers act on the resolution, not on the boolean).
+   * waiting for it). Resolves `true` when `owner` holds no claim of `id` afterwards (given back now or before, or never
+   * landed), `false` when another owner's claim or a recorded outcome holds it (nothing changed). Running it twice answers
+   * as once, as long as no other owner claimed the id in between (then `false`: the guard acts on the resolution, not on
+   * the boolean).
    */
   release?(id: string, owner: string): Promise<boolean>;
   /**

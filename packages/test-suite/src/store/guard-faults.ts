@@ -10,7 +10,7 @@ const CONCURRENCY = 10;
 /** How long a stalled store call holds its reply before its instance gives up on it (the store's own timeout). */
 const STALL_MS = 150;
 /** Attempts at a flow's last round while the faults last; attempts once they healed; how long the run may take. */
-const FAULTY_ATTEMPTS = 4;
+const FAULTY_ATTEMPTS = 20;
 const MAX_ATTEMPTS = 200;
 const RUN_MS = 60_000;
 /** Once the faults heal, every flow is answered within this (the issue's bound). */
@@ -134,6 +134,8 @@ async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): 
     links.every((link) => link.faults > 0),
     'the run must have met faults on both instances',
   );
+  // While the faults last, clients retrying the same request complete (the faults heal round by round).
+  ok(answers.size >= FLOWS * 0.99, `at least 99 % of flows must complete under the faults (${answers.size} of ${FLOWS})`);
 
   // The faults heal. Within 5 s every flow's identical retry gets its answer — the claims whose replies were lost are
   // given back, the records that failed land — and none stays in progress.
@@ -163,5 +165,4 @@ async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): 
     const effect = effects.get(i)?.[0];
     ok(effect === result, `flow ${i}: the client was answered ${result}, the effect was ${String(effect)}`);
   }
-  ok(answers.size >= FLOWS * 0.99, `at least 99 % of flows must complete (${answers.size} of ${FLOWS})`);
 }
