@@ -15,6 +15,7 @@ import {
   style,
   UsageError,
   writeJson,
+  writeLines,
 } from './io.js';
 import { checkRing, DEFAULT_SKEW_MS, splitEntries } from './keys.js';
 import { loadOptional, STORE_PACKAGES } from './optional.js';
@@ -279,7 +280,7 @@ export async function doctor(io: Io, args: string[]): Promise<number> {
     const s = style(colourEnabled(io.stdout, io.env));
     const lines = checks.map((c) => statusLine(s, c.status, c.name, c.detail));
     lines.push(`${counts.ok} ok, ${counts.warn} warn, ${counts.fail} fail`);
-    io.stdout.write(`${lines.join('\n')}\n`);
+    writeLines(io.stdout, lines);
   }
   return failed ? EXIT_BAD : EXIT_OK;
 }

@@ -16,6 +16,7 @@ import {
   toned,
   UsageError,
   writeJson,
+  writeLines,
 } from './io.js';
 import { DEFAULT_SKEW_MS } from './keys.js';
 import { duration, parseInstant, when } from './time.js';
@@ -194,7 +195,7 @@ function textOutput(io: Io, token: string, detected: Detected): Output {
           ? `unrecognised, ${token.length} characters`
           : `${detected.codec} codec, format ${detected.format}, kid ${detected.kid === undefined ? '(none)' : `"${detected.kid}"`}, ${token.length} characters${detected.codec === 'hmac' ? '' : ', claims encrypted'}`,
       ),
-    write: () => io.stdout.write(`${lines.join('\n')}\n`),
+    write: () => writeLines(io.stdout, lines),
   };
 }
 

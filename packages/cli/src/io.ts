@@ -79,6 +79,14 @@ export function statusLine(s: Style, status: Status, name: string, detail: strin
   return render(s, toned(tone, status.padEnd(4)), '  ', escapeText(name).padEnd(14), ' ', detail);
 }
 
+/**
+ * Writes lines of terminal output, each made by {@link render} or {@link statusLine} (or a literal): the one sink of
+ * the commands' text output, so that every line that can quote a file, the environment or a server is escaped.
+ */
+export function writeLines(stream: NodeJS.WritableStream, lines: readonly string[]): void {
+  stream.write(`${lines.join('\n')}\n`);
+}
+
 /** A command line parsed: the options' values by name, and the positionals. */
 export interface ParsedArgs {
   values: Record<string, string | boolean | undefined>;

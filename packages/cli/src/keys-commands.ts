@@ -10,13 +10,29 @@ import {
   dateKid,
   KID_PATTERN,
   newSecret,
+  assertPlainKeyFile,
   planRotation,
   readKeySource,
   readKeysValue,
+  type RingReport,
   splitEntries,
   writeKeyFile,
 } from './keys.js';
-import { colourEnabled, EXIT_BAD, EXIT_OK, intValue, type Io, parseCommand, statusLine, style, UsageError, writeJson } from './io.js';
+import {
+  colourEnabled,
+  EXIT_BAD,
+  EXIT_OK,
+  intValue,
+  type Io,
+  parseCommand,
+  render,
+  statusLine,
+  style,
+  toned,
+  UsageError,
+  writeJson,
+  writeLines,
+} from './io.js';
 
 export const KEYGEN_HELP = `Usage: mrtr keygen [--kid ID] [--bytes N] [--env | --jwks] [--json]
 
@@ -45,7 +61,7 @@ export async function keygen(io: Io, args: string[], now: () => number): Promise
   const bytes = intValue('bytes', values.bytes, 32, 32, 1024);
   if (values.jwks) {
     if (values.env || values.json) throw new UsageError('--jwks prints JSON already: not with --env or --json');
-    io.stdout.write(`${JSON.stringify(toJwks([{ kid, secret: newSecret(bytes) }]), null, 2)}\n`);
+    writeJson(io, toJwks([{ kid, secret: newSecret(bytes) }]));
     return EXIT_OK;
   }
   const entry = `${kid}:${newSecret(bytes)}`;
@@ -131,7 +147,7 @@ export async function keysCheck(io: Io, args: string[], now: () => number = Date
   } else if (report.problems.length === 0) {
     out.push(statusLine(s, 'fail', 'ring', `invalid (${source}): fix the entries above`));
   }
-  io.stdout.write(`${out.join('\n')}\n`);
+  writeLines(io.stdout, out);
   return report.ok ? EXIT_OK : EXIT_BAD;
 }
 
@@ -142,8 +158,9 @@ With --file (a key file read by every replica's KeyProvider): writes the rotatio
 schedule, no restart and no manual steps. The new key is published now and starts sealing at
 now + --propagation-ms on every replica at once (within the clock skew); the keys in the file stop
 opening ttl + 2 × skew after that. Keys already gone are removed. The file is written as a JWK Set
-(atomically, mode 0600); nothing secret is printed. --propagation-ms must exceed the providers'
-refreshMs plus the clock skew (default ${DEFAULT_PROPAGATION_MS}, 15 min: three times the default refresh).
+(atomically, mode 0600; a key file that is a symbolic link is refused); nothing secret is printed.
+--propagation-ms must exceed the providers' refreshMs plus the clock skew (default ${DEFAULT_PROPAGATION_MS}, 15 min:
+three times the default refresh).
 
 Reads the current MRTR_KEYS value and prints the rotation to a new primary key as three rollout
 steps, each with its full MRTR_KEYS value (the output contains secrets: treat it like the value):
@@ -191,12 +208,13 @@ export async function keysRotate(io: Io, args: string[], now: () => number): Pro
   const report = checkRing(text);
   const s = style(colourEnabled(io.stdout, io.env));
   if (!report.ok) {
-    const reasons = [...report.problems, ...report.entries.flatMap((e) => e.problems.map((p) => `${e.kid ?? `entry ${e.index}`}: ${p}`))];
+    const reasons = ringProblems(report);
     if (values.json) writeJson(io, { ok: false, source, problems: reasons });
     else
-      io.stderr.write(
-        `${s.fail('error')}: the current value (${source}) is invalid: ${reasons.join('; ')}\nRun "mrtr keys check" for details.\n`,
-      );
+      writeLines(io.stderr, [
+        render(s, toned('fail', 'error'), `: the current value (${source}) is invalid: ${reasons.join('; ')}`),
+        'Run "mrtr keys check" for details.',
+      ]);
     return EXIT_BAD;
   }
   const entries = splitEntries(text);
@@ -209,24 +227,31 @@ export async function keysRotate(io: Io, args: string[], now: () => number): Pro
     return EXIT_OK;
   }
   const out = [
-    `Rotation of the ring from ${source} (${entries.map((e) => e.kid).join(', ')}; "${entries[0]!.kid}" seals) to the new primary "${kid}" (${bytes} bytes).`,
-    s.warn('The values below contain secrets: store them like MRTR_KEYS itself.'),
+    render(
+      s,
+      `Rotation of the ring from ${source} (${entries.map((e) => e.kid).join(', ')}; "${entries[0]!.kid}" seals) to the new primary "${kid}" (${bytes} bytes).`,
+    ),
+    render(s, toned('warn', 'The values below contain secrets: store them like MRTR_KEYS itself.')),
     '',
   ];
   for (const step of plan.steps) {
-    out.push(s.bold(`Step ${step.step}: ${step.title}`));
-    out.push(`  MRTR_KEYS=${step.value}`);
-    out.push(s.dim(`  keys ${step.kids.join(', ')}; "${step.primary}" seals`));
-    out.push(`  Why: ${step.why}.`);
+    out.push(render(s, toned('bold', `Step ${step.step}: ${step.title}`)));
+    out.push(render(s, `  MRTR_KEYS=${step.value}`));
+    out.push(render(s, toned('dim', `  keys ${step.kids.join(', ')}; "${step.primary}" seals`)));
+    out.push(render(s, `  Why: ${step.why}.`));
     out.push('');
   }
-  out.push(`Next value (after step 3): MRTR_KEYS=${plan.next}`);
+  out.push(render(s, `Next value (after step 3): MRTR_KEYS=${plan.next}`));
   out.push(
-    s.dim(
-      'Single instance: step 2 can be deployed directly (the ring changes at the restart). With several instances, skipping step 1 makes instances not yet updated refuse states sealed with the new key (ERR_KEY_UNKNOWN) for as long as the rollout takes.',
+    render(
+      s,
+      toned(
+        'dim',
+        'Single instance: step 2 can be deployed directly (the ring changes at the restart). With several instances, skipping step 1 makes instances not yet updated refuse states sealed with the new key (ERR_KEY_UNKNOWN) for as long as the rollout takes.',
+      ),
     ),
   );
-  io.stdout.write(`${out.join('\n')}\n`);
+  writeLines(io.stdout, out);
   return EXIT_OK;
 }
 
@@ -258,7 +283,7 @@ function checkJwks(io: Io, text: string, source: string, json: boolean, now: num
       statusLine(s, 'ok', 'ring', `valid JWK Set (${source}): ${open} key${open === 1 ? '' : 's'} can open, "${report.primaryKid}" seals`),
     );
   }
-  io.stdout.write(`${out.join('\n')}\n`);
+  writeLines(io.stdout, out);
   return report.ok ? EXIT_OK : EXIT_BAD;
 }
 
@@ -271,6 +296,7 @@ async function rotateFile(io: Io, values: Record<string, string | boolean | unde
   const propagationMs = intValue('propagation-ms', values['propagation-ms'], DEFAULT_PROPAGATION_MS, 0, 30 * 86_400_000);
   if (typeof values.kid === 'string' && !KID_PATTERN.test(values.kid))
     throw new UsageError('--kid must be 1-32 characters of [A-Za-z0-9_-]');
+  await assertPlainKeyFile(file, 'keys rotate');
   const { text } = await readKeySource(io, undefined, file, 'keys rotate');
   const t = now();
   const report = text.startsWith('{') ? checkKeySet(text, t) : undefined;
@@ -280,10 +306,7 @@ async function rotateFile(io: Io, values: Record<string, string | boolean | unde
     current = parseKeySet(text);
   } else {
     const ring = checkRing(text);
-    if (!ring.ok) {
-      const reasons = [...ring.problems, ...ring.entries.flatMap((e) => e.problems.map((p) => `${e.kid ?? `entry ${e.index}`}: ${p}`))];
-      return rotateRefused(io, values.json === true, file, reasons);
-    }
+    if (!ring.ok) return rotateRefused(io, values.json === true, file, ringProblems(ring));
     current = parseKeySet(text);
   }
   const taken = new Set(current.map((k) => k.kid));
@@ -306,17 +329,34 @@ async function rotateFile(io: Io, values: Record<string, string | boolean | unde
       (d) => `  ${d.kid}: stops opening at ${d.at} (ttl ${duration(ttlMs)} + 2 × skew ${duration(skewMs)} after ${kid} starts sealing)`,
     ),
     ...removed.map((r) => `  ${r}: removed (already gone)`),
-    s.dim(
-      `Every replica's KeyProvider must read the file within ${duration(propagationMs)} (its refreshMs plus the clock skew must be less); "mrtr keys check --file ${file}" shows the schedule.`,
+  ].map((line) => render(s, line));
+  out.push(
+    render(
+      s,
+      toned(
+        'dim',
+        `Every replica's KeyProvider must read the file within ${duration(propagationMs)} (its refreshMs plus the clock skew must be less); "mrtr keys check --file ${file}" shows the schedule.`,
+      ),
     ),
-  ];
-  io.stdout.write(`${out.join('\n')}\n`);
+  );
+  writeLines(io.stdout, out);
   return EXIT_OK;
 }
 
+/** Every problem of an invalid ring, each entry's prefixed with its kid or position. */
+function ringProblems(ring: RingReport): string[] {
+  return [...ring.problems, ...ring.entries.flatMap((e) => e.problems.map((p) => `${e.kid ?? `entry ${e.index}`}: ${p}`))];
+}
+
+/** A refused key file: the reasons quote the file (a member name, a kid), so they are escaped like every line. */
 function rotateRefused(io: Io, json: boolean, file: string, reasons: string[]): number {
   if (json) writeJson(io, { ok: false, source: file, problems: reasons });
-  else
-    io.stderr.write(`error: the key file ${file} is invalid: ${reasons.join('; ')}\nRun "mrtr keys check --file ${file}" for details.\n`);
+  else {
+    const s = style(colourEnabled(io.stderr, io.env));
+    writeLines(io.stderr, [
+      render(s, toned('fail', 'error'), `: the key file ${file} is invalid: ${reasons.join('; ')}`),
+      render(s, `Run "mrtr keys check --file ${file}" for details.`),
+    ]);
+  }
   return EXIT_BAD;
 }

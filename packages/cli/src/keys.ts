@@ -1,5 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { readFile, rename, writeFile } from 'node:fs/promises';
+import { constants as fsConstants, type Stats } from 'node:fs';
+import { type FileHandle, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { KeyRing, parseKeySet, type ScheduledKey } from '@mrtr/core';
 import { base64urlDecode, MIN_KEY_BYTES } from '@mrtr/core/authoring';
 import { duration } from './time.js';
@@ -327,9 +329,76 @@ export function checkKeySet(text: string, now: number): KeySetReport {
   return { ok: problems.length === 0, format: 'jwks', keys: entries, problems, primaryKid: sealer?.kid };
 }
 
-/** Writes `text` to `path` atomically (a temporary file renamed over it), readable by its owner only. */
-export async function writeKeyFile(path: string, text: string): Promise<void> {
-  const temporary = `${path}.${process.pid}.tmp`;
-  await writeFile(temporary, text, { mode: 0o600 });
-  await rename(temporary, path);
+/**
+ * Refuses a key file that is not a plain file: a symbolic link (a rotation would replace the link, or, read through
+ * it, rotate a file somewhere else) or a device, FIFO or directory. A missing file is fine (it is created).
+ */
+export async function assertPlainKeyFile(path: string, command: string): Promise<void> {
+  let stats: Stats;
+  try {
+    stats = await lstat(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new UsageError(`${command}: cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+  if (stats.isSymbolicLink()) {
+    throw new UsageError(`${command}: ${path} is a symbolic link; refusing to write a key file through it (pass the real file)`);
+  }
+  if (!stats.isFile()) throw new UsageError(`${command}: ${path} is not a regular file`);
+}
+
+/** Exclusive create (never an existing file, never through a link), write only. */
+const CREATE_FLAGS = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | (fsConstants.O_NOFOLLOW ?? 0);
+/** Names tried before giving up: a clash of 128 random bits is an attack or a broken random source. */
+const TEMPORARY_ATTEMPTS = 4;
+
+/** A fresh temporary name beside `path` (same directory, so the rename is atomic), unguessable. */
+export const temporaryName = (path: string): string => `${path}.${randomBytes(16).toString('hex')}.tmp`;
+
+/**
+ * Writes `text` to `path` atomically, readable by its owner only (0600): into a new file created exclusively under an
+ * unguessable name beside it (never an existing file or a link planted there), synced, renamed over `path` (rename
+ * replaces a link at `path`, it never writes through it; a link there is refused first), then the directory synced.
+ * `nameFor` is for tests.
+ */
+export async function writeKeyFile(path: string, text: string, nameFor: (path: string) => string = temporaryName): Promise<void> {
+  await assertPlainKeyFile(path, 'keys rotate');
+  const { handle, temporary } = await createTemporary(path, nameFor);
+  try {
+    await handle.writeFile(text, 'utf8');
+    await handle.chmod(0o600); // the umask may have narrowed it; never wider
+    await handle.sync();
+    await handle.close();
+    await rename(temporary, path);
+  } catch (error) {
+    await handle.close().catch(() => undefined);
+    await unlink(temporary).catch(() => undefined);
+    throw error;
+  }
+  await syncDirectory(dirname(path));
+}
+
+async function createTemporary(path: string, nameFor: (path: string) => string): Promise<{ handle: FileHandle; temporary: string }> {
+  for (let attempt = 1; ; attempt++) {
+    const temporary = nameFor(path);
+    try {
+      return { handle: await open(temporary, CREATE_FLAGS, 0o600), temporary };
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if ((code !== 'EEXIST' && code !== 'ELOOP') || attempt >= TEMPORARY_ATTEMPTS) {
+        throw new UsageError(`keys rotate: cannot create a temporary file beside ${path}: ${code ?? 'error'}`);
+      }
+    }
+  }
+}
+
+/** Makes the rename durable (POSIX; Windows cannot open a directory, and its rename is durable on its own). */
+async function syncDirectory(directory: string): Promise<void> {
+  if (process.platform === 'win32') return;
+  const handle = await open(directory, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
