@@ -84,7 +84,8 @@ const count = (kind: string) =>
     }),
   );
 
-const mcp = createHttpHandler(() => {
+/** A new server per request (the SDK's web handler serves each on a fresh instance). */
+function buildServer(): McpServer {
   const server = new McpServer({ name: 'reports', version: '1.0.0' }, { ...mrtr.serverOptions });
   mrtr.registerTool(server, 'delete_report', { description: 'Deletes the report, after a confirmation' }, async (_args, _ctx, need) => {
     const answer = need.elicit('confirm', {
@@ -109,7 +110,14 @@ const mcp = createHttpHandler(() => {
     ),
   );
   return server;
-});
+}
+
+// 2026-07-28 clients only (`legacy: 'reject'`): a 2025-era client is answered at once with the SDK's unsupported-version
+// error (HTTP 400). Serving one needs a session, over which the server asks a protected tool's question on the streamed
+// response of its `tools/call`; an HTTP API buffers that response (the handler returns once, with the whole body), so
+// the question never reaches the client and the call hangs until a timeout, the tool never running. A session would
+// also live in one execution environment only, while the client's next request may land on another.
+const mcp = createHttpHandler(buildServer, { legacy: 'reject' });
 
 /**
  * Waits until nothing this invocation started is running: the work, then the write of its result (started when the

@@ -127,6 +127,54 @@ describe('AWS Lambda handler (DynamoDB store)', () => {
     expect(await runs('delete')).toBe(before + 1);
   });
 
+  /** An HTTP API v2 event carrying a 2025-era client's request (no `_meta` era fields; a session id once it has one). */
+  const legacyEvent = (method: string, params: Record<string, unknown>, session?: string): HttpApiEvent => {
+    const base = event(method, {});
+    const headers: Record<string, string | undefined> = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    };
+    if (method !== 'initialize') headers['mcp-protocol-version'] = '2025-11-25';
+    if (session !== undefined) headers['mcp-session-id'] = session;
+    return { ...base, headers, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }), isBase64Encoded: false };
+  };
+  /** The result of an invocation, or `'hung'` when it did not return within 10 s (the bound of a failing run only). */
+  const bounded = async (result: Promise<HttpApiResult>): Promise<HttpApiResult | 'hung'> => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const hung = new Promise<'hung'>((resolve) => (timer = setTimeout(() => resolve('hung'), 10_000)));
+    try {
+      return await Promise.race([result, hung]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  it('a 2025-era client is refused at once with -32022 (unsupported protocol version), never hung (a buffered response cannot carry its questions)', async () => {
+    const before = await runs('delete');
+    const init = await instances[0]!(
+      legacyEvent('initialize', {
+        protocolVersion: '2025-11-25',
+        capabilities: { elicitation: {} },
+        clientInfo: { name: 'old', version: '1' },
+      }),
+    );
+    expect(init.statusCode).toBe(400);
+    expect(init.headers['mcp-session-id']).toBeUndefined(); // no session was opened
+    const refusal = JSON.parse(init.body) as { error: { code: number; message: string; data: { supported: string[] } } };
+    expect(refusal.error).toEqual({
+      code: -32022,
+      message: 'Unsupported protocol version: 2025-11-25',
+      data: { supported: ['2026-07-28'], requested: '2025-11-25' },
+    });
+    // Its tools/call (here with a session id it could have got from another environment) is refused too, not hung
+    // waiting for an answer that the buffered response could never deliver; the tool did not run.
+    const call = await bounded(instances[1]!(legacyEvent('tools/call', { name: 'delete_report', arguments: {} }, 'a-session-id')));
+    expect(call).not.toBe('hung');
+    expect((call as HttpApiResult).statusCode).toBe(400);
+    expect(JSON.parse((call as HttpApiResult).body).error).toEqual(refusal.error);
+    expect(await runs('delete')).toBe(before);
+  });
+
   it('a task: created at once, its work done within the invocation, readable from the other instance', async () => {
     const before = await runs('build');
     const created = await invoke(0, event('tools/call', { name: 'build_report', arguments: {} }, 'alice', true));

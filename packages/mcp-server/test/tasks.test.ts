@@ -255,6 +255,34 @@ function mortal(store: TaskStore) {
   };
 }
 
+/**
+ * A 2025-era client's session on `handler`, spoken on the wire: its `initialize` (declaring `capabilities`) answered,
+ * then `post` for its further requests on that session.
+ */
+async function legacySession(
+  handler: { fetch(request: Request, extra?: { authInfo?: AuthInfo }): Promise<Response> },
+  capabilities: Record<string, unknown>,
+) {
+  const authInfo: AuthInfo = { token: 't', clientId: 'c', scopes: [], extra: { sub: 'alice' } };
+  let session: string | undefined;
+  let id = 0;
+  const post = async (method: string, params?: Record<string, unknown>) => {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+    if (session !== undefined) Object.assign(headers, { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' });
+    const body = method.startsWith('notifications/') ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', id: ++id, method, params };
+    const response = await handler.fetch(new Request('http://t/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), {
+      authInfo,
+    });
+    session ??= response.headers.get('mcp-session-id') ?? undefined;
+    const data = /^data: (.*)$/m.exec(await response.text())?.[1];
+    // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
+    return data === undefined ? undefined : (JSON.parse(data) as any);
+  };
+  const initialized = await post('initialize', { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'c', version: '1' } });
+  await post('notifications/initialized');
+  return { initialized, post };
+}
+
 describe('tasks extension', () => {
   it('advertises the extension in server/discover when a task tool is registered', async () => {
     const s = setup();
@@ -794,26 +822,7 @@ describe('tasks extension', () => {
       );
       return server;
     });
-    const authInfo: AuthInfo = { token: 't', clientId: 'c', scopes: [], extra: { sub: 'alice' } };
-    const open = async (capabilities: Record<string, unknown>) => {
-      let session: string | undefined;
-      let id = 0;
-      const post = async (method: string, params?: Record<string, unknown>) => {
-        const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
-        if (session !== undefined) Object.assign(headers, { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' });
-        const body = method.startsWith('notifications/') ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', id: ++id, method, params };
-        const response = await handler.fetch(new Request('http://t/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), {
-          authInfo,
-        });
-        session ??= response.headers.get('mcp-session-id') ?? undefined;
-        const data = /^data: (.*)$/m.exec(await response.text())?.[1];
-        // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
-        return data === undefined ? undefined : (JSON.parse(data) as any);
-      };
-      await post('initialize', { protocolVersion: '2025-11-25', capabilities, clientInfo: { name: 'c', version: '1' } });
-      await post('notifications/initialized');
-      return post;
-    };
+    const open = async (capabilities: Record<string, unknown>) => (await legacySession(handler, capabilities)).post;
     // The Inspector's CLI declares the extension in initialize by default: it could not follow a CreateTaskResult
     // (its user would see an empty result while the task ran on), so no task is created.
     for (const capabilities of [{ extensions: { [TASKS_EXTENSION]: {} }, elicitation: { form: {} } }, {}]) {
@@ -835,6 +844,49 @@ describe('tasks extension', () => {
       expect((await post('tasks/list', {})).error.code).toBe(-32601);
     }
     await handler.close();
+  });
+
+  it('a 2025-era initialize does not advertise the tasks extension (other extensions stay); 2026-07-28 requests still see it and get tasks', async () => {
+    const mrtr = createMrtr({ keys: KeyRing.generate(), codec: createHmacCodec, audience: 'x', tasks: { store: createMemoryTaskStore() } });
+    const build = (other: boolean) => () => {
+      const server = new McpServer({ name: 'x', version: '1' }, { ...mrtr.serverOptions });
+      if (other) server.server.registerCapabilities({ extensions: { 'example.com/other': { on: true } } } as never);
+      mrtr.registerTool(server, 'job', { task: 'optional' }, async (_args, _ctx, need) =>
+        need.task(async () => ({ content: [{ type: 'text', text: 'done' }] })),
+      );
+      return server;
+    };
+    for (const other of [false, true]) {
+      const handler = createHttpHandler(build(other));
+      const { initialized } = await legacySession(handler, { extensions: { [TASKS_EXTENSION]: {} } });
+      expect(initialized.result.protocolVersion).toBe('2025-11-25');
+      expect(initialized.result.capabilities.tools).toBeDefined();
+      expect(initialized.result.capabilities.extensions?.[TASKS_EXTENSION]).toBeUndefined();
+      expect(initialized.result.capabilities.extensions).toEqual(other ? { 'example.com/other': { on: true } } : undefined);
+      // The same factory, asked by a 2026-07-28 client: the extension is advertised and a task is created.
+      const modern = async (method: string, params: Record<string, unknown>) => {
+        const meta = {
+          'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities': { extensions: { [TASKS_EXTENSION]: {} } },
+        };
+        const headers: Record<string, string> = {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2026-07-28',
+          'mcp-method': method,
+          ...(typeof params.name === 'string' && { 'mcp-name': params.name }),
+        };
+        const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: meta } });
+        const authInfo: AuthInfo = { token: 't', clientId: 'c', scopes: [], extra: { sub: 'alice' } };
+        const response = await handler.fetch(new Request('http://t/mcp', { method: 'POST', headers, body }), { authInfo });
+        // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
+        return ((await response.json()) as { result: Record<string, any> }).result;
+      };
+      const discover = await modern('server/discover', {});
+      expect(discover.capabilities.extensions[TASKS_EXTENSION]).toEqual({});
+      expect((await modern('tools/call', { name: 'job', arguments: {} })).resultType).toBe('task');
+      await handler.close();
+    }
   });
 
   it('callers without a principal share a bound of their own (maxLiveUnauthenticated, 4 by default): one anonymous caller cannot take the store’s whole per-principal bound', async () => {

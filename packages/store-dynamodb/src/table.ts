@@ -9,7 +9,16 @@ import {
   UpdateItemCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
-import { BackgroundError, fnOption, intOption, optionsObject, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
+import {
+  BackgroundError,
+  base64urlEncode,
+  fnOption,
+  intOption,
+  optionsObject,
+  randomBytes,
+  StoreUnavailableError,
+  stringOption,
+} from '@mrtr/core/authoring';
 import { ServiceClock } from './clock.js';
 
 /** The connection options every store of this package takes. */
@@ -169,6 +178,11 @@ export const str = (value: AttributeValue | undefined): string | undefined => va
  * `limit` (one conditional `UpdateItem`); past the limit it first gives back the buckets that have ended (one read, one
  * conditional update), then tries once more. An amount is thus counted from `take` until its bucket ends: at most
  * `bucketMs` after its expiry, never less.
+ *
+ * `give` subtracts once, even when the SDK sends it again after its reply was lost: it carries a give-back id of its
+ * own, added to the bucket's set `g<N>` by the same update, which is conditioned on the id not being there yet (a
+ * resend finds it and changes nothing). Once answered, the id is taken out of the set again (one more `UpdateItem`),
+ * so that the item does not grow with every give-back; ids left behind go with their bucket.
  */
 export interface BucketCounter {
   take(amount: number, expiresAtMs: number, limit: number): Promise<boolean>;
@@ -177,22 +191,46 @@ export interface BucketCounter {
 
 export function bucketCounter(table: Table, key: Record<string, AttributeValue>, bucketMs: number): BucketCounter {
   const bucket = (expiresAtMs: number): string => `b${Math.floor(expiresAtMs / bucketMs)}`;
-  const add = (amount: number, expiresAtMs: number, limit: number | undefined) =>
+  /** Subtracts `amount` unless the give-back `id` did already (its id is in the bucket's set `g<N>`); then forgets the id. */
+  const subtract = async (amount: number, expiresAtMs: number, id: string): Promise<void> => {
+    const b = bucket(expiresAtMs);
+    const names = { '#t': 't', '#b': b, '#g': `g${b.slice(1)}` };
+    const ids = { SS: [id] };
+    await table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: 'SET #t = if_not_exists(#t, :zero) + :n, #b = if_not_exists(#b, :zero) + :n ADD #g :ids',
+        ConditionExpression: 'NOT contains(#g, :id)',
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: { ':n': { N: String(-amount) }, ':zero': { N: '0' }, ':ids': ids, ':id': { S: id } },
+      }),
+    ); // 'condition': this give-back landed already (the SDK sent it again after its reply was lost)
+    // Tidying only: the bytes are given back either way, and an id left behind goes with its bucket.
+    await table
+      .send(
+        new UpdateItemCommand({
+          TableName: table.tableName,
+          Key: key,
+          UpdateExpression: 'DELETE #g :ids',
+          ExpressionAttributeNames: { '#g': names['#g'] },
+          ExpressionAttributeValues: { ':ids': ids },
+        }),
+      )
+      .catch(() => undefined);
+  };
+  const add = (amount: number, expiresAtMs: number, limit: number) =>
     table.send(
       new UpdateItemCommand({
         TableName: table.tableName,
         Key: key,
         UpdateExpression: 'SET #t = if_not_exists(#t, :zero) + :n, #b = if_not_exists(#b, :zero) + :n',
-        ...(limit === undefined ? {} : { ConditionExpression: 'attribute_not_exists(#t) OR #t <= :room' }),
+        ConditionExpression: 'attribute_not_exists(#t) OR #t <= :room',
         ExpressionAttributeNames: { '#t': 't', '#b': bucket(expiresAtMs) },
-        ExpressionAttributeValues: {
-          ':n': { N: String(amount) },
-          ':zero': { N: '0' },
-          ...(limit === undefined ? {} : { ':room': { N: String(limit - amount) } }),
-        },
+        ExpressionAttributeValues: { ':n': { N: String(amount) }, ':zero': { N: '0' }, ':room': { N: String(limit - amount) } },
       }),
     );
-  /** Gives back up to 64 ended buckets; true when something was given back. */
+  /** Gives back up to 64 ended buckets (and drops the give-back ids left in their sets); true when something was given back. */
   const reclaim = async (): Promise<boolean> => {
     const item = await readItem(table, key);
     if (item === undefined) return false;
@@ -206,6 +244,7 @@ export function bucketCounter(table: Table, key: Record<string, AttributeValue>,
     let sum = 0;
     ended.forEach((name, i) => {
       names[`#b${i}`] = name;
+      names[`#g${i}`] = `g${name.slice(1)}`;
       values[`:v${i}`] = item[name]!;
       sum += num(item[name]) ?? 0;
     });
@@ -214,7 +253,7 @@ export function bucketCounter(table: Table, key: Record<string, AttributeValue>,
       new UpdateItemCommand({
         TableName: table.tableName,
         Key: key,
-        UpdateExpression: `SET #t = #t - :sum REMOVE ${ended.map((_, i) => `#b${i}`).join(', ')}`,
+        UpdateExpression: `SET #t = #t - :sum REMOVE ${ended.map((_, i) => `#b${i}, #g${i}`).join(', ')}`,
         ConditionExpression: ended.map((_, i) => `#b${i} = :v${i}`).join(' AND '),
         ExpressionAttributeNames: names,
         ExpressionAttributeValues: values,
@@ -230,7 +269,7 @@ export function bucketCounter(table: Table, key: Record<string, AttributeValue>,
       return (await add(amount, expiresAtMs, limit)) !== 'condition';
     },
     async give(amount, expiresAtMs) {
-      await add(-amount, expiresAtMs, undefined);
+      await subtract(amount, expiresAtMs, base64urlEncode(randomBytes(16)));
     },
   };
 }

@@ -1,4 +1,4 @@
-import { PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import type { BackgroundError } from '@mrtr/core/authoring';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDynamoStore, createDynamoTaskStore, createTable } from '../src/index.js';
@@ -86,6 +86,45 @@ describe('DynamoDB store: options, table, foreign items', () => {
     for (let i = 0; i < 3; i++) expect(await store.claim('id', exp, `guess-${i}`)).toEqual({ status: 'replayed' });
     expect(await store.claim('id', exp, 'owner')).toEqual({ status: 'replayed' }); // the third miss dropped it
     expect(errors.map((e) => e.code)).toEqual(['STORE_RELEASE_FAILED']);
+  });
+
+  it('a give-back of outcome bytes whose reply is lost (the SDK sends it again) is subtracted once: the budget holds', async () => {
+    const proxy = await startLossyProxy(dynamo.endpoint);
+    const lossyClient = dynamoClient(proxy.endpoint);
+    const namespace = 'lost-give-back';
+    /** The budget's count; the give-back ids are forgotten once answered (the item does not grow with them). */
+    const budgetBytes = async (): Promise<number> => {
+      const { Item } = await client.send(
+        new GetItemCommand({ TableName: tableName, Key: { pk: { S: `b#${namespace}#budget` } }, ConsistentRead: true }),
+      );
+      expect(Object.keys(Item ?? {}).filter((name) => name.startsWith('g'))).toEqual([]);
+      return Number(Item?.t?.N);
+    };
+    /** The give-back: an update of the budget item that adds a negative amount. */
+    const giveBack = (target: string, body: string) =>
+      target.endsWith('.UpdateItem') && body.includes(`"b#${namespace}#budget"`) && /":n":\{"N":"-\d+"\}/.test(body);
+    try {
+      const store = createDynamoStore({ client: lossyClient, tableName, namespace, maxOutcomeBytes: 20, outcomeBudgetBytes: 20 });
+      const exp = Date.now() + 60_000;
+      expect(await store.claim('dropped', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
+      expect(await store.record('dropped', 'fp', 'x'.repeat(10))).toBe(true);
+      expect(await budgetBytes()).toBe(10);
+      // Three misses drop the outcome and give its 10 bytes back; that reply is lost, and the SDK sends it again.
+      proxy.loseNextReply('late', giveBack);
+      for (let i = 0; i < 3; i++) expect(await store.claim('dropped', exp, `guess-${i}`)).toEqual({ status: 'replayed' });
+      expect(() => proxy.loseNextReply('late', () => false)).not.toThrow(); // the give-back's reply was the one lost
+      proxy.restore();
+      expect(await budgetBytes()).toBe(0);
+      // The budget still holds 20 bytes, not 30.
+      expect(await store.claim('full', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
+      expect(await store.record('full', 'fp', 'y'.repeat(20))).toBe(true);
+      expect(await store.claim('over', exp, 'fp')).toEqual({ status: 'first', fence: 0 });
+      expect(await store.record('over', 'fp', 'z'.repeat(10))).toBe(false);
+      expect(await budgetBytes()).toBe(20);
+    } finally {
+      lossyClient.destroy();
+      await proxy.close();
+    }
   });
 
   it('the namespace is encoded: "a#b" and "a%23b" are two ledgers', async () => {

@@ -130,9 +130,32 @@ async function cancelTask({ store, now }: TaskSettings, runs: Map<string, Run>, 
   if (run !== undefined) stopRun(run, new Error('Task cancelled'));
 }
 
+/** What a `Server` keeps of its `initialize` handler (`Protocol._getRequestHandler`, protected in the SDK's types). */
+type InitializeHandler = (request: never, ctx: ServerContext) => Promise<Record<string, unknown>>;
+
+/**
+ * Advertises the extension where a client can use it: in `server/discover` (2026-07-28) but not in the answer to
+ * `initialize`, which only a 2025-era client sends and whose requests can never follow a task (see `taskLaneOf`).
+ * The SDK builds both answers from one capability set, so the `initialize` answer is filtered on its way out; the
+ * server's own handler still runs (it negotiates the version and keeps the client's capabilities).
+ */
+function advertise(low: McpServer['server']): void {
+  low.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
+  const initialize = (low as unknown as { _getRequestHandler(method: string): InitializeHandler | undefined })._getRequestHandler(
+    'initialize',
+  );
+  if (initialize === undefined) throw new Error('mrtr tasks: the SDK server has no initialize handler to filter');
+  low.setRequestHandler('initialize', async (request, ctx) => {
+    const result = await initialize(request as never, ctx);
+    const { extensions = {}, ...capabilities } = result.capabilities as { extensions?: Record<string, unknown> };
+    const { [TASKS_EXTENSION]: _tasks, ...others } = extensions;
+    return { ...result, capabilities: Object.keys(others).length > 0 ? { ...capabilities, extensions: others } : capabilities } as never;
+  });
+}
+
 /**
  * The installer of the task requests for one runtime: `install(server)` registers `tasks/get`, `tasks/update` and
- * `tasks/cancel` on `server` (once) and advertises the extension.
+ * `tasks/cancel` on `server` (once) and advertises the extension to 2026-07-28 clients.
  */
 export function createTaskRequests(
   settings: TaskSettings,
@@ -146,8 +169,8 @@ export function createTaskRequests(
   return function install(server) {
     if (installed.has(server)) return;
     installed.add(server);
-    server.server.registerCapabilities({ extensions: { [TASKS_EXTENSION]: {} } } as never);
     const low = server.server;
+    advertise(low);
     low.setRequestHandler('tasks/get', { params: TaskIdParams }, async (params, ctx) => {
       const record = await own(params.taskId, ctx);
       return getTask(record) as never;
