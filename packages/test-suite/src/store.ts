@@ -8,9 +8,8 @@ import {
   type MrtrEvent,
   type OutcomeStoreLimits,
   type ReplayStore,
-  type StateCodec,
 } from '@mrtr/core';
-import { base64urlDecode, base64urlEncode, StateMalformedError, storeCapabilities, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
+import { storeCapabilities } from '@mrtr/core/authoring';
 
 const NO_CAPABILITIES = { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } as const;
 import { fail, ok, rejectsMrtr } from './assert.js';
