@@ -1,6 +1,8 @@
 /**
  * What a store measured of DynamoDB's clock, from the HTTP `Date` header of its replies: `offsetMs` to add to this
- * process's clock (`now`) to read the service's, within ± `uncertaintyMs`.
+ * process's clock (`now`) to read the service's, within ± `uncertaintyMs`. When every reply is consistent with this
+ * process's clock (the offset's interval holds 0), `offsetMs` is 0: the header has whole seconds, `now` has
+ * milliseconds; otherwise it is the middle of the interval.
  */
 export interface ClockOffset {
   readonly offsetMs: number;
@@ -42,9 +44,10 @@ export class ServiceClock {
   /** The estimate, or `undefined` before the first reply. */
   offset(): ClockOffset | undefined {
     if (Number.isNaN(this.#since)) return undefined;
+    const offsetMs = this.#lo <= 0 && this.#hi >= 0 ? 0 : Math.round((this.#lo + this.#hi) / 2);
     return {
-      offsetMs: Math.round((this.#lo + this.#hi) / 2),
-      uncertaintyMs: Math.ceil((this.#hi - this.#lo) / 2),
+      offsetMs,
+      uncertaintyMs: Math.ceil(Math.max(offsetMs - this.#lo, this.#hi - offsetMs)),
       measuredAtMs: this.#since,
     };
   }

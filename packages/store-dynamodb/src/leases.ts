@@ -87,7 +87,7 @@ export async function renewItem(table: Table, key: Key, owner: string, leaseMs: 
           ':le': { N: String(Math.ceil(table.serviceNow() + leaseMs)) },
           ':o': { S: owner },
           ':p': { S: 'p' },
-          ':now': { N: String(table.now()) },
+          ':now': { N: String(table.serviceNow()) },
         },
       }),
     ),
@@ -107,14 +107,14 @@ export async function releaseItem(table: Table, key: Key, owner: string): Promis
         Key: key,
         ConditionExpression: '#o = :o AND #k = :p AND #exp >= :now',
         ExpressionAttributeNames: { '#o': 'o', '#k': 'k', '#exp': 'exp' },
-        ExpressionAttributeValues: { ':o': { S: owner }, ':p': { S: 'p' }, ':now': { N: String(table.now()) } },
+        ExpressionAttributeValues: { ':o': { S: owner }, ':p': { S: 'p' }, ':now': { N: String(table.serviceNow()) } },
       }),
     ),
   );
   if (reply !== 'condition') return true;
   const item = await readItem(table, key);
   const exp = num(item?.exp);
-  return item === undefined || exp === undefined || exp < table.now();
+  return item === undefined || exp === undefined || exp < table.serviceNow();
 }
 
 /**

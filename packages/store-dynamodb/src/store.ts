@@ -7,6 +7,7 @@ import {
   MAX_FINGERPRINT_MISSES,
   parseOutcomeStoreLimits,
   randomBytes,
+  StateExpiredError,
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { ClockOffset } from './clock.js';
@@ -26,8 +27,9 @@ const BUDGET_BUCKET_MS = 300_000;
 /** Options of {@link createDynamoStore}: the table, the outcome bounds and these. */
 export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStoreLimits {
   /**
-   * How far apart the clocks (`now`) of the instances sharing this ledger may be, in ms: every id is kept that much
-   * past its expiry, because each instance judges expiry by its own clock in the conditions (DynamoDB has none).
+   * How far apart the instances sharing this ledger may read DynamoDB's clock, in ms: every id is kept that much past
+   * its expiry, because each instance puts its own reading of that clock (`now` plus the offset it measured from the
+   * `Date` headers, within about a second) into the conditions (DynamoDB's have no clock).
    * @default 5000
    */
   clockSkewMs?: number | undefined;
@@ -35,6 +37,11 @@ export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStor
 
 /** A {@link ReplayStore} on DynamoDB. */
 export interface DynamoReplayStore extends RecordingReplayStore {
+  /**
+   * DynamoDB's clock, as this store reads it: `now()` plus the offset measured from the `Date` headers of its replies
+   * (`clockOffset()`), after one cheap request of its own (an eventually consistent `GetItem`).
+   */
+  time(): Promise<number>;
   renew(id: string, owner: string, leaseMs: number): Promise<boolean>;
   release(id: string, owner: string): Promise<boolean>;
   /**
@@ -233,15 +240,34 @@ function spendItem(
   return item;
 }
 
+/**
+ * Refuses an expiry at or before the service's clock (measured first when this store has no reply yet), before
+ * anything is written: `ERR_STATE_EXPIRED`, whether the id is free or held.
+ */
+async function refuseExpired(table: Table, expiresAtMs: number): Promise<void> {
+  await table.measure(false);
+  liveAt(table, expiresAtMs);
+}
+
+/**
+ * The service's clock now, for the conditions of a write of `expiresAtMs`: `ERR_STATE_EXPIRED` when it has passed it
+ * (checked again after the epoch read, before the write).
+ */
+function liveAt(table: Table, expiresAtMs: number): number {
+  const at = table.serviceNow();
+  if (expiresAtMs <= at) throw new StateExpiredError();
+  return at;
+}
+
 function consumeOp(ctx: Context) {
   return async (id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean> => {
     const misuse = checkId('consume', id, expiresAtMs) ?? checkMinted('consume', options?.mintedAtMs);
     if (misuse !== undefined) throw misuse;
     ctx.open();
     const { table } = ctx;
+    await refuseExpired(table, expiresAtMs);
     return ctx.withEpoch(options?.mintedAtMs, async () => {
-      const at = table.now();
-      if (expiresAtMs <= at) return false;
+      const at = liveAt(table, expiresAtMs);
       const key = idKey(table, id);
       const owner = newOwner();
       if (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner), at)) return true;
@@ -276,7 +302,7 @@ async function heldStatus(
   if (status.status !== 'unknown' || !claim.take) return status;
   const taken = await reclaim(table, key, held, claim.owner, claim.leaseMs);
   if (taken !== undefined) return taken;
-  const again = await liveItem(table, key, table.now());
+  const again = await liveItem(table, key, table.serviceNow());
   if (again === undefined) throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
   return heldStatus(ctx, key, again, { ...claim, take: false });
 }
@@ -292,23 +318,14 @@ function claimOp(ctx: Context) {
     // No owner: no lease.
     const owned = options?.owner !== undefined;
     const claim = { owner, fingerprint, leaseMs: owned ? leaseMs : null, owned, take: false };
+    await refuseExpired(table, expiresAtMs);
     return ctx.withEpoch(options?.mintedAtMs, async () => {
-      const at = table.now();
+      const at = liveAt(table, expiresAtMs);
       const key = idKey(table, id);
-      // An expiry not in the future is never a first use (it could not be remembered); the id may still be held.
-      const fresh = expiresAtMs > at;
-      const measured = table.clock.offset() !== undefined;
-      if (fresh && (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner, claim), at))) {
-        // This store's first reply measured the service's clock only now: the lease is written again on it.
-        if (!measured && claim.leaseMs !== null) await renewItem(table, key, owner, claim.leaseMs);
-        return { status: 'first', fence: 0 };
-      }
+      if (await putIfFree(table, key, spendItem(ctx, expiresAtMs, owner, claim), at)) return { status: 'first', fence: 0 };
       const held = await liveItem(table, key, at);
-      if (held === undefined) {
-        if (!fresh) return REPLAYED;
-        throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
-      }
-      return heldStatus(ctx, key, held, { ...claim, take: fresh && options?.reclaim === true });
+      if (held === undefined) throw new StoreUnavailableError({ cause: new Error('the id was held, then gone: ask again') });
+      return heldStatus(ctx, key, held, { ...claim, take: options?.reclaim === true });
     });
   };
 }
@@ -322,7 +339,8 @@ function recordOp(ctx: Context) {
     const by = options?.owner === undefined ? null : checkOwner('record', options.owner);
     ctx.open();
     const { table, budget, maxOutcomeBytes, outcomeBudgetBytes } = ctx;
-    const at = table.now();
+    await table.measure(false);
+    const at = table.serviceNow();
     const key = idKey(table, id);
     const held = await liveItem(table, key, at);
     if (held === undefined || str(held.fp) !== fingerprint) return false;
@@ -352,12 +370,14 @@ function leaseOps(ctx: Context) {
       checkIdOnly('renew', id);
       const [o, ms] = [checkOwner('renew', owner), checkLease('renew', leaseMs)];
       ctx.open();
+      await ctx.table.measure(false);
       return renewItem(ctx.table, idKey(ctx.table, id), o, ms);
     },
     async release(id: string, owner: string): Promise<boolean> {
       checkIdOnly('release', id);
       const o = checkOwner('release', owner);
       ctx.open();
+      await ctx.table.measure(false);
       return releaseItem(ctx.table, idKey(ctx.table, id), o);
     },
   };
@@ -393,11 +413,12 @@ function epochGuard(table: Table): Context['withEpoch'] {
  * counter first, then writes the outcome with an `UpdateItem` conditioned on the fingerprint and no outcome yet (a
  * failed write gives the bytes back). Misses are counted by a conditional `ADD`; the third drops the outcome.
  *
- * DynamoDB has no clock in its conditions (`clock: false`): expiry is judged by each caller's `now`, and an id is kept
- * `clockSkewMs` past its expiry. Leases and the epoch are judged by the service's clock as measured from its replies'
- * `Date` headers (`clockOffset()`): `renew` is a conditional update on owner, `release` a conditional delete, a
- * reclaim a conditional update on owner and lease; the epoch is one item per namespace (`ledgerEpoch`), read before
- * every spend with `mintedAtMs`. Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
+ * DynamoDB has no clock in its conditions; the store's clock (`clock: true`, `time()`) is the service's as measured
+ * from its replies' `Date` headers (`clockOffset()`, one cheap read before the first reply): expiry, retention, leases
+ * and the epoch are judged by it, an expiry it has passed is refused `ERR_STATE_EXPIRED` before anything is written,
+ * and an id is kept `clockSkewMs` past its expiry. `renew` is a conditional update on owner, `release` a conditional
+ * delete, a reclaim a conditional update on owner and lease; the epoch is one item per namespace (`ledgerEpoch`), read
+ * before every spend with `mintedAtMs`. Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
  */
 export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
@@ -406,7 +427,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
   const skewMs = intOption(`${LABEL}: clockSkewMs`, options.clockSkewMs, 5_000, 0, 600_000);
   const ctx: Context = {
     table,
-    budget: bucketCounter(table, table.key('b', 'budget'), BUDGET_BUCKET_MS),
+    budget: bucketCounter(table, table.key('b', 'budget'), BUDGET_BUCKET_MS, table.serviceNow),
     skewMs,
     maxOutcomeBytes,
     outcomeBudgetBytes,
@@ -420,9 +441,14 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
       keyExchange: false,
-      clock: false,
+      clock: true,
       leases: true,
       epoch: true,
+    },
+    async time(): Promise<number> {
+      ctx.open();
+      await table.measure(true);
+      return table.serviceNow();
     },
     consume: consumeOp(ctx),
     claim: claimOp(ctx),

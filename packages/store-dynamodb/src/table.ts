@@ -59,8 +59,13 @@ export interface Table {
   readonly now: () => number;
   /** DynamoDB's clock as measured from its replies' `Date` headers (see {@link ServiceClock}). */
   readonly clock: ServiceClock;
-  /** `now()` corrected by the measured offset (no correction before the first reply): the clock leases and epochs use. */
+  /** `now()` corrected by the measured offset (no correction before the first reply): the clock the replay store judges by. */
   serviceNow(): number;
+  /**
+   * Measures the service's clock with one cheap request (an eventually consistent `GetItem` of the epoch item, half a
+   * read unit): always with `fresh`, else only before the first reply. Concurrent calls share one request.
+   */
+  measure(fresh: boolean): Promise<void>;
   /** The earliest the service's clock may read now: `serviceNow()` less the measurement's `uncertaintyMs` (epochs are dated by it). */
   serviceFloor(): number;
   /** Runs a give-back; its failure goes to `onError` (the operation's answer does not depend on it). */
@@ -92,6 +97,12 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
   const onError = fnOption(`${label}: onError`, options.onError, (error: BackgroundError) => console.warn(error.message));
   const ns = namespace.replace(/%/g, '%25').replace(/#/g, '%23');
   const clock = new ServiceClock();
+  let probing: Promise<void> | undefined;
+  const probe = async (): Promise<void> => {
+    const reply = await table.send(new GetItemCommand({ TableName: tableName, Key: table.key('e', 'epoch') }));
+    if (reply === 'condition') throw new StoreUnavailableError({ cause: new Error('unexpected conditional failure of a read') });
+    if (clock.offset() === undefined) throw new StoreUnavailableError({ cause: new Error("DynamoDB's reply had no Date header") });
+  };
   const table: Table = {
     client,
     tableName,
@@ -102,6 +113,13 @@ export function openTable(label: string, options: DynamoConnectionOptions): Tabl
     serviceFloor: () => {
       const offset = clock.offset();
       return now() + (offset === undefined ? 0 : offset.offsetMs - offset.uncertaintyMs);
+    },
+    measure(fresh) {
+      if (!fresh && clock.offset() !== undefined) return Promise.resolve();
+      probing ??= probe().finally(() => {
+        probing = undefined;
+      });
+      return probing;
     },
     closed: false,
     async release(what, work) {
@@ -176,8 +194,8 @@ export const str = (value: AttributeValue | undefined): string | undefined => va
  * A counter held in one item, by expiry bucket: attribute `t` is the sum, `b<N>` what expires in bucket `N` (the
  * bucket ends at `(N + 1) × bucketMs`). `take` adds `amount` to the bucket of `expiresAtMs` when the sum stays within
  * `limit` (one conditional `UpdateItem`); past the limit it first gives back the buckets that have ended (one read, one
- * conditional update), then tries once more. An amount is thus counted from `take` until its bucket ends: at most
- * `bucketMs` after its expiry, never less.
+ * conditional update), then tries once more. An amount is thus counted from `take` until its bucket ends (by `now`, the
+ * clock its expiries are on): at most `bucketMs` after its expiry, never less.
  *
  * `give` subtracts once, even when the SDK sends it again after its reply was lost: it carries a give-back id of its
  * own, added to the bucket's set `g<N>` by the same update, which is conditioned on the id not being there yet (a
@@ -189,7 +207,12 @@ export interface BucketCounter {
   give(amount: number, expiresAtMs: number): Promise<void>;
 }
 
-export function bucketCounter(table: Table, key: Record<string, AttributeValue>, bucketMs: number): BucketCounter {
+export function bucketCounter(
+  table: Table,
+  key: Record<string, AttributeValue>,
+  bucketMs: number,
+  now: () => number = table.now,
+): BucketCounter {
   const bucket = (expiresAtMs: number): string => `b${Math.floor(expiresAtMs / bucketMs)}`;
   /** Subtracts `amount` unless the give-back `id` did already (its id is in the bucket's set `g<N>`); then forgets the id. */
   const subtract = async (amount: number, expiresAtMs: number, id: string): Promise<void> => {
@@ -234,7 +257,7 @@ export function bucketCounter(table: Table, key: Record<string, AttributeValue>,
   const reclaim = async (): Promise<boolean> => {
     const item = await readItem(table, key);
     if (item === undefined) return false;
-    const current = Math.floor(table.now() / bucketMs);
+    const current = Math.floor(now() / bucketMs);
     const ended = Object.keys(item)
       .filter((name) => /^b-?\d+$/.test(name) && Number(name.slice(1)) < current)
       .slice(0, 64);

@@ -3,9 +3,9 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { createDynamoStore, createDynamoTaskStore } from '../src/index.js';
 import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';
 
-// dynalite has no TTL and the stores judge expiry in their conditions by their own clock: a fake clock drives it,
-// and the service's clock too (leases and the epoch): the replies reach the store through a proxy that dates them by
-// it. The suite's exact-expiry tests need ids kept exactly to their expiry: clockSkewMs 0.
+// dynalite has no TTL and the replay store judges expiry in its conditions by the service's clock as it measures it
+// from replies' `Date` headers: the replies reach the store through a proxy that dates them by the suite's fake clock,
+// which is also the stores' `now` (the task store judges by it). The suite's exact-expiry tests need ids kept exactly to their expiry: clockSkewMs 0.
 let time = 1_700_000_000_000; // the suite's clock: its state guards mint on it too
 const clock = { now: () => time, advance: (ms: number) => void (time += ms) };
 const clockSkewMs = 0;
@@ -34,6 +34,7 @@ describe('DynamoDB stores on dynalite', () => {
     name: 'dynamodb',
     outcomes: true,
     keyFingerprints: false,
+    declares: { clock: true, leases: true, epoch: true },
     clock,
     timeoutMs: 120_000,
     unreachable: () =>

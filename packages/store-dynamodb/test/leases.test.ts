@@ -24,6 +24,7 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
   let proxy: Awaited<ReturnType<typeof startLossyProxy>>;
   let client: ReturnType<typeof dynamoClient>;
   let tableName: string;
+  let plainClient: ReturnType<typeof dynamoClient>;
   let n = 0;
   const store = (extra: Partial<DynamoStoreOptions> = {}) =>
     createDynamoStore({ client, tableName, namespace: `ns-${n++}`, now: clock.now, clockSkewMs: 0, ...extra });
@@ -32,17 +33,18 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     tableName = await freshTable(dynamo.endpoint);
     proxy = await startLossyProxy(dynamo.endpoint, { serviceClock: service });
     client = dynamoClient(proxy.endpoint);
+    plainClient = dynamoClient(dynamo.endpoint);
   });
   afterAll(async () => {
     client?.destroy();
+    plainClient?.destroy();
     await proxy?.close();
     await dynamo?.close();
   });
 
   it('measures the service clock from Date headers: the true offset within the bound, narrowing with samples', async () => {
     const s = store();
-    expect(s.capabilities).toMatchObject({ clock: false, leases: true, epoch: true });
-    expect('time' in s).toBe(false);
+    expect(s.capabilities).toMatchObject({ clock: true, leases: true, epoch: true });
     expect(s.clockOffset()).toBeUndefined();
     await s.consume('a', time + 60_000);
     const first = s.clockOffset()!;
@@ -58,6 +60,32 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     await behind.consume('c', time + 60_000);
     const far = behind.clockOffset()!;
     expect(Math.abs(far.offsetMs - (SKEW + 20_000))).toBeLessThanOrEqual(far.uncertaintyMs);
+    // time() is that clock: the service's within the bound, read after a request of its own.
+    const read = await behind.time();
+    expect(Math.abs(read - service())).toBeLessThanOrEqual(behind.clockOffset()!.uncertaintyMs);
+    // A process whose clock agrees with every reply keeps its own milliseconds (offset 0, the bound the whole second).
+    const synced = createDynamoStore({ client: plainClient, tableName, now: Date.now });
+    const t = await synced.time();
+    expect(synced.clockOffset()).toMatchObject({ offsetMs: 0 });
+    expect(synced.clockOffset()!.uncertaintyMs).toBeLessThanOrEqual(1_000 + 5_000);
+    expect(Math.abs(t - Date.now())).toBeLessThan(5_000);
+  });
+
+  it('expiry is judged by the service clock: an expiry it has passed is refused ERR_STATE_EXPIRED and nothing written', async () => {
+    const s = store(); // its process clock 30 s behind the service's
+    for (const op of [(id: string, exp: number) => s.consume(id, exp), (id: string, exp: number) => s.claim(id, exp, 'fp')]) {
+      const id = `late-${n++}`;
+      // Live by this process's clock, expired by the service's (before its first reply: it measures first).
+      expect(await code(op(id, time + 10_000))).toBe('ERR_STATE_EXPIRED');
+      expect(await code(op(id, service()))).toBe('ERR_STATE_EXPIRED');
+      expect(await code(op(id, service() + 1_500))).toMatch(/^resolved (true|\{"status":"first")/);
+      expect(await code(op(id, service() + 1_500))).toMatch(/^resolved (false|\{"status":"(pending|replayed)")/);
+    }
+    // Held ids are freed by the service's clock too: once it passes the item's expiry, the id is free again.
+    const id = `freed-${n++}`;
+    expect(await s.consume(id, service() + 2_000)).toBe(true);
+    clock.advance(3_000);
+    expect(await s.consume(id, service() + 60_000)).toBe(true);
   });
 
   it('leases: pending with leaseLeftMs, renew, unknown once lapsed, reclaim with the next fence', async () => {
@@ -92,7 +120,7 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     const [right, slow, fast] = [on(0), on(-20_000), on(20_000)];
     await slow.consume('warm', time + 600_000);
     await fast.consume('warm2', time + 600_000);
-    // `right` has no reply yet: its first claim writes its lease again once the reply measured the clock.
+    // `right` has no reply yet: its first claim measures the service's clock before it writes the lease.
     expect(await right.claim('id', time + 600_000, 'fp', { owner: owner(), leaseMs: 5_000 })).toMatchObject({ status: 'first' });
     const left = (await slow.claim('id', time + 600_000, 'fp')) as { leaseLeftMs?: number };
     expect(Math.abs((left.leaseLeftMs ?? 0) - 5_000)).toBeLessThanOrEqual(1_000);
