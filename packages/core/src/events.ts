@@ -114,6 +114,30 @@ export interface RoundUnknownEvent extends EventBase {
 }
 
 /**
+ * Why a round's outcome was not kept (its identical retries are then replays, `ERR_STATE_REPLAYED`, as without safe
+ * retry): `principal_quota` (past the principal's `outcomeQuota`), `too_large` (larger than the codec or the store
+ * keeps), `unsealable` (not JSON, or the codec failed to seal it), `store_refused` (the store recorded it as "done,
+ * not kept": its outcome budget was full, or the claim expired or was taken over before the record).
+ */
+export type OutcomeDropReason = 'principal_quota' | 'too_large' | 'unsealable' | 'store_refused';
+
+/**
+ * A round ran but its outcome was not kept (`record` resolved `false`): a retry after a lost response will be a
+ * replay. Emitted once per dropped outcome, by the `record` of an admission. Not emitted for a store that records no
+ * outcomes, nor under the shared unauthenticated principal (not kept by policy), nor when the store failed
+ * (`store.error`).
+ */
+export interface OutcomeDroppedEvent extends EventBase {
+  type: 'outcome.dropped';
+  flow: string;
+  round: number;
+  kid: string;
+  reason: OutcomeDropReason;
+  /** Length of the sealed outcome, when it was sealed (ASCII, so bytes). */
+  outcomeBytes?: number | undefined;
+}
+
+/**
  * A measurement of this instance's offset from the replay store's clock (stores that declare `clock`), at most every
  * `clockCheckMs`: the `mrtr_clock_skew` gauge. Not about a request: `method` is `''`, `target` undefined.
  */
@@ -138,6 +162,7 @@ export type GuardEvent =
   | StateRejectedEvent
   | StoreErrorEvent
   | RoundUnknownEvent
+  | OutcomeDroppedEvent
   | StoreClockEvent;
 
 /**

@@ -7,7 +7,7 @@ import type { Scope } from './guard-scope.js';
 import type { SingleUse } from './guard-single-use.js';
 import type { AdmitOptions, MintedState, MintOptions, OpenedState, RequestContext } from './guard-types.js';
 import type { ReplayStore } from './interfaces.js';
-import type { Admission } from './outcomes.js';
+import type { Admission, Dropped } from './outcomes.js';
 import type { JsonValue } from './protocol.js';
 
 /** The single-use step of an open: none (`verify`), `consume`, or `claim` (admit, with the answers). */
@@ -114,7 +114,10 @@ function unreported({ verifyNow, mintNow, singleUse, store }: OperationDeps): Gu
   };
 }
 
-/** With `onEvent`: each step reported (`state.opened`/`state.retried`/`state.rejected`/`store.error`, `flow.started`/`state.minted`). */
+/**
+ * With `onEvent`: each step reported (`state.opened`/`state.retried`/`state.rejected`/`store.error`,
+ * `outcome.dropped`, `flow.started`/`state.minted`).
+ */
 function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOperations {
   const { verifyNow, mintNow, singleUse, store } = deps;
   const { base, storeStep, rejected } = createReports(events, deps.codecId, deps.now);
@@ -137,7 +140,14 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
       const opened = state;
       // Single use (after check 8)
       if (single === 'claim') {
-        const [admission, storeMs] = await storeStep(() => singleUse.claim(opened, answers ?? null, options), opened, request, flow);
+        const dropped: Dropped = (reason, outcomeBytes) =>
+          events.emit({ type: 'outcome.dropped', ...base(request), flow, round: at.round, kid: opened.kid, reason, outcomeBytes });
+        const [admission, storeMs] = await storeStep(
+          () => singleUse.claim(opened, answers ?? null, options, dropped),
+          opened,
+          request,
+          flow,
+        );
         if (admission.replay) {
           events.emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
           return admission;

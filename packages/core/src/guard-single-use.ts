@@ -2,18 +2,19 @@ import type { StateClaims } from './claims.js';
 import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { LedgerLostError, MrtrError, StateReplayedError, StoreUnavailableError } from './errors.js';
 import type { ParsedGuardOptions } from './guard-options.js';
-import type { OpenedState, StateGuard } from './guard-types.js';
+import type { OpenedState } from './guard-types.js';
 import type { SpendOptions, StateCodec } from './interfaces.js';
 import { createLedgerEpoch, type LedgerEpoch } from './ledger-epoch.js';
 import { createStoreClock, type StoreClock } from './store-clock.js';
 import { timingSafeEqualText } from './json.js';
-import { createOutcomes } from './outcomes.js';
+import { type Claim, createOutcomes } from './outcomes.js';
 import type { Principal } from './principal.js';
 
 /** The single-use step of an open: `consume` (every retry a replay) and `claim` (an identical retry answered). */
 export interface SingleUse {
   consume(state: OpenedState): Promise<void>;
-  claim: StateGuard['claim'];
+  /** The guard's `claim`, told (when reported) why an outcome was not kept. */
+  claim: Claim;
   /** This instance's view of the store's clock (refuses while skewed). */
   clock: StoreClock;
   /** The store's ledger epoch as this instance knows it (sealed in the states it mints). */
@@ -100,6 +101,6 @@ export function createSingleUse(
     recordable,
     budget: outcomeQuota,
     waiting: parsed.waiting,
-  }) as StateGuard['claim'];
+  });
   return { consume, claim, clock, ledgerEpoch };
 }

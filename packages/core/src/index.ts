@@ -25,6 +25,8 @@ export type {
   FlowStartedEvent,
   GuardEvent,
   MrtrEvent,
+  OutcomeDropReason,
+  OutcomeDroppedEvent,
   StateMintedEvent,
   StateOpenedEvent,
   StateRejectedEvent,

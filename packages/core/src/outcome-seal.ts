@@ -2,7 +2,8 @@ import { storeCapabilities } from './capabilities.js';
 import { cryptoProvider } from '#crypto';
 import { CLAIMS_VERSION, type StateClaims } from './claims.js';
 import type { Awaitable } from './crypto/awaitable.js';
-import { StateReplayedError } from './errors.js';
+import { MrtrError, StateReplayedError } from './errors.js';
+import type { OutcomeDropReason } from './events.js';
 import type { OpenedState } from './guard-types.js';
 import type { ReplayStore, StateCodec } from './interfaces.js';
 import { canonicalJson } from './json.js';
@@ -27,6 +28,9 @@ export const fingerprint = (sub: string, answers: JsonValue): Awaitable<string> 
   return cryptoProvider.sha256Text(canonical);
 };
 
+const UNSEALABLE: Sealed = Object.freeze({ token: '', dropped: 'unsealable' });
+const TOO_LARGE: Sealed = Object.freeze({ token: '', dropped: 'too_large' });
+
 export interface OutcomeSealDeps {
   store: ReplayStore;
   codec: StateCodec;
@@ -36,9 +40,14 @@ export interface OutcomeSealDeps {
   budget: { take(principal: string, t: number, weight: number): boolean } | undefined;
 }
 
+/** What {@link OutcomeSeal.seal} made: the sealed outcome, or `''`, why it will not be kept and its sealed length if sealed. */
+export type Sealed =
+  | { token: string; dropped?: undefined; bytes?: undefined }
+  | { token: ''; dropped: OutcomeDropReason; bytes?: number | undefined };
+
 /** An outcome sealed for the store, and a recorded one opened and checked against the state and the fingerprint. */
 export interface OutcomeSeal {
-  seal(state: OpenedState, fp: string, outcome: JsonValue): Promise<string>;
+  seal(state: OpenedState, fp: string, outcome: JsonValue): Promise<Sealed>;
   unseal(state: OpenedState, fp: string, token: string): Promise<JsonValue>;
 }
 
@@ -49,20 +58,21 @@ export function createOutcomeSeal({ store, codec, audience, now, budget }: Outco
     Math.min(codec.maxTokenBytes, storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
 
   /**
-   * The sealed outcome, or `''` (done, not kept) when it would not be kept: larger than the store keeps (told
-   * before sealing when even the JSON is too large: a sealed token is at least a quarter of its JSON, whatever the
-   * codec's encoding), past the principal's byte budget, or a codec failure.
+   * The sealed outcome, or `''` (done, not kept) with the reason when it would not be kept: larger than the store
+   * keeps (told before sealing when even the JSON is too large: a sealed token is at least a quarter of its JSON,
+   * whatever the codec's encoding), past the principal's byte budget, or not JSON or a codec failure.
    */
-  const seal = async (state: OpenedState, fp: string, outcome: JsonValue): Promise<string> => {
+  const seal = async (state: OpenedState, fp: string, outcome: JsonValue): Promise<Sealed> => {
     const { claims } = state;
     const limit = maxKept();
     let json: string;
     try {
       json = JSON.stringify(outcome);
     } catch {
-      return '';
+      return UNSEALABLE;
     }
-    if (typeof json !== 'string' || json.length > 4 * limit) return '';
+    if (typeof json !== 'string') return UNSEALABLE;
+    if (json.length > 4 * limit) return TOO_LARGE;
     const sealed: StateClaims = {
       v: CLAIMS_VERSION,
       iat: now(),
@@ -77,13 +87,15 @@ export function createOutcomeSeal({ store, codec, audience, now, budget }: Outco
     let token: string;
     try {
       token = await codec.seal(sealed);
-    } catch {
-      return '';
+    } catch (error) {
+      return MrtrError.is(error) && error.code === 'ERR_STATE_TOO_LARGE' ? TOO_LARGE : UNSEALABLE;
     }
-    if (token.length > limit) return '';
+    if (token.length > limit) return TOO_LARGE;
     // The principal's share of what stores hold: charged only for what is kept.
-    if (budget !== undefined && !budget.take(claims.sub, now(), token.length)) return '';
-    return token;
+    if (budget !== undefined && !budget.take(claims.sub, now(), token.length)) {
+      return { token: '', dropped: 'principal_quota', bytes: token.length };
+    }
+    return { token };
   };
 
   /** The recorded outcome, if it is authentic and belongs to this state and fingerprint; else a replay. */

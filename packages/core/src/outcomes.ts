@@ -1,5 +1,6 @@
 import type { Awaitable } from './crypto/awaitable.js';
 import { MrtrError, OutcomeUnknownError, RoundInProgressError, StateReplayedError } from './errors.js';
+import type { OutcomeDropReason } from './events.js';
 import type { AdmitOptions, OpenedState } from './guard-types.js';
 import type { ClaimResult, ReplayStore, SpendOptions, StateCodec, StoreCapabilities } from './interfaces.js';
 import { createOwners, createRetrier, keepLease } from './outcome-lease.js';
@@ -28,7 +29,8 @@ type Opened = OpenedState;
  * What {@link StateGuard.claim} decided for a presented state:
  * - `replay: false`: this call owns the round. Run it, then `record` its outcome (a JSON value: the response, or
  *   what the caller needs to rebuild an error) so that an identical retry gets it; `record` resolves `false` when
- *   nothing was kept (no store that records outcomes, an outcome too large for the codec) and rejects with
+ *   nothing was kept (no store that records outcomes, an outcome too large for the codec or the store, past the
+ *   principal's `outcomeQuota`: reported as `outcome.dropped`, see {@link OutcomeDropReason}) and rejects with
  *   `ERR_STORE_UNAVAILABLE` when the store failed (answer the round anyway: its effect has happened).
  * - `replay: true`: an identical retry (same state, same principal, same answers) of a round that already ran;
  *   `outcome` is what its first attempt recorded. Run nothing.
@@ -80,8 +82,14 @@ export interface OutcomeDeps {
  */
 const retryAfter = (leaseLeftMs: number | undefined): number => Math.max(1, Math.min(1_000, leaseLeftMs ?? 1_000));
 
-/** The claim of a state: `Admission` for its attempt. */
-export type Claim = <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions) => Promise<Admission<S>>;
+/**
+ * The claim of a state: `Admission` for its attempt. `dropped` is told, once, why an outcome its `record` was given
+ * was not kept (the guard's `outcome.dropped`).
+ */
+export type Claim = <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions, dropped?: Dropped) => Promise<Admission<S>>;
+
+/** Told why a recorded outcome was not kept, and its sealed length when it was sealed. */
+export type Dropped = (reason: OutcomeDropReason, outcomeBytes: number | undefined) => void;
 
 const notRecorded = async (): Promise<boolean> => false;
 
@@ -106,7 +114,7 @@ const notRecorded = async (): Promise<boolean> => false;
 export function createOutcomes(deps: OutcomeDeps): Claim {
   const { store, consume, recordable } = deps;
   const recorded = store === undefined || deps.capabilities.outcomes === undefined ? undefined : createRecording(deps, store);
-  return async <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions): Promise<Admission<S>> => {
+  return async <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
     if (store === undefined) return { state, replay: false, fence: 0, record: notRecorded };
     if (recorded === undefined) {
       await consume(state);
@@ -117,7 +125,7 @@ export function createOutcomes(deps: OutcomeDeps): Claim {
       await consume(state);
       return { state, replay: false, fence: 0, record: notRecorded };
     }
-    return recorded(state, answers, options);
+    return recorded(state, answers, options, dropped);
   };
 }
 
@@ -182,6 +190,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     owner: string | undefined,
     expiresAtMs: number,
     fence: number,
+    dropped: Dropped | undefined,
   ): Admission<S> => {
     let settle!: (settled: Settled) => void;
     inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
@@ -194,8 +203,11 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
       let token = '';
       let kept = false;
       try {
-        token = await seal(state, fp, outcome);
+        const sealed = await seal(state, fp, outcome);
+        token = sealed.token;
         kept = (await recordIn(id, fp, token, owner, expiresAtMs, (landed) => (landing = landed))) && token !== '';
+        // Not kept although sealed: the store recorded it as done, not kept (its budget, or the claim was lost).
+        if (!kept) dropped?.(sealed.dropped ?? 'store_refused', sealed.bytes ?? (token === '' ? undefined : token.length));
         return kept;
       } finally {
         const settled: Settled = kept || landing !== undefined ? { outcome: token } : NOTHING;
@@ -238,7 +250,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     }
   };
 
-  return async <S extends Opened>(state: S, answers: JsonValue, admit?: AdmitOptions): Promise<Admission<S>> => {
+  return async <S extends Opened>(state: S, answers: JsonValue, admit?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
     clock.assertWithin();
     const reclaim = admit?.reclaim === true;
     const { id, expiresAtMs } = ledger(state);
@@ -255,7 +267,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     switch (found.status) {
       case 'first':
         stalled.delete(key);
-        return own(state, id, fp, key, owner, expiresAtMs, found.fence ?? 0);
+        return own(state, id, fp, key, owner, expiresAtMs, found.fence ?? 0, dropped);
       case 'recorded':
         if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
         return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };

@@ -1,9 +1,11 @@
 import { describe, expect, it, vi } from 'vitest';
 import {
   type ClaimResult,
+  type GuardEvent,
   KeyRing,
   MrtrError,
   type MrtrErrorCode,
+  type OutcomeDroppedEvent,
   type ReplayStore,
   type StateGuardOptions,
   createStateGuard,
@@ -300,6 +302,49 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
     const again = await guard.admit(small, req(), yes);
     if (again.replay) throw new Error('first must run');
     expect(await again.record({ r: 'small' })).toBe(true);
+  });
+
+  it('a dropped outcome is reported once as outcome.dropped with its reason (principal_quota), never the principal or a value', async () => {
+    const events: GuardEvent[] = [];
+    const { guard } = setup({ outcomeQuota: { maxBytes: 40_000 }, onEvent: (e) => events.push(e) });
+    const results = [];
+    for (let i = 0; i < 10; i++) results.push(await round(guard, 'mallory', 8_000, 'secret-value'));
+    const dropped = events.filter((e) => e.type === 'outcome.dropped');
+    const unkept = results.filter((r) => !r.kept).length;
+    expect(unkept).toBeGreaterThan(0);
+    expect(dropped.length).toBe(unkept);
+    for (const event of dropped) {
+      expect(event).toMatchObject({
+        method: 'tools/call',
+        target: 'delete_files',
+        codec: 'test',
+        round: 2,
+        kid: 'k1',
+        reason: 'principal_quota',
+      });
+      expect(event).toMatchObject({ flow: expect.stringMatching(/^[0-9a-f]{16}$/), outcomeBytes: expect.any(Number) });
+      const text = JSON.stringify(event);
+      for (const secret of ['mallory', 'secret-value', ...results.map((r) => r.token)]) expect(text).not.toContain(secret);
+    }
+    // A kept outcome is not reported.
+    events.length = 0;
+    expect((await round(guard, 'alice', 8_000)).kept).toBe(true);
+    expect(events.filter((e) => e.type === 'outcome.dropped')).toEqual([]);
+  });
+
+  it('outcome.dropped tells too_large (the codec, the store) and store_refused (the store recorded done, not kept)', async () => {
+    const events: GuardEvent[] = [];
+    const { guard, store } = setup({ onEvent: (e) => events.push(e) });
+    const reasons = () => events.filter((e) => e.type === 'outcome.dropped').map((e) => (e as OutcomeDroppedEvent).reason);
+    expect((await round(guard, 'alice', 70 * 1024)).kept).toBe(false);
+    expect((await round(guard, 'alice', 5 * 1024 * 1024)).kept).toBe(false);
+    expect(reasons()).toEqual(['too_large', 'too_large']);
+    // The store's outcome budget is full: it records '' and answers false.
+    const record = store.record!;
+    store.record = async (id, fp) => record(id, fp, '');
+    expect((await round(guard, 'alice', 100)).kept).toBe(false);
+    expect(reasons()).toEqual(['too_large', 'too_large', 'store_refused']);
+    expect(events.at(-1)).toMatchObject({ type: 'outcome.dropped', outcomeBytes: expect.any(Number) });
   });
 
   it('300 identical retries of a round running elsewhere: one poller, 16 wait, the rest ERR_ROUND_IN_PROGRESS at once; a stalled round is not polled again', async () => {

@@ -4,7 +4,7 @@
  * application's SDK decides where the data goes. Nothing secret is recorded: events carry no token, key,
  * principal, argument or answer, and flow ids and resource URIs stay off metrics (cardinality).
  */
-import { MRTR_ERROR_CODES, type MrtrEvent } from '@mrtr/core';
+import { MRTR_ERROR_CODES, type MrtrEvent, type OutcomeDropReason } from '@mrtr/core';
 import { boolOption, isObject, optionsObject } from '@mrtr/core/authoring';
 import {
   type Attributes,
@@ -43,7 +43,8 @@ export interface MrtrTelemetryOptions {
  * The label values a server knows at start (see {@link MrtrTelemetryOptions.known}). With T = tools + prompts
  * (+ 1 with `resources`), C = codecs and E = error types, the counters start with T × C series each
  * (`mrtr.flows.started`, `mrtr.flows.completed`, `mrtr.states.minted`, `mrtr.states.opened`), T × C × 2 × E
- * (`mrtr.states.rejected`: `open` and `mint`) and T × C × the store codes among E (`mrtr.store.errors`).
+ * (`mrtr.states.rejected`: `open` and `mint`), T × C × the store codes among E (`mrtr.store.errors`) and T × C × 4
+ * (`mrtr.outcomes.dropped`, one per {@link OUTCOME_DROP_REASONS}).
  */
 export interface MrtrKnownLabels {
   /** The ids of the codecs served (`StateCodec.id`: `hmac`, `jwe`, `aead`, …); at least one. */
@@ -86,6 +87,7 @@ export const METRICS = {
   storeDuration: 'mrtr.store.duration',
   flowRounds: 'mrtr.flow.rounds',
   roundsUnknown: 'mrtr.rounds.unknown',
+  outcomesDropped: 'mrtr.outcomes.dropped',
   clockSkew: 'mrtr.clock.skew',
 } as const;
 
@@ -108,7 +110,16 @@ export const ATTRIBUTES = {
   answerOutcome: 'mrtr.answer.outcome',
   answerReason: 'mrtr.answer.reason',
   answerKind: 'mrtr.answer.kind',
+  outcomeReason: 'mrtr.outcome.reason',
 } as const;
+
+/** Why an outcome was not kept (`outcome.dropped`'s `reason`): the `mrtr.outcome.reason` values `known` starts at 0. */
+export const OUTCOME_DROP_REASONS: readonly OutcomeDropReason[] = Object.freeze([
+  'principal_quota',
+  'too_large',
+  'unsealable',
+  'store_refused',
+] as const satisfies readonly OutcomeDropReason[]);
 
 const SIZE_BUCKETS = [256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
 const SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
@@ -128,6 +139,7 @@ interface Instruments {
   storeDuration: Histogram;
   flowRounds: Histogram;
   roundsUnknown: Counter;
+  outcomesDropped: Counter;
   /** The last measured offset from the store's clock, s (read by the observable gauge). */
   clock: { offsetSeconds: number | undefined };
 }
@@ -165,6 +177,11 @@ function instruments(meter: Meter): Instruments {
     roundsUnknown: counter(
       METRICS.roundsUnknown,
       'Rounds whose outcome is unknown: the lease lapsed unrecorded (they may have run)',
+      '{round}',
+    ),
+    outcomesDropped: counter(
+      METRICS.outcomesDropped,
+      'Rounds whose outcome was not kept (its retries are replays), by mrtr.outcome.reason',
       '{round}',
     ),
     clock,
@@ -211,7 +228,12 @@ function names(value: unknown, what: string, nonEmpty: boolean): string[] {
 }
 
 /** The label sets {@link MrtrTelemetryOptions.known} starts at 0, per counter; validated and bounded. */
-function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: Attributes[]; storeErrors: Attributes[] } {
+function knownSeries(known: MrtrKnownLabels): {
+  common: Attributes[];
+  rejected: Attributes[];
+  storeErrors: Attributes[];
+  dropped: Attributes[];
+} {
   if (!isObject(known)) throw new TypeError('createMrtrTelemetry: known must be an object');
   const codecs = names(known.codecs, 'codecs', true);
   const tools = known.tools === undefined ? [] : names(known.tools, 'tools', false);
@@ -224,9 +246,12 @@ function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: 
     ...(resources ? [{ method: 'resources/read', target: undefined }] : []),
   ];
   const mintTypes = errorTypes.filter((code) => MINT_ERROR_TYPES.includes(code));
-  const largest = targets.length * codecs.length * (errorTypes.length + mintTypes.length);
+  const [largest, metric] = [
+    [targets.length * codecs.length * (errorTypes.length + mintTypes.length), METRICS.statesRejected] as const,
+    [targets.length * codecs.length * OUTCOME_DROP_REASONS.length, METRICS.outcomesDropped] as const,
+  ].reduce((a, b) => (b[0] > a[0] ? b : a));
   if (largest > MAX_KNOWN_SERIES) {
-    throw new RangeError(`createMrtrTelemetry: known gives ${largest} series of ${METRICS.statesRejected}, more than ${MAX_KNOWN_SERIES}`);
+    throw new RangeError(`createMrtrTelemetry: known gives ${largest} series of ${metric}, more than ${MAX_KNOWN_SERIES}`);
   }
   const common = targets.flatMap(({ method, target }) => codecs.map((codec) => metricAttributes({ method, target, codec })));
   return {
@@ -239,6 +264,7 @@ function knownSeries(known: MrtrKnownLabels): { common: Attributes[]; rejected: 
     storeErrors: common.flatMap((attributes) =>
       errorTypes.filter((code) => STORE_ERROR_TYPES.includes(code)).map((code) => ({ ...attributes, [ATTRIBUTES.errorType]: code })),
     ),
+    dropped: common.flatMap((attributes) => OUTCOME_DROP_REASONS.map((reason) => ({ ...attributes, [ATTRIBUTES.outcomeReason]: reason }))),
   };
 }
 
@@ -283,6 +309,7 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
     }
     for (const attributes of zero.rejected) m.statesRejected.add(0, attributes);
     for (const attributes of zero.storeErrors) m.storeErrors.add(0, attributes);
+    for (const attributes of zero.dropped) m.outcomesDropped.add(0, attributes);
   }
   const tracer: Tracer | undefined = !recordTraces ? undefined : (tracerProvider ?? trace.getTracerProvider()).getTracer(SCOPE_NAME);
 
@@ -353,6 +380,9 @@ export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event:
         return;
       case 'round.unknown':
         m?.roundsUnknown.add(1, metricAttributes(event));
+        return;
+      case 'outcome.dropped':
+        m?.outcomesDropped.add(1, { ...metricAttributes(event), [ATTRIBUTES.outcomeReason]: event.reason });
         return;
       case 'store.clock':
         if (m !== undefined) m.clock.offsetSeconds = event.offsetMs / 1000;

@@ -5,9 +5,11 @@ import {
   KeyRing,
   MRTR_ERROR_CODES,
   MrtrError,
+  type JsonValue,
   type MrtrEvent,
   type RequestContext,
   type ReplayStore,
+  type StateGuardOptions,
 } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
@@ -22,7 +24,15 @@ import {
 } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMrtrTelemetry, MAX_KNOWN_SERIES, METRICS, MINT_ERROR_TYPES, type MrtrTelemetryOptions, SPANS } from '../src/index.js';
+import {
+  createMrtrTelemetry,
+  MAX_KNOWN_SERIES,
+  METRICS,
+  MINT_ERROR_TYPES,
+  type MrtrTelemetryOptions,
+  OUTCOME_DROP_REASONS,
+  SPANS,
+} from '../src/index.js';
 
 const SECRET_ARG = 'argument-value-5c1e';
 const request: RequestContext = { method: 'tools/call', target: 'deploy', arguments: { env: SECRET_ARG }, principal: 'alice-91' };
@@ -36,7 +46,11 @@ afterAll(() => {
   context.disable();
 });
 
-function setup(store: ReplayStore | undefined = createMemoryStore(), options: MrtrTelemetryOptions = {}) {
+function setup(
+  store: ReplayStore | undefined = createMemoryStore(),
+  options: MrtrTelemetryOptions = {},
+  guardOptions: Partial<StateGuardOptions> = {},
+) {
   const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
   // A long interval: data is collected only by forceFlush, never by a timer.
   const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
@@ -51,7 +65,7 @@ function setup(store: ReplayStore | undefined = createMemoryStore(), options: Mr
   };
   const secret = generateKey();
   const keys = new KeyRing([{ kid: 'k1', secret }]);
-  const guard = createStateGuard({ keys, codec: createHmacCodec, store, audience: 'https://t.example', onEvent });
+  const guard = createStateGuard({ keys, codec: createHmacCodec, store, audience: 'https://t.example', onEvent, ...guardOptions });
   /** Every metric's points, by name: `[attributes, value]` (histograms: count, sum). */
   const collect = async () => {
     await reader.forceFlush();
@@ -193,6 +207,27 @@ describe('createMrtrTelemetry', () => {
     expect(t.spans().filter((s) => s.name === SPANS.open)).toHaveLength(2);
   });
 
+  it('an outcome not kept: counted once in mrtr.outcomes.dropped, by mrtr.outcome.reason', async () => {
+    const t = setup(createMemoryStore(), {}, { outcomeQuota: { maxBytes: 2_000 } });
+    const answers = { confirm: { action: 'accept' } };
+    const run = async (outcome: JsonValue): Promise<boolean> => {
+      const first = await t.guard.admit(await t.guard.mint(null, request), request, answers);
+      if (first.replay) throw new Error('first must run');
+      return first.record(outcome);
+    };
+    expect(await run({ r: 'x'.repeat(3_000) })).toBe(false); // past the principal's outcomeQuota
+    expect(await run({ r: 'x'.repeat(64 * 1024) })).toBe(false); // past the store's maxOutcomeBytes
+    expect(await run({ r: 'ok' })).toBe(true);
+    expect(await run({ r: 'x'.repeat(3_000) })).toBe(false);
+    const m = await t.collect();
+    const reason = (r: string) => ({ ...tool, 'mrtr.outcome.reason': r });
+    expect(m.get(METRICS.outcomesDropped)).toEqual([
+      { attributes: reason('principal_quota'), value: 2 },
+      { attributes: reason('too_large'), value: 1 },
+    ]);
+    expect(t.events.filter((e) => e.type === 'outcome.dropped')).toHaveLength(3);
+  });
+
   it('a store outage: a store error and a rejection, each counted once', async () => {
     const down: ReplayStore = {
       capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
@@ -283,6 +318,9 @@ describe('createMrtrTelemetry', () => {
     expect(values(m.get(METRICS.statesRejected))).toEqual(zeros(rejected));
     expect(m.get(METRICS.statesRejected)).toHaveLength(6 * (MRTR_ERROR_CODES.size + MINT_ERROR_TYPES.length));
     expect(values(m.get(METRICS.storeErrors))).toEqual(zeros(storeErrors));
+    const dropped = common.flatMap((a) => OUTCOME_DROP_REASONS.map((reason) => ({ ...a, 'mrtr.outcome.reason': reason })));
+    expect(values(m.get(METRICS.outcomesDropped))).toEqual(zeros(dropped));
+    expect(m.get(METRICS.outcomesDropped)).toHaveLength(6 * 4);
     // Answers (reason × kind of each question) and histograms (no observation yet) start with no series.
     for (const name of [METRICS.answers, METRICS.stateSize, METRICS.stateDuration, METRICS.storeDuration, METRICS.flowRounds]) {
       expect(m.get(name), name).toBeUndefined();
@@ -328,6 +366,13 @@ describe('createMrtrTelemetry', () => {
     const fits = Array.from({ length: Math.floor(MAX_KNOWN_SERIES / perTool) }, (_, i) => `t${i}`);
     expect(() => createMrtrTelemetry({ known: { codecs: ['hmac'], tools: fits } })).not.toThrow();
     expect(bad({ codecs: ['hmac'], tools: [...fits, 'one-more'] })).toThrow(RangeError);
+    // With few error types, mrtr.outcomes.dropped (a series per reason) is the largest: bounded too.
+    const perReason = Array.from({ length: MAX_KNOWN_SERIES / OUTCOME_DROP_REASONS.length }, (_, i) => `t${i}`);
+    const narrow = { codecs: ['hmac'], errorTypes: ['ERR_STATE_REPLAYED'] };
+    expect(() => createMrtrTelemetry({ known: { ...narrow, tools: perReason } })).not.toThrow();
+    expect(bad({ ...narrow, tools: [...perReason, 'one-more'] })).toThrow(
+      new RangeError(`createMrtrTelemetry: known gives 1004 series of mrtr.outcomes.dropped, more than ${MAX_KNOWN_SERIES}`),
+    );
   });
 
   it('is a no-op without an SDK, never throws, and validates its options', () => {
