@@ -54,8 +54,9 @@ export interface OutcomeSeal {
 /** Outcomes sealed with the guard's codec under the audience `${audience}#outcome`, which no state can carry. */
 export function createOutcomeSeal({ store, codec, audience, now, budget }: OutcomeSealDeps): OutcomeSeal {
   const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
-  const maxKept = (): number =>
-    Math.min(codec.maxTokenBytes, storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY);
+  // The store's bound is declared once (its capabilities are frozen): read it here, not on every seal.
+  const storeMax = storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY;
+  const maxKept = (): number => Math.min(codec.maxTokenBytes, storeMax);
 
   /**
    * The sealed outcome, or `''` (done, not kept) with the reason when it would not be kept: larger than the store
