@@ -25,8 +25,9 @@ export function createOwners(): () => string {
  * Store calls that must land eventually — the release of a claim whose reply was lost, the record of an outcome while
  * the store was down — retried in the background with a doubling pause (100 ms to 2 s) until the call answers or its
  * deadline (epoch ms, by `now`) passes. Each call is idempotent by owner value, so a retry after a lost reply is safe.
- * At most {@link MAX_BACKGROUND} at once: past it the oldest stops (its lease lapses, and its retries learn the
- * outcome is unknown).
+ * Calls are keyed by operation, id and owner (the same key again replaces the one running). At most
+ * {@link MAX_BACKGROUND} at once: past it the oldest stops (its lease lapses, and its retries learn the outcome is
+ * unknown).
  */
 export function createRetrier(now: () => number): (key: string, call: () => Promise<unknown>, deadline: number) => Promise<void> {
   const running = new Map<string, { stopped: boolean }>();

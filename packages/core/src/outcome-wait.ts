@@ -1,5 +1,5 @@
 import { MrtrError, RoundInProgressError, StoreUnavailableError } from './errors.js';
-import type { ReplayStore } from './interfaces.js';
+import type { ClaimResult, ReplayStore } from './interfaces.js';
 
 /** First pause between two polls of a round in progress on another instance; it doubles up to {@link MAX_POLL_MS}. */
 const FIRST_POLL_MS = 50;
@@ -71,7 +71,11 @@ export type Poll = (key: string, id: string, expiresAtMs: number, fp: string, de
  * Polls the store for a round in progress elsewhere until it is recorded or `deadline` passes: one poller per key
  * on this instance, the others waiting on it; a round polled for a whole wait is remembered as stalled.
  */
-export function createPoller(store: ReplayStore, stalled: StalledRounds, lease?: { owner: () => string; leaseMs: number }): Poll {
+export function createPoller(
+  store: ReplayStore,
+  stalled: StalledRounds,
+  lease?: { owner: () => string; leaseMs: number; giveBack: (id: string, owner: string, expiresAtMs: number) => void },
+): Poll {
   /** Rounds in progress on another instance that this instance polls: key → what the poll found. */
   const polls = new Map<string, Promise<Settled>>();
   const run = async (key: string, id: string, expiresAtMs: number, fp: string, deadline: number): Promise<Settled> => {
@@ -83,13 +87,20 @@ export function createPoller(store: ReplayStore, stalled: StalledRounds, lease?:
       }
       const owner = lease?.owner();
       const options = owner === undefined ? undefined : { owner, leaseMs: lease!.leaseMs };
-      const found = await fromStore(() => store.claim!(id, expiresAtMs, fp, options));
+      let found: ClaimResult;
+      try {
+        found = await fromStore(() => store.claim!(id, expiresAtMs, fp, options));
+      } catch (error) {
+        // The reply was lost: the claim may have landed (the round was given back meanwhile). Give it back too.
+        if (owner !== undefined && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') lease!.giveBack(id, owner, expiresAtMs);
+        throw error;
+      }
       if (found.status === 'recorded') return found.outcome === '' ? NOTHING : { outcome: found.outcome };
       if (found.status === 'unknown') return UNKNOWN;
       if (found.status === 'first' && owner !== undefined) {
-        // The round's claim was given back (its first attempt never ran it): give this poll's claim back too, so that
-        // the client's next retry owns the round and runs it.
-        await fromStore(() => store.release!(id, owner)).catch(() => false);
+        // The round's claim was given back (its first attempt never ran it): give this poll's claim back too (in the
+        // background until it lands), so that the client's next retry owns the round and runs it.
+        lease!.giveBack(id, owner, expiresAtMs);
         return STILL_RUNNING;
       }
       if (found.status === 'first') {

@@ -138,9 +138,13 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
   const inflight = new Map<string, Promise<Settled>>();
   const stalled = new StalledRounds();
   const nextOwner = createOwners();
-  const poll = createPoller(store, stalled, leases ? { owner: nextOwner, leaseMs } : undefined);
-  const waitAsOneOf = createWaiters(waiting);
   const retry = createRetrier(now);
+  /** Gives back a claim this instance took and will not run (its reply was lost, or a poll took it), until it lands. */
+  const giveBack = (id: string, owner: string, expiresAtMs: number): void => {
+    void retry(`release\n${id}\n${owner}`, () => fromStore(() => store.release!(id, owner)), expiresAtMs);
+  };
+  const poll = createPoller(store, stalled, leases ? { owner: nextOwner, leaseMs, giveBack } : undefined);
+  const waitAsOneOf = createWaiters(waiting);
 
   /** Waits for what `settled` brings (it ends by the deadline), as one of the bounded waiters of the state's principal. */
   const wait = async <S extends Opened>(
@@ -175,7 +179,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
       return await fromStore(call);
     } catch (error) {
       if (owner !== undefined && token !== '' && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
-        later(retry(`record\n${id}`, () => fromStore(call), expiresAtMs));
+        later(retry(`record\n${id}\n${owner}`, () => fromStore(call), expiresAtMs));
       }
       throw error;
     }
@@ -243,9 +247,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     try {
       return await fromStore(() => store.claim!(id, expiresAtMs, fp, options));
     } catch (error) {
-      if (owner !== undefined && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') {
-        retry(`release\n${id}`, () => fromStore(() => store.release!(id, owner)), expiresAtMs);
-      }
+      if (owner !== undefined && MrtrError.is(error) && error.code === 'ERR_STORE_UNAVAILABLE') giveBack(id, owner, expiresAtMs);
       throw refusal(error);
     }
   };

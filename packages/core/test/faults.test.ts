@@ -23,11 +23,21 @@ interface Entry {
   outcome?: string | undefined;
 }
 
-/** A store in a Map on `clock` with every capability, and switches for faults: down, a lost reply, an epoch. */
+/**
+ * A store in a Map on `clock` with every capability, and switches for faults: down, a failed call (`failNext`, by
+ * operation), a lost reply (`loseNextReply`, or `loseNext` by operation), an epoch.
+ */
 function leasedStore(clock: { now(): number }) {
   const held = new Map<string, Entry>();
   const calls: { op: string; args: unknown[] }[] = [];
-  const faults = { down: false, loseNextReply: false, epoch: Number.NEGATIVE_INFINITY, skewMs: 0, failNext: {} as Record<string, number> };
+  const faults = {
+    down: false,
+    loseNextReply: false,
+    epoch: Number.NEGATIVE_INFINITY,
+    skewMs: 0,
+    failNext: {} as Record<string, number>,
+    loseNext: {} as Record<string, number>,
+  };
   const storeNow = () => clock.now() + faults.skewMs;
   /** Runs `op`; down: fails before acting; a lost reply: acts, then fails. */
   const io = async <T>(op: string, args: unknown[], act: () => T): Promise<T> => {
@@ -38,8 +48,9 @@ function leasedStore(clock: { now(): number }) {
       throw new Error('connection reset');
     }
     const result = act();
-    if (faults.loseNextReply) {
-      faults.loseNextReply = false;
+    if (faults.loseNextReply || (faults.loseNext[op] ?? 0) > 0) {
+      if (faults.loseNextReply) faults.loseNextReply = false;
+      else faults.loseNext[op]!--;
       throw new Error('reply lost');
     }
     return result;
@@ -250,6 +261,66 @@ describe('leases', () => {
     await run(2_000);
     expect(ledger.calls.filter((c) => c.op === 'release').length).toBe(4);
     expect(ledger.held.size).toBe(0);
+  });
+
+  it('a second lost claim reply for the same state does not cancel the release of the first (each owner is given back)', async () => {
+    const { guard, ledger } = setup();
+    const token = await guard.mint(null, req());
+    // The first claim lands and its reply is lost; its release fails once, so it is still being retried ...
+    ledger.faults.loseNextReply = true;
+    ledger.faults.failNext.release = 1;
+    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_STORE_UNAVAILABLE');
+    // ... when an identical retry's claim (pending behind the first owner) loses its reply too.
+    ledger.faults.loseNextReply = true;
+    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_STORE_UNAVAILABLE');
+    const [first, second] = ledger.calls.filter((c) => c.op === 'claim').map((c) => (c.args[3] as ClaimOptions).owner);
+    expect(first).not.toBe(second);
+    await run(2_500);
+    const released = ledger.calls.filter((c) => c.op === 'release').map((c) => c.args[1]);
+    expect(released).toContain(second);
+    expect(released.filter((owner) => owner === first).length).toBe(2);
+    expect(ledger.held.size).toBe(0);
+    expect((await guard.admit(token, req(), yes)).replay).toBe(false);
+  });
+
+  it("a retry polling another instance's round gives back the claim it took when that claim's reply was lost", async () => {
+    const { guard, ledger, make } = setup();
+    const other = make();
+    const token = await guard.mint(null, req());
+    // The first attempt's claim lands and its reply is lost; its release lands on the second try (at 100 ms).
+    ledger.faults.loseNextReply = true;
+    ledger.faults.failNext.release = 1;
+    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_STORE_UNAVAILABLE');
+    // An identical retry on the other instance finds the round pending and polls it (at 50 ms, then 150 ms) ...
+    const polled = codeOf(other.admit(token, req(), yes));
+    await run(60);
+    expect(ledger.calls.filter((c) => c.op === 'claim').length).toBe(3);
+    // ... and the poll at 150 ms, after the release, takes the claim: its reply is lost.
+    ledger.faults.loseNext.claim = 1;
+    await run(100);
+    expect(await polled).toBe('ERR_STORE_UNAVAILABLE');
+    await run(2_500);
+    expect(ledger.held.size).toBe(0);
+    expect((await guard.admit(token, req(), yes)).replay).toBe(false);
+  });
+
+  it('a poll whose claim is the first gives it back even when the release fails at first', async () => {
+    const { guard, ledger, make } = setup();
+    const other = make();
+    const token = await guard.mint(null, req());
+    ledger.faults.loseNextReply = true;
+    ledger.faults.failNext.release = 1;
+    expect(await codeOf(guard.admit(token, req(), yes))).toBe('ERR_STORE_UNAVAILABLE');
+    const polled = codeOf(other.admit(token, req(), yes));
+    await run(110);
+    expect(ledger.held.size).toBe(0);
+    // The poll at 150 ms takes the given-back claim; its own release fails once and is retried.
+    ledger.faults.failNext.release = 1;
+    await run(3_000);
+    expect(ledger.calls.filter((c) => c.op === 'release').length).toBe(4);
+    expect(await polled).toBe('ERR_ROUND_IN_PROGRESS');
+    expect(ledger.held.size).toBe(0);
+    expect((await guard.admit(token, req(), yes)).replay).toBe(false);
   });
 
   it('a record that fails while the store is down is retried; identical retries here get the outcome meanwhile', async () => {
