@@ -22,6 +22,8 @@ export interface MintDeps {
   readonly now: () => number;
   readonly principalTag: (kid: string, principal: Principal) => Awaitable<string>;
   readonly whoIn: (scope: Scope) => Principal;
+  /** The principal's tag for this instance's bounds, whichever key seals (see `createHolderTagger`). */
+  readonly holderTag: (principal: Principal) => Awaitable<string>;
   /** The store's ledger epoch to seal in the state (`le`), once known. */
   readonly ledgerEpoch: { readonly value: number | undefined };
 }
@@ -62,7 +64,7 @@ function nextFlow(previous: MintOptions['continues'], t: number, flowTtlMs: numb
  * like the checks of an open.
  */
 export function createMint(deps: MintDeps): Mint {
-  const { keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, ledgerEpoch } = deps;
+  const { keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, holderTag, ledgerEpoch } = deps;
   return <P extends JsonValue, R>(
     scope: Scope,
     data: P,
@@ -97,15 +99,21 @@ export function createMint(deps: MintDeps): Mint {
         };
         const le = ledgerEpoch.value;
         if (le !== undefined) claims.le = le;
-        if (quota !== undefined && !quota.take(claims.sub, t)) throw new QuotaExceededError();
-        let sealed: Awaitable<string>;
-        try {
-          sealed = sealer.seal(claims);
-        } catch (cause) {
-          // The data is JSON (checked above): see sealFailure.
-          return sealFailure(cause);
-        }
-        return andThen(sealed, checkSealed, sealFailure);
+        const seal = (): Awaitable<R> => {
+          let sealed: Awaitable<string>;
+          try {
+            sealed = sealer.seal(claims);
+          } catch (cause) {
+            // The data is JSON (checked above): see sealFailure.
+            return sealFailure(cause);
+          }
+          return andThen(sealed, checkSealed, sealFailure);
+        };
+        if (quota === undefined) return seal();
+        return andThen(holderTag(principal), (holder) => {
+          if (!quota.take(holder, t)) throw new QuotaExceededError();
+          return seal();
+        });
       }),
     );
   };

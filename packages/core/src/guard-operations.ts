@@ -30,6 +30,8 @@ export interface OperationDeps {
   readonly verifyNow: Verify;
   readonly mintNow: Mint;
   readonly singleUse: SingleUse;
+  /** The principal's tag for this instance's bounds (the outcome budget, waiting retries) of a verified state. */
+  readonly holderOf: (state: OpenedState) => string;
   readonly store: ReplayStore | undefined;
   readonly codecId: string;
   readonly events: EventSink<GuardEvent> | undefined;
@@ -100,11 +102,11 @@ function createReports(events: EventSink<GuardEvent>, codecId: string, now: () =
 }
 
 /** Without `onEvent`: the operations unreported, nothing built and nothing timed. */
-function unreported({ verifyNow, mintNow, singleUse, store }: OperationDeps): GuardOperations {
+function unreported({ verifyNow, mintNow, singleUse, holderOf, store }: OperationDeps): GuardOperations {
   return {
     async openIn(scope, token, single, answers, options) {
       const state = await verifyNow(scope, token);
-      if (single === 'claim') return singleUse.claim(state, answers ?? null, options);
+      if (single === 'claim') return singleUse.claim(state, answers ?? null, holderOf(state), options);
       if (single === 'consume' && store !== undefined) await singleUse.consume(state);
       return state;
     },
@@ -119,7 +121,7 @@ function unreported({ verifyNow, mintNow, singleUse, store }: OperationDeps): Gu
  * `outcome.dropped`, `flow.started`/`state.minted`).
  */
 function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOperations {
-  const { verifyNow, mintNow, singleUse, store } = deps;
+  const { verifyNow, mintNow, singleUse, holderOf, store } = deps;
   const { base, storeStep, rejected } = createReports(events, deps.codecId, deps.now);
 
   /** Every open of a state: the checks (1–8), then its single-use step: none, `consume`, or `claim`. */
@@ -143,7 +145,7 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
         const dropped: Dropped = (reason, outcomeBytes) =>
           events.emit({ type: 'outcome.dropped', ...base(request), flow, round: at.round, kid: opened.kid, reason, outcomeBytes });
         const [admission, storeMs] = await storeStep(
-          () => singleUse.claim(opened, answers ?? null, options, dropped),
+          () => singleUse.claim(opened, answers ?? null, holderOf(opened), options, dropped),
           opened,
           request,
           flow,

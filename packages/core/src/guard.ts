@@ -1,4 +1,5 @@
 import type { RequestBinding } from './claims.js';
+import { andThen } from './crypto/awaitable.js';
 import type { GuardEvent } from './events.js';
 import { checkFleetKeys } from './fleet.js';
 import { createChecks } from './guard-checks.js';
@@ -6,7 +7,7 @@ import { createGuardKeys } from './guard-keys.js';
 import { createMint } from './guard-mint.js';
 import { createOperations } from './guard-operations.js';
 import { parseGuardOptions } from './guard-options.js';
-import { bindNow, principalIn, scopeOf } from './guard-scope.js';
+import { bindNow, principalIn, type Scope, scopeOf } from './guard-scope.js';
 import { createSingleUse } from './guard-single-use.js';
 import type {
   AdmitOptions,
@@ -19,7 +20,7 @@ import type {
   StateGuardOptions,
 } from './guard-types.js';
 import type { Admission } from './outcomes.js';
-import { createPrincipalTagger, principalPolicy } from './principal.js';
+import { createHolderTagger, createPrincipalTagger, principalPolicy } from './principal.js';
 import type { JsonValue } from './protocol.js';
 
 export type {
@@ -50,12 +51,13 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const { store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, events } = parsed;
   const whoIn = principalIn(principalPolicy(parsed.readPrincipal, parsed.unauthenticated));
   const principalTag = createPrincipalTagger(parsed.keys, audience);
+  const holderTag = createHolderTagger(audience);
   const keys = createGuardKeys(parsed.keys, parsed.codec, parsed.codecFor);
   const { codec } = keys;
   const singleUse = createSingleUse(parsed, codec, principalTag);
   const { consume, claim, clock, ledgerEpoch } = singleUse;
   const verifyNow = createChecks({ keys, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn });
-  const mintNow = createMint({ keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, ledgerEpoch });
+  const mintNow = createMint({ keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, holderTag, ledgerEpoch });
   // Nothing is minted while this instance's clock is off the store's by more than the tolerance, nor before the store's
   // ledger epoch exists.
   const mintWithin: typeof mintNow = (...args) => {
@@ -63,15 +65,25 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     const learning = ledgerEpoch.ready();
     return learning === undefined ? mintNow(...args) : learning.then(() => mintNow(...args));
   };
+  // The principal of each state verified here, for this instance's bounds whichever key sealed it (the outcome budget
+  // and waiting retries of `claim`, which is given the state alone).
+  const holders = new WeakMap<OpenedState, string>();
+  const holderOf = (state: OpenedState): string => holders.get(state) ?? state.claims.sub;
   // Nor is anything opened: a skewed instance's own checks (expiry, iat) are off, so it refuses first, with the reason.
-  const verifyWithin: typeof verifyNow = (...args) => {
+  const verifyWithin: typeof verifyNow = <P extends JsonValue>(scope: Scope, token: unknown) => {
     clock.assertWithin();
-    return verifyNow(...args);
+    return andThen(verifyNow<P>(scope, token), (state) =>
+      andThen(holderTag(whoIn(scope)), (holder) => {
+        holders.set(state, holder);
+        return state;
+      }),
+    );
   };
   const { openIn, mintIn, mintTokenIn } = createOperations({
     verifyNow: verifyWithin,
     mintNow: mintWithin,
     singleUse,
+    holderOf,
     store,
     codecId: codec.id,
     events,
@@ -87,7 +99,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     checkClock: () => clock.measure(),
     bind: async (request: RequestContext): Promise<RequestBinding> => bindNow(request),
     consume,
-    claim,
+    claim: (state, answers, options) => claim(state, answers, holderOf(state), options),
     open<P extends JsonValue>(token: unknown, request: RequestContext) {
       return openIn(scopeOf(request), token, 'consume') as Promise<OpenedState<P>>;
     },

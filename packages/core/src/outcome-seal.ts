@@ -47,7 +47,8 @@ export type Sealed =
 
 /** An outcome sealed for the store, and a recorded one opened and checked against the state and the fingerprint. */
 export interface OutcomeSeal {
-  seal(state: OpenedState, fp: string, outcome: JsonValue): Promise<Sealed>;
+  /** `holder`: the principal's tag for the byte budget (see `createHolderTagger`). */
+  seal(state: OpenedState, holder: string, fp: string, outcome: JsonValue): Promise<Sealed>;
   unseal(state: OpenedState, fp: string, token: string): Promise<JsonValue>;
 }
 
@@ -63,7 +64,7 @@ export function createOutcomeSeal({ store, codec, audience, now, budget }: Outco
    * keeps (told before sealing when even the JSON is too large: a sealed token is at least a quarter of its JSON,
    * whatever the codec's encoding), past the principal's byte budget, or not JSON or a codec failure.
    */
-  const seal = async (state: OpenedState, fp: string, outcome: JsonValue): Promise<Sealed> => {
+  const seal = async (state: OpenedState, holder: string, fp: string, outcome: JsonValue): Promise<Sealed> => {
     const { claims } = state;
     const limit = maxKept();
     let json: string;
@@ -93,7 +94,7 @@ export function createOutcomeSeal({ store, codec, audience, now, budget }: Outco
     }
     if (token.length > limit) return TOO_LARGE;
     // The principal's share of what stores hold: charged only for what is kept.
-    if (budget !== undefined && !budget.take(claims.sub, now(), token.length)) {
+    if (budget !== undefined && !budget.take(holder, now(), token.length)) {
       return { token: '', dropped: 'principal_quota', bytes: token.length };
     }
     return { token };

@@ -83,10 +83,17 @@ export interface OutcomeDeps {
 const retryAfter = (leaseLeftMs: number | undefined): number => Math.max(1, Math.min(1_000, leaseLeftMs ?? 1_000));
 
 /**
- * The claim of a state: `Admission` for its attempt. `dropped` is told, once, why an outcome its `record` was given
- * was not kept (the guard's `outcome.dropped`).
+ * The claim of a state: `Admission` for its attempt. `holder` is the principal's tag for this instance's bounds (its
+ * outcome budget and waiting retries, whichever key sealed the state); `dropped` is told, once, why an outcome its
+ * `record` was given was not kept (the guard's `outcome.dropped`).
  */
-export type Claim = <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions, dropped?: Dropped) => Promise<Admission<S>>;
+export type Claim = <S extends Opened>(
+  state: S,
+  answers: JsonValue,
+  holder: string,
+  options?: AdmitOptions,
+  dropped?: Dropped,
+) => Promise<Admission<S>>;
 
 /** Told why a recorded outcome was not kept, and its sealed length when it was sealed. */
 export type Dropped = (reason: OutcomeDropReason, outcomeBytes: number | undefined) => void;
@@ -114,7 +121,7 @@ const notRecorded = async (): Promise<boolean> => false;
 export function createOutcomes(deps: OutcomeDeps): Claim {
   const { store, consume, recordable } = deps;
   const recorded = store === undefined || deps.capabilities.outcomes === undefined ? undefined : createRecording(deps, store);
-  return async <S extends Opened>(state: S, answers: JsonValue, options?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
+  return async <S extends Opened>(state: S, answers: JsonValue, holder: string, options?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
     if (store === undefined) return { state, replay: false, fence: 0, record: notRecorded };
     if (recorded === undefined) {
       await consume(state);
@@ -125,7 +132,7 @@ export function createOutcomes(deps: OutcomeDeps): Claim {
       await consume(state);
       return { state, replay: false, fence: 0, record: notRecorded };
     }
-    return recorded(state, answers, options, dropped);
+    return recorded(state, answers, holder, options, dropped);
   };
 }
 
@@ -149,12 +156,13 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
   /** Waits for what `settled` brings (it ends by the deadline), as one of the bounded waiters of the state's principal. */
   const wait = async <S extends Opened>(
     state: S,
+    holder: string,
     fp: string,
     settled: () => Promise<Settled>,
     retryAfterMs: number | undefined,
     reclaim: boolean,
   ): Promise<Admission<S>> => {
-    const result = await waitAsOneOf(state.claims.sub, settled);
+    const result = await waitAsOneOf(holder, settled);
     if (result === NOTHING) throw new StateReplayedError();
     if (result === STILL_RUNNING) throw new RoundInProgressError({ retryAfterMs });
     // The lease lapsed while this retry waited: at-least-once rounds are retried at once (the next claim takes over).
@@ -188,6 +196,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
   /** The first attempt: it runs the round and records its outcome once. */
   const own = <S extends Opened>(
     state: S,
+    holder: string,
     id: string,
     fp: string,
     key: string,
@@ -207,7 +216,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
       let token = '';
       let kept = false;
       try {
-        const sealed = await seal(state, fp, outcome);
+        const sealed = await seal(state, holder, fp, outcome);
         token = sealed.token;
         kept = (await recordIn(id, fp, token, owner, expiresAtMs, (landed) => (landing = landed))) && token !== '';
         // Not kept although sealed: the store recorded it as done, not kept (its budget, or the claim was lost).
@@ -252,7 +261,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     }
   };
 
-  return async <S extends Opened>(state: S, answers: JsonValue, admit?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
+  return async <S extends Opened>(state: S, answers: JsonValue, holder: string, admit?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
     clock.assertWithin();
     const reclaim = admit?.reclaim === true;
     const { id, expiresAtMs } = ledger(state);
@@ -262,14 +271,14 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     const deadline = performance.now() + retryWaitMs;
 
     const local = inflight.get(key);
-    if (local !== undefined) return wait(state, fp, () => within(local, deadline), undefined, reclaim);
+    if (local !== undefined) return wait(state, holder, fp, () => within(local, deadline), undefined, reclaim);
 
     const owner = leases ? nextOwner() : undefined;
     const found = await claimIn(state, id, expiresAtMs, fp, owner, reclaim);
     switch (found.status) {
       case 'first':
         stalled.delete(key);
-        return own(state, id, fp, key, owner, expiresAtMs, found.fence ?? 0, dropped);
+        return own(state, holder, id, fp, key, owner, expiresAtMs, found.fence ?? 0, dropped);
       case 'recorded':
         if (typeof found.outcome !== 'string' || found.outcome === '') throw new StateReplayedError();
         return { state, replay: true, outcome: await unseal(state, fp, found.outcome) };
@@ -277,7 +286,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
         // A round polled for a whole wait already: this retry asked the store once, and is not polled again.
         if (stalled.has(key, now())) throw new RoundInProgressError({ retryAfterMs: retryAfter(found.leaseLeftMs) });
         stalled.delete(key);
-        return wait(state, fp, () => poll(key, id, expiresAtMs, fp, deadline), retryAfter(found.leaseLeftMs), reclaim);
+        return wait(state, holder, fp, () => poll(key, id, expiresAtMs, fp, deadline), retryAfter(found.leaseLeftMs), reclaim);
       case 'unknown':
         throw new OutcomeUnknownError();
       default:

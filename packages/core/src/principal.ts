@@ -3,7 +3,7 @@ import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { KeyUnknownError, PrincipalRequiredError } from './errors.js';
 import type { RequestContext } from './guard-types.js';
 import { canonicalJson, utf8Encode } from './json.js';
-import type { KeyRing } from './keys.js';
+import { generateKey, KeyRing } from './keys.js';
 
 /** A principal as a namespaced identity: `p` authenticated, `u` the fixed unauthenticated one; they never collide. */
 export type Principal = readonly [namespace: 'p' | 'u', name: string];
@@ -67,4 +67,14 @@ export function createPrincipalTagger(keys: KeyRing, audience: string): (kid: st
     const tag = andThen(key, (k) => computeTag(k, principal));
     return cacheable ? andThen(tag, (t) => remember(kid, principal, t)) : tag;
   };
+}
+
+/**
+ * A principal's tag for this guard's own bounds (the mint quota, the outcome budget, waiting retries): one per
+ * principal whichever key seals its states, so a key rotation never doubles a bound. Keyed by a secret of this
+ * guard that never leaves the process (the bounds are this instance's).
+ */
+export function createHolderTagger(audience: string): (principal: Principal) => Awaitable<string> {
+  const tagger = createPrincipalTagger(new KeyRing([{ kid: 'holder', secret: generateKey() }]), audience);
+  return (principal) => tagger('holder', principal);
 }

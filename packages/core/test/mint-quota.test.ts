@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createStateGuard, generateKey, KeyRing, MrtrError, type ReplayStore, type RequestContext } from '../src/index.js';
+import { createStateGuard, generateKey, KeyProvider, KeyRing, MrtrError, type ReplayStore, type RequestContext } from '../src/index.js';
 import { fakeClock, testCodec } from './helpers.js';
 
 // Review finding (issue 19, item 7): the fixed-window quota let one principal mint `max` at the end of a window
@@ -201,5 +201,32 @@ describe('default mint quota sized from the store', () => {
     ).toBe(500);
     expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: false }), 'p', 500)).toBe(500);
     expect(await mintUntilRefused(guardOn(sized(10_000), { mintQuota: { max: 3 } }), 'p', 500)).toBe(3);
+  });
+});
+
+describe('quotas across a key rotation', () => {
+  // Review finding: the mint quota and the outcome budget were counted per principal tag, and a tag is keyed by the
+  // kid that seals, so while a rotation moved sealing to the next key a principal got twice its quota.
+  const secrets = { k1: generateKey(), k2: generateKey() };
+  const rotating = async (clock: { now(): number }, at: number) =>
+    KeyProvider.create({
+      load: () => [
+        { kid: 'k1', secret: secrets.k1 },
+        { kid: 'k2', secret: secrets.k2, notBefore: at },
+      ],
+      refreshMs: 0,
+      now: clock.now,
+    });
+
+  it('the mint quota counts a principal once, whichever key seals its states', async () => {
+    const clock = fakeClock(1_800_000_000_000);
+    const provider = await rotating(clock, clock.now() + 1_000);
+    const guard = createStateGuard({ codec: testCodec, keys: provider.keys, audience: 'aud', now: clock.now, mintQuota: { max: 2 } });
+    await guard.mint({ i: 1 }, request('alice'));
+    await guard.mint({ i: 2 }, request('alice'));
+    clock.advance(1_000); // k2 seals from now on
+    const sealedBy = (await guard.open(await guard.mint({ i: 0 }, request('bob')), request('bob'))).kid;
+    expect(sealedBy).toBe('k2');
+    await expect(guard.mint({ i: 3 }, request('alice'))).rejects.toMatchObject({ code: 'ERR_QUOTA_EXCEEDED' });
   });
 });

@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import {
   type ClaimResult,
   type GuardEvent,
+  KeyProvider,
   KeyRing,
   MrtrError,
   type MrtrErrorCode,
@@ -266,6 +267,28 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
     const alice = await round(guard, 'alice', 8_000);
     expect(alice.kept).toBe(true);
     expect(await guard.admit(alice.token, req({ principal: 'alice' }), yes)).toMatchObject({ replay: true });
+  });
+
+  it('the outcome budget counts a principal once across a key rotation (states sealed by the old and the new key)', async () => {
+    const clock = fakeClock();
+    const provider = await KeyProvider.create({
+      load: () => [
+        { kid: 'k1', secret: generateKey() },
+        { kid: 'k2', secret: generateKey(), notBefore: clock.now() + 1_000 },
+      ],
+      refreshMs: 0,
+      now: clock.now,
+    });
+    const store = recordingStore(clock.now);
+    const guard = createStateGuard({ codec: testCodec, keys: provider.keys, store, audience: 'aud-1', now: clock.now, outcomeQuota: { maxBytes: 40_000 } });
+    const before = [];
+    for (let i = 0; i < 10; i++) before.push(await round(guard, 'mallory', 8_000));
+    expect(before.some((r) => !r.kept)).toBe(true);
+    clock.advance(1_000); // k2 seals from now on: a new principal tag in the states, the same principal
+    const after = await round(guard, 'mallory', 8_000);
+    expect(after.token.startsWith('k2.')).toBe(true);
+    expect(after.kept).toBe(false);
+    expect(heldBytes(store)).toBeLessThanOrEqual(40_000);
   });
 
   it('by default one principal keeps at most 1 MiB of outcomes, however many rounds it runs (the review flood)', async () => {
