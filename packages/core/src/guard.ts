@@ -57,7 +57,20 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
   const singleUse = createSingleUse(parsed, codec, principalTag);
   const { consume, claim, clock, ledgerEpoch } = singleUse;
   const verifyNow = createChecks({ keys, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn });
-  const mintNow = createMint({ keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, holderTag, ledgerEpoch });
+  const mintNow = createMint({
+    keys,
+    audience,
+    ttlMs,
+    flowTtlMs,
+    maxRounds,
+    maxTokenBytes,
+    quota,
+    now,
+    principalTag,
+    whoIn,
+    holderTag,
+    ledgerEpoch,
+  });
   // Nothing is minted while this instance's clock is off the store's by more than the tolerance, nor before the store's
   // ledger epoch exists.
   const mintWithin: typeof mintNow = (...args) => {

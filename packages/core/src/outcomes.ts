@@ -121,7 +121,13 @@ const notRecorded = async (): Promise<boolean> => false;
 export function createOutcomes(deps: OutcomeDeps): Claim {
   const { store, consume, recordable } = deps;
   const recorded = store === undefined || deps.capabilities.outcomes === undefined ? undefined : createRecording(deps, store);
-  return async <S extends Opened>(state: S, answers: JsonValue, holder: string, options?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
+  return async <S extends Opened>(
+    state: S,
+    answers: JsonValue,
+    holder: string,
+    options?: AdmitOptions,
+    dropped?: Dropped,
+  ): Promise<Admission<S>> => {
     if (store === undefined) return { state, replay: false, fence: 0, record: notRecorded };
     if (recorded === undefined) {
       await consume(state);
@@ -261,7 +267,13 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
     }
   };
 
-  return async <S extends Opened>(state: S, answers: JsonValue, holder: string, admit?: AdmitOptions, dropped?: Dropped): Promise<Admission<S>> => {
+  return async <S extends Opened>(
+    state: S,
+    answers: JsonValue,
+    holder: string,
+    admit?: AdmitOptions,
+    dropped?: Dropped,
+  ): Promise<Admission<S>> => {
     clock.assertWithin();
     const reclaim = admit?.reclaim === true;
     const { id, expiresAtMs } = ledger(state);

@@ -280,7 +280,14 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
       now: clock.now,
     });
     const store = recordingStore(clock.now);
-    const guard = createStateGuard({ codec: testCodec, keys: provider.keys, store, audience: 'aud-1', now: clock.now, outcomeQuota: { maxBytes: 40_000 } });
+    const guard = createStateGuard({
+      codec: testCodec,
+      keys: provider.keys,
+      store,
+      audience: 'aud-1',
+      now: clock.now,
+      outcomeQuota: { maxBytes: 40_000 },
+    });
     const before = [];
     for (let i = 0; i < 10; i++) before.push(await round(guard, 'mallory', 8_000));
     expect(before.some((r) => !r.kept)).toBe(true);
