@@ -168,7 +168,9 @@ describe.skipIf(!present)('Redis Cluster: three local masters', { timeout: 120_0
 
   it('a race across the cluster: 2 clients × 32 consumers over the same 600 ids → exactly 600 trues', async () => {
     const namespace = uniqueId('race');
-    const stores = [newStore(newCluster(), namespace), newStore(newCluster(), namespace)];
+    // 38,400 consumes on a machine that may be busy: a generous command timeout (this test is about who wins, not how
+    // fast; the default failed it at load 20).
+    const stores = [newStore(newCluster(), namespace, 60_000), newStore(newCluster(), namespace, 60_000)];
     // A third of the ids share a few hash tags (batches of one slot carry many keys); the rest spread out.
     const ids = Array.from({ length: 600 }, (_, i) => (i % 3 === 0 ? `{tag${i % 4}}:${i}` : `spread:${i}:${uniqueId('r')}`));
     const keyPrefix = stores[0]!.keyPrefix;
