@@ -29,6 +29,7 @@ export { createEventSink, createFlowTagger, safeEmitter } from './events.js';
 export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
 export { checkFleetKeys, keyFingerprint, MAX_FLEET_KEYS, parseKeyFingerprintOffer } from './fleet.js';
 export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
+export { checkLeaseMs, checkOwner } from './lease-args.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
 export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';

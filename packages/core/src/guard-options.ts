@@ -4,6 +4,7 @@ import type { OutcomeQuota, RequestContext, StateGuardOptions } from './guard-ty
 import { NO_CAPABILITIES, storeCapabilities } from './capabilities.js';
 import type { CodecFactory, ReplayStore, StateCodec, StoreCapabilities } from './interfaces.js';
 import { intOption, YEAR_MS } from './int-option.js';
+import { MAX_LEASE_MS } from './lease-args.js';
 import type { WaitingBounds } from './outcomes.js';
 import { createQuota, type Quota } from './quota.js';
 
@@ -126,7 +127,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createStateGuard: now must be a function');
   const retryWaitMs = intOption('retryWaitMs', options.retryWaitMs, 3_000, 0, 600_000);
-  const leaseMs = intOption('leaseMs', options.leaseMs, 30_000, 3, YEAR_MS);
+  const leaseMs = intOption('leaseMs', options.leaseMs, 30_000, 3, MAX_LEASE_MS);
   const clockCheckMs = intOption('clockCheckMs', options.clockCheckMs, 30_000, 0, YEAR_MS);
   const waitingOptions = options.maxWaitingRetries ?? {};
   if (waitingOptions === null || typeof waitingOptions !== 'object') {

@@ -133,7 +133,7 @@ export interface StateGuardOptions {
    * With a store that declares `leases`: how long a round's claim is held for the instance running it without being
    * renewed, ms. The instance renews it every third of that while the round runs; when the instance dies (or loses the
    * store) the lease lapses and identical retries get `ERR_OUTCOME_UNKNOWN` ("this round may have run") instead of
-   * waiting until the state expires. @default 30_000
+   * waiting until the state expires. From 3 to 2^31 − 1. @default 30_000
    */
   leaseMs?: number | undefined;
   /**

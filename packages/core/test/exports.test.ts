@@ -108,6 +108,8 @@ describe('exported names', () => {
       'boolOption',
       'canonicalJson',
       'checkFleetKeys',
+      'checkLeaseMs',
+      'checkOwner',
       'createBatcher',
       'createEventSink',
       'createFlowTagger',

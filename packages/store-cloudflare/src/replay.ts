@@ -1,5 +1,7 @@
 import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
 import {
+  checkLeaseMs,
+  checkOwner,
   intOption,
   LedgerLostError,
   ownerValues,
@@ -61,7 +63,6 @@ const LABEL = 'createDurableObjectStore';
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const REPLAYED: ClaimResult = Object.freeze({ status: 'replayed' });
 const UNKNOWN: ClaimResult = Object.freeze({ status: 'unknown' });
-const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
 
 type Answer = Record<string, unknown>;
 const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
@@ -84,16 +85,6 @@ function claimResultOf(answer: Answer): ClaimResult {
   throw new Error('unexpected answer to claim');
 }
 
-const checkOwner = (method: string, owner: unknown): string => {
-  if (typeof owner !== 'string' || !OWNER.test(owner)) throw new TypeError(`${method}: owner must be 16 to 64 base64url characters`);
-  return owner;
-};
-const checkLease = (method: string, leaseMs: unknown): number => {
-  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs)) throw new TypeError(`${method}: leaseMs must be an integer`);
-  if (leaseMs < 1) throw new RangeError(`${method}: leaseMs must be positive`);
-  return leaseMs;
-};
-
 /** The checked arguments of a spend: `consume`'s, or `claim`'s with its fingerprint and lease. */
 interface Spend {
   id: string;
@@ -112,7 +103,7 @@ function spendOf(method: string, id: unknown, expiresAtMs: unknown, options: Cla
   const { mintedAtMs, owner, leaseMs } = options ?? {};
   if (mintedAtMs !== undefined && (typeof mintedAtMs !== 'number' || !Number.isFinite(mintedAtMs)))
     throw new TypeError(`${method}: mintedAtMs must be a finite number`);
-  const lease = leaseMs === undefined ? null : checkLease(method, leaseMs);
+  const lease = leaseMs === undefined ? null : checkLeaseMs(method, leaseMs);
   return {
     id,
     exp: expiresAtMs,
@@ -283,7 +274,7 @@ function leaseOps(ctx: Context) {
   return {
     async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
       if (typeof id !== 'string' || id.length === 0) throw new TypeError('renew: id must be a non-empty string');
-      const message = { op: 'renew', id, owner: checkOwner('renew', owner), leaseMs: checkLease('renew', leaseMs) };
+      const message = { op: 'renew', id, owner: checkOwner('renew', owner), leaseMs: checkLeaseMs('renew', leaseMs) };
       ctx.open();
       return answered(await sendTwice(() => ctx.objects.call(id, message)), 'renewed');
     },

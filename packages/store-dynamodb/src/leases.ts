@@ -23,17 +23,6 @@ export async function twice<T>(write: () => Promise<T>): Promise<T> {
 
 const PENDING: ClaimResult = Object.freeze({ status: 'pending' });
 const UNKNOWN: ClaimResult = Object.freeze({ status: 'unknown' });
-const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
-
-export const checkOwner = (method: string, owner: unknown): string => {
-  if (typeof owner !== 'string' || !OWNER.test(owner)) throw new TypeError(`${method}: owner must be 16 to 64 base64url characters`);
-  return owner;
-};
-export const checkLease = (method: string, leaseMs: unknown): number => {
-  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs)) throw new TypeError(`${method}: leaseMs must be an integer`);
-  if (leaseMs < 1) throw new RangeError(`${method}: leaseMs must be positive`);
-  return leaseMs;
-};
 
 /** What an unrecorded claim answers at service time `at`: `pending` while its lease runs (or with none), else `unknown`. */
 export function unrecordedStatus(item: Item, at: number): ClaimResult {

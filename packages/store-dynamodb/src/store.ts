@@ -2,6 +2,8 @@ import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk
 import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
 import {
   base64urlEncode,
+  checkLeaseMs,
+  checkOwner,
   intOption,
   LedgerLostError,
   MAX_FINGERPRINT_MISSES,
@@ -11,7 +13,7 @@ import {
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { ClockOffset } from './clock.js';
-import { checkLease, checkOwner, epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';
+import { epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
 
@@ -312,7 +314,7 @@ function claimOp(ctx: Context) {
     const misuse = checkId('claim', id, expiresAtMs) ?? checkFingerprint('claim', fingerprint) ?? checkMinted('claim', options?.mintedAtMs);
     if (misuse !== undefined) throw misuse;
     const owner = options?.owner === undefined ? newOwner() : checkOwner('claim', options.owner);
-    const leaseMs = options?.leaseMs === undefined ? null : checkLease('claim', options.leaseMs);
+    const leaseMs = options?.leaseMs === undefined ? null : checkLeaseMs('claim', options.leaseMs);
     ctx.open();
     const { table } = ctx;
     // No owner: no lease.
@@ -368,7 +370,7 @@ function leaseOps(ctx: Context) {
   return {
     async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
       checkIdOnly('renew', id);
-      const [o, ms] = [checkOwner('renew', owner), checkLease('renew', leaseMs)];
+      const [o, ms] = [checkOwner('renew', owner), checkLeaseMs('renew', leaseMs)];
       ctx.open();
       await ctx.table.measure(false);
       return renewItem(ctx.table, idKey(ctx.table, id), o, ms);

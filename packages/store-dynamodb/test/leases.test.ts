@@ -158,7 +158,7 @@ describe('DynamoDB store: leases, epoch, service clock', () => {
     for (const id of ['plain', 'owned']) {
       expect(await s.claim(id, exp, 'fp', { owner: b, leaseMs: 10, reclaim: true })).toEqual({ status: 'pending' });
     }
-    await expect(s.renew('id', 'short', 10)).rejects.toThrow(TypeError);
+    await expect(s.renew('id', 'short', 10)).rejects.toThrow(RangeError);
     await expect(s.claim('x', exp, 'fp', { owner: a, leaseMs: 0 })).rejects.toThrow(RangeError);
   });
 

@@ -1,7 +1,5 @@
 import type { ClaimOptions, SpendOptions } from '@mrtr/core';
-
-/** An owner value (`ClaimOptions.owner`): 16 to 64 base64url characters. */
-const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
+import { checkLeaseMs, checkOwner } from '@mrtr/core/authoring';
 
 /** The arguments every write takes: a non-empty id and a finite expiry. */
 export function checkSpend(op: string, id: unknown, expiresAtMs: unknown, options: SpendOptions | undefined): void {
@@ -13,15 +11,6 @@ export function checkSpend(op: string, id: unknown, expiresAtMs: unknown, option
   if (minted !== undefined && (typeof minted !== 'number' || !Number.isFinite(minted))) {
     throw new TypeError(`${op}: mintedAtMs must be a finite number`);
   }
-}
-
-export function checkOwner(op: string, owner: unknown): void {
-  if (typeof owner !== 'string' || !OWNER.test(owner)) throw new TypeError(`${op}: owner must be 16 to 64 base64url characters`);
-}
-
-export function checkLeaseMs(op: string, leaseMs: unknown): void {
-  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs)) throw new TypeError(`${op}: leaseMs must be a safe integer`);
-  if (leaseMs < 1) throw new RangeError(`${op}: leaseMs must be at least 1`);
 }
 
 /** The lease part of a claim's options, checked. */

@@ -9,7 +9,8 @@ import {
   StoreUnavailableError,
   stringOption,
 } from '@mrtr/core/authoring';
-import { checkLeaseMs, checkOwner, checkSpend, leaseOf } from './checks.js';
+import { checkLeaseMs, checkOwner } from '@mrtr/core/authoring';
+import { checkSpend, leaseOf } from './checks.js';
 import { answerClaim, newClaim, recordClaim, releaseClaim, unrecordedClaimOf } from './leases.js';
 import { Ledger } from './ledger.js';
 

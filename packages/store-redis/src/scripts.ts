@@ -4,7 +4,7 @@
  * built-in, so a store for an edge runtime can take it without ioredis.
  */
 import type { ClaimOptions, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { LedgerLostError, MAX_FLEET_KEYS, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
+import { checkLeaseMs, checkOwner, LedgerLostError, MAX_FLEET_KEYS, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
 
 /** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
 export const MAX_FINGERPRINT_LENGTH = 256;
@@ -42,23 +42,24 @@ export function spendMisuse(method: string, options: SpendOptions | undefined): 
   return undefined;
 }
 
-/** An owner: 16 to 64 base64url characters (it is stored between `:` separators). */
-const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
-
-/** A misused owner (given: 16 to 64 base64url characters); `undefined` when fine. */
+/** A misused owner (16 to 64 base64url characters, stored between `:` separators; absent unless `required`). */
 export function ownerMisuse(method: string, owner: unknown, required: boolean): Error | undefined {
-  if (owner === undefined && !required) return undefined;
-  if (typeof owner !== 'string' || !OWNER.test(owner)) return new TypeError(`${method}: owner must be 16 to 64 base64url characters`);
-  return undefined;
+  return owner === undefined && !required ? undefined : thrownBy(() => checkOwner(method, owner));
 }
 
-/** A misused lease (given: a positive safe integer, ms); `undefined` when fine. */
+/** A misused lease (a positive safe integer, ms; absent unless `required`); `undefined` when fine. */
 export function leaseMisuse(method: string, leaseMs: unknown, required: boolean): Error | undefined {
-  if (leaseMs === undefined && !required) return undefined;
-  if (typeof leaseMs !== 'number' || !Number.isSafeInteger(leaseMs) || leaseMs < 1) {
-    return new RangeError(`${method}: leaseMs must be a positive safe integer`);
+  return leaseMs === undefined && !required ? undefined : thrownBy(() => checkLeaseMs(method, leaseMs));
+}
+
+/** The labelled misuse error core's check throws (this package rejects with it instead); `undefined` when fine. */
+function thrownBy(check: () => unknown): Error | undefined {
+  try {
+    check();
+    return undefined;
+  } catch (error) {
+    return error as Error;
   }
-  return undefined;
 }
 
 /** A misused `claim` option; `undefined` when fine. */

@@ -215,11 +215,12 @@ describe.skipIf(skipRedis)('leases on Redis (leases: true)', () => {
     const store = make();
     const at = await exp(store);
     await expect(store.claim('id', at, 'fp', { owner: 'short' })).rejects.toThrow(
-      new TypeError('claim: owner must be 16 to 64 base64url characters'),
+      new RangeError('claim: owner must be 16 to 64 base64url characters'),
     );
-    await expect(store.claim('id', at, 'fp', { owner: `${'a'.repeat(20)}:x` })).rejects.toThrow(TypeError);
+    await expect(store.claim('id', at, 'fp', { owner: 42 as never })).rejects.toThrow(new TypeError('claim: owner must be a string'));
+    await expect(store.claim('id', at, 'fp', { owner: `${'a'.repeat(20)}:x` })).rejects.toThrow(RangeError);
     await expect(store.claim('id', at, 'fp', { owner: owner('a'), leaseMs: 0 })).rejects.toThrow(
-      new RangeError('claim: leaseMs must be a positive safe integer'),
+      new RangeError('claim: leaseMs must be an integer from 1 to 2147483647'),
     );
     await expect(store.claim('id', at, 'fp', { reclaim: 'yes' as never })).rejects.toThrow(
       new TypeError('claim: reclaim must be a boolean'),
@@ -227,9 +228,11 @@ describe.skipIf(skipRedis)('leases on Redis (leases: true)', () => {
     await expect(store.claim('id', at, 'fp', { mintedAtMs: Number.NaN })).rejects.toThrow(
       new TypeError('claim: mintedAtMs must be a finite number'),
     );
-    await expect(store.renew('id', owner('a'), 1.5)).rejects.toThrow(new RangeError('renew: leaseMs must be a positive safe integer'));
-    await expect(store.release('id', 'x')).rejects.toThrow(new TypeError('release: owner must be 16 to 64 base64url characters'));
-    await expect(store.record('id', 'fp', 'x', { owner: 'x' })).rejects.toThrow(TypeError);
+    await expect(store.renew('id', owner('a'), 1.5)).rejects.toThrow(
+      new RangeError('renew: leaseMs must be an integer from 1 to 2147483647'),
+    );
+    await expect(store.release('id', 'x')).rejects.toThrow(new RangeError('release: owner must be 16 to 64 base64url characters'));
+    await expect(store.record('id', 'fp', 'x', { owner: 'x' })).rejects.toThrow(RangeError);
   });
 });
 

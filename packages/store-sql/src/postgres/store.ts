@@ -1,12 +1,19 @@
 import type { ClaimOptions, ClaimResult, SpendOptions } from '@mrtr/core';
-import { type BackgroundError, boolOption, createBatcher, fnOption, optionsObject, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  type BackgroundError,
+  boolOption,
+  checkLeaseMs,
+  createBatcher,
+  fnOption,
+  optionsObject,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 import { batcherOptions, type ClaimWaiter, createGroupCommit, ownerValue, type RecordWaiter } from '../shared/batching.js';
 import {
   checkClaimArgs,
   checkClaimOptions,
   checkConsumeArgs,
   checkLeaseArgs,
-  checkLeaseMs,
   checkNamespace,
   checkRecordArgs,
   checkRecordOwner,

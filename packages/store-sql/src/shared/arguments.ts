@@ -1,3 +1,5 @@
+import { checkLeaseMs, checkOwner } from '@mrtr/core/authoring';
+
 const MAX_ID_BYTES = 1024;
 const MAX_NAMESPACE_BYTES = 256;
 const MAX_FINGERPRINT_BYTES = 256;
@@ -48,26 +50,6 @@ export function checkRecordArgs(id: unknown, fingerprint: unknown, outcome: unkn
   if (outcome.length * 3 > maxBytes && Buffer.byteLength(outcome, 'utf8') > maxBytes) return '';
   if (outcome.includes('\u0000') || LONE_SURROGATE.test(outcome)) return '';
   return outcome;
-}
-
-const OWNER = /^[A-Za-z0-9_-]{16,64}$/;
-/** The longest lease a claim or renew takes (the longest an id is held anyway: a state lives minutes). */
-const MAX_LEASE_MS = 2_147_483_647;
-
-/** An owner value: 16 to 64 base64url characters (see `ClaimOptions.owner`). */
-export function checkOwner(label: string, owner: unknown): string {
-  if (typeof owner !== 'string') throw new TypeError(`${label}: owner must be a string`);
-  if (!OWNER.test(owner)) throw new RangeError(`${label}: owner must be 16 to 64 base64url characters`);
-  return owner;
-}
-
-/** A lease in ms: a positive safe integer up to 2^31 - 1. */
-export function checkLeaseMs(label: string, leaseMs: unknown): number {
-  if (typeof leaseMs !== 'number') throw new TypeError(`${label}: leaseMs must be a number (ms)`);
-  if (!Number.isSafeInteger(leaseMs) || leaseMs < 1 || leaseMs > MAX_LEASE_MS) {
-    throw new RangeError(`${label}: leaseMs must be an integer from 1 to ${MAX_LEASE_MS}`);
-  }
-  return leaseMs;
 }
 
 /** What `consume` and `claim` take besides the id, checked: `mintedAtMs` (absent: no epoch check). */

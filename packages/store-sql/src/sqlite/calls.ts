@@ -1,10 +1,10 @@
 import type { ClaimOptions, ClaimResult, SpendOptions } from '@mrtr/core';
+import { checkLeaseMs } from '@mrtr/core/authoring';
 import {
   checkClaimArgs,
   checkClaimOptions,
   checkConsumeArgs,
   checkLeaseArgs,
-  checkLeaseMs,
   checkRecordArgs,
   checkRecordOwner,
   checkSpendOptions,
