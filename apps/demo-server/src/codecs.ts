@@ -1,20 +1,26 @@
-import type { KeyRing, StateCodec } from '@mrtr/core';
+import type { CodecFactory, KeyRing } from '@mrtr/core';
 import type { CodecName } from './config.js';
 
-/** Loads and builds the chosen codec (each codec package is only loaded when it is chosen). */
-export async function createCodec(name: CodecName, keys: KeyRing): Promise<StateCodec> {
+export interface DemoCodec {
+  /** The codec's factory: the guard builds the codec on the ring in force (rebuilt when a key file rotates it). */
+  factory: CodecFactory;
+  /** The codec's id (the metrics' label), read from a codec built on the ring in force at start. */
+  id: string;
+}
+
+/** Loads the chosen codec's factory (each codec package is only loaded when it is chosen). */
+export async function loadCodec(name: CodecName, keys: KeyRing): Promise<DemoCodec> {
+  const factory = await codecFactory(name);
+  return { factory, id: factory(keys.current()).id };
+}
+
+async function codecFactory(name: CodecName): Promise<CodecFactory> {
   switch (name) {
-    case 'hmac': {
-      const { createHmacCodec } = await import('@mrtr/codec-hmac');
-      return createHmacCodec(keys);
-    }
-    case 'jwe': {
-      const { createJweCodec } = await import('@mrtr/codec-jwe');
-      return createJweCodec(keys);
-    }
-    case 'aead': {
-      const { createAeadCodec } = await import('@mrtr/codec-aead');
-      return createAeadCodec(keys);
-    }
+    case 'hmac':
+      return (await import('@mrtr/codec-hmac')).createHmacCodec;
+    case 'jwe':
+      return (await import('@mrtr/codec-jwe')).createJweCodec;
+    case 'aead':
+      return (await import('@mrtr/codec-aead')).createAeadCodec;
   }
 }

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KeyRing, type MintQuota } from '@mrtr/core';
+import { KeyProvider, KeyRing, type MintQuota, parseKeySet } from '@mrtr/core';
 import { redactUrl as redactCoreUrl } from '@mrtr/core/authoring';
+import { fileKeySource, watchKeyFile } from '@mrtr/core/node';
 import { escapeForTerminal } from './observe.js';
 import { DEMO_EFFECTS } from './tools.js';
 
@@ -72,6 +73,9 @@ Options:
                        (--ttl-ms + 10 s of clock skew), 1-1000000000 (default ${DEFAULT_MINT_QUOTA}, a quarter of the
                        ${MEMORY_STORE_ENTRIES.toLocaleString('en-US')}-entry memory store, whatever --ttl-ms; --codec all gives each codec N/3);
                        past it a call answers -32600 "Too many requests"; off removes the bound
+  --keys-file PATH     read the key ring from a file (MRTR_KEYS format or a JWK Set, e.g. written by
+                       npx @mrtr/cli keys rotate --file PATH) and re-read it when it changes: a rotation
+                       without a restart; instead of MRTR_KEYS
   --fixtures conformance
                        also register the tools and prompts of the official conformance suite
   --stdio              serve MCP on stdin/stdout; HTTP then only serves the connect pages and /metrics
@@ -82,8 +86,9 @@ Options:
   -h, --help           show this help
 
 Environment:
-  MRTR_KEYS            key ring "k2:<base64url>,k1:<base64url>" (first seals); without it an
-                       ephemeral key is generated (one instance only; refused with --store redis);
+  MRTR_KEYS            key ring "k2:<base64url>,k1:<base64url>" (first seals) or a JWK Set's JSON (keys
+                       with notBefore/notAfter follow their schedule); without it or --keys-file an
+                       ephemeral key is generated (one instance only; refused with a shared store);
                        with a shared store every instance must hold the fleet's keys (checked at start)
   MRTR_DEMO_NAMESPACE  ledger namespace in the store (default mrtr-demo): one per fleet
   MRTR_DEMO_TOKENS     "alice:<token>,bob:<token>" turns on bearer-token auth
@@ -128,6 +133,8 @@ export interface CliOptions {
   codec: CodecName | 'all';
   store: StoreName;
   sqliteFile: string;
+  /** --keys-file: the key ring's file, re-read when it changes; `undefined`: MRTR_KEYS or an ephemeral key. */
+  keysFile: string | undefined;
   ttlMs: number;
   maxConnections: number;
   /** States one principal may hold at once (minted in any state lifetime); `undefined` = no bound (--mint-quota off). */
@@ -167,6 +174,7 @@ export function parseCli(argv: readonly string[]): CliOptions {
         codec: { type: 'string' },
         store: { type: 'string' },
         'sqlite-file': { type: 'string' },
+        'keys-file': { type: 'string' },
         'ttl-ms': { type: 'string' },
         'max-connections': { type: 'string' },
         'mint-quota': { type: 'string' },
@@ -188,6 +196,8 @@ export function parseCli(argv: readonly string[]): CliOptions {
   const sqliteFile = str('sqlite-file');
   if (sqliteFile !== undefined && store !== 'sqlite') throw new UsageError('--sqlite-file needs --store sqlite');
   if (sqliteFile !== undefined && sqliteFile.length === 0) throw new UsageError('--sqlite-file must not be empty');
+  const keysFile = str('keys-file');
+  if (keysFile !== undefined && keysFile.length === 0) throw new UsageError('--keys-file must not be empty');
   const fixtures = str('fixtures');
   if (fixtures !== undefined && fixtures !== 'conformance') throw new UsageError(`--fixtures must be "conformance" (got "${fixtures}")`);
   if (str('codec') === 'all' && stdio) throw new UsageError('--codec all serves three HTTP endpoints; it cannot be used with --stdio');
@@ -205,6 +215,7 @@ export function parseCli(argv: readonly string[]): CliOptions {
     codec: oneOf('--codec', str('codec'), [...CODECS, 'all'] as const, 'hmac'),
     store,
     sqliteFile: sqliteFile ?? DEFAULT_SQLITE_FILE,
+    keysFile,
     ttlMs,
     mintQuota,
     maxConnections: integer('--max-connections', str('max-connections'), DEFAULT_MAX_CONNECTIONS, 1, MAX_MAX_CONNECTIONS),
@@ -217,25 +228,75 @@ export function parseCli(argv: readonly string[]): CliOptions {
 
 export interface KeySetting {
   keys: KeyRing;
-  /** True when no MRTR_KEYS was given and a key was generated for this process. */
+  /** True when neither MRTR_KEYS nor --keys-file was given and a key was generated for this process. */
   ephemeral: boolean;
+  /** Stops following the key file or the schedule (idempotent); the ring keeps its last keys. */
+  close(): void;
 }
 
 /**
- * Reads MRTR_KEYS (core's format); never echoes key material in errors. Unset: an ephemeral key for this process.
- * Set but empty (a secret binding that did not resolve, `MRTR_KEYS=` in a .env file) is an error, never a random key.
+ * The key ring: from `--keys-file` (re-read when the file changes, and every 5 minutes as a safety net), else from
+ * MRTR_KEYS (core's format or a JWK Set; a scheduled set is followed by a key provider), else an ephemeral key for this
+ * process. Set but empty (a secret binding that did not resolve, `MRTR_KEYS=` in a .env file) is an error, never a
+ * random key; so is giving both. Errors never echo key material (core's messages name the kid at most).
  */
-export function readKeys(env: NodeJS.ProcessEnv): KeySetting {
+export async function readKeys(env: NodeJS.ProcessEnv, keysFile?: string, warn?: (line: string) => void): Promise<KeySetting> {
   const text = env.MRTR_KEYS;
-  if (text === undefined) return { keys: KeyRing.generate('ephemeral'), ephemeral: true };
+  if (keysFile !== undefined) {
+    if (text !== undefined) throw new UsageError('MRTR_KEYS and --keys-file are both given: keep one source of keys');
+    return followKeys(`--keys-file ${keysFile}`, fileKeySource(keysFile), keysFile, warn);
+  }
+  if (text === undefined) return { keys: KeyRing.generate('ephemeral'), ephemeral: true, close() {} };
   if (text.trim() === '')
     throw new UsageError('MRTR_KEYS is set but empty: set a key ring (npx @mrtr/cli keygen) or unset it for an ephemeral key');
+  let keys: ReturnType<typeof parseKeySet>;
   try {
-    return { keys: KeyRing.parse(text), ephemeral: false };
+    keys = parseKeySet(text);
   } catch (error) {
-    // KeyRing's messages name the kid at most, never the secret.
     throw new UsageError(`MRTR_KEYS is invalid: ${error instanceof Error ? error.message : 'parse error'}`);
   }
+  if (keys.every((k) => k.notBefore === undefined && k.notAfter === undefined)) {
+    try {
+      return { keys: new KeyRing(keys), ephemeral: false, close() {} };
+    } catch (error) {
+      throw new UsageError(`MRTR_KEYS is invalid: ${error instanceof Error ? error.message : 'parse error'}`);
+    }
+  }
+  // A scheduled JWK Set: the provider switches keys at their notBefore/notAfter without a restart.
+  return followKeys('MRTR_KEYS', () => text, undefined, warn);
+}
+
+async function followKeys(
+  source: string,
+  load: () => string | Promise<string>,
+  watchPath: string | undefined,
+  warn: ((line: string) => void) | undefined,
+): Promise<KeySetting> {
+  let provider: KeyProvider;
+  try {
+    provider = await KeyProvider.create({
+      load,
+      onError: (error) => warn?.(`${source}: the last good keys stay in force (${error.code}: ${causeText(error)})`),
+    });
+  } catch (error) {
+    throw new UsageError(`${source} is invalid: ${causeText(error)}`);
+  }
+  const stopWatching = watchPath === undefined ? () => {} : watchKeyFile(provider, watchPath);
+  return {
+    keys: provider.keys,
+    ephemeral: false,
+    close() {
+      stopWatching();
+      provider.close();
+    },
+  };
+}
+
+/** The innermost message of a key source error (a file error, a parse error), for one line on stderr. */
+function causeText(error: unknown): string {
+  let at: unknown = error;
+  for (let depth = 0; depth < 4 && at instanceof Error && at.cause instanceof Error; depth++) at = at.cause;
+  return escapeForTerminal(at instanceof Error ? at.message : String(at));
 }
 
 /** Bearer tokens: SHA-256 of the token → principal name. */

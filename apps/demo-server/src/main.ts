@@ -7,7 +7,7 @@ import { DEFAULT_OUTCOME_BUDGET_BYTES, storeCapabilities } from '@mrtr/core/auth
 import { createMrtr } from '@mrtr/mcp-server';
 import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';
-import { createCodec } from './codecs.js';
+import { loadCodec } from './codecs.js';
 import {
   CLOCK_SKEW_MS,
   CODECS,
@@ -109,7 +109,7 @@ export async function fleetKeyProblem(guard: Pick<StateGuard, 'checkKeys'>, name
 /** Runs the demo until SIGINT/SIGTERM (or stdin closes in --stdio mode). Resolves with the exit code. */
 export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = process.env, io: Io = processIo): Promise<number> {
   let cli: ReturnType<typeof parseCli>;
-  let keys: ReturnType<typeof readKeys>;
+  let keys: Awaited<ReturnType<typeof readKeys>>;
   let tokens: ReturnType<typeof readTokens>;
   let extraHosts: string[];
   let connectWaitMs: number;
@@ -123,7 +123,6 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       io.out(usageFor(env).usage);
       return 0;
     }
-    keys = readKeys(env);
     tokens = readTokens(env);
     extraHosts = readAllowedHosts(env);
     connectWaitMs = readConnectWaitMs(env);
@@ -131,6 +130,8 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     namespace = readNamespace(env, AUDIENCE);
     clockOffsetMs = readClockOffsetMs(env);
     faultAids = readFaultAids(env);
+    // Last: a key file or schedule is followed from here on (stopped on every way out below).
+    keys = await readKeys(env, cli.keysFile, (line) => io.err(`mrtr-demo: warning: ${line}`));
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(`mrtr-demo: ${error.message}`);
@@ -144,7 +145,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
 
   // --codec all: the three codecs at once, each on its own path (for the playground's comparison).
   const codecNames: CodecName[] = cli.codec === 'all' ? [...CODECS] : [cli.codec];
-  const codecs = await Promise.all(codecNames.map((name) => createCodec(name, keys.keys)));
+  const codecs = await Promise.all(codecNames.map((name) => loadCodec(name, keys.keys)));
   let backend: Backend;
   try {
     backend = await openBackend(cli.store, {
@@ -159,6 +160,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       report: (line) => io.err(`mrtr-demo: ${line}`),
     });
   } catch (error) {
+    keys.close();
     if (error instanceof BackendError) {
       io.err(`mrtr-demo: ${error.message}`);
       return 1;
@@ -171,6 +173,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     io.err(
       `mrtr-demo: MRTR_KEYS is not set and --store ${cli.store} is shared across processes: set the same MRTR_KEYS on every instance (npx @mrtr/cli keygen), or use --store memory for one instance.`,
     );
+    keys.close();
     await backend.close().catch(() => {});
     return 2;
   }
@@ -207,7 +210,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   const quota = mintQuotaFor(cli.mintQuota, codecs.length);
   const endpoints = codecs.map((codec, i) => {
     const mrtr = createMrtr({
-      codec,
+      codec: codec.factory,
       keys: keys.keys,
       store: backend.store,
       audience: AUDIENCE,
@@ -267,6 +270,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     const problem = await fleetKeyProblem(endpoints[0]!.mrtr.guard, namespace);
     if (problem !== undefined) {
       io.err(`mrtr-demo: ${problem}`);
+      keys.close();
       await backend.close().catch(() => {});
       return 1;
     }
@@ -308,6 +312,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     await listen(server, cli.host, cli.port);
   } catch (error) {
     io.err(`mrtr-demo: cannot listen on ${cli.host}:${cli.port}: ${error instanceof Error ? error.message : String(error)}`);
+    keys.close();
     await backend.close().catch(() => {});
     return 1;
   }
@@ -324,10 +329,6 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   if (cli.stdio) {
     const { serveStdio } = await import('@modelcontextprotocol/server/stdio');
     stdioHandle = serveStdio(factory, { onerror: onError });
-    say(`mrtr-demo serving MCP on stdio; connect pages on ${origin}/connect/ (${summary})`);
-  } else {
-    say(`mrtr-demo listening on ${origin}${MCP_PATH} (${summary})`);
-    if (playground !== undefined) say(`playground: ${origin}/ (an MCP client in the browser: run a flow, then break it)`);
   }
 
   return new Promise<number>((resolve) => {
@@ -344,6 +345,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
         await stdioHandle?.close();
         for (const e of endpoints) await e.handler?.close();
         await closed;
+        keys.close();
         await backend.close();
         await observability.close();
         clearTimeout(force);
@@ -363,6 +365,12 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
     if (cli.stdio) process.stdin.once('end', () => void stop('stdin closed'));
+    // Ready only now: a supervisor that stops the demo as soon as it reads this line finds the signal handlers in place.
+    if (cli.stdio) say(`mrtr-demo serving MCP on stdio; connect pages on ${origin}/connect/ (${summary})`);
+    else {
+      say(`mrtr-demo listening on ${origin}${MCP_PATH} (${summary})`);
+      if (playground !== undefined) say(`playground: ${origin}/ (an MCP client in the browser: run a flow, then break it)`);
+    }
   });
 }
 

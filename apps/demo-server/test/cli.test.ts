@@ -1,10 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { CLI } from '../scripts/lib.mjs';
 import { readKeys, redactUrl } from '../src/config.js';
 import {
@@ -361,9 +362,90 @@ function freePort(): Promise<number> {
 }
 
 describe('readKeys', () => {
-  it('generates an ephemeral key only when MRTR_KEYS is unset: set but empty is an error, never a random key', () => {
-    expect(readKeys({}).ephemeral).toBe(true);
-    expect(readKeys({}).keys.ephemeral).toBe(true);
-    for (const empty of ['', '  ', '\n']) expect(() => readKeys({ MRTR_KEYS: empty })).toThrow(/set but empty/);
+  // One secret per kid for the whole block: a key file may add and drop kids, never change a kid's secret.
+  const secrets = new Map<string, string>();
+  const secret = (kid: string) => {
+    if (!secrets.has(kid)) secrets.set(kid, randomBytes(32).toString('base64url'));
+    return secrets.get(kid) as string;
+  };
+  const jwks = (...kids: string[]) => JSON.stringify({ keys: kids.map((kid) => ({ kty: 'oct', kid, k: secret(kid) })) });
+  const tempFile = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mrtr-demo-keys-'));
+    tempDirs.push(dir);
+    return join(dir, 'keys.json');
+  };
+
+  it('generates an ephemeral key only when MRTR_KEYS is unset: set but empty is an error, never a random key', async () => {
+    const unset = await readKeys({});
+    expect(unset.ephemeral).toBe(true);
+    expect(unset.keys.ephemeral).toBe(true);
+    for (const empty of ['', '  ', '\n']) await expect(readKeys({ MRTR_KEYS: empty })).rejects.toThrow(/set but empty/);
+  });
+
+  it('takes MRTR_KEYS as a JWK Set, as docs/keys.md lists it (was: "kid must be 1-32 characters")', async () => {
+    const setting = await readKeys({ MRTR_KEYS: jwks('2026-12', '2026-11') });
+    expect(setting.ephemeral).toBe(false);
+    expect(setting.keys.current().kids).toEqual(['2026-12', '2026-11']);
+    setting.close();
+  });
+
+  it('follows a scheduled JWK Set in MRTR_KEYS: a key seals from its notBefore on, without a restart', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const scheduled = {
+      keys: [
+        { kty: 'oct', kid: 'next', k: secret('next'), nbf: now + 3600 },
+        { kty: 'oct', kid: 'now', k: secret('now') },
+      ],
+    };
+    const setting = await readKeys({ MRTR_KEYS: JSON.stringify(scheduled) });
+    expect(setting.keys.current().primaryKid).toBe('now');
+    setting.close();
+  });
+
+  it('--keys-file: read at start and again after an atomic replacement (a rotation without a restart)', async () => {
+    const file = tempFile();
+    writeFileSync(file, jwks('k1'));
+    const setting = await readKeys({}, file);
+    try {
+      expect(setting.ephemeral).toBe(false);
+      expect(setting.keys.current().kids).toEqual(['k1']);
+      // What `mrtr keys rotate --file` does: a new file renamed over the old one.
+      const next = `${file}.next`;
+      writeFileSync(next, jwks('k2', 'k1'));
+      renameSync(next, file);
+      await vi.waitFor(() => expect(setting.keys.current().primaryKid).toBe('k2'), { timeout: 30_000, interval: 20 });
+    } finally {
+      setting.close();
+    }
+  });
+
+  it('--keys-file: both sources, a missing file or a bad one are usage errors that never echo a secret', async () => {
+    const file = tempFile();
+    await expect(readKeys({ MRTR_KEYS: jwks('k1') }, file)).rejects.toThrow(/both given/);
+    await expect(readKeys({}, file)).rejects.toThrow(/--keys-file .*keys\.json is invalid: .*ENOENT/);
+    const short = Buffer.alloc(16, 7).toString('base64url');
+    writeFileSync(file, JSON.stringify({ keys: [{ kty: 'oct', kid: 'k1', k: short }] }));
+    const bad = await readKeys({}, file).catch((error: Error) => error);
+    expect(bad).toBeInstanceOf(Error);
+    expect((bad as Error).message).toMatch(/is invalid/);
+    expect((bad as Error).message).not.toContain(short);
+  });
+
+  it('the demo starts with MRTR_KEYS as a JWK Set and with --keys-file', async () => {
+    const file = tempFile();
+    writeFileSync(file, jwks('filekey'));
+    for (const [args, env] of [
+      [[], { MRTR_KEYS: jwks('envkey') }],
+      [['--keys-file', file], {}],
+    ] as const) {
+      const demo = await startDemo([...args], { env });
+      try {
+        expect(demo.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\//);
+        expect(demo.stderr()).not.toContain('ephemeral');
+      } finally {
+        // Stopped the moment it says it listens: its signal handlers are in place by then (was: killed by SIGTERM).
+        expect(await demo.stop()).toBe(0);
+      }
+    }
   });
 });
