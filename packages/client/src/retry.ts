@@ -18,6 +18,17 @@ const LOST_SDK_CODES: ReadonlySet<string> = new Set([SdkErrorCode.RequestTimeout
 // HTTP answers of a proxy or an overloaded server that carry no MCP answer.
 const LOST_HTTP_STATUS: ReadonlySet<number> = new Set([408, 429, 502, 503, 504]);
 
+/**
+ * What fetch and sockets throw when no response arrives: fetch's network error is a `TypeError` ("fetch failed",
+ * "Failed to fetch", …); a socket's carries a system code (`ECONNRESET`, `EPIPE`, undici's `UND_ERR_…`). Anything
+ * else (a bug, an abort) is not a lost response.
+ */
+function isNetworkError(error: unknown): boolean {
+  if (!(error instanceof Error) || error.name === 'AbortError') return false;
+  const code = (error as { code?: unknown }).code;
+  return error.name === 'TypeError' || (typeof code === 'string' && /^(E[A-Z]+|UND_ERR_[A-Z_]+)$/.test(code));
+}
+
 function classify(error: unknown): Fault {
   if (error instanceof ProtocolError) {
     const data = isObject(error.data) ? error.data : {};
@@ -33,9 +44,7 @@ function classify(error: unknown): Fault {
     if (typeof status === 'number') return LOST_HTTP_STATUS.has(status) ? { kind: 'lost' } : { kind: 'final' };
     return LOST_SDK_CODES.has(error.code) ? { kind: 'lost' } : { kind: 'final' };
   }
-  // What fetch and sockets throw when no response arrives (TypeError "fetch failed", ECONNRESET, …).
-  if (error instanceof Error && error.name !== 'AbortError') return { kind: 'lost' };
-  return { kind: 'final' };
+  return isNetworkError(error) ? { kind: 'lost' } : { kind: 'final' };
 }
 
 /** The wait before attempt `attempt + 1`: the server's retry-after if it gave one, else exponential with full jitter; at most `maxMs`. */

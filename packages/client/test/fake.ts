@@ -28,8 +28,8 @@ export interface Fake {
   fetch: typeof fetch;
   /** Every request but `server/discover`, in order. */
   seen: Seen[];
-  /** Makes the next `n` responses to requests that pass `test` (after the server handled them) arrive as network errors. */
-  drop(test: (method: string, params: Json) => boolean, n?: number): void;
+  /** Makes the next `n` responses to requests that pass `test` (after the server handled them) arrive as `error` (a network error). */
+  drop(test: (method: string, params: Json) => boolean, n?: number, error?: () => Error): void;
 }
 
 const TASKS = 'io.modelcontextprotocol/tasks';
@@ -39,7 +39,7 @@ export function fakeServer(
   options: { tasks?: boolean } = {},
 ): Fake {
   const seen: Seen[] = [];
-  const drops: { test: (method: string, params: Json) => boolean; left: number }[] = [];
+  const drops: { test: (method: string, params: Json) => boolean; left: number; error: () => Error }[] = [];
   const fetchImpl = async (_url: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const message = JSON.parse(String(init?.body)) as { id?: unknown; method: string; params?: Json };
     if (message.id === undefined) return new Response(null, { status: 202 });
@@ -60,7 +60,7 @@ export function fakeServer(
       const drop = drops.find((d) => d.left > 0 && d.test(message.method, params));
       if (drop !== undefined) {
         drop.left--;
-        throw new TypeError('fetch failed');
+        throw drop.error();
       }
     }
     const body =
@@ -72,8 +72,8 @@ export function fakeServer(
   return {
     fetch: fetchImpl as typeof fetch,
     seen,
-    drop(test, n = 1) {
-      drops.push({ test, left: n });
+    drop(test, n = 1, error = () => new TypeError('fetch failed')) {
+      drops.push({ test, left: n, error });
     },
   };
 }

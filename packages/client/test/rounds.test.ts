@@ -139,6 +139,18 @@ describe('rounds', () => {
     expect(options.sleeps).toEqual([50, 100]);
   });
 
+  it('re-sends after a socket error (ECONNRESET), but not after an error that is no transport failure', async () => {
+    const fake = deployServer();
+    const mrtr = withMrtr(await connect(fake), noTimers({ idempotency: 'off' }));
+    fake.drop(laterRound, 1, () => Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+    await mrtr.callTool({ name: 'deploy', arguments: {} });
+    expect(rounds(fake.seen)).toHaveLength(3);
+
+    fake.drop(laterRound, 1, () => new RangeError('a bug, not a network'));
+    await expect(mrtr.callTool({ name: 'deploy', arguments: {} })).rejects.toThrow(RangeError);
+    expect(rounds(fake.seen)).toHaveLength(5);
+  });
+
   it('passes any other server error through unchanged, without retrying', async () => {
     const fake = deployServer(() => new RpcFault(-32602, 'Invalid or expired requestState', { reason: 'invalid_request_state' }));
     const error = await withMrtr(await connect(fake), noTimers({ idempotency: 'off' }))
