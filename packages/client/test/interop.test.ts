@@ -6,8 +6,9 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import { withMrtr } from '@mrtr/client';
 import { KeyRing } from '@mrtr/core';
 import { createMrtr } from '@mrtr/mcp-server';
-import { createMemoryStore } from '@mrtr/store-memory';
+import { createMemoryStore, createMemoryTaskStore } from '@mrtr/store-memory';
 import { expect, it } from 'vitest';
+import * as z from 'zod/v4';
 import { noTimers } from './helpers.js';
 
 const CONFIRM = { type: 'object' as const, properties: { ok: { type: 'boolean' as const } }, required: ['ok'] };
@@ -88,4 +89,51 @@ it('re-sends a lost round to an @mrtr/mcp-server server, which answers it from i
   expect(result.content).toEqual([{ type: 'text', text: 'deployment #1' }]);
   expect(effects).toBe(1);
   expect(options.sleeps).toHaveLength(1);
+});
+
+it('completes a task with a question (a round, then tasks/get and tasks/update) on @mrtr/mcp-server, where the bare client throws', async () => {
+  const mrtr = createMrtr({
+    keys: KeyRing.generate(),
+    codec: createHmacCodec,
+    store: createMemoryStore(),
+    audience: 'https://interop.test',
+    tasks: { store: createMemoryTaskStore(), pollIntervalMs: 100 },
+  });
+  const handler = createMcpHandler(
+    () => {
+      const server = new McpServer({ name: 'mrtr-tasks', version: '1.0.0' }, { ...mrtr.serverOptions });
+      const config = { inputSchema: z.object({ env: z.string() }), task: 'required', taskInput: ['elicitation.form'] } as const;
+      mrtr.registerTool(server, 'rollout', config, async ({ env }, _ctx, need) => {
+        const go = need.elicit('confirm', { message: `Roll out to ${env}?`, requestedSchema: CONFIRM });
+        if (!go) return need.ask();
+        return need.task(async (task) => {
+          await task.status('canary');
+          const rest = await task.elicit('rest', { message: 'Canary healthy. The rest?', requestedSchema: CONFIRM });
+          return { content: [{ type: 'text', text: rest.action === 'accept' && rest.content.ok ? `Rolled out ${env}` : 'Canary only' }] };
+        });
+      });
+      return server;
+    },
+    { legacy: 'reject' },
+  );
+  const { client } = await over(handler);
+  const tasks = {
+    'io.modelcontextprotocol/clientCapabilities': { elicitation: { form: {} }, extensions: { 'io.modelcontextprotocol/tasks': {} } },
+  };
+  await expect(client.callTool({ name: 'rollout', arguments: { env: 'prod' }, _meta: tasks } as never)).rejects.toThrow();
+
+  const asked: string[] = [];
+  const mrtrClient = withMrtr(client, {
+    // No wall clock: each wait only lets the server's task run on.
+    sleep: () => new Promise((resolve) => setImmediate(resolve)),
+    onInput: async ({ key }) => {
+      asked.push(key);
+      return { action: 'accept', content: { ok: true } };
+    },
+  });
+  let taskId: string | undefined;
+  const result = await mrtrClient.callTool({ name: 'rollout', arguments: { env: 'prod' } }, { onTask: (id) => void (taskId = id) });
+  expect(result.content).toEqual([{ type: 'text', text: 'Rolled out prod' }]);
+  expect(asked).toEqual(['confirm', 'rest']);
+  expect(taskId).toEqual(expect.any(String));
 });
