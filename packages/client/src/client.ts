@@ -152,7 +152,9 @@ export function withMrtr(client: Client, options?: MrtrClientOptions): MrtrClien
     async callTool(params, callOptions) {
       const opts = checkCallOptions('callTool', callOptions);
       const facts = await catalog.get(params.name, settings.idempotency === 'auto', opts.signal);
-      const key = opts.idempotencyKey ?? (facts.keyed ? settings.newKey() : undefined);
+      // A key the caller already put in `_meta` counts as its `idempotencyKey`.
+      const given = isObject(params._meta) ? params._meta[IDEMPOTENCY_KEY_META] : undefined;
+      const key = opts.idempotencyKey ?? (typeof given === 'string' ? given : undefined) ?? (facts.keyed ? settings.newKey() : undefined);
       return run(client, settings, 'tools/call', params as Json, opts, { key, resend: key !== undefined || facts.repeatable });
     },
     getPrompt(params, callOptions) {

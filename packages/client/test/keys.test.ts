@@ -81,6 +81,14 @@ describe('idempotency keys', () => {
     expect(fake.seen.some((s) => s.method === 'tools/list')).toBe(false);
   });
 
+  it('takes a key the caller put in _meta as the call’s key, and re-sends its lost first call with it', async () => {
+    const { fake } = keyedServer();
+    const mrtr = withMrtr(await connect(fake), noTimers({ newKey: () => 'never' }));
+    fake.drop((method) => method === 'tools/call');
+    await mrtr.callTool({ name: 'send_email', arguments: {}, _meta: { [KEY]: 'from-meta' } } as never);
+    expect(keysOf(fake.seen)).toEqual(['from-meta', 'from-meta']);
+  });
+
   it('keeps the caller’s own _meta beside the key', async () => {
     const { fake } = keyedServer();
     const mrtr = withMrtr(await connect(fake), noTimers({ newKey: () => 'k' }));
