@@ -19,8 +19,8 @@ import { ToolCatalog } from './tools.js';
 export const IDEMPOTENCY_KEY_META = 'dev.mrtr/idempotency-key';
 /** Where a server marks an answer it replayed from its record instead of running the request again. */
 export const REPLAYED_META = 'dev.mrtr/replayed';
-/** Longest idempotency key a call may pass. */
-const MAX_KEY_LENGTH = 255;
+/** An idempotency key: 1 to 255 characters of printable ASCII, no space (what an mrtr server accepts). */
+const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
 
 /** Options of one call. */
 export interface MrtrCallOptions {
@@ -66,8 +66,8 @@ function checkCallOptions(method: string, options: MrtrCallOptions | undefined):
   if (options === undefined) return {};
   if (options === null || typeof options !== 'object') throw new TypeError(`${method}: options must be an object`);
   const key = options.idempotencyKey;
-  if (key !== undefined && (typeof key !== 'string' || key.length === 0 || key.length > MAX_KEY_LENGTH)) {
-    throw new TypeError(`${method}: idempotencyKey must be a string of 1 to ${MAX_KEY_LENGTH} characters`);
+  if (key !== undefined && (typeof key !== 'string' || !KEY_PATTERN.test(key))) {
+    throw new TypeError(`${method}: idempotencyKey must be 1 to 255 characters of printable ASCII, no space`);
   }
   return options;
 }

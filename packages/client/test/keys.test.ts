@@ -101,6 +101,8 @@ describe('idempotency keys', () => {
     const mrtr = withMrtr(await connect(fake), noTimers());
     await expect(mrtr.callTool({ name: 'plain' }, { idempotencyKey: '' })).rejects.toThrow(/^callTool: idempotencyKey/);
     await expect(mrtr.callTool({ name: 'plain' }, { idempotencyKey: 'x'.repeat(256) })).rejects.toThrow(TypeError);
+    await expect(mrtr.callTool({ name: 'plain' }, { idempotencyKey: 'has space' })).rejects.toThrow(TypeError);
+    await expect(mrtr.callTool({ name: 'plain' }, { idempotencyKey: 'clé' })).rejects.toThrow(TypeError);
     expect(fake.seen).toHaveLength(0);
   });
 });
