@@ -93,15 +93,22 @@ async function run<R>(
     ...(signal !== undefined && { signal }),
     ...(options.timeout !== undefined && { timeout: options.timeout }),
   };
-  let round: Json = {};
+  // A caller may resume a flow (params with answers or a state): that is a later round, as are the ones it answers.
+  const { inputResponses, requestState, _meta, ...base } = params;
+  const { [IDEMPOTENCY_KEY_META]: _key, ...callerMeta } = isObject(_meta) ? _meta : {};
+  let round: Json = {
+    ...(inputResponses !== undefined && { inputResponses }),
+    ...(requestState !== undefined && { requestState }),
+  };
   for (let rounds = 0; ; rounds++) {
-    const isFirst = rounds === 0;
+    // A first-round call carries neither answers nor a state: only it carries the key (later rounds have their state).
+    const isFirst = round.inputResponses === undefined && round.requestState === undefined;
     const meta = {
-      ...(isObject(params._meta) ? params._meta : {}),
+      ...callerMeta,
       ...(isFirst && first.key !== undefined && { [IDEMPOTENCY_KEY_META]: first.key }),
       ...(tasks && tasksMeta(client)),
     };
-    const request = { method, params: { ...params, ...round, _meta: meta } };
+    const request = { method, params: { ...base, ...round, _meta: meta } };
     const resend = isFirst ? first.resend : typeof round.requestState === 'string';
     let result: Json;
     try {
@@ -116,9 +123,9 @@ async function run<R>(
     if (rounds >= settings.maxRounds) throw new RoundsExceededError();
     const requests = isObject(result.inputRequests) ? result.inputRequests : {};
     const asks = Object.keys(requests).length > 0;
-    const inputResponses = asks ? await answer(client, settings, requests, signal ?? new AbortController().signal) : undefined;
+    const answers = asks ? await answer(client, settings, requests, signal ?? new AbortController().signal) : undefined;
     round = {
-      ...(inputResponses !== undefined && { inputResponses }),
+      ...(answers !== undefined && { inputResponses: answers }),
       ...(typeof result.requestState === 'string' && { requestState: result.requestState }),
     };
     // A state-only answer (load shedding): the server asks for nothing but a retry; pace it.

@@ -87,6 +87,8 @@ describe('idempotency keys', () => {
     fake.drop((method) => method === 'tools/call');
     await mrtr.callTool({ name: 'send_email', arguments: {}, _meta: { [KEY]: 'from-meta' } } as never);
     expect(keysOf(fake.seen)).toEqual(['from-meta', 'from-meta']);
+    await mrtr.callTool({ name: 'deploy', arguments: {}, _meta: { [KEY]: 'deploy-key' } } as never);
+    expect(keysOf(fake.seen).slice(2)).toEqual(['deploy-key', undefined]); // not on its later round
   });
 
   it('keeps the caller’s own _meta beside the key', async () => {

@@ -63,6 +63,19 @@ describe('rounds', () => {
     expect(options.sleeps).toEqual([100]); // backoff: random 0.5 × the first ceiling (baseMs 200)
   });
 
+  it('treats a call that resumes a flow (its own answers and state) as a later round: re-sent after a lost response', async () => {
+    const fake = deployServer();
+    const mrtr = withMrtr(await connect(fake), noTimers({ idempotency: 'off' }));
+    fake.drop(laterRound);
+    const resumed = { requestState: 'S1', inputResponses: { confirm: { action: 'accept', content: { ok: true } } } };
+    const result = await mrtr.callTool({ name: 'deploy', arguments: {}, ...resumed } as never);
+    expect(result.content).toEqual([{ type: 'text', text: 'deployed' }]);
+    expect(rounds(fake.seen).map((r) => body(r.params))).toEqual([
+      { name: 'deploy', arguments: {}, ...resumed },
+      { name: 'deploy', arguments: {}, ...resumed },
+    ]);
+  });
+
   it('never re-sends a first-round call that could run twice (no key, no read-only or idempotent annotation)', async () => {
     const fake = fakeServer(() => text('sent'));
     const mrtr = withMrtr(await connect(fake), noTimers({ idempotency: 'off' }));
