@@ -95,6 +95,13 @@ export function timerSleep(ms: number, signal?: AbortSignal): Promise<void> {
 
 const DAY_MS = 86_400_000;
 
+/** The task limits when none are given (also for a task a server sends where none was declared). */
+export const DEFAULT_TASK_LIMITS: Readonly<Exclude<Settings['tasks'], false>> = Object.freeze({
+  maxPolls: 1_000,
+  minPollMs: 100,
+  maxPollMs: 10_000,
+});
+
 /** Checks the options (labelled TypeError/RangeError) and fills in the defaults. */
 export function settle(options: MrtrClientOptions = {}): Settings {
   if (options === null || typeof options !== 'object') throw new TypeError('withMrtr: options must be an object');
@@ -107,10 +114,10 @@ export function settle(options: MrtrClientOptions = {}): Settings {
   let tasks: Settings['tasks'] = false;
   if (options.tasks !== false) {
     const given = options.tasks ?? {};
-    const minPollMs = integer('tasks.pollMs.min', given.pollMs?.min, 100, 0, DAY_MS);
-    const maxPollMs = integer('tasks.pollMs.max', given.pollMs?.max, Math.max(10_000, minPollMs), 0, DAY_MS);
+    const minPollMs = integer('tasks.pollMs.min', given.pollMs?.min, DEFAULT_TASK_LIMITS.minPollMs, 0, DAY_MS);
+    const maxPollMs = integer('tasks.pollMs.max', given.pollMs?.max, Math.max(DEFAULT_TASK_LIMITS.maxPollMs, minPollMs), 0, DAY_MS);
     if (maxPollMs < minPollMs) throw new RangeError('withMrtr: tasks.pollMs.max must be at least tasks.pollMs.min');
-    tasks = { maxPolls: integer('tasks.maxPolls', given.maxPolls, 1_000, 1, 1_000_000), minPollMs, maxPollMs };
+    tasks = { maxPolls: integer('tasks.maxPolls', given.maxPolls, DEFAULT_TASK_LIMITS.maxPolls, 1, 1_000_000), minPollMs, maxPollMs };
   }
   return {
     retry: { maxAttempts: integer('retry.maxAttempts', retry.maxAttempts, 5, 1, 100), baseMs, maxMs },

@@ -1,7 +1,7 @@
 import { type Client, ProtocolError } from '@modelcontextprotocol/client';
 import { TaskCancelledError, TaskPollsExceededError } from './errors.js';
 import { answer } from './input.js';
-import type { Settings } from './options.js';
+import { DEFAULT_TASK_LIMITS, type Settings } from './options.js';
 import { retrying } from './retry.js';
 import { isObject, type Json, tasksMeta } from './sdk.js';
 
@@ -35,7 +35,7 @@ export function taskRequest(
  * the task is cancelled (`tasks/cancel`, best effort) and the abort reason thrown.
  */
 export async function followTask(client: Client, settings: Settings, created: Json, signal: AbortSignal | undefined): Promise<Json> {
-  const limits = settings.tasks === false ? { maxPolls: 1_000, minPollMs: 100, maxPollMs: 10_000 } : settings.tasks;
+  const limits = settings.tasks === false ? DEFAULT_TASK_LIMITS : settings.tasks;
   const taskId = String(created.taskId);
   const interval = (view: Json, previous: number): number => {
     const wanted = typeof view.pollIntervalMs === 'number' && Number.isFinite(view.pollIntervalMs) ? view.pollIntervalMs : previous;

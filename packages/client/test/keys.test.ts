@@ -91,6 +91,22 @@ describe('idempotency keys', () => {
     expect(keysOf(fake.seen).slice(2)).toEqual(['deploy-key', undefined]); // not on its later round
   });
 
+  it('lists the tools again for an unknown name only once the list is 30 s old (an injected clock)', async () => {
+    const { fake } = keyedServer();
+    let now = 0;
+    const mrtr = withMrtr(await connect(fake), noTimers({ now: () => now }));
+    const lists = () => fake.seen.filter((s) => s.method === 'tools/list').length;
+    await mrtr.callTool({ name: 'new_tool', arguments: {} });
+    await mrtr.callTool({ name: 'new_tool', arguments: {} });
+    now = 29_999;
+    await mrtr.callTool({ name: 'new_tool', arguments: {} });
+    expect(lists()).toBe(1);
+    now = 30_000;
+    await mrtr.callTool({ name: 'new_tool', arguments: {} });
+    await mrtr.callTool({ name: 'send_email', arguments: {} }); // known: never lists
+    expect(lists()).toBe(2);
+  });
+
   it('keeps the caller’s own _meta beside the key', async () => {
     const { fake } = keyedServer();
     const mrtr = withMrtr(await connect(fake), noTimers({ newKey: () => 'k' }));
