@@ -3,7 +3,8 @@
 // each one back from that registry like a user would, and run its README's quick start.
 //
 //   node scripts/publish-check.mjs        (needs REDIS_URL / DATABASE_URL for the store quick starts; with REDIS_URL,
-//                                          an Upstash REST stand-in for store-upstash's: UPSTASH_REDIS_REST_URL/_TOKEN)
+//                                          an Upstash REST stand-in for store-upstash's: UPSTASH_REDIS_REST_URL/_TOKEN;
+//                                          an MCP server stand-in for client's, scripts/mcp-stand-in.mjs: MCP_URL)
 //
 // 1. Installs Verdaccio (pinned) with npm into a temp dir and starts it on 127.0.0.1 (random free port):
 //    @mrtr/* is served only from its local storage, everything else is proxied from the upstream registry.
@@ -50,6 +51,7 @@ import { connect, createServer } from 'node:net';
 import { homedir, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { startMcpStandIn } from './mcp-stand-in.mjs';
 import { startUpstashRestShim } from './upstash-rest-shim.mjs';
 
 /** A setting of this script (not a turbo task, so none of these belong in turbo.json). */
@@ -401,6 +403,12 @@ async function main() {
     process.on('exit', () => void shim.close());
     consumerEnv.UPSTASH_REDIS_REST_URL = shim.url;
     consumerEnv.UPSTASH_REDIS_REST_TOKEN = shim.token;
+  }
+  // @mrtr/client's quick start calls a tool on an MCP server: a small stand-in (scripts/mcp-stand-in.mjs) plays it.
+  if (!setting('MCP_URL')) {
+    const standIn = await startMcpStandIn();
+    process.on('exit', () => void standIn.close());
+    consumerEnv.MCP_URL = standIn.url;
   }
   if (setting('PUBLISH_CHECK_INSTALL_SCRIPTS') !== '1') consumerEnv.npm_config_ignore_scripts = 'true';
   // The repository README's quick start gets no MRTR_KEYS: it makes its own .env, as a user does.
