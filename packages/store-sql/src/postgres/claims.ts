@@ -3,7 +3,7 @@ import { type ClaimWaiter, rejectAll, splitById } from '../shared/batching.js';
 import { firstOf, type HeldRow, heldStatus, laterClaims, type SpendClock, spendRefusal } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { answerLost, readRows, sendBatch, spendClock } from './lookups.js';
+import { answerLost, type BatchOutcome, failPart, readRows, sendBatch, spendClock } from './lookups.js';
 import { sentError } from './send.js';
 
 /** Later claims of an id in a batch whose misses are written before they are answered. */
@@ -107,38 +107,45 @@ function answerClaims(
 }
 
 /**
- * Runs one batch of claims (distinct ids in one statement, see claimBatchSql) and settles each. The later claims of
- * an id in the batch are answered from the row the first one left (laterClaims); the misses they count are written
- * by one more statement before they are answered (it failing fails them closed). A statement that failed fails
- * every claim closed (a lock wait: see withoutLocked); a lost reply is resolved per id by reading the rows: this
- * claim's owner → `first`, a live row → how it is held; anything else, and the later claims, fail closed.
+ * Settles a part of a claim batch (see sendBatch): from the rows its statement returned (answerClaims; the misses of
+ * later claims written by one more statement before they are answered, it failing fails them closed); a statement
+ * that failed fails the part's claims closed; a lost reply is resolved per id by reading the rows (resolveLostClaims).
  */
-export async function runClaimBatch(ctx: ReplayContext, batch: ClaimWaiter[]): Promise<void> {
-  if (ctx.closed()) return rejectAll(batch, closedError());
-  const { unique: all, later } = splitById(batch);
-  const outcome = await sendBatch(ctx, batch, all, later, (unique, owners) => ({
-    ...ctx.statements.claimBatch,
-    values: [
-      ctx.namespace,
-      unique.map((waiter) => waiter.id),
-      unique.map((waiter) => waiter.expires),
-      owners,
-      unique.map((waiter) => waiter.fp),
-      unique.map((waiter) => waiter.minted ?? null),
-      unique.map((waiter) => (waiter.owner === undefined ? null : (waiter.leaseMs ?? null))),
-      unique.map((waiter) => waiter.reclaim),
-    ],
-  }));
-  const { unique, owners } = outcome;
-  if (outcome.kind === 'failed') return rejectAll(batch, outcome.failure);
+async function settleClaims(ctx: ReplayContext, batch: ClaimWaiter[], outcome: BatchOutcome<ClaimWaiter>): Promise<void> {
+  const { unique, owners, later } = outcome;
+  if (outcome.kind === 'failed') return failPart(outcome, outcome.failure);
   if (outcome.kind === 'lost') return resolveLostClaims(ctx, unique, owners, later, outcome.error);
   let clock: SpendClock;
   try {
     clock = spendClock(outcome.rows);
   } catch (error) {
-    return rejectAll(batch, toStoreError(error));
+    return failPart(outcome, error);
   }
   const rows = new Map(outcome.rows.map((row) => [(row as HeldRow).id, row as HeldRow]));
   const followUps = answerClaims(unique, owners, later, rows, clock);
   if (followUps.length > 0) await writeMisses(ctx, followUps, budgetOf(ctx, batch));
+}
+
+/**
+ * Runs one batch of claims (distinct ids in one statement, see claimBatchSql) and settles each (see settleClaims).
+ * The later claims of an id in the batch are answered from the row the first one left (laterClaims). An id another
+ * transaction holds fails only its own claims (see sendBatch).
+ */
+export async function runClaimBatch(ctx: ReplayContext, batch: ClaimWaiter[]): Promise<void> {
+  if (ctx.closed()) return rejectAll(batch, closedError());
+  const { unique, later } = splitById(batch);
+  const config = (part: ClaimWaiter[], owners: string[]) => ({
+    ...ctx.statements.claimBatch,
+    values: [
+      ctx.namespace,
+      part.map((waiter) => waiter.id),
+      part.map((waiter) => waiter.expires),
+      owners,
+      part.map((waiter) => waiter.fp),
+      part.map((waiter) => waiter.minted ?? null),
+      part.map((waiter) => (waiter.owner === undefined ? null : (waiter.leaseMs ?? null))),
+      part.map((waiter) => waiter.reclaim),
+    ],
+  });
+  return sendBatch(ctx, batch, unique, later, config, (outcome) => settleClaims(ctx, batch, outcome));
 }

@@ -3,7 +3,7 @@ import { type HeldRow, type SpendClock, spendRefusal } from '../shared/claims.js
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import { isServerError } from './connection.js';
 import { budgetOf, type ReplayContext } from './context.js';
-import { answerLost, sendBatch, spendClock } from './lookups.js';
+import { answerLost, type BatchOutcome, failPart, sendBatch, spendClock } from './lookups.js';
 import { Unsent } from './send.js';
 
 /** How one consume ends, from the ids its statement took and the clock it judged by. */
@@ -102,11 +102,30 @@ async function runLone(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
 }
 
 /**
- * Runs one batch of queued consumes and settles each waiter. The first waiter of an id goes into the
- * statement; a later waiter of the same id is answered `false` once the statement has run (only one
- * of them can be first; or refused as its first would be), and shares its failure otherwise. A failed statement
- * fails every waiter closed (but a lock wait: see withoutLocked); a lost reply is resolved per id by one `SELECT` of
- * the owners, as for a single consume.
+ * Settles a part of a batch (see sendBatch): each first waiter of an id by the statement's rows and clock, a later
+ * waiter of it `false` (only one of them can be first; or refused as its first would be); a failed statement fails
+ * them closed, a lost reply is resolved by one `SELECT` of the owners, as for a single consume.
+ */
+function settleConsumes(ctx: ReplayContext, outcome: BatchOutcome<Waiter>): Promise<void> | void {
+  const { unique, owners } = outcome;
+  const repeated = [...outcome.later.values()].flat();
+  if (outcome.kind === 'lost') return resolveLostBatch(ctx, unique, owners, repeated, outcome.error);
+  if (outcome.kind === 'failed') return failPart(outcome, outcome.failure);
+  let clock: SpendClock;
+  try {
+    clock = spendClock(outcome.rows);
+  } catch (error) {
+    return failPart(outcome, error);
+  }
+  const won = new Set(outcome.rows.map((row) => (row as { id: unknown }).id));
+  for (const waiter of unique) settle(waiter, () => consumeAnswer(waiter, won.has(waiter.id), clock));
+  for (const waiter of repeated) settle(waiter, () => consumeAnswer(waiter, false, clock));
+}
+
+/**
+ * Runs one batch of queued consumes and settles each waiter. The first waiter of an id goes into the statement; a
+ * later waiter of the same id shares its part's answer (see settleConsumes). An id another transaction holds fails
+ * only its own consumes (see sendBatch).
  */
 export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Promise<void> {
   if (ctx.closed()) return rejectAll(batch, closedError());
@@ -115,26 +134,16 @@ export async function runConsumeBatch(ctx: ReplayContext, batch: Waiter[]): Prom
     return;
   }
   if (batch.length === 1) return runLone(ctx, batch);
-  const { unique: all, later } = splitById(batch);
-  const outcome = await sendBatch(ctx, batch, all, later, (unique, owners) => ({
+  const { unique, later } = splitById(batch);
+  const config = (part: Waiter[], owners: string[]) => ({
     ...ctx.statements.batch,
     values: [
       ctx.namespace,
-      unique.map((waiter) => waiter.id),
-      unique.map((waiter) => waiter.expires),
+      part.map((waiter) => waiter.id),
+      part.map((waiter) => waiter.expires),
       owners,
-      unique.map((waiter) => waiter.minted ?? null),
+      part.map((waiter) => waiter.minted ?? null),
     ],
-  }));
-  const { unique, owners } = outcome;
-  if (outcome.kind === 'failed') {
-    rejectAll(unique, outcome.failure);
-    for (const list of later.values()) rejectAll(list, outcome.failure);
-    return;
-  }
-  if (outcome.kind === 'lost') return resolveLostBatch(ctx, unique, owners, [...later.values()].flat(), outcome.error);
-  const clock = spendClock(outcome.rows);
-  const won = new Set(outcome.rows.map((row) => (row as { id: unknown }).id));
-  for (const waiter of unique) settle(waiter, () => consumeAnswer(waiter, won.has(waiter.id), clock));
-  for (const list of later.values()) for (const waiter of list) settle(waiter, () => consumeAnswer(waiter, false, clock));
+  });
+  return sendBatch(ctx, batch, unique, later, config, (outcome) => settleConsumes(ctx, outcome));
 }

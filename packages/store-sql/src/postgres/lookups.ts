@@ -2,7 +2,7 @@ import { type HeldRow, isLive, type SpendClock } from '../shared/claims.js';
 import { toStoreError } from '../shared/lifecycle.js';
 import { isServerError, LOCK_NOT_AVAILABLE, QUERY_CANCELED } from './connection.js';
 import { sentError, Unsent } from './send.js';
-import { ownersOf } from '../shared/batching.js';
+import { ownersOf, rejectAll } from '../shared/batching.js';
 import type { PgQueryConfigLike } from '../shared/drivers.js';
 import { budgetOf } from './context.js';
 import type { ReplayContext } from './context.js';
@@ -16,40 +16,20 @@ export async function readRows(ctx: ReplayContext, ids: string[]): Promise<Map<u
 }
 
 /**
- * A batch statement the server cancelled while it waited for a lock (`lock_timeout`, or `statement_timeout`):
- * another transaction holds some of its ids' rows. Which ones is asked once (SKIP LOCKED: waits for nothing); when
- * that names some but not all, their waiters fail closed (nothing of the statement committed) and the batch runs
- * once more without them, so that unrelated calls are not failed by a slow id. Returns the waiters to run again,
- * or `undefined` when the whole batch fails as it is.
+ * The ids of `unique` whose rows another transaction holds locked, asked once after a statement the server cancelled
+ * while it waited (SKIP LOCKED: waits for nothing; autocommit releases what it took at once); `undefined` when the
+ * question fails. A row another transaction is still inserting is invisible to it.
  */
-export async function withoutLocked<W extends { id: string; reject(error: unknown): void }>(
-  ctx: ReplayContext,
-  unique: readonly W[],
-  later: Map<string, W[]>,
-  error: unknown,
-): Promise<W[] | undefined> {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (unique.length < 2 || ctx.closed() || (code !== LOCK_NOT_AVAILABLE && code !== QUERY_CANCELED)) return undefined;
-  let locked: Set<unknown>;
+async function lockedIds(ctx: ReplayContext, unique: readonly { id: string }[]): Promise<Set<unknown> | undefined> {
   try {
     const ids = unique.map((waiter) => waiter.id);
     const result = await ctx.bounded(
       ctx.queryOnConnection({ ...ctx.statements.locked, values: [ctx.namespace, ids], query_timeout: ctx.settings.statementTimeoutMs }),
     );
-    locked = new Set(result.rows.map((row) => (row as { id: unknown }).id));
+    return new Set(result.rows.map((row) => (row as { id: unknown }).id));
   } catch {
     return undefined;
   }
-  const rest = unique.filter((waiter) => !locked.has(waiter.id));
-  if (rest.length === 0 || rest.length === unique.length) return undefined;
-  const failure = toStoreError(error);
-  for (const waiter of unique) {
-    if (!locked.has(waiter.id)) continue;
-    waiter.reject(failure);
-    for (const other of later.get(waiter.id) ?? []) other.reject(failure);
-    later.delete(waiter.id);
-  }
-  return rest;
 }
 
 /**
@@ -87,26 +67,29 @@ export function spendClock(rows: readonly unknown[]): SpendClock {
 /** The statement did not commit (never sent, or refused by the server) or the store is closed: nothing to ask. */
 export const uncommitted = (ctx: ReplayContext, error: unknown): boolean => error instanceof Unsent || isServerError(error) || ctx.closed();
 
-/** On a batch's first pass, the waiters to run again without the locked ids (see {@link withoutLocked}). */
-export const rerunWithoutLocked = <W extends { id: string; reject(error: unknown): void }>(
-  ctx: ReplayContext,
-  pass: number,
-  unique: readonly W[],
-  later: Map<string, W[]>,
-  error: unknown,
-): Promise<W[] | undefined> => (pass === 0 && isServerError(error) ? withoutLocked(ctx, unique, later, error) : Promise.resolve(undefined));
-
-/** How a batch statement ended: answered (its rows), failed without committing, or its reply lost. */
-export type BatchOutcome<W> = { unique: W[]; owners: string[] } & (
+/**
+ * How a batch statement ended, for some of the batch's first waiters (`unique`, with the `later` waiters of their ids):
+ * answered (its rows), failed without committing (`error` as the server sent it), or its reply lost.
+ */
+export type BatchOutcome<W> = { unique: W[]; owners: string[]; later: Map<string, W[]> } & (
   | { kind: 'answered'; rows: unknown[] }
-  | { kind: 'failed'; failure: unknown }
+  | { kind: 'failed'; failure: unknown; error: unknown }
   | { kind: 'lost'; error: unknown }
 );
 
+type Rejectable = { reject(error: unknown): void };
+
+/** The SQLSTATE the server answered a failed statement with (`undefined`: not a server error). */
+const codeOf = (error: unknown): unknown => (isServerError(sentError(error)) ? (sentError(error) as { code: unknown }).code : undefined);
+
 /**
- * Sends one batch statement for the first waiters of its ids (`config` builds it from them and their fresh owner
- * values) within what is left of the batch's deadline. A statement cancelled on a lock runs once more without the
- * locked ids (see {@link withoutLocked}); the `unique` of the outcome are the waiters of the last try.
+ * Sends the batch statement for the first waiters of its ids (`config` builds it from them and their fresh owner
+ * values), each try within what is left of the batch's deadline, and hands every part of the batch to `settle` as
+ * it ends. One id held by another transaction decides only its own calls: a statement the server cancelled while it
+ * waited (`lock_timeout`, or `statement_timeout`) asks which of its ids' rows are held locked (lockedIds); those
+ * fail closed (they waited already) and the rest runs once more. A statement cancelled by `lock_timeout` that no such
+ * question explains (a row another transaction is still inserting is invisible to it) is split: each of its ids runs
+ * alone, in turn (one connection, as the batch had), so only the held one waits for the lock again and fails.
  */
 export async function sendBatch<W extends { id: string; reject(error: unknown): void }>(
   ctx: ReplayContext,
@@ -114,20 +97,55 @@ export async function sendBatch<W extends { id: string; reject(error: unknown): 
   all: W[],
   later: Map<string, W[]>,
   config: (unique: W[], owners: string[]) => PgQueryConfigLike,
-): Promise<BatchOutcome<W>> {
-  let unique = all;
-  for (let pass = 0; ; pass++) {
+  settle: (outcome: BatchOutcome<W>) => Promise<void> | void,
+): Promise<void> {
+  const send = async (unique: W[]): Promise<BatchOutcome<W>> => {
     const owners = ownersOf(unique as readonly { owner?: string | undefined }[]);
+    const part = { unique, owners, later: laterOf(later, unique) };
     try {
       const budget = budgetOf(ctx, batch);
       if (budget <= 0) throw new Unsent(ctx.deadlineError());
-      const result = await ctx.send(config(unique, owners), budget);
-      return { kind: 'answered', unique, owners, rows: result.rows };
+      return { ...part, kind: 'answered', rows: (await ctx.send(config(unique, owners), budget)).rows };
     } catch (error) {
-      if (!uncommitted(ctx, error)) return { kind: 'lost', unique, owners, error };
-      const rest = await rerunWithoutLocked(ctx, pass, unique, later, error);
-      if (rest === undefined) return { kind: 'failed', unique, owners, failure: toStoreError(sentError(error)) };
-      unique = rest;
+      if (!uncommitted(ctx, error)) return { ...part, kind: 'lost', error };
+      return { ...part, kind: 'failed', failure: toStoreError(sentError(error)), error };
     }
+  };
+  type Failed = Extract<BatchOutcome<W>, { kind: 'failed' }>;
+  const stalled = (outcome: BatchOutcome<W>, codes: readonly string[]): outcome is Failed =>
+    outcome.kind === 'failed' && outcome.unique.length > 1 && !ctx.closed() && codes.includes(codeOf(outcome.error) as string);
+  let outcome = await send(all);
+  if (!stalled(outcome, [LOCK_NOT_AVAILABLE, QUERY_CANCELED])) return settle(outcome);
+  const locked = await lockedIds(ctx, outcome.unique);
+  if (locked === undefined || locked.size === outcome.unique.length) return settle(outcome);
+  // Parts settle as they end (a lost reply's lookup does not hold up the next part; one that throws fails its own
+  // calls closed); the batch ends with the last.
+  const settling: Promise<void>[] = [];
+  const settlePart = (part: BatchOutcome<W>) =>
+    settling.push((async () => settle(part))().catch((error: unknown) => failPart(part, error)));
+  if (locked.size > 0) {
+    const held = outcome.unique.filter((waiter) => locked.has(waiter.id));
+    settlePart({ ...outcome, unique: held, owners: [], later: laterOf(later, held) });
+    outcome = await send(outcome.unique.filter((waiter) => !locked.has(waiter.id)));
   }
+  if (!stalled(outcome, [LOCK_NOT_AVAILABLE])) settlePart(outcome);
+  else for (const waiter of outcome.unique) settlePart(await send([waiter]));
+  await Promise.all(settling);
+}
+
+/** Fails the calls of a part of a batch closed: its first waiters and the later ones of their ids. */
+export function failPart(part: { unique: readonly Rejectable[]; later: Map<string, readonly Rejectable[]> }, error: unknown): void {
+  const failure = toStoreError(error);
+  rejectAll(part.unique, failure);
+  for (const list of part.later.values()) rejectAll(list, failure);
+}
+
+/** The later waiters of the ids of `unique`. */
+function laterOf<W extends { id: string }>(later: Map<string, W[]>, unique: readonly W[]): Map<string, W[]> {
+  const part = new Map<string, W[]>();
+  for (const waiter of unique) {
+    const list = later.get(waiter.id);
+    if (list !== undefined) part.set(waiter.id, list);
+  }
+  return part;
 }

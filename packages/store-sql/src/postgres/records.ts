@@ -8,21 +8,41 @@ import { readRows, uncommitted } from './lookups.js';
 import { sentError, Unsent } from './send.js';
 import { lockKey, sqlLiteral } from './statements.js';
 
-/** Class id ("mrtb") of the namespace's outcome-budget lock (see recordText). */
+/** Class id ("mrtb") of the namespace's outcome-budget lock (see recordTexts). */
 const BUDGET_LOCK_CLASS = 0x6d727462;
 
-/**
- * A record batch as one request: `BEGIN`, the transaction's own bounds, the namespace's outcome-budget lock (record
- * batches of one namespace run one at a time, on every instance, so the budget the statement reads includes every
- * record committed before it), the statement with its values written in as literals (a simple query takes no
- * parameters), `COMMIT`. One round trip; a reply lost after it is resolved by reading the rows.
- */
-export function recordText(ctx: ReplayContext): (values: readonly unknown[]) => string {
-  const head =
-    `BEGIN; ${localTimeoutsSql(ctx.settings)}; SET LOCAL idle_in_transaction_session_timeout = ${ctx.settings.replyWaitMs}; ` +
-    `SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(`${ctx.table}\u0000${ctx.namespace}`)}); `;
-  const sql = ctx.statements.recordBatchSql;
-  return (values) => `${head}${sql.replace(/\$(\d)/g, (_, n: string) => sqlLiteral(values[Number(n) - 1]))}; COMMIT`;
+/** A statement with its values written in as literals (a simple query takes no parameters). */
+const written = (sql: string, values: readonly unknown[]): string =>
+  sql.replace(/\$(\d)/g, (_, n: string) => sqlLiteral(values[Number(n) - 1]));
+
+/** The requests of record batches: each a whole transaction in one simple query, so one round trip. */
+export interface RecordTexts {
+  /**
+   * A batch: `BEGIN`, the transaction's own bounds, the namespace's outcome-budget lock (record batches of one
+   * namespace run one at a time, on every instance, so the budget the statement reads includes every record committed
+   * before it), the statement (it waits for no row: rows other transactions hold come back as held), `COMMIT`.
+   */
+  batch(values: readonly unknown[]): string;
+  /**
+   * The records of one held `id` alone: as a batch, but the transaction first waits (`lock_timeout` = `lockWaitMs`)
+   * for the id's row and only then takes the budget lock, so it never holds that lock while it waits for a row.
+   */
+  lone(values: readonly unknown[], id: string, lockWaitMs: number): string;
+}
+
+export function recordTexts(ctx: ReplayContext): RecordTexts {
+  const { settings, statements } = ctx;
+  const begin = (lockTimeoutMs: number) =>
+    `BEGIN; ${localTimeoutsSql({ statementTimeoutMs: settings.statementTimeoutMs, lockTimeoutMs })}; ` +
+    `SET LOCAL idle_in_transaction_session_timeout = ${settings.replyWaitMs}; `;
+  const budgetLock = `SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(`${ctx.table}\u0000${ctx.namespace}`)}); `;
+  const head = `${begin(settings.lockTimeoutMs)}${budgetLock}`;
+  const statement = (values: readonly unknown[]) => `${written(statements.recordBatchSql, values)}; COMMIT`;
+  return {
+    batch: (values) => `${head}${statement(values)}`,
+    lone: (values, id, lockWaitMs) =>
+      `${begin(lockWaitMs)}${written(statements.recordLockSql, [ctx.namespace, id])}; ${budgetLock}${statement(values)}`,
+  };
 }
 
 /** The first record of each (id, fingerprint) in a batch, sorted by id, and the repeated ones (each with its first). */
@@ -47,12 +67,17 @@ function splitRecords(batch: readonly RecordWaiter[]): { first: RecordWaiter[]; 
 const repeatAnswer = (waiter: RecordWaiter, earlier: RecordWaiter, kept: boolean): boolean =>
   waiter.owner !== undefined && waiter.owner === earlier.owner && kept;
 
+/** What a record request answered: whether each id's outcome was kept (an id missing was not updated), and the ids held. */
+interface RecordReply {
+  kept: Map<unknown, boolean>;
+  held: Set<unknown>;
+}
+
 /**
- * Sends the record transaction. A failure before the request was sent (no connection) wrote nothing: the batch is
- * sent once more, with a deadline of its own (a record waits at most twice the store's deadline). Returns whether
- * each id's outcome was kept (an id missing was not updated).
+ * Sends a record request. A failure before it was sent (no connection) wrote nothing: it is sent once more, with a
+ * deadline of its own (a record waits at most twice the store's deadline).
  */
-async function sendRecords(ctx: ReplayContext, batch: RecordWaiter[], text: string): Promise<Map<unknown, boolean>> {
+async function sendRecords(ctx: ReplayContext, batch: RecordWaiter[], text: string): Promise<RecordReply> {
   let result: PgQueryResultLike | undefined;
   for (let attempt = 0; result === undefined; attempt++) {
     const budget = attempt === 0 ? budgetOf(ctx, batch) : ctx.deadlineMs;
@@ -65,8 +90,11 @@ async function sendRecords(ctx: ReplayContext, batch: RecordWaiter[], text: stri
   }
   // pg answers a simple query of several statements with one result each: the statement's is the one before COMMIT.
   const results = result as unknown as PgQueryResultLike[];
-  const rows = Array.isArray(results) ? (results[results.length - 2]?.rows ?? []) : [];
-  return new Map(rows.map((row) => [(row as { id: unknown }).id, (row as { kept: unknown }).kept === true]));
+  const rows = (Array.isArray(results) ? (results[results.length - 2]?.rows ?? []) : []) as { id: unknown; kept: unknown; held: unknown }[];
+  return {
+    kept: new Map(rows.filter((row) => row.held !== true).map((row) => [row.id, row.kept === true])),
+    held: new Set(rows.filter((row) => row.held === true).map((row) => row.id)),
+  };
 }
 
 /**
@@ -92,39 +120,88 @@ async function resolveLostRecords(ctx: ReplayContext, first: RecordWaiter[], fai
   }
 }
 
+/** Adds `value` to the list of `key`. */
+function append<V>(map: Map<string, V[]>, key: string, value: V): void {
+  const list = map.get(key);
+  if (list === undefined) map.set(key, [value]);
+  else list.push(value);
+}
+
+/** The values of the record statement for `first` (distinct (id, fingerprint) pairs, sorted by id). */
+const recordValues = (ctx: ReplayContext, first: readonly RecordWaiter[]): unknown[] => [
+  ctx.namespace,
+  first.map((waiter) => waiter.id),
+  first.map((waiter) => waiter.fp),
+  first.map((waiter) => waiter.outcome),
+  first.map((waiter) => waiter.owner ?? null),
+  ctx.outcomeBudgetBytes,
+];
+
+/**
+ * Sends one record request for `first` and settles them and their `repeats` (by their first's id), but those of the
+ * ids the statement found held by another transaction: returned, unsettled, with their first records. A failed
+ * request fails them all closed; a lost reply is resolved per id by reading the rows (resolveLostRecords).
+ */
+async function recordPass(
+  ctx: ReplayContext,
+  batch: RecordWaiter[],
+  first: RecordWaiter[],
+  repeats: Map<string, [RecordWaiter, RecordWaiter][]>,
+  text: string,
+): Promise<Map<string, RecordWaiter[]>> {
+  const held = new Map<string, RecordWaiter[]>();
+  let reply: RecordReply;
+  try {
+    reply = await sendRecords(ctx, batch, text);
+  } catch (error) {
+    const failure = toStoreError(sentError(error));
+    for (const waiter of first) {
+      rejectAll(
+        (repeats.get(waiter.id) ?? []).map(([repeated]) => repeated),
+        failure,
+      );
+      repeats.delete(waiter.id);
+    }
+    if (uncommitted(ctx, error)) rejectAll(first, failure);
+    else await resolveLostRecords(ctx, first, failure);
+    return held;
+  }
+  for (const waiter of first) {
+    if (reply.held.has(waiter.id)) append(held, waiter.id, waiter);
+    else waiter.resolve(reply.kept.get(waiter.id) === true);
+  }
+  for (const waiter of first) {
+    if (held.has(waiter.id)) continue;
+    for (const [repeated, earlier] of repeats.get(waiter.id) ?? [])
+      repeated.resolve(repeatAnswer(repeated, earlier, reply.kept.get(earlier.id) === true));
+    repeats.delete(waiter.id);
+  }
+  return held;
+}
+
 /**
  * Runs one batch of records in one transaction under the namespace's budget lock (so the budget read by the
  * statement includes every record committed before it, on any instance), settles each. A repeated (id,
- * fingerprint) in the batch is answered `false` (an outcome is recorded once). A failed statement fails every
- * record closed; a lost reply is resolved per id by reading the rows (resolveLostRecords).
+ * fingerprint) in the batch is answered `false` (an outcome is recorded once; as its first, by the same owner). The
+ * statement skips the rows another transaction holds; the records of each such id then run alone, in turn, within
+ * what is left of the batch's time (their wait for the row bounded by it), so one held id fails only its own records.
  */
-export async function runRecordBatch(
-  ctx: ReplayContext,
-  text: (values: readonly unknown[]) => string,
-  batch: RecordWaiter[],
-): Promise<void> {
+export async function runRecordBatch(ctx: ReplayContext, texts: RecordTexts, batch: RecordWaiter[]): Promise<void> {
   if (ctx.closed()) return rejectAll(batch, closedError());
   const { first, repeated } = splitRecords(batch);
-  const values = [
-    ctx.namespace,
-    first.map((waiter) => waiter.id),
-    first.map((waiter) => waiter.fp),
-    first.map((waiter) => waiter.outcome),
-    first.map((waiter) => waiter.owner ?? null),
-    ctx.outcomeBudgetBytes,
-  ];
-  let kept: Map<unknown, boolean>;
-  try {
-    kept = await sendRecords(ctx, batch, text(values));
-  } catch (error) {
-    const failure = toStoreError(sentError(error));
+  const repeats = new Map<string, [RecordWaiter, RecordWaiter][]>();
+  for (const pair of repeated) append(repeats, pair[1].id, pair);
+  const held = await recordPass(ctx, batch, first, repeats, texts.batch(recordValues(ctx, first)));
+  for (const [id, waiters] of held) {
+    const lockWaitMs = Math.max(1, Math.min(ctx.settings.lockTimeoutMs, Math.floor(budgetOf(ctx, batch))));
+    const still = await recordPass(ctx, batch, waiters, repeats, texts.lone(recordValues(ctx, waiters), id, lockWaitMs));
+    if (still.size === 0) continue;
+    // Held again (taken by yet another transaction in between): unknown, fails closed.
+    const failure = toStoreError(new Error('record: the row is held by another transaction'));
+    rejectAll(waiters, failure);
     rejectAll(
-      repeated.map(([waiter]) => waiter),
+      (repeats.get(id) ?? []).map(([waiter]) => waiter),
       failure,
     );
-    if (uncommitted(ctx, error)) return rejectAll(first, failure);
-    return resolveLostRecords(ctx, first, failure);
   }
-  for (const waiter of first) waiter.resolve(kept.get(waiter.id) === true);
-  for (const [waiter, earlier] of repeated) waiter.resolve(repeatAnswer(waiter, earlier, kept.get(earlier.id) === true));
 }

@@ -23,6 +23,8 @@ export interface ReplayStatements {
   purgeBudget: NamedQuery;
   /** The record batch, sent as a simple query with its values written in (see records.ts). */
   recordBatchSql: string;
+  /** The row lock a held id's records wait for before the budget lock (written in likewise). */
+  recordLockSql: string;
 }
 
 /**
@@ -137,13 +139,19 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
   // recorded answers what the first one did (kept or not). The `id = ANY(ids)` conditions keep the table's side an
   // index scan whatever join the planner picks (with a batch of literal values it knows the batch's size, and would
   // otherwise hash-join a sequential scan of the table).
+  // The statement waits for no row (it holds the budget lock, which every record batch of the namespace waits for):
+  // `l` locks the rows of its ids that no other transaction holds (SKIP LOCKED; the aggregate reads them all), only
+  // those are recorded or answered, and the ids of the others come back as `held` (recorded alone afterwards, see
+  // recordLockSql).
   // A claim made with an owner and a lease is recorded by that owner only; an unowned claim by any caller.
   const ownerMatch = '(CASE WHEN u.owner IS NULL THEN r.lease_until IS NULL ELSE r.owner = u.owner END)';
+  const mine = 'r.id = ANY((SELECT ids FROM l)::text[])';
   const recordBatchSql =
     `WITH n AS (SELECT ${SERVER_NOW_MS} AS now_ms), ` +
+    `l AS (SELECT coalesce(array_agg(x.id), '{}') AS ids FROM (SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) FOR UPDATE SKIP LOCKED) AS x), ` +
     'u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(id, fp, outcome, owner, ord)), ' +
     'c AS (SELECT u.id, u.outcome, r.owner, sum(octet_length(u.outcome)) OVER (ORDER BY u.ord) AS run ' +
-    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp AND ${ownerMatch} ` +
+    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp AND ${ownerMatch} ` +
     'AND r.outcome IS NULL AND r.expires_at >= (SELECT now_ms FROM n)), ' +
     `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= (SELECT now_ms FROM n) / ${BUDGET_BUCKET_MS}), ` +
     `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
@@ -152,9 +160,13 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
     `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $1::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
     `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
     'ON CONFLICT (ns, bucket) DO UPDATE SET bytes = b.bytes + EXCLUDED.bytes) ' +
-    "SELECT upd.id, upd.outcome <> '' AS kept FROM upd UNION ALL " +
-    `SELECT r.id, r.outcome <> '' FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND r.fp = u.fp ` +
-    'AND u.owner IS NOT NULL AND r.owner = u.owner AND r.outcome IS NOT NULL';
+    "SELECT upd.id, upd.outcome <> '' AS kept, false AS held FROM upd UNION ALL " +
+    `SELECT r.id, r.outcome <> '', false FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp ` +
+    'AND u.owner IS NOT NULL AND r.owner = u.owner AND r.outcome IS NOT NULL UNION ALL ' +
+    `SELECT r.id, NULL, true FROM ${table} AS r WHERE r.ns = $1 AND r.id = ANY($2::text[]) AND NOT ${mine}`;
+  // A held id's records run alone: their transaction first waits for the id's row (lock_timeout), and only then takes
+  // the budget lock, so no transaction waits for a row while it holds that lock.
+  const recordLockSql = `SELECT 1 FROM ${table} WHERE ns = $1 AND id = $2 FOR UPDATE`;
   // What a claim or record whose reply was lost asks (with the server's time, to judge the rows by).
   const rowsSql = `SELECT id, owner, fp, outcome, expires_at, lease_until, fence, ${SERVER_NOW_MS} AS now_ms FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;
   // After a batch statement gave up on a lock: which of its ids' rows another transaction holds locked (SKIP LOCKED
@@ -199,5 +211,6 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
     purge: named(purgeSql),
     purgeBudget: named(purgeBudgetSql),
     recordBatchSql,
+    recordLockSql,
   };
 }

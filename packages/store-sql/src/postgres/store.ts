@@ -38,7 +38,7 @@ import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from 
 import { consumeOne, runConsumeBatch } from './consume.js';
 import type { ReplayContext } from './context.js';
 import { purgeExpired } from './purge.js';
-import { recordText, runRecordBatch } from './records.js';
+import { recordTexts, runRecordBatch } from './records.js';
 import { ensurePostgresSchema, replaySchemaPlan } from './schema.js';
 import { createSender } from './send.js';
 import { replayStatements } from './statements.js';
@@ -57,7 +57,8 @@ export interface PostgresStoreOptions extends SqlStoreCommonOptions, PostgresCon
    * Server-side `lock_timeout` in ms, set with `statementTimeoutMs` on a pool the store creates, on every
    * consume that runs in its own transaction, and around the DDL of `ensureSchema()`: a statement that
    * waits this long for a lock (a row held by another transaction, a table locked by `pg_dump` or an
-   * idle transaction) is cancelled by the server instead of queueing. @default min(2000, statementTimeoutMs)
+   * idle transaction) is cancelled by the server instead of queueing; only the calls of the held id fail (the rest of
+   * a batch runs again without it). @default min(2000, statementTimeoutMs)
    */
   lockTimeoutMs?: number;
   /**
@@ -120,8 +121,8 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
   // Two record batches in flight per store at most: record batches of a namespace take turns under its budget lock,
   // the second waiting for it on the server (no round trip lost between them); more would only hold connections
   // (that claims and consumes need) while they wait for it.
-  const text = recordText(ctx);
-  const runRecords = (batch: RecordWaiter[]) => runRecordBatch(ctx, text, batch);
+  const texts = recordTexts(ctx);
+  const runRecords = (batch: RecordWaiter[]) => runRecordBatch(ctx, texts, batch);
   const recordQueue =
     groupCommit === undefined ? undefined : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, 2), run: runRecords });
 
