@@ -419,6 +419,18 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   // A sealed outcome is an ASCII token up to a codec's cap (16 KiB by default, up to ~1 MiB); 64 KiB here.
   const bigOutcome = (tag: string) => `${tag}.${'x'.repeat(64 * 1024 - tag.length - 1)}`;
 
+  outcomeTest('records of one claim sent together (one batch): only the fingerprint that claimed is stored', async () => {
+    await withOutcomes(async (store) => {
+      const id = uniqueId('together');
+      ok(status(await store.claim(id, now() + 60_000, 'fp-a')) === 'first', 'the first claim must be first');
+      const [theirs, mine] = await Promise.all([store.record(id, 'fp-b', 'theirs'), store.record(id, 'fp-a', 'mine')]);
+      ok(theirs === false, 'a record with another fingerprint must be refused, also beside the right one');
+      ok(mine === true, 'the record by the fingerprint that claimed must be stored');
+      const again = await store.claim(id, now() + 60_000, 'fp-a');
+      ok(again.status === 'recorded' && again.outcome === 'mine', "the stored outcome is the claimant's");
+    });
+  });
+
   outcomeTest('claim: first, then pending for the same fingerprint, recorded after record, replayed for another', async () => {
     await withOutcomes(
       async (store) => {

@@ -45,13 +45,16 @@ export function recordTexts(ctx: ReplayContext): RecordTexts {
   };
 }
 
+/** The key of a record in a batch and in a reply: its id and fingerprint. */
+const recordKey = (id: unknown, fp: unknown): string => `${String(id)}\u0000${String(fp)}`;
+
 /** The first record of each (id, fingerprint) in a batch, sorted by id, and the repeated ones (each with its first). */
 function splitRecords(batch: readonly RecordWaiter[]): { first: RecordWaiter[]; repeated: [RecordWaiter, RecordWaiter][] } {
   const seen = new Map<string, RecordWaiter>();
   const first: RecordWaiter[] = [];
   const repeated: [RecordWaiter, RecordWaiter][] = [];
   for (const waiter of batch) {
-    const key = `${waiter.id}\u0000${waiter.fp}`;
+    const key = recordKey(waiter.id, waiter.fp);
     const earlier = seen.get(key);
     if (earlier !== undefined) repeated.push([waiter, earlier]);
     else {
@@ -67,9 +70,12 @@ function splitRecords(batch: readonly RecordWaiter[]): { first: RecordWaiter[]; 
 const repeatAnswer = (waiter: RecordWaiter, earlier: RecordWaiter, kept: boolean): boolean =>
   waiter.owner !== undefined && waiter.owner === earlier.owner && kept;
 
-/** What a record request answered: whether each id's outcome was kept (an id missing was not updated), and the ids held. */
+/**
+ * What a record request answered: whether each (id, fingerprint)'s outcome was kept (one missing was not updated: a
+ * record with another fingerprint than the claim's is not, even beside the right one), and the ids held.
+ */
 interface RecordReply {
-  kept: Map<unknown, boolean>;
+  kept: Map<string, boolean>;
   held: Set<unknown>;
 }
 
@@ -90,9 +96,14 @@ async function sendRecords(ctx: ReplayContext, batch: RecordWaiter[], text: stri
   }
   // pg answers a simple query of several statements with one result each: the statement's is the one before COMMIT.
   const results = result as unknown as PgQueryResultLike[];
-  const rows = (Array.isArray(results) ? (results[results.length - 2]?.rows ?? []) : []) as { id: unknown; kept: unknown; held: unknown }[];
+  const rows = (Array.isArray(results) ? (results[results.length - 2]?.rows ?? []) : []) as {
+    id: unknown;
+    fp: unknown;
+    kept: unknown;
+    held: unknown;
+  }[];
   return {
-    kept: new Map(rows.filter((row) => row.held !== true).map((row) => [row.id, row.kept === true])),
+    kept: new Map(rows.filter((row) => row.held !== true).map((row) => [recordKey(row.id, row.fp), row.kept === true])),
     held: new Set(rows.filter((row) => row.held === true).map((row) => row.id)),
   };
 }
@@ -168,12 +179,12 @@ async function recordPass(
   }
   for (const waiter of first) {
     if (reply.held.has(waiter.id)) append(held, waiter.id, waiter);
-    else waiter.resolve(reply.kept.get(waiter.id) === true);
+    else waiter.resolve(reply.kept.get(recordKey(waiter.id, waiter.fp)) === true);
   }
   for (const waiter of first) {
     if (held.has(waiter.id)) continue;
     for (const [repeated, earlier] of repeats.get(waiter.id) ?? [])
-      repeated.resolve(repeatAnswer(repeated, earlier, reply.kept.get(earlier.id) === true));
+      repeated.resolve(repeatAnswer(repeated, earlier, reply.kept.get(recordKey(earlier.id, earlier.fp)) === true));
     repeats.delete(waiter.id);
   }
   return held;

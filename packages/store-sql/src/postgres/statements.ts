@@ -156,14 +156,14 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
     `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= (SELECT now_ms FROM n) / ${BUDGET_BUCKET_MS}), ` +
     `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
     'FROM c WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL ' +
-    'AND t.expires_at >= (SELECT now_ms FROM n) RETURNING t.id, t.outcome, t.expires_at), ' +
+    'AND t.expires_at >= (SELECT now_ms FROM n) RETURNING t.id, t.fp, t.outcome, t.expires_at), ' +
     `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $1::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
     `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
     'ON CONFLICT (ns, bucket) DO UPDATE SET bytes = b.bytes + EXCLUDED.bytes) ' +
-    "SELECT upd.id, upd.outcome <> '' AS kept, false AS held FROM upd UNION ALL " +
-    `SELECT r.id, r.outcome <> '', false FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp ` +
+    "SELECT upd.id, upd.fp, upd.outcome <> '' AS kept, false AS held FROM upd UNION ALL " +
+    `SELECT r.id, r.fp, r.outcome <> '', false FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp ` +
     'AND u.owner IS NOT NULL AND r.owner = u.owner AND r.outcome IS NOT NULL UNION ALL ' +
-    `SELECT r.id, NULL, true FROM ${table} AS r WHERE r.ns = $1 AND r.id = ANY($2::text[]) AND NOT ${mine}`;
+    `SELECT r.id, NULL, NULL, true FROM ${table} AS r WHERE r.ns = $1 AND r.id = ANY($2::text[]) AND NOT ${mine}`;
   // A held id's records run alone: their transaction first waits for the id's row (lock_timeout), and only then takes
   // the budget lock, so no transaction waits for a row while it holds that lock.
   const recordLockSql = `SELECT 1 FROM ${table} WHERE ns = $1 AND id = $2 FOR UPDATE`;
