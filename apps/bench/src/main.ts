@@ -25,12 +25,14 @@ import { checkStores, setupStores, storeJobs } from './stores.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from './guard.js';
 import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
 import { checkOutcomes, OUTCOME_CONCURRENCY, outcomeJobs, setupOutcomes } from './outcomes.js';
+import { checkKeys, keyJobs, setupKeys } from './keys.js';
 
 const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/bench bench [options])
 
   --quick              3 short rounds (about a minute) instead of the full run
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
-  --only <parts>       comma-separated: codecs, stores, guard, e2e, events, outcomes (default: the first five;
+  --only <parts>       comma-separated: codecs, stores, guard, e2e, events, keys, outcomes (default: all but
+                       outcomes; keys = a keyed first-round call ÷ an unkeyed one, in process, c16;
                        outcomes = the cost of outcome recording, about 8 more minutes, 2 with --quick)
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
@@ -63,13 +65,13 @@ const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
 
-const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'outcomes'] as const;
+const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'keys', 'outcomes'] as const;
 type Part = (typeof PARTS)[number];
 /**
  * What a run without `--only` measures. The outcome-recording rows (56 jobs, about 8 minutes of a full
  * run) are asked for by name, so the default run keeps its length and the README blocks it writes.
  */
-const DEFAULT_PARTS: readonly Part[] = ['codecs', 'stores', 'guard', 'e2e', 'events'];
+const DEFAULT_PARTS: readonly Part[] = ['codecs', 'stores', 'guard', 'e2e', 'events', 'keys'];
 
 async function measureAll(options: HarnessOptions, quick: boolean, parts: ReadonlySet<Part>): Promise<BenchResult> {
   const started = Date.now();
@@ -196,6 +198,23 @@ async function measureAll(options: HarnessOptions, quick: boolean, parts: Readon
       store(await runInterleaved(eventJobs(setup.rows), options, progress('events')));
     } finally {
       await setup.close();
+    }
+  }
+
+  if (parts.has('keys')) {
+    const setup = await setupKeys();
+    if ('skipped' in setup) {
+      log(`note: keys skipped: ${setup.skipped}`);
+    } else {
+      try {
+        log('checking idempotency keys (a keyed retry replayed and marked, an unkeyed call run every time) …');
+        const checks = await checkKeys(setup);
+        for (const line of checks) log(`  ok ${line}`);
+        result.keys = { checks };
+        store(await runInterleaved(keyJobs(setup), options, progress('keys')));
+      } finally {
+        await setup.close();
+      }
     }
   }
 

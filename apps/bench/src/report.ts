@@ -53,6 +53,8 @@ export interface BenchResult {
     notes: string[];
     checks: string[];
   };
+  /** Idempotency keys: a keyed first-round call and an unkeyed one, in process (`keys.ts`). */
+  keys?: { checks: string[] };
   /** Outcome recording: store step, round step and e2e flows, each with and without recording. */
   outcomes?: {
     stores: { backend: string; label: string; concurrency: number[] }[];
@@ -376,6 +378,20 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
       pass: mem === undefined ? null : mem >= 1_000_000,
       detail: mem === undefined ? 'not measured' : `${fmtOps(mem)} ops/s`,
     });
+  }
+  if (result.keys !== undefined) {
+    t.push(
+      ratioTarget(
+        result,
+        'keys.c16.vs-unkeyed',
+        'mcp-server',
+        'keyed call ÷ unkeyed call, in process, c16 (send_email: hmac, memory store; a fresh idempotency key per call)',
+        'keys|keyed|c16',
+        'keys|unkeyed|c16',
+        '>=',
+        0.9,
+      ),
+    );
   }
   if (result.events !== undefined) {
     for (const what of ['open', 'mint'] as const) {

@@ -11,6 +11,7 @@ import { bareBatcher, checkStores, setupStores } from '../src/stores.js';
 import { checkE2e, e2eJobs, setupE2e } from '../src/e2e.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from '../src/guard.js';
 import { checkOutcomes, makeOutcome, OUTCOME_JSON_BYTES, outcomeJobs, setupOutcomes } from '../src/outcomes.js';
+import { checkKeys, keyJobs, setupKeys } from '../src/keys.js';
 
 describe('payloads', () => {
   it('small is 400 B and 4k is 4096 B of JSON', () => {
@@ -371,5 +372,40 @@ describe('outcome recording rows (issue 20)', () => {
       text: `${START_MARKER}\nmain\n${END_MARKER}\n\n${OUTCOMES_MARKERS.start}\nnew\n${OUTCOMES_MARKERS.end}\n`,
     });
     expect(replaceBenchBlock(doc, 'x')).toMatchObject({ ok: true, text: doc.replace('main', 'x') });
+  });
+});
+
+describe('idempotency key rows (issue 42)', () => {
+  it('a keyed call runs once and its retry is replayed, an unkeyed call runs every time; both jobs run once untimed', async () => {
+    const setup = await setupKeys();
+    if ('skipped' in setup) throw new Error(setup.skipped);
+    try {
+      expect(await checkKeys(setup)).toHaveLength(1);
+      const jobs = keyJobs(setup);
+      expect(jobs.map((j) => j.key)).toEqual(['keys|keyed|c16', 'keys|unkeyed|c16']);
+      const before = setup.runs.count;
+      for (const job of jobs) {
+        await job.prepare?.();
+        await job.op();
+      }
+      expect(setup.runs.count).toBe(before + 2);
+    } finally {
+      await setup.close();
+    }
+  });
+
+  it('the keys target is keyed ÷ unkeyed at c16, required ≥ 0.9×', () => {
+    const job = (key: string, opsPerSec: number) => ({
+      key,
+      concurrency: 16,
+      rounds: [{ opsPerSec, samples: 12, opsPerBatch: 1 }],
+      opsPerSec,
+      spread: 0,
+    });
+    const jobs = { 'keys|keyed|c16': job('keys|keyed|c16', 900), 'keys|unkeyed|c16': job('keys|unkeyed|c16', 1000) };
+    const result = { keys: { checks: [] }, jobs, targets: [] } as unknown as BenchResult;
+    const target = evaluateTargets(result).find((t) => t.id === 'keys.c16.vs-unkeyed');
+    expect(target).toMatchObject({ pkg: 'mcp-server', op: '>=', threshold: 0.9, pass: true });
+    expect(target!.value).toBeCloseTo(0.9);
   });
 });

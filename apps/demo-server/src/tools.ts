@@ -26,8 +26,8 @@ export interface DemoDeps {
 }
 
 /** The tools whose effects the demo counts. */
-export type DemoEffect = 'delete_files' | 'deploy' | 'rollout';
-export const DEMO_EFFECTS: readonly DemoEffect[] = ['delete_files', 'deploy', 'rollout'];
+export type DemoEffect = 'delete_files' | 'deploy' | 'rollout' | 'send_email';
+export const DEMO_EFFECTS: readonly DemoEffect[] = ['delete_files', 'deploy', 'rollout', 'send_email'];
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
@@ -158,6 +158,8 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         'name typed out. Earlier answers travel only inside the sealed request state.',
       inputSchema: z.object({ service: SERVICE }),
       annotations: { destructiveHint: true },
+      // A retried first call (its response lost) with the same key gets the same first question and state: one flow.
+      idempotency: true,
     },
     async ({ service }, _ctx, need) => {
       const env = need.elicit('environment', {
@@ -201,6 +203,31 @@ export function registerDemo(server: McpServer, deps: DemoDeps): void {
         ...text(`Deployed ${service} to ${environment} (simulated, release ${version}) after ${need.round} round(s).`),
         structuredContent: { service, environment, release: version, rounds: need.round },
       };
+    },
+  );
+
+  // ---------------------------------------------------------------- send_email: a first-round write, keyed
+  mrtr.registerTool(
+    server,
+    'send_email',
+    {
+      title: 'Send an e-mail',
+      description:
+        'Sends an e-mail (simulated) at once, asking nothing. Idempotent by key: a retry with the same ' +
+        '_meta["dev.mrtr/idempotency-key"] (or Idempotency-Key header) and arguments gets the first result, with the ' +
+        'same message id, marked _meta["dev.mrtr/replayed"]; nothing is sent twice.',
+      inputSchema: z.object({
+        to: z.email().max(254).describe('Recipient address'),
+        subject: z.string().max(200).describe('Subject line'),
+        body: z.string().max(4_000).optional().describe('Message text'),
+      }),
+      annotations: { destructiveHint: false, idempotentHint: true },
+      idempotency: true,
+    },
+    async ({ to, subject }) => {
+      const messageId = `<${base64urlEncode(randomBytes(12))}@mrtr.demo>`;
+      deps.effect?.('send_email', 1);
+      return { ...text(`Sent "${subject}" to ${to} (simulated), message id ${messageId}.`), structuredContent: { to, subject, messageId } };
     },
   );
 

@@ -20,6 +20,7 @@ import {
   startDemo,
   textOf,
   runCli,
+  replayed,
 } from './helpers.js';
 
 const tempDirs: string[] = [];
@@ -166,7 +167,7 @@ describe('SQLite store', () => {
       const done = await callTool(onB.client, 'delete_files', toolArgs, retry);
       expect(textOf(done)).toContain('Deleted 1 file');
       // The identical retry on A gets B's recorded result from the shared file; other answers are a replay.
-      expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(done);
+      expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(replayed(done));
       await expectStateRejected(
         callTool(onA.client, 'delete_files', toolArgs, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }),
       );
@@ -265,7 +266,7 @@ describe('--stdio', () => {
       const retry = { inputResponses: { confirm: accept({ confirm: true }) }, requestState: r1.requestState as string };
       const done = await callTool(client, 'delete_files', args, retry);
       expect(textOf(done)).toContain('Deleted 1 file');
-      expect(await callTool(client, 'delete_files', args, retry)).toEqual(done);
+      expect(await callTool(client, 'delete_files', args, retry)).toEqual(replayed(done));
       await expectStateRejected(
         callTool(client, 'delete_files', args, { ...retry, inputResponses: { confirm: accept({ confirm: false }) } }),
       );

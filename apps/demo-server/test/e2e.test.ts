@@ -17,6 +17,7 @@ import {
   startDemo,
   tamper,
   textOf,
+  replayed,
 } from './helpers.js';
 
 const ALICE = 'alice-token-0123456789abcdef';
@@ -65,7 +66,7 @@ describe('delete_files: a single confirmation over real HTTP', () => {
     expect(textOf(r2)).toContain('Deleted 2 files');
 
     // An identical retry (as after a lost response) gets the same result; nothing is deleted again.
-    expect(await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state })).toEqual(r2);
+    expect(await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state })).toEqual(replayed(r2));
     // Single use: the same state with other answers (the flow already completed) is refused.
     const other = { confirm: accept({ confirm: false }) };
     await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: other, requestState: state }));
@@ -158,7 +159,7 @@ describe('deploy: several rounds, earlier answers only in the sealed state', () 
         inputResponses: { confirm: accept({ confirm: true }) },
         requestState: r2.requestState as string,
       }),
-    ).toEqual(r3);
+    ).toEqual(replayed(r3));
     await expectStateRejected(
       callTool(alice.client, 'deploy', args, {
         inputResponses: { confirm: accept({ confirm: false }) },
@@ -446,6 +447,7 @@ describe('every result carries resultType', () => {
       'deploy',
       'list_workspace',
       'rollout',
+      'send_email',
       'summarize',
     ]);
   });

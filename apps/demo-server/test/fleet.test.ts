@@ -13,6 +13,7 @@ import {
   serviceUrl,
   startDemo,
   textOf,
+  replayed,
 } from './helpers.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
@@ -109,7 +110,7 @@ for (const backend of backends) {
       const r2 = await callTool(onB.client, 'delete_files', toolArgs, retry);
       expect(textOf(r2)).toContain('Deleted 1 file');
       // An identical retry on the other instance gets the result B recorded in the shared store; nothing runs again.
-      expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(r2);
+      expect(await callTool(onA.client, 'delete_files', toolArgs, retry)).toEqual(replayed(r2));
       const replay = { ...retry, inputResponses: { confirm: accept({ confirm: false }) } };
       await expectStateRejected(callTool(onA.client, 'delete_files', toolArgs, replay));
       await expectStateRejected(callTool(onB.client, 'delete_files', toolArgs, replay));

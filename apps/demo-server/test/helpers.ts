@@ -180,6 +180,7 @@ export function rpcRequest(method: string, params: Json, options: RawRpcOptions 
     params: {
       ...params,
       _meta: {
+        ...(params._meta as Json | undefined),
         'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
         'io.modelcontextprotocol/clientCapabilities': options.capabilities ?? { elicitation: {} },
         'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1.0.0' },
@@ -224,4 +225,9 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** `result` as a replay answers it (an identical retry, a keyed retry): the same, marked `_meta["dev.mrtr/replayed"]` (issue 42). */
+export function replayed(result: Json): Json {
+  return { ...result, _meta: { ...(result._meta as Json | undefined), 'dev.mrtr/replayed': true } };
 }

@@ -12,6 +12,7 @@ import {
   type RunningDemo,
   startDemo,
   tamper,
+  replayed,
 } from './helpers.js';
 
 const ALICE = 'alice-token-obs-0123456789abcdef';
@@ -76,7 +77,7 @@ describe('GET /metrics and the round log', () => {
     await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: tamper(state) }));
     const done = await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state });
     // An identical retry gets the same result (counted as retried); the same state with other answers is a replay.
-    expect(await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state })).toEqual(done);
+    expect(await callTool(alice.client, 'delete_files', args, { inputResponses: answer, requestState: state })).toEqual(replayed(done));
     const other = { confirm: accept({ confirm: false }) };
     await expectStateRejected(callTool(alice.client, 'delete_files', args, { inputResponses: other, requestState: state }));
 
@@ -191,7 +192,7 @@ describe('the first scrape, before any request', () => {
       const samples = parse(text);
       const codecs = ['hmac', 'jwe', 'aead'];
       const targets = [
-        ...['delete_files', 'deploy', 'rollout', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({
+        ...['delete_files', 'deploy', 'send_email', 'rollout', 'summarize', 'list_workspace', 'connect_account'].map((name) => ({
           mcp_method_name: 'tools/call',
           gen_ai_tool_name: name,
         })),

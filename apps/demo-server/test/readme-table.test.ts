@@ -74,6 +74,7 @@ describe('README table of tools', () => {
   const calls: Record<string, [(extra: Json) => Promise<Json>, Json]> = {
     delete_files: [(extra) => callTool(client.client, 'delete_files', { paths: ['a'] }, extra), { paths: ['a'] }],
     deploy: [(extra) => callTool(client.client, 'deploy', { service: 'web' }, extra), { service: 'web' }],
+    send_email: [(extra) => callTool(client.client, 'send_email', { to: 'bob@example.com', subject: 'Hi' }, extra), {}],
     summarize: [(extra) => callTool(client.client, 'summarize', { text: 'One. Two.' }, extra), {}],
     list_workspace: [(extra) => callTool(client.client, 'list_workspace', {}, extra), {}],
     connect_account: [(extra) => callTool(client.client, 'connect_account', { provider: 'github' }, extra), {}],

@@ -6,6 +6,7 @@ import { accept, freshKeys, type Json, type RunningDemo, rawRpc, rpcRequest, sta
 // answer the round produced the first time, and the side effect happened once (the demo counts effects on /metrics).
 
 const ALICE = 'alice-token-retries-0123456789ab';
+const REPLAYED = 'dev.mrtr/replayed';
 const BOB = 'bob-token-retries-0123456789abcd';
 let demo: RunningDemo;
 
@@ -90,6 +91,49 @@ describe('a retry after a lost response gets the same answer; the effect happens
     const [x, y] = await Promise.all([call('delete_files', { paths }, final), call('delete_files', { paths }, final)]);
     expect((x.result as Json).structuredContent).toEqual({ deleted: paths });
     expect(y.result).toEqual(x.result);
+    // Both answers came from the record (the lost response was the run), each marked as a replay (issue 42).
+    expect((x.result as Json)._meta).toMatchObject({ [REPLAYED]: true });
     expect(await effects('delete_files')).toBe(before + 3);
+  });
+});
+
+describe('idempotency keys: a first-round write retried after a lost response happens once (issue 42)', () => {
+  const keyed = (key: string) => ({ _meta: { 'dev.mrtr/idempotency-key': key } });
+  const mail = { to: 'bob@example.com', subject: 'Release notes' };
+
+  it('send_email declares keys in tools/list', async () => {
+    const listed = await rawRpc(demo.url, 'tools/list', {}, { token: ALICE, capabilities: FORM });
+    const byName = new Map(((listed.body!.result as Json).tools as Json[]).map((t) => [t.name, t]));
+    expect((byName.get('send_email')!._meta as Json)['dev.mrtr/idempotency']).toEqual({ ttlMs: expect.any(Number) });
+    expect((byName.get('deploy')!._meta as Json)['dev.mrtr/idempotency']).toBeDefined();
+  });
+
+  it('send_email: the response lost, the retry gets the same message id marked replayed; one e-mail sent', async () => {
+    const before = await effects('send_email');
+    const key = `mail-${Date.now()}-${Math.random()}`;
+    await sendAndLoseResponse('send_email', mail, keyed(key));
+    const retry = (await call('send_email', mail, keyed(key))).result as Json;
+    expect(retry._meta).toMatchObject({ [REPLAYED]: true });
+    const { messageId } = retry.structuredContent as Json;
+    expect(messageId).toMatch(/^<.+@mrtr\.demo>$/);
+    expect(((await call('send_email', mail, keyed(key))).result as Json).structuredContent).toMatchObject({ messageId });
+    expect(await effects('send_email')).toBe(before + 1);
+    // Without a key, or with another one, it is another e-mail.
+    const fresh = (await call('send_email', mail, keyed(`${key}-2`))).result as Json;
+    expect(fresh._meta).not.toHaveProperty(REPLAYED);
+    expect((fresh.structuredContent as Json).messageId).not.toBe(messageId);
+    expect(await effects('send_email')).toBe(before + 2);
+    // The same key with other arguments is refused, opaque; nothing is sent.
+    const conflict = await call('send_email', { ...mail, subject: 'Other' }, keyed(key));
+    expect(conflict.error).toEqual({ code: -32602, message: 'Invalid idempotency key' });
+    expect(await effects('send_email')).toBe(before + 2);
+  });
+
+  it('deploy: a retried first call with its key gets the same first question and state: one flow', async () => {
+    const key = `deploy-${Date.now()}-${Math.random()}`;
+    const first = (await call('deploy', { service: 'web' }, keyed(key))).result as Json;
+    const again = (await call('deploy', { service: 'web' }, keyed(key))).result as Json;
+    expect(again.requestState).toBe(first.requestState);
+    expect(again._meta).toMatchObject({ [REPLAYED]: true });
   });
 });

@@ -22,6 +22,7 @@ export {
   type ParsedOutcomeStoreLimits,
   parseOutcomeStoreLimits,
 } from './outcome-limits.js';
+export { isIdempotencyKey, keyTtlMs } from './guard-key.js';
 export { createPrincipalTagger, type Principal, principalPolicy } from './principal.js';
 export { redactUrl } from './redact.js';
 export * from './error-classes.js';

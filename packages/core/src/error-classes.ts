@@ -7,6 +7,7 @@ export {
   ClockSkewError,
   FlowExpiredError,
   FlowRoundsError,
+  IdempotencyKeyConflictError,
   KeyConflictError,
   KeyMismatchError,
   KeySourceError,

@@ -24,6 +24,7 @@ const MESSAGES = {
   ERR_SEAL_FAILED: 'the state could not be sealed',
   ERR_ROUND_IN_PROGRESS: 'this round is still being processed',
   ERR_OUTCOME_UNKNOWN: 'the outcome of this round is unknown: it may have run',
+  ERR_IDEMPOTENCY_KEY_CONFLICT: 'the idempotency key was used for a call with other arguments, or its result was not kept',
   ERR_CLOCK_SKEW: "this server's clock disagrees with the replay store's",
   ERR_LEDGER_LOST: 'the replay store lost its ledger since this state was issued',
   ERR_TASK_LIMIT: 'the principal holds too many tasks',
@@ -345,6 +346,18 @@ export class KeyMismatchError extends MrtrError<'ERR_KEY_MISMATCH'> {
   }
 }
 
+/**
+ * A keyed first-round call (`GuardRequest.claimKey`) whose key this principal already used on this tool with other
+ * arguments, or whose first call's result was not kept (too large, past the outcome budget, or dropped after
+ * `MAX_FINGERPRINT_MISSES` conflicting uses): the call does not run. The key is free again once it expires.
+ */
+export class IdempotencyKeyConflictError extends MrtrError<'ERR_IDEMPOTENCY_KEY_CONFLICT'> {
+  static override readonly code = 'ERR_IDEMPOTENCY_KEY_CONFLICT' as const;
+  constructor(options?: MrtrErrorOptions) {
+    super('ERR_IDEMPOTENCY_KEY_CONFLICT', options);
+  }
+}
+
 /** Discriminated union of every concrete error: `switch (err.code)` narrows. */
 export type AnyMrtrError =
   | StateMalformedError
@@ -366,6 +379,7 @@ export type AnyMrtrError =
   | SealFailedError
   | RoundInProgressError
   | OutcomeUnknownError
+  | IdempotencyKeyConflictError
   | ClockSkewError
   | LedgerLostError
   | TaskLimitError

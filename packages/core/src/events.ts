@@ -55,7 +55,10 @@ export interface StateOpenedEvent extends EventBase {
   /** Time `open` took, store included, ms. */
   durationMs: number;
   /** Time the replay store's `consume` took, ms (absent without a store, or with `verify` alone). */
-  storeMs?: number | undefined;
+  storeMs?:
+    | number
+    | undefined /** A keyed first-round call (an idempotency key, `GuardRequest.claimKey`): no state was presented (`tokenBytes` 0). */;
+  keyed?: true | undefined;
 }
 /** A state was refused (open) or could not be minted; the wire got an opaque error. */
 export interface StateRejectedEvent extends EventBase {
@@ -81,7 +84,8 @@ export interface StoreErrorEvent extends EventBase {
 
 /**
  * An identical retry of a round (same state, principal and answers) got the outcome its first attempt recorded
- * (`admit`): nothing ran again. Emitted instead of `state.opened`.
+ * (`admit`), or a keyed call's retry (same key, same arguments: `keyed`) got its first call's (`claimKey`): nothing
+ * ran again. Emitted instead of `state.opened`.
  */
 export interface StateRetriedEvent extends EventBase {
   type: 'state.retried';
@@ -92,7 +96,8 @@ export interface StateRetriedEvent extends EventBase {
   /** Time `admit` took, waiting for a first attempt still running included, ms. */
   durationMs: number;
   /** Time the replay store's part took, ms. */
-  storeMs: number;
+  storeMs: number /** A keyed first-round call (an idempotency key, `GuardRequest.claimKey`): no state was presented (`tokenBytes` 0). */;
+  keyed?: true | undefined;
 }
 
 /**

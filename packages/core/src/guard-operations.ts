@@ -2,6 +2,7 @@ import type { FlowClaims } from './claims.js';
 import { MrtrError, type MrtrErrorCode } from './errors.js';
 import type { EventSink, GuardEvent } from './events.js';
 import type { Verify } from './guard-checks.js';
+import { type KeyState, keyRefusal } from './guard-key.js';
 import { type Mint, tokenOnly, withFlow, withKid } from './guard-mint.js';
 import type { Scope } from './guard-scope.js';
 import type { SingleUse } from './guard-single-use.js';
@@ -24,12 +25,16 @@ export interface GuardOperations {
   ): Promise<OpenedState | Admission<OpenedState>>;
   mintIn<P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<MintedState>;
   mintTokenIn<P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string>;
+  /** A keyed first-round call claimed under (principal, target, key) for `ttlMs` (see `GuardRequest.claimKey`). */
+  claimKeyIn(scope: Scope, key: string, ttlMs: number | undefined): Promise<Admission<OpenedState>>;
 }
 
 export interface OperationDeps {
   readonly verifyNow: Verify;
   readonly mintNow: Mint;
   readonly singleUse: SingleUse;
+  /** The state a keyed call is claimed under. */
+  readonly keyState: (scope: Scope, key: string, ttlMs: number | undefined) => Promise<KeyState>;
   /** The principal's tag for this instance's bounds (the outcome budget, waiting retries) of a verified state. */
   readonly holderOf: (state: OpenedState) => string;
   readonly store: ReplayStore | undefined;
@@ -47,6 +52,7 @@ const ANSWERED: ReadonlySet<MrtrErrorCode> = new Set<MrtrErrorCode>([
   'ERR_OUTCOME_UNKNOWN',
   'ERR_LEDGER_LOST',
   'ERR_CLOCK_SKEW',
+  'ERR_IDEMPOTENCY_KEY_CONFLICT',
 ]);
 const codeOf = (error: unknown): MrtrErrorCode | undefined => (MrtrError.is(error) ? error.code : undefined);
 
@@ -102,7 +108,7 @@ function createReports(events: EventSink<GuardEvent>, codecId: string, now: () =
 }
 
 /** Without `onEvent`: the operations unreported, nothing built and nothing timed. */
-function unreported({ verifyNow, mintNow, singleUse, holderOf, store }: OperationDeps): GuardOperations {
+function unreported({ verifyNow, mintNow, singleUse, holderOf, store, keyState }: OperationDeps): GuardOperations {
   return {
     async openIn(scope, token, single, answers, options) {
       const state = await verifyNow(scope, token);
@@ -113,6 +119,10 @@ function unreported({ verifyNow, mintNow, singleUse, holderOf, store }: Operatio
     mintIn: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, withFlow),
     /** `mint` answers the token alone: sealed without building the flow's answer object. */
     mintTokenIn: async (scope, data, mintOptions) => mintNow(scope, data, mintOptions, tokenOnly),
+    async claimKeyIn(scope, key, ttlMs) {
+      const { state, holder, answers } = await keyState(scope, key, ttlMs);
+      return singleUse.claim(state, answers, holder).catch(keyRefusal);
+    },
   };
 }
 
@@ -121,8 +131,43 @@ function unreported({ verifyNow, mintNow, singleUse, holderOf, store }: Operatio
  * `outcome.dropped`, `flow.started`/`state.minted`).
  */
 function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOperations {
-  const { verifyNow, mintNow, singleUse, holderOf, store } = deps;
+  const { verifyNow, mintNow, singleUse, holderOf, store, keyState } = deps;
   const { base, storeStep, rejected } = createReports(events, deps.codecId, deps.now);
+
+  /**
+   * The claim of an opened state (or a keyed call's), reported: `state.retried` for a replay, else `state.opened`,
+   * its `record` timed and its dropped outcome told (`outcome.dropped`).
+   */
+  const claimed = async (
+    opened: OpenedState,
+    answers: JsonValue,
+    holder: string,
+    request: RequestContext,
+    at: { flow: string; round: number; kid: string; tokenBytes: number; keyed?: true },
+    start: number,
+    options?: AdmitOptions,
+  ): Promise<Admission<OpenedState>> => {
+    const { flow } = at;
+    const dropped: Dropped = (reason, outcomeBytes) =>
+      events.emit({ type: 'outcome.dropped', ...base(request), flow, round: at.round, kid: opened.kid, reason, outcomeBytes });
+    const claim = () => singleUse.claim(opened, answers, holder, options, dropped);
+    // A keyed call's store errors are reported in round 1, like its other events.
+    const shown = at.keyed ? { ...opened, flow: { ...opened.flow, round: 0 } } : opened;
+    const [admission, storeMs] = await storeStep(at.keyed ? () => claim().catch(keyRefusal) : claim, shown, request, flow);
+    const timing = { ...base(request), ...at, durationMs: elapsed(start) };
+    if (admission.replay) {
+      events.emit({ type: 'state.retried', ...timing, storeMs });
+      return admission;
+    }
+    events.emit({ type: 'state.opened', ...timing, ...(store !== undefined && { storeMs }) });
+    return {
+      state: admission.state,
+      replay: false,
+      fence: admission.fence,
+      record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), shown, request, flow))[0],
+      release: admission.release,
+    } satisfies Admission<OpenedState>;
+  };
 
   /** Every open of a state: the checks (1–8), then its single-use step: none, `consume`, or `claim`. */
   const openIn = async (
@@ -138,35 +183,17 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
     try {
       state = await verifyNow(scope, token);
       const flow = await events.flowTag(state.flow.id);
-      const at = { ...base(request), flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
+      const at = { flow, round: state.flow.round + 1, kid: state.kid, tokenBytes: (token as string).length };
       const opened = state;
       // Single use (after check 8)
       if (single === 'claim') {
-        const dropped: Dropped = (reason, outcomeBytes) =>
-          events.emit({ type: 'outcome.dropped', ...base(request), flow, round: at.round, kid: opened.kid, reason, outcomeBytes });
-        const [admission, storeMs] = await storeStep(
-          () => singleUse.claim(opened, answers ?? null, holderOf(opened), options, dropped),
-          opened,
-          request,
-          flow,
-        );
-        if (admission.replay) {
-          events.emit({ type: 'state.retried', ...at, durationMs: elapsed(start), storeMs });
-          return admission;
-        }
-        events.emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(store !== undefined && { storeMs }) });
-        return {
-          state: admission.state,
-          replay: false,
-          fence: admission.fence,
-          record: async (outcome: JsonValue) => (await storeStep(() => admission.record(outcome), opened, request, flow))[0],
-        } satisfies Admission<OpenedState>;
+        return await claimed(opened, answers ?? null, holderOf(opened), request, at, start, options);
       }
       const storeMs =
         single === 'consume' && store !== undefined
           ? (await storeStep(() => singleUse.consume(opened), opened, request, flow))[1]
           : undefined;
-      events.emit({ type: 'state.opened', ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
+      events.emit({ type: 'state.opened', ...base(request), ...at, durationMs: elapsed(start), ...(storeMs !== undefined && { storeMs }) });
       return state;
     } catch (error) {
       await rejected(error, request, 'open', start, token, state);
@@ -195,7 +222,26 @@ function reported(deps: OperationDeps, events: EventSink<GuardEvent>): GuardOper
   };
   const mintTokenIn = async <P extends JsonValue>(scope: Scope, data: P, mintOptions?: MintOptions): Promise<string> =>
     (await mintIn(scope, data, mintOptions)).token;
-  return { openIn, mintIn, mintTokenIn };
+  /**
+   * A keyed first-round call: reported as a round 1 that presented no state (`keyed: true`, `tokenBytes` 0), its flow
+   * tag the same for every call with the key; a refusal is `state.rejected` (`ERR_IDEMPOTENCY_KEY_CONFLICT`, …).
+   */
+  const claimKeyIn = async (scope: Scope, key: string, ttlMs: number | undefined): Promise<Admission<OpenedState>> => {
+    const { request } = scope;
+    const start = performance.now();
+    let shown: OpenedState | undefined;
+    try {
+      const { state, holder, answers } = await keyState(scope, key, ttlMs);
+      // Reported as the request that opens round 1 (the state's own round is 1, as every sealed state's).
+      shown = { ...state, flow: { ...state.flow, round: 0 } };
+      const flow = await events.flowTag(state.flow.id);
+      return await claimed(state, answers, holder, request, { flow, round: 1, kid: state.kid, tokenBytes: 0, keyed: true }, start);
+    } catch (error) {
+      await rejected(error, request, 'open', start, undefined, shown);
+      throw error;
+    }
+  };
+  return { openIn, mintIn, mintTokenIn, claimKeyIn };
 }
 
 /**

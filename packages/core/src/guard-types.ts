@@ -185,6 +185,8 @@ export interface StateGuard {
   readonly store: ReplayStore | undefined;
   readonly maxTokenBytes: number;
   readonly maxRounds: number;
+  /** Lifetime of one round's state, ms: also the longest an idempotency key lives (`GuardRequest.claimKey`). */
+  readonly ttlMs: number;
   /** Seals `data` for `request` (a new flow, or the next round of `options.continues`): the token. */
   mint<P extends JsonValue>(data: P, request: RequestContext, options?: MintOptions): Promise<string>;
   /** `mint`, also returning the flow the token carries (the new one in round 1). */
@@ -260,4 +262,18 @@ export interface GuardRequest {
   mint<P extends JsonValue>(data: P, options?: MintOptions): Promise<string>;
   /** `StateGuard.mintFlow` for this request: the token and its flow. */
   mintFlow<P extends JsonValue>(data: P, options?: MintOptions): Promise<MintedState>;
+  /**
+   * Single use of a first-round call by its idempotency key: the call is claimed under (principal, method and target,
+   * `key`) — an id derived by HMAC under the primary key, never the key itself — for `ttlMs`, and fingerprinted by
+   * the digest of its canonical arguments. The first call owns it (`replay: false`: run it, then `record` its outcome,
+   * or `release` it to let a retry run again); a retry with the same arguments gets the recorded outcome
+   * (`replay: true`), or waits for the first call still running and then `ERR_ROUND_IN_PROGRESS`; the same key with
+   * other arguments (or whose outcome was not kept) is `ERR_IDEMPOTENCY_KEY_CONFLICT`. Past `ttlMs` the key is free
+   * again: the call runs anew. Each keyed call counts against the principal's mint quota; its outcome against the
+   * outcome quota and the store's bounds, like a round's. A store that does not record outcomes consumes the key
+   * (every retry is a conflict). `key`: 1–255 characters of printable ASCII (`TypeError` otherwise); `ttlMs` from
+   * 1 000 to the guard's `ttlMs` (its default; `RangeError` otherwise). A primary-key rotation starts new ids: a retry
+   * across it runs again.
+   */
+  claimKey(key: string, options?: { ttlMs?: number | undefined }): Promise<Admission<OpenedState>>;
 }

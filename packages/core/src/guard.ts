@@ -3,6 +3,7 @@ import { andThen } from './crypto/awaitable.js';
 import type { GuardEvent } from './events.js';
 import { checkFleetKeys } from './fleet.js';
 import { createChecks } from './guard-checks.js';
+import { createKeyState } from './guard-key.js';
 import { createGuardKeys } from './guard-keys.js';
 import { createMint } from './guard-mint.js';
 import { createOperations } from './guard-operations.js';
@@ -92,10 +93,15 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
       }),
     );
   };
-  const { openIn, mintIn, mintTokenIn } = createOperations({
+  const keyState = createKeyState({ keys, audience, ttlMs, quota, now, principalTag, whoIn, holderTag, ledgerEpoch });
+  const { openIn, mintIn, mintTokenIn, claimKeyIn } = createOperations({
     verifyNow: verifyWithin,
     mintNow: mintWithin,
     singleUse,
+    keyState: (scope, key, keyTtlMs) => {
+      clock.assertWithin();
+      return keyState(scope, key, keyTtlMs);
+    },
     holderOf,
     store,
     codecId: codec.id,
@@ -108,6 +114,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     store,
     maxTokenBytes,
     maxRounds,
+    ttlMs,
     checkKeys: () => checkFleetKeys(parsed.keys, store, { now: now(), lifetimeMs: ttlMs + 2 * clockSkewMs }),
     checkClock: () => clock.measure(),
     bind: async (request: RequestContext): Promise<RequestBinding> => bindNow(request),
@@ -139,6 +146,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
           openIn(scope, token, 'claim', answers, options) as Promise<Admission<OpenedState<P>>>,
         mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintTokenIn(scope, data, mintOptions),
         mintFlow: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintIn(scope, data, mintOptions),
+        claimKey: (key, keyOptions) => claimKeyIn(scope, key, keyOptions?.ttlMs),
       };
     },
   };

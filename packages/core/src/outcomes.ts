@@ -45,6 +45,13 @@ export type Admission<S> =
        */
       readonly fence: number;
       record(outcome: JsonValue): Promise<boolean>;
+      /**
+       * Instead of `record`: gives the claim back unrecorded, so that the next identical attempt runs again (for a run
+       * whose effect did not happen, e.g. a failure not to be replayed). Resolves `true` when the claim was given back
+       * (a store that declares `leases`; or no store: every attempt runs anyway), `false` when it cannot be (then
+       * `record` the outcome, which stays usable).
+       */
+      release(): Promise<boolean>;
     }
   | { readonly state: S; readonly replay: true; readonly outcome: JsonValue };
 
@@ -99,6 +106,7 @@ export type Claim = <S extends Opened>(
 export type Dropped = (reason: OutcomeDropReason, outcomeBytes: number | undefined) => void;
 
 const notRecorded = async (): Promise<boolean> => false;
+const released = async (): Promise<boolean> => true;
 
 /**
  * Single use that tells an identical retry from a replay. The fingerprint of an attempt is a digest of the
@@ -128,15 +136,15 @@ export function createOutcomes(deps: OutcomeDeps): Claim {
     options?: AdmitOptions,
     dropped?: Dropped,
   ): Promise<Admission<S>> => {
-    if (store === undefined) return { state, replay: false, fence: 0, record: notRecorded };
+    if (store === undefined) return { state, replay: false, fence: 0, record: notRecorded, release: released };
     if (recorded === undefined) {
       await consume(state);
-      return { state, replay: false, fence: 0, record: notRecorded };
+      return { state, replay: false, fence: 0, record: notRecorded, release: notRecorded };
     }
     const allowed = recordable(state);
     if (!(typeof allowed === 'boolean' ? allowed : await allowed)) {
       await consume(state);
-      return { state, replay: false, fence: 0, record: notRecorded };
+      return { state, replay: false, fence: 0, record: notRecorded, release: notRecorded };
     }
     return recorded(state, answers, holder, options, dropped);
   };
@@ -245,7 +253,19 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
         }
       }
     };
-    return { state, replay: false, fence, record };
+    const release = async (): Promise<boolean> => {
+      if (done) throw new TypeError('Admission.release: called after record or release');
+      // Without an owner the claim cannot be given back: the caller records instead.
+      if (owner === undefined) return false;
+      done = true;
+      // Retries waiting here are told to send again (they then run the round).
+      settle(STILL_RUNNING);
+      inflight.delete(key);
+      lease?.stop();
+      await fromStore(() => store.release!(id, owner)).catch(() => giveBack(id, owner, expiresAtMs));
+      return true;
+    };
+    return { state, replay: false, fence, record, release };
   };
 
   /** The claim, on the store; a claim whose reply was lost is given back in the background (its round never ran). */

@@ -460,3 +460,47 @@ describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
     expect(() => setup({ unauthenticated: { principal: 'a', recordOutcomes: 'yes' as never } })).toThrow(TypeError);
   });
 });
+
+describe('claimKey: a first-round call by its idempotency key (issue 42)', () => {
+  it('runs once per (principal, target, key); the same arguments get the outcome, other arguments a conflict', async () => {
+    const events: GuardEvent[] = [];
+    const { guard, store } = setup({ onEvent: (e) => void events.push(e) });
+    const first = await guard.forRequest(req()).claimKey('k-1');
+    expect(first.replay).toBe(false);
+    if (first.replay) return;
+    expect(first.state.claims.jti).not.toContain('k-1');
+    expect(await first.record({ r: 'sent' })).toBe(true);
+    const again = await guard.forRequest(req({ arguments: { paths: ['/tmp/a'] } })).claimKey('k-1');
+    expect(again).toMatchObject({ replay: true, outcome: { r: 'sent' } });
+    expect(await code(guard.forRequest(req({ arguments: { paths: ['/tmp/b'] } })).claimKey('k-1'))).toBe('ERR_IDEMPOTENCY_KEY_CONFLICT');
+    expect(events.map((e) => e.type)).toEqual(['state.opened', 'state.retried', 'state.rejected']);
+    expect(events[1]).toMatchObject({ keyed: true, round: 1, tokenBytes: 0 });
+    expect(events[2]).toMatchObject({ code: 'ERR_IDEMPOTENCY_KEY_CONFLICT', round: 1 });
+    // Another principal, another target: other ids.
+    for (const other of [req({ principal: 'bob' }), req({ target: 'archive_files' })]) {
+      expect((await guard.forRequest(other).claimKey('k-1')).replay).toBe(false);
+    }
+    expect(store.held.size).toBe(3);
+  });
+
+  it('a key is held ttlMs: past it (and the skew) the call runs again', async () => {
+    const { guard, clock } = setup({ clockSkewMs: 0 });
+    const first = await guard.forRequest(req()).claimKey('k-1', { ttlMs: 1_000 });
+    if (!first.replay) await first.record({ r: 1 });
+    clock.advance(1_000);
+    expect((await guard.forRequest(req()).claimKey('k-1', { ttlMs: 1_000 })).replay).toBe(true);
+    clock.advance(1);
+    expect((await guard.forRequest(req()).claimKey('k-1', { ttlMs: 1_000 })).replay).toBe(false);
+  });
+
+  it('counts against the mint quota; bad keys and lifetimes are misuse', async () => {
+    const { guard } = setup({ mintQuota: { max: 1 } });
+    await guard.forRequest(req()).claimKey('k-1');
+    expect(await code(guard.forRequest(req()).claimKey('k-2'))).toBe('ERR_QUOTA_EXCEEDED');
+    const r = guard.forRequest(req({ principal: 'bob' }));
+    await expect(r.claimKey('')).rejects.toThrow(TypeError);
+    await expect(r.claimKey('a b')).rejects.toThrow(/^GuardRequest\.claimKey: key/);
+    await expect(r.claimKey('k', { ttlMs: 999 })).rejects.toThrow(RangeError);
+    await expect(r.claimKey('k', { ttlMs: guard.ttlMs + 1 })).rejects.toThrow(RangeError);
+  });
+});

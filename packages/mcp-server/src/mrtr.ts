@@ -45,5 +45,6 @@ export function createMrtr(options: MrtrOptions): Mrtr {
 
   // Tasks are bound to the principal states are bound to (the fixed unauthenticated one included): the same policy.
   const tasks = options.tasks === undefined ? undefined : createTaskRuntime(options.tasks, resolved.principalOf, resolved.maxAnswerChars);
-  return { serverOptions, guard, ...createRegistration(rounds, tasks) };
+  const keys = { records: resolved.recordOutcomes, maxTtlMs: guard.ttlMs };
+  return { serverOptions, guard, ...createRegistration(rounds, keys, tasks) };
 }

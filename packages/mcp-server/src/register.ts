@@ -1,5 +1,7 @@
 import type { McpServer, ResourceTemplate, ServerContext, Variables } from '@modelcontextprotocol/server';
+import { keyTtlMs } from '@mrtr/core/authoring';
 import { isTaskMarker } from './rounds/handoff.js';
+import { IDEMPOTENCY_META, type Idempotency } from './rounds/keys.js';
 import type { RoundResult, Rounds } from './rounds/round.js';
 import { WireError, escapeToWire } from './rounds/wire.js';
 import { gateTaskCall, parseTaskInput } from './tasks/gate.js';
@@ -25,6 +27,29 @@ const checkServer = (kind: string, server: unknown): void => {
 const argsAndContext = (a: unknown, b: unknown): [never, ServerContext] =>
   (b === undefined ? [{}, a] : [a ?? {}, b]) as [never, ServerContext];
 
+/** What a keyed tool needs of `createMrtr`: outcomes recorded in the store, and the guard's state lifetime. */
+export interface KeySupport {
+  /** `recordOutcomes` is on and the store records outcomes. */
+  readonly records: boolean;
+  /** The guard's `ttlMs`: the longest a key lives. */
+  readonly maxTtlMs: number;
+}
+
+/** `ToolConfig.idempotency`, validated: fail closed when keys cannot be recorded. */
+function parseIdempotency(value: unknown, keys: KeySupport): Idempotency | undefined {
+  if (value === undefined || value === false) return undefined;
+  const label = 'mrtr.registerTool: idempotency';
+  if (value !== true && (value === null || typeof value !== 'object')) throw new TypeError(`${label} must be true or an object`);
+  const { ttlMs, replayErrors = false } = value === true ? {} : (value as { ttlMs?: unknown; replayErrors?: unknown });
+  if (typeof replayErrors !== 'boolean') throw new TypeError(`${label}.replayErrors must be a boolean`);
+  if (!keys.records) {
+    throw new TypeError(
+      `${label} needs a store that records outcomes (claim/record: memory, Redis, SQL, …) and recordOutcomes not false: a key could not be answered from the record`,
+    );
+  }
+  return { ttlMs: keyTtlMs(label, ttlMs, keys.maxTtlMs), replayErrors };
+}
+
 /** The registration methods of {@link Mrtr}. */
 type Registration = Pick<Mrtr, 'registerTool' | 'registerPrompt' | 'registerResource'>;
 
@@ -32,7 +57,7 @@ type Registration = Pick<Mrtr, 'registerTool' | 'registerPrompt' | 'registerReso
  * Registration through the SDK's own `registerTool`/`registerPrompt`/`registerResource`, with every state
  * bound to the name (or read URI) the call was registered under: the name is given once.
  */
-export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registration {
+export function createRegistration(rounds: Rounds, keys: KeySupport, tasks?: TaskRuntime): Registration {
   const rethrow = (error: unknown): never => {
     throw error instanceof WireError ? error.error : error;
   };
@@ -41,8 +66,11 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registr
       checkServer('registerTool', server);
       checkName('registerTool', name);
       checkHandler('registerTool', handler);
-      const { task: taskSupport, taskInput, reclaim, ...sdkConfig } = (config ?? {}) as ToolConfig;
+      const { task: taskSupport, taskInput, reclaim, idempotency: keyed, ...sdkConfig } = (config ?? {}) as ToolConfig;
       if (reclaim !== undefined && typeof reclaim !== 'boolean') throw new TypeError('mrtr.registerTool: reclaim must be a boolean');
+      const idempotency = parseIdempotency(keyed, keys);
+      // Declared in tools/list, so that a client attaches a key to this tool's first-round calls.
+      if (idempotency !== undefined) sdkConfig._meta = { ...sdkConfig._meta, [IDEMPOTENCY_META]: { ttlMs: idempotency.ttlMs } };
       if (taskSupport !== undefined && taskSupport !== 'optional' && taskSupport !== 'required') {
         throw new TypeError('mrtr.registerTool: task must be "optional" or "required"');
       }
@@ -65,6 +93,7 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registr
             ctx,
             sessionCapabilities: session,
             reclaim,
+            idempotency,
             invoke: async (need, who) => {
               const result = await handler(args, ctx, need);
               if (!isTaskMarker(result)) return result as RoundResult | undefined;

@@ -79,6 +79,31 @@ export interface ToolConfig<
    * run twice or that takes the fence downstream (an idempotency key, a fencing token). @default false
    */
   reclaim?: boolean;
+  /**
+   * Idempotency keys for this tool's first-round calls (a write that asks nothing must not write twice when a client
+   * retries after a timeout). A call carrying a key — `params._meta["dev.mrtr/idempotency-key"]`, or the
+   * `Idempotency-Key` HTTP header when `_meta` has none — is claimed under (principal, tool, key): the first runs; a
+   * retry with the same arguments gets the recorded result, marked `_meta["dev.mrtr/replayed"]: true`; one while the
+   * first still runs gets "in progress" (`-32600`, `data.reason: 'round_in_progress'`); the same key with other
+   * arguments is refused (`-32602`, `onReject`: `ERR_IDEMPOTENCY_KEY_CONFLICT`). Past `ttlMs` the key is free and the
+   * call runs again. A call without a key runs as usual; a key sent to a tool without `idempotency` is ignored.
+   * Declared to clients in the tool's `_meta["dev.mrtr/idempotency"]` (`{ ttlMs }`). Needs a store that records
+   * outcomes (a `TypeError` here otherwise). `true` takes the defaults.
+   * @default none (keys ignored)
+   */
+  idempotency?: true | IdempotencyConfig;
+}
+
+/** The settings of {@link ToolConfig.idempotency}. */
+export interface IdempotencyConfig {
+  /** How long a key is held, ms: from 1 000 to the guard's `ttlMs`. @default the guard's `ttlMs` (600 000) */
+  ttlMs?: number;
+  /**
+   * Record tool errors (`isError: true`) and replay them. Off: a tool error gives the key back and a retry runs the
+   * call again — a failed write usually did not happen, and the retry is how it gets done (Stripe and Powertools do
+   * the same). Errors thrown (JSON-RPC errors) are never recorded. @default false
+   */
+  replayErrors?: boolean;
 }
 /** The config of `mrtr.registerPrompt`: the SDK's `registerPrompt` config. */
 export interface PromptConfig<A extends StandardSchemaWithJSON | undefined = StandardSchemaWithJSON | undefined>

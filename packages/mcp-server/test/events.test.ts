@@ -3,7 +3,7 @@ import type { ReplayStore } from '@mrtr/core';
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import { describe, expect, it } from 'vitest';
 import type { MrtrEvent } from '../src/index.js';
-import { callTool, connect, fixture } from './harness.js';
+import { callTool, connect, fixture, replayed } from './harness.js';
 
 const ok = (key: string) => ({ [key]: { action: 'accept', content: { ok: true } } });
 const base = { method: 'tools/call', target: 'steps', codec: 'hmac' };
@@ -99,7 +99,7 @@ describe('onEvent', () => {
     const again = { requestState: r1.requestState as string, inputResponses: ok('step1') };
     const first = await callTool(client, 'steps', { rounds: 1 }, again);
     f.events.length = 0;
-    expect(await callTool(client, 'steps', { rounds: 1 }, again)).toEqual(first);
+    expect(await callTool(client, 'steps', { rounds: 1 }, again)).toEqual(replayed(first));
     expect(shapes(f.events)).toEqual([
       {
         type: 'state.retried',

@@ -226,6 +226,8 @@ export interface ConnectOptions {
   onElicit?: (params: Record<string, unknown>) => Record<string, unknown>;
   onSample?: (params: Record<string, unknown>) => Record<string, unknown>;
   maxRounds?: number;
+  /** Headers added to every HTTP request of the client (e.g. `Idempotency-Key`). */
+  headers?: Record<string, string>;
 }
 
 /** JSON-RPC messages as the server sent them (JSON or SSE bodies), per client. */
@@ -253,7 +255,9 @@ export async function connect(f: Fixture, options: ConnectOptions = {}): Promise
   const log: Record<string, unknown>[] = [];
   const transport = new StreamableHTTPClientTransport(new URL('http://test.local/mcp'), {
     fetch: async (url, init) => {
-      const response = await handler.fetch(new Request(url, init), authInfo === undefined ? {} : { authInfo });
+      const request = new Request(url, init);
+      for (const [name, value] of Object.entries(options.headers ?? {})) request.headers.set(name, value);
+      const response = await handler.fetch(request, authInfo === undefined ? {} : { authInfo });
       const text = await response.clone().text();
       if (text.length > 0) log.push(...parseBody(text));
       return response;
@@ -291,6 +295,11 @@ export async function callTool(client: Client, name: string, args: Record<string
     { method: 'tools/call', params: { name, arguments: args, ...extra } as never },
     { allowInputRequired: true },
   )) as Record<string, unknown>;
+}
+
+/** `result` as a replay answers it: the same, marked `_meta["dev.mrtr/replayed"]: true` (issue 42). */
+export function replayed(result: Record<string, unknown>): Record<string, unknown> {
+  return { ...result, _meta: { ...(result._meta as object), 'dev.mrtr/replayed': true } };
 }
 
 /** Asserts the promise rejects with a JSON-RPC error and returns it. */

@@ -8,7 +8,13 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 it('every README code block marked with a file is identical to that (type-checked) file', () => {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   const blocks = [...readme.matchAll(/<!-- file: (\S+) -->\n```ts\n([\s\S]*?)```/g)];
-  expect(blocks.map((m) => m[1])).toEqual(['examples/before.ts', 'examples/after.ts', 'examples/quickstart.ts', 'examples/fetch.ts']);
+  expect(blocks.map((m) => m[1])).toEqual([
+    'examples/before.ts',
+    'examples/after.ts',
+    'examples/quickstart.ts',
+    'examples/idempotency.ts',
+    'examples/fetch.ts',
+  ]);
   for (const [, file, code] of blocks) {
     expect(code, file).toBe(readFileSync(join(root, file!), 'utf8'));
   }

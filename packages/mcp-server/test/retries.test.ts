@@ -2,8 +2,8 @@ import type { ReplayStore } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it, vi } from 'vitest';
 import * as z from 'zod/v4';
-import { INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from '../src/index.js';
-import { callTool, connect, type Fixture, fixture, type Setup, wireError } from './harness.js';
+import { INVALID_STATE_MESSAGE, REPLAYED_META, ROUND_IN_PROGRESS_MESSAGE } from '../src/index.js';
+import { callTool, connect, type Fixture, fixture, replayed, type Setup, wireError } from './harness.js';
 
 // Issue 20: an identical retry of a round whose response was lost (the same state, principal and answers) gets
 // the response the round produced the first time, and the handler does not run again.
@@ -77,7 +77,9 @@ describe('identical retries get the first answer (issue 20)', () => {
     t.release();
     const [a, b] = await Promise.all([attempt, retry]);
     expect(a.content).toEqual([{ type: 'text', text: 'Deleted /a' }]);
-    expect(b).toEqual(a);
+    // The retry's answer is the first one's, marked as a replay (issue 42).
+    expect(b).toEqual(replayed(a));
+    expect(a._meta).not.toHaveProperty([REPLAYED_META]);
     expect(t.f.effects).toEqual(['deleted /a']);
     expect(t.f.rejects).toEqual([]);
     expect(t.f.events.filter((e) => e.type === 'state.retried')).toHaveLength(1);
@@ -98,7 +100,7 @@ describe('identical retries get the first answer (issue 20)', () => {
     ]);
     t.release();
     const first = await attempt;
-    expect(await callTool(client, 'slow_delete', { path: '/b' }, params)).toEqual(first);
+    expect(await callTool(client, 'slow_delete', { path: '/b' }, params)).toEqual(replayed(first));
     expect(t.f.effects).toEqual(['deleted /b']);
     expect(t.f.rejects.map((r) => r.code)).toEqual(['ERR_ROUND_IN_PROGRESS']);
   });

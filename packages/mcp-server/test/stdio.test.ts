@@ -80,7 +80,7 @@ describe('over stdio (serveStdio + StdioClientTransport)', () => {
     expect(done.content).toEqual([{ type: 'text', text: 'Deleted /s in round 2' }]);
     // An identical retry (the response was lost) gets the same answer; the same state with other answers is a replay.
     const retry = await call({ inputResponses: yes, requestState: r1.requestState });
-    expect(retry).toEqual(done);
+    expect(retry).toEqual({ ...done, _meta: { ...(done._meta as object), 'dev.mrtr/replayed': true } });
     const no = { confirm: { action: 'accept', content: { ok: false } } };
     const replay = await call({ inputResponses: no, requestState: r1.requestState }).catch((e: unknown) => e);
     expect((replay as ProtocolError).code).toBe(-32602);

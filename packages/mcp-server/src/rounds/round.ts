@@ -20,6 +20,7 @@ import {
 import { isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
 import { allowedKinds, type InputRequestKind } from './capabilities.js';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
+import { type Idempotency, keyOf, markReplayed } from './keys.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
 import type { RequestPrincipal } from './principal.js';
 import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
@@ -41,6 +42,8 @@ export interface Call {
   sessionCapabilities: () => ClientCapabilities | undefined;
   /** At-least-once: a round whose first run stopped unrecorded runs again (see `ToolConfig.reclaim`). */
   reclaim?: boolean | undefined;
+  /** A tool that takes idempotency keys on its first-round calls (see `ToolConfig.idempotency`). */
+  idempotency?: Idempotency | undefined;
   /** Runs the handler; `principal` is who this request is (the round's state is bound to it, and so is a task it starts). */
   invoke: (need: NeedState, principal: RequestPrincipal) => Awaitable<RoundResult | undefined>;
 }
@@ -147,7 +150,7 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     const admission: Admission<OpenedState> = await request
       .admit(raw, responses as JsonValue, call.reclaim === true ? { reclaim: true } : undefined)
       .catch(fromGuard);
-    if (admission.replay) return replayOutcome(admission.outcome);
+    if (admission.replay) return markReplayed(replayOutcome(admission.outcome));
     let outcome: Outcome | undefined;
     try {
       const result = await rest(call, who, request, admission.state, admission.fence);
@@ -161,6 +164,37 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
       // an identical retry then waits for this attempt, or is refused, never runs the round again).
       await admission.record(outcome as JsonValue).catch(() => false);
     }
+  }
+
+  /**
+   * A keyed first-round call: claimed under its key; a retry with the same arguments gets the recorded result (marked
+   * replayed). What is recorded: the result (the first round's `input_required` included, so a retried first call
+   * continues the same flow), a tool error (`isError`) only with `replayErrors`; a thrown error never — the key is
+   * given back, and a retry runs again (a store that cannot give it back records the error instead: never run twice).
+   */
+  async function keyed(
+    call: Call,
+    who: RequestPrincipal,
+    request: GuardRequest,
+    key: string,
+    idempotency: Idempotency,
+  ): Promise<RoundResult> {
+    const admission = await request.claimKey(key, { ttlMs: idempotency.ttlMs }).catch(fromGuard);
+    if (admission.replay) return markReplayed(replayOutcome(admission.outcome));
+    const giveBack = async (outcome: Outcome): Promise<void> => {
+      if (!(await admission.release().catch(() => false))) await admission.record(outcome as JsonValue).catch(() => false);
+    };
+    let result: RoundResult;
+    try {
+      result = await round(call, who, request);
+    } catch (error) {
+      await giveBack(outcomeOfError(error));
+      throw error;
+    }
+    const outcome: Outcome = { r: result as unknown as JsonValue };
+    if (!idempotency.replayErrors && (result as CallToolResult).isError === true) await giveBack(outcome);
+    else await admission.record(outcome as JsonValue).catch(() => false);
+    return result;
   }
 
   /** A round from the opened state on: the handler, then its result or the next questions with a new state. */
@@ -256,7 +290,9 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
         // the principal policy, applied here once for the whole request (a task it starts is bound to the same one).
         const who = options.principalOf(ctx);
         const request = guard.forRequest({ method, target, arguments: call.args, principal: who.principal });
-        return await round(call, who, request);
+        // A key counts on a first-round call only (later rounds are bound to their state), and only for a keyed tool.
+        const key = call.idempotency !== undefined && ctx.mcpReq.requestState() === undefined ? keyOf(ctx) : undefined;
+        return await (key === undefined ? round(call, who, request) : keyed(call, who, request, key, call.idempotency!));
       } catch (error) {
         // What the guard refused was reported by the guard (see fromGuard); what is left is the adapter's own.
         throw toWire(error, (code) => {

@@ -61,8 +61,16 @@ export function wireErrorFor(code: MrtrErrorCode, error?: { readonly retryAfterM
       }),
     );
   }
+  // The same key with other arguments (or whose result was not kept): opaque, like a malformed key.
+  if (code === 'ERR_IDEMPOTENCY_KEY_CONFLICT') return invalidKey();
   return new WireError(new ProtocolError(INVALID_PARAMS, INVALID_STATE_MESSAGE, { reason: 'invalid_request_state' }));
 }
+
+/** The wire text for a malformed idempotency key and for a refused one (`ERR_IDEMPOTENCY_KEY_CONFLICT`). */
+export const INVALID_KEY_MESSAGE = 'Invalid idempotency key';
+
+/** `-32602` with {@link INVALID_KEY_MESSAGE}: no reason on the wire (`onReject` gets the code of a refused key). */
+export const invalidKey = (): WireError => new WireError(new ProtocolError(INVALID_PARAMS, INVALID_KEY_MESSAGE));
 
 /** The wire text for an identical retry of a round whose first attempt stopped without recording its outcome. */
 export const OUTCOME_UNKNOWN_MESSAGE =
