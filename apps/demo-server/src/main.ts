@@ -102,7 +102,8 @@ export async function fleetKeyProblem(guard: Pick<StateGuard, 'checkKeys'>, name
         reason === 'missing'
           ? `the fleet on this store seals with kid "${kid}" and MRTR_KEYS lacks it (this instance's keys are behind)`
           : `MRTR_KEYS holds another secret under kid "${kid}" than the fleet on this store`;
-      const until = expiresAtMs === undefined ? 'until it expires' : `until ${new Date(expiresAtMs).toISOString()}`;
+      const date = new Date(expiresAtMs ?? Number.NaN);
+      const until = Number.isNaN(date.getTime()) ? 'until it expires' : `until ${date.toISOString()}`;
       return (
         `${what}: give every instance the same MRTR_KEYS, or run a separate fleet under its own MRTR_DEMO_NAMESPACE (now "${namespace}"); ` +
         `namespace "${namespace}" holds the fleet's record of kid "${kid}" ${until}: if no instance runs under those keys any more (a restart with new keys), wait ${until} or use another MRTR_DEMO_NAMESPACE`

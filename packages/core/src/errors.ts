@@ -1,6 +1,7 @@
 /**
  * One base error with stable string codes. Callers switch on `code`, never on the message.
- * Messages are fixed per code: they never contain a payload, a principal, a token or key material.
+ * Messages are fixed per code: they never contain a payload, a principal, a token or key material. (`ERR_KEY_MISMATCH`,
+ * a start-up error never sent to a client, adds the kid, the store's namespace and a time: how to proceed.)
  */
 
 /** Every error code and its fixed message: the one list the code union and the code set derive from. */
@@ -364,8 +365,8 @@ export class KeyMismatchError extends MrtrError<'ERR_KEY_MISMATCH'> {
       reason === 'secret'
         ? `${where} holds the fleet's fingerprint of another secret under kid ${JSON.stringify(kid)}`
         : `${where} holds the fleet's fingerprint of kid ${JSON.stringify(kid)}, which this key ring lacks`;
-    const until =
-      this.expiresAtMs === undefined || !Number.isFinite(this.expiresAtMs) ? '' : ` until ${new Date(this.expiresAtMs).toISOString()}`;
+    const date = new Date(this.expiresAtMs ?? Number.NaN);
+    const until = Number.isNaN(date.getTime()) ? '' : ` until ${date.toISOString()}`;
     const stale = until === '' ? 'until it expires' : until.slice(1);
     this.message =
       `${this.message}: ${what}${until}. Give this replica the same keys as the fleet; if no replica runs under those ` +

@@ -129,6 +129,11 @@ describe('the fleet check (StateGuard.checkKeys)', () => {
       .catch((e: unknown) => e);
     expect(error).toMatchObject({ code: 'ERR_KEY_MISMATCH', namespace: undefined });
     expect((error as Error).message).toContain('the shared store holds the fleet');
+    // A store answering an expiry past what a Date holds still gets ERR_KEY_MISMATCH (no time in the message).
+    const far = { ...unnamed, keyFingerprints: async () => [{ kid: 'k1', fingerprint: 'x', expiresAtMs: 1e300 }] };
+    const odd = await checkFleetKeys(new KeyRing([k2]), far, { now: clock.now(), lifetimeMs: 1 }).catch((e: unknown) => e);
+    expect(odd).toMatchObject({ code: 'ERR_KEY_MISMATCH', expiresAtMs: 1e300 });
+    expect((odd as Error).message).toContain('wait until it expires');
   });
 
   it('applyKeyFingerprintOffer: first writer wins, a match extends, expired records are dropped, at most 256 live', () => {

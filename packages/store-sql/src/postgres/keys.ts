@@ -37,32 +37,25 @@ export function keyFingerprintsOf(ctx: KeyExchangeContext): (offer: readonly Key
     `INSERT INTO ${keysTable} AS t (ns, kid, fp, expires_at) SELECT $1::text, u.kid, u.fp, u.exp ` +
     'FROM unnest($2::text[], $3::text[], $4::bigint[]) AS u(kid, fp, exp) ' +
     'ON CONFLICT (ns, kid) DO UPDATE SET fp = EXCLUDED.fp, expires_at = EXCLUDED.expires_at';
+  const exchange = async (offer: readonly KeyFingerprint[]) =>
+    withClient(await ctx.ready(), settings, true, async (query) => {
+      await query({ text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [KEYS_LOCK_CLASS, `${keysTable} ${namespace}`] });
+      const clock = (await query({ text: `SELECT ${SERVER_NOW_MS} AS now_ms` })).rows[0] as { now_ms?: unknown } | undefined;
+      const now = Number(clock?.now_ms);
+      if (!Number.isSafeInteger(now)) throw new Error('keyFingerprints: the server returned no time');
+      const rows = (await query({ text: readSql, values: [namespace, now] })).rows as { kid: string; fp: string; expires_at: unknown }[];
+      const held = rows.map((r) => ({ kid: r.kid, fingerprint: r.fp, expiresAtMs: Number(r.expires_at) }));
+      const applied = applyKeyFingerprintOffer(held, offer, now);
+      if (applied === undefined || applied.writes.length === 0) return applied;
+      const { writes } = applied;
+      const values = [namespace, writes.map((w) => w.kid), writes.map((w) => w.fingerprint), writes.map((w) => w.expiresAtMs)];
+      await query({ text: writeSql, values });
+      return applied;
+    });
   return async (offer) => {
     const checked = parseKeyFingerprintOffer(offer);
     ctx.assertOpen();
-    const answer = await storeCall(async () =>
-      ctx.bounded(
-        withClient(await ctx.ready(), settings, true, async (query) => {
-          await query({ text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [KEYS_LOCK_CLASS, `${keysTable} ${namespace}`] });
-          const now = Number(
-            ((await query({ text: `SELECT ${SERVER_NOW_MS} AS now_ms` })).rows[0] as { now_ms?: unknown } | undefined)?.now_ms,
-          );
-          if (!Number.isSafeInteger(now)) throw new Error('keyFingerprints: the server returned no time');
-          const rows = (await query({ text: readSql, values: [namespace, now] })).rows as {
-            kid: string;
-            fp: string;
-            expires_at: unknown;
-          }[];
-          const held = rows.map((r) => ({ kid: r.kid, fingerprint: r.fp, expiresAtMs: Number(r.expires_at) }));
-          const applied = applyKeyFingerprintOffer(held, checked, now);
-          if (applied === undefined || applied.writes.length === 0) return applied;
-          const { writes } = applied;
-          const values = [namespace, writes.map((w) => w.kid), writes.map((w) => w.fingerprint), writes.map((w) => w.expiresAtMs)];
-          await query({ text: writeSql, values });
-          return applied;
-        }),
-      ),
-    );
+    const answer = await storeCall(() => ctx.bounded(exchange(checked)));
     if (answer === undefined) throw fleetKeysFull();
     return answer.records;
   };
