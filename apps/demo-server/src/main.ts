@@ -87,19 +87,27 @@ export async function clockReport(guard: Pick<StateGuard, 'checkClock' | 'store'
   }
 }
 
-/** What the fleet check (`guard.checkKeys()`) found wrong, as one line naming the kid and the fix; `undefined` when fine. */
+/**
+ * What the fleet check (`guard.checkKeys()`) found wrong, as one line naming the kid, the namespace that holds the
+ * fleet's record and until when, and the fix; `undefined` when fine.
+ */
 export async function fleetKeyProblem(guard: Pick<StateGuard, 'checkKeys'>, namespace: string): Promise<string | undefined> {
   try {
     await guard.checkKeys();
     return undefined;
   } catch (error) {
     if (MrtrError.is(error) && error.code === 'ERR_KEY_MISMATCH') {
-      const { kid, reason } = error as MrtrError & { kid?: string; reason?: string };
+      const { kid, reason, expiresAtMs } = error;
       const what =
         reason === 'missing'
           ? `the fleet on this store seals with kid "${kid}" and MRTR_KEYS lacks it (this instance's keys are behind)`
           : `MRTR_KEYS holds another secret under kid "${kid}" than the fleet on this store`;
-      return `${what}: give every instance the same MRTR_KEYS, or run a separate fleet under its own MRTR_DEMO_NAMESPACE (now "${namespace}")`;
+      const date = new Date(expiresAtMs ?? Number.NaN);
+      const until = Number.isNaN(date.getTime()) ? 'until it expires' : `until ${date.toISOString()}`;
+      return (
+        `${what}: give every instance the same MRTR_KEYS, or run a separate fleet under its own MRTR_DEMO_NAMESPACE (now "${namespace}"); ` +
+        `namespace "${namespace}" holds the fleet's record of kid "${kid}" ${until}: if no instance runs under those keys any more (a restart with new keys), wait ${until} or use another MRTR_DEMO_NAMESPACE`
+      );
     }
     const code = MrtrError.is(error) ? error.code : 'an error';
     return `the fleet key check failed (${code}): the store did not answer; nothing was served`;

@@ -40,8 +40,8 @@ line per check with ok, warn or fail:
                 AOF or RDB snapshots (INFO persistence, CONFIG GET save): ok with either; warns when both are off (a
                 restart empties the ledger) or it cannot tell
   redis clock   Redis TIME against this host (Redis expires ids by its own clock)
-  sql schema    the table's columns (lease_until and fence too), primary key (ns, id), expiry index and its epoch
-                table TABLE_epoch (PostgreSQL and SQLite)
+  sql schema    the table's columns (lease_until and fence too), primary key (ns, id), expiry index, its epoch
+                table TABLE_epoch and its key fingerprint table TABLE_keys (PostgreSQL and SQLite)
   sql clock     the database clock against this host (PostgreSQL)
   STORE tasks   the task store on the same backend: a probe task (its own namespace, a random principal, a
                 10 s ttl) created, read back, completed and read back, then removed

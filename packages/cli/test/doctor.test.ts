@@ -30,8 +30,8 @@ async function sql(text: string): Promise<void> {
   }
 }
 
-/** The side tables the stores create next to a table: the replay store's outcome budget and ledger epoch, the task counts. */
-const SIDE_TABLES = ['', '_budget', '_epoch', '_counts'];
+/** The side tables the stores create next to a table: the replay store's outcome budget, ledger epoch and key fingerprints, the task counts. */
+const SIDE_TABLES = ['', '_budget', '_epoch', '_keys', '_counts'];
 
 afterAll(async () => {
   if (DATABASE_URL === undefined || tables.length === 0) return;
@@ -40,8 +40,26 @@ afterAll(async () => {
 
 /** The column types of the schema checks' DDL, per dialect (see `@mrtr/store-sql`'s schema.ts). */
 const DDL_TYPES = {
-  postgres: { owner: 'text', fp: 'text', outcome: 'text', lease_until: 'bigint', fence: 'integer', ns: 'text', epoch_ms: 'bigint' },
-  sqlite: { owner: 'TEXT', fp: 'TEXT', outcome: 'TEXT', lease_until: 'INTEGER', fence: 'INTEGER', ns: 'TEXT', epoch_ms: 'INTEGER' },
+  postgres: {
+    owner: 'text',
+    fp: 'text',
+    outcome: 'text',
+    lease_until: 'bigint',
+    fence: 'integer',
+    ns: 'text',
+    epoch_ms: 'bigint',
+    ms: 'bigint',
+  },
+  sqlite: {
+    owner: 'TEXT',
+    fp: 'TEXT',
+    outcome: 'TEXT',
+    lease_until: 'INTEGER',
+    fence: 'INTEGER',
+    ns: 'TEXT',
+    epoch_ms: 'INTEGER',
+    ms: 'INTEGER',
+  },
 } as const;
 type Dialect = keyof typeof DDL_TYPES;
 type AddedColumn = 'owner' | 'fp' | 'outcome' | 'lease_until' | 'fence';
@@ -54,9 +72,15 @@ const missingColumns = (dialect: Dialect, t: string, columns: AddedColumn[]): st
 const missingEpoch = (dialect: Dialect, t: string): string =>
   `no table ${t}_epoch (the ledger epoch, of an earlier version): the store creates it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs CREATE TABLE IF NOT EXISTS "${t}_epoch" (ns ${DDL_TYPES[dialect].ns} NOT NULL, epoch_ms ${DDL_TYPES[dialect].epoch_ms} NOT NULL, PRIMARY KEY (ns))`;
 
+/** The `sql schema` warning for a replay table without its key fingerprint table. */
+const missingKeys = (dialect: Dialect, t: string): string => {
+  const text = DDL_TYPES[dialect].ns;
+  return `no table ${t}_keys (the fleet check's key fingerprints, of an earlier version): the store creates it before its first consume (ensureSchema, the default); with ensureSchema: false the fleet key check (checkKeys) fails until a migration runs CREATE TABLE IF NOT EXISTS "${t}_keys" (ns ${text} NOT NULL, kid ${text} NOT NULL, fp ${text} NOT NULL, expires_at ${DDL_TYPES[dialect].ms} NOT NULL, PRIMARY KEY (ns, kid))`;
+};
+
 /** The `sql schema` summary of a replay table as the store makes it. */
 const replaySummary = (t: string): string =>
-  `columns (ns, id, expires_at, owner, fp, outcome, lease_until, fence), primary key (ns, id), expiry index, epoch table ${t}_epoch (ns, epoch_ms)`;
+  `columns (ns, id, expires_at, owner, fp, outcome, lease_until, fence), primary key (ns, id), expiry index, epoch table ${t}_epoch (ns, epoch_ms), key fingerprint table ${t}_keys (ns, kid, fp, expires_at)`;
 
 describe('mrtr doctor without services', () => {
   it('memory store: keys and every codec ok, the one-process store warns; exit 0 (1 with --strict)', async () => {
@@ -378,7 +402,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const out = lines(r.stdout);
     expect(out[2]).toMatch(
       new RegExp(
-        `^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome, lease_until, fence\\), primary key \\(ns, id\\), expiry index, epoch table ${t}_epoch \\(ns, epoch_ms\\)$`,
+        `^warn  sql schema +table "${t}" was missing: the store creates it on its first consume .*; created now: columns \\(ns, id, expires_at, owner, fp, outcome, lease_until, fence\\), primary key \\(ns, id\\), expiry index, epoch table ${t}_epoch \\(ns, epoch_ms\\), key fingerprint table ${t}_keys \\(ns, kid, fp, expires_at\\)$`,
       ),
     );
     expect(out[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused .* at postgres:\/\//);
@@ -387,7 +411,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     expect(again.code).toBe(0);
     expect(lines(again.stdout)[2]).toMatch(
       new RegExp(
-        `^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome, lease_until, fence\\), primary key \\(ns, id\\), expiry index, epoch table ${t}_epoch \\(ns, epoch_ms\\)$`,
+        `^ok    sql schema +table "${t}": columns \\(ns, id, expires_at, owner, fp, outcome, lease_until, fence\\), primary key \\(ns, id\\), expiry index, epoch table ${t}_epoch \\(ns, epoch_ms\\), key fingerprint table ${t}_keys \\(ns, kid, fp, expires_at\\)$`,
       ),
     );
     expect(lines(again.stdout).at(-1)).toBe('7 ok, 0 warn, 0 fail');
@@ -423,7 +447,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
     expect(r.code).toBe(0);
     expect(lines(r.stdout)[2]).toBe(
-      `warn  sql schema     table "${old}": ${missingColumns('postgres', old, ['owner', 'fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('postgres', old)}`,
+      `warn  sql schema     table "${old}": ${missingColumns('postgres', old, ['owner', 'fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('postgres', old)}; ${missingKeys('postgres', old)}`,
     );
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', old], { env });
     expect(lines(again.stdout)[2]).toBe(`ok    sql schema     table "${old}": ${replaySummary(old)}`);
@@ -435,7 +459,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     await sql(`CREATE INDEX "${noOutcome}_exp" ON "${noOutcome}" (expires_at)`);
     const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noOutcome], { env });
     expect(lines(w.stdout)[2]).toBe(
-      `warn  sql schema     table "${noOutcome}": ${missingColumns('postgres', noOutcome, ['fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('postgres', noOutcome)}`,
+      `warn  sql schema     table "${noOutcome}": ${missingColumns('postgres', noOutcome, ['fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('postgres', noOutcome)}; ${missingKeys('postgres', noOutcome)}`,
     );
     const wrongOwner = table('wrongowner');
     await sql(
@@ -456,7 +480,7 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const r = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', before], { env });
     expect(r.code).toBe(0);
     expect(lines(r.stdout)[2]).toBe(
-      `warn  sql schema     table "${before}": ${missingColumns('postgres', before, ['lease_until', 'fence'])}; ${missingEpoch('postgres', before)}`,
+      `warn  sql schema     table "${before}": ${missingColumns('postgres', before, ['lease_until', 'fence'])}; ${missingEpoch('postgres', before)}; ${missingKeys('postgres', before)}`,
     );
     expect(lines(r.stdout)[3]).toMatch(/^ok {4}postgres +consume of a throwaway id: first accepted, replay refused/);
     const again = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', before, '--strict'], { env });
@@ -471,6 +495,9 @@ describe.skipIf(DATABASE_URL === undefined)('mrtr doctor on PostgreSQL', () => {
     const noEpoch = table('noepoch');
     await sql(`CREATE TABLE "${noEpoch}" (${columns})`);
     await sql(`CREATE INDEX "${noEpoch}_exp" ON "${noEpoch}" (expires_at)`);
+    await sql(
+      `CREATE TABLE "${noEpoch}_keys" (ns text NOT NULL, kid text NOT NULL, fp text NOT NULL, expires_at bigint NOT NULL, PRIMARY KEY (ns, kid))`,
+    );
     const w = await runCli(['doctor', '--store', 'postgres', '--codec', 'hmac', '--table', noEpoch], { env });
     expect(w.code).toBe(0);
     expect(lines(w.stdout)[2]).toBe(`warn  sql schema     table "${noEpoch}": ${missingEpoch('postgres', noEpoch)}`);
@@ -742,7 +769,7 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const w = await run(['--store', 'sqlite', '--sqlite-file', old]);
     expect(w.code).toBe(0);
     expect(lines(w.stdout)[2]).toBe(
-      `warn  sql schema     table "mrtr_replay": ${missingColumns('sqlite', 'mrtr_replay', ['owner', 'fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('sqlite', 'mrtr_replay')}`,
+      `warn  sql schema     table "mrtr_replay": ${missingColumns('sqlite', 'mrtr_replay', ['owner', 'fp', 'outcome', 'lease_until', 'fence'])}; ${missingEpoch('sqlite', 'mrtr_replay')}; ${missingKeys('sqlite', 'mrtr_replay')}`,
     );
     expect(w.stdout).toMatch(/^ok {4}sqlite +consume of a throwaway id/m);
 
@@ -754,7 +781,7 @@ describe('mrtr doctor on SQLite (--store sqlite)', () => {
     const l = await run(['--store', 'sqlite', '--sqlite-file', noLease]);
     expect(l.code).toBe(0);
     expect(lines(l.stdout)[2]).toBe(
-      `warn  sql schema     table "mrtr_replay": ${missingColumns('sqlite', 'mrtr_replay', ['lease_until', 'fence'])}; ${missingEpoch('sqlite', 'mrtr_replay')}`,
+      `warn  sql schema     table "mrtr_replay": ${missingColumns('sqlite', 'mrtr_replay', ['lease_until', 'fence'])}; ${missingEpoch('sqlite', 'mrtr_replay')}; ${missingKeys('sqlite', 'mrtr_replay')}`,
     );
     expect(lines(l.stdout)[3]).toMatch(/^ok {4}sqlite +consume of a throwaway id/);
     const added = await run(['--store', 'sqlite', '--sqlite-file', noLease]);

@@ -28,7 +28,14 @@ export { redactUrl } from './redact.js';
 export * from './error-classes.js';
 export { createEventSink, createFlowTagger, safeEmitter } from './events.js';
 export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
-export { checkFleetKeys, keyFingerprint, MAX_FLEET_KEYS, parseKeyFingerprintOffer } from './fleet.js';
+export {
+  applyKeyFingerprintOffer,
+  checkFleetKeys,
+  fleetKeysFull,
+  keyFingerprint,
+  MAX_FLEET_KEYS,
+  parseKeyFingerprintOffer,
+} from './fleet.js';
 export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
 export { checkLeaseMs, checkOwner } from './lease-args.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';

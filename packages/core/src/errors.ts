@@ -1,6 +1,7 @@
 /**
  * One base error with stable string codes. Callers switch on `code`, never on the message.
- * Messages are fixed per code: they never contain a payload, a principal, a token or key material.
+ * Messages are fixed per code: they never contain a payload, a principal, a token or key material. (`ERR_KEY_MISMATCH`,
+ * a start-up error never sent to a client, adds the kid, the store's namespace and a time: how to proceed.)
  */
 
 /** Every error code and its fixed message: the one list the code union and the code set derive from. */
@@ -329,20 +330,48 @@ export class KeyConflictError extends MrtrError<'ERR_KEY_CONFLICT'> {
 }
 /** Why a replica's ring does not match the fleet's (see {@link KeyMismatchError}). */
 export type KeyMismatch = 'secret' | 'missing';
+/** Where and until when the fleet's record of a kid is held (see {@link KeyMismatchError}). */
+export interface KeyMismatchOptions extends MrtrErrorOptions {
+  /** Until when (ms since the epoch) the store holds the fleet's record of `kid`: the fleet may present states sealed under it until then. */
+  expiresAtMs?: number | undefined;
+  /** The store's namespace that holds the record, when the store names it (`ReplayStore.namespace`). */
+  namespace?: string | undefined;
+}
+
 /**
  * The fleet check (`StateGuard.checkKeys`) found that this replica's ring cannot open what the fleet seals: the
  * shared store holds another secret's fingerprint for `kid` (`secret`), or a kid the fleet seals with is not in
- * this ring (`missing`).
+ * this ring (`missing`). A start-up error, never sent to a client: its message names the kid, the namespace that holds
+ * the record and until when, and how to proceed (the same keys as the fleet; or, when no replica runs under those
+ * keys any more — a restart with new keys — wait until then, use another namespace, or delete the namespace's key
+ * fingerprints).
  */
 export class KeyMismatchError extends MrtrError<'ERR_KEY_MISMATCH'> {
   static override readonly code = 'ERR_KEY_MISMATCH' as const;
   /** The key id at fault (an id, never key material). */
   readonly kid: string;
   readonly reason: KeyMismatch;
-  constructor(kid: string, reason: KeyMismatch, options?: MrtrErrorOptions) {
+  /** Until when (ms since the epoch) the store holds the fleet's record of `kid`; `undefined` when not known. */
+  readonly expiresAtMs: number | undefined;
+  /** The store's namespace that holds the record; `undefined` when the store does not name it. */
+  readonly namespace: string | undefined;
+  constructor(kid: string, reason: KeyMismatch, options?: KeyMismatchOptions) {
     super('ERR_KEY_MISMATCH', options);
     this.kid = kid;
     this.reason = reason;
+    this.expiresAtMs = options?.expiresAtMs;
+    this.namespace = options?.namespace;
+    const where = this.namespace === undefined ? 'the shared store' : `namespace ${JSON.stringify(this.namespace)} of the shared store`;
+    const what =
+      reason === 'secret'
+        ? `${where} holds the fleet's fingerprint of another secret under kid ${JSON.stringify(kid)}`
+        : `${where} holds the fleet's fingerprint of kid ${JSON.stringify(kid)}, which this key ring lacks`;
+    const date = new Date(this.expiresAtMs ?? Number.NaN);
+    const until = Number.isNaN(date.getTime()) ? '' : ` until ${date.toISOString()}`;
+    const stale = until === '' ? 'until it expires' : until.slice(1);
+    this.message =
+      `${this.message}: ${what}${until}. Give this replica the same keys as the fleet; if no replica runs under those ` +
+      `keys any more (a restart with new keys), wait ${stale}, use another namespace, or delete that namespace's key fingerprints`;
   }
 }
 

@@ -74,8 +74,9 @@ export async function checkFleetKeys(
     }
     if (expiresAtMs <= options.now) continue;
     fleet.push(other);
-    if (!ring.has(other)) throw new KeyMismatchError(other, 'missing');
-    if (fingerprint !== (await keyFingerprint(ring, other))) throw new KeyMismatchError(other, 'secret');
+    const where = { expiresAtMs, namespace: typeof store.namespace === 'string' ? store.namespace : undefined };
+    if (!ring.has(other)) throw new KeyMismatchError(other, 'missing', where);
+    if (fingerprint !== (await keyFingerprint(ring, other))) throw new KeyMismatchError(other, 'secret', where);
   }
   return { checked: true, fleet };
 }
@@ -107,3 +108,42 @@ export function parseKeyFingerprintOffer(offer: unknown): KeyFingerprint[] {
     return { kid, fingerprint, expiresAtMs: Math.ceil(expiresAtMs) };
   });
 }
+
+/**
+ * For store authors: the exchange's rules applied to the records a store holds, in one atomic step of the store's
+ * (under its lock, in its transaction, in its single-threaded object). `held`: the records the store holds (expired
+ * ones are dropped, judged by `now`, the store's clock); `offer`: a checked offer ({@link parseKeyFingerprintOffer}).
+ * Each offered record, in order: stored when its kid has no live record, extends a live record with the same
+ * fingerprint to the later expiry, and leaves one with another fingerprint as it is (first writer wins); a record
+ * already expired is not stored. Returns every live record (sorted by kid) and those to write (new or extended), or
+ * `undefined` when a new kid would take the store past {@link MAX_FLEET_KEYS} live records (write nothing: the store
+ * rejects `ERR_STORE_UNAVAILABLE`).
+ */
+export function applyKeyFingerprintOffer(
+  held: readonly KeyFingerprint[],
+  offer: readonly KeyFingerprint[],
+  now: number,
+): { records: KeyFingerprint[]; writes: KeyFingerprint[] } | undefined {
+  const live = new Map<string, KeyFingerprint>();
+  for (const record of held) if (record.expiresAtMs > now) live.set(record.kid, record);
+  const writes = new Map<string, KeyFingerprint>();
+  let added = 0;
+  for (const record of offer) {
+    if (record.expiresAtMs <= now) continue;
+    const current = live.get(record.kid);
+    if (current !== undefined && (current.fingerprint !== record.fingerprint || current.expiresAtMs >= record.expiresAtMs)) continue;
+    if (current === undefined) added++;
+    const next = { kid: record.kid, fingerprint: record.fingerprint, expiresAtMs: record.expiresAtMs };
+    live.set(record.kid, next);
+    writes.set(record.kid, next);
+  }
+  if (added > 0 && live.size > MAX_FLEET_KEYS) return undefined;
+  const byKid = (a: KeyFingerprint, b: KeyFingerprint) => (a.kid < b.kid ? -1 : a.kid > b.kid ? 1 : 0);
+  return { records: [...live.values()].sort(byKid), writes: [...writes.values()].sort(byKid) };
+}
+
+/** The rejection of an offer that would take a store past {@link MAX_FLEET_KEYS} live records. */
+export const fleetKeysFull = (): StoreUnavailableError =>
+  new StoreUnavailableError({
+    cause: new RangeError(`keyFingerprints: the store already holds ${MAX_FLEET_KEYS} unexpired key fingerprints`),
+  });

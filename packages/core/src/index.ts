@@ -8,6 +8,7 @@ export {
   type AnyMrtrError,
   isServerFault,
   type KeyMismatch,
+  type KeyMismatchOptions,
   MRTR_ERROR_CODES,
   MRTR_REJECTION_CODES,
   MrtrError,

@@ -211,6 +211,11 @@ export interface ReplayStore {
    * keyed fingerprint, never a key. A backend failure rejects (reported as `ERR_STORE_UNAVAILABLE`).
    */
   keyFingerprints?(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
+  /**
+   * The namespace the store's ledger lives in, when it has one: named in the fleet check's `ERR_KEY_MISMATCH` (which
+   * namespace holds the fleet's key fingerprints). Never compared or used as a key.
+   */
+  readonly namespace?: string | undefined;
   /** Releases connections; calling it twice is harmless. */
   close(): Promise<void>;
 }

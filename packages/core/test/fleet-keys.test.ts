@@ -3,7 +3,7 @@
 // shared store, never keys), with an error naming the kid.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { checkFleetKeys, keyFingerprint } from '../src/authoring.js';
+import { applyKeyFingerprintOffer, checkFleetKeys, keyFingerprint } from '../src/authoring.js';
 import { type KeyFingerprint, KeyRing, type ReplayStore, createStateGuard, generateKey, isServerFault } from '../src/index.js';
 import { fakeClock, testCodec, testStore } from './helpers.js';
 
@@ -100,6 +100,59 @@ describe('the fleet check (StateGuard.checkKeys)', () => {
     // Once nothing sealed by k2 can still be presented, the record has expired and k2 is no longer asked for.
     clock.advance(70_000);
     expect(await guardOn(new KeyRing([k1]), store, clock.now).checkKeys()).toEqual({ checked: true, fleet: ['k1'] });
+  });
+
+  it('a restart with new keys is told which namespace holds the old records, until when, and how to proceed', async () => {
+    const clock = fakeClock();
+    const store = { ...fleetStore(clock.now), namespace: 'dev' };
+    await guardOn(new KeyRing([k1]), store, clock.now).checkKeys();
+    const until = new Date(clock.now() + 70_000).toISOString();
+    // New keys under a new kid: the old fleet's k1 is "missing"; under the same kid: another "secret".
+    for (const [keys, reason, what] of [
+      [new KeyRing([k2]), 'missing', 'fingerprint of kid "k1", which this key ring lacks'],
+      [new KeyRing([{ kid: 'k1', secret: randomBytes(32) }]), 'secret', 'fingerprint of another secret under kid "k1"'],
+    ] as const) {
+      const error = (await guardOn(keys, store, clock.now)
+        .checkKeys()
+        .catch((e: unknown) => e)) as Error;
+      expect(error).toMatchObject({ code: 'ERR_KEY_MISMATCH', kid: 'k1', reason, namespace: 'dev', expiresAtMs: clock.now() + 70_000 });
+      expect(error.message).toContain(`namespace "dev" of the shared store holds the fleet's ${what} until ${until}`);
+      expect(error.message).toContain('Give this replica the same keys as the fleet');
+      expect(error.message).toContain(`wait until ${until}, use another namespace, or delete that namespace's key fingerprints`);
+      expect(error.message).not.toContain(k1.secret.slice(0, 8));
+    }
+    // A store that names no namespace: the message says "the shared store".
+    const unnamed = fleetStore(clock.now);
+    await guardOn(new KeyRing([k1]), unnamed, clock.now).checkKeys();
+    const error = await guardOn(new KeyRing([k2]), unnamed, clock.now)
+      .checkKeys()
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'ERR_KEY_MISMATCH', namespace: undefined });
+    expect((error as Error).message).toContain('the shared store holds the fleet');
+    // A store answering an expiry past what a Date holds still gets ERR_KEY_MISMATCH (no time in the message).
+    const far = { ...unnamed, keyFingerprints: async () => [{ kid: 'k1', fingerprint: 'x', expiresAtMs: 1e300 }] };
+    const odd = await checkFleetKeys(new KeyRing([k2]), far, { now: clock.now(), lifetimeMs: 1 }).catch((e: unknown) => e);
+    expect(odd).toMatchObject({ code: 'ERR_KEY_MISMATCH', expiresAtMs: 1e300 });
+    expect((odd as Error).message).toContain('wait until it expires');
+  });
+
+  it('applyKeyFingerprintOffer: first writer wins, a match extends, expired records are dropped, at most 256 live', () => {
+    const rec = (kid: string, fingerprint: string, expiresAtMs: number) => ({ kid, fingerprint, expiresAtMs });
+    const held = [rec('k1', 'a', 100), rec('k0', 'z', 10)];
+    expect(
+      applyKeyFingerprintOffer(
+        held,
+        [rec('k1', 'b', 200), rec('k1', 'a', 150), rec('k2', 'c', 90), rec('k2', 'd', 95), rec('k3', 'e', 10)],
+        10,
+      ),
+    ).toEqual({
+      records: [rec('k1', 'a', 150), rec('k2', 'c', 90)],
+      writes: [rec('k1', 'a', 150), rec('k2', 'c', 90)],
+    });
+    expect(applyKeyFingerprintOffer(held, [rec('k1', 'a', 50)], 10)).toEqual({ records: [rec('k1', 'a', 100)], writes: [] });
+    const full = Array.from({ length: 256 }, (_, i) => rec(`k${i}`, 'f', 100));
+    expect(applyKeyFingerprintOffer(full, [rec('k0', 'f', 200)], 0)?.writes).toEqual([rec('k0', 'f', 200)]);
+    expect(applyKeyFingerprintOffer(full, [rec('k0', 'f', 200), rec('new', 'f', 200)], 0)).toBeUndefined();
   });
 
   it('a store without fingerprints checks nothing; a failing one is ERR_STORE_UNAVAILABLE; a broken answer is refused', async () => {

@@ -1,6 +1,7 @@
 // The replay ledger inside a Durable Object: one row per held id, judged by the object's own clock.
+import { applyKeyFingerprintOffer, MAX_FLEET_KEYS } from '@mrtr/core/authoring';
 import type { SqlStorageLike } from './binding.js';
-import { count, fields, flag, maybeNum, maybeStr, type Message, num, str } from './message.js';
+import { BadRequest, count, fields, flag, maybeNum, maybeStr, type Message, num, str } from './message.js';
 
 /** Expired rows dropped by every write: the ledger shrinks twice as fast as it grows, with no timer. */
 export const PURGE_PER_WRITE = 2;
@@ -76,9 +77,42 @@ export class ReplayLedger {
         return { now: t, epoch: this.#epoch(t) };
       case 'epoch':
         return { epoch: this.#epoch(t) }; // `ledgerEpoch`: written when missing, never moved
+      case 'keys':
+        return this.#keys(m, t);
       default:
         return undefined;
     }
+  }
+
+  /**
+   * `keyFingerprints` (shard 0 of a replay store): the expired rows dropped, the offer (`[kid, fingerprint,
+   * expiresAtMs]` each, checked by the client) applied to the live rows by the contract's rules, the new or extended
+   * rows written; answers every live record, or `full` (nothing written) when a new kid would pass 256.
+   */
+  #keys(m: Message, t: number): Message {
+    const offer = m.offer;
+    if (!Array.isArray(offer) || offer.length > MAX_FLEET_KEYS) throw new BadRequest('offer must be an array of at most 256 records');
+    const records = offer.map((r: unknown) => {
+      if (!Array.isArray(r) || typeof r[0] !== 'string' || typeof r[1] !== 'string' || typeof r[2] !== 'number' || !Number.isFinite(r[2]))
+        throw new BadRequest('each record must be [kid, fingerprint, expiresAtMs]');
+      return { kid: r[0], fingerprint: r[1], expiresAtMs: r[2] };
+    });
+    this.#sql.exec('DELETE FROM mrtr_keys WHERE exp <= ?', t);
+    const held = this.#sql
+      .exec('SELECT kid, fp, exp FROM mrtr_keys ORDER BY kid LIMIT ?', MAX_FLEET_KEYS + 1)
+      .toArray()
+      .map((row) => ({ kid: String(row.kid), fingerprint: String(row.fp), expiresAtMs: Number(row.exp) }));
+    const applied = applyKeyFingerprintOffer(held, records, t);
+    if (applied === undefined) return { full: true };
+    for (const w of applied.writes) {
+      this.#sql.exec(
+        'INSERT INTO mrtr_keys (kid, fp, exp) VALUES (?, ?, ?) ON CONFLICT (kid) DO UPDATE SET fp = excluded.fp, exp = excluded.exp',
+        w.kid,
+        w.fingerprint,
+        w.expiresAtMs,
+      );
+    }
+    return { records: applied.records.map((r) => [r.kid, r.fingerprint, r.expiresAtMs]) };
   }
 
   /** When this object's ledger began: the epoch row, written with `t` when missing. */

@@ -22,6 +22,8 @@ const SCHEMA = [
   `CREATE INDEX IF NOT EXISTS mrtr_tasks_principal ON mrtr_tasks (principal, expires)`,
   `CREATE INDEX IF NOT EXISTS mrtr_tasks_expires ON mrtr_tasks (expires)`,
   `CREATE INDEX IF NOT EXISTS mrtr_tasks_finals ON mrtr_tasks (principal, final, final_at)`,
+  // The fleet check's key fingerprints (the replay store's shard 0 only): one row per kid, until `exp` (object's clock).
+  `CREATE TABLE IF NOT EXISTS mrtr_keys (kid TEXT PRIMARY KEY, fp TEXT NOT NULL, exp REAL NOT NULL)`,
   `CREATE TABLE IF NOT EXISTS mrtr_holders (principal TEXT PRIMARY KEY, total INTEGER NOT NULL, live INTEGER NOT NULL)`,
   `CREATE INDEX IF NOT EXISTS mrtr_holders_total ON mrtr_holders (total)`,
 ];

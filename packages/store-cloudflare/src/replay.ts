@@ -1,11 +1,21 @@
-import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
+import type {
+  ClaimOptions,
+  ClaimResult,
+  KeyFingerprint,
+  OutcomeStoreLimits,
+  RecordingReplayStore,
+  ReplayStore,
+  SpendOptions,
+} from '@mrtr/core';
 import {
   checkLeaseMs,
   checkOwner,
+  fleetKeysFull,
   intOption,
   LedgerLostError,
   ownerValues,
   optionsObject,
+  parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
   StateExpiredError,
   StoreFullError,
@@ -54,6 +64,11 @@ export interface DurableObjectReplayStore extends RecordingReplayStore {
    * resolves the latest. Safe to run again (an existing epoch never moves) and sent once more when a reply is lost.
    */
   ledgerEpoch(): Promise<number>;
+  /**
+   * The fleet check's exchange (see `ReplayStore.keyFingerprints`): held by shard 0's object (table `mrtr_keys`), in
+   * one transaction on its clock; sent once more when the reply is lost (it answers as once).
+   */
+  keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
   readonly namespace: string;
   readonly shards: number;
   readonly maxEntries: number;
@@ -295,6 +310,20 @@ function leaseOps(ctx: Context) {
       if (typeof answer.now !== 'number' || !Number.isFinite(answer.now)) return fail(new Error('unexpected answer to time'));
       return answer.now;
     },
+    async keyFingerprints(offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> {
+      const records = parseKeyFingerprintOffer(offer).map((r) => [r.kid, r.fingerprint, r.expiresAtMs]);
+      ctx.open();
+      const answer = await sendTwice(() => ctx.objects.callShard(0, { op: 'keys', offer: records }));
+      if (answer.full === true) throw fleetKeysFull();
+      const held = answer.records;
+      if (!Array.isArray(held)) return fail(new Error('unexpected answer to keys'));
+      return held.map((r: unknown) => {
+        if (!Array.isArray(r) || typeof r[0] !== 'string' || typeof r[1] !== 'string' || typeof r[2] !== 'number') {
+          return fail(new Error('unexpected answer to keys'));
+        }
+        return { kid: r[0], fingerprint: r[1], expiresAtMs: r[2] };
+      });
+    },
     async ledgerEpoch(): Promise<number> {
       ctx.open();
       const epochOf = async (shard: number): Promise<number> => {
@@ -350,7 +379,7 @@ export function createDurableObjectStore(options: DurableObjectStoreOptions): Du
       shared: true,
       capacity: maxEntries,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: false,
+      keyExchange: true,
       clock: true,
       leases: true,
       epoch: true,

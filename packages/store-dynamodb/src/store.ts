@@ -1,5 +1,13 @@
 import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
+import type {
+  ClaimOptions,
+  ClaimResult,
+  KeyFingerprint,
+  OutcomeStoreLimits,
+  RecordingReplayStore,
+  ReplayStore,
+  SpendOptions,
+} from '@mrtr/core';
 import {
   base64urlEncode,
   checkLeaseMs,
@@ -13,6 +21,7 @@ import {
   StoreUnavailableError,
 } from '@mrtr/core/authoring';
 import type { ClockOffset } from './clock.js';
+import { keyFingerprintsOf } from './keys.js';
 import { epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
@@ -56,6 +65,11 @@ export interface DynamoReplayStore extends RecordingReplayStore {
    * add `offsetMs` to `now()` to read it, within ± `uncertaintyMs`. `undefined` before the first reply.
    */
   clockOffset(): ClockOffset | undefined;
+  /**
+   * The fleet check's exchange (see `ReplayStore.keyFingerprints`): one item per namespace (`f#<ns>#keys`), written
+   * with a put conditioned on its version, judged by the measured service clock.
+   */
+  keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
   /** How long past its expiry an id is kept (the `clockSkewMs` option). */
   readonly clockSkewMs: number;
   readonly namespace: string;
@@ -420,7 +434,7 @@ function epochGuard(table: Table): Context['withEpoch'] {
  * and the epoch are judged by it, an expiry it has passed is refused `ERR_STATE_EXPIRED` before anything is written,
  * and an id is kept `clockSkewMs` past its expiry. `renew` is a conditional update on owner, `release` a conditional
  * delete, a reclaim a conditional update on owner and lease; the epoch is one item per namespace (`ledgerEpoch`), read
- * before every spend with `mintedAtMs`. Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
+ * before every spend with `mintedAtMs`; so are the fleet check's key fingerprints (`keyFingerprints`). Every failure, timeout and unexpected item is `ERR_STORE_UNAVAILABLE`, never a first use.
  */
 export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
@@ -442,7 +456,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
     capabilities: {
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: false,
+      keyExchange: true,
       clock: true,
       leases: true,
       epoch: true,
@@ -460,6 +474,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
       ctx.open();
       return epochOf(table);
     },
+    keyFingerprints: keyFingerprintsOf(table, ctx.open),
     clockOffset: () => table.clock.offset(),
     maxOutcomeBytes,
     outcomeBudgetBytes,

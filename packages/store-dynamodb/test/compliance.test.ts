@@ -33,7 +33,7 @@ describe('DynamoDB stores on dynalite', () => {
   storeCompliance(it, (o) => createDynamoStore({ ...o, client, tableName, now: clock.now, commandTimeoutMs, clockSkewMs }), {
     name: 'dynamodb',
     outcomes: true,
-    keyFingerprints: false,
+    keyFingerprints: true,
     declares: { clock: true, leases: true, epoch: true },
     clock,
     timeoutMs: 120_000,

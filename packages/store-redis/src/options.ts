@@ -188,6 +188,8 @@ export interface RedisReplayStore extends RecordingReplayStore {
   readonly client: Redis | Cluster;
   /** The prefix every key of this store starts with (`prefix + encoded namespace + ":"`). */
   readonly keyPrefix: string;
+  /** The `namespace` option (named in the fleet check's `ERR_KEY_MISMATCH`). */
+  readonly namespace: string;
   /**
    * Runs the `maxmemory-policy` check now (it also runs by itself on every `ready` of an owned client,
    * and before the first consume on an injected one) and resolves its result; never rejects.
@@ -243,6 +245,7 @@ export interface ParsedRedisStoreOptions {
   readonly url: string | undefined;
   readonly injected: Redis | Cluster | undefined;
   readonly keyPrefix: string;
+  readonly namespace: string;
   readonly commandTimeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly maxReconnectDelayMs: number;
@@ -297,6 +300,7 @@ export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisS
     url,
     injected,
     keyPrefix,
+    namespace,
     commandTimeoutMs,
     connectTimeoutMs,
     maxReconnectDelayMs,

@@ -4,7 +4,15 @@
  * built-in, so a store for an edge runtime can take it without ioredis.
  */
 import type { ClaimOptions, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { checkLeaseMs, checkOwner, LedgerLostError, MAX_FLEET_KEYS, StateExpiredError, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  checkLeaseMs,
+  checkOwner,
+  fleetKeysFull,
+  LedgerLostError,
+  MAX_FLEET_KEYS,
+  StateExpiredError,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 
 /** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
 export const MAX_FINGERPRINT_LENGTH = 256;
@@ -137,11 +145,7 @@ const unexpected = (): StoreUnavailableError =>
 
 /** Reads the script's answer: the live records, sorted by kid; `full` and anything unexpected reject `ERR_STORE_UNAVAILABLE`. */
 export function keyFingerprintAnswer(reply: unknown): KeyFingerprint[] {
-  if (reply === 'full') {
-    throw new StoreUnavailableError({
-      cause: new RangeError(`keyFingerprints: the store already holds ${MAX_FLEET_KEYS} unexpired key fingerprints`),
-    });
-  }
+  if (reply === 'full') throw fleetKeysFull();
   const words = typeof reply === 'string' ? reply.split(' ') : [];
   if (words[0] !== 'ok' || (words.length - 1) % 3 !== 0) throw unexpected();
   const held: KeyFingerprint[] = [];

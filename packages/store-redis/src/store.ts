@@ -162,6 +162,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
     close,
     client,
     keyPrefix,
+    namespace: parsed.namespace,
     checkEvictionPolicy: checkNow,
     checkPersistence: async () =>
       closed ? { status: 'unknown', error: new Error('store is closed') } : readPersistence(commands, commandTimeoutMs),

@@ -105,6 +105,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     storeCompliance(it, (o) => createPostgresStore({ ...o, connectionString: url, table, now: skewed }), {
       name: 'postgres(url)',
       outcomes: true,
+      keyFingerprints: true,
       clock,
       unreachable: () => deadPort('owned'),
       lostReply: ({ namespace }) => lossy('owned', namespace, table),
@@ -115,6 +116,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     storeCompliance(it, (o) => createPostgresStore({ ...o, pool: shared, table: `${table}_inj`, now: skewed }), {
       name: 'postgres(pool)',
       outcomes: true,
+      keyFingerprints: true,
       clock,
       unreachable: () => deadPort('injected'),
       lostReply: ({ namespace }) => lossy('injected', namespace, `${table}_inj`),
@@ -128,6 +130,7 @@ describe.skipIf(skipPostgres)('PostgreSQL store', () => {
     storeCompliance(it, (o) => createPostgresStore({ ...o, pool: bare, table: `${table}_bare`, now: skewed }), {
       name: 'postgres(bare pool)',
       outcomes: true,
+      keyFingerprints: true,
       clock,
       unreachable: () => deadPort('injected'),
     });

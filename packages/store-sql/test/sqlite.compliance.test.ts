@@ -84,6 +84,7 @@ describe('SQLite store, owned database file', () => {
   storeCompliance(it, (o) => createSqliteStore({ ...o, filename, table, now: clock.now }), {
     name: 'sqlite(file)',
     outcomes: true,
+    keyFingerprints: true,
     clock,
     lostReply: ({ namespace }) => lossySqlite(namespace, table),
     unreachable: () => createSqliteStore({ filename: join(dir, 'missing-dir', 'nested', 'replay.db'), table }),
@@ -101,6 +102,7 @@ describe('SQLite store, injected database', () => {
     {
       name: 'sqlite(injected)',
       outcomes: true,
+      keyFingerprints: true,
       clock,
       lostReply: ({ namespace }) => lossySqlite(namespace, `${table}_inj`),
       unreachable: () => {

@@ -823,6 +823,54 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
     });
   });
 
+  fingerprintTest(
+    'under two state guards, a generated (per-process) key of a second ring is refused, naming the namespace and until when',
+    async () => {
+      if (options.sharedBackend === false) return;
+      const namespace = uniqueId('fp-restart');
+      await withTwo(
+        async (a, b) => {
+          if (!fingerprinting(a)) return;
+          // A developer restarting with a new generated key: the first run's fingerprint is still held.
+          const guardOn = (store: ReplayStore) =>
+            createStateGuard({
+              keys: KeyRing.generate(),
+              allowEphemeralKeys: true,
+              codec: plainCodec,
+              store,
+              audience: 'store-fleet',
+              now,
+              ttlMs: 60_000,
+              clockSkewMs: 5_000,
+            });
+          const first = await guardOn(a).checkKeys();
+          ok(
+            first.checked === true && JSON.stringify(first.fleet) === '["k1"]',
+            `the first run publishes k1 (got ${JSON.stringify(first)})`,
+          );
+          const before = now();
+          const error = (await rejectsMrtr(() => guardOn(b).checkKeys(), 'a second run with a new generated k1', [
+            'ERR_KEY_MISMATCH',
+          ])) as MrtrError & { kid?: string; reason?: string; namespace?: string; expiresAtMs?: number };
+          const { kid, reason, expiresAtMs } = error;
+          ok(kid === 'k1' && reason === 'secret', `the mismatch names the kid and its reason (kid ${kid}, reason ${reason})`);
+          ok(
+            typeof expiresAtMs === 'number' && expiresAtMs > before && expiresAtMs <= before + 70_000 + 60_000,
+            `the error says until when the first run's record is held (got ${expiresAtMs})`,
+          );
+          const until = new Date(expiresAtMs as number).toISOString();
+          if (typeof a.namespace === 'string') {
+            ok(error.namespace === namespace, `the error names the namespace (got ${error.namespace})`);
+            ok(error.message.includes(`namespace ${JSON.stringify(namespace)}`), `the message names the namespace: ${error.message}`);
+          }
+          ok(error.message.includes(`until ${until}`), `the message says until when: ${error.message}`);
+          ok(error.message.includes('another namespace'), `the message says how to proceed: ${error.message}`);
+        },
+        [namespace, ''],
+      );
+    },
+  );
+
   /** A guard over `store` with a plain (unprotected) codec, recording its events: the store's part is what is tested. */
   const observed = (store: ReplayStore, keys: KeyRing = KeyRing.generate(), clock: () => number = now) => {
     const events: MrtrEvent[] = [];

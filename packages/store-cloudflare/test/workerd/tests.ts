@@ -87,7 +87,7 @@ export function registerTests(it: TestFn, env: () => TestEnv): void {
   storeCompliance(it, (options) => replay(options.namespace, options), {
     name: 'durable object store',
     outcomes: true,
-    keyFingerprints: false,
+    keyFingerprints: true,
     clock,
     // The ledger lost in place: every shard's object loses its epoch row and its ids.
     loseLedger: async (namespace) => {

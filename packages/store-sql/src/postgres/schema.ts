@@ -3,7 +3,7 @@ import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike
 import {
   addedColumnType,
   checkShape,
-  EPOCH_SUFFIX,
+  checkedSideTables,
   type SchemaPlan,
   schemaPlan,
   type SqlSchemaCheck,
@@ -169,8 +169,8 @@ async function readShape(pool: PgPoolLike, options: PostgresSchemaCheckOptions):
 export async function checkPostgresSchema(pool: PgPoolLike, options: PostgresSchemaCheckOptions): Promise<SqlSchemaCheck | undefined> {
   const shape = await readShape(pool, options);
   if (shape === undefined) return undefined;
-  const epoch = await readShape(pool, { ...options, table: `${options.table}${EPOCH_SUFFIX}` });
-  return checkShape('postgres', 'replay', options.table, shape, epoch);
+  const sides = await Promise.all(checkedSideTables(options.table).map((table) => readShape(pool, { ...options, table })));
+  return checkShape('postgres', 'replay', options.table, shape, sides);
 }
 
 /** {@link checkPostgresSchema} for the task table of `createPostgresTaskStore`. */

@@ -19,7 +19,7 @@ import {
   checkRecordOwner,
   checkSpendOptions,
 } from '../shared/arguments.js';
-import { EPOCH_SUFFIX } from '../shared/schema.js';
+import { EPOCH_SUFFIX, KEYS_SUFFIX } from '../shared/schema.js';
 import type { PostgresConnectionOptions } from '../shared/drivers.js';
 import { closedError, closeOnce, once, toStoreError, whenReady } from '../shared/lifecycle.js';
 import {
@@ -37,6 +37,7 @@ import { ledgerEpochOf, releaseClaim, renewLease, serverTime } from './leases.js
 import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from './connection.js';
 import { consumeOne, runConsumeBatch } from './consume.js';
 import type { ReplayContext } from './context.js';
+import { keyFingerprintsOf } from './keys.js';
 import { purgeExpired } from './purge.js';
 import { recordTexts, runRecordBatch } from './records.js';
 import { ensurePostgresSchema, replaySchemaPlan } from './schema.js';
@@ -207,7 +208,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
   );
   const { maxOutcomeBytes, outcomeBudgetBytes } = limits;
   const deadlineMs = settings.connectTimeoutMs + settings.statementTimeoutMs;
-  // The outcome budget's and the epoch's tables (≤ 48 + 7 characters).
+  // The outcome budget's, the epoch's and the key fingerprints' tables (≤ 48 + 7 characters).
   const statements = replayStatements(table, qualify(`"${tableName}_budget"`), qualify(`"${tableName}${EPOCH_SUFFIX}"`), prepared);
 
   let closed = false;
@@ -248,6 +249,15 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     ...limits,
     ...calls,
     ...leaseCalls(ctx),
+    keyFingerprints: keyFingerprintsOf({
+      namespace,
+      keysTable: qualify(`"${tableName}${KEYS_SUFFIX}"`),
+      settings,
+      ready,
+      assertOpen,
+      bounded,
+    }),
+    namespace,
     purge,
     onError,
     assertOpen,

@@ -97,7 +97,7 @@ type TaskStatements = ReturnType<typeof taskStatements>;
  * (committed when `work` resolves, rolled back when it throws). A connection that failed is destroyed, not
  * returned to the pool.
  */
-async function withClient<T>(
+export async function withClient<T>(
   pool: PgPoolLike,
   settings: PostgresSettings,
   transaction: boolean,

@@ -69,6 +69,21 @@ export const EPOCH_TABLE: TableDeclaration = {
   primaryKey: ['ns'],
 };
 
+/**
+ * The fleet check's key fingerprints (`keyFingerprints`): one row per namespace and kid, its keyed fingerprint and until
+ * when it is kept by the store's clock (table `<table>_keys`). Never a key.
+ */
+export const KEYS_SUFFIX = '_keys';
+export const KEYS_TABLE: TableDeclaration = {
+  columns: [
+    col('ns', 'text', 'TEXT', true),
+    col('kid', 'text', 'TEXT', true),
+    col('fp', 'text', 'TEXT', true),
+    col('expires_at', 'bigint', 'INTEGER', true),
+  ],
+  primaryKey: ['ns', 'kid'],
+};
+
 /** The task table: one row per task, its key columns and the record as JSON text. */
 export const TASK_TABLE: TableDeclaration = {
   columns: [
@@ -209,7 +224,7 @@ export interface SchemaPlan {
   /** Index names (unquoted, as the catalog holds them) and their DDL. */
   indexes: readonly { name: string; create: string }[];
   /**
-   * The side tables (replay: the outcome budget and the ledger epoch; task: the counts): each its unquoted name, its
+   * The side tables (replay: the outcome budget, the ledger epoch and the key fingerprints; task: the counts): each its unquoted name, its
    * quoted (possibly schema-qualified) name, its DDL.
    */
   sides: readonly { name: string; table: string; create: string }[];
@@ -219,7 +234,7 @@ type IndexSpec = typeof EXPIRY_INDEX | typeof PRINCIPAL_INDEX;
 
 /**
  * The plan of the replay table (its expiry index, its outcome budget table `<table>_budget`, its epoch table
- * `<table>_epoch`) or of the task table
+ * `<table>_epoch`, its key fingerprint table `<table>_keys`) or of the task table
  * (its principal and expiry indexes, its count table `<table>_counts`). `qualify` puts a quoted name in the store's
  * schema (PostgreSQL).
  */
@@ -244,42 +259,81 @@ export function schemaPlan(
     createTable: createTableSql(dialect, table, kind === 'replay' ? REPLAY_TABLE : TASK_TABLE),
     added: kind === 'replay' ? ADDED_COLUMNS : [],
     indexes: kind === 'replay' ? [index(EXPIRY_INDEX)] : [index(PRINCIPAL_INDEX), index(EXPIRY_INDEX)],
-    sides: kind === 'replay' ? [side('_budget', BUDGET_TABLE), side(EPOCH_SUFFIX, EPOCH_TABLE)] : [side('_counts', COUNTS_TABLE)],
+    sides:
+      kind === 'replay'
+        ? [side('_budget', BUDGET_TABLE), side(EPOCH_SUFFIX, EPOCH_TABLE), side(KEYS_SUFFIX, KEYS_TABLE)]
+        : [side('_counts', COUNTS_TABLE)],
   };
 }
 
-/**
- * The epoch table's shape against {@link EPOCH_TABLE}, added to the replay table's check: of another shape fails;
- * missing warns with its DDL (the store creates it with ensureSchema, the default; with ensureSchema: false every
- * consume fails until it exists).
- */
-function checkEpochShape(dialect: Dialect, table: string, shape: TableShape | undefined, check: SqlSchemaCheck): SqlSchemaCheck {
-  const name = `${table}${EPOCH_SUFFIX}`;
-  if (shape === undefined) {
-    const create = createTableSql(dialect, `"${name}"`, EPOCH_TABLE);
-    check.warnings.push(
-      `no table ${name} (the ledger epoch, of an earlier version): the store creates it before its first consume (ensureSchema, the default); with ensureSchema: false every consume fails until a migration runs ${create}`,
-    );
-    return check;
-  }
-  for (const problem of requiredColumns(dialect, shape, EPOCH_TABLE.columns, true)) check.problems.push(`${name}: ${problem}`);
-  if (shape.primaryKey !== 'ns') check.problems.push(`${name}: no PRIMARY KEY (ns): the ledger epoch is not one per namespace`);
-  check.summary += `, epoch table ${name} (ns, epoch_ms)`;
-  return check;
+/** A side table of the replay table checked with it: what it holds, its declaration, what fails without it. */
+interface CheckedSide {
+  readonly suffix: string;
+  readonly declaration: TableDeclaration;
+  /** What the table holds (in the warning when it is missing). */
+  readonly holds: string;
+  /** What fails until it exists, with ensureSchema: false. */
+  readonly fails: string;
+  /** The problem of a table without its primary key. */
+  readonly noKey: string;
 }
+
+const CHECKED_SIDES: readonly CheckedSide[] = [
+  {
+    suffix: EPOCH_SUFFIX,
+    declaration: EPOCH_TABLE,
+    holds: 'the ledger epoch',
+    fails: 'every consume fails',
+    noKey: 'the ledger epoch is not one per namespace',
+  },
+  {
+    suffix: KEYS_SUFFIX,
+    declaration: KEYS_TABLE,
+    holds: "the fleet check's key fingerprints",
+    fails: 'the fleet key check (checkKeys) fails',
+    noKey: 'a kid could be held twice',
+  },
+];
+
+/**
+ * A side table's shape against its declaration, added to the replay table's check: of another shape fails; missing
+ * warns with its DDL (the store creates it with ensureSchema, the default; with ensureSchema: false what needs it
+ * fails until it exists).
+ */
+function checkSideShape(dialect: Dialect, table: string, side: CheckedSide, shape: TableShape | undefined, check: SqlSchemaCheck): void {
+  const name = `${table}${side.suffix}`;
+  if (shape === undefined) {
+    const create = createTableSql(dialect, `"${name}"`, side.declaration);
+    check.warnings.push(
+      `no table ${name} (${side.holds}, of an earlier version): the store creates it before its first consume (ensureSchema, the default); with ensureSchema: false ${side.fails} until a migration runs ${create}`,
+    );
+    return;
+  }
+  for (const problem of requiredColumns(dialect, shape, side.declaration.columns, true)) check.problems.push(`${name}: ${problem}`);
+  const key = side.declaration.primaryKey.join(',');
+  if (shape.primaryKey !== key) check.problems.push(`${name}: no PRIMARY KEY (${side.declaration.primaryKey.join(', ')}): ${side.noKey}`);
+  const columns = side.declaration.columns.map((column) => column.name).join(', ');
+  check.summary += `, ${side.suffix === EPOCH_SUFFIX ? 'epoch' : 'key fingerprint'} table ${name} (${columns})`;
+}
+
+/** The side tables checked with the replay table, by name (`<table>_epoch`, `<table>_keys`). */
+export const checkedSideTables = (table: string): string[] => CHECKED_SIDES.map((side) => `${table}${side.suffix}`);
 
 /**
  * A table's shape against the replay or the task table's declaration; `undefined` (no table) stays so. For the replay
- * table, `epoch` is the shape of its epoch table (`undefined`: it does not exist).
+ * table, `sides` holds the shapes of its side tables checked with it ({@link checkedSideTables}, in that order:
+ * `undefined` for one that does not exist).
  */
 export function checkShape(
   dialect: Dialect,
   kind: 'replay' | 'task',
   table: string,
   shape: TableShape | undefined,
-  epoch?: TableShape,
+  sides: readonly (TableShape | undefined)[] = [],
 ): SqlSchemaCheck | undefined {
   if (shape === undefined) return undefined;
   if (kind === 'task') return checkTaskShape(dialect, table, shape);
-  return checkEpochShape(dialect, table, epoch, checkReplayShape(dialect, table, shape));
+  const check = checkReplayShape(dialect, table, shape);
+  for (const [i, side] of CHECKED_SIDES.entries()) checkSideShape(dialect, table, side, sides[i], check);
+  return check;
 }

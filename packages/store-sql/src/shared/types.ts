@@ -1,5 +1,5 @@
 import type { BackgroundError } from '@mrtr/core/authoring';
-import type { ClaimOptions, ClaimResult, RecordingReplayStore, SpendOptions } from '@mrtr/core';
+import type { ClaimOptions, ClaimResult, KeyFingerprint, RecordingReplayStore, SpendOptions } from '@mrtr/core';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
 
@@ -43,6 +43,14 @@ export interface SqlReplayStore extends RecordingReplayStore {
   time(): Promise<number>;
   /** The namespace's ledger epoch, written with the store's time when missing (see `ReplayStore.ledgerEpoch`). */
   ledgerEpoch(): Promise<number>;
+  /**
+   * The fleet check's exchange (see `ReplayStore.keyFingerprints`): the namespace's rows of `<table>_keys`, in one
+   * transaction (PostgreSQL: under the namespace's advisory lock, by the server's clock; SQLite: `BEGIN IMMEDIATE`, by
+   * the `now` option).
+   */
+  keyFingerprints(offer: readonly KeyFingerprint[]): Promise<readonly KeyFingerprint[]>;
+  /** The namespace (named in the fleet check's `ERR_KEY_MISMATCH`). */
+  readonly namespace: string;
   /** Largest outcome `record` keeps, in UTF-8 bytes. */
   readonly maxOutcomeBytes: number;
   /** Most UTF-8 bytes of outcomes the namespace holds at once (counted by expiry bucket, see the README). */
@@ -70,6 +78,8 @@ export interface ReplayParts
     | 'release'
     | 'time'
     | 'ledgerEpoch'
+    | 'keyFingerprints'
+    | 'namespace'
   > {
   label: string;
   purge: PurgeSettings;
@@ -97,7 +107,7 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
     capabilities: {
       shared: true,
       outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: false,
+      keyExchange: true,
       clock: true,
       leases: true,
       epoch: true,
@@ -113,6 +123,8 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
     release: parts.release,
     time: parts.time,
     ledgerEpoch: parts.ledgerEpoch,
+    keyFingerprints: parts.keyFingerprints,
+    namespace: parts.namespace,
     async ensureSchema() {
       assertOpen();
       await storeCall(() => parts.ensureSchema());

@@ -1,5 +1,5 @@
-import type { ClaimOptions, ClaimResult, SpendOptions } from '@mrtr/core';
-import { checkLeaseMs } from '@mrtr/core/authoring';
+import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
+import { applyKeyFingerprintOffer, checkLeaseMs, fleetKeysFull, parseKeyFingerprintOffer } from '@mrtr/core/authoring';
 import {
   checkClaimArgs,
   checkClaimOptions,
@@ -16,7 +16,8 @@ import type { Statements } from './statements.js';
 
 /**
  * `consume`, `claim` and `record` (queued: one transaction per batch, judged by the store's clock, the `now` option,
- * and the ledger epoch there), `renew`, `release` and `ledgerEpoch` (one write transaction each) and `time`.
+ * and the ledger epoch there), `renew`, `release`, `ledgerEpoch` and `keyFingerprints` (one write transaction each) and
+ * `time`.
  */
 export function sqliteCalls(ctx: SqliteReplayContext, enqueue: (op: Op) => void, maxOutcomeBytes: number) {
   const { namespace, now, assertOpen } = ctx;
@@ -90,6 +91,33 @@ export function sqliteCalls(ctx: SqliteReplayContext, enqueue: (op: Op) => void,
           },
         ),
       );
+    },
+    /**
+     * The fleet check's exchange: in one write transaction (`BEGIN IMMEDIATE`: other processes on the file wait), by
+     * the store's clock, the namespace's expired rows deleted, its live rows read, the offer applied by the contract's
+     * rules (`applyKeyFingerprintOffer`) and the new or extended rows upserted.
+     */
+    async keyFingerprints(offer: readonly KeyFingerprint[]): Promise<KeyFingerprint[]> {
+      const checked = parseKeyFingerprintOffer(offer);
+      assertOpen();
+      const applied = await direct((s) =>
+        inWriteTransaction(
+          s.db,
+          () => s.begin.run(),
+          () => {
+            const t = Math.floor(now());
+            s.keysExpired.run(namespace, t);
+            const { records } = s.keysLive.get(namespace, t) as { records: string };
+            const rows = JSON.parse(records) as [string, string, number][];
+            const held = rows.map(([kid, fingerprint, expiresAtMs]) => ({ kid, fingerprint, expiresAtMs }));
+            const result = applyKeyFingerprintOffer(held, checked, t);
+            for (const w of result?.writes ?? []) s.keysUpsert.run(namespace, w.kid, w.fingerprint, w.expiresAtMs);
+            return result;
+          },
+        ),
+      );
+      if (applied === undefined) throw fleetKeysFull();
+      return applied.records;
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { SqliteDatabaseLike } from '../shared/drivers.js';
-import { addedColumnType, checkShape, EPOCH_SUFFIX, type SchemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
+import { addedColumnType, checkedSideTables, checkShape, type SchemaPlan, type SqlSchemaCheck, type TableShape } from '../shared/schema.js';
 import { inWriteTransaction } from './connection.js';
 
 const INDEX_SQL = "SELECT 1 AS found FROM sqlite_master WHERE type = 'index' AND name = ? COLLATE NOCASE AND tbl_name = ? COLLATE NOCASE";
@@ -76,7 +76,13 @@ function readShape(db: SqliteDatabaseLike, table: string): TableShape | undefine
 export function checkSqliteSchema(db: SqliteDatabaseLike, options: SqliteSchemaCheckOptions): SqlSchemaCheck | undefined {
   const shape = readShape(db, options.table);
   if (shape === undefined) return undefined;
-  return checkShape('sqlite', 'replay', options.table, shape, readShape(db, `${options.table}${EPOCH_SUFFIX}`));
+  return checkShape(
+    'sqlite',
+    'replay',
+    options.table,
+    shape,
+    checkedSideTables(options.table).map((table) => readShape(db, table)),
+  );
 }
 
 /** {@link checkSqliteSchema} for the task table of `createSqliteTaskStore`. */

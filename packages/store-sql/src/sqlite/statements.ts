@@ -1,6 +1,7 @@
 import type { SqliteDatabaseLike, SqliteStatementLike } from '../shared/drivers.js';
 import { MAX_FINGERPRINT_MISSES } from '../shared/claims.js';
-import { EPOCH_SUFFIX } from '../shared/schema.js';
+import { MAX_FLEET_KEYS } from '@mrtr/core/authoring';
+import { EPOCH_SUFFIX, KEYS_SUFFIX } from '../shared/schema.js';
 
 /** The replay store's statements, prepared once per database (statements can only be prepared after the table exists). */
 export interface Statements {
@@ -20,6 +21,10 @@ export interface Statements {
   renew: SqliteStatementLike;
   release: SqliteStatementLike;
   live: SqliteStatementLike;
+  /** The fleet check's key fingerprints: the namespace's expired rows deleted, its live rows read, a row upserted. */
+  keysExpired: SqliteStatementLike;
+  keysLive: SqliteStatementLike;
+  keysUpsert: SqliteStatementLike;
   begin: SqliteStatementLike;
   commit: SqliteStatementLike;
   rollback: SqliteStatementLike;
@@ -82,7 +87,20 @@ function statementsSql(table: string, tableName: string) {
     `ON CONFLICT (ns, bucket) DO UPDATE SET bytes = ${budgetTable}.bytes + excluded.bytes`;
   const purgeSql = `DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} WHERE expires_at < ? ORDER BY expires_at LIMIT ?)`;
   const purgeBudgetSql = `DELETE FROM ${budgetTable} WHERE bucket < ?`;
+  // The fleet check's key fingerprints of a namespace (see keyFingerprints in calls.ts).
+  const keysTable = `"${tableName}${KEYS_SUFFIX}"`;
+  const keysExpiredSql = `DELETE FROM ${keysTable} WHERE ns = ? AND expires_at <= ?`;
+  // The live rows as one JSON array of [kid, fp, expires_at] (one `get`: the driver interface has no `all`).
+  const keysLiveSql =
+    'SELECT json_group_array(json_array(kid, fp, expires_at)) AS records FROM ' +
+    `(SELECT kid, fp, expires_at FROM ${keysTable} WHERE ns = ? AND expires_at > ? ORDER BY kid LIMIT ${MAX_FLEET_KEYS + 1})`;
+  const keysUpsertSql =
+    `INSERT INTO ${keysTable} (ns, kid, fp, expires_at) VALUES (?, ?, ?, ?) ` +
+    'ON CONFLICT (ns, kid) DO UPDATE SET fp = excluded.fp, expires_at = excluded.expires_at';
   return {
+    keysExpiredSql,
+    keysLiveSql,
+    keysUpsertSql,
     consumeSql,
     ownerSql,
     claimSql,
@@ -119,6 +137,9 @@ export function prepareStatements(db: SqliteDatabaseLike, table: string, tableNa
     renew: db.prepare(sql.renewSql),
     release: db.prepare(sql.releaseSql),
     live: db.prepare(sql.liveSql),
+    keysExpired: db.prepare(sql.keysExpiredSql),
+    keysLive: db.prepare(sql.keysLiveSql),
+    keysUpsert: db.prepare(sql.keysUpsertSql),
     // BEGIN IMMEDIATE takes the write lock first (waiting up to busy_timeout): the batch cannot
     // fail half-way on a lock held by another process.
     begin: db.prepare('BEGIN IMMEDIATE'),

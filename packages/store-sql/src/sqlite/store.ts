@@ -117,6 +117,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
     maxOutcomeBytes,
     outcomeBudgetBytes,
     ...calls,
+    namespace,
     purge,
     onError,
     assertOpen,
