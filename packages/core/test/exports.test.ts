@@ -134,6 +134,7 @@ describe('exported names', () => {
       'randomBytes',
       'readTokenPrefix',
       'redactUrl',
+      'roomFromAtLeast',
       'runTaskUpdate',
       'safeEmitter',
       'storeCapabilities',
