@@ -1,4 +1,5 @@
 import type { McpServer, ResourceTemplate, ServerContext, Variables } from '@modelcontextprotocol/server';
+import { clientAddressOf } from './client-address.js';
 import { isTaskMarker } from './rounds/handoff.js';
 import type { RoundResult, Rounds } from './rounds/round.js';
 import { WireError, escapeToWire } from './rounds/wire.js';
@@ -72,7 +73,13 @@ export function createRegistration(rounds: Rounds, tasks?: TaskRuntime): Registr
                 throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
               // The task is created inside the round, so an identical retry of this round gets the same task; it is
               // bound to the principal the round is bound to, and may ask only the kinds this request declared.
-              return (await tasks!.start(result, { task, principal: who, can: (kind) => need.can(kind), needs })) as RoundResult;
+              return (await tasks!.start(result, {
+                task,
+                principal: who,
+                address: clientAddressOf(ctx),
+                can: (kind) => need.can(kind),
+                needs,
+              })) as RoundResult;
             },
           });
         } catch (error) {
