@@ -53,8 +53,8 @@ export const DEFAULT_CONNECT_LINK_TTL_MS = 600_000;
 
 export const USAGE = `Usage: mrtr-demo [--host 127.0.0.1] [--port 3000] [--codec hmac|jwe|aead|all]
                  [--store memory|sqlite|redis|postgres] [--sqlite-file PATH] [--ttl-ms N]
-                 [--max-connections N] [--mint-quota N|off] [--fixtures conformance] [--stdio]
-                 [--log pretty|json|off]
+                 [--max-connections N] [--mint-quota N|off] [--trust-proxy N] [--fixtures conformance]
+                 [--stdio] [--log pretty|json|off]
 
 A real MCP 2026-07-28 server showing protected multi round-trip requests (SEP-2322).
 
@@ -76,6 +76,9 @@ Options:
   --keys-file PATH     read the key ring from a file (MRTR_KEYS format or a JWK Set, e.g. written by
                        npx @mrtr/cli keys rotate --file PATH) and re-read it when it changes: a rotation
                        without a restart; instead of MRTR_KEYS
+  --trust-proxy N      proxies in front of the demo that append to X-Forwarded-For, 0-16 (default 0): anonymous
+                       callers are bounded per client address (2025-era sessions, tasks), read from the socket,
+                       or that many hops in from the right of X-Forwarded-For; 0 never reads the header
   --fixtures conformance
                        also register the tools and prompts of the official conformance suite
   --stdio              serve MCP on stdin/stdout; HTTP then only serves the connect pages and /metrics
@@ -137,6 +140,8 @@ export interface CliOptions {
   keysFile: string | undefined;
   ttlMs: number;
   maxConnections: number;
+  /** Proxies in front that append to X-Forwarded-For (`trustProxy` of `createHttpHandler`). */
+  trustProxy: number;
   /** States one principal may hold at once (minted in any state lifetime); `undefined` = no bound (--mint-quota off). */
   mintQuota: number | undefined;
   fixtures: 'conformance' | undefined;
@@ -178,6 +183,7 @@ export function parseCli(argv: readonly string[]): CliOptions {
         'ttl-ms': { type: 'string' },
         'max-connections': { type: 'string' },
         'mint-quota': { type: 'string' },
+        'trust-proxy': { type: 'string' },
         fixtures: { type: 'string' },
         stdio: { type: 'boolean' },
         log: { type: 'string' },
@@ -219,6 +225,7 @@ export function parseCli(argv: readonly string[]): CliOptions {
     ttlMs,
     mintQuota,
     maxConnections: integer('--max-connections', str('max-connections'), DEFAULT_MAX_CONNECTIONS, 1, MAX_MAX_CONNECTIONS),
+    trustProxy: integer('--trust-proxy', str('trust-proxy'), 0, 0, 16),
     fixtures,
     stdio,
     log,

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { AuthInfo, McpHttpHandler } from '@modelcontextprotocol/server';
+import type { AuthInfo } from '@modelcontextprotocol/server';
+import type { HttpHandler } from '@mrtr/mcp-server/http';
 import { type TokenTable, tokenDigest } from './config.js';
 import { METRICS_PATH } from './observe.js';
 import { type PageOptions, serveConnectPage } from './pages.js';
@@ -56,7 +57,7 @@ export function jsonDepthExceeds(body: Uint8Array, limit: number): boolean {
 
 export interface HttpOptions {
   /** The SDK handler; `undefined` when MCP is served on stdio (then only the connect pages are served). */
-  handler: McpHttpHandler | undefined;
+  handler: HttpHandler | undefined;
   /** Bearer tokens; `undefined` = anonymous. */
   tokens: TokenTable | undefined;
   /** The address the server binds (for the Host allow-list). */
@@ -65,7 +66,7 @@ export interface HttpOptions {
   extraHosts: readonly string[];
   pages: PageOptions;
   /** More MCP endpoints by path (`--codec all`: `/mcp/hmac`, `/mcp/jwe`, `/mcp/aead`), same checks as `/mcp`. */
-  extraHandlers?: ReadonlyMap<string, McpHttpHandler> | undefined;
+  extraHandlers?: ReadonlyMap<string, HttpHandler> | undefined;
   /** The playground page (`GET /`); `undefined` = not served (stdio mode, or its files were not built). */
   playground?: PlaygroundAssets | undefined;
   /** Recent rejection codes per principal, for `GET /rejections`; `undefined` = not served. */
@@ -405,7 +406,11 @@ export function createHttpServer(options: HttpOptions): Server {
       if (!res.writableFinished) abort.abort();
     });
     const request = toWebRequest(req, url, body, abort.signal);
-    const response = await requestPrincipal.run(who.principal, () => handler.fetch(request, authInfo === undefined ? {} : { authInfo }));
+    // The socket's peer: anonymous callers are bounded per client address (with --trust-proxy, read from X-Forwarded-For).
+    const remoteAddress = req.socket.remoteAddress;
+    const response = await requestPrincipal.run(who.principal, () =>
+      handler.fetch(request, { ...(authInfo !== undefined && { authInfo }), ...(remoteAddress !== undefined && { remoteAddress }) }),
+    );
     await writeWebResponse(response, res, options.onError);
   }
 

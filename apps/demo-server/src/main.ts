@@ -1,11 +1,11 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import type { McpHttpHandler, ServerContext } from '@modelcontextprotocol/server';
+import type { ServerContext } from '@modelcontextprotocol/server';
 import { MrtrError, type StateGuard } from '@mrtr/core';
 import { DEFAULT_OUTCOME_BUDGET_BYTES, storeCapabilities } from '@mrtr/core/authoring';
 import { createMrtr } from '@mrtr/mcp-server';
-import { createHttpHandler } from '@mrtr/mcp-server/http';
+import { createHttpHandler, type HttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';
 import { loadCodec } from './codecs.js';
 import {
@@ -240,15 +240,17 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
       // Rejections reach the log through onEvent; onReject feeds the playground's own view.
       onReject: ({ code, method, target }) => rejections.record(requestPrincipal.getStore(), { code, method, target }),
       onEvent: observability.onEvent,
-      // The tasks extension (rollout, and the conformance fixtures): tasks live on the chosen backend. The conformance
-      // suite runs unauthenticated and starts many tasks at once: the unauthenticated bound (4) is raised with the store's.
+      // The tasks extension (rollout, and the conformance fixtures): tasks live on the chosen backend. Anonymous callers
+      // hold at most 4 unfinished tasks here, 2 from one client address (so one caller cannot take them all). The
+      // conformance suite runs unauthenticated from one address and starts many tasks at once: both are raised with
+      // the store's bound.
       tasks: {
         store: backend.tasks,
         pollIntervalMs: cli.fixtures === 'conformance' ? 200 : 500,
-        ...(cli.fixtures === 'conformance' && { maxLiveUnauthenticated: 64 }),
+        ...(cli.fixtures === 'conformance' && { maxLiveUnauthenticated: 64, maxLiveUnauthenticatedPerAddress: 64 }),
       },
     });
-    let handler: McpHttpHandler | undefined;
+    let handler: HttpHandler | undefined;
     const factory = createServerFactory({
       mrtr,
       fixtures: cli.fixtures === 'conformance',
@@ -269,7 +271,9 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
     });
     // 2026-07-28 clients statelessly; 2025-era clients (SDK 1.x, the v2 client's defaults) on sessions, where the
     // SDK's legacy shim can ask them the tools' questions (the SDK's own stateless fallback cannot ask anything).
-    if (!cli.stdio) handler = createHttpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError });
+    // Anonymous 2025-era sessions: 100 in all, 16 from one client address (the socket's peer, or --trust-proxy hops in).
+    if (!cli.stdio)
+      handler = createHttpHandler(factory, { maxRequestBodySize: MAX_BODY_BYTES, onerror: onError, trustProxy: cli.trustProxy });
     const name = codecNames[i]!;
     return { codec: name, path: cli.codec === 'all' ? `${MCP_PATH}/${name}` : MCP_PATH, factory, handler, mrtr };
   });
@@ -288,7 +292,7 @@ export async function run(argv: readonly string[], env: NodeJS.ProcessEnv = proc
   const primary = endpoints[0]!;
   const handler = primary.handler;
   const factory = primary.factory;
-  const extraHandlers = new Map<string, McpHttpHandler>();
+  const extraHandlers = new Map<string, HttpHandler>();
   if (cli.codec === 'all') for (const e of endpoints) if (e.handler !== undefined) extraHandlers.set(e.path, e.handler);
 
   // The page's files are built next to this script (dist/public/); without them the server runs without the page.

@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import { type AddressInfo, connect, type Socket } from 'node:net';
-import type { McpHttpHandler } from '@modelcontextprotocol/server';
+import type { HttpHandler } from '@mrtr/mcp-server/http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createHttpServer, type HttpOptions, jsonDepthExceeds, MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../src/http.js';
 import type { ConnectLedger } from '../src/ledger.js';
@@ -53,7 +53,7 @@ async function start(overrides: Partial<HttpOptions> = {}, respond?: () => Promi
         : new Response(JSON.stringify({ jsonrpc: '2.0', id: 1, result: {} }), { headers: { 'content-type': 'application/json' } });
     },
     close: async () => {},
-  } as unknown as McpHttpHandler;
+  } as unknown as HttpHandler;
   const server = createHttpServer({
     handler,
     tokens: undefined,

@@ -40,7 +40,7 @@ export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
 export { checkLeaseMs, checkOwner } from './lease-args.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
-export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, taskExpiresAt } from './tasks.js';
+export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, roomFromAtLeast, taskExpiresAt } from './tasks.js';
 export {
   assertTaskCreateArguments,
   assertTaskUpdateArguments,

@@ -66,8 +66,9 @@ export const taskExpiresAt = (record: TaskRecord): number => record.lastUpdatedA
  * Where tasks live. Every store keeps these promises (`taskStoreCompliance` checks them):
  * - `create` makes the task readable by `get` (on every instance sharing the backend) before it resolves, or
  *   rejects: `TaskLimitError` when the principal holds its most unfinished tasks or its most kept tasks, or the
- *   store is full of unfinished tasks (a full store first drops a final task of its heaviest holder: see
- *   {@link TaskStoreLimits.maxTasks}); any error for an id already present. The bounds hold under concurrent creates.
+ *   store is full and no final task may go (a full store first drops a final task of a holder heavier than the
+ *   newcomer, or the newcomer's own: see {@link TaskStoreLimits.maxTasks}); any error for an id already present.
+ *   The bounds hold under concurrent creates.
  * - `get` answers a copy of the record, or `undefined` for an unknown task and for one past
  *   `lastUpdatedAt + ttlMs`.
  * - `update` applies `change` to the current record atomically: concurrent updates of one task never lose one.
@@ -96,13 +97,23 @@ export interface TaskStoreLimits {
   maxPerPrincipal?: number | undefined;
   /**
    * Most tasks kept in all, every principal together. When the store is full, `create` makes room by dropping the
-   * oldest final task of the principal that holds the most tasks among those holding a final one; only a store full
-   * of unfinished tasks refuses, with `TaskLimitError('store')`. So no principal can take the store from the
-   * others: its unfinished tasks are bounded by `maxLivePerPrincipal`, and its final ones go first.
+   * oldest final task of the principal that holds the most tasks among those holding a final one and keeping at
+   * least {@link roomFromAtLeast} (two more than the newcomer), or else the newcomer's own oldest final task;
+   * otherwise it refuses, with `TaskLimitError('store')`. So no principal can take the store from the others: its
+   * unfinished tasks are bounded by `maxLivePerPrincipal`, its final ones go first, and a light holder's finished
+   * task stays readable until its `ttlMs` passes while heavier holders fill the store.
    * @default 10_000 in memory, 100_000 in a shared backend
    */
   maxTasks?: number | undefined;
 }
+
+/**
+ * The fewest tasks another principal must keep for a full store to drop one of its final tasks for a newcomer that
+ * keeps `newcomerKept`: two more, so the holder still keeps at least as many as the newcomer afterwards (equal
+ * holders never take from each other, and a light holder's finished task is never taken for a heavier newcomer).
+ * The newcomer may always give up its own oldest final task. Every store's `maxTasks` follows this rule.
+ */
+export const roomFromAtLeast = (newcomerKept: number): number => newcomerKept + 2;
 
 /** The parsed {@link TaskStoreLimits}. */
 export interface ParsedTaskStoreLimits {

@@ -140,6 +140,7 @@ describe('exported names', () => {
       'randomBytes',
       'readTokenPrefix',
       'redactUrl',
+      'roomFromAtLeast',
       'runTaskUpdate',
       'safeEmitter',
       'storeCapabilities',

@@ -1,5 +1,6 @@
 import type { McpServer, ResourceTemplate, ServerContext, Variables } from '@modelcontextprotocol/server';
 import { keyTtlMs } from '@mrtr/core/authoring';
+import { clientAddressOf } from './client-address.js';
 import { isTaskMarker } from './rounds/handoff.js';
 import { IDEMPOTENCY_META, type Idempotency } from './rounds/keys.js';
 import type { RoundResult, Rounds } from './rounds/round.js';
@@ -101,7 +102,13 @@ export function createRegistration(rounds: Rounds, keys: KeySupport, tasks?: Tas
                 throw new TypeError(`mrtr: ${name} returned need.task() but was registered without task support`);
               // The task is created inside the round, so an identical retry of this round gets the same task; it is
               // bound to the principal the round is bound to, and may ask only the kinds this request declared.
-              return (await tasks!.start(result, { task, principal: who, can: (kind) => need.can(kind), needs })) as RoundResult;
+              return (await tasks!.start(result, {
+                task,
+                principal: who,
+                address: clientAddressOf(ctx),
+                can: (kind) => need.can(kind),
+                needs,
+              })) as RoundResult;
             },
           });
         } catch (error) {

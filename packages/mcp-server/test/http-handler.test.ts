@@ -57,11 +57,11 @@ async function legacyClient(
 
 const WIRE_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 
-/** A raw 2025-era `initialize` (no session yet). */
-const initialize = (): Request =>
+/** A raw 2025-era `initialize` (no session yet), with `headers` added. */
+const initialize = (headers: Record<string, string> = {}): Request =>
   new Request(URL_, {
     method: 'POST',
-    headers: WIRE_HEADERS,
+    headers: { ...WIRE_HEADERS, ...headers },
     body: JSON.stringify({
       jsonrpc: '2.0',
       id: 1,
@@ -234,6 +234,34 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
     await full.close();
   });
 
+  it('anonymous sessions are bounded per client address too: one address at its bound (503) leaves the class to others; a spoofed X-Forwarded-For is ignored', async () => {
+    const f = fixture();
+    const errors: string[] = [];
+    const handler = handlerFor(f, { sessions: { maxAnonymous: 10, maxAnonymousPerAddress: 3 }, onerror: (e) => errors.push(e.message) });
+    const from = (remoteAddress: string, headers: Record<string, string> = {}) =>
+      handler.fetch(initialize(headers), { remoteAddress }).then((r) => r.status);
+    // One anonymous client opens sessions until its address's bound, each claiming another address in the header.
+    const flood = [];
+    for (let i = 0; i < 6; i++) flood.push(await from('198.51.100.7', { 'x-forwarded-for': `203.0.113.${i}` }));
+    expect(flood).toEqual([200, 200, 200, 503, 503, 503]);
+    expect(errors[0]).toBe(
+      'createHttpHandler: 3 anonymous legacy sessions open from one address (sessions.maxAnonymousPerAddress): a new one was refused',
+    );
+    // Another anonymous client (another address; an IPv4-mapped form of the same is the same) still gets one.
+    expect(await from('::ffff:198.51.100.7')).toBe(503);
+    expect(await from('192.0.2.44')).toBe(200);
+    expect(handler.sessionCount).toBe(4);
+    await handler.close();
+
+    // Behind one proxy (trustProxy: 1) the header's last entry is the client's address; the proxy's own is not counted.
+    const proxied = handlerFor(f, { trustProxy: 1, sessions: { maxAnonymousPerAddress: 1 }, onerror: () => {} });
+    const via = (forwardedFor: string) => proxied.fetch(initialize({ 'x-forwarded-for': forwardedFor }), { remoteAddress: '10.0.0.1' });
+    expect((await via('198.51.100.7')).status).toBe(200);
+    expect((await via('6.6.6.6, 198.51.100.7')).status).toBe(503);
+    expect((await via('198.51.100.8')).status).toBe(200);
+    await proxied.close();
+  });
+
   it('maxPerUser counts one user across OAuth clients, and at the total bound room is made from whoever holds the most', async () => {
     const f = fixture();
     const errors: string[] = [];
@@ -344,6 +372,8 @@ describe('createHttpHandler: 2025-era clients on sessions', () => {
     expect(() => handlerFor(f, { sessions: { max: 0 } })).toThrow(RangeError);
     expect(() => handlerFor(f, { sessions: { idleMs: 1.5 } })).toThrow(TypeError);
     expect(() => handlerFor(f, { sessions: { maxAnonymous: -1 } })).toThrow(RangeError);
+    expect(() => handlerFor(f, { sessions: { maxAnonymousPerAddress: 0 } })).toThrow(RangeError);
+    expect(() => handlerFor(f, { trustProxy: 17 })).toThrow(RangeError);
     expect(() => handlerFor(f, { sessions: { user: 'sub' as never } })).toThrow(/sessions.user must be a function/);
     expect(new McpServer({ name: 'x', version: '1' })).toBeInstanceOf(McpServer);
   });

@@ -1,10 +1,10 @@
-import { type AuthInfo, createMcpHandler, McpServer, ProtocolError } from '@modelcontextprotocol/server';
+import { type AuthInfo, McpServer, ProtocolError } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing } from '@mrtr/core';
 import { createMemoryStore, createMemoryTaskStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import { createHttpHandler } from '../src/http/index.js';
+import { createHttpHandler, type HttpHandlerOptions } from '../src/http/index.js';
 import { createMrtr, type MrtrOptions } from '../src/index.js';
 import { TASKS_EXTENSION, type TaskHandle, type TaskRecord, type TaskStore } from '../src/tasks/index.js';
 
@@ -33,6 +33,8 @@ interface Setup {
   clock?: { now(): number; advance(ms: number): void };
   /** Extra task options (watchIntervalMs, leaseMs). */
   tasks?: Partial<NonNullable<MrtrOptions['tasks']>>;
+  /** Options of the HTTP handler (trustProxy). */
+  http?: HttpHandlerOptions;
 }
 
 const fakeClock = () => {
@@ -45,7 +47,7 @@ const fakeClock = () => {
   };
 };
 
-function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: Setup = {}) {
+function setup({ store: given, options = {}, clock = fakeClock(), tasks = {}, http = {} }: Setup = {}) {
   const { now } = clock;
   const store = given ?? createMemoryTaskStore({ now });
   const gates = new Map<string, ReturnType<typeof deferred>>();
@@ -174,14 +176,22 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
     );
     return server;
   };
-  const handler = createMcpHandler(() => build(), { legacy: 'reject' });
+  const handler = createHttpHandler(() => build(), { legacy: 'reject', ...http });
   let id = 0;
   const call = async (
     method: string,
     params: Record<string, unknown>,
-    opts: { sub?: string; tasks?: boolean; elicit?: boolean; caps?: Record<string, unknown> } = {},
+    opts: {
+      sub?: string;
+      tasks?: boolean;
+      elicit?: boolean;
+      caps?: Record<string, unknown>;
+      /** The peer's address (`remoteAddress`). @default '192.0.2.1' */
+      address?: string;
+      forwardedFor?: string;
+    } = {},
   ) => {
-    const { sub = 'alice', tasks = true, elicit = true } = opts;
+    const { sub = 'alice', tasks = true, elicit = true, address = '192.0.2.1' } = opts;
     const caps: Record<string, unknown> = { ...opts.caps };
     if (elicit && caps.elicitation === undefined) caps.elicitation = { form: {} };
     if (tasks) caps.extensions = { [TASKS_EXTENSION]: {} };
@@ -192,6 +202,7 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
       'mcp-protocol-version': '2026-07-28',
       'mcp-method': method,
       ...(name !== undefined && { 'mcp-name': name }),
+      ...(opts.forwardedFor !== undefined && { 'x-forwarded-for': opts.forwardedFor }),
     };
     const body = {
       jsonrpc: '2.0',
@@ -205,6 +216,7 @@ function setup({ store: given, options = {}, clock = fakeClock(), tasks = {} }: 
     const authInfo: AuthInfo = { token: 't', clientId: 'same-client', scopes: [], extra: { sub } };
     const response = await handler.fetch(new Request('http://test.local/mcp', { method: 'POST', headers, body: JSON.stringify(body) }), {
       authInfo,
+      remoteAddress: address,
     });
     // biome-ignore lint/suspicious/noExplicitAny: wire JSON read field by field in the assertions
     const json = (await response.json()) as { result?: Record<string, any>; error?: { code: number; message: string; data?: any } };
@@ -895,17 +907,22 @@ describe('tasks extension', () => {
       return sub === 'anon' ? undefined : (sub as string);
     };
     const s = setup({ options: { principal, unauthenticated: { principal: 'local' } } });
-    for (const label of ['u1', 'u2', 'u3', 'u4'])
-      expect((await s.ok('tools/call', { name: 'job', arguments: { label } }, { sub: 'anon' })).resultType).toBe('task');
+    // Four callers, each from an address of its own (one address has a smaller bound: see the next test).
+    for (const [i, label] of ['u1', 'u2', 'u3', 'u4'].entries())
+      expect(
+        (await s.ok('tools/call', { name: 'job', arguments: { label } }, { sub: 'anon', address: `192.0.2.${10 + i}` })).resultType,
+      ).toBe('task');
     // The store would take 16 for this principal: the fifth is refused, with a message that names the way out.
-    const fifth = await s.call('tools/call', { name: 'job', arguments: { label: 'u5' } }, { sub: 'anon' });
+    const fifth = await s.call('tools/call', { name: 'job', arguments: { label: 'u5' } }, { sub: 'anon', address: '192.0.2.20' });
     expect(fifth.error).toMatchObject({ code: -32600, data: { reason: 'task_limit' } });
     expect(fifth.error?.message).toMatch(/unauthenticated callers \(at most 4\).*authenticate/);
     // An authenticated user is not affected, and a finished anonymous task gives its slot back.
     expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'a1' } }, { sub: 'alice' })).resultType).toBe('task');
     s.gate('u1').resolve();
     await s.settle();
-    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'u6' } }, { sub: 'anon' })).resultType).toBe('task');
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'u6' } }, { sub: 'anon', address: '192.0.2.20' })).resultType).toBe(
+      'task',
+    );
     // Configurable; a refused create (the store's own bound) gives its slot back too.
     const t = setup({
       store: createMemoryTaskStore({ maxLivePerPrincipal: 1, now: () => 1_700_000_000_000 }),
@@ -924,6 +941,65 @@ describe('tasks extension', () => {
       t.gate(label).resolve();
       await t.settle();
     }
+  });
+
+  it('one anonymous address cannot take the unauthenticated bound (maxLiveUnauthenticatedPerAddress, 2 by default): another address still starts tasks; the same one is refused at its bound', async () => {
+    const principal = (ctx: { http?: { authInfo?: AuthInfo } }) => {
+      const sub = ctx.http?.authInfo?.extra?.sub;
+      return sub === 'anon' ? undefined : (sub as string);
+    };
+    // The class bound (maxLiveUnauthenticated) raised, so that only the per-address one is at play.
+    const s = setup({ options: { principal, unauthenticated: { principal: 'local' } }, tasks: { maxLiveUnauthenticated: 8 } });
+    const from = (address: string) => ({ sub: 'anon', address });
+    // One caller holds tasks that wait (as the demo's would, for an hour): its third is refused…
+    for (const label of ['a1', 'a2'])
+      expect((await s.ok('tools/call', { name: 'job', arguments: { label } }, from('198.51.100.7'))).resultType).toBe('task');
+    const third = await s.call('tools/call', { name: 'job', arguments: { label: 'a3' } }, from('198.51.100.7'));
+    expect(third.error).toMatchObject({ code: -32600, data: { reason: 'task_limit' } });
+    expect(third.error?.message).toMatch(/from this address \(at most 2\).*authenticate/);
+    // …and other anonymous callers still get theirs (an IPv6 caller counts by its /64: another /64 is another caller).
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'b1' } }, from('203.0.113.9'))).resultType).toBe('task');
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'c1' } }, from('2001:db8:1:2::1'))).resultType).toBe('task');
+    const sameSlash64 = await s.call('tools/call', { name: 'job', arguments: { label: 'c2' } }, from('2001:db8:1:2:ffff::9'));
+    expect(sameSlash64.error).toBeUndefined();
+    expect((await s.call('tools/call', { name: 'job', arguments: { label: 'c3' } }, from('2001:db8:1:2::77'))).error?.message).toMatch(
+      /from this address/,
+    );
+    // A finished task gives its address's slot back.
+    s.gate('a1').resolve();
+    await s.settle();
+    expect((await s.ok('tools/call', { name: 'job', arguments: { label: 'a4' } }, from('198.51.100.7'))).resultType).toBe('task');
+  });
+
+  it('X-Forwarded-For is read only behind trustProxy hops: without it a spoofed header is ignored; with it the entry that many hops in counts', async () => {
+    const principal = (ctx: { http?: { authInfo?: AuthInfo } }) => {
+      const sub = ctx.http?.authInfo?.extra?.sub;
+      return sub === 'anon' ? undefined : (sub as string);
+    };
+    const anon = (forwardedFor: string) => ({ sub: 'anon', address: '10.0.0.1', forwardedFor });
+    const direct = setup({ options: { principal, unauthenticated: { principal: 'local' } } });
+    for (const label of ['d1', 'd2']) await direct.ok('tools/call', { name: 'job', arguments: { label } }, anon(`198.51.100.${label}`));
+    // Another made-up address in the header changes nothing: the peer (10.0.0.1) holds its two.
+    const spoofed = await direct.call('tools/call', { name: 'job', arguments: { label: 'd3' } }, anon('203.0.113.50'));
+    expect(spoofed.error?.message).toMatch(/from this address/);
+    // Behind one proxy (10.0.0.1) the last entry is the client: a client's own entries to the left of it do not count.
+    const proxied = setup({
+      options: { principal, unauthenticated: { principal: 'local' } },
+      tasks: { maxLiveUnauthenticated: 8 },
+      http: { trustProxy: 1 },
+    });
+    for (const label of ['p1', 'p2'])
+      await proxied.ok('tools/call', { name: 'job', arguments: { label } }, anon(`1.1.1.${label.length}, 198.51.100.7`));
+    const again = await proxied.call('tools/call', { name: 'job', arguments: { label: 'p3' } }, anon('9.9.9.9, 198.51.100.7'));
+    expect(again.error?.message).toMatch(/from this address/);
+    expect((await proxied.ok('tools/call', { name: 'job', arguments: { label: 'p4' } }, anon('198.51.100.8'))).resultType).toBe('task');
+    // An oversized header is not read: the proxy's own address counts (one bucket for every such request).
+    const huge = `${'7.7.7.7, '.repeat(300)}198.51.100.9`;
+    expect((await proxied.ok('tools/call', { name: 'job', arguments: { label: 'h1' } }, anon(huge))).resultType).toBe('task');
+    expect((await proxied.ok('tools/call', { name: 'job', arguments: { label: 'h2' } }, anon(`${huge}0`))).resultType).toBe('task');
+    expect((await proxied.call('tools/call', { name: 'job', arguments: { label: 'h3' } }, anon(`${huge}1`))).error?.message).toMatch(
+      /from this address/,
+    );
   });
 
   it('a question unanswered past inputTimeoutMs fails the task (-32600, input_timeout) and aborts its work; never before, and an answer in time wins', async () => {
@@ -995,6 +1071,10 @@ describe('tasks extension', () => {
     expect(make({ maxLiveUnauthenticated: 0 })).toThrow(RangeError);
     expect(make({ maxLiveUnauthenticated: '4' })).toThrow(TypeError);
     expect(make({ inputTimeoutMs: 1_000, maxLiveUnauthenticated: 1 })).not.toThrow();
+    expect(make({ maxLiveUnauthenticatedPerAddress: 0 })).toThrow(RangeError);
+    expect(make({ maxLiveUnauthenticatedPerAddress: '2' })).toThrow(TypeError);
+    expect(() => createHttpHandler(() => new McpServer({ name: 'x', version: '1' }), { trustProxy: -1 })).toThrow(RangeError);
+    expect(() => createHttpHandler(() => new McpServer({ name: 'x', version: '1' }), { trustProxy: true as never })).toThrow(TypeError);
   });
 
   describe('two instances sharing one task store (a fleet)', () => {

@@ -1,3 +1,4 @@
+import { roomFromAtLeast } from '@mrtr/core/authoring';
 import type { DurableObjectStateLike, SqlStorageLike } from './binding.js';
 import { bump, meta, PURGE_PER_WRITE, PURGE_WHEN_FULL, ReplayLedger } from './ledger.js';
 import { BadRequest, count, fields, flag, type Message, num, str } from './message.js';
@@ -168,7 +169,7 @@ export class MrtrStoreObject {
     if (total >= maxKept) return { error: 'kept', max: maxKept };
     if (meta(this.#sql, 'tasks') >= maxTasks) {
       this.#purgeTasks(t, PURGE_WHEN_FULL);
-      if (meta(this.#sql, 'tasks') >= maxTasks && !this.#makeRoom()) return { error: 'store', max: maxTasks };
+      if (meta(this.#sql, 'tasks') >= maxTasks && !this.#makeRoom(principal, total)) return { error: 'store', max: maxTasks };
     }
     this.#sql.exec(
       'INSERT INTO mrtr_tasks (task_id, principal, final, final_at, expires, version, body) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -189,16 +190,25 @@ export class MrtrStoreObject {
     return { created: true };
   }
 
-  /** Full: drops the oldest final task of the principal holding the most tasks among those holding a final one. */
-  #makeRoom(): boolean {
-    const heaviest = this.#sql.exec('SELECT principal FROM mrtr_holders WHERE total > live ORDER BY total DESC LIMIT 1').toArray()[0];
+  /**
+   * Full: drops the oldest final task of the principal holding the most tasks among those holding a final one and
+   * keeping at least `roomFromAtLeast` of the newcomer's `total`, or of the newcomer (`principal`) itself.
+   */
+  #makeRoom(principal: string, total: number): boolean {
+    const heaviest = this.#sql
+      .exec(
+        'SELECT principal FROM mrtr_holders WHERE total > live AND (principal = ? OR total >= ?) ORDER BY total DESC LIMIT 1',
+        principal,
+        roomFromAtLeast(total),
+      )
+      .toArray()[0];
     if (heaviest === undefined) return false;
-    const principal = String(heaviest.principal);
+    const holder = String(heaviest.principal);
     const oldest = this.#sql
-      .exec('SELECT task_id FROM mrtr_tasks WHERE principal = ? AND final = 1 ORDER BY final_at LIMIT 1', principal)
+      .exec('SELECT task_id FROM mrtr_tasks WHERE principal = ? AND final = 1 ORDER BY final_at LIMIT 1', holder)
       .toArray()[0];
     if (oldest === undefined) return false;
-    this.#dropTask(String(oldest.task_id), principal, true);
+    this.#dropTask(String(oldest.task_id), holder, true);
     return true;
   }
 

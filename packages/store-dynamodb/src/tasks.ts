@@ -21,6 +21,7 @@ import {
   parseTaskStoreLimits,
   parseTaskUpdateOptions,
   randomBytes,
+  roomFromAtLeast,
   runTaskUpdate,
   StoreUnavailableError,
   TaskLimitError,
@@ -62,10 +63,11 @@ interface PrincipalBook {
   /** Changes a principal's entries with `change` (re-run on conflicts); `change` answers false to leave them. */
   changePrincipal(holder: string, change: (entries: Entries) => boolean): Promise<boolean>;
   /**
-   * Drops the oldest final task of the principal that keeps the most tasks among those holding one (see
-   * `makeRoom` below). True when a task went.
+   * Drops the oldest final task of the principal that keeps the most tasks among those holding one, when it keeps
+   * at least `roomFromAtLeast` of what `newcomer` keeps, else one of `newcomer`'s own (see `makeRoom` below). True
+   * when a task went.
    */
-  makeRoom(): Promise<boolean>;
+  makeRoom(newcomer: string): Promise<boolean>;
 }
 
 function principalBook(table: Table, count: BucketCounter, maxAttempts: number): PrincipalBook {
@@ -124,10 +126,12 @@ function principalBook(table: Table, count: BucketCounter, maxAttempts: number):
   };
 
   /**
-   * Drops the oldest final task of the principal that keeps the most tasks among those holding one, found on the
-   * `heavy` index (eventually consistent: a candidate is read again before anything is dropped). True when a task went.
+   * Drops the oldest final task of the principal that keeps the most tasks among those holding one and at least
+   * `roomFromAtLeast` of what `newcomer` keeps, found on the `heavy` index (eventually consistent: a candidate is read
+   * again before anything is dropped), else the newcomer's own oldest final task. True when a task went.
    */
-  const makeRoom = async (): Promise<boolean> => {
+  const makeRoom = async (newcomer: string): Promise<boolean> => {
+    const least = roomFromAtLeast(Object.keys((await readPrincipal(newcomer)).entries).length);
     const reply = await table.send<{ Items?: Record<string, AttributeValue>[] }>(
       new QueryCommand({
         TableName: tableName,
@@ -140,13 +144,15 @@ function principalBook(table: Table, count: BucketCounter, maxAttempts: number):
       }),
     );
     if (reply === 'condition') return false;
-    for (const candidate of reply.Items ?? []) {
+    const heavier = (reply.Items ?? []).map((candidate) => {
       const pk = str(candidate.pk);
-      const holder = pk?.slice(pk.lastIndexOf('#') + 1);
-      if (holder === undefined) continue;
+      return pk?.slice(pk.lastIndexOf('#') + 1);
+    });
+    for (const holder of [...heavier.filter((h) => h !== undefined && h !== newcomer), newcomer] as string[]) {
       let victim: [string, number] | undefined;
       const dropped = await changePrincipal(holder, (entries) => {
         victim = undefined;
+        if (holder !== newcomer && Object.keys(entries).length < least) return false;
         for (const [member, [exp, final]] of Object.entries(entries)) {
           if (final === 1 && (victim === undefined || exp < victim[1])) victim = [member, exp];
         }
@@ -216,7 +222,7 @@ async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
   // 1. A slot of the store: from the count, else from the heaviest holder's final tasks.
   let slot = await count.take(1, exp, maxTasks);
   for (let i = 0; !slot && i < 3; i++) {
-    if (!(await makeRoom())) break;
+    if (!(await makeRoom(holder))) break;
     slot = await count.take(1, exp, maxTasks);
   }
   if (!slot) throw new TaskLimitError('store', maxTasks);

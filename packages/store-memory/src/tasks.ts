@@ -3,7 +3,14 @@
  * `@mrtr/mcp-server`'s `tasks` option takes for one instance (stdio, a single server) and tests.
  */
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
-import { assertTaskChange, isTerminalStatus, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import {
+  assertTaskChange,
+  isTerminalStatus,
+  parseTaskStoreLimits,
+  roomFromAtLeast,
+  TaskLimitError,
+  taskExpiresAt,
+} from '@mrtr/core/authoring';
 
 /** Options of {@link createMemoryTaskStore}: the bounds (16 unfinished and 256 kept per principal, 10,000 in all) and these. */
 export interface MemoryTaskStoreOptions extends TaskStoreLimits {
@@ -26,7 +33,8 @@ interface Holder {
  *
  * Every operation is O(1) amortized: tasks are kept in the order of their last update (an update moves a task to
  * the end), so expired ones are dropped from the front, and each principal's live and kept counts are tallied. A
- * full store (`maxTasks`) drops the oldest final task of its heaviest holder, found in O(principals).
+ * full store (`maxTasks`) drops the oldest final task of its heaviest holder (see `TaskStoreLimits.maxTasks`),
+ * found in O(principals).
  */
 export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): TaskStore {
   if (options === null || typeof options !== 'object') throw new TypeError('createMemoryTaskStore: options must be an object');
@@ -68,13 +76,17 @@ export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): Tas
       drop(id, record);
     }
   };
-  /** Full: drops the oldest final task of the principal holding the most tasks among those holding a final one. */
-  const makeRoom = (): boolean => {
+  /**
+   * Full: drops the oldest final task of the principal holding the most tasks among those holding a final one and
+   * keeping at least `roomFromAtLeast` of the newcomer's count, else the newcomer's own oldest final task.
+   */
+  const makeRoom = (newcomer: Holder | undefined): boolean => {
     let heaviest: Holder | undefined;
     for (const holder of holders.values()) {
       if (holder.finals.size > 0 && (heaviest === undefined || holder.kept > heaviest.kept)) heaviest = holder;
     }
-    if (heaviest === undefined) return false;
+    if (heaviest !== undefined && heaviest !== newcomer && heaviest.kept < roomFromAtLeast(newcomer?.kept ?? 0)) heaviest = newcomer;
+    if (heaviest === undefined || heaviest.finals.size === 0) return false;
     const id = heaviest.finals.values().next().value!;
     drop(id, tasks.get(id)!);
     return true;
@@ -91,11 +103,12 @@ export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): Tas
   return {
     async create(record) {
       sweep();
-      const c = holders.get(record.principal) ?? { live: 0, kept: 0 };
+      const holder = holders.get(record.principal);
+      const c = holder ?? { live: 0, kept: 0 };
       if (!isTerminalStatus(record.status) && c.live >= maxLive) throw new TaskLimitError('live', maxLive);
       if (c.kept >= maxKept) throw new TaskLimitError('kept', maxKept);
       if (tasks.has(record.taskId)) throw new Error('task id collision');
-      if (tasks.size >= maxTasks && !makeRoom()) throw new TaskLimitError('store', maxTasks);
+      if (tasks.size >= maxTasks && !makeRoom(holder)) throw new TaskLimitError('store', maxTasks);
       tasks.set(record.taskId, clone(record));
       add(record);
     },

@@ -20,7 +20,8 @@
  * the stale entry's expiry), never too low (the bounds always hold):
  * - create: the reserve script first (drop expired entries, check the principal's bounds, then the store's: a full
  *   store names a victim, the first-expiring final task of the principal holding the most tasks among those holding
- *   a final one, which stays counted in `…a` until it is gone), `DEL` of the victim, then `SET … NX PXAT` of the
+ *   a final one when it keeps two more than the newcomer, else the newcomer's own (`TaskStoreLimits.maxTasks`),
+ *   which stays counted in `…a` until it is gone), `DEL` of the victim, then `SET … NX PXAT` of the
  *   task, then the victim leaves `…a`. An id already present: its entries are taken back, the first record stays.
  * - update: read the task with its version, run `change`, raise the entries' scores (`ZADD XX GT`) to the new
  *   expiry first, then a compare-and-set script on the version; on a conflict read again and run `change` again
@@ -40,6 +41,7 @@ import {
   parseTaskStoreLimits,
   parseTaskUpdateOptions,
   randomBytes,
+  roomFromAtLeast,
   runTaskUpdate,
   stringOption,
   StoreUnavailableError,
@@ -158,12 +160,14 @@ const COMMON =
   "local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES') if top[2] then redis.call('PEXPIREAT', k, top[2]) end end end ";
 /**
  * Create, on the bookkeeping's slot. KEYS: all, holders, kept, live, final (the principal's). ARGV: member, expiry
- * (ms), `1` when the task is unfinished, maxLive, maxKept, maxTasks, the bookkeeping's key prefix, H(principal).
+ * (ms), `1` when the task is unfinished, maxLive, maxKept, maxTasks, the bookkeeping's key prefix, H(principal),
+ * the margin of `roomFromAtLeast` (the count another holder must exceed the newcomer's by).
  * Drops expired entries, refuses a member already kept (`duplicate`), then the live bound (`live`), then the kept
  * bound (`kept`); a full store (`…a` at maxTasks) makes room: the heaviest holder of final tasks (`…w`, its count
- * checked against its sets, at most 64 holders looked at) gives up its first-expiring final task, which leaves its
- * sets but stays in `…a` until the caller has deleted it (reply `v<member>`); no holder → `store`. Else adds the
- * member (`ok`). Bounded: each step is a sorted-set operation, the holder search at most 64 rounds.
+ * checked against its sets, at most 64 holders looked at), when it keeps at least `roomFromAtLeast` of the
+ * newcomer's count, else the newcomer itself, gives up its first-expiring final task, which leaves its sets but
+ * stays in `…a` until the caller has deleted it (reply `v<member>`); neither → `store`. Else adds the member
+ * (`ok`). Bounded: each step is a sorted-set operation, the holder search at most 64 rounds.
  */
 const RESERVE_SCRIPT =
   COMMON +
@@ -173,6 +177,11 @@ const RESERVE_SCRIPT =
   "if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return 'kept' end " +
   "local victim = '' " +
   "if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[6]) then " +
+  "  local least = redis.call('ZCARD', KEYS[3]) + tonumber(ARGV[9]) " +
+  '  local function pop(holder, fk, kk, count) ' +
+  "    local x = redis.call('ZPOPMIN', fk) redis.call('ZREM', kk, x[1]) " +
+  "    if redis.call('ZCARD', fk) == 0 then redis.call('ZREM', KEYS[2], holder) else redis.call('ZADD', KEYS[2], count - 1, holder) end " +
+  '    return x[1] end ' +
   '  for i = 1, 64 do ' +
   "    local top = redis.call('ZREVRANGE', KEYS[2], 0, 0, 'WITHSCORES') if not top[1] then break end " +
   "    local fk = ARGV[7] .. 'f:' .. top[1] local kk = ARGV[7] .. 'k:' .. top[1] " +
@@ -180,10 +189,10 @@ const RESERVE_SCRIPT =
   "    local count = redis.call('ZCARD', kk) " +
   "    if redis.call('ZCARD', fk) == 0 then redis.call('ZREM', KEYS[2], top[1]) " +
   "    elseif count < tonumber(top[2]) and i < 64 then redis.call('ZADD', KEYS[2], count, top[1]) " +
-  "    else local x = redis.call('ZPOPMIN', fk) victim = x[1] redis.call('ZREM', kk, victim) " +
-  "      if redis.call('ZCARD', fk) == 0 then redis.call('ZREM', KEYS[2], top[1]) else redis.call('ZADD', KEYS[2], count - 1, top[1]) end " +
-  '      break end ' +
+  '    elseif top[1] ~= ARGV[8] and count < least then break ' +
+  '    else victim = pop(top[1], fk, kk, count) break end ' +
   '  end ' +
+  "  if victim == '' and redis.call('ZCARD', KEYS[5]) > 0 then victim = pop(ARGV[8], KEYS[5], KEYS[3], redis.call('ZCARD', KEYS[3])) end " +
   "  if victim == '' then return 'store' end " +
   'end ' +
   "redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1]) " +
@@ -455,6 +464,7 @@ async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
     maxTasks,
     books,
     who,
+    roomFromAtLeast(0),
   ]);
   if (reply === 'live') throw new TaskLimitError('live', maxLive);
   if (reply === 'kept') throw new TaskLimitError('kept', maxKept);

@@ -24,6 +24,7 @@ import {
   parseTaskStoreLimits,
   parseTaskUpdateOptions,
   randomBytes,
+  roomFromAtLeast,
   runTaskUpdate,
   StoreUnavailableError,
   TaskLimitError,
@@ -57,9 +58,11 @@ const KEEP =
 
 /**
  * KEYS: task, kept, live, final, all, heavy. ARGV: value, expiry, `1` if unfinished, maxLive, maxKept, maxTasks,
- * member H(taskId), H(principal), `<kp>`. Answers `ok` (also to its own caller asked again: the value's version),
- * `duplicate`, `live`, `kept` or `store`. A full store drops the oldest final task of the principal that keeps the
- * most tasks among those holding a final one, re-ranking at most 32 stale entries of `heavy` on the way.
+ * member H(taskId), H(principal), `<kp>`, the margin of `roomFromAtLeast` (how many more tasks than the newcomer
+ * another holder must keep). Answers `ok` (also to its own caller asked again: the value's version), `duplicate`,
+ * `live`, `kept` or `store`. A full store drops the oldest final task of the principal that keeps the most tasks
+ * among those holding a final one when it keeps at least `roomFromAtLeast` of the newcomer's count, else the
+ * newcomer's own, re-ranking at most 32 stale entries of `heavy` on the way.
  */
 const CREATE = script(
   NOW +
@@ -71,18 +74,23 @@ const CREATE = script(
     "if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 'kept' end " +
     'prune(KEYS[5]) ' +
     "if redis.call('ZCARD', KEYS[5]) >= tonumber(ARGV[6]) then " +
-    'local room = false ' +
+    "local room = false local least = redis.call('ZCARD', KEYS[2]) + tonumber(ARGV[10]) " +
+    'local function drop(hp, hk, hf, nf, nk) ' +
+    "local victim = redis.call('ZRANGE', hf, 0, 0)[1] " +
+    "redis.call('DEL', ARGV[9] .. 't:' .. victim) redis.call('ZREM', hf, victim) redis.call('ZREM', hk, victim) " +
+    "redis.call('ZREM', KEYS[5], victim) " +
+    "if nf == 1 then redis.call('ZREM', KEYS[6], hp) else redis.call('ZADD', KEYS[6], nk - 1, hp) end " +
+    'room = true end ' +
     'for i = 1, 32 do ' +
     "local top = redis.call('ZREVRANGE', KEYS[6], 0, 0, 'WITHSCORES') if not top[1] then break end " +
     "local hp = top[1] local hk = ARGV[9] .. 'k:' .. hp local hl = ARGV[9] .. 'l:' .. hp local hf = ARGV[9] .. 'f:' .. hp " +
     "prune(hk) prune(hl) prune(hf) local nf = redis.call('ZCARD', hf) local nk = redis.call('ZCARD', hk) " +
     "if nf == 0 then redis.call('ZREM', KEYS[6], hp) " +
     "elseif nk ~= tonumber(top[2]) then redis.call('ZADD', KEYS[6], nk, hp) " +
-    "else local victim = redis.call('ZRANGE', hf, 0, 0)[1] " +
-    "redis.call('DEL', ARGV[9] .. 't:' .. victim) redis.call('ZREM', hf, victim) redis.call('ZREM', hk, victim) " +
-    "redis.call('ZREM', KEYS[5], victim) " +
-    "if nf == 1 then redis.call('ZREM', KEYS[6], hp) else redis.call('ZADD', KEYS[6], nk - 1, hp) end " +
-    'room = true break end end ' +
+    'elseif hp ~= ARGV[8] and nk < least then break ' +
+    'else drop(hp, hk, hf, nf, nk) break end end ' +
+    "local own = redis.call('ZCARD', KEYS[4]) " +
+    "if not room and own > 0 then drop(ARGV[8], KEYS[2], KEYS[4], own, redis.call('ZCARD', KEYS[2])) end " +
     "if not room then return 'store' end end " +
     "redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[2]) " +
     "redis.call('ZADD', KEYS[2], ARGV[2], ARGV[7]) " +
@@ -168,7 +176,18 @@ export function createUpstashTaskStore(options: UpstashTaskStoreOptions): Upstas
     const { keys, member, holder } = await keysOf(taskId, record.principal);
     const unfinished = !isTerminalStatus(record.status);
     const value = newVersion() + JSON.stringify(record);
-    const reply = await link.run(CREATE, keys, [value, at, unfinished ? '1' : '0', maxLive, maxKept, maxTasks, member, holder, kp]);
+    const reply = await link.run(CREATE, keys, [
+      value,
+      at,
+      unfinished ? '1' : '0',
+      maxLive,
+      maxKept,
+      maxTasks,
+      member,
+      holder,
+      kp,
+      roomFromAtLeast(0),
+    ]);
     if (reply === 'ok') return;
     if (reply === 'live') throw new TaskLimitError('live', maxLive);
     if (reply === 'kept') throw new TaskLimitError('kept', maxKept);

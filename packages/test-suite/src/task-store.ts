@@ -307,6 +307,48 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
     }, 8);
   });
 
+  test("a full store drops a final task only from a holder keeping two more tasks than the newcomer, or the newcomer's own", async () => {
+    const done: Partial<TaskRecord> = { status: 'completed', result: { content: [] } };
+    await withStore(
+      async (store) => {
+        // Two busy principals fill the store with unfinished tasks; a light one keeps one finished task: full.
+        const busy = [uniqueId('busy'), uniqueId('busy')];
+        for (const who of busy) for (let i = 0; i < limits.maxLivePerPrincipal; i++) await store.create(record(who));
+        const kept = record(uniqueId('light'), done);
+        await store.create(kept);
+        // Neither a newcomer nor a busy principal takes the light holder's only finished task: the store refuses.
+        await rejectsTaskLimit(
+          () => store.create(record(uniqueId('newcomer'))),
+          'a newcomer, only a light holder holding a final task',
+          'store',
+        );
+        await rejectsTaskLimit(
+          () => store.create(record(busy[0]!, done)),
+          'a heavier holder, only a light holder holding a final task',
+          'store',
+        );
+        ok((await store.get(kept.taskId)) !== undefined, "a light holder's final task must stay while heavier holders fill the store");
+        // Its holder may give it up for a task of its own (its share does not change).
+        const next = record(kept.principal);
+        await store.create(next);
+        ok(
+          (await store.get(next.taskId)) !== undefined && (await store.get(kept.taskId)) === undefined,
+          'the newcomer drops its own final task',
+        );
+      },
+      2 * limits.maxLivePerPrincipal + 1,
+    );
+    await withStore(async (store) => {
+      // A heavy holder (3 final tasks) and a light one (1): the heavy holder's go first, never the light one's.
+      const heavy = uniqueId('heavy');
+      const light = record(uniqueId('light'), done);
+      await store.create(light);
+      for (let i = 0; i < 3; i++) await store.create(record(heavy, done));
+      await store.create(record(uniqueId('newcomer')));
+      ok((await store.get(light.taskId)) !== undefined, "a light holder's final task must stay while a heavier holder has one");
+    }, 4);
+  });
+
   test('24 concurrent updates of one task lose none', async () => {
     await withStore(async (store) => {
       const task = record(uniqueId('alice'));

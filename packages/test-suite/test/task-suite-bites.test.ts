@@ -1,7 +1,7 @@
 // The task store suite bites: a correct reference task store passes it, and each deliberately broken one fails
 // it on the test meant to catch its flaw.
 import type { TaskRecord, TaskStore } from '@mrtr/core';
-import { assertTaskChange, isTerminalStatus, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { assertTaskChange, isTerminalStatus, roomFromAtLeast, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
 import { describe, expect, it } from 'vitest';
 import { taskStoreCompliance } from '../src/index.js';
 import { collect, runCollected } from './fixtures.js';
@@ -23,6 +23,8 @@ interface Flaws {
   noStoreBound?: boolean;
   /** Refuses a create when full instead of dropping the heaviest holder's oldest final task. */
   refusesWhenFull?: boolean;
+  /** When full, drops the heaviest holder's final task however light it is (even for a heavier newcomer). */
+  dropsLightHolders?: boolean;
 }
 
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -68,10 +70,17 @@ function referenceTaskStores(flaws: Flaws, now: () => number) {
         if (live(record.taskId) !== undefined) throw new Error('task id already present');
         const all = [...map.keys()].map(live).filter((r) => r !== undefined) as TaskRecord[];
         if (!flaws.noStoreBound && all.length >= maxTasks) {
-          // Full: the oldest final task of the heaviest holder of final tasks goes, else the store refuses.
+          // Full: the oldest final task of the heaviest holder of final tasks keeping two more than the newcomer
+          // (or of the newcomer) goes, else the store refuses.
           const held = new Map<string, TaskRecord[]>();
           for (const r of all) held.set(r.principal, [...(held.get(r.principal) ?? []), r]);
-          const holders = [...held.values()].filter((rs) => rs.some((r) => isTerminalStatus(r.status)));
+          const least = roomFromAtLeast(mine.length);
+          const holders = [...held.entries()]
+            .filter(
+              ([who, rs]) =>
+                rs.some((r) => isTerminalStatus(r.status)) && (flaws.dropsLightHolders || who === record.principal || rs.length >= least),
+            )
+            .map(([, rs]) => rs);
           if (flaws.refusesWhenFull || holders.length === 0) throw new TaskLimitError('store', maxTasks);
           const heaviest = holders.reduce((a, b) => (b.length > a.length ? b : a));
           const oldest = heaviest.filter((r) => isTerminalStatus(r.status)).sort((a, b) => a.lastUpdatedAt - b.lastUpdatedAt)[0]!;
@@ -109,7 +118,7 @@ describe('the task store suite', () => {
   it('passes a correct reference task store', async () => {
     const { failed, passed } = await run({});
     expect(failed).toEqual([]);
-    expect(passed.length).toBe(13);
+    expect(passed.length).toBe(14);
   });
 
   it.each([
@@ -121,6 +130,7 @@ describe('the task store suite', () => {
     ['a store without the kept bound', { noKeptBound: true }, ['per-principal bounds']],
     ['a store without a store-wide bound', { noStoreBound: true }, ['a full store makes room']],
     ['a store that refuses when full instead of making room', { refusesWhenFull: true }, ['a full store makes room']],
+    ["a store that drops a light holder's final task when full", { dropsLightHolders: true }, ['two more tasks than the newcomer']],
   ] as const)('fails %s', async (_label, flaws, mustFail) => {
     const { failed } = await run(flaws);
     for (const name of mustFail)

@@ -1,14 +1,21 @@
 import {
   createMcpHandler,
   isLegacyRequest,
-  type McpHandlerRequestOptions,
   type McpRequestContext,
   type McpServer,
   type McpServerFactory,
   type Server,
   validateHostHeader,
 } from '@modelcontextprotocol/server';
-import { type HttpHandler, type HttpHandlerOptions, parseAllowedHosts, resolveSessionOptions } from './options.js';
+import { recordClientAddress, resolveClientAddress } from '../client-address.js';
+import {
+  type HttpHandler,
+  type HttpHandlerOptions,
+  type HttpHandlerRequestOptions,
+  parseAllowedHosts,
+  parseTrustProxy,
+  resolveSessionOptions,
+} from './options.js';
 import { jsonRpcError } from './responses.js';
 import { createLegacySessions } from './sessions.js';
 
@@ -64,7 +71,9 @@ function freshServers(factory: McpServerFactory): (ctx: McpRequestContext) => Pr
  * can ask them the questions of mrtr-protected tools, prompts and resources.
  *
  * Sessions are bound to the owner who opened them (each anonymous session its own) and bounded in number, per
- * user, for anonymous clients as a class and in idle time (see {@link LegacySessionOptions}). A factory
+ * user, for anonymous clients as a class and per client address (`remoteAddress` of `fetch`'s options, or with
+ * `trustProxy` the `X-Forwarded-For` entry that many hops in), and in idle time (see {@link LegacySessionOptions}).
+ * The address also bounds the tasks anonymous callers start (`tasks.maxLiveUnauthenticatedPerAddress`). A factory
  * that returns the same server twice is refused with a clear error (a shared server cannot serve two
  * connections: the SDK would hang or fail without a word).
  *
@@ -76,8 +85,15 @@ function freshServers(factory: McpServerFactory): (ctx: McpRequestContext) => Pr
 export function createHttpHandler(factory: McpServerFactory, options: HttpHandlerOptions = {}): HttpHandler {
   if (typeof factory !== 'function') throw new TypeError('createHttpHandler: factory must be a function that returns a new McpServer');
   if (options === null || typeof options !== 'object') throw new TypeError('createHttpHandler: options must be an object');
-  const { legacy = 'sessions', sessions: sessionOptions = {}, allowedHosts, ...sdkOptions } = options;
+  const { legacy = 'sessions', sessions: sessionOptions = {}, allowedHosts, trustProxy: hops, ...sdkOptions } = options;
   const refusedHost = hostCheck(parseAllowedHosts(allowedHosts));
+  const trustProxy = parseTrustProxy(hops);
+  /** The request's client address, recorded for the tasks its calls start (see `clientAddressOf`). */
+  const addressOf = (request: Request, requestOptions: HttpHandlerRequestOptions | undefined): string => {
+    const address = resolveClientAddress(request, requestOptions?.remoteAddress, trustProxy);
+    recordClientAddress(request, address);
+    return address;
+  };
   if (legacy !== 'sessions' && legacy !== 'reject') throw new TypeError('createHttpHandler: legacy must be "sessions" or "reject"');
   const settings = resolveSessionOptions(sessionOptions);
   const report = reporter(sdkOptions.onerror);
@@ -95,7 +111,12 @@ export function createHttpHandler(factory: McpServerFactory, options: HttpHandle
   );
   if (legacy === 'reject') {
     return {
-      fetch: async (request, requestOptions) => refusedHost(request) ?? modern.fetch(request, requestOptions),
+      fetch: async (request, requestOptions) => {
+        const refused = refusedHost(request);
+        if (refused !== undefined) return refused;
+        addressOf(request, requestOptions);
+        return modern.fetch(request, requestOptions);
+      },
       notify: modern.notify,
       bus: modern.bus,
       sessionCount: 0,
@@ -109,9 +130,10 @@ export function createHttpHandler(factory: McpServerFactory, options: HttpHandle
     keepAliveMs: sdkOptions.keepAliveMs,
   });
 
-  async function fetch(request: Request, requestOptions?: McpHandlerRequestOptions): Promise<Response> {
+  async function fetch(request: Request, requestOptions?: HttpHandlerRequestOptions): Promise<Response> {
     const refused = refusedHost(request);
     if (refused !== undefined) return refused;
+    const address = addressOf(request, requestOptions);
     let isLegacy: boolean;
     try {
       isLegacy = await isLegacyRequest(request, requestOptions?.parsedBody, {
@@ -121,7 +143,7 @@ export function createHttpHandler(factory: McpServerFactory, options: HttpHandle
       isLegacy = false; // the modern path owns every error answer (unreadable or oversized bodies included)
     }
     if (!isLegacy) return modern.fetch(request, requestOptions);
-    return sessions.serve(request, requestOptions);
+    return sessions.serve(request, requestOptions, address);
   }
 
   return {

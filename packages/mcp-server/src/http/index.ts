@@ -8,4 +8,4 @@
  * ```
  */
 export { createHttpHandler } from './handler.js';
-export type { HttpHandler, HttpHandlerOptions, LegacySessionOptions } from './options.js';
+export type { HttpHandler, HttpHandlerOptions, HttpHandlerRequestOptions, LegacySessionOptions } from './options.js';

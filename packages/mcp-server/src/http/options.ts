@@ -1,4 +1,10 @@
-import { type AuthInfo, type CreateMcpHandlerOptions, localhostAllowedHostnames, type McpHttpHandler } from '@modelcontextprotocol/server';
+import {
+  type AuthInfo,
+  type CreateMcpHandlerOptions,
+  localhostAllowedHostnames,
+  type McpHandlerRequestOptions,
+  type McpHttpHandler,
+} from '@modelcontextprotocol/server';
 import { intOption } from '@mrtr/core/authoring';
 import { subjectOf } from '../rounds/principal.js';
 
@@ -19,6 +25,13 @@ export interface LegacySessionOptions {
    * @default 100
    */
   maxAnonymous?: number | undefined;
+  /**
+   * Most open anonymous sessions from one client address (see {@link HttpHandlerOptions.trustProxy}; an IPv6 address
+   * counts by its /64), within `maxAnonymous`: a new one past it is refused with `503`, so one caller cannot take
+   * the anonymous class from the others. Requests whose address is not known (no `remoteAddress`) are one address.
+   * @default 16
+   */
+  maxAnonymousPerAddress?: number | undefined;
   /** A session unused this long is closed (its client gets `404` and starts a new one). @default 1_800_000 */
   idleMs?: number | undefined;
   /**
@@ -55,6 +68,17 @@ export interface HttpHandlerOptions extends Omit<CreateMcpHandlerOptions, 'legac
   /** Bounds of the 2025-era sessions. @default {} (each bound at its own default) */
   sessions?: LegacySessionOptions | undefined;
   /**
+   * How many proxies in front of this server append the address they received a request from to
+   * `X-Forwarded-For` (a load balancer, a CDN), as Express's `trust proxy` hop count: the client address that
+   * anonymous callers are bounded by (`sessions.maxAnonymousPerAddress`, and `tasks.maxLiveUnauthenticatedPerAddress`
+   * of `createMrtr`) is then the entry that many hops from the right of the header (the leftmost when there are fewer),
+   * instead of the peer that opened the connection (`remoteAddress`). `0` never reads the header, so a client cannot
+   * choose its address by sending one; set it to exactly the number of proxies that append (more lets a client pick
+   * its address). A header over 2,048 characters is not read (the peer's address counts).
+   * @default 0
+   */
+  trustProxy?: number | undefined;
+  /**
    * The host names this handler answers to (DNS-rebinding protection), checked on every request before anything
    * else, whoever mounts `fetch` (`toNodeHandler`, Hono, Bun, Deno, a Worker): a request for another host is
    * answered `403`. Host names as the SDK's `validateHostHeader` takes them: no scheme, no port (any port
@@ -68,8 +92,21 @@ export interface HttpHandlerOptions extends Omit<CreateMcpHandlerOptions, 'legac
   allowedHosts?: 'localhost' | 'any' | readonly string[] | undefined;
 }
 
+/** What {@link HttpHandler.fetch} takes with a request: the SDK's request options, and the peer's address. */
+export interface HttpHandlerRequestOptions extends McpHandlerRequestOptions {
+  /**
+   * The address of the peer that opened the connection, which anonymous callers are bounded by (see
+   * {@link HttpHandlerOptions.trustProxy}): `req.socket.remoteAddress` on Node, `info.remoteAddr.hostname` on Deno,
+   * `server.requestIP(request)?.address` on Bun, the `CF-Connecting-IP` header on Cloudflare. Without it every
+   * anonymous request counts as one address (the SDK's `toNodeHandler` does not pass it: see the README).
+   */
+  remoteAddress?: string | undefined;
+}
+
 /** What {@link createHttpHandler} returns: the SDK's handler shape (`toNodeHandler` takes it), plus a session count. */
 export interface HttpHandler extends McpHttpHandler {
+  /** Answers one request; `options.remoteAddress` is the peer's address (see {@link HttpHandlerRequestOptions}). */
+  fetch(request: Request, options?: HttpHandlerRequestOptions): Promise<Response>;
   /** Open 2025-era sessions (for metrics and tests). */
   readonly sessionCount: number;
 }
@@ -110,6 +147,7 @@ export interface SessionSettings {
   max: number;
   maxPerUser: number;
   maxAnonymous: number;
+  maxAnonymousPerAddress: number;
   idleMs: number;
   ownerOf: (authInfo: AuthInfo | undefined) => string | undefined;
   userOf: (authInfo: AuthInfo | undefined) => string | undefined;
@@ -121,6 +159,7 @@ export function resolveSessionOptions(sessionOptions: LegacySessionOptions): Ses
   const max = positiveInt('sessions.max', sessionOptions.max, 1000);
   const maxPerUser = positiveInt('sessions.maxPerUser', sessionOptions.maxPerUser, 16);
   const maxAnonymous = intOption('createHttpHandler: sessions.maxAnonymous', sessionOptions.maxAnonymous, 100, 0, Number.MAX_SAFE_INTEGER);
+  const maxAnonymousPerAddress = positiveInt('sessions.maxAnonymousPerAddress', sessionOptions.maxAnonymousPerAddress, 16);
   const idleMs = positiveInt('sessions.idleMs', sessionOptions.idleMs, 1_800_000);
   const ownerOf = sessionOptions.owner ?? defaultOwner;
   const userOf = sessionOptions.user ?? (sessionOptions.owner === undefined ? subjectOf : () => undefined);
@@ -128,5 +167,8 @@ export function resolveSessionOptions(sessionOptions: LegacySessionOptions): Ses
   if (typeof ownerOf !== 'function') throw new TypeError('createHttpHandler: sessions.owner must be a function');
   if (typeof userOf !== 'function') throw new TypeError('createHttpHandler: sessions.user must be a function');
   if (typeof now !== 'function') throw new TypeError('createHttpHandler: sessions.now must be a function');
-  return { max, maxPerUser, maxAnonymous, idleMs, ownerOf, userOf, now };
+  return { max, maxPerUser, maxAnonymous, maxAnonymousPerAddress, idleMs, ownerOf, userOf, now };
 }
+
+/** Validates {@link HttpHandlerOptions.trustProxy}: a hop count, 0 to 16. */
+export const parseTrustProxy = (value: unknown): number => intOption('createHttpHandler: trustProxy', value, 0, 0, 16);

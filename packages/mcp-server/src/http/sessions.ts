@@ -1,6 +1,7 @@
 /**
  * The sessions that serve 2025-era clients: each bound to the owner who opened it (each anonymous session its own),
- * bounded in number, per user, for anonymous clients as a class and in idle time (see `LegacySessionOptions`).
+ * bounded in number, per user, for anonymous clients as a class and per client address, and in idle time (see
+ * `LegacySessionOptions`).
  */
 import {
   type McpHandlerRequestOptions,
@@ -9,6 +10,7 @@ import {
   type Server,
   WebStandardStreamableHTTPServerTransport,
 } from '@modelcontextprotocol/server';
+import { UNKNOWN_ADDRESS } from '../client-address.js';
 import type { SessionSettings } from './options.js';
 import { jsonRpcError } from './responses.js';
 
@@ -16,6 +18,8 @@ interface Session {
   id: string;
   /** The owner every request must match; `undefined` for an anonymous session (its id is its only credential). */
   owner: string | undefined;
+  /** The client address an anonymous session counts under (`undefined` for a session with an owner). */
+  address: string | undefined;
   holder: Holder;
   transport: WebStandardStreamableHTTPServerTransport;
   server: McpServer | Server;
@@ -47,10 +51,12 @@ interface Ledger {
   holderOf(key: string): Holder;
   /** A holder holding {@link most} sessions. */
   top(): Holder | undefined;
-  /** Counts a session being started for `holder`. */
-  reserve(holder: Holder): void;
+  /** Anonymous sessions open and starting from the client address `address`. */
+  anonymousAt(address: string): number;
+  /** Counts a session being started for `holder` (an anonymous one also under its client `address`). */
+  reserve(holder: Holder, address: string | undefined): void;
   /** Gives back a reservation that did not become a session. */
-  unreserve(holder: Holder): void;
+  unreserve(holder: Holder, address: string | undefined): void;
   /** The reserved slot becomes the open session: the holder's count does not change. */
   opened(session: Session): void;
   /** Moves a session to the end (most recently used). */
@@ -65,8 +71,16 @@ function createLedger(): Ledger {
   const holders = new Map<string, Holder>();
   /** Holders by how many sessions they hold, and the largest count: who holds the most, in constant time. */
   const byCount = new Map<number, Set<Holder>>();
+  /** Anonymous sessions (open and starting) by client address; an address holding none is not kept. */
+  const byAddress = new Map<string, number>();
   let most = 0;
   let starting = 0;
+  const tally = (address: string | undefined, by: 1 | -1): void => {
+    if (address === undefined) return;
+    const n = (byAddress.get(address) ?? 0) + by;
+    if (n > 0) byAddress.set(address, n);
+    else byAddress.delete(address);
+  };
 
   /** Files `holder` under its count after one session more or less (`before`: its count until then). */
   const recount = (holder: Holder, before: number): void => {
@@ -97,16 +111,19 @@ function createLedger(): Ledger {
     },
     holderOf: (key) => holders.get(key) ?? { key, sessions: new Map(), starting: 0 },
     top: () => byCount.get(most)?.values().next().value,
-    reserve(holder) {
+    anonymousAt: (address) => byAddress.get(address) ?? 0,
+    reserve(holder, address) {
       const before = holds(holder);
       holder.starting++;
       starting++;
+      tally(address, 1);
       recount(holder, before);
     },
-    unreserve(holder) {
+    unreserve(holder, address) {
       const count = holds(holder);
       holder.starting--;
       starting--;
+      tally(address, -1);
       recount(holder, count);
     },
     opened(session) {
@@ -127,6 +144,7 @@ function createLedger(): Ledger {
       open.delete(session.id);
       const before = holds(session.holder);
       session.holder.sessions.delete(session.id);
+      tally(session.address, -1);
       recount(session.holder, before);
       return true;
     },
@@ -143,8 +161,11 @@ export interface SessionDeps {
 
 /** The 2025-era sessions of one handler. */
 export interface LegacySessions {
-  /** Answers a 2025-era request: starts a session (an `initialize`), or serves it on its owner's session. */
-  serve(request: Request, requestOptions: McpHandlerRequestOptions | undefined): Promise<Response>;
+  /**
+   * Answers a 2025-era request: starts a session (an `initialize`), or serves it on its owner's session. `address` is
+   * the request's client address (see `resolveClientAddress`), which an anonymous session counts under.
+   */
+  serve(request: Request, requestOptions: McpHandlerRequestOptions | undefined, address: string): Promise<Response>;
   /** Open sessions. */
   readonly count: number;
   /** Refuses new requests and closes every open session. */
@@ -169,15 +190,20 @@ interface SessionEnv {
 }
 
 /**
- * Room for one more session of `owner` (`undefined`: anonymous) in `holder`: `undefined` when there is (room made
- * by closing a least recently used session where the bounds say so), else the `503` refusal.
+ * Room for one more session of `owner` (`undefined`: anonymous, from the client `address`) in `holder`: `undefined`
+ * when there is (room made by closing a least recently used session where the bounds say so), else the `503` refusal.
  */
-function room(env: SessionEnv, owner: string | undefined, holder: Holder): Response | undefined {
+function room(env: SessionEnv, owner: string | undefined, address: string | undefined, holder: Holder): Response | undefined {
   const { settings, ledger, evictFrom, refuse } = env;
   const { open } = ledger;
   if (owner === undefined) {
-    // Anonymous sessions are each their own owner, bounded as a class: a new one never closes another's.
+    // Anonymous sessions are each their own owner, bounded as a class and per client address (so one caller
+    // cannot take the class): a new one never closes another's.
     if (holds(holder) >= settings.maxAnonymous) return refuse(`${holds(holder)} anonymous legacy sessions open (sessions.maxAnonymous)`);
+    const atAddress = ledger.anonymousAt(address ?? UNKNOWN_ADDRESS);
+    if (atAddress >= settings.maxAnonymousPerAddress) {
+      return refuse(`${atAddress} anonymous legacy sessions open from one address (sessions.maxAnonymousPerAddress)`);
+    }
   } else if (holds(holder) >= settings.maxPerUser && !evictFrom(holder)) {
     return refuse(`${holds(holder)} legacy sessions of one user starting (sessions.maxPerUser)`);
   }
@@ -192,8 +218,9 @@ function room(env: SessionEnv, owner: string | undefined, holder: Holder): Respo
 }
 
 /**
- * Starts a session for `owner` (`undefined`: anonymous), counted against the holder `key`. Every bound is checked
- * and the slot reserved before the first await, so concurrent starts cannot all pass the same check.
+ * Starts a session for `owner` (`undefined`: anonymous, counted under its client `address` too), counted against the
+ * holder `key`. Every bound is checked and the slot reserved before the first await, so concurrent starts cannot all
+ * pass the same check.
  */
 async function startSession(
   env: SessionEnv,
@@ -201,20 +228,21 @@ async function startSession(
   requestOptions: McpHandlerRequestOptions | undefined,
   owner: string | undefined,
   key: string,
+  address: string | undefined,
 ): Promise<Response> {
   const { deps, ledger, end } = env;
   const { fresh, report } = deps;
   env.sweep();
   const holder = ledger.holderOf(key);
-  const refused = room(env, owner, holder);
+  const refused = room(env, owner, address, holder);
   if (refused !== undefined) return refused;
   // Reserved now, released below unless the session opened.
   let reserved = true;
-  ledger.reserve(holder);
+  ledger.reserve(holder, address);
   const release = (): void => {
     if (!reserved) return;
     reserved = false;
-    ledger.unreserve(holder);
+    ledger.unreserve(holder, address);
   };
   let server: McpServer | Server;
   try {
@@ -236,7 +264,7 @@ async function startSession(
     onsessioninitialized: (id) => {
       if (!reserved || session !== undefined) return;
       reserved = false;
-      session = { id, owner, holder, transport, server, lastUsed: env.settings.now() };
+      session = { id, owner, address, holder, transport, server, lastUsed: env.settings.now() };
       ledger.opened(session);
     },
     onsessionclosed: () => {
@@ -322,7 +350,7 @@ export function createLegacySessions(settings: SessionSettings, deps: SessionDep
     },
   };
 
-  async function serve(request: Request, requestOptions: McpHandlerRequestOptions | undefined): Promise<Response> {
+  async function serve(request: Request, requestOptions: McpHandlerRequestOptions | undefined, address: string): Promise<Response> {
     if (closing) return jsonRpcError(503, -32000, 'Server is shutting down');
     const authInfo = requestOptions?.authInfo;
     const owner = ownerOf(authInfo);
@@ -333,14 +361,14 @@ export function createLegacySessions(settings: SessionSettings, deps: SessionDep
     const id = request.headers.get(SESSION_HEADER);
     if (id === null) {
       if (request.method !== 'POST') return jsonRpcError(400, -32000, 'Bad Request: Mcp-Session-Id header is required');
-      if (owner === undefined) return startSession(env, request, requestOptions, undefined, 'a');
+      if (owner === undefined) return startSession(env, request, requestOptions, undefined, 'a', address);
       const user = userOf(authInfo);
       if (user !== undefined && typeof user !== 'string') {
         report(new TypeError('createHttpHandler: sessions.user must return a string or undefined'));
         return jsonRpcError(500, -32603, 'Internal error');
       }
       // Holder keys by kind, so a user, an owner counted as its own user and the anonymous class never collide.
-      return startSession(env, request, requestOptions, owner, user === undefined ? `o${owner}` : `u${user}`);
+      return startSession(env, request, requestOptions, owner, user === undefined ? `o${owner}` : `u${user}`, undefined);
     }
     const session = open.get(id);
     // Unknown, idled out, or another owner's: the same 404, which tells a client to start a new session.

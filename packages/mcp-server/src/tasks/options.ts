@@ -36,6 +36,14 @@ export interface TaskOptions {
    * Counted per instance (the tasks whose work runs here); the store's bound still caps a fleet. @default 4
    */
   maxLiveUnauthenticated?: number | undefined;
+  /**
+   * Most of those (`maxLiveUnauthenticated`) from one client address: one more is `-32600`, so one caller cannot
+   * take the others' share. The address is the one `createHttpHandler` resolved for the request (the peer's, or
+   * with its `trustProxy` the `X-Forwarded-For` entry that many hops in; an IPv6 address counts by its /64); HTTP
+   * requests it did not serve all count as one address. Over stdio (no HTTP request) the connection is the one
+   * client and only `maxLiveUnauthenticated` applies. @default 2
+   */
+  maxLiveUnauthenticatedPerAddress?: number | undefined;
   /** Clock in ms (tests). @default Date.now */
   now?: (() => number) | undefined;
   /**
@@ -60,6 +68,7 @@ export interface TaskSettings {
   leaseMs: number;
   inputTimeoutMs: number;
   maxLiveUnauthenticated: number;
+  maxLiveUnauthenticatedPerAddress: number;
   now: () => number;
   background: ((work: Promise<void>) => void) | undefined;
 }
@@ -68,7 +77,7 @@ export interface TaskSettings {
 export function resolveTaskOptions(options: TaskOptions): TaskSettings {
   if (!isObject(options))
     throw new TypeError(
-      'createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs?, inputTimeoutMs?, maxLiveUnauthenticated? }',
+      'createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs?, inputTimeoutMs?, maxLiveUnauthenticated?, maxLiveUnauthenticatedPerAddress? }',
     );
   const { store } = options;
   if (!isObject(store) || typeof store.create !== 'function' || typeof store.get !== 'function' || typeof store.update !== 'function') {
@@ -81,6 +90,13 @@ export function resolveTaskOptions(options: TaskOptions): TaskSettings {
   if (leaseMs < 3 * watchIntervalMs) throw new RangeError('createMrtr: tasks.leaseMs must be at least three times watchIntervalMs');
   const inputTimeoutMs = intOption('createMrtr: tasks.inputTimeoutMs', options.inputTimeoutMs, 3_600_000, 1_000, MAX_TTL_MS);
   const maxLiveUnauthenticated = intOption('createMrtr: tasks.maxLiveUnauthenticated', options.maxLiveUnauthenticated, 4, 1, 1_000_000);
+  const maxLiveUnauthenticatedPerAddress = intOption(
+    'createMrtr: tasks.maxLiveUnauthenticatedPerAddress',
+    options.maxLiveUnauthenticatedPerAddress,
+    2,
+    1,
+    1_000_000,
+  );
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('createMrtr: tasks.now must be a function');
   const { background } = options;
@@ -93,6 +109,7 @@ export function resolveTaskOptions(options: TaskOptions): TaskSettings {
     leaseMs,
     inputTimeoutMs,
     maxLiveUnauthenticated,
+    maxLiveUnauthenticatedPerAddress,
     now,
     background,
   };

@@ -23,6 +23,8 @@ export interface TaskStart {
   task: boolean;
   /** Who the round is: the task is bound to its {@link RequestPrincipal.key}. */
   principal: RequestPrincipal;
+  /** The request's client address (`clientAddressOf`): `undefined` without an HTTP request (stdio). */
+  address: string | undefined;
   /** The kinds of input the request's client declared (the task may ask only those). */
   can: (kind: InputRequestKind) => boolean;
   /** The tool's `taskInput`: the kinds the work may ask without checking `task.can` (the gate checked them). */
@@ -200,31 +202,44 @@ export function createTaskStarter(
   settings: TaskSettings,
   runs: Map<string, Run>,
 ): (marker: TaskMarker, how: TaskStart) => Promise<CallToolResult> {
-  const { store, now, leaseMs, maxLiveUnauthenticated } = settings;
+  const { store, now, leaseMs, maxLiveUnauthenticated, maxLiveUnauthenticatedPerAddress } = settings;
   /** Unfinished tasks of the fixed unauthenticated principal whose work runs here (or is being created). */
   let unauthenticatedLive = 0;
+  /** The same by client address (HTTP requests only); an address with none is not kept. */
+  const liveAt = new Map<string, number>();
+  const refuse = (message: string): never => {
+    throw new WireError(new ProtocolError(INVALID_REQUEST, message, { reason: 'task_limit' }));
+  };
 
   /**
-   * Callers without a principal all share one: they get a bound of their own, taken before the store is asked
-   * (synchronously, so concurrent calls cannot pass it together) and given back when the work ends (the release).
+   * Callers without a principal all share one: they get a bound of their own, as a class and per client address,
+   * taken before the store is asked (synchronously, so concurrent calls cannot pass it together) and given back when
+   * the work ends (the release).
    */
-  const admit = (who: RequestPrincipal): (() => void) => {
-    const anonymous = who.principal === undefined;
-    if (anonymous && unauthenticatedLive >= maxLiveUnauthenticated) {
-      throw new WireError(
-        new ProtocolError(
-          INVALID_REQUEST,
-          `Too many tasks in progress for unauthenticated callers (at most ${maxLiveUnauthenticated}); wait for one to finish, or authenticate`,
-          { reason: 'task_limit' },
-        ),
+  const admit = (who: RequestPrincipal, address: string | undefined): (() => void) => {
+    if (who.principal !== undefined) return () => {};
+    if (unauthenticatedLive >= maxLiveUnauthenticated) {
+      refuse(
+        `Too many tasks in progress for unauthenticated callers (at most ${maxLiveUnauthenticated}); wait for one to finish, or authenticate`,
       );
     }
-    let released = !anonymous;
-    if (anonymous) unauthenticatedLive++;
+    const here = address === undefined ? 0 : (liveAt.get(address) ?? 0);
+    if (here >= maxLiveUnauthenticatedPerAddress) {
+      refuse(
+        `Too many tasks in progress for unauthenticated callers from this address (at most ${maxLiveUnauthenticatedPerAddress}); wait for one to finish, or authenticate`,
+      );
+    }
+    unauthenticatedLive++;
+    if (address !== undefined) liveAt.set(address, here + 1);
+    let released = false;
     return () => {
       if (released) return;
       released = true;
       unauthenticatedLive--;
+      if (address === undefined) return;
+      const left = (liveAt.get(address) ?? 1) - 1;
+      if (left > 0) liveAt.set(address, left);
+      else liveAt.delete(address);
     };
   };
 
@@ -244,7 +259,7 @@ export function createTaskStarter(
       1_000,
       MAX_TTL_MS,
     );
-    const release = admit(how.principal);
+    const release = admit(how.principal, how.address);
     const t = now();
     const record: TaskRecord = {
       taskId: newTaskId(),

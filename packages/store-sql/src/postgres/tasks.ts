@@ -1,4 +1,4 @@
-import { optionsObject, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { optionsObject, roomFromAtLeast, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
 import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike, PostgresConnectionOptions } from '../shared/drivers.js';
 import { closeOnce, once, storeCall, toStoreError, whenReady } from '../shared/lifecycle.js';
 import { quoteIdentifier } from '../shared/options.js';
@@ -69,10 +69,12 @@ function taskStatements(table: string, countsTable: string) {
   const initialCountSql = `SELECT count(*) AS tasks FROM ${table} WHERE ns = $1`;
   // A full store: its expired rows go first (every one of the namespace: at most maxTasks)…
   const dropExpiredSql = `DELETE FROM ${table} WHERE ns = $1 AND expires_at <= $2`;
-  // …then the oldest (soonest to expire) final task of the principal holding the most tasks among those holding a final one.
+  // …then the oldest (soonest to expire) final task of the principal holding the most tasks among those holding a final
+  // one and keeping at least $4 (`roomFromAtLeast` of the newcomer's count), or of the newcomer ($3) itself.
   const makeRoomSql =
     `DELETE FROM ${table} WHERE ctid = (SELECT ctid FROM ${table} WHERE ns = $1 AND NOT live AND expires_at > $2 AND principal = ` +
-    `(SELECT principal FROM ${table} WHERE ns = $1 AND expires_at > $2 GROUP BY principal HAVING bool_or(NOT live) ORDER BY count(*) DESC, principal LIMIT 1) ` +
+    `(SELECT principal FROM ${table} WHERE ns = $1 AND expires_at > $2 GROUP BY principal ` +
+    'HAVING bool_or(NOT live) AND (principal = $3 OR count(*) >= $4) ORDER BY count(*) DESC, principal LIMIT 1) ' +
     'ORDER BY expires_at, task_id LIMIT 1)';
   // A new id is inserted; an expired row of the id (any principal's: it counts for nobody) is taken over; a live
   // one is left alone and rowCount is 0.
@@ -189,10 +191,11 @@ async function createIn(query: Query, scope: CreateScope, row: TaskRow): Promise
   if (row.live && counts.live >= scope.maxLive) throw new Refusal(new TaskLimitError('live', scope.maxLive));
   if (counts.kept >= scope.maxKept) throw new Refusal(new TaskLimitError('kept', scope.maxKept));
   if (tasks >= maxTasks) {
-    // Full: the namespace's expired tasks go, then (still full) a final task of the heaviest holder.
+    // Full: the namespace's expired tasks go, then (still full) a final task of the heaviest holder (or the newcomer).
     tasks -= (await query({ text: sql.dropExpiredSql, values: [namespace, t] })).rowCount ?? 0;
     if (tasks >= maxTasks) {
-      if ((await query({ text: sql.makeRoomSql, values: [namespace, t] })).rowCount !== 1) {
+      const made = await query({ text: sql.makeRoomSql, values: [namespace, t, row.principal, roomFromAtLeast(counts.kept)] });
+      if (made.rowCount !== 1) {
         throw new Refusal(new TaskLimitError('store', maxTasks));
       }
       tasks--;

@@ -1,4 +1,4 @@
-import { intOption, optionsObject, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { intOption, optionsObject, roomFromAtLeast, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
 import type { SqliteConnectionOptions, SqliteDatabaseLike, SqliteStatementLike } from '../shared/drivers.js';
 import { closeOnce, once, storeCall, toStoreError } from '../shared/lifecycle.js';
 import { quoteIdentifier } from '../shared/options.js';
@@ -46,11 +46,13 @@ function prepareStatements(db: SqliteDatabaseLike, table: string, tableName: str
   const initialCountSql = `SELECT count(*) AS tasks FROM ${table} WHERE ns = ?`;
   const writeCountSql = `INSERT INTO ${countsTable} (ns, tasks) VALUES (?, ?) ON CONFLICT (ns) DO UPDATE SET tasks = excluded.tasks`;
   // A full store: its expired rows go first, then the oldest (soonest to expire) final task of the principal holding
-  // the most tasks among those holding a final one.
+  // the most tasks among those holding a final one and keeping at least @least (`roomFromAtLeast` of the newcomer's
+  // count), or of the newcomer (@principal) itself.
   const dropExpiredSql = `DELETE FROM ${table} WHERE ns = ? AND expires_at <= ?`;
   const makeRoomSql =
     `DELETE FROM ${table} WHERE rowid = (SELECT rowid FROM ${table} WHERE ns = @ns AND live = 0 AND expires_at > @t AND principal = ` +
-    `(SELECT principal FROM ${table} WHERE ns = @ns AND expires_at > @t GROUP BY principal HAVING max(live = 0) = 1 ORDER BY count(*) DESC, principal LIMIT 1) ` +
+    `(SELECT principal FROM ${table} WHERE ns = @ns AND expires_at > @t GROUP BY principal ` +
+    'HAVING max(live = 0) = 1 AND (principal = @principal OR count(*) >= @least) ORDER BY count(*) DESC, principal LIMIT 1) ' +
     'ORDER BY expires_at, task_id LIMIT 1)';
 
   return {
@@ -115,7 +117,7 @@ function createIn(s: Statements, scope: CreateScope, row: TaskRow): Error | unde
       // Full: the namespace's expired tasks go, then (still full) a final task of the heaviest holder.
       tasks -= s.dropExpired.run(namespace, t).changes;
       if (tasks >= maxTasks) {
-        if (s.makeRoom.run({ ns: namespace, t }).changes === 1) tasks--;
+        if (s.makeRoom.run({ ns: namespace, t, principal: row.principal, least: roomFromAtLeast(counts.kept) }).changes === 1) tasks--;
         else refusal = new TaskLimitError('store', maxTasks);
       }
     }
