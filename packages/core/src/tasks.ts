@@ -5,7 +5,7 @@
  * `taskStoreCompliance` checks a store.
  */
 import type { JsonValue } from './protocol.js';
-import { intOption, isObject } from './validate.js';
+import { intOption, isObject, type OptionNames } from './validate.js';
 
 /** A task's status (SEP-2663). */
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
@@ -103,6 +103,9 @@ export interface TaskStoreLimits {
    */
   maxTasks?: number | undefined;
 }
+
+/** The names of {@link TaskStoreLimits}, for a task store's list of known options (spread into it). */
+export const TASK_STORE_LIMIT_OPTIONS: OptionNames<TaskStoreLimits> = { maxLivePerPrincipal: true, maxPerPrincipal: true, maxTasks: true };
 
 /** The parsed {@link TaskStoreLimits}. */
 export interface ParsedTaskStoreLimits {

@@ -3,7 +3,15 @@
  * `@mrtr/mcp-server`'s `tasks` option takes for one instance (stdio, a single server) and tests.
  */
 import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
-import { assertTaskChange, isTerminalStatus, parseTaskStoreLimits, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import {
+  assertTaskChange,
+  isTerminalStatus,
+  optionsObject,
+  parseTaskStoreLimits,
+  TASK_STORE_LIMIT_OPTIONS,
+  TaskLimitError,
+  taskExpiresAt,
+} from '@mrtr/core/authoring';
 
 /** Options of {@link createMemoryTaskStore}: the bounds (16 unfinished and 256 kept per principal, 10,000 in all) and these. */
 export interface MemoryTaskStoreOptions extends TaskStoreLimits {
@@ -28,8 +36,8 @@ interface Holder {
  * the end), so expired ones are dropped from the front, and each principal's live and kept counts are tallied. A
  * full store (`maxTasks`) drops the oldest final task of its heaviest holder, found in O(principals).
  */
-export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): TaskStore {
-  if (options === null || typeof options !== 'object') throw new TypeError('createMemoryTaskStore: options must be an object');
+export function createMemoryTaskStore(options?: MemoryTaskStoreOptions): TaskStore {
+  options = optionsObject('createMemoryTaskStore', options, { ...TASK_STORE_LIMIT_OPTIONS, now: true });
   const {
     maxLivePerPrincipal: maxLive,
     maxPerPrincipal: maxKept,
