@@ -374,7 +374,9 @@ describe('options', () => {
       expect(() => createAeadCodec(bad as never)).toThrow(TypeError);
     }
     expect(() => createAeadCodec(keys, null as never)).toThrow(TypeError);
-    expect(() => createAeadCodec(keys, { maxTokenSize: 1000 } as never)).toThrow(/unknown option "maxTokenSize"/);
+    expect(() => createAeadCodec(keys, { maxTokenSize: 1000 } as never)).toThrow(
+      new TypeError('createAeadCodec: unknown option "maxTokenSize"; did you mean "maxTokenBytes"?'),
+    );
   });
 
   it('returns a frozen codec', () => {

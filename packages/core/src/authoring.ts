@@ -19,10 +19,12 @@ export {
   DEFAULT_MAX_OUTCOME_BYTES,
   DEFAULT_OUTCOME_BUDGET_BYTES,
   MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
   type ParsedOutcomeStoreLimits,
   parseOutcomeStoreLimits,
 } from './outcome-limits.js';
 export { isIdempotencyKey, keyTtlMs } from './guard-key.js';
+export { STATE_GUARD_OPTIONS } from './guard-options.js';
 export { createPrincipalTagger, type Principal, principalPolicy } from './principal.js';
 export { redactUrl } from './redact.js';
 export * from './error-classes.js';
@@ -40,12 +42,21 @@ export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
 export { checkLeaseMs, checkOwner } from './lease-args.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
 export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
-export { asTaskRecord, assertTaskChange, isTerminalStatus, parseTaskStoreLimits, roomFromAtLeast, taskExpiresAt } from './tasks.js';
+export {
+  asTaskRecord,
+  assertTaskChange,
+  isTerminalStatus,
+  parseTaskStoreLimits,
+  roomFromAtLeast,
+  TASK_STORE_LIMIT_OPTIONS,
+  taskExpiresAt,
+} from './tasks.js';
 export {
   assertTaskCreateArguments,
   assertTaskUpdateArguments,
   parseTaskUpdateOptions,
   runTaskUpdate,
+  TASK_UPDATE_OPTIONS,
   type TaskUpdateOptions,
   type TaskUpdateSteps,
 } from './task-options.js';
@@ -57,6 +68,8 @@ export {
   intOption,
   isObject,
   oneOfOption,
+  type OptionNames,
   optionsObject,
+  rejectUnknownOptions,
   stringOption,
 } from './validate.js';

@@ -6,6 +6,7 @@
  */
 import { isPromiseLike } from './crypto/awaitable.js';
 import { MrtrError, StoreUnavailableError } from './errors.js';
+import { type OptionNames, rejectUnknownOptions } from './validate.js';
 
 /** One queued item as a batch receives it: the store's own fields plus how to settle its caller's promise. */
 export interface BatchEntry<R> {
@@ -68,6 +69,18 @@ export interface Batcher<E extends BatchEntry<R>, R> {
   readonly pending: number;
 }
 
+const BATCHER_OPTIONS: OptionNames<BatcherOptions<BatchEntry<unknown>, unknown>> = {
+  run: true,
+  maxBatchSize: true,
+  maxQueued: true,
+  maxInFlight: true,
+  flush: true,
+  runLoneAtOnce: true,
+  flushAtSize: true,
+  queueFull: true,
+  batchError: true,
+};
+
 const defaultQueueFull = (): unknown => new StoreUnavailableError({ cause: new Error('replay store queue is full') });
 const defaultBatchError = (error: unknown): unknown => (MrtrError.is(error) ? error : new StoreUnavailableError({ cause: error }));
 
@@ -100,6 +113,7 @@ class QueueBatcher<E extends BatchEntry<R>, R> implements Batcher<E, R> {
 
   constructor(options: BatcherOptions<E, R>) {
     if (options === null || typeof options !== 'object') throw new TypeError('createBatcher: options must be an object');
+    rejectUnknownOptions('createBatcher', options, BATCHER_OPTIONS);
     if (typeof options.run !== 'function') throw new TypeError('createBatcher: run must be a function');
     this.run = options.run;
     this.maxBatchSize = positive('maxBatchSize', options.maxBatchSize);

@@ -1,5 +1,5 @@
 import { KeyRing } from './keys.js';
-import { intOption, isObject } from './validate.js';
+import { intOption, type OptionNames, optionsObject } from './validate.js';
 
 /** The `maxTokenBytes` bounds a codec accepts, for {@link parseCodecOptions}. */
 export interface CodecOptionLimits {
@@ -26,7 +26,7 @@ export interface ParsedCodecOptions {
   maxTokenBytes: number;
 }
 
-const OPTION_NAMES = new Set(['maxTokenBytes']);
+const OPTION_NAMES: OptionNames<CodecOptions> = { maxTokenBytes: true };
 
 /**
  * Validates the `(keys, { maxTokenBytes })` arguments every codec factory takes, for codec authors: a
@@ -40,14 +40,10 @@ export function parseCodecOptions(factory: string, keys: unknown, options: unkno
       `${factory}: a codec is built on a fixed ring; with a refreshing ring (KeyProvider) give the factory to the guard (codec: ${factory}), which builds it on each keys.current()`,
     );
   }
-  if (options === undefined) options = {};
-  if (!isObject(options)) throw new TypeError(`${factory}: options must be an object`);
-  for (const name of Object.keys(options)) {
-    if (!OPTION_NAMES.has(name)) throw new TypeError(`${factory}: unknown option "${name}"`);
-  }
+  const { maxTokenBytes: cap } = optionsObject<CodecOptions>(factory, options as CodecOptions | undefined, OPTION_NAMES);
   const maxTokenBytes = intOption(
     `${factory}: maxTokenBytes`,
-    options.maxTokenBytes,
+    cap,
     limits.defaultMaxTokenBytes,
     limits.minMaxTokenBytes,
     limits.maxMaxTokenBytes,

@@ -1,12 +1,44 @@
 import { KeyRing } from './keys.js';
 import { type EventSink, type GuardEvent, createEventSink, isEventSink } from './events.js';
-import type { OutcomeQuota, RequestContext, StateGuardOptions } from './guard-types.js';
+import type { MintQuota, OutcomeQuota, RequestContext, StateGuardOptions, WaitingRetries } from './guard-types.js';
 import { NO_CAPABILITIES, storeCapabilities } from './capabilities.js';
 import type { CodecFactory, ReplayStore, StateCodec, StoreCapabilities } from './interfaces.js';
 import { intOption, YEAR_MS } from './int-option.js';
 import { MAX_LEASE_MS } from './lease-args.js';
 import type { WaitingBounds } from './outcomes.js';
 import { createQuota, type Quota } from './quota.js';
+import { type OptionNames, rejectUnknownOptions } from './validate.js';
+
+/** The names of {@link StateGuardOptions}, for an integration whose options hold the guard's (spread into its list). */
+export const STATE_GUARD_OPTIONS: OptionNames<StateGuardOptions> = {
+  keys: true,
+  codec: true,
+  allowEphemeralKeys: true,
+  store: true,
+  audience: true,
+  ttlMs: true,
+  flowTtlMs: true,
+  maxRounds: true,
+  clockSkewMs: true,
+  maxTokenBytes: true,
+  principal: true,
+  unauthenticated: true,
+  mintQuota: true,
+  outcomeQuota: true,
+  retryWaitMs: true,
+  leaseMs: true,
+  clockCheckMs: true,
+  maxWaitingRetries: true,
+  now: true,
+  onEvent: true,
+};
+const MINT_QUOTA_OPTIONS: OptionNames<MintQuota> = { max: true, windowMs: true, maxPrincipals: true };
+const OUTCOME_QUOTA_OPTIONS: OptionNames<OutcomeQuota> = { maxBytes: true, windowMs: true, maxPrincipals: true };
+const WAITING_OPTIONS: OptionNames<WaitingRetries> = { perPrincipal: true, total: true };
+const UNAUTHENTICATED_OPTIONS: OptionNames<Exclude<StateGuardOptions['unauthenticated'], 'reject' | undefined>> = {
+  principal: true,
+  recordOutcomes: true,
+};
 
 const DEFAULT_MAX_TOKEN_BYTES = 16 * 1024;
 /** Default {@link OutcomeQuota.maxBytes}: 1 MiB per principal (about 60 re-asks quoting long arguments, 1,000 small results). */
@@ -18,7 +50,10 @@ const DEFAULT_OUTCOME_QUOTA_BYTES = 1024 * 1024;
  */
 function parseMintQuota(option: StateGuardOptions['mintQuota'], store: ReplayStore | undefined, lifetimeMs: number): Quota | undefined {
   if (option === false) return undefined;
-  if (option !== undefined) return createQuota(option, lifetimeMs);
+  if (option !== undefined) {
+    if (option !== null && typeof option === 'object') rejectUnknownOptions('createStateGuard: mintQuota', option, MINT_QUOTA_OPTIONS);
+    return createQuota(option, lifetimeMs);
+  }
   const capacity = store === undefined ? undefined : storeCapabilities(store).capacity;
   if (capacity === undefined) return undefined;
   return createQuota({ max: Math.max(16, Math.floor(capacity / 100)) }, lifetimeMs);
@@ -58,6 +93,7 @@ export interface ParsedGuardOptions {
 /** Validates {@link StateGuardOptions} (labelled `TypeError`/`RangeError`). */
 export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOptions {
   if (options === null || typeof options !== 'object') throw new TypeError('createStateGuard: options must be an object');
+  rejectUnknownOptions('createStateGuard', options, STATE_GUARD_OPTIONS);
   const { keys, store, audience } = options;
   if (!(keys instanceof KeyRing)) throw new TypeError('createStateGuard: keys must be a KeyRing');
   if (keys.refreshing && typeof options.codec !== 'function') {
@@ -103,6 +139,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   ) {
     throw new TypeError('createStateGuard: unauthenticated must be "reject" or { principal: string }');
   }
+  if (unauthenticated !== 'reject') rejectUnknownOptions('createStateGuard: unauthenticated', unauthenticated, UNAUTHENTICATED_OPTIONS);
   let recordUnauthenticated = false;
   if (unauthenticated !== 'reject' && unauthenticated.recordOutcomes !== undefined) {
     if (typeof unauthenticated.recordOutcomes !== 'boolean') {
@@ -116,6 +153,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   if (outcomeQuotaOptions === null || typeof outcomeQuotaOptions !== 'object') {
     throw new TypeError('createStateGuard: outcomeQuota must be an object');
   }
+  rejectUnknownOptions('createStateGuard: outcomeQuota', outcomeQuotaOptions, OUTCOME_QUOTA_OPTIONS);
   const maxBytes = intOption(
     'outcomeQuota.maxBytes',
     outcomeQuotaOptions.maxBytes,
@@ -133,6 +171,7 @@ export function parseGuardOptions(options: StateGuardOptions): ParsedGuardOption
   if (waitingOptions === null || typeof waitingOptions !== 'object') {
     throw new TypeError('createStateGuard: maxWaitingRetries must be an object');
   }
+  rejectUnknownOptions('createStateGuard: maxWaitingRetries', waitingOptions, WAITING_OPTIONS);
   const waiting: WaitingBounds = {
     perPrincipal: intOption('maxWaitingRetries.perPrincipal', waitingOptions.perPrincipal, 16, 0, 1_000_000),
     total: intOption('maxWaitingRetries.total', waitingOptions.total, 1_024, 0, 1_000_000),

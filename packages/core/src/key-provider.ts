@@ -2,6 +2,7 @@ import type { Awaitable } from './crypto/awaitable.js';
 import { KeyConflictError, KeySourceError, KeysUnavailableError, MrtrError } from './errors.js';
 import { type KeySetInput, parseKeySet } from './key-sources.js';
 import { type KeyRing, ringInternals } from './keys.js';
+import { type OptionNames, rejectUnknownOptions } from './validate.js';
 
 /** Options of {@link KeyProvider.create}. */
 export interface KeyProviderOptions {
@@ -23,6 +24,7 @@ export interface KeyProviderOptions {
   onChange?: (keys: KeyRing) => void;
 }
 
+const OPTIONS: OptionNames<KeyProviderOptions> = { load: true, refreshMs: true, now: true, onError: true, onChange: true };
 const DEFAULT_REFRESH_MS = 300_000;
 const MAX_REFRESH_MS = 86_400_000;
 
@@ -67,6 +69,7 @@ export class KeyProvider {
   /** Loads the key set once and starts refreshing it (rejects when the first load fails: nothing starts on no keys). */
   static async create(options: KeyProviderOptions): Promise<KeyProvider> {
     if (options === null || typeof options !== 'object') throw new TypeError('KeyProvider.create: options must be an object');
+    rejectUnknownOptions('KeyProvider.create', options, OPTIONS);
     if (typeof options.load !== 'function') throw new TypeError('KeyProvider.create: load must be a function');
     const now = options.now ?? Date.now;
     if (typeof now !== 'function') throw new TypeError('KeyProvider.create: now must be a function');

@@ -3,6 +3,7 @@ import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { isCanonicalBase64url } from './crypto/base64url.js';
 import { utf8Encode } from './json.js';
 import { type KeyInput, KeyRing, MAX_RING_KEYS, MIN_KEY_BYTES, type ScheduledKey, parseKeysText, secretBytes } from './keys.js';
+import { type OptionNames, optionsObject, rejectUnknownOptions } from './validate.js';
 
 /** Largest key set text a source may return (a JWKS of {@link MAX_RING_KEYS} keys is far below it). */
 export const MAX_KEY_SET_CHARS: number = 64 * 1024;
@@ -135,8 +136,9 @@ export interface KeysFromEnvOptions {
  * The fixed ring of an environment variable (`MRTR_KEYS` format or a JWK Set's JSON): `keysFromEnv(process.env)`,
  * or a Workers `env` binding. Fails closed: unset is an error unless `unset: "ephemeral"`; set but empty is an error.
  */
-export function keysFromEnv(env: Record<string, string | undefined>, options: KeysFromEnvOptions = {}): KeyRing {
+export function keysFromEnv(env: Record<string, string | undefined>, options?: KeysFromEnvOptions): KeyRing {
   if (env === null || typeof env !== 'object') throw new TypeError('keysFromEnv: env must be an object');
+  options = optionsObject('keysFromEnv', options, { name: true, unset: true });
   const name = options.name ?? 'MRTR_KEYS';
   if (typeof name !== 'string' || name === '') throw new TypeError('keysFromEnv: name must be a non-empty string');
   const unset = options.unset ?? 'error';
@@ -170,6 +172,7 @@ export function deriveKey(secret: Uint8Array | string, options: { kid: string; l
   if (bytes === undefined) throw new TypeError('deriveKey: secret must be a string or a Uint8Array');
   if (bytes.length < MIN_KEY_BYTES) throw new RangeError(`deriveKey: secret must be at least ${MIN_KEY_BYTES} bytes of high-entropy data`);
   if (options === null || typeof options !== 'object') throw new TypeError('deriveKey: options must be { kid, label }');
+  rejectUnknownOptions('deriveKey', options, { kid: true, label: true } satisfies OptionNames<typeof options>);
   const { kid, label } = options;
   if (typeof label !== 'string' || label.length === 0 || label.length > 256) {
     throw new TypeError('deriveKey: label must be a non-empty string of at most 256 characters');
@@ -193,6 +196,8 @@ export interface RotationScheduleOptions {
   clockSkewMs: number;
 }
 
+const ROTATION_OPTIONS: OptionNames<RotationScheduleOptions> = { now: true, propagationMs: true, ttlMs: true, clockSkewMs: true };
+
 /**
  * The key set after a rotation to `next`, with no coordinator: `next` is published now and seals from
  * `now + propagationMs`; every older key stops opening `ttlMs + 2 × clockSkewMs` after that (the last state it
@@ -202,6 +207,7 @@ export interface RotationScheduleOptions {
 export function scheduleRotation(current: readonly ScheduledKey[], next: KeyInput, options: RotationScheduleOptions): ScheduledKey[] {
   if (!Array.isArray(current)) throw new TypeError('scheduleRotation: current must be an array of keys');
   if (options === null || typeof options !== 'object') throw new TypeError('scheduleRotation: options must be an object');
+  rejectUnknownOptions('scheduleRotation', options, ROTATION_OPTIONS);
   const { now, propagationMs, ttlMs, clockSkewMs } = options;
   for (const [name, value] of Object.entries({ now, propagationMs, ttlMs, clockSkewMs })) {
     if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {

@@ -1,4 +1,4 @@
-import { intOption } from './validate.js';
+import { intOption, type OptionNames } from './validate.js';
 
 /**
  * Claims of an id with another fingerprint that a store takes before it drops the id's outcome: the
@@ -26,6 +26,9 @@ export interface OutcomeStoreLimits {
    */
   outcomeBudgetBytes?: number | undefined;
 }
+
+/** The names of {@link OutcomeStoreLimits}, for a store's list of known options (spread into it). */
+export const OUTCOME_STORE_LIMIT_OPTIONS: OptionNames<OutcomeStoreLimits> = { maxOutcomeBytes: true, outcomeBudgetBytes: true };
 
 /** Default of {@link OutcomeStoreLimits.maxOutcomeBytes}. */
 export const DEFAULT_MAX_OUTCOME_BYTES: number = 16_384;

@@ -4,7 +4,7 @@
  */
 import { StoreUnavailableError } from './errors.js';
 import { asTaskRecord, assertTaskChange, type TaskRecord, taskExpiresAt } from './tasks.js';
-import { intOption } from './validate.js';
+import { intOption, type OptionNames } from './validate.js';
 
 /** The option of a task store whose `update` is optimistic: how many rounds it tries under contention. */
 export interface TaskUpdateOptions {
@@ -15,6 +15,9 @@ export interface TaskUpdateOptions {
    */
   maxUpdateAttempts?: number | undefined;
 }
+
+/** The names of {@link TaskUpdateOptions}, for a task store's list of known options (spread into it). */
+export const TASK_UPDATE_OPTIONS: OptionNames<TaskUpdateOptions> = { maxUpdateAttempts: true };
 
 /** For store authors: `maxUpdateAttempts` checked (an integer 1–1000, labelled `TypeError`/`RangeError`), default 32. */
 export function parseTaskUpdateOptions(label: string, options: TaskUpdateOptions): { readonly maxUpdateAttempts: number } {

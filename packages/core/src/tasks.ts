@@ -5,7 +5,7 @@
  * `taskStoreCompliance` checks a store.
  */
 import type { JsonValue } from './protocol.js';
-import { intOption, isObject } from './validate.js';
+import { intOption, isObject, type OptionNames } from './validate.js';
 
 /** A task's status (SEP-2663). */
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
@@ -114,6 +114,9 @@ export interface TaskStoreLimits {
  * The newcomer may always give up its own oldest final task. Every store's `maxTasks` follows this rule.
  */
 export const roomFromAtLeast = (newcomerKept: number): number => newcomerKept + 2;
+
+/** The names of {@link TaskStoreLimits}, for a task store's list of known options (spread into it). */
+export const TASK_STORE_LIMIT_OPTIONS: OptionNames<TaskStoreLimits> = { maxLivePerPrincipal: true, maxPerPrincipal: true, maxTasks: true };
 
 /** The parsed {@link TaskStoreLimits}. */
 export interface ParsedTaskStoreLimits {

@@ -9,12 +9,77 @@
 export const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
- * The options argument of a factory: `{}` when `undefined`, else a plain object (`TypeError`
- * `<label>: options must be an object` otherwise, arrays and `null` included).
+ * Every option name of `O` (of each member, when `O` is a union) mapped to `true`: the type of a factory's list of
+ * known options. An object literal of this type names every option and nothing else, so an option added to `O`
+ * without being listed (or a listed name `O` does not have) fails type-check.
  */
-export function optionsObject<O extends object>(label: string, options: O | undefined): O {
+export type OptionNames<O> = { readonly [K in O extends unknown ? keyof O & string : never]-?: true };
+
+/** Longest part of a name compared for a suggestion: option names are short, and the comparison stays bounded. */
+const MAX_COMPARED = 64;
+
+/**
+ * The restricted (optimal string alignment) edit distance of `a` and `b`, case-insensitive, each cut to
+ * {@link MAX_COMPARED} characters: insertions, deletions, substitutions and swaps of two neighbours count 1.
+ */
+function editDistance(a: string, b: string): number {
+  const x = a.slice(0, MAX_COMPARED).toLowerCase();
+  const y = b.slice(0, MAX_COMPARED).toLowerCase();
+  let before: number[] = [];
+  let previous = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= y.length; j++) {
+      const cost = x[i - 1] === y[j - 1] ? 0 : 1;
+      let d = Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, (previous[j - 1] as number) + cost);
+      if (i > 1 && j > 1 && x[i - 1] === y[j - 2] && x[i - 2] === y[j - 1]) d = Math.min(d, (before[j - 2] as number) + 1);
+      current.push(d);
+    }
+    before = previous;
+    previous = current;
+  }
+  return previous[y.length] as number;
+}
+
+/** The known name closest to `name` (the first of equals), when one is within a third of the longer length (at least 1). */
+function closest(name: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of known) {
+    const distance = editDistance(name, candidate);
+    const limit = Math.max(1, Math.floor(Math.min(Math.max(name.length, candidate.length), MAX_COMPARED) / 3));
+    if (distance <= limit && distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return best;
+}
+
+/**
+ * Refuses an option a factory does not know: a misspelt or renamed option would otherwise be ignored without a word
+ * (and a protection it was meant to set left at its default). Checks the own enumerable string keys of `options`
+ * (one set to `undefined` included) against `known`; the first unknown one throws a `TypeError`
+ * `<label>: unknown option "groupCommt"; did you mean "groupCommit"?` (no suggestion when no known name is close).
+ */
+export function rejectUnknownOptions(label: string, options: object, known: Readonly<Record<string, true>>): void {
+  for (const name of Object.keys(options)) {
+    if (Object.hasOwn(known, name)) continue;
+    const suggestion = closest(name, Object.keys(known));
+    const hint = suggestion === undefined ? '' : `; did you mean "${suggestion}"?`;
+    throw new TypeError(`${label}: unknown option "${name}"${hint}`);
+  }
+}
+
+/**
+ * The options argument of a factory: `{}` when `undefined`, else a plain object (`TypeError`
+ * `<label>: options must be an object` otherwise, arrays and `null` included) with no option outside `known`
+ * (see {@link rejectUnknownOptions}).
+ */
+export function optionsObject<O extends object>(label: string, options: O | undefined, known: OptionNames<O>): O {
   if (options === undefined) return {} as O;
   if (!isObject(options)) throw new TypeError(`${label}: options must be an object`);
+  rejectUnknownOptions(label, options, known);
   return options;
 }
 

@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { BackgroundError, boolOption, fnOption, intOption, isObject, oneOfOption, optionsObject, stringOption } from '../src/authoring.js';
+import {
+  BackgroundError,
+  boolOption,
+  fnOption,
+  intOption,
+  isObject,
+  type OptionNames,
+  oneOfOption,
+  optionsObject,
+  rejectUnknownOptions,
+  stringOption,
+} from '../src/authoring.js';
 
 describe('option validators (@mrtr/core/authoring)', () => {
   it('isObject accepts plain objects only', () => {
@@ -9,12 +20,60 @@ describe('option validators (@mrtr/core/authoring)', () => {
   });
 
   it('optionsObject: {} when undefined, the object itself, a labelled TypeError for anything else', () => {
-    expect(optionsObject('createX', undefined)).toEqual({});
+    expect(optionsObject('createX', undefined, { a: true })).toEqual({});
     const given = { a: 1 };
-    expect(optionsObject('createX', given)).toBe(given);
+    expect(optionsObject('createX', given, { a: true })).toBe(given);
     for (const bad of [null, [], 'x', 1, true, () => {}]) {
-      expect(() => optionsObject('createX', bad as never)).toThrow(new TypeError('createX: options must be an object'));
+      expect(() => optionsObject('createX', bad as never, { a: true })).toThrow(new TypeError('createX: options must be an object'));
     }
+  });
+
+  it('optionsObject refuses an option it does not know, naming it and the closest known name', () => {
+    interface XOptions {
+      groupCommit?: boolean;
+      maxBatchSize?: number;
+    }
+    const known: OptionNames<XOptions> = { groupCommit: true, maxBatchSize: true };
+    expect(() => optionsObject<XOptions>('createX', { groupCommt: true } as XOptions, known)).toThrow(
+      new TypeError('createX: unknown option "groupCommt"; did you mean "groupCommit"?'),
+    );
+  });
+
+  it('rejectUnknownOptions: own enumerable string keys, undefined values included; a suggestion only when one is close', () => {
+    const known = { groupCommit: true, maxBatchSize: true, now: true, ttlMs: true } as const;
+    rejectUnknownOptions('createX', { groupCommit: false, now: undefined }, known);
+    rejectUnknownOptions('createX', Object.create({ inherited: 1 }), known);
+    rejectUnknownOptions('createX', { [Symbol('s')]: 1 }, known);
+    const hidden = {};
+    Object.defineProperty(hidden, 'hidden', { value: 1, enumerable: false });
+    rejectUnknownOptions('createX', hidden, known);
+    expect(() => rejectUnknownOptions('createX', { groupCommt: undefined }, known)).toThrow(
+      new TypeError('createX: unknown option "groupCommt"; did you mean "groupCommit"?'),
+    );
+    // Case, a swap of two neighbours, a missing letter.
+    expect(() => rejectUnknownOptions('createX', { ttlms: 1 }, known)).toThrow('unknown option "ttlms"; did you mean "ttlMs"?');
+    expect(() => rejectUnknownOptions('createX', { tltMs: 1 }, known)).toThrow('unknown option "tltMs"; did you mean "ttlMs"?');
+    expect(() => rejectUnknownOptions('createX', { maxBatchSie: 1 }, known)).toThrow('did you mean "maxBatchSize"?');
+    // Nothing close: no suggestion.
+    expect(() => rejectUnknownOptions('createX', { url: 'x' }, known)).toThrow(new TypeError('createX: unknown option "url"'));
+    expect(() => rejectUnknownOptions('createX', { __proto__: null, constructor: 1 }, known)).toThrow('unknown option "constructor"');
+    // A long name is compared on a bounded prefix (no suggestion, no quadratic cost on its length).
+    const long = `groupCommit${'x'.repeat(100_000)}`;
+    expect(() => rejectUnknownOptions('createX', { [long]: 1 }, known)).toThrow(/^createX: unknown option "groupCommitx+"$/);
+  });
+
+  it('OptionNames lists every option of a type (a missing or foreign name fails type-check)', () => {
+    interface XOptions {
+      a?: number;
+      b: string;
+    }
+    const full: OptionNames<XOptions> = { a: true, b: true };
+    // @ts-expect-error b is missing
+    const missing: OptionNames<XOptions> = { a: true };
+    // @ts-expect-error c is not an option
+    const foreign: OptionNames<XOptions> = { a: true, b: true, c: true };
+    const union: OptionNames<{ url: string } | { client: object }> = { url: true, client: true };
+    expect([full, missing, foreign, union]).toHaveLength(4);
   });
 
   it('intOption: fallback when undefined, the value within bounds, labelled errors otherwise', () => {

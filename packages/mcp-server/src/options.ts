@@ -1,6 +1,15 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
 import { type AnswerEvent, type FlowCompletedEvent, KeyRing, type MrtrErrorCode, type MrtrEvent, type StateGuardOptions } from '@mrtr/core';
-import { createEventSink, intOption, isObject, safeEmitter, storeCapabilities } from '@mrtr/core/authoring';
+import {
+  createEventSink,
+  intOption,
+  isObject,
+  type OptionNames,
+  rejectUnknownOptions,
+  STATE_GUARD_OPTIONS,
+  safeEmitter,
+  storeCapabilities,
+} from '@mrtr/core/authoring';
 import type { MissingCapabilityPolicy, PresuppliedPolicy, ResolvedOptions } from './rounds/options.js';
 import { createPrincipalPolicy, defaultPrincipal } from './rounds/principal.js';
 import type { TaskOptions } from './tasks/options.js';
@@ -71,6 +80,16 @@ export interface MrtrOptions extends Omit<StateGuardOptions, 'principal' | 'onEv
   tasks?: TaskOptions | undefined;
 }
 
+const MRTR_OPTIONS: OptionNames<MrtrOptions> = {
+  ...STATE_GUARD_OPTIONS,
+  missingCapability: true,
+  presupplied: true,
+  maxAnswerChars: true,
+  recordOutcomes: true,
+  onReject: true,
+  tasks: true,
+};
+
 function oneOf<T extends string>(name: string, value: unknown, allowed: readonly T[], fallback: T): T {
   if (value === undefined) return fallback;
   if (!allowed.includes(value as T)) throw new TypeError(`createMrtr: ${name} must be ${allowed.map((a) => `"${a}"`).join(' or ')}`);
@@ -80,6 +99,7 @@ function oneOf<T extends string>(name: string, value: unknown, allowed: readonly
 /** Validates {@link MrtrOptions}; the guard validates its own part when it is built. */
 export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   if (!isObject(options)) throw new TypeError('createMrtr: options must be an object');
+  rejectUnknownOptions('createMrtr', options, MRTR_OPTIONS);
   const { principal, onReject } = options;
   if (principal !== undefined && typeof principal !== 'function') throw new TypeError('createMrtr: principal must be a function');
   if (onReject !== undefined && typeof onReject !== 'function') throw new TypeError('createMrtr: onReject must be a function');

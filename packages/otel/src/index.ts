@@ -5,7 +5,7 @@
  * principal, argument or answer, and flow ids and resource URIs stay off metrics (cardinality).
  */
 import { MRTR_ERROR_CODES, type MrtrEvent, type OutcomeDropReason } from '@mrtr/core';
-import { boolOption, isObject, optionsObject } from '@mrtr/core/authoring';
+import { boolOption, isObject, type OptionNames, optionsObject, rejectUnknownOptions } from '@mrtr/core/authoring';
 import {
   type Attributes,
   type Counter,
@@ -228,6 +228,8 @@ function names(value: unknown, what: string, nonEmpty: boolean): string[] {
 }
 
 /** The label sets {@link MrtrTelemetryOptions.known} starts at 0, per counter; validated and bounded. */
+const KNOWN_LABELS: OptionNames<MrtrKnownLabels> = { codecs: true, tools: true, prompts: true, resources: true, errorTypes: true };
+
 function knownSeries(known: MrtrKnownLabels): {
   common: Attributes[];
   rejected: Attributes[];
@@ -235,6 +237,7 @@ function knownSeries(known: MrtrKnownLabels): {
   dropped: Attributes[];
 } {
   if (!isObject(known)) throw new TypeError('createMrtrTelemetry: known must be an object');
+  rejectUnknownOptions('createMrtrTelemetry: known', known, KNOWN_LABELS);
   const codecs = names(known.codecs, 'codecs', true);
   const tools = known.tools === undefined ? [] : names(known.tools, 'tools', false);
   const prompts = known.prompts === undefined ? [] : names(known.prompts, 'prompts', false);
@@ -286,7 +289,13 @@ function spanAttributes(event: MrtrEvent, tokenBytes: number | undefined): Attri
  * The hook never throws; with no SDK registered everything is a no-op.
  */
 export function createMrtrTelemetry(options: MrtrTelemetryOptions = {}): (event: MrtrEvent) => void {
-  options = optionsObject('createMrtrTelemetry', options);
+  options = optionsObject('createMrtrTelemetry', options, {
+    meterProvider: true,
+    tracerProvider: true,
+    metrics: true,
+    traces: true,
+    known: true,
+  });
   const recordMetrics = boolOption('createMrtrTelemetry: metrics', options.metrics, true);
   const recordTraces = boolOption('createMrtrTelemetry: traces', options.traces, true);
   const { meterProvider, tracerProvider } = options;

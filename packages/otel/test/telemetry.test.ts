@@ -390,3 +390,14 @@ describe('createMrtrTelemetry', () => {
     expect(trace.getActiveSpan()).toBeUndefined();
   });
 });
+
+describe('createMrtrTelemetry options', () => {
+  it('refuses an unknown option, naming it and the closest known name (a misspelt switch is never ignored)', () => {
+    expect(() => createMrtrTelemetry({ metric: false } as never)).toThrow(
+      new TypeError('createMrtrTelemetry: unknown option "metric"; did you mean "metrics"?'),
+    );
+    expect(() => createMrtrTelemetry({ known: { codecs: ['hmac'], tool: ['x'] } } as never)).toThrow(
+      new TypeError('createMrtrTelemetry: known: unknown option "tool"; did you mean "tools"?'),
+    );
+  });
+});

@@ -2,6 +2,7 @@ import { roomFromAtLeast } from '@mrtr/core/authoring';
 import type { DurableObjectStateLike, SqlStorageLike } from './binding.js';
 import { bump, meta, PURGE_PER_WRITE, PURGE_WHEN_FULL, ReplayLedger } from './ledger.js';
 import { BadRequest, count, fields, flag, type Message, num, str } from './message.js';
+import { optionsObject } from '@mrtr/core/authoring';
 
 /** Largest request body the object reads (a task record of up to 1 MiB, JSON-quoted, plus its fields). */
 const MAX_BODY_CHARS = 4 * 1024 * 1024;
@@ -67,6 +68,7 @@ export class MrtrStoreObject {
         'MrtrStoreObject: needs SQLite-backed storage (declare the class under `new_sqlite_classes` in the migrations of wrangler.jsonc)',
       );
     }
+    options = optionsObject('MrtrStoreObject', options, { now: true });
     const now = options.now ?? Date.now;
     if (typeof now !== 'function') throw new TypeError('MrtrStoreObject: options.now must be a function');
     this.#state = state;

@@ -21,6 +21,7 @@ import {
   StoreFullError,
   StoreUnavailableError,
   stringOption,
+  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
@@ -353,7 +354,15 @@ function leaseOps(ctx: Context) {
  * sent once more when their reply is lost (each answers as once). Any other failure rejects with `ERR_STORE_UNAVAILABLE`, never `true`.
  */
 export function createDurableObjectStore(options: DurableObjectStoreOptions): DurableObjectReplayStore {
-  options = optionsObject(LABEL, options);
+  options = optionsObject(LABEL, options, {
+    ...OUTCOME_STORE_LIMIT_OPTIONS,
+    objects: true,
+    namespace: true,
+    shards: true,
+    maxEntries: true,
+    timeoutMs: true,
+    now: true,
+  });
   if (options.objects === undefined) throw new TypeError(`${LABEL}: objects (the Durable Object namespace binding) is required`);
   if (options.now !== undefined) throw new TypeError(`${LABEL}: now is gone: the objects decide on their own clock`);
   const namespace = stringOption(`${LABEL}: namespace`, options.namespace, '');

@@ -13,6 +13,7 @@ import {
   stringOption,
   TaskLimitError,
   taskExpiresAt,
+  TASK_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
@@ -82,7 +83,16 @@ async function landedWrite(objects: Objects, now: () => number, taskId: string, 
  * the task's version back (this call's → done; else `ERR_STORE_UNAVAILABLE`).
  */
 export function createDurableObjectTaskStore(options: DurableObjectTaskStoreOptions): TaskStore {
-  options = optionsObject(LABEL, options);
+  options = optionsObject(LABEL, options, {
+    ...TASK_STORE_LIMIT_OPTIONS,
+    objects: true,
+    namespace: true,
+    shards: true,
+    maxRecordChars: true,
+    maxUpdateAttempts: true,
+    timeoutMs: true,
+    now: true,
+  });
   if (options.objects === undefined) throw new TypeError(`${LABEL}: objects (the Durable Object namespace binding) is required`);
   const limits = parseTaskStoreLimits(LABEL, options, 100_000);
   const namespace = stringOption(`${LABEL}: namespace`, options.namespace, '');

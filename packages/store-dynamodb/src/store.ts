@@ -19,12 +19,14 @@ import {
   randomBytes,
   StateExpiredError,
   StoreUnavailableError,
+  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { ClockOffset } from './clock.js';
 import { keyFingerprintsOf } from './keys.js';
 import { epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, num, openTable, readItem, str, ttlOf } from './table.js';
+import { CONNECTION_OPTIONS } from './table.js';
 
 // One item per id, `r#<namespace>#<H(id)>`: `exp` (ms), `ttl` (s, for DynamoDB's TTL), `o` (an owner value only the
 // call that wrote the item knows), `k` (`c` consume, `p` claimed, `d` recorded, `x` done, not kept), and for a claim
@@ -438,7 +440,7 @@ function epochGuard(table: Table): Context['withEpoch'] {
  */
 export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
-  const table = openTable(LABEL, options);
+  const table = openTable(LABEL, options, { ...CONNECTION_OPTIONS, ...OUTCOME_STORE_LIMIT_OPTIONS, clockSkewMs: true });
   const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits(LABEL, options);
   const skewMs = intOption(`${LABEL}: clockSkewMs`, options.clockSkewMs, 5_000, 0, 600_000);
   const ctx: Context = {

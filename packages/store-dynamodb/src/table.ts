@@ -18,6 +18,7 @@ import {
   randomBytes,
   StoreUnavailableError,
   stringOption,
+  type OptionNames,
 } from '@mrtr/core/authoring';
 import { ServiceClock } from './clock.js';
 
@@ -83,8 +84,9 @@ export const hash = (value: string): string => createHash('sha256').update(value
 /** `ttl` (seconds) for DynamoDB's TTL: an hour after the expiry (ms), so TTL never deletes an item the conditions still count. */
 export const ttlOf = (expiresAtMs: number): string => String(Math.ceil(expiresAtMs / 1000) + 3600);
 
-export function openTable(label: string, options: DynamoConnectionOptions): Table {
-  options = optionsObject(label, options);
+/** Opens the table of a store whose options are `options`, refusing any option outside `known` (the store's own). */
+export function openTable<O extends DynamoConnectionOptions>(label: string, options: O, known: OptionNames<O>): Table {
+  options = optionsObject(label, options, known);
   const { client } = options;
   if (client === null || typeof client !== 'object' || typeof (client as Partial<DynamoDBClient>).send !== 'function') {
     throw new TypeError(`${label}: client must be a DynamoDBClient from @aws-sdk/client-dynamodb`);
@@ -297,6 +299,16 @@ export function bucketCounter(
   };
 }
 
+/** The names of {@link DynamoConnectionOptions}, for a store's list of known options. */
+export const CONNECTION_OPTIONS: OptionNames<DynamoConnectionOptions> = {
+  client: true,
+  tableName: true,
+  namespace: true,
+  commandTimeoutMs: true,
+  now: true,
+  onError: true,
+};
+
 /** Options of {@link createTable}. */
 export interface CreateTableOptions {
   /**
@@ -313,7 +325,8 @@ export interface CreateTableOptions {
  * (`hv` string, `hk` number, keys only) and TTL on `ttl`. Waits until the table is active. An existing table is left
  * as it is.
  */
-export async function createTable(client: DynamoDBClient, tableName: string, options: CreateTableOptions = {}): Promise<void> {
+export async function createTable(client: DynamoDBClient, tableName: string, options?: CreateTableOptions): Promise<void> {
+  options = optionsObject('createTable', options, { timeToLive: true });
   try {
     await client.send(
       new CreateTableCommand({

@@ -28,9 +28,12 @@ import {
   type TaskUpdateOptions,
   taskExpiresAt,
   assertTaskCreateArguments,
+  TASK_STORE_LIMIT_OPTIONS,
+  TASK_UPDATE_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, openTable, readItem, str, ttlOf } from './table.js';
+import { CONNECTION_OPTIONS } from './table.js';
 
 const LABEL = 'createDynamoTaskStore';
 /** The store-wide count's buckets: a task counts until the end of the 5-minute bucket of its expiry. */
@@ -275,7 +278,7 @@ async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
 
 export function createDynamoTaskStore(options: DynamoTaskStoreOptions): DynamoTaskStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with client and tableName`);
-  const table = openTable(LABEL, options);
+  const table = openTable(LABEL, options, { ...CONNECTION_OPTIONS, ...TASK_STORE_LIMIT_OPTIONS, ...TASK_UPDATE_OPTIONS });
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
   const { maxUpdateAttempts: maxAttempts } = parseTaskUpdateOptions(LABEL, options);
   const { tableName } = table;

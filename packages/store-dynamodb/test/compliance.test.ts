@@ -56,19 +56,9 @@ describe('DynamoDB stores on dynalite', () => {
     },
   });
 
-  taskStoreCompliance(
-    it,
-    ({ namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks }) =>
-      createDynamoTaskStore({
-        client,
-        tableName,
-        namespace,
-        maxLivePerPrincipal,
-        maxPerPrincipal,
-        maxTasks,
-        now: clock.now,
-        commandTimeoutMs,
-      }),
-    { name: 'dynamodb tasks', clock, timeoutMs: 120_000 },
-  );
+  taskStoreCompliance(it, (o) => createDynamoTaskStore({ ...o, client, tableName, now: clock.now, commandTimeoutMs }), {
+    name: 'dynamodb tasks',
+    clock,
+    timeoutMs: 120_000,
+  });
 });

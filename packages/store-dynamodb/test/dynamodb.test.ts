@@ -18,11 +18,20 @@ describe('DynamoDB store: options, table, foreign items', () => {
     await dynamo?.close();
   });
 
-  it('misuse of the options is a labelled TypeError or RangeError', () => {
+  it('misuse of the options is a labelled TypeError or RangeError', async () => {
     expect(() => createDynamoStore({ client: {} as never, tableName })).toThrow(/createDynamoStore: client/);
     expect(() => createDynamoStore({ client, tableName: '' })).toThrow(/createDynamoStore: tableName/);
     expect(() => createDynamoStore({ client, tableName, commandTimeoutMs: 0 })).toThrow(RangeError);
     expect(() => createDynamoStore({ client, tableName, outcomeBudgetBytes: -1 })).toThrow(/outcomeBudgetBytes/);
+    expect(() => createDynamoStore({ client, tableName, clockSkew: 1 } as never)).toThrow(
+      new TypeError('createDynamoStore: unknown option "clockSkew"; did you mean "clockSkewMs"?'),
+    );
+    expect(() => createDynamoTaskStore({ client, tableName, maxUpdateAttemps: 2 } as never)).toThrow(
+      new TypeError('createDynamoTaskStore: unknown option "maxUpdateAttemps"; did you mean "maxUpdateAttempts"?'),
+    );
+    await expect(createTable(client, tableName, { timeToLiv: false } as never)).rejects.toThrow(
+      new TypeError('createTable: unknown option "timeToLiv"; did you mean "timeToLive"?'),
+    );
     expect(() => createDynamoTaskStore({ client, tableName, maxLivePerPrincipal: 9, maxPerPrincipal: 3 })).toThrow(RangeError);
     expect(() => createDynamoTaskStore({ client, tableName, maxUpdateAttempts: 0 })).toThrow(/maxUpdateAttempts/);
   });

@@ -9,7 +9,7 @@ import {
   StoreUnavailableError,
   stringOption,
 } from '@mrtr/core/authoring';
-import { checkLeaseMs, checkOwner } from '@mrtr/core/authoring';
+import { checkLeaseMs, checkOwner, OUTCOME_STORE_LIMIT_OPTIONS } from '@mrtr/core/authoring';
 import { checkSpend, leaseOf } from './checks.js';
 import { answerClaim, newClaim, recordClaim, releaseClaim, unrecordedClaimOf } from './leases.js';
 import { Ledger } from './ledger.js';
@@ -69,7 +69,7 @@ const answer = (value: boolean): Promise<boolean> => (value ? TRUE : FALSE);
  */
 export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryReplayStore {
   const label = 'createMemoryStore';
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, { ...OUTCOME_STORE_LIMIT_OPTIONS, maxEntries: true, namespace: true, now: true });
   const maxEntries = intOption(`${label}: maxEntries`, options.maxEntries, DEFAULT_MAX_ENTRIES, 1, Number.MAX_SAFE_INTEGER);
   const bounds = parseOutcomeStoreLimits(label, options);
   const namespace = stringOption(`${label}: namespace`, options.namespace, '');

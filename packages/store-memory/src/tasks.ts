@@ -6,8 +6,10 @@ import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
 import {
   assertTaskChange,
   isTerminalStatus,
+  optionsObject,
   parseTaskStoreLimits,
   roomFromAtLeast,
+  TASK_STORE_LIMIT_OPTIONS,
   TaskLimitError,
   taskExpiresAt,
 } from '@mrtr/core/authoring';
@@ -36,8 +38,8 @@ interface Holder {
  * full store (`maxTasks`) drops the oldest final task of its heaviest holder (see `TaskStoreLimits.maxTasks`),
  * found in O(principals).
  */
-export function createMemoryTaskStore(options: MemoryTaskStoreOptions = {}): TaskStore {
-  if (options === null || typeof options !== 'object') throw new TypeError('createMemoryTaskStore: options must be an object');
+export function createMemoryTaskStore(options?: MemoryTaskStoreOptions): TaskStore {
+  options = optionsObject('createMemoryTaskStore', options, { ...TASK_STORE_LIMIT_OPTIONS, now: true });
   const {
     maxLivePerPrincipal: maxLive,
     maxPerPrincipal: maxKept,

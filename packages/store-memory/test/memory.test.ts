@@ -1,7 +1,7 @@
 import { MrtrError } from '@mrtr/core';
 import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
 import { describe, expect, it } from 'vitest';
-import { createMemoryStore } from '../src/index.js';
+import { createMemoryStore, createMemoryTaskStore } from '../src/index.js';
 
 function fakeClock(start = 1_700_000_000_000) {
   let t = start;
@@ -24,6 +24,18 @@ async function codeOf(promise: Promise<unknown>): Promise<string> {
 }
 
 describe('createMemoryStore options', () => {
+  it('refuses an unknown option, naming it and the closest known name', () => {
+    expect(() => createMemoryStore({ maxEntrys: 5 } as never)).toThrow(
+      new TypeError('createMemoryStore: unknown option "maxEntrys"; did you mean "maxEntries"?'),
+    );
+    expect(() => createMemoryStore({ maxOutcomeByte: undefined } as never)).toThrow(
+      new TypeError('createMemoryStore: unknown option "maxOutcomeByte"; did you mean "maxOutcomeBytes"?'),
+    );
+    expect(() => createMemoryTaskStore({ maxTask: 5 } as never)).toThrow(
+      new TypeError('createMemoryTaskStore: unknown option "maxTask"; did you mean "maxTasks"?'),
+    );
+  });
+
   it('rejects bad options at construction', () => {
     expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(RangeError);
     expect(() => createMemoryStore({ maxEntries: 0 })).toThrow(

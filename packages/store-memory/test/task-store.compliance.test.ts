@@ -10,7 +10,8 @@ describe('createMemoryTaskStore', () => {
       t += ms;
     },
   };
-  taskStoreCompliance(it, (o) => createMemoryTaskStore({ ...o, now: clock.now }), {
+  // Each memory task store is its own (sharedBackend: false): it takes no namespace, the rest passes through.
+  taskStoreCompliance(it, ({ namespace: _own, ...o }) => createMemoryTaskStore({ ...o, now: clock.now }), {
     clock,
     sharedBackend: false,
     name: 'memory task store',

@@ -9,6 +9,7 @@ import {
   optionsObject,
   parseOutcomeStoreLimits,
   stringOption,
+  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedisCommands } from './connection.js';
@@ -264,7 +265,23 @@ export interface ParsedRedisStoreOptions {
 /** Checks the options of {@link createRedisStore} (a misuse throws `TypeError`/`RangeError`) and fills in the defaults. */
 export function parseRedisStoreOptions(options: RedisStoreOptions): ParsedRedisStoreOptions {
   const label = 'createRedisStore';
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, {
+    ...OUTCOME_STORE_LIMIT_OPTIONS,
+    url: true,
+    client: true,
+    prefix: true,
+    namespace: true,
+    extraRetentionMs: true,
+    commandTimeoutMs: true,
+    connectTimeoutMs: true,
+    maxReconnectDelayMs: true,
+    redisOptions: true,
+    evictionPolicyCheck: true,
+    onError: true,
+    batch: true,
+    maxBatchSize: true,
+    maxQueued: true,
+  });
   const { url, client: injected } = options;
   if (url !== undefined && injected !== undefined) {
     throw new TypeError('createRedisStore: give either url or client, not both');

@@ -48,6 +48,7 @@ import {
   TaskLimitError,
   taskExpiresAt,
   assertTaskCreateArguments,
+  TASK_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import { type Cluster, type Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { openConnection, type RedisConnection } from './connection.js';
@@ -301,7 +302,19 @@ interface ParsedTaskStoreOptions {
 
 /** Checks the options of {@link createRedisTaskStore} (a misuse throws `TypeError`/`RangeError`) and fills in the defaults. */
 function parseTaskStoreOptions(options: RedisTaskStoreOptions): ParsedTaskStoreOptions {
-  options = optionsObject(LABEL, options);
+  options = optionsObject(LABEL, options, {
+    ...TASK_STORE_LIMIT_OPTIONS,
+    url: true,
+    client: true,
+    prefix: true,
+    namespace: true,
+    commandTimeoutMs: true,
+    connectTimeoutMs: true,
+    maxReconnectDelayMs: true,
+    redisOptions: true,
+    onError: true,
+    maxUpdateAttempts: true,
+  });
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
   const { url, client: injected } = options;
   if (url !== undefined && injected !== undefined) throw new TypeError(`${LABEL}: give either url or client, not both`);

@@ -6,6 +6,18 @@ import { createRedisStore, createRedisTaskStore } from '../src/index.js';
 // default), so existing keys stay in use. No Redis needed: a client that never connects.
 
 describe('renamed options of the Redis stores', () => {
+  it('an unknown option is refused, naming it and the closest known name (before any connection)', () => {
+    expect(() => createRedisStore({ commandTimeoutMS: 5 } as never)).toThrow(
+      new TypeError('createRedisStore: unknown option "commandTimeoutMS"; did you mean "commandTimeoutMs"?'),
+    );
+    expect(() => createRedisStore({ bacth: false } as never)).toThrow(
+      new TypeError('createRedisStore: unknown option "bacth"; did you mean "batch"?'),
+    );
+    expect(() => createRedisTaskStore({ maxUpdateAttempt: 3 } as never)).toThrow(
+      new TypeError('createRedisTaskStore: unknown option "maxUpdateAttempt"; did you mean "maxUpdateAttempts"?'),
+    );
+  });
+
   it("the default namespace is '' and keeps the former default's keys: '' and 'default' are one ledger", async () => {
     const client = new Redis({ lazyConnect: true });
     try {

@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import { BackgroundError } from '@mrtr/core/authoring';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createPostgresStore, createPostgresTaskStore, createSqliteStore, type PgPoolLike } from '../src/index.js';
+import {
+  configureSqliteDatabase,
+  createPostgresStore,
+  createPostgresTaskStore,
+  createSqliteStore,
+  createSqliteTaskStore,
+  type PgPoolLike,
+} from '../src/index.js';
 
 // One vocabulary across the stores: the SQL stores take the names @mrtr/store-redis uses (`batch`,
 // `connectTimeoutMs`, `extraRetentionMs`).
@@ -15,6 +22,39 @@ const dir = mkdtempSync(join(tmpdir(), 'mrtr-option-names-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('option names of the SQL stores', () => {
+  it('an unknown option is refused, naming it and the closest known name (before anything is opened)', async () => {
+    const filename = join(dir, 'never.db');
+    const refused = (make: () => unknown, message: string) => expect(make).toThrow(new TypeError(message));
+    refused(
+      () => createPostgresStore({ pool: pool(), purgeIntervalMS: 0 } as never),
+      'createPostgresStore: unknown option "purgeIntervalMS"; did you mean "purgeIntervalMs"?',
+    );
+    refused(
+      () => createPostgresStore({ pool: pool(), preparedStatement: false } as never),
+      'createPostgresStore: unknown option "preparedStatement"; did you mean "preparedStatements"?',
+    );
+    refused(
+      () => createPostgresTaskStore({ pool: pool(), maxRecordByte: 1 } as never),
+      'createPostgresTaskStore: unknown option "maxRecordByte"; did you mean "maxRecordBytes"?',
+    );
+    refused(
+      () => createSqliteStore({ filename, busyTimeout: 1 } as never),
+      'createSqliteStore: unknown option "busyTimeout"; did you mean "busyTimeoutMs"?',
+    );
+    refused(
+      () => createSqliteTaskStore({ filename, tabel: 'x' } as never),
+      'createSqliteTaskStore: unknown option "tabel"; did you mean "table"?',
+    );
+    const db = new Database(':memory:');
+    try {
+      await expect(configureSqliteDatabase(db, { synchronus: 'FULL' } as never)).rejects.toThrow(
+        new TypeError('configureSqliteDatabase: unknown option "synchronus"; did you mean "synchronous"?'),
+      );
+    } finally {
+      db.close();
+    }
+  });
+
   it('extraRetentionMs keeps expired rows from the purge', async () => {
     for (const [i, grace] of [{ extraRetentionMs: 60_000 }].entries()) {
       let t = 1_000_000;

@@ -1,4 +1,4 @@
-import { intOption, optionsObject, StoreUnavailableError, stringOption } from '@mrtr/core/authoring';
+import { intOption, optionsObject, StoreUnavailableError, stringOption, type OptionNames } from '@mrtr/core/authoring';
 import { errors, Redis } from '@upstash/redis';
 
 /** How a store reaches Upstash: `url` and `token` (an owned client), or an `@upstash/redis` `client`. */
@@ -77,9 +77,19 @@ const encodeNamespace = (namespace: string): string => namespace.replace(/%/g, '
 /** Redis answered with an error: the script did not run (or ran and failed before writing: scripts check first). */
 const isReplyError = (error: unknown): error is Error => error instanceof errors.UpstashError;
 
+/** The names of {@link UpstashConnectionOptions}, for a store's list of known options. */
+export const CONNECTION_OPTIONS: OptionNames<UpstashConnectionOptions> = {
+  url: true,
+  token: true,
+  client: true,
+  commandTimeoutMs: true,
+  prefix: true,
+  namespace: true,
+};
+
 /** Parses the connection options and opens the link (no request is sent before the first operation). */
-export function openLink(label: string, options: UpstashConnectionOptions): Link {
-  options = optionsObject(label, options);
+export function openLink<O extends UpstashConnectionOptions>(label: string, options: O, known: OptionNames<O>): Link {
+  options = optionsObject(label, options, known);
   const { url, token, client: injected } = options;
   const commandTimeoutMs = intOption(`${label}: commandTimeoutMs`, options.commandTimeoutMs, 5000, 1, 600_000);
   const prefix = stringOption(`${label}: prefix`, options.prefix, 'mrtr:');

@@ -14,6 +14,7 @@ import {
   parseOutcomeStoreLimits,
   randomBytes,
   StoreUnavailableError,
+  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
 import {
@@ -30,7 +31,7 @@ import {
   ownerMisuse,
   spendMisuse,
 } from '@mrtr/store-redis/scripts';
-import { openLink, script, type UpstashConnectionOptions } from './link.js';
+import { openLink, script, type UpstashConnectionOptions, CONNECTION_OPTIONS } from './link.js';
 
 // One key per id, `<keyPrefix>r:<id>`, holding one of (`<owner>`: 22 random base64url characters that only the call
 // that wrote it knows, or the caller's `owner` of a claim; `<m>`: the misses counted so far; `<fp>`: the fingerprint,
@@ -233,7 +234,7 @@ const unexpected = (what: string): StoreUnavailableError =>
  */
 export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with url and token, or client`);
-  const link = openLink(LABEL, options);
+  const link = openLink(LABEL, options, { ...CONNECTION_OPTIONS, ...OUTCOME_STORE_LIMIT_OPTIONS });
   const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits(LABEL, options);
   const { keyPrefix } = link;
   const budgetKeys = [`${keyPrefix}ob`, `${keyPrefix}on`];

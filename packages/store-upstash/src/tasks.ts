@@ -31,9 +31,11 @@ import {
   type TaskUpdateOptions,
   taskExpiresAt,
   assertTaskCreateArguments,
+  TASK_STORE_LIMIT_OPTIONS,
+  TASK_UPDATE_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
-import { openLink, script, type UpstashConnectionOptions } from './link.js';
+import { openLink, script, type UpstashConnectionOptions, CONNECTION_OPTIONS } from './link.js';
 
 const LABEL = 'createUpstashTaskStore';
 /** `v` and 22 random base64url characters. */
@@ -139,7 +141,7 @@ const corrupt = (taskId: string): StoreUnavailableError =>
  */
 export function createUpstashTaskStore(options: UpstashTaskStoreOptions): UpstashTaskStore {
   if (options === undefined) throw new TypeError(`${LABEL}: options must be an object with url and token, or client`);
-  const link = openLink(LABEL, options);
+  const link = openLink(LABEL, options, { ...CONNECTION_OPTIONS, ...TASK_STORE_LIMIT_OPTIONS, ...TASK_UPDATE_OPTIONS });
   const { maxLivePerPrincipal: maxLive, maxPerPrincipal: maxKept, maxTasks } = parseTaskStoreLimits(LABEL, options);
   const { maxUpdateAttempts } = parseTaskUpdateOptions(LABEL, options);
   const { keyPrefix: kp } = link;

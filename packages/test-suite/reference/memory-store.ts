@@ -1,5 +1,5 @@
 import type { ReplayStore } from '@mrtr/core';
-import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
+import { optionsObject, StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
 
 export interface ExampleMemoryStoreOptions {
   /** Most ids held at once; when full, `consume` fails closed with `ERR_STORE_FULL`. @default 100_000 */
@@ -9,8 +9,9 @@ export interface ExampleMemoryStoreOptions {
 }
 
 /** A single-process `ReplayStore` on a `Map` of id → expiresAtMs. Not shared between processes. */
-export function createExampleMemoryStore(options: ExampleMemoryStoreOptions = {}): ReplayStore {
-  const { maxEntries = 100_000, now = Date.now } = options;
+export function createExampleMemoryStore(options?: ExampleMemoryStoreOptions): ReplayStore {
+  // An unknown option (a misspelt `maxEntrys`) is a TypeError naming it, never silently ignored.
+  const { maxEntries = 100_000, now = Date.now } = optionsObject('createExampleMemoryStore', options, { maxEntries: true, now: true });
   const ids = new Map<string, number>();
   let closed = false;
   const sweep = (at: number): void => {

@@ -12,7 +12,7 @@ import {
 import { storeCapabilities } from '@mrtr/core/authoring';
 
 const NO_CAPABILITIES = { shared: false, keyExchange: false, clock: false, leases: false, epoch: false } as const;
-import { fail, ok, rejectsMrtr } from './assert.js';
+import { fail, ok, rejectsMrtr, refusesUnknownOption } from './assert.js';
 import { plainCodec } from './claims.js';
 import { clockGroup } from './store/clock.js';
 import { type StoreSuite, sleep, uniqueId } from './store/context.js';
@@ -104,8 +104,9 @@ export interface LossyStore {
 }
 
 /**
- * Makes a store on `namespace`. The outcome tests also pass the outcome bounds ({@link OutcomeStoreLimits}): a store
- * that records outcomes must take them (other tests leave them out, for the store's defaults).
+ * Makes a store on `namespace`. The outcome tests also pass the outcome bounds ({@link OutcomeStoreLimits}) to a store
+ * that records outcomes, which must take them (other tests leave them out, for the store's defaults). Pass what it is given
+ * through to the store's factory: one test gives a misspelt option, which the store's factory must refuse.
  */
 export type StoreFactory = (options: { namespace: string } & OutcomeStoreLimits) => ReplayStore | Promise<ReplayStore>;
 
@@ -132,12 +133,27 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   const now = () => (clock ? clock.now() : Date.now());
   const test = (name: string, fn: () => Promise<void>): void => it(`${label} compliance: ${name}`, fn, timeout);
 
+  // The outcome bounds go only to a store that records outcomes (another refuses them as unknown options): declared, or
+  // read off a store built on the defaults, once.
+  let records: Promise<boolean> | undefined;
+  const recordsOutcomes = (): Promise<boolean> =>
+    (records ??=
+      options.outcomes !== undefined
+        ? Promise.resolve(options.outcomes)
+        : (async () => {
+            const store = await factory({ namespace: uniqueId('ns') });
+            try {
+              return storeCapabilities(store).outcomes !== undefined;
+            } finally {
+              await store.close();
+            }
+          })());
   const withStore = async (
     fn: (store: ReplayStore, namespace: string) => Promise<void>,
     limits: OutcomeStoreLimits = {},
   ): Promise<void> => {
     const namespace = uniqueId('ns');
-    const store = await factory({ namespace, ...limits });
+    const store = await factory({ namespace, ...(Object.keys(limits).length > 0 && (await recordsOutcomes()) ? limits : {}) });
     try {
       await fn(store, namespace);
     } finally {
@@ -161,6 +177,14 @@ export function storeCompliance(it: TestFn, factory: StoreFactory, options: Stor
   };
 
   const suite: StoreSuite = { label, factory, options, clock, now, test, withStore };
+  test('refuses an unknown option with a TypeError naming it', async () => {
+    const misspelt = { namespace: uniqueId('strict'), maxOutcomeByte: 1024 } as Parameters<StoreFactory>[0];
+    await refusesUnknownOption(
+      () => factory(misspelt),
+      'maxOutcomeByte',
+      (store) => store.close(),
+    );
+  });
   test('consume is true the first time and false every later time', async () => {
     await withStore(async (store) => {
       const id = uniqueId('first');

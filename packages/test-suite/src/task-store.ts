@@ -1,8 +1,11 @@
 import { MrtrError, type TaskRecord, type TaskStore } from '@mrtr/core';
-import { fail, ok } from './assert.js';
+import { fail, ok, refusesUnknownOption } from './assert.js';
 import type { TestFn } from './types.js';
 
-/** Makes a task store on `namespace` with the given bounds (the suite passes small ones). */
+/**
+ * Makes a task store on `namespace` with the given bounds (the suite passes small ones). Pass what it is given through
+ * to the store's factory: one test gives a misspelt option, which the store's factory must refuse.
+ */
 export type TaskStoreFactory = (options: {
   namespace: string;
   maxLivePerPrincipal: number;
@@ -110,6 +113,11 @@ export function taskStoreCompliance(it: TestFn, factory: TaskStoreFactory, optio
   };
   const finish = (store: TaskStore, taskId: string) =>
     store.update(taskId, (r) => ({ ...r, status: 'completed', result: { content: [] }, lastUpdatedAt: now() }));
+
+  test('refuses an unknown option with a TypeError naming it', async () => {
+    const misspelt = { namespace: uniqueId('strict'), ...limits, maxLivePerPrincipl: 3 } as Parameters<TaskStoreFactory>[0];
+    await refusesUnknownOption(() => factory(misspelt), 'maxLivePerPrincipl', close);
+  });
 
   test('create makes the task readable; get answers undefined for an unknown id', async () => {
     await withStore(async (store) => {

@@ -69,7 +69,7 @@ describe('the capability groups of the store suite (clock, leases, epoch)', () =
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const declares = { clock: true, leases: true, epoch: true };
     const lacking = await runCollected(
-      collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false, declares })),
+      collect((it) => storeCompliance(it, (o) => referenceStore({ ...o, now: clock.now }), { clock, sharedBackend: false, declares })),
     );
     for (const group of ['clock', 'leases', 'epoch']) {
       expect(lacking.failed.filter((name) => name.includes(`compliance: ${group}: `)).length, group).toBeGreaterThan(1);

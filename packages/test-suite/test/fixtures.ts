@@ -10,6 +10,8 @@ import {
   StoreUnavailableError,
   isCanonicalBase64url,
   isStateClaims,
+  rejectUnknownOptions,
+  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { TestFn } from '../src/index.js';
 
@@ -132,7 +134,10 @@ export function referenceCodec(keys: KeyRing, flaws: ReferenceCodecFlaws = {}, m
 }
 
 /** A correct in-process store and a broken get-then-set one. */
-export function referenceStore(options: { getThenSet?: boolean; now?: () => number } = {}): ReplayStore {
+export function referenceStore(
+  options: { getThenSet?: boolean; now?: () => number; namespace?: string } & OutcomeStoreLimits = {},
+): ReplayStore {
+  rejectUnknownOptions('referenceStore', options, { ...OUTCOME_STORE_LIMIT_OPTIONS, getThenSet: true, now: true, namespace: true });
   const seen = new Map<string, number>();
   const now = options.now ?? Date.now;
   let closed = false;
@@ -174,8 +179,9 @@ export interface RecordingFlaws {
 /** A correct in-process store that records outcomes ({@link OutcomeStoreLimits}, the misses rule), or a flawed one. */
 export function referenceRecordingStore(
   flaws: RecordingFlaws,
-  options: { now: () => number } & OutcomeStoreLimits,
+  options: { now: () => number; namespace?: string } & OutcomeStoreLimits,
 ): ReplayStore & { maxOutcomeBytes: number } {
+  rejectUnknownOptions('referenceRecordingStore', options, { ...OUTCOME_STORE_LIMIT_OPTIONS, now: true, namespace: true });
   const { now } = options;
   const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits('referenceRecordingStore', options);
   const held = new Map<string, { exp: number; fp?: string; misses: number; outcome?: string }>();
@@ -243,7 +249,8 @@ export function referenceRecordingStore(
  * distinct ids in sorted order but hands the answers out in arrival order, so a waiter can get another
  * id's answer. Correct for any batch of one id (the parallel test), wrong for a mixed burst.
  */
-export function misansweringBatchStore(options: { now?: () => number } = {}): ReplayStore {
+export function misansweringBatchStore(options: { now?: () => number; namespace?: string } = {}): ReplayStore {
+  rejectUnknownOptions('misansweringBatchStore', options, { now: true, namespace: true });
   const seen = new Map<string, number>();
   const now = options.now ?? Date.now;
   let closed = false;
@@ -330,7 +337,10 @@ export function lossyReferenceBackend(resolve: 'owner' | 'fail' | 'exists', now:
     return store;
   };
   return {
-    factory: ({ namespace }: { namespace: string }) => make(namespace),
+    factory: (options: { namespace: string }) => {
+      rejectUnknownOptions('lossyReferenceBackend', options, { namespace: true });
+      return make(options.namespace);
+    },
     lostReply: ({ namespace }: { namespace: string }) => {
       const link = { mode: 'normal' as 'normal' | 'late' | 'lost' };
       const store = make(namespace, link);

@@ -5,6 +5,8 @@ import {
   parseOutcomeStoreLimits,
   StateExpiredError,
   StoreUnavailableError,
+  rejectUnknownOptions,
+  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 
 /** Flaws of {@link referenceLeaseStore}, each a bug the capability groups must catch. */
@@ -72,7 +74,11 @@ const entry = (exp: number, fields: Partial<Entry> = {}): Entry => ({
  * A small, correct in-process store with a clock, leases and an epoch (O(n) where it does not matter), or, with
  * flaws, one with a bug: to show the capability groups of `storeCompliance` pass a correct store and bite each bug.
  */
-export function referenceLeaseStore(flaws: LeaseFlaws, options: { now: () => number } & OutcomeStoreLimits): ReplayStore {
+export function referenceLeaseStore(
+  flaws: LeaseFlaws,
+  options: { now: () => number; namespace?: string } & OutcomeStoreLimits,
+): ReplayStore {
+  rejectUnknownOptions('referenceLeaseStore', options, { ...OUTCOME_STORE_LIMIT_OPTIONS, now: true, namespace: true });
   const now = flaws.wallClock ? Date.now : options.now;
   const { maxOutcomeBytes, outcomeBudgetBytes } = parseOutcomeStoreLimits('referenceLeaseStore', options);
   const epoch = now();

@@ -17,7 +17,11 @@ describe('reference codec (docs/writing-a-codec.md)', () => {
 describe('reference store (docs/writing-a-store.md)', () => {
   let t = 1_000_000;
   const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
-  storeCompliance(it, () => createExampleMemoryStore({ now: clock.now }), { name: 'example-memory', clock, sharedBackend: false });
+  storeCompliance(it, ({ namespace: _one, ...o }) => createExampleMemoryStore({ ...o, now: clock.now }), {
+    name: 'example-memory',
+    clock,
+    sharedBackend: false,
+  });
 
   it('reports a closed store as unavailable and a full one as full, never true', async () => {
     const store = createExampleMemoryStore({ maxEntries: 2, now: clock.now });

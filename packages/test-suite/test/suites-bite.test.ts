@@ -98,7 +98,7 @@ describe('the store suite', () => {
     let t = 1_000_000;
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const { failed } = await runCollected(
-      collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false })),
+      collect((it) => storeCompliance(it, (o) => referenceStore({ ...o, now: clock.now }), { clock, sharedBackend: false })),
     );
     expect(failed).toEqual([]);
   });
@@ -141,7 +141,9 @@ describe('the store suite', () => {
     let t = 1_000_000;
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const lacking = await runCollected(
-      collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false, outcomes: true })),
+      collect((it) =>
+        storeCompliance(it, (o) => referenceStore({ ...o, now: clock.now }), { clock, sharedBackend: false, outcomes: true }),
+      ),
     );
     expect(lacking.failed.some((name) => name.includes('declares its capabilities'))).toBe(true);
     expect(lacking.failed.some((name) => name.includes('claim: first'))).toBe(true);
@@ -158,16 +160,27 @@ describe('the store suite', () => {
     let t = 1_000_000;
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const { failed } = await runCollected(
-      collect((it) => storeCompliance(it, () => referenceStore({ getThenSet: true, now: clock.now }), { clock, sharedBackend: false })),
+      collect((it) =>
+        storeCompliance(it, (o) => referenceStore({ ...o, getThenSet: true, now: clock.now }), { clock, sharedBackend: false }),
+      ),
     );
     expect(failed.some((name) => name.includes('parallel consumes'))).toBe(true);
+  });
+
+  it('fails a store whose factory ignores an unknown option (a misspelt bound left at its default)', async () => {
+    let t = 1_000_000;
+    const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
+    const { failed } = await runCollected(
+      collect((it) => storeCompliance(it, () => referenceStore({ now: clock.now }), { clock, sharedBackend: false })),
+    );
+    expect(failed).toEqual(['store compliance: refuses an unknown option with a TypeError naming it']);
   });
 
   it("fails a batching store that hands a waiter another id's answer on the burst test (and only there)", async () => {
     let t = 1_000_000;
     const clock = { now: () => t, advance: (ms: number) => void (t += ms) };
     const { failed } = await runCollected(
-      collect((it) => storeCompliance(it, () => misansweringBatchStore({ now: clock.now }), { clock, sharedBackend: false })),
+      collect((it) => storeCompliance(it, (o) => misansweringBatchStore({ ...o, now: clock.now }), { clock, sharedBackend: false })),
     );
     expect(failed).toHaveLength(1);
     expect(failed[0]).toContain('burst of distinct and repeated ids');

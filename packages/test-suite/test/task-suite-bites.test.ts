@@ -1,12 +1,21 @@
 // The task store suite bites: a correct reference task store passes it, and each deliberately broken one fails
 // it on the test meant to catch its flaw.
 import type { TaskRecord, TaskStore } from '@mrtr/core';
-import { assertTaskChange, isTerminalStatus, roomFromAtLeast, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import {
+  assertTaskChange,
+  isTerminalStatus,
+  rejectUnknownOptions,
+  roomFromAtLeast,
+  TaskLimitError,
+  taskExpiresAt,
+} from '@mrtr/core/authoring';
 import { describe, expect, it } from 'vitest';
 import { taskStoreCompliance } from '../src/index.js';
 import { collect, runCollected } from './fixtures.js';
 
 interface Flaws {
+  /** Ignores an option it does not know (a misspelt bound is silently dropped). */
+  laxOptions?: boolean;
   /** Awaits between counting a principal's tasks and inserting (the count is stale under concurrency). */
   racyBounds?: boolean;
   /** Awaits between reading a record and writing the change back (a concurrent update is lost). */
@@ -35,17 +44,15 @@ const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
  */
 function referenceTaskStores(flaws: Flaws, now: () => number) {
   const backends = new Map<string, Map<string, TaskRecord>>();
-  return ({
-    namespace,
-    maxLivePerPrincipal,
-    maxPerPrincipal,
-    maxTasks = 100_000,
-  }: {
-    namespace: string;
-    maxLivePerPrincipal: number;
-    maxPerPrincipal: number;
-    maxTasks?: number;
-  }): TaskStore => {
+  return (options: { namespace: string; maxLivePerPrincipal: number; maxPerPrincipal: number; maxTasks?: number }): TaskStore => {
+    if (!flaws.laxOptions)
+      rejectUnknownOptions('referenceTaskStore', options, {
+        namespace: true,
+        maxLivePerPrincipal: true,
+        maxPerPrincipal: true,
+        maxTasks: true,
+      });
+    const { namespace, maxLivePerPrincipal, maxPerPrincipal, maxTasks = 100_000 } = options;
     let tasks = backends.get(namespace);
     if (tasks === undefined) backends.set(namespace, (tasks = new Map()));
     const map = tasks;
@@ -131,6 +138,7 @@ describe('the task store suite', () => {
     ['a store without a store-wide bound', { noStoreBound: true }, ['a full store makes room']],
     ['a store that refuses when full instead of making room', { refusesWhenFull: true }, ['a full store makes room']],
     ["a store that drops a light holder's final task when full", { dropsLightHolders: true }, ['two more tasks than the newcomer']],
+    ['a store that ignores an unknown option', { laxOptions: true }, ['refuses an unknown option']],
   ] as const)('fails %s', async (_label, flaws, mustFail) => {
     const { failed } = await run(flaws);
     for (const name of mustFail)

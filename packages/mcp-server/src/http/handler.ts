@@ -18,6 +18,7 @@ import {
 } from './options.js';
 import { jsonRpcError } from './responses.js';
 import { createLegacySessions } from './sessions.js';
+import { optionsObject } from '@mrtr/core/authoring';
 
 /** The `403` for a request to a host name not in `hostnames` (`undefined`: no check), before anything reads it. */
 function hostCheck(hostnames: string[] | undefined): (request: Request) => Response | undefined {
@@ -82,9 +83,20 @@ function freshServers(factory: McpServerFactory): (ctx: McpRequestContext) => Pr
  * createServer(toNodeHandler(handler)).listen(3000); // toNodeHandler from @modelcontextprotocol/node
  * ```
  */
-export function createHttpHandler(factory: McpServerFactory, options: HttpHandlerOptions = {}): HttpHandler {
+export function createHttpHandler(factory: McpServerFactory, options?: HttpHandlerOptions): HttpHandler {
   if (typeof factory !== 'function') throw new TypeError('createHttpHandler: factory must be a function that returns a new McpServer');
-  if (options === null || typeof options !== 'object') throw new TypeError('createHttpHandler: options must be an object');
+  options = optionsObject('createHttpHandler', options, {
+    legacy: true,
+    sessions: true,
+    allowedHosts: true,
+    onerror: true,
+    responseMode: true,
+    bus: true,
+    maxSubscriptions: true,
+    keepAliveMs: true,
+    maxRequestBodySize: true,
+    trustProxy: true,
+  });
   const { legacy = 'sessions', sessions: sessionOptions = {}, allowedHosts, trustProxy: hops, ...sdkOptions } = options;
   const refusedHost = hostCheck(parseAllowedHosts(allowedHosts));
   const trustProxy = parseTrustProxy(hops);

@@ -5,7 +5,7 @@ import {
   type McpHandlerRequestOptions,
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
-import { intOption } from '@mrtr/core/authoring';
+import { intOption, optionsObject } from '@mrtr/core/authoring';
 import { subjectOf } from '../rounds/principal.js';
 
 /** Options of the sessions that serve 2025-era clients (see {@link HttpHandlerOptions.sessions}). */
@@ -156,6 +156,16 @@ export interface SessionSettings {
 
 /** Validates {@link LegacySessionOptions} (labelled `TypeError`/`RangeError`, as `createHttpHandler: sessions.…`). */
 export function resolveSessionOptions(sessionOptions: LegacySessionOptions): SessionSettings {
+  sessionOptions = optionsObject('createHttpHandler: sessions', sessionOptions, {
+    max: true,
+    maxPerUser: true,
+    maxAnonymous: true,
+    maxAnonymousPerAddress: true,
+    idleMs: true,
+    owner: true,
+    user: true,
+    now: true,
+  });
   const max = positiveInt('sessions.max', sessionOptions.max, 1000);
   const maxPerUser = positiveInt('sessions.maxPerUser', sessionOptions.maxPerUser, 16);
   const maxAnonymous = intOption('createHttpHandler: sessions.maxAnonymous', sessionOptions.maxAnonymous, 100, 0, Number.MAX_SAFE_INTEGER);

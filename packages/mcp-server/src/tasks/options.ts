@@ -1,5 +1,5 @@
 import type { TaskStore } from '@mrtr/core';
-import { intOption, isObject } from '@mrtr/core/authoring';
+import { intOption, isObject, type OptionNames, rejectUnknownOptions } from '@mrtr/core/authoring';
 
 /** Options of the tasks support (`tasks` of `createMrtr`). */
 export interface TaskOptions {
@@ -79,6 +79,18 @@ export function resolveTaskOptions(options: TaskOptions): TaskSettings {
     throw new TypeError(
       'createMrtr: tasks must be { store, ttlMs?, pollIntervalMs?, watchIntervalMs?, leaseMs?, inputTimeoutMs?, maxLiveUnauthenticated?, maxLiveUnauthenticatedPerAddress? }',
     );
+  rejectUnknownOptions('createMrtr: tasks', options, {
+    store: true,
+    ttlMs: true,
+    pollIntervalMs: true,
+    watchIntervalMs: true,
+    leaseMs: true,
+    inputTimeoutMs: true,
+    maxLiveUnauthenticated: true,
+    maxLiveUnauthenticatedPerAddress: true,
+    now: true,
+    background: true,
+  } satisfies OptionNames<TaskOptions>);
   const { store } = options;
   if (!isObject(store) || typeof store.create !== 'function' || typeof store.get !== 'function' || typeof store.update !== 'function') {
     throw new TypeError('createMrtr: tasks.store must be a TaskStore (create, get, update)');

@@ -1,8 +1,9 @@
-import { intOption, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { intOption, StoreUnavailableError, withDeadline, type OptionNames } from '@mrtr/core/authoring';
 import type { PgPoolClientLike, PgPoolLike, PoolConstructor, PostgresConnectionOptions } from '../shared/drivers.js';
 import { loadDriver } from '../shared/drivers.js';
 import { type ResourceHandle, resourceHandle } from '../shared/lifecycle.js';
 import { checkConnectionChoice, quoteIdentifier } from '../shared/options.js';
+import { POSTGRES_CONNECTION_OPTIONS } from '../shared/drivers.js';
 
 /** pg's `lock_not_available` (lock_timeout) and `query_canceled` (statement_timeout) SQLSTATEs. */
 export const LOCK_NOT_AVAILABLE = '55P03';
@@ -15,6 +16,15 @@ export interface PostgresBoundsOptions extends PostgresConnectionOptions {
   connectTimeoutMs?: number;
   maxConnections?: number;
 }
+
+/** The names of {@link PostgresBoundsOptions}, for a store's list of known options. */
+export const POSTGRES_BOUNDS_OPTIONS: OptionNames<PostgresBoundsOptions> = {
+  ...POSTGRES_CONNECTION_OPTIONS,
+  statementTimeoutMs: true,
+  lockTimeoutMs: true,
+  connectTimeoutMs: true,
+  maxConnections: true,
+};
 
 /** Where and how a PostgreSQL store connects, validated. */
 export interface PostgresSettings {

@@ -29,12 +29,13 @@ import {
   purgeSettings,
   quoteIdentifier,
   type SqlStoreCommonOptions,
+  SQL_STORE_OPTIONS,
 } from '../shared/options.js';
 import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import type { GroupCommitSettings } from '../shared/options.js';
 import { runClaimBatch } from './claims.js';
 import { ledgerEpochOf, releaseClaim, renewLease, serverTime } from './leases.js';
-import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier } from './connection.js';
+import { deadline, poolHandle, postgresBounds, postgresTarget, qualifier, POSTGRES_BOUNDS_OPTIONS } from './connection.js';
 import { consumeOne, runConsumeBatch } from './consume.js';
 import type { ReplayContext } from './context.js';
 import { keyFingerprintsOf } from './keys.js';
@@ -201,7 +202,7 @@ function leaseCalls(ctx: ReplayContext) {
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, { ...SQL_STORE_OPTIONS, ...POSTGRES_BOUNDS_OPTIONS, preparedStatements: true });
   const { tableName, table, qualify, namespace, autoSchema, settings, purge, onError, prepared, groupCommit, ...limits } = replayOptions(
     label,
     options,

@@ -13,8 +13,10 @@ import {
   postgresBounds,
   postgresTarget,
   qualifier,
+  POSTGRES_BOUNDS_OPTIONS,
 } from './connection.js';
 import { ensurePostgresSchema, taskSchemaPlan } from './schema.js';
+import { SQL_TASK_STORE_OPTIONS } from '../shared/tasks.js';
 
 export interface PostgresTaskStoreOptions extends SqlTaskStoreCommonOptions, PostgresConnectionOptions {
   /**
@@ -219,7 +221,7 @@ async function createIn(query: Query, scope: CreateScope, row: TaskRow): Promise
  */
 export function createPostgresTaskStore(options: PostgresTaskStoreOptions): SqlTaskStore {
   const label = 'createPostgresTaskStore';
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, { ...SQL_TASK_STORE_OPTIONS, ...POSTGRES_BOUNDS_OPTIONS });
   const target = postgresTarget(label, options);
   const task = taskSettings(label, options);
   const { tableName, namespace, now } = task;

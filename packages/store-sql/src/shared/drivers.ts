@@ -1,3 +1,4 @@
+import type { OptionNames } from '@mrtr/core/authoring';
 /**
  * Minimal structural views of the two drivers. The public types never import `pg` or
  * `better-sqlite3`, so a consumer of one dialect needs neither the other driver nor its `@types`.
@@ -101,6 +102,16 @@ export interface SqliteConnectionOptions {
    */
   synchronous?: 'full' | 'normal';
 }
+
+/** The names of {@link PostgresConnectionOptions}, for a store's list of known options. */
+export const POSTGRES_CONNECTION_OPTIONS: OptionNames<PostgresConnectionOptions> = { pool: true, connectionString: true, schema: true };
+/** The names of {@link SqliteConnectionOptions}, for a store's list of known options. */
+export const SQLITE_CONNECTION_OPTIONS: OptionNames<SqliteConnectionOptions> = {
+  database: true,
+  filename: true,
+  busyTimeoutMs: true,
+  synchronous: true,
+};
 
 /**
  * Loads an optional peer driver. Only a module-not-found error for that very package is reported as

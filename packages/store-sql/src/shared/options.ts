@@ -1,4 +1,12 @@
-import { type BackgroundError, boolOption, intOption, type ParsedOutcomeStoreLimits, parseOutcomeStoreLimits } from '@mrtr/core/authoring';
+import {
+  type BackgroundError,
+  boolOption,
+  intOption,
+  type ParsedOutcomeStoreLimits,
+  parseOutcomeStoreLimits,
+  type OptionNames,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+} from '@mrtr/core/authoring';
 import type { OutcomeStoreLimits } from '@mrtr/core';
 
 /** Options shared by both dialects. */
@@ -63,6 +71,23 @@ export interface SqlStoreCommonOptions extends OutcomeStoreLimits {
    */
   maxQueued?: number;
 }
+
+/** The names of {@link SqlStoreCommonOptions}, for a replay store's list of known options. */
+export const SQL_STORE_OPTIONS: OptionNames<SqlStoreCommonOptions> = {
+  ...OUTCOME_STORE_LIMIT_OPTIONS,
+  table: true,
+  namespace: true,
+  ensureSchema: true,
+  purgeIntervalMs: true,
+  purgeBatchSize: true,
+  purgeMaxBatches: true,
+  extraRetentionMs: true,
+  now: true,
+  onError: true,
+  batch: true,
+  maxBatchSize: true,
+  maxQueued: true,
+};
 
 export const DEFAULT_TABLE = 'mrtr_replay';
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;

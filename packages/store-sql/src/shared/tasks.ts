@@ -9,6 +9,8 @@ import {
   parseTaskStoreLimits,
   StoreUnavailableError,
   taskExpiresAt,
+  type OptionNames,
+  TASK_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import { checkNamespace, LONE_SURROGATE } from './arguments.js';
 import { quoteIdentifier } from './options.js';
@@ -55,6 +57,17 @@ export interface SqlTaskStore extends TaskStore {
   /** Closes a pool/database the store created itself (not an injected one). Idempotent. */
   close(): Promise<void>;
 }
+
+/** The names of {@link SqlTaskStoreCommonOptions}, for a task store's list of known options. */
+export const SQL_TASK_STORE_OPTIONS: OptionNames<SqlTaskStoreCommonOptions> = {
+  ...TASK_STORE_LIMIT_OPTIONS,
+  table: true,
+  namespace: true,
+  ensureSchema: true,
+  now: true,
+  maxRecordBytes: true,
+  purgeBatchSize: true,
+};
 
 export const DEFAULT_TASK_TABLE = 'mrtr_tasks';
 /** Tries of one `update` whose conditional write found the record changed meanwhile. */

@@ -28,7 +28,7 @@ export async function configureSqliteDatabase<T extends { pragma(source: string)
   if (db === null || typeof db !== 'object' || typeof db.pragma !== 'function') {
     throw new TypeError(`${label}: db must be a better-sqlite3 Database`);
   }
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, { busyTimeoutMs: true, synchronous: true });
   const busyTimeoutMs = intOption(`${label}: busyTimeoutMs`, options.busyTimeoutMs, 5000, 0, 600_000);
   const synchronous = synchronousOption(label, options.synchronous);
   db.pragma(`busy_timeout = ${busyTimeoutMs}`);

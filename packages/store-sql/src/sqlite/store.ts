@@ -21,6 +21,7 @@ import {
   purgeSettings,
   quoteIdentifier,
   type SqlStoreCommonOptions,
+  SQL_STORE_OPTIONS,
 } from '../shared/options.js';
 import { type SqlReplayStore, sqlReplayStore } from '../shared/types.js';
 import { databaseHandle, sqliteTarget, synchronousOption } from './connection.js';
@@ -29,6 +30,7 @@ import { type Op, runBatch, type SqliteReplayContext } from './replay.js';
 import { ensureSqliteSchema } from './schema.js';
 import { schemaPlan } from '../shared/schema.js';
 import { prepareStatements, type Statements } from './statements.js';
+import { SQLITE_CONNECTION_OPTIONS } from '../shared/drivers.js';
 
 export interface SqliteStoreOptions extends SqlStoreCommonOptions, SqliteConnectionOptions {}
 
@@ -61,7 +63,7 @@ async function purgeExpired(statements: Statements, purge: PurgeSettings, now: (
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqlReplayStore {
   const label = 'createSqliteStore';
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, { ...SQL_STORE_OPTIONS, ...SQLITE_CONNECTION_OPTIONS });
   const target = sqliteTarget(label, options);
   const tableName = options.table ?? DEFAULT_TABLE;
   const table = quoteIdentifier(`${label}: table`, tableName);

@@ -7,6 +7,8 @@ import { closedTaskStoreError, fromTaskRow, sqlTaskStore, taskIdExistsError, tas
 import { databaseHandle, inWriteTransaction, sqliteTarget } from './connection.js';
 import { ensureSqliteSchema } from './schema.js';
 import { schemaPlan } from '../shared/schema.js';
+import { SQL_TASK_STORE_OPTIONS } from '../shared/tasks.js';
+import { SQLITE_CONNECTION_OPTIONS } from '../shared/drivers.js';
 
 interface Statements {
   db: SqliteDatabaseLike;
@@ -147,7 +149,7 @@ export interface SqliteTaskStoreOptions extends SqlTaskStoreCommonOptions, Sqlit
  */
 export function createSqliteTaskStore(options: SqliteTaskStoreOptions): SqlTaskStore {
   const label = 'createSqliteTaskStore';
-  options = optionsObject(label, options);
+  options = optionsObject(label, options, { ...SQL_TASK_STORE_OPTIONS, ...SQLITE_CONNECTION_OPTIONS });
   const target = sqliteTarget(label, options);
   const { tableName, namespace, autoSchema, now, maxRecordBytes, purgeBatchSize, maxLive, maxKept, maxTasks } = taskSettings(
     label,
