@@ -1,9 +1,7 @@
-import { createServer, request as httpRequest } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { type CallToolResult, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { type Replayable, withMrtr } from '@mrtr/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshKeys, type Json, type RunningDemo, serviceUrl, startDemo } from './helpers.js';
+import { type DropProxy, dropProxy, effects, freshKeys, type Json, type RunningDemo, serviceUrl, startDemo } from './helpers.js';
 
 // Issue 42, "Done when": through a proxy that drops 20 % of the tool-call responses, @mrtr/client drives N `deploy`
 // flows and N keyed `send_email` calls against two demo instances sharing MRTR_KEYS and one Redis store. Every flow
@@ -13,74 +11,9 @@ import { freshKeys, type Json, type RunningDemo, serviceUrl, startDemo } from '.
 /** Flows of each kind; the issue's 200 + 200. */
 const N = 200;
 const CONCURRENCY = 8;
-/** The proxy drops every 5th tool-call response (20 %, the same ones on every run). */
+/** The proxy drops every 5th tool-call response (20 %, the same count on every run). */
 const DROP_EVERY = 5;
 const ALICE = 'alice-token-keys-e2e-0123456789ab';
-const REPLAYED = 'dev.mrtr/replayed';
-
-interface DropProxy {
-  url: URL;
-  /** Tool-call responses dropped, and those the upstream marked as replayed. */
-  stats: { toolCalls: number; dropped: number; replayed: number };
-  close(): Promise<void>;
-}
-
-/**
- * An HTTP proxy on 127.0.0.1 that sends each request to the next upstream in turn and reads the whole answer; every
- * `DROP_EVERY`th answer to a `tools/call` is then lost: the client's socket is destroyed after the upstream answered,
- * so the call ran and its response never arrives.
- */
-async function dropProxy(upstreams: readonly URL[]): Promise<DropProxy> {
-  const stats = { toolCalls: 0, dropped: 0, replayed: 0 };
-  let next = 0;
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const upstream = upstreams[next++ % upstreams.length]!;
-      const target = new URL(req.url ?? '/', upstream);
-      const forward = httpRequest(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-        const parts: Buffer[] = [];
-        answer.on('data', (chunk: Buffer) => parts.push(chunk));
-        answer.on('end', () => {
-          const text = Buffer.concat(parts);
-          if (body.includes('"method":"tools/call"')) {
-            if (text.includes(`"${REPLAYED}":true`)) stats.replayed++;
-            if (++stats.toolCalls % DROP_EVERY === 0) {
-              stats.dropped++;
-              req.socket.destroy();
-              return;
-            }
-          }
-          res.writeHead(answer.statusCode ?? 502, answer.headers);
-          res.end(text);
-        });
-      });
-      forward.on('error', () => req.socket.destroy());
-      forward.end(body);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    url: new URL(`http://127.0.0.1:${port}/mcp`),
-    stats,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** `mrtr_demo_effects_total{tool}` of one instance, from its /metrics. */
-async function effects(demo: RunningDemo, tool: string): Promise<number> {
-  const text = await (await fetch(new URL('/metrics', demo.url), { headers: { authorization: `Bearer ${ALICE}` } })).text();
-  const line = text.split('\n').find((l) => l.startsWith(`mrtr_demo_effects_total{tool="${tool}",`));
-  expect(line, `no mrtr_demo_effects_total series for ${tool}`).toBeDefined();
-  return Number(line!.slice(line!.lastIndexOf(' ') + 1));
-}
 
 /** Runs `jobs` with at most `limit` at once; each job runs once (bounded by the list). */
 async function pool<T>(jobs: readonly (() => Promise<T>)[], limit: number): Promise<T[]> {
@@ -118,7 +51,7 @@ describe.skipIf(redis.url === undefined)('two instances on Redis behind a proxy 
       MRTR_DEMO_NAMESPACE: `keys-e2e-${process.pid}-${Date.now().toString(36)}`,
     };
     [a, b] = await Promise.all([startDemo(['--store', 'redis'], { env }), startDemo(['--store', 'redis'], { env })]);
-    proxy = await dropProxy([new URL(a.url), new URL(b.url)]);
+    proxy = await dropProxy([new URL(a.url), new URL(b.url)], DROP_EVERY);
     client = new Client(
       { name: 'keys-e2e', version: '1.0.0' },
       { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { elicitation: { form: {} } } },
@@ -171,7 +104,7 @@ describe.skipIf(redis.url === undefined)('two instances on Redis behind a proxy 
       // Each call got its own release or message id, and the two instances together counted exactly N effects:
       // one effect per confirmed deploy and per key.
       expect(new Set(done.map((o) => o.id)).size).toBe(N);
-      expect((await effects(a, tool)) + (await effects(b, tool))).toBe(N);
+      expect((await effects(a, tool, ALICE)) + (await effects(b, tool, ALICE))).toBe(N);
     }
     // Every lost response was followed by a re-send the record answered, with the marker (none ran again).
     expect(proxy.stats.dropped).toBeGreaterThan(0);
