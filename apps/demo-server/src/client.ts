@@ -1,8 +1,10 @@
 // `pnpm demo:client [--url …] [--tool …] [--token …]`: drives every tool, the prompt and the resource of a running
-// mrtr-demo through its whole flow with the official SDK client pinned to 2026-07-28, and `rollout` (a task) over
-// the wire (src/task-client.ts: the SDK client cannot follow a task), and prints a timeline per flow.
+// mrtr-demo, and `rollout` (a task), through its whole flow with the official SDK client pinned to 2026-07-28 under
+// @mrtr/client (rounds, lost responses re-sent safely, idempotency keys, tasks), and prints a timeline per flow read
+// off the wire.
 import { parseArgs } from 'node:util';
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { type InputRequestInfo, MrtrClientError, TASKS_EXTENSION, withMrtr } from '@mrtr/client';
 import {
   CLIENT_CAPABILITIES,
   describeQuestion,
@@ -10,14 +12,14 @@ import {
   findTarget,
   type Json,
   PROTOCOL_VERSION,
+  parseMessages,
   ROLLOUT_TARGET,
+  requestOf,
   resultText,
   scriptedAnswer,
-  sendRound,
   TARGETS,
   type Target,
 } from './flows.js';
-import { rpcClient, runTaskFlow } from './task-client.js';
 
 /** Every flow the client runs: the MRTR ones through the SDK client, then `rollout`, which becomes a task. */
 const ALL_TARGETS: readonly Target[] = [...TARGETS, ROLLOUT_TARGET];
@@ -25,9 +27,9 @@ const ALL_TARGETS: readonly Target[] = [...TARGETS, ROLLOUT_TARGET];
 export const CLIENT_USAGE = `Usage: pnpm demo:client [--url http://127.0.0.1:3000/mcp] [--tool NAME] [--token TOKEN]
 
 Runs every tool, the prompt and the resource of a running mrtr-demo through its whole flow with the official
-MCP client (pinned to ${PROTOCOL_VERSION}), answering each question, and prints one timeline per flow. rollout
-becomes a task: its rounds, tasks/get polls and tasks/update answer go over the wire (the SDK client cannot follow
-a task), declaring the io.modelcontextprotocol/tasks extension.
+MCP client (pinned to ${PROTOCOL_VERSION}) and @mrtr/client, answering each question, and prints one timeline per
+flow. A lost response is re-sent only when that cannot run the work twice (a later round, a keyed call). rollout
+becomes a task, followed with tasks/get and answered with tasks/update (declaring ${TASKS_EXTENSION}).
 
 Options:
   --url URL      the demo's MCP endpoint (default http://127.0.0.1:3000/mcp)
@@ -98,61 +100,146 @@ const oneLine = (text: string, max = 100): string => {
   return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 };
 
+const ROUND_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
+const FINAL = new Set(['completed', 'failed', 'cancelled']);
+
+/** One request the client sent and the answer it got, read off the wire. */
+interface Exchange {
+  method: string;
+  params: Json;
+  reply: Json;
+  ms: number;
+}
+
+/**
+ * A `fetch` for the transport that hands each request with its answer to `see` before the SDK reads the answer (a
+ * lost response is never seen). The demo answers a POST with one JSON body or a short SSE stream that ends.
+ */
+function watchingFetch(see: (exchange: Exchange) => void): typeof fetch {
+  return async (input, init) => {
+    const body = typeof init?.body === 'string' ? init.body : '';
+    const started = performance.now();
+    const response = await fetch(input, init);
+    const request = body.startsWith('{') ? (JSON.parse(body) as Json) : undefined;
+    if (request === undefined || request.id === undefined || typeof request.method !== 'string') return response;
+    const reply = parseMessages(await response.clone().text()).find((m) => m.id === request.id);
+    if (reply !== undefined)
+      see({ method: request.method, params: (request.params ?? {}) as Json, reply, ms: Math.round(performance.now() - started) });
+    return response;
+  };
+}
+
 interface FlowOutcome {
   ok: boolean;
   rounds: number;
   tokenBytes: number;
 }
 
-/** One flow to its end; prints its timeline. */
-async function runFlow(client: Client, target: Target, options: Options, out: (line: string) => void): Promise<FlowOutcome> {
-  const args = target.args;
-  out(`${target.kind} ${target.name} ${JSON.stringify(args)}`);
-  const started = performance.now();
-  let tokenBytes = 0;
-  let extra: { inputResponses?: Json; requestState?: string } = {};
-  for (let round = 1; round <= MAX_ROUNDS; round++) {
-    const t0 = performance.now();
-    let result: Json;
-    try {
-      result = await sendRound(client, target, args, extra);
-    } catch (error) {
-      const detail =
-        error instanceof ProtocolError ? `${error.code} ${error.message}` : error instanceof Error ? error.message : String(error);
-      out(`  ${round}  ✗ error: ${oneLine(detail)}`);
-      return { ok: false, rounds: round, tokenBytes };
+/** The timeline of one flow, printed as its exchanges are seen: rounds, then a task's statuses and answers. */
+class Timeline {
+  rounds = 0;
+  tokenBytes = 0;
+  task = false;
+  private status = '';
+  private taskQuestions: Record<string, Json> = {};
+  private readonly out: (line: string) => void;
+
+  constructor(out: (line: string) => void) {
+    this.out = out;
+  }
+
+  see({ method, params, reply, ms }: Exchange): void {
+    const result = reply.result as Json | undefined;
+    if (result === undefined) return; // an error: the call throws it (or @mrtr/client retries it)
+    if (ROUND_METHODS.has(method)) this.round(result, ms);
+    else if (method === 'tasks/get') this.poll(result);
+    else if (method === 'tasks/update') {
+      const keys = Object.keys((params.inputResponses ?? {}) as Json);
+      this.out(`     ↳ answers ${keys.map((key) => describeQuestion(key, this.taskQuestions[key] ?? {})).join(', ')} with tasks/update`);
     }
-    const ms = Math.round(performance.now() - t0);
+  }
+
+  private round(result: Json, ms: number): void {
+    const round = ++this.rounds;
+    if (result.resultType === 'task') {
+      this.task = true;
+      this.out(
+        `  ${round}  → task ${String(result.taskId).slice(0, 8)}… (${String(result.status)}; tasks/get every ${String(result.pollIntervalMs)} ms)  ${ms} ms`,
+      );
+      return;
+    }
     if (result.resultType !== 'input_required') {
-      const failed = result.isError === true;
-      out(`  ${round}  ${failed ? '✗ complete (isError)' : '✓ complete'}: ${oneLine(resultText(result))}  ${ms} ms`);
-      out(`  = ${round} round(s), ${tokenBytes} state bytes in all, ${Math.round(performance.now() - started)} ms\n`);
-      return { ok: !failed, rounds: round, tokenBytes };
+      const replayed = (result._meta as Json | undefined)?.['dev.mrtr/replayed'] === true ? ' (replayed from the record)' : '';
+      this.out(
+        `  ${round}  ${result.isError === true ? '✗ complete (isError)' : '✓ complete'}: ${oneLine(resultText(result))}  ${ms} ms${replayed}`,
+      );
+      return;
     }
     const requests = (result.inputRequests ?? {}) as Record<string, Json>;
     const state = typeof result.requestState === 'string' ? result.requestState : undefined;
     const view = state === undefined ? undefined : describeToken(state);
-    tokenBytes += view?.bytes ?? 0;
+    this.tokenBytes += view?.bytes ?? 0;
     const asks = Object.entries(requests).map(([key, request]) => describeQuestion(key, request));
     const stateText = view === undefined ? 'no state' : `state ${view.bytes} B (${view.codec}, kid ${view.kid ?? '?'})`;
-    out(`  ${round}  → input_required  ${pad(`asks ${asks.join(', ') || 'nothing'}`, 44)} ${stateText}  ${ms} ms`);
-    const responses: Json = {};
-    for (const [key, request] of Object.entries(requests)) {
-      const params = (request.params ?? {}) as Json;
-      if (params.mode === 'url') {
-        try {
-          out(`     ↳ ${await completeConnectPage(String(params.url), options.url, options.token)}`);
-        } catch (error) {
-          out(`  ✗ ${error instanceof Error ? error.message : String(error)}`);
-          return { ok: false, rounds: round, tokenBytes };
-        }
-      }
-      responses[key] = scriptedAnswer(request, args);
-    }
-    extra = { inputResponses: responses, ...(state !== undefined && { requestState: state }) };
+    this.out(`  ${round}  → input_required  ${pad(`asks ${asks.join(', ') || 'nothing'}`, 44)} ${stateText}  ${ms} ms`);
   }
-  out(`  ✗ still asking after ${MAX_ROUNDS} rounds\n`);
-  return { ok: false, rounds: MAX_ROUNDS, tokenBytes };
+
+  private poll(view: Json): void {
+    const status = String(view.status);
+    const line = `${status}${typeof view.statusMessage === 'string' ? `: ${view.statusMessage}` : ''}`;
+    if (line !== this.status) this.out(`     ↳ ${oneLine(line)}`);
+    this.status = line;
+    if (status === 'input_required') this.taskQuestions = (view.inputRequests ?? {}) as Record<string, Json>;
+    if (FINAL.has(status)) {
+      const failed = status !== 'completed' || (view.result as Json | undefined)?.isError === true;
+      const text = status === 'completed' ? resultText((view.result ?? {}) as Json) : JSON.stringify(view.error ?? status);
+      this.out(`  ${failed ? '✗' : '✓'} ${status}: ${oneLine(text)}`);
+    }
+  }
+}
+
+/** Answers one question like a person would: a URL one after completing its page, the others as scripted. */
+async function answer(request: InputRequestInfo, args: Json, options: Options, out: (line: string) => void): Promise<Json> {
+  const question = { method: request.method, params: request.params ?? {} };
+  if (request.params?.mode === 'url') out(`     ↳ ${await completeConnectPage(String(request.params.url), options.url, options.token)}`);
+  return scriptedAnswer(question, args);
+}
+
+/** One flow to its end through @mrtr/client; `watch.flow` prints its timeline as the exchanges are seen. */
+async function runFlow(
+  client: Client,
+  watch: { flow: Timeline | undefined },
+  target: Target,
+  options: Options,
+  out: (line: string) => void,
+): Promise<FlowOutcome> {
+  const { args } = target;
+  out(`${target.kind} ${target.name} ${JSON.stringify(args)}${target === ROLLOUT_TARGET ? `  (declares ${TASKS_EXTENSION})` : ''}`);
+  const started = performance.now();
+  const timeline = new Timeline(out);
+  watch.flow = timeline;
+  const mrtr = withMrtr(client, { maxRounds: MAX_ROUNDS, onInput: (request) => answer(request, args, options, out) });
+  const { method, params } = requestOf(target, args);
+  let result: Json;
+  try {
+    if (method === 'tools/call') result = await mrtr.callTool(params as never);
+    else if (method === 'prompts/get') result = await mrtr.getPrompt(params as never);
+    else result = await mrtr.readResource(params as never);
+  } catch (error) {
+    const detail =
+      error instanceof ProtocolError || error instanceof MrtrClientError
+        ? `${error.code} ${error.message}`
+        : error instanceof Error
+          ? error.message
+          : String(error);
+    out(`  ${timeline.rounds + 1}  ✗ error: ${oneLine(detail)}`);
+    return { ok: false, rounds: timeline.rounds + 1, tokenBytes: timeline.tokenBytes };
+  } finally {
+    watch.flow = undefined;
+  }
+  const what = timeline.task ? 'round(s) and a task' : 'round(s)';
+  out(`  = ${timeline.rounds} ${what}, ${timeline.tokenBytes} state bytes in all, ${Math.round(performance.now() - started)} ms\n`);
+  return { ok: result.isError !== true, rounds: timeline.rounds, tokenBytes: timeline.tokenBytes };
 }
 
 export interface ClientIo {
@@ -177,7 +264,9 @@ export async function runClient(argv: readonly string[], env: NodeJS.ProcessEnv 
     return 0;
   }
   const { token, url } = options;
+  const watch: { flow: Timeline | undefined } = { flow: undefined };
   const transport = new StreamableHTTPClientTransport(url, {
+    fetch: watchingFetch((exchange) => watch.flow?.see(exchange)),
     ...(token !== undefined && { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
   });
   const client = new Client(
@@ -201,13 +290,12 @@ export async function runClient(argv: readonly string[], env: NodeJS.ProcessEnv 
     );
     return 1;
   }
-  say.out(`mrtr-demo-client → ${url.href} (MCP ${PROTOCOL_VERSION}, official @modelcontextprotocol/client)\n`);
+  say.out(`mrtr-demo-client → ${url.href} (MCP ${PROTOCOL_VERSION}, official @modelcontextprotocol/client with @mrtr/client)\n`);
   let failed = 0;
   let rounds = 0;
   try {
-    const rpc = rpcClient(url, token);
     for (const target of options.targets) {
-      const outcome = target === ROLLOUT_TARGET ? await runTaskFlow(rpc, target, say.out) : await runFlow(client, target, options, say.out);
+      const outcome: FlowOutcome = await runFlow(client, watch, target, options, say.out);
       rounds += outcome.rounds;
       if (!outcome.ok) failed++;
     }

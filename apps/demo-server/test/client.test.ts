@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { freshKeys, type RunningDemo, startDemo } from './helpers.js';
+import { dropProxy, effects, freshKeys, type RunningDemo, startDemo } from './helpers.js';
 
 const run = promisify(execFile);
 const CLIENT = fileURLToPath(new URL('../dist/client.js', import.meta.url));
@@ -98,6 +98,24 @@ describe('pnpm demo:client', () => {
     expect(task.code).toBe(0);
     expect(task.out).toContain('1/1 flow(s) completed in 2 round(s)');
     expect(task.out).toContain('✓ completed: Rolled web release');
+  });
+
+  it('re-sends each lost response through @mrtr/client: deploy completes once through a proxy that drops every 2nd tool-call response', async () => {
+    const demo = await startDemo([], { env: { MRTR_KEYS: freshKeys(), MRTR_DEMO_TOKENS: '' } });
+    demos.push(demo);
+    const proxy = await dropProxy([new URL(demo.url)], 2);
+    try {
+      const { code, out, err } = await runClient(['--url', proxy.url.href, '--tool', 'deploy']);
+      expect(err).toBe('');
+      expect(code).toBe(0);
+      // Rounds 2, 3 and 4 each lost their first response; each re-send was answered from the record.
+      expect(out).toContain('1/1 flow(s) completed in 4 round(s)');
+      expect(out).toMatch(/ {2}4 {2}✓ complete: Deployed web to production .* \(replayed from the record\)/);
+      expect(proxy.stats).toEqual({ toolCalls: 7, dropped: 3, replayed: 3 });
+      expect(await effects(demo, 'deploy')).toBe(1);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('answers usage errors with exit code 2 and --help with 0', async () => {

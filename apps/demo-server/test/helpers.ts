@@ -1,10 +1,12 @@
 import { Client, ProtocolError, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, ResultSchema } from '@modelcontextprotocol/core';
 import { spawn } from 'node:child_process';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { expect } from 'vitest';
 import * as z from 'zod/v4';
 
-import { CLI } from '../scripts/lib.mjs';
+import { CLI, type RunningDemo } from '../scripts/lib.mjs';
 
 export { freshKeys, type RunningDemo, serviceUrl, startDemo } from '../scripts/lib.mjs';
 
@@ -230,4 +232,69 @@ export function runCli(args: string[], env: Record<string, string | undefined> =
 /** `result` as a replay answers it (an identical retry, a keyed retry): the same, marked `_meta["dev.mrtr/replayed"]` (issue 42). */
 export function replayed(result: Json): Json {
   return { ...result, _meta: { ...(result._meta as Json | undefined), 'dev.mrtr/replayed': true } };
+}
+
+export interface DropProxy {
+  url: URL;
+  /** Tool-call responses dropped, and those the upstream marked as replayed. */
+  stats: { toolCalls: number; dropped: number; replayed: number };
+  close(): Promise<void>;
+}
+
+/**
+ * An HTTP proxy on 127.0.0.1 that sends each request to the next upstream in turn and reads the whole answer; every
+ * `dropEvery`th answer to a `tools/call` is then lost: the client's socket is destroyed after the upstream answered,
+ * so the call ran and its response never arrives (issue 42).
+ */
+export async function dropProxy(upstreams: readonly URL[], dropEvery: number): Promise<DropProxy> {
+  const stats = { toolCalls: 0, dropped: 0, replayed: 0 };
+  let next = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const upstream = upstreams[next++ % upstreams.length]!;
+      const target = new URL(req.url ?? '/', upstream);
+      const forward = httpRequest(target, { method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
+        const parts: Buffer[] = [];
+        answer.on('data', (chunk: Buffer) => parts.push(chunk));
+        answer.on('end', () => {
+          const text = Buffer.concat(parts);
+          if (body.includes('"method":"tools/call"')) {
+            if (text.includes('"dev.mrtr/replayed":true')) stats.replayed++;
+            if (++stats.toolCalls % dropEvery === 0) {
+              stats.dropped++;
+              req.socket.destroy();
+              return;
+            }
+          }
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          res.end(text);
+        });
+      });
+      forward.on('error', () => req.socket.destroy());
+      forward.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: new URL(`http://127.0.0.1:${port}/mcp`),
+    stats,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** `mrtr_demo_effects_total{tool}` of one instance, from its /metrics (with `token` when it runs with tokens). */
+export async function effects(demo: RunningDemo, tool: string, token?: string): Promise<number> {
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` };
+  const text = await (await fetch(new URL('/metrics', demo.url), { headers })).text();
+  const line = text.split('\n').find((l) => l.startsWith(`mrtr_demo_effects_total{tool="${tool}",`));
+  expect(line, `no mrtr_demo_effects_total series for ${tool}`).toBeDefined();
+  return Number(line!.slice(line!.lastIndexOf(' ') + 1));
 }

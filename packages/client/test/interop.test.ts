@@ -14,14 +14,22 @@ import { noTimers } from './helpers.js';
 const CONFIRM = { type: 'object' as const, properties: { ok: { type: 'boolean' as const } }, required: ['ok'] };
 const AUTH: AuthInfo = { token: 't', clientId: 'c', scopes: [], extra: { sub: 'alice' } };
 
-/** A client over `handler`, whose `lose(n)` makes the next n responses to a round with a requestState be lost after the server ran it. */
+/**
+ * A client over `handler`, whose `lose(n)` makes the next n responses to a round with a requestState (with
+ * `lose(n, 'tools/call')`: to any tool call) be lost after the server ran it. `keys` lists the idempotency key of every
+ * `tools/call` sent, re-sends included.
+ */
 async function over(handler: { fetch(request: Request, options?: { authInfo?: AuthInfo }): Promise<Response> }) {
   let lose = 0;
+  let losing = '"requestState"';
+  const keys: unknown[] = [];
   const transport = new StreamableHTTPClientTransport(new URL('http://test.local/mcp'), {
     fetch: async (url, init) => {
+      const body = typeof init?.body === 'string' ? init.body : '';
+      const message = body === '' ? undefined : (JSON.parse(body) as { method?: string; params?: { _meta?: Record<string, unknown> } });
+      if (message?.method === 'tools/call') keys.push(message.params?._meta?.['dev.mrtr/idempotency-key']);
       const response = await handler.fetch(new Request(url, init), { authInfo: AUTH });
-      const later = typeof init?.body === 'string' && init.body.includes('"requestState"');
-      if (later && lose > 0) {
+      if (body.includes(losing) && lose > 0) {
         lose--;
         await response.arrayBuffer();
         throw new TypeError('fetch failed');
@@ -35,7 +43,11 @@ async function over(handler: { fetch(request: Request, options?: { authInfo?: Au
   );
   client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { ok: true } }));
   await client.connect(transport);
-  return { client, lose: (n: number) => void (lose = n) };
+  const loseNext = (n: number, method?: 'tools/call') => {
+    lose = n;
+    losing = method === undefined ? '"requestState"' : `"method":"${method}"`;
+  };
+  return { client, keys, lose: loseNext };
 }
 
 it('drives the rounds of a server built on the official SDK alone', async () => {
@@ -89,6 +101,46 @@ it('re-sends a lost round to an @mrtr/mcp-server server, which answers it from i
   expect(result.content).toEqual([{ type: 'text', text: 'deployment #1' }]);
   expect(effects).toBe(1);
   expect(options.sleeps).toHaveLength(1);
+});
+
+it('re-sends a lost keyed first call to an @mrtr/mcp-server server with the same key: one effect, answered as a replay; the next call gets a new key', async () => {
+  const mrtr = createMrtr({
+    keys: KeyRing.generate(),
+    codec: createHmacCodec,
+    store: createMemoryStore(),
+    audience: 'https://interop.test',
+  });
+  let effects = 0;
+  const handler = createMcpHandler(
+    () => {
+      const server = new McpServer({ name: 'mrtr-keys', version: '1.0.0' }, { ...mrtr.serverOptions });
+      const config = { inputSchema: z.object({ to: z.string() }), idempotency: true } as const;
+      mrtr.registerTool(server, 'send_email', config, async ({ to }) => ({
+        content: [{ type: 'text', text: `message #${++effects} to ${to}` }],
+      }));
+      return server;
+    },
+    { legacy: 'reject' },
+  );
+  const { client, keys, lose } = await over(handler);
+  const options = noTimers();
+  const mrtrClient = withMrtr(client, options);
+  const email = { name: 'send_email', arguments: { to: 'bob@example.com' } };
+
+  lose(1, 'tools/call');
+  const first = await mrtrClient.callTool(email);
+  expect(first).toMatchObject({ content: [{ type: 'text', text: 'message #1 to bob@example.com' }], replayed: true });
+  expect(first._meta?.['dev.mrtr/replayed']).toBe(true);
+  expect(effects).toBe(1);
+  expect(options.sleeps).toHaveLength(1);
+  expect(keys).toEqual([expect.any(String), keys[0]]);
+
+  const second = await mrtrClient.callTool(email);
+  expect(second).toMatchObject({ content: [{ type: 'text', text: 'message #2 to bob@example.com' }], replayed: false });
+  expect(effects).toBe(2);
+  expect(keys).toHaveLength(3);
+  expect(keys[2]).toEqual(expect.any(String));
+  expect(keys[2]).not.toBe(keys[0]);
 });
 
 it('completes a task with a question (a round, then tasks/get and tasks/update) on @mrtr/mcp-server, where the bare client throws', async () => {
