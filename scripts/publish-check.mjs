@@ -323,7 +323,15 @@ async function main() {
       manifest: JSON.parse(readFileSync(join(scratch, 'packages', name, 'package.json'), 'utf8')),
     }))
     .filter(({ manifest }) => !manifest.private)
-    .map(({ dir, manifest }) => ({ dir, name: manifest.name, version: manifest.version, exports: manifest.exports, bin: manifest.bin }));
+    .map(({ dir, manifest }) => ({
+      dir,
+      name: manifest.name,
+      version: manifest.version,
+      exports: manifest.exports,
+      bin: manifest.bin,
+      dependencies: manifest.dependencies,
+      peerDependencies: manifest.peerDependencies,
+    }));
   const pendingNote = /No unreleased changesets/.test(versioned.out) ? ' (no pending changesets: current versions)' : '';
   log(`changeset version: ${packages.map((p) => `${p.name}@${p.version}`).join(', ')}${pendingNote}`);
   {
@@ -578,6 +586,10 @@ async function checkPublished(pkg, url, env) {
 
 // ------------------------------------------------------------------------------------------------- consumers
 
+/** Whether a package builds on @mrtr/core (it is core, or core is among its dependencies or peers). */
+const usesCore = (pkg) =>
+  pkg.name === '@mrtr/core' || ['dependencies', 'peerDependencies'].some((field) => pkg[field]?.['@mrtr/core'] !== undefined);
+
 async function checkConsumer({ pm, pkg, env, tools, scratch }) {
   const t0 = Date.now();
   const short = pkg.name.replace(/^@mrtr\//, '');
@@ -629,8 +641,8 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
     checks.push({ name: 'install', ok, quickStart: true, why, detail });
   }
   if (!installed) {
-    // Still check the package itself: install it (and core, the peer every package has) by name.
-    const names = [...new Set([pkg.name, '@mrtr/core'])];
+    // Still check the package itself: install it (and core, when it builds on core) by name.
+    const names = [...new Set([pkg.name, ...(usesCore(pkg) ? ['@mrtr/core'] : [])])];
     const result = await run(pm, pm === 'npm' ? ['install', ...names] : ['add', ...names], { cwd: dir, env, timeoutMs: 6 * MIN });
     if (result.code !== 0) {
       checks.push({
@@ -682,18 +694,22 @@ async function checkConsumer({ pm, pkg, env, tools, scratch }) {
     { cwd: dir, env, timeoutMs: MIN },
   );
   checks.push({ name: 'esm', ok: esm.code === 0, why: `import() of ${subpaths.join(', ')} failed`, detail: esm.out });
+  // MrtrError from core's CommonJS build, where the package builds on core (@mrtr/client does not: it needs only the SDK).
+  const coreCheck = usesCore(pkg)
+    ? ` const { MrtrError } = require('@mrtr/core'); if (typeof MrtrError !== 'function' || typeof MrtrError.is !== 'function') throw new Error('MrtrError is not exported by the CommonJS build of @mrtr/core');`
+    : '';
   const cjs = await run(
     process.execPath,
     [
       '-e',
-      `for (const s of ${specifiers}) { const m = require(s); if (!Object.keys(m).length) throw new Error(s + ' has no exports'); } const { MrtrError } = require('@mrtr/core'); if (typeof MrtrError !== 'function' || typeof MrtrError.is !== 'function') throw new Error('MrtrError is not exported by the CommonJS build of @mrtr/core');`,
+      `for (const s of ${specifiers}) { const m = require(s); if (!Object.keys(m).length) throw new Error(s + ' has no exports'); }${coreCheck}`,
     ],
     { cwd: dir, env, timeoutMs: MIN },
   );
   checks.push({
     name: 'cjs',
     ok: cjs.code === 0,
-    why: `require() of ${[...subpaths, '@mrtr/core (MrtrError)'].join(', ')} failed`,
+    why: `require() of ${[...subpaths, ...(usesCore(pkg) ? ['@mrtr/core (MrtrError)'] : [])].join(', ')} failed`,
     detail: cjs.out,
   });
 
