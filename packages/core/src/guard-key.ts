@@ -1,14 +1,11 @@
 import { cryptoProvider } from '#crypto';
 import { CLAIMS_VERSION, type StateClaims } from './claims.js';
-import type { Awaitable } from './crypto/awaitable.js';
 import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from './errors.js';
-import type { GuardKeys } from './guard-keys.js';
 import { bindingIn, type Scope } from './guard-scope.js';
 import type { OpenedState } from './guard-types.js';
 import { canonicalJson, utf8Encode } from './json.js';
+import type { MintDeps } from './guard-mint.js';
 import type { LedgerEpoch } from './ledger-epoch.js';
-import type { Principal } from './principal.js';
-import type { Quota } from './quota.js';
 
 /** Characters of an idempotency key: 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} of printable ASCII (no space). */
 export const IDEMPOTENCY_KEY_PATTERN: RegExp = /^[\x21-\x7e]{1,255}$/;
@@ -22,18 +19,10 @@ const KEY_PURPOSE = 'mrtr/idempotency-key/v1';
 /** Whether `key` is a well-formed idempotency key (see {@link IDEMPOTENCY_KEY_PATTERN}). */
 export const isIdempotencyKey = (key: unknown): key is string => typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key);
 
-export interface KeyStateDeps {
-  readonly keys: GuardKeys;
-  readonly audience: string;
-  /** The guard's state lifetime: the longest a key lives (the quotas' windows cover it). */
-  readonly ttlMs: number;
-  readonly quota: Quota | undefined;
-  readonly now: () => number;
-  readonly principalTag: (kid: string, principal: Principal) => Awaitable<string>;
-  readonly whoIn: (scope: Scope) => Principal;
-  readonly holderTag: (principal: Principal) => Awaitable<string>;
+/** What a keyed call reads: a mint's dependencies (the guard's `ttlMs` is the longest a key lives), and the epoch to wait for. */
+export type KeyStateDeps = Pick<MintDeps, 'keys' | 'audience' | 'ttlMs' | 'quota' | 'now' | 'principalTag' | 'whoIn' | 'holderTag'> & {
   readonly ledgerEpoch: LedgerEpoch;
-}
+};
 
 /** A keyed call as the ledger sees it: a state never sealed or sent, and the principal's tag for this instance's bounds. */
 export interface KeyState {
