@@ -1,0 +1,54 @@
+#!/usr/bin/env node
+// The shape's size rule (docs/architecture.md): no function in a package's or app's `src` longer than 150 lines (80 in
+// packages/test-suite/src, whose groups read as a table of promises). Lines are counted from a function's first line
+// to its last, nested functions included, so a giant cannot hide behind a wrapper. Prints the offenders, longest
+// first; exit 1 when there is one. `--report N` lists every function over N lines without failing.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const LIMIT = 150;
+const LIMITS = { 'packages/test-suite/src/': 80 };
+const reportAt = process.argv.includes('--report') ? Number(process.argv[process.argv.indexOf('--report') + 1]) : undefined;
+
+function* sources(dir) {
+  for (const name of readdirSync(dir)) {
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) yield* sources(full);
+    else if (/\.(ts|tsx|mts)$/.test(name) && !name.endsWith('.d.ts')) yield full;
+  }
+}
+
+const roots = ['packages', 'apps'].flatMap((top) =>
+  readdirSync(path.join(ROOT, top)).map((name) => path.join(ROOT, top, name, 'src')).filter((dir) => statSync(dir, { throwIfNoEntry: false })?.isDirectory()),
+);
+
+const found = [];
+for (const root of roots) {
+  for (const file of sources(root)) {
+    const rel = path.relative(ROOT, file).split(path.sep).join('/');
+    const limit = Object.entries(LIMITS).find(([prefix]) => rel.startsWith(prefix))?.[1] ?? LIMIT;
+    const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, true);
+    const visit = (node) => {
+      if (ts.isFunctionLike(node) && 'body' in node && node.body) {
+        const first = source.getLineAndCharacterOfPosition(node.getStart(source)).line;
+        const last = source.getLineAndCharacterOfPosition(node.getEnd()).line;
+        const lines = last - first + 1;
+        const name = node.name?.getText(source) ?? (ts.isVariableDeclaration(node.parent) ? node.parent.name.getText(source) : '(anonymous)');
+        if (lines > (reportAt ?? limit)) found.push({ where: `${rel}:${first + 1}`, name, lines, limit });
+      }
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+}
+found.sort((a, b) => b.lines - a.lines);
+for (const f of found) console.log(`${String(f.lines).padStart(5)} lines  ${f.name}  ${f.where}${reportAt === undefined ? ` (limit ${f.limit})` : ''}`);
+if (reportAt === undefined) {
+  if (found.length > 0) {
+    console.log(`check-size: ${found.length} function(s) over their limit`);
+    process.exitCode = 1;
+  } else console.log(`check-size: no function over ${LIMIT} lines (80 in packages/test-suite/src)`);
+}
