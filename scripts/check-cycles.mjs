@@ -81,7 +81,8 @@ for (const top of ['packages', 'apps']) {
     }
   }
 }
-for (const known of KNOWN) if (!matched.has(known)) problems.push(`listed circle ${known.join(' → ')} is gone: remove it from scripts/check-cycles.known.json`);
+for (const known of KNOWN)
+  if (!matched.has(known)) problems.push(`listed circle ${known.join(' → ')} is gone: remove it from scripts/check-cycles.known.json`);
 const listed = matched.size;
 for (const line of problems) console.log(line);
 if (problems.length > 0) process.exitCode = 1;
