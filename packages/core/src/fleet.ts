@@ -2,21 +2,9 @@ import { storeCapabilities } from './capabilities.js';
 import { cryptoProvider } from '#crypto';
 import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { KeyMismatchError, KeyUnknownError, MrtrError, StoreUnavailableError } from './errors.js';
-import type { ReplayStore } from './interfaces.js';
+import type { KeyFingerprint, ReplayStore } from './interfaces.js';
 import { utf8Encode } from './json.js';
 import type { KeyRing } from './keys.js';
-
-/**
- * A keyed fingerprint of one key, never the key: what replicas compare through a shared store. Equal for the same
- * secret under the same kid, unrelated otherwise; only a holder of the secret can compute it.
- */
-export interface KeyFingerprint {
-  readonly kid: string;
-  /** base64url of the first 16 bytes of HMAC-SHA256(subkey(kid, "mrtr/key-fingerprint/v1"), kid). */
-  readonly fingerprint: string;
-  /** Until when the store keeps the record (ms since the epoch): the fleet may present states sealed under `kid` until then. */
-  readonly expiresAtMs: number;
-}
 
 /** What {@link StateGuard.checkKeys} found. */
 export interface FleetKeyCheck {

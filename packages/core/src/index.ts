@@ -54,6 +54,7 @@ export type {
   ClaimResult,
   CodecFactory,
   CodecInput,
+  KeyFingerprint,
   OpenedToken,
   RecordingReplayStore,
   ReplayStore,
@@ -63,7 +64,7 @@ export type {
 } from './interfaces.js';
 export type { OutcomeStoreLimits } from './outcome-limits.js';
 export type { ClockSample } from './store-clock.js';
-export type { FleetKeyCheck, KeyFingerprint } from './fleet.js';
+export type { FleetKeyCheck } from './fleet.js';
 export { KeyProvider, type KeyProviderOptions } from './key-provider.js';
 export {
   deriveKey,

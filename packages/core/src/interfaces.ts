@@ -1,6 +1,5 @@
 import type { StateClaims } from './claims.js';
 import type { Awaitable } from './crypto/awaitable.js';
-import type { KeyFingerprint } from './fleet.js';
 import type { KeyRing } from './keys.js';
 
 /** What a codec returns when a token is authentic. */
@@ -231,4 +230,16 @@ export interface RecordingReplayStore extends ReplayStore {
   readonly outcomeBudgetBytes: number;
   claim(id: string, expiresAtMs: number, fingerprint: string, options?: ClaimOptions): Promise<ClaimResult>;
   record(id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean>;
+}
+
+/**
+ * A keyed fingerprint of one key, never the key: what replicas compare through a shared store. Equal for the same
+ * secret under the same kid, unrelated otherwise; only a holder of the secret can compute it.
+ */
+export interface KeyFingerprint {
+  readonly kid: string;
+  /** base64url of the first 16 bytes of HMAC-SHA256(subkey(kid, "mrtr/key-fingerprint/v1"), kid). */
+  readonly fingerprint: string;
+  /** Until when the store keeps the record (ms since the epoch): the fleet may present states sealed under `kid` until then. */
+  readonly expiresAtMs: number;
 }
