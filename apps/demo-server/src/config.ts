@@ -5,7 +5,7 @@ import { KeyProvider, KeyRing, type MintQuota, parseKeySet } from '@mrtr/core';
 import { redactUrl as redactCoreUrl } from '@mrtr/core/authoring';
 import { fileKeySource, watchKeyFile } from '@mrtr/core/node';
 import { escapeForTerminal } from './observe.js';
-import { DEMO_EFFECTS } from './tools.js';
+import { DEMO_EFFECTS } from './tools/index.js';
 
 export const CODECS = ['hmac', 'jwe', 'aead'] as const;
 export const STORES = ['memory', 'sqlite', 'redis', 'postgres'] as const;

@@ -33,7 +33,7 @@ import { createObservability } from './observe.js';
 import { loadPlayground } from './playground.js';
 import { RejectionLog, requestPrincipal } from './rejections.js';
 import { createServerFactory } from './server.js';
-import { demoTargets } from './tools.js';
+import { demoTargets } from './tools/index.js';
 
 /** Audience bound into every state: every instance of one fleet uses the same one. */
 export const AUDIENCE = 'mrtr-demo';

@@ -4,7 +4,7 @@ import { createMrtrTelemetry, type MrtrKnownLabels } from '@mrtr/otel';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { pino } from 'pino';
-import { DEMO_EFFECTS, type DemoEffect } from './tools.js';
+import { DEMO_EFFECTS, type DemoEffect } from './tools/index.js';
 
 export const LOG_MODES = ['pretty', 'json', 'off'] as const;
 export type LogMode = (typeof LOG_MODES)[number];

@@ -1,7 +1,7 @@
 import { McpServer, type McpServerFactory, type ServerCapabilities, type ServerNotifier } from '@modelcontextprotocol/server';
 import type { Mrtr } from '@mrtr/mcp-server';
 import { registerConformanceFixtures } from './fixtures/index.js';
-import { type DemoDeps, registerDemo } from './tools.js';
+import { type DemoDeps, registerDemo } from './tools/index.js';
 
 export const SERVER_INFO = { name: 'mrtr-demo', version: '0.1.0' } as const;
 
