@@ -1,7 +1,7 @@
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore, StoreCapabilities } from '@mrtr/core';
+import { type ClaimResult, MrtrError, type OutcomeStoreLimits, type ReplayStore, type StoreCapabilities } from '@mrtr/core';
 import { base64urlEncode, randomBytes, storeCapabilities } from '@mrtr/core/authoring';
 import { fail, ok } from '../assert.js';
-import type { StoreComplianceOptions, StoreFactory } from '../store.js';
+import type { StoreComplianceOptions, StoreFactory } from './options.js';
 
 export const sleep = (ms: number): Promise<void> => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -32,6 +32,12 @@ export interface StoreSuite {
   test(name: string, fn: () => Promise<void>): void;
   /** A store on a fresh namespace (with `limits`), closed afterwards. */
   withStore(fn: (store: ReplayStore, namespace: string) => Promise<void>, limits?: OutcomeStoreLimits): Promise<void>;
+  /** Two instances on the given namespaces (one shared namespace by default), closed afterwards. */
+  withTwo(fn: (a: ReplayStore, b: ReplayStore) => Promise<void>, namespaces?: [string, string]): Promise<void>;
+  /** Concurrent callers of the race tests (at least 64). */
+  readonly parallel: number;
+  /** Real-time TTL of the expiry tests when there is no fake clock. */
+  readonly ttlMs: number;
 }
 
 /** The capabilities a group of the suite is about. */
@@ -101,3 +107,13 @@ export async function passTime(suite: StoreSuite, store: ReplayStore, t: number)
   }
   fail(`the store's clock never passed ${t} (30 s)`);
 }
+
+/**
+ * A write in real time on a store with a clock of its own may come after its expiry on a loaded machine, and is then
+ * refused (`ERR_STATE_EXPIRED`): `'expired'`, for the test to repeat the round.
+ */
+export const unlessExpired = <T>(write: Promise<T>): Promise<T | 'expired'> =>
+  write.catch((error: unknown) => {
+    if (MrtrError.is(error) && error.code === 'ERR_STATE_EXPIRED') return 'expired' as const;
+    throw error;
+  });

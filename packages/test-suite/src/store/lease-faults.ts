@@ -3,7 +3,7 @@ import { ok, rejectsMrtr } from '../assert.js';
 import { withFaults } from '../faults.js';
 import { createHistory, type History, type HistoryAnswer } from '../history.js';
 import { type FullStore, type GroupTest, newOwner, type StoreSuite, claimStatus, uniqueId } from './context.js';
-import { LONG_LEASE_MS, leaseTimes, leftOf } from './leases.js';
+import { LONG_LEASE_MS, leaseTimes, leftOf } from './lease-times.js';
 
 const lost = ['ERR_STORE_UNAVAILABLE'] as const;
 

@@ -1,6 +1,6 @@
 import { ok } from '../assert.js';
 import { type GroupTest, newOwner, type StoreSuite, claimStatus, uniqueId } from './context.js';
-import { LONG_LEASE_MS, leaseTimes, leftOf } from './leases.js';
+import { LONG_LEASE_MS, leaseTimes, leftOf } from './lease-times.js';
 
 /** Reclaim and renew: who holds a lease, and until when. */
 export function takeoverTests(suite: StoreSuite, test: GroupTest): void {
