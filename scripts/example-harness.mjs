@@ -42,8 +42,15 @@ function signalAll(signal) {
  * Starts `command` in a process group of its own, its output prefixed with `label` (or kept quiet until it fails, with
  * `quiet`). Every child started here is killed when this process exits, whatever the reason (see `stopOnExit`).
  */
-export function start(label, command, args, { env, cwd, quiet = false } = {}) {
-  const child = spawn(command, args, { cwd, env: { ...process.env, ...env }, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+export function start(label, command, args, { env, cwd, quiet = false, lifeline = false } = {}) {
+  // lifeline: the child's stdin is a pipe that this process never writes to and that closes when it dies, even by
+  // SIGKILL; a script under stopOnExit with MRTR_DEV_LIFELINE=1 stops (and stops its own children) when it closes.
+  const child = spawn(command, args, {
+    cwd,
+    env: { ...process.env, ...env, ...(lifeline && { MRTR_DEV_LIFELINE: '1' }) },
+    detached: true,
+    stdio: [lifeline ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+  });
   children.add(child);
   const lines = [];
   const listeners = new Set();
@@ -153,6 +160,11 @@ export function stopOnExit({ deadlineMs, cleanup } = {}) {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => void stop(signal === 'SIGINT' ? 130 : 143));
   process.on('uncaughtException', (error) => void stop(1, error));
   process.on('unhandledRejection', (error) => void stop(1, error));
+  if (process.env.MRTR_DEV_LIFELINE === '1') {
+    delete process.env.MRTR_DEV_LIFELINE; // for this process only, not its children
+    process.stdin.on('data', () => {});
+    process.stdin.on('close', () => void stop(1, 'stopped: the process that started this one is gone'));
+  }
   if (deadlineMs !== undefined) {
     setTimeout(() => void stop(1, `stopped: still running after ${deadlineMs / 1000} s`), deadlineMs).unref();
   }
@@ -227,7 +239,7 @@ export async function runMrtrSmoke({ mcp, url, headers, tool, args = {}, key = '
 
 /** Runs `examples/<x>/scripts/dev.mjs` as a child (exactly as `pnpm dev` does) and waits for its endpoint and token lines. */
 export async function startDev(devScript, { args = [], env, timeoutMs = 120_000 } = {}) {
-  const dev = start('dev', process.execPath, [devScript, ...args], { env });
+  const dev = start('dev', process.execPath, [devScript, ...args], { env, lifeline: true });
   const [, url] = await dev.waitFor(/^MCP endpoint: (http:\/\/127\.0\.0\.1:\d+\S*)$/, timeoutMs);
   const [, token] = await dev.waitFor(/^Bearer token: (\S+)$/, timeoutMs);
   await dev.waitFor(/^Ready\.$/, timeoutMs);

@@ -10,13 +10,13 @@
 // Environment (all optional): MRTR_KEYS (else a fresh ring each start), DEV_API_TOKENS (JSON {"<token>": "<sub>"},
 // else one random token for "alice", printed), MCP_AUDIENCE, LAMBDA_TIMEOUT_MS (30000).
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { generateKey } from '@mrtr/core';
 import { createTable } from '@mrtr/store-dynamodb';
 import dynalite from 'dynalite';
-import { build } from 'esbuild';
 import { option, stopOnExit } from '../../../scripts/example-harness.mjs';
+import { bundle } from './bundle.mjs';
 import { serveHttpApi } from './http-api.mjs';
 
 const closers = [];
@@ -43,19 +43,8 @@ const admin = new DynamoDBClient({ endpoint, region: env.AWS_REGION, credentials
 await createTable(admin, env.MRTR_TABLE, { timeToLive: false }); // dynalite has no TTL; expiry is in every condition anyway
 admin.destroy();
 
-// The handler, bundled as it would be for Lambda (dependencies external: node_modules is next to it here).
-const outfile = fileURLToPath(new URL('../dist/handler.mjs', import.meta.url));
-await build({
-  entryPoints: [fileURLToPath(new URL('../src/handler.ts', import.meta.url))],
-  outfile,
-  bundle: true,
-  packages: 'external',
-  platform: 'node',
-  format: 'esm',
-  target: 'node20',
-  logLevel: 'error',
-});
-const { handler } = await import(`${pathToFileURL(outfile).href}?t=${Date.now()}`);
+// The handler, bundled as `pnpm build` does (scripts/bundle.mjs), imported once.
+const { handler } = await import(`${pathToFileURL(await bundle()).href}?t=${Date.now()}`);
 
 let tokens;
 if (process.env.DEV_API_TOKENS) {
