@@ -42,7 +42,8 @@ function fail(message) {
   process.exit(1);
 }
 const tarballs = flag('tarballs');
-const pack = argv.includes('--pack') ? (argv.splice(argv.indexOf('--pack'), 1), true) : false;
+const pack = argv.includes('--pack');
+if (pack) argv.splice(argv.indexOf('--pack'), 1);
 if (pack && tarballs === undefined) fail(`--pack needs --tarballs <dir>\n${usage}`);
 const [exampleArg, dirArg, ...extra] = argv;
 if (exampleArg === undefined || dirArg === undefined || extra.length > 0) fail(usage);

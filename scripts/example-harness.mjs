@@ -135,6 +135,9 @@ export async function stopAll(graceMs = 5_000) {
   signalAll('SIGKILL');
 }
 
+/** This process's environment (settings of these scripts, not of a turbo task). */
+const env = process.env;
+
 let installed = false;
 /**
  * Kills every child when this process ends: on exit (SIGKILL, synchronously), on SIGINT/SIGTERM/SIGHUP, on an uncaught
@@ -160,8 +163,8 @@ export function stopOnExit({ deadlineMs, cleanup } = {}) {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => void stop(signal === 'SIGINT' ? 130 : 143));
   process.on('uncaughtException', (error) => void stop(1, error));
   process.on('unhandledRejection', (error) => void stop(1, error));
-  if (process.env.MRTR_DEV_LIFELINE === '1') {
-    delete process.env.MRTR_DEV_LIFELINE; // for this process only, not its children
+  if (env.MRTR_DEV_LIFELINE === '1') {
+    delete env.MRTR_DEV_LIFELINE; // for this process only, not its children
     process.stdin.on('data', () => {});
     process.stdin.on('close', () => void stop(1, 'stopped: the process that started this one is gone'));
   }
