@@ -263,6 +263,7 @@ export async function smoke({ name, mcp, devScript, devArgs = [], env, tool, arg
     console.log(`smoke: ${passed} passed, 0 failed`);
     process.exit(0);
   } catch (error) {
+    console.error(`smoke ${name}: FAILED after ${((Date.now() - started) / 1000).toFixed(1)} s (every process it started is stopped)`);
     await stop(1, error);
   }
 }

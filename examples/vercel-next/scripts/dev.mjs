@@ -11,6 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { option, start, stopOnExit } from '../../../scripts/example-harness.mjs';
@@ -35,10 +36,27 @@ if (token === undefined) throw new Error('.env.local has no MCP_API_KEYS=user=ke
 const env = { NEXT_TELEMETRY_DISABLED: '1' };
 if (!process.env.UPSTASH_REDIS_REST_URL && !/^UPSTASH_REDIS_REST_URL=/m.test(local)) {
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  await reachable(redisUrl);
   shim = await startUpstashRestShim(redisUrl);
   env.UPSTASH_REDIS_REST_URL = shim.url;
   env.UPSTASH_REDIS_REST_TOKEN = shim.token;
   console.log(`Upstash REST shim: ${shim.url} → ${redisUrl}`);
+}
+
+/** Fails with a clear message when nothing listens at the Redis URL (the shim would only fail on the first call). */
+async function reachable(redisUrl) {
+  const { hostname, port } = new URL(redisUrl);
+  await new Promise((resolve, reject) => {
+    const socket = connect(Number(port || 6379), hostname || '127.0.0.1', () => socket.end(resolve));
+    socket.setTimeout(5_000, () => socket.destroy(new Error('timed out')));
+    socket.on('error', (error) =>
+      reject(
+        new Error(
+          `no Redis at ${redisUrl} (${error.message}): start one (redis-server), set REDIS_URL, or set UPSTASH_REDIS_REST_URL/_TOKEN`,
+        ),
+      ),
+    );
+  });
 }
 
 const port = Number(option('port', process.env.PORT ?? '3000'));
