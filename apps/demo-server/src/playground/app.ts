@@ -972,10 +972,11 @@ async function start(): Promise<void> {
       if (args === undefined) return;
       stopTask();
       flow = { path: selectedPath(), target: selectedTarget(), args, round: 0, state: undefined, asked: {}, spent: undefined, done: false };
-      const { keyed } = await connection(flow.path);
-      if (flow.target.kind === 'tool' && keyed.has(flow.target.name)) flow.key = freshKey();
+      // The old timeline goes at once (before any await): what appears next belongs to this call.
       $('timeline').replaceChildren();
       status(`Calling ${flow.target.name}…`);
+      const { keyed } = await connection(flow.path);
+      if (flow.target.kind === 'tool' && keyed.has(flow.target.name)) flow.key = freshKey();
       await round({}, args);
       if (flow.task === undefined) status(flow.done ? 'The flow is complete.' : 'Answer the question(s) above, or break the flow below.');
     }),
