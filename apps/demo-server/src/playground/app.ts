@@ -488,8 +488,9 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
   const request = requestOf(current.target, args, sent);
   const children: (Node | string)[] = [folded(`Request sent: ${request.method}`, request.params)];
   const dropBox = $<HTMLInputElement>('drop-next');
+  // Only the page's own rounds (Call, Send answers): an attack leaves the box as it is, for the round after it.
   const dropping = dropBox.checked && label === undefined;
-  dropBox.checked = false;
+  if (dropping) dropBox.checked = false;
   const tool = current.target.kind === 'tool' && EFFECT_TOOLS.has(current.target.name) ? current.target.name : undefined;
   const counts: (number | undefined)[] = [];
   let result: Json;
