@@ -69,6 +69,8 @@ export function resourceUri(template: string, args: Json): string {
 export interface RoundExtra {
   inputResponses?: Json | undefined;
   requestState?: string | undefined;
+  /** `params._meta` of the request (the playground's idempotency key on a first round). */
+  meta?: Json | undefined;
 }
 
 /** The JSON-RPC method and params of one round of `target` with `args`. */
@@ -76,6 +78,7 @@ export function requestOf(target: Target, args: Json, extra: RoundExtra = {}): {
   const more: Json = {};
   if (extra.inputResponses !== undefined) more.inputResponses = extra.inputResponses;
   if (extra.requestState !== undefined) more.requestState = extra.requestState;
+  if (extra.meta !== undefined) more._meta = extra.meta;
   switch (target.kind) {
     case 'tool':
       return { method: 'tools/call', params: { name: target.name, arguments: args, ...more } };

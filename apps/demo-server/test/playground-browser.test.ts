@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BrowserContext, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshKeys, type RunningDemo, startDemo } from './helpers.js';
+import { effects, freshKeys, type Json, type RunningDemo, startDemo } from './helpers.js';
 
 /** Debian's Chromium (`apt-get install -y chromium`); .ci/run installs it when missing. */
 const CHROMIUM = '/usr/bin/chromium';
@@ -403,6 +403,88 @@ describe.skipIf(missing !== undefined)('the playground page in Chromium', () => 
     // Another flow replaces the task panel.
     await call(page, 'tool delete_files');
     expect(await page.isHidden('#task-section')).toBe(true);
+    await page.close();
+  });
+
+  /** The params of every `tools/call` the page POSTs to /mcp, as they left the browser. */
+  function toolCalls(page: Page): Json[] {
+    const sent: Json[] = [];
+    page.on('request', (request) => {
+      if (request.method() === 'POST' && request.headers()['mcp-method'] === 'tools/call') {
+        sent.push((JSON.parse(request.postData() ?? '{}') as { params: Json }).params);
+      }
+    });
+    return sent;
+  }
+
+  /** The effect counts the page shows under a result after a dropped answer. */
+  async function shownEffects(entry: ReturnType<Page['locator']>): Promise<number[]> {
+    const line = entry.locator('.effects');
+    return Promise.all(['data-before', 'data-after-lost', 'data-after-retry'].map(async (name) => Number(await line.getAttribute(name))));
+  }
+
+  it('drops the answer to a keyed send_email, sends the same request again: replayed from the record, one e-mail', async () => {
+    const before = await effects(hmac, 'send_email', TOKEN);
+    const page = await open(hmac, TOKEN);
+    const sent = toolCalls(page);
+    await page.selectOption('#target', { label: 'tool send_email' });
+    await page.check('#drop-next');
+    await page.click('#call');
+    const done = page.locator('#timeline > li[data-kind="complete"]');
+    await done.waitFor();
+    const kinds = await page.locator('#timeline > li').evaluateAll((items) => items.map((li) => li.getAttribute('data-kind')));
+    expect(kinds).toEqual(['dropped', 'complete']);
+    const dropped = page.locator('#timeline > li[data-kind="dropped"]');
+    expect(await dropped.locator('.verdict').textContent()).toMatch(/^↯ DROPPED: the server answered \(HTTP 200, \d+ characters\)/);
+    // The retry: marked replayed, the same message id as the answer that was lost, the effect counted once.
+    expect(await done.locator('.badge').getAttribute('data-replayed')).toBe('true');
+    expect(await done.locator('.badge').textContent()).toBe('replayed — answered from the record, no second effect');
+    const messageId = /message id (<[^>]+>)/.exec((await done.locator('.result-text').textContent()) ?? '')?.[1];
+    expect(messageId).toBeDefined();
+    expect(await dropped.locator('details pre').last().textContent()).toContain(messageId);
+    const [shownBefore, afterLost, afterRetry] = await shownEffects(done);
+    expect([afterLost! - shownBefore!, afterRetry]).toEqual([1, afterLost]);
+    expect(await effects(hmac, 'send_email', TOKEN)).toBe(before + 1);
+    // A real re-send: two tools/call left the browser with the same params, idempotency key included.
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toEqual(sent[0]);
+    expect((sent[0]!._meta as Json)['dev.mrtr/idempotency-key']).toMatch(/^pg-[0-9a-f]{32}$/);
+    expect(await page.isChecked('#drop-next')).toBe(false);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'playground-drop.png'), fullPage: true });
+    // Another call is another key: it runs, unmarked.
+    await page.click('#call');
+    await page.locator('#timeline > li[data-kind="complete"] .result-text').waitFor();
+    expect(await page.locator('#timeline > li[data-kind="complete"] .badge').count()).toBe(0);
+    expect((sent[2]!._meta as Json)['dev.mrtr/idempotency-key']).not.toBe((sent[0]!._meta as Json)['dev.mrtr/idempotency-key']);
+    expect(await effects(hmac, 'send_email', TOKEN)).toBe(before + 2);
+    await page.close();
+  });
+
+  it('drops the answer to the last deploy round, sends the same state and answers again: replayed, one deployment', async () => {
+    const before = await effects(hmac, 'deploy', TOKEN);
+    const page = await open(hmac, TOKEN);
+    const sent = toolCalls(page);
+    await call(page, 'tool deploy');
+    expect((sent[0]!._meta as Json)['dev.mrtr/idempotency-key']).toMatch(/^pg-/);
+    await page.selectOption('select[data-field="environment"]', 'staging');
+    await send(page);
+    await page.check('input[data-field="confirm"]');
+    await page.check('#drop-next');
+    await page.click('#send');
+    const done = page.locator('#timeline > li[data-kind="complete"]');
+    await done.waitFor();
+    expect(await done.textContent()).toContain('Deployed web to staging');
+    expect(await page.locator('#timeline > li[data-kind="dropped"]').count()).toBe(1);
+    expect(await done.locator('.badge').getAttribute('data-replayed')).toBe('true');
+    const [shownBefore, afterLost, afterRetry] = await shownEffects(done);
+    expect([afterLost! - shownBefore!, afterRetry]).toEqual([1, afterLost]);
+    expect(await effects(hmac, 'deploy', TOKEN)).toBe(before + 1);
+    // Three rounds, the last sent twice with the same state and answers (a later round carries no key).
+    expect(sent).toHaveLength(4);
+    expect(sent[3]).toEqual(sent[2]);
+    expect(typeof sent[2]!.requestState).toBe('string');
+    expect(sent[2]!._meta).not.toHaveProperty(['dev.mrtr/idempotency-key']);
     await page.close();
   });
 

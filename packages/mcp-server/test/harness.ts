@@ -228,6 +228,10 @@ export interface ConnectOptions {
   maxRounds?: number;
   /** Headers added to every HTTP request of the client (e.g. `Idempotency-Key`). */
   headers?: Record<string, string>;
+  /** The handler the client talks to. @default the SDK's `createMcpHandler` over `f.buildServer` (legacy rejected) */
+  handler?: { fetch(request: Request, options?: { authInfo?: AuthInfo }): Promise<Response> };
+  /** Sees every HTTP answer (status and headers; its body is the client's to read). */
+  onResponse?: (response: Response) => void;
 }
 
 /** JSON-RPC messages as the server sent them (JSON or SSE bodies), per client. */
@@ -248,7 +252,7 @@ function parseBody(text: string): Record<string, unknown>[] {
 
 /** A real SDK client talking to `createMcpHandler` in process (Streamable HTTP, 2026-07-28). */
 export async function connect(f: Fixture, options: ConnectOptions = {}): Promise<Client> {
-  const handler = createMcpHandler(() => f.buildServer(), { legacy: 'reject' });
+  const handler = options.handler ?? createMcpHandler(() => f.buildServer(), { legacy: 'reject' });
   const sub = options.sub === undefined ? 'alice' : options.sub;
   const authInfo: AuthInfo | undefined =
     sub === null ? undefined : { token: `t-${sub}`, clientId: 'test-client', scopes: [], extra: { sub } };
@@ -258,6 +262,7 @@ export async function connect(f: Fixture, options: ConnectOptions = {}): Promise
       const request = new Request(url, init);
       for (const [name, value] of Object.entries(options.headers ?? {})) request.headers.set(name, value);
       const response = await handler.fetch(request, authInfo === undefined ? {} : { authInfo });
+      options.onResponse?.(response);
       const text = await response.clone().text();
       if (text.length > 0) log.push(...parseBody(text));
       return response;

@@ -12,6 +12,7 @@ import {
   ROUND_IN_PROGRESS_MESSAGE,
   type ToolConfig,
 } from '../src/index.js';
+import { createHttpHandler } from '../src/http/index.js';
 import { callTool, connect, type Fixture, fakeClock, fixture, replayed, type Setup, wireError } from './harness.js';
 
 // Issue 42: idempotency keys for first-round calls, and the replay marker.
@@ -137,6 +138,31 @@ describe('idempotency keys on first-round calls (issue 42)', () => {
     expect(await call(client, 'slow_email', email, 'k-1')).toEqual(replayed(first));
     expect(t.f.effects).toEqual(['sent bob@example.com']);
     expect(t.f.rejects.map((r) => r.code)).toEqual(['ERR_ROUND_IN_PROGRESS']);
+  });
+
+  it('over createHttpHandler, the round_in_progress answer also carries HTTP Retry-After (seconds), status 200', async () => {
+    const t = withKeys({ store: createMemoryStore(), retryWaitMs: 0 });
+    const answers: Response[] = [];
+    const handler = createHttpHandler(() => t.f.buildServer(), { legacy: 'reject' });
+    const client = await connect(t.f, { handler, onResponse: (response) => answers.push(response) });
+    const attempt = call(client, 'slow_email', email, 'k-1');
+    await t.started;
+    const busy = await wireError(call(client, 'slow_email', email, 'k-1'));
+    expect(busy.data).toEqual({ reason: 'round_in_progress', retryAfterMs: 1000 });
+    const busyAnswer = answers.at(-1)!;
+    expect([busyAnswer.status, busyAnswer.headers.get('content-type'), busyAnswer.headers.get('retry-after')]).toEqual([
+      200,
+      'application/json',
+      '1',
+    ]);
+    t.release();
+    const first = await attempt;
+    expect(await call(client, 'slow_email', email, 'k-1')).toEqual(replayed(first));
+    // Results (the first, and its replay) carry no Retry-After.
+    expect(answers.at(-1)!.headers.get('retry-after')).toBeNull();
+    expect(answers.filter((a) => a.headers.has('retry-after'))).toEqual([busyAnswer]);
+    expect(t.f.effects).toEqual(['sent bob@example.com']);
+    await handler.close();
   });
 
   it('concurrent duplicate calls run the effect exactly once; the others get its result, marked', async () => {

@@ -19,6 +19,16 @@ import {
   optionsOf,
   type PlaygroundConfig,
 } from '../flows.js';
+import {
+  createDropper,
+  effectCount,
+  freshKey,
+  IDEMPOTENCY_KEY_META,
+  IDEMPOTENCY_META,
+  isReplayed,
+  type LostAnswer,
+  sendDroppingFirst,
+} from './drop.js';
 
 /** The tasks extension (SEP-2663): the page declares it so the server may answer a call with a task. */
 const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -27,7 +37,19 @@ const PLAYGROUND_CAPABILITIES = { ...CLIENT_CAPABILITIES, extensions: { [TASKS_E
 const CLIENT_INFO = { name: 'mrtr-playground', version: '0.1.0' } as const;
 
 /** The page's targets: the shared ones, and `rollout`, which becomes a task (only this page declares the extension). */
-const PLAYGROUND_TARGETS: readonly Target[] = [...TARGETS, ROLLOUT_TARGET];
+const PLAYGROUND_TARGETS: readonly Target[] = [
+  ...TARGETS,
+  ROLLOUT_TARGET,
+  {
+    kind: 'tool',
+    name: 'send_email',
+    summary: 'nothing: a write at once, keyed by an idempotency key (try "drop the next response")',
+    args: { to: 'bob@example.com', subject: 'Hello from the playground' },
+  },
+];
+
+/** The tools whose (simulated) effects the demo counts on /metrics (`mrtr_demo_effects_total{tool}`). */
+const EFFECT_TOOLS: ReadonlySet<string> = new Set(['delete_files', 'deploy', 'rollout', 'send_email']);
 
 /** Task statuses after which nothing changes. */
 const FINAL_STATUSES = new Set(['completed', 'failed', 'cancelled']);
@@ -72,6 +94,8 @@ interface Flow {
   done: boolean;
   /** Set once a round answered with a task (`rollout`): then tasks/get, tasks/update and tasks/cancel drive it. */
   task?: TaskState;
+  /** The idempotency key of the first round, for a tool that declares `idempotency` (sent again by a retry). */
+  key?: string;
 }
 
 /** The longest wait the expiry button accepts (ttl + skew): past it the page explains instead. */
@@ -101,7 +125,7 @@ const folded = (summary: string, value: unknown, open = false): HTMLDetailsEleme
 
 let config: PlaygroundConfig;
 /** One client per endpoint, with the token it was made with. */
-const clients = new Map<string, { client: Client; token: string | undefined }>();
+const clients = new Map<string, { client: Client; token: string | undefined; keyed: ReadonlySet<string> }>();
 let flow: Flow | undefined;
 let lastSeq = 0;
 let busy = false;
@@ -119,9 +143,14 @@ function authHeaders(): Record<string, string> {
 const selectedPath = (): string => (config.endpoints.length > 1 ? $<HTMLSelectElement>('endpoint').value : config.mcpPath);
 
 async function connected(path: string = flow?.path ?? selectedPath()): Promise<Client> {
+  return (await connection(path)).client;
+}
+
+/** The client of `path`, and the tools it declares keyed (`_meta["dev.mrtr/idempotency"]` in tools/list). */
+async function connection(path: string): Promise<{ client: Client; keyed: ReadonlySet<string> }> {
   const token = authHeaders().authorization;
   const known = clients.get(path);
-  if (known !== undefined && known.token === token) return known.client;
+  if (known !== undefined && known.token === token) return known;
   await known?.client.close().catch(() => {});
   const transport = new StreamableHTTPClientTransport(new URL(path, location.origin), {
     requestInit: { headers: authHeaders() },
@@ -136,9 +165,22 @@ async function connected(path: string = flow?.path ?? selectedPath()): Promise<C
     },
   );
   await next.connect(transport);
-  clients.set(path, { client: next, token });
+  const { tools } = await next.listTools();
+  const keyed = new Set(tools.filter((t) => (t._meta as Json | undefined)?.[IDEMPOTENCY_META] !== undefined).map((t) => t.name));
+  const made = { client: next, token, keyed };
+  clients.set(path, made);
   lastSeq = (await recordedRejections()).reduce((max, r) => Math.max(max, r.seq), lastSeq);
-  return next;
+  return made;
+}
+
+/** Drops one round's answer on request ("drop the next response"): wraps the page's fetch, under the task peek. */
+const dropper = createDropper((input, init) => fetch(input, init));
+
+/** `mrtr_demo_effects_total{tool}` from this server's /metrics (same auth as /mcp); `undefined` when not there. */
+async function effectsOf(tool: string | undefined): Promise<number | undefined> {
+  if (tool === undefined) return undefined;
+  const response = await fetch('/metrics', { headers: authHeaders(), cache: 'no-store' });
+  return response.ok ? effectCount(await response.text(), tool) : undefined;
 }
 
 /**
@@ -149,7 +191,7 @@ let taskHandle: Json | undefined;
 
 /** The client transport's fetch: the page's own, plus a look at `tools/call` answers for a task handle. */
 async function wireFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-  const response = await fetch(input, init);
+  const response = await dropper.fetch(input, init);
   if (new Headers(init?.headers).get('mcp-method') !== 'tools/call' || !response.ok) return response;
   for (const message of parseMessages(await response.clone().text())) {
     const result = message.result as Json | undefined;
@@ -440,12 +482,36 @@ function collectAnswers(action: 'accept' | 'decline' | 'cancel'): Json {
 async function round(extra: { inputResponses?: Json; requestState?: string }, args: Json, label?: string): Promise<Json | undefined> {
   const current = flow!;
   const c = await connected();
-  const request = requestOf(current.target, args, extra);
+  // A first round of a keyed tool carries the flow's idempotency key (a retry sends the same one).
+  const sent =
+    extra.requestState === undefined && current.key !== undefined ? { ...extra, meta: { [IDEMPOTENCY_KEY_META]: current.key } } : extra;
+  const request = requestOf(current.target, args, sent);
   const children: (Node | string)[] = [folded(`Request sent: ${request.method}`, request.params)];
+  const dropBox = $<HTMLInputElement>('drop-next');
+  // Only the page's own rounds (Call, Send answers): an attack leaves the box as it is, for the round after it.
+  const dropping = dropBox.checked && label === undefined;
+  if (dropping) dropBox.checked = false;
+  const tool = current.target.kind === 'tool' && EFFECT_TOOLS.has(current.target.name) ? current.target.name : undefined;
+  const counts: (number | undefined)[] = [];
   let result: Json;
   taskHandle = undefined;
   try {
-    result = await sendRound(c, current.target, args, extra);
+    if (dropping) {
+      counts.push(await effectsOf(tool));
+      result = await sendDroppingFirst(
+        dropper,
+        () => sendRound(c, current.target, args, sent),
+        async (lost) => {
+          counts.push(await effectsOf(tool));
+          lostEntry(current, lost, children);
+          // The retry's own entry (its answer or its error) shows the request again: the nodes above now belong to the lost one.
+          children.splice(0, children.length, folded(`The same request sent again: ${request.method}`, request.params));
+        },
+      );
+      counts.push(await effectsOf(tool));
+    } else {
+      result = await sendRound(c, current.target, args, sent);
+    }
   } catch (error) {
     const handle = taskHandle;
     taskHandle = undefined;
@@ -462,6 +528,8 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
     return undefined;
   }
   if (result.resultType === 'task' && typeof result.taskId === 'string') return taskCreated(current, result, children);
+  children.push(...replayNotes(result, dropping, tool, counts));
+  const again = dropping ? ' (sent again)' : '';
   const codes = await newRejections();
   current.round++;
   if (extra.requestState !== undefined) current.spent = { state: extra.requestState, responses: extra.inputResponses ?? {} };
@@ -475,7 +543,7 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
         : [el('p', { class: 'verdict', 'data-code': codes.map((r) => r.code).join(' ') }, `Not rejected. ${recordedText(codes)}`)];
     const li = entry(
       'input_required',
-      `${label === undefined ? '' : `${label}: `}Round ${current.round}: InputRequiredResult`,
+      `${label === undefined ? '' : `${label}: `}Round ${current.round}${again}: InputRequiredResult`,
       ...children,
       ...verdict,
       folded(
@@ -496,7 +564,7 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
     current.done = true;
     const li = entry(
       'complete',
-      `${label === undefined ? '' : `${label}: `}Round ${current.round}: complete${result.isError === true ? ' (isError)' : ''}`,
+      `${label === undefined ? '' : `${label}: `}Round ${current.round}${again}: complete${result.isError === true ? ' (isError)' : ''}`,
       ...children,
       el('p', { class: 'verdict' }, `✓ COMPLETE after ${current.round} round(s).`),
       el('p', { class: 'result-text' }, resultText(result)),
@@ -506,6 +574,51 @@ async function round(extra: { inputResponses?: Json; requestState?: string }, ar
     renderQuestions({});
   }
   return result;
+}
+
+/** The timeline entry of an answer the page dropped: what was sent, and what the server answered. */
+function lostEntry(current: Flow, lost: LostAnswer, children: (Node | string)[]): void {
+  const messages = parseMessages(lost.body);
+  entry(
+    'dropped',
+    `Round ${current.round + 1}: response dropped`,
+    ...children,
+    el(
+      'p',
+      { class: 'verdict', 'data-status': String(lost.status), 'data-chars': String(lost.chars) },
+      `↯ DROPPED: the server answered (HTTP ${lost.status}, ${lost.chars} characters); this page threw the answer away ` +
+        'before its MCP client read it, as a broken connection would. It now sends the same request again.',
+    ),
+    folded('The lost answer (read here only to show it; the client never got it)', messages.length === 1 ? messages[0] : lost.body),
+  );
+}
+
+/** Under a result: the replay badge (`_meta["dev.mrtr/replayed"]`), and after a dropped answer the effect counts. */
+function replayNotes(result: Json, dropped: boolean, tool: string | undefined, counts: (number | undefined)[]): HTMLElement[] {
+  const notes: HTMLElement[] = [];
+  if (isReplayed(result)) {
+    notes.push(el('p', { class: 'badge', 'data-replayed': 'true' }, 'replayed — answered from the record, no second effect'));
+  } else if (dropped) {
+    notes.push(
+      el(
+        'p',
+        { class: 'badge', 'data-replayed': 'false' },
+        'not replayed — the retry was served as a new request (no idempotency key and no state to answer it from)',
+      ),
+    );
+  }
+  if (dropped && tool !== undefined && counts.length === 3 && counts.every((n) => n !== undefined)) {
+    const [before, lost, retried] = counts as number[];
+    notes.push(
+      el(
+        'p',
+        { class: 'effects', 'data-before': String(before), 'data-after-lost': String(lost), 'data-after-retry': String(retried) },
+        `Effects of ${tool} counted by this server (mrtr_demo_effects_total, every user together): ${before} before the ` +
+          `request, ${lost} after the lost answer, ${retried} after the retry.`,
+      ),
+    );
+  }
+  return notes;
 }
 
 // ------------------------------------------------------------------ tasks
@@ -757,7 +870,7 @@ function refresh(): void {
   for (const id of ['attack-flip', 'attack-other', 'attack-args', 'attack-unasked']) $<HTMLButtonElement>(id).disabled = !hasState;
   $<HTMLButtonElement>('attack-replay').disabled = busy || flow?.spent === undefined;
   $<HTMLButtonElement>('attack-expire').disabled = !hasState || config.ttlMs + config.skewMs > MAX_EXPIRY_WAIT_MS;
-  for (const id of ['call', 'reset', 'send', 'decline', 'cancel', 'compare']) $<HTMLButtonElement>(id).disabled = busy;
+  for (const id of ['call', 'reset', 'send', 'decline', 'cancel', 'compare', 'drop-next']) $<HTMLButtonElement>(id).disabled = busy;
   const task = flow?.task;
   $<HTMLButtonElement>('task-cancel').disabled = busy || task === undefined || task.final || task.stop.signal.aborted;
 }
@@ -860,8 +973,11 @@ async function start(): Promise<void> {
       if (args === undefined) return;
       stopTask();
       flow = { path: selectedPath(), target: selectedTarget(), args, round: 0, state: undefined, asked: {}, spent: undefined, done: false };
+      // The old timeline goes at once (before any await): what appears next belongs to this call.
       $('timeline').replaceChildren();
       status(`Calling ${flow.target.name}…`);
+      const { keyed } = await connection(flow.path);
+      if (flow.target.kind === 'tool' && keyed.has(flow.target.name)) flow.key = freshKey();
       await round({}, args);
       if (flow.task === undefined) status(flow.done ? 'The flow is complete.' : 'Answer the question(s) above, or break the flow below.');
     }),

@@ -16,7 +16,7 @@ import {
   parseTrustProxy,
   resolveSessionOptions,
 } from './options.js';
-import { jsonRpcError } from './responses.js';
+import { jsonRpcError, withRetryAfter } from './responses.js';
 import { createLegacySessions } from './sessions.js';
 import { optionsObject } from '@mrtr/core/authoring';
 
@@ -74,7 +74,9 @@ function freshServers(factory: McpServerFactory): (ctx: McpRequestContext) => Pr
  * Sessions are bound to the owner who opened them (each anonymous session its own) and bounded in number, per
  * user, for anonymous clients as a class and per client address (`remoteAddress` of `fetch`'s options, or with
  * `trustProxy` the `X-Forwarded-For` entry that many hops in), and in idle time (see {@link LegacySessionOptions}).
- * The address also bounds the tasks anonymous callers start (`tasks.maxLiveUnauthenticatedPerAddress`). A factory
+ * The address also bounds the tasks anonymous callers start (`tasks.maxLiveUnauthenticatedPerAddress`). A JSON
+ * answer that is a JSON-RPC error with `data.retryAfterMs` (`round_in_progress`, `store_unavailable`) also gets an
+ * HTTP `Retry-After` header in seconds (its status unchanged: see `withRetryAfter`). A factory
  * that returns the same server twice is refused with a clear error (a shared server cannot serve two
  * connections: the SDK would hang or fail without a word).
  *
@@ -127,7 +129,7 @@ export function createHttpHandler(factory: McpServerFactory, options?: HttpHandl
         const refused = refusedHost(request);
         if (refused !== undefined) return refused;
         addressOf(request, requestOptions);
-        return modern.fetch(request, requestOptions);
+        return withRetryAfter(await modern.fetch(request, requestOptions));
       },
       notify: modern.notify,
       bus: modern.bus,
@@ -154,8 +156,7 @@ export function createHttpHandler(factory: McpServerFactory, options?: HttpHandl
     } catch {
       isLegacy = false; // the modern path owns every error answer (unreadable or oversized bodies included)
     }
-    if (!isLegacy) return modern.fetch(request, requestOptions);
-    return sessions.serve(request, requestOptions, address);
+    return withRetryAfter(await (isLegacy ? sessions.serve(request, requestOptions, address) : modern.fetch(request, requestOptions)));
   }
 
   return {
