@@ -28,7 +28,10 @@ function tableLine(table: Described, ttl: string | undefined): Check {
     return { name, status: 'fail', detail: `table "${table.TableName}": the key must be partition key pk (string) and no sort key` };
   const heavy = table.GlobalSecondaryIndexes?.find((i) => i.IndexName === 'heavy');
   const parts = heavy?.KeySchema?.map((k) => `${k.AttributeName}:${k.KeyType}`).join(',');
-  const ttlText = ttl === 'ENABLED' ? 'TTL on' : ttl === undefined ? 'TTL unknown' : `TTL ${ttl.toLowerCase()}`;
+  const ttlText =
+    ttl === 'ENABLED'
+      ? 'TTL on (it tidies up expired items; the stores never rely on it)'
+      : `TTL ${ttl === undefined ? 'unknown' : ttl.toLowerCase()} (expired items stay until deleted: TTL on attribute ttl tidies them up)`;
   if (parts !== 'hv:HASH,hk:RANGE') {
     const detail = `table "${table.TableName}": partition key pk; no index heavy (hv, hk): the task store finds the principal that keeps the most there when maxTasks is reached (create the table as createTable does)`;
     return { name, status: 'warn', detail };
@@ -36,7 +39,7 @@ function tableLine(table: Described, ttl: string | undefined): Check {
   return {
     name,
     status: 'ok',
-    detail: `table "${table.TableName}": partition key pk, index heavy (hv, hk), ${ttlText} (it only tidies up)`,
+    detail: `table "${table.TableName}": partition key pk, index heavy (hv, hk), ${ttlText}`,
   };
 }
 
@@ -44,8 +47,17 @@ function tableLine(table: Described, ttl: string | undefined): Check {
 async function describe(sdk: Sdk, client: Client, s: Settings): Promise<Check> {
   const name = 'dynamodb table';
   try {
-    const { Table } = await withTimeout(client.send(new sdk.DescribeTableCommand({ TableName: s.dynamoTable })), s.timeoutMs, 'dynamodb');
-    const ttl = await withTimeout(client.send(new sdk.DescribeTimeToLiveCommand({ TableName: s.dynamoTable })), s.timeoutMs, 'dynamodb')
+    const bounded = () => ({ abortSignal: AbortSignal.timeout(s.timeoutMs) });
+    const { Table } = await withTimeout(
+      client.send(new sdk.DescribeTableCommand({ TableName: s.dynamoTable }), bounded()),
+      s.timeoutMs,
+      'dynamodb',
+    );
+    const ttl = await withTimeout(
+      client.send(new sdk.DescribeTimeToLiveCommand({ TableName: s.dynamoTable }), bounded()),
+      s.timeoutMs,
+      'dynamodb',
+    )
       .then((answer) => answer.TimeToLiveDescription?.TimeToLiveStatus)
       .catch(() => undefined);
     return tableLine(Table ?? {}, ttl);
@@ -75,7 +87,7 @@ function dynamoTasks(mod: typeof import('@mrtr/store-dynamodb'), sdk: Sdk, clien
     async forget(taskId, principal) {
       // The task and its principal's item (a random principal: nothing else is in it); the task count ends with its bucket.
       for (const Key of [key('t', sha256(taskId)), key('p', sha256(principal))])
-        await client.send(new sdk.DeleteItemCommand({ TableName: s.dynamoTable, Key }));
+        await client.send(new sdk.DeleteItemCommand({ TableName: s.dynamoTable, Key }), { abortSignal: AbortSignal.timeout(s.timeoutMs) });
     },
     close: async () => store?.close(),
   };
@@ -90,7 +102,9 @@ export const dynamodb: Backend = {
   async open(s) {
     const sdk = await loadOptional(() => import('@aws-sdk/client-dynamodb'), STORE_PACKAGES.dynamodb, WHAT);
     const mod = await loadOptional(() => import('@mrtr/store-dynamodb'), STORE_PACKAGES.dynamodb, WHAT);
-    const client = new sdk.DynamoDBClient({});
+    // Every request ends by itself within the timeout (a silent endpoint would otherwise hold the process open).
+    const requestHandler = { requestTimeout: s.timeoutMs, connectionTimeout: s.timeoutMs };
+    const client = new sdk.DynamoDBClient({ requestHandler });
     const options = { client, tableName: s.dynamoTable!, namespace: DOCTOR_NAMESPACE, commandTimeoutMs: s.timeoutMs };
     const store = mod.createDynamoStore({ ...options, onError: () => {} });
     return {
