@@ -59,6 +59,12 @@ export async function consumeTwice(store: ReplayStore, timeoutMs: number, label:
   };
 }
 
+/** What the store's `ERR_STORE_UNAVAILABLE` wraps (the store's own answer, e.g. a Redis error), else the error. */
+function storeCause(error: unknown): unknown {
+  const { code, cause } = (error ?? {}) as { code?: unknown; cause?: unknown };
+  return code === 'ERR_STORE_UNAVAILABLE' && cause !== undefined ? cause : error;
+}
+
 /** The store's clock against this host's, read halfway through the round trip. */
 async function clockLine(store: ReplayStore, probe: ClockProbe, label: string, s: Settings, add: Add): Promise<void> {
   const read = probe.read ?? (() => store.time!());
@@ -69,7 +75,7 @@ async function clockLine(store: ReplayStore, probe: ClockProbe, label: string, s
     add(skewCheck(probe.name, at - Math.round((t0 + t1) / 2), t1 - t0, s.skewMs, probe.note));
   } catch (error) {
     if (probe.unreadable === undefined) throw error;
-    add({ name: probe.name, status: 'warn', detail: `${probe.unreadable}: ${errorText(error)}` });
+    add({ name: probe.name, status: 'warn', detail: `${probe.unreadable}: ${errorText(storeCause(error))}` });
   }
 }
 
