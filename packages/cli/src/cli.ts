@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { createRequire } from 'node:module';
-import { doctor, DOCTOR_HELP } from './doctor.js';
+import { doctor, DOCTOR_HELP } from './doctor/index.js';
 import { INSPECT_HELP, inspect } from './inspect.js';
 import { EXIT_BAD, EXIT_OK, EXIT_USAGE, escapeText, type Io, readStream, UsageError } from './io.js';
 import { KEYGEN_HELP, KEYS_CHECK_HELP, KEYS_HELP, KEYS_ROTATE_HELP, keygen, keysCheck, keysRotate } from './keys-commands.js';

@@ -9,6 +9,8 @@ export const STORE_PACKAGES = {
   redis: ['@mrtr/store-redis', 'ioredis'],
   postgres: ['@mrtr/store-sql', 'pg'],
   sqlite: ['@mrtr/store-sql', 'better-sqlite3'],
+  upstash: ['@mrtr/store-upstash', '@upstash/redis'],
+  dynamodb: ['@mrtr/store-dynamodb', '@aws-sdk/client-dynamodb'],
 } as const;
 
 /** A package a command needs is not installed (or cannot be found from `@mrtr/cli`). */

@@ -189,7 +189,7 @@ describe('mrtr doctor without services', () => {
   it.each([
     [['--codec', 'rot13'], {}, /--codec \(or MRTR_CODEC\) must be/],
     [[], { MRTR_CODEC: 'rot13' }, /--codec \(or MRTR_CODEC\) must be/],
-    [['--store', 'mongo'], {}, /unknown store "mongo" \(memory, redis, postgres, sqlite or none\)/],
+    [['--store', 'mongo'], {}, /unknown store "mongo" \(memory, redis, postgres, sqlite, upstash, dynamodb, cloudflare or none\)/],
     [['--table', 'drop table;'], {}, /--table must be/],
     [['--tasks-table', 'drop table;'], {}, /--tasks-table must be letters, digits and _/],
     [['--tasks-table', 't'.repeat(49)], {}, /--tasks-table must be .* at most 48 characters/],

@@ -14,7 +14,9 @@ export default function setup(): void {
     }
   };
   const built = mtime(`${root}dist/cli.js`);
-  const newest = Math.max(...readdirSync(`${root}src`).map((f) => mtime(`${root}src/${f}`)), mtime(`${root}package.json`));
+  // Every file under src (src/doctor/ too), recursively.
+  const sources = readdirSync(`${root}src`, { recursive: true, encoding: 'utf8' }).map((f) => mtime(`${root}src/${f}`));
+  const newest = Math.max(...sources, mtime(`${root}package.json`));
   if (built >= newest) return;
   execFileSync('pnpm', ['exec', 'tsup', '--silent'], { cwd: root, stdio: 'inherit', timeout: 120_000 });
 }

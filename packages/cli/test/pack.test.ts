@@ -14,7 +14,17 @@ import { KEYS } from './helpers.js';
 const run = promisify(execFile);
 const PACKAGES = fileURLToPath(new URL('../../', import.meta.url));
 const WORKSPACE_DEPS = ['cli', 'core', 'codec-hmac', 'codec-jwe', 'codec-aead', 'store-memory'];
-const OPTIONAL = ['@mrtr/store-redis', '@mrtr/store-sql', 'ioredis', 'pg', 'better-sqlite3'];
+const OPTIONAL = [
+  '@mrtr/store-redis',
+  '@mrtr/store-sql',
+  '@mrtr/store-upstash',
+  '@mrtr/store-dynamodb',
+  'ioredis',
+  'pg',
+  'better-sqlite3',
+  '@upstash/redis',
+  '@aws-sdk/client-dynamodb',
+];
 
 describe('the packed tarball in a fresh project', () => {
   const root = mkdtempSync(join(tmpdir(), 'mrtr-cli-pack-'));
@@ -63,6 +73,13 @@ describe('the packed tarball in a fresh project', () => {
     ['redis', { REDIS_URL: 'redis://127.0.0.1:1' }, '@mrtr/store-redis and ioredis', '@mrtr/store-redis'],
     ['postgres', { DATABASE_URL: 'postgres://127.0.0.1:1/db' }, '@mrtr/store-sql and pg', 'pg'],
     ['sqlite', { MRTR_SQLITE_FILE: 'replay.sqlite' }, '@mrtr/store-sql and better-sqlite3', 'better-sqlite3'],
+    [
+      'upstash',
+      { UPSTASH_REDIS_REST_URL: 'http://127.0.0.1:1', UPSTASH_REDIS_REST_TOKEN: 't' },
+      '@mrtr/store-upstash and @upstash/redis',
+      '@mrtr/store-upstash',
+    ],
+    ['dynamodb', { MRTR_DYNAMODB_TABLE: 'mrtr' }, '@mrtr/store-dynamodb and @aws-sdk/client-dynamodb', '@aws-sdk/client-dynamodb'],
   ])('npx mrtr doctor --store %s names the packages to install', async (store, storeEnv, needs, missing) => {
     const r = await run('npx', ['--no-install', 'mrtr', 'doctor', '--store', store, '--codec', 'hmac'], {
       cwd: project,
