@@ -37,7 +37,7 @@ const MAX_FINGERPRINT_LENGTH = 256;
 /** Buckets of the outcome budget: an outcome counts until the end of the 5-minute bucket of its id's expiry. */
 const BUDGET_BUCKET_MS = 300_000;
 /** An allowance is taken in a bucket at most this many ahead of the current one (ids expiring later take exact bytes). */
-const ALLOWANCE_BUCKETS_AHEAD = 3;
+const ALLOWANCE_BUCKETS_AHEAD = 4;
 /** Largest allowance chunk, and its share of the budget (1/4096 of it: 16 KiB of the default 64 MiB). */
 const MAX_ALLOWANCE_CHUNK = 16_384;
 const ALLOWANCE_SHARE = 4096;
@@ -420,9 +420,16 @@ async function fromAllowance(ctx: Context, size: number, exp: number | undefined
     held.left -= size;
     return held.bucket;
   }
-  if (exp === undefined) return undefined; // the slow path reads the id's expiry first
   const current = Math.floor(ctx.table.serviceNow() / BUDGET_BUCKET_MS);
-  const wanted = Math.floor(exp / BUDGET_BUCKET_MS) + 1;
+  let wanted: number;
+  if (exp === undefined) {
+    // Topping up, without the id's expiry: the same bucket while it lies ahead (the write's condition then checks the
+    // id's expiry against it); otherwise the slow path reads the expiry first.
+    if (held === undefined || held.bucket <= current + 1) return undefined;
+    wanted = held.bucket;
+  } else {
+    wanted = Math.floor(exp / BUDGET_BUCKET_MS) + 1;
+  }
   // A long-lived id would keep the whole chunk counted long past its own expiry: its bytes are taken exactly.
   if (wanted > current + ALLOWANCE_BUCKETS_AHEAD) return undefined;
   const bucket = Math.max(wanted, held?.bucket ?? wanted);
