@@ -4,8 +4,13 @@ export interface UpstashRestShim {
   readonly token: string;
   /** Requests answered so far. */
   readonly requests: number;
-  /** `'late'`: the next request runs and its reply is lost; `'lost'`: every reply is lost until `restore()`. */
-  loseNextReply(mode: 'late' | 'lost'): void;
+  /** Replies lost so far (requests that ran, then had their connection cut). */
+  readonly lostReplies: number;
+  /**
+   * `'late'`: the next request runs and its reply is lost; `'lost'`: every reply is lost until `restore()`. With
+   * `path`, only requests on that path (`'/'` one command, `'/pipeline'`, `'/multi-exec'`) lose their reply.
+   */
+  loseNextReply(mode: 'late' | 'lost', path?: '/' | '/pipeline' | '/multi-exec'): void;
   restore(): void;
   close(): Promise<void>;
 }

@@ -5,7 +5,8 @@
 // over node:net), no dependencies.
 //
 // It can lose a reply: the command runs on Redis, then the HTTP connection is cut instead of answered, decided by
-// the order of requests, never by time (`loseNextReply('late')`: this one; `'lost'`: every one until `restore()`).
+// the order of requests, never by time (`loseNextReply('late')`: this one; `'lost'`: every one until `restore()`;
+// `loseNextReply('late', '/pipeline')`: the next one on that path only).
 //
 //   node scripts/upstash-rest-shim.mjs [redis://127.0.0.1:6379]   prints UPSTASH_REDIS_REST_URL=… and …_TOKEN=…
 import { randomBytes } from 'node:crypto';
@@ -108,7 +109,9 @@ export async function startUpstashRestShim(redisUrl = 'redis://127.0.0.1:6379') 
   const redis = respConnection(redisUrl);
   const token = randomBytes(16).toString('hex');
   let mode = 'normal';
+  let lossPath; // only requests on this path lose their reply (undefined: every path)
   let requests = 0;
+  let lost = 0;
 
   const answer = async (req, res) => {
     if (req.headers.authorization !== `Bearer ${token}`) {
@@ -147,9 +150,10 @@ export async function startUpstashRestShim(redisUrl = 'redis://127.0.0.1:6379') 
       return;
     }
     // The command ran: now its answer may be lost (the connection is cut, as by a proxy or a network failure).
-    const lose = mode !== 'normal';
-    if (mode === 'late') mode = 'normal';
+    const lose = mode !== 'normal' && (lossPath === undefined || lossPath === path);
+    if (lose && mode === 'late') mode = 'normal';
     if (lose) {
+      lost++;
       req.socket.destroy();
       return;
     }
@@ -176,13 +180,21 @@ export async function startUpstashRestShim(redisUrl = 'redis://127.0.0.1:6379') 
     get requests() {
       return requests;
     },
-    loseNextReply(next) {
+    get lostReplies() {
+      return lost;
+    },
+    loseNextReply(next, path) {
       if (next !== 'late' && next !== 'lost') throw new TypeError('loseNextReply: mode must be "late" or "lost"');
+      if (path !== undefined && path !== '/' && path !== '/pipeline' && path !== '/multi-exec') {
+        throw new TypeError('loseNextReply: path must be "/", "/pipeline" or "/multi-exec"');
+      }
       if (mode !== 'normal') throw new Error('loseNextReply: the previous lost reply is not resolved (call restore())');
       mode = next;
+      lossPath = path;
     },
     restore() {
       mode = 'normal';
+      lossPath = undefined;
     },
     async close() {
       server.closeAllConnections();

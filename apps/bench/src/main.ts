@@ -26,6 +26,7 @@ import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuar
 import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
 import { checkOutcomes, OUTCOME_CONCURRENCY, outcomeJobs, setupOutcomes } from './outcomes.js';
 import { checkKeys, keyJobs, setupKeys } from './keys.js';
+import { checkServerless, serverlessJobs, serverlessSection, setupServerless } from './serverless.js';
 
 const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/bench bench [options])
 
@@ -33,7 +34,9 @@ const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/benc
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
   --only <parts>       comma-separated: codecs, stores, guard, e2e, events, keys, outcomes (default: all but
                        outcomes; keys = a keyed first-round call ÷ an unkeyed one, in process, c16;
-                       outcomes = the cost of outcome recording, about 8 more minutes, 2 with --quick)
+                       outcomes = the cost of outcome recording, about 8 more minutes, 2 with --quick;
+                       serverless = Upstash (REST shim, needs REDIS_URL), DynamoDB (dynalite) and Durable
+                       Objects (workerd), each ÷ its raw client, about 3 more minutes)
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
   --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md, apps/bench/README.md and the
@@ -65,7 +68,7 @@ const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
 
-const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'keys', 'outcomes'] as const;
+const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'keys', 'outcomes', 'serverless'] as const;
 type Part = (typeof PARTS)[number];
 /**
  * What a run without `--only` measures. The outcome-recording rows (56 jobs, about 8 minutes of a full
@@ -248,6 +251,20 @@ async function measureAll(options: HarnessOptions, quick: boolean, parts: Readon
     }
   }
 
+  if (parts.has('serverless')) {
+    const setup = await setupServerless({ redisUrl: process.env['REDIS_URL'] });
+    try {
+      for (const s of setup.skipped) log(`note: serverless ${s.id} skipped: ${s.reason}`);
+      log('checking serverless stores (first use first, second not) …');
+      const checks = await checkServerless(setup);
+      for (const line of checks) log(`  ok ${line}`);
+      result.serverless = serverlessSection(setup, checks);
+      store(await runInterleaved(serverlessJobs(setup), options, progress('serverless')));
+    } finally {
+      await setup.close();
+    }
+  }
+
   result.env.loadavg = [result.env.loadavg![0], loadavg()[0]!];
   result.finishedAt = new Date().toISOString();
   result.durationMs = Date.now() - started;
@@ -304,7 +321,11 @@ async function main(): Promise<number> {
     if (result.schema !== 1) throw new Error(`${values.from}: not a bench result (schema ${String(result.schema)})`);
   } else {
     // Hard bound on the whole run, whatever a backend does; the outcome rows get a budget of their own on top.
-    const budgetMs = ((values.quick ? 8 : 20) + (parts.has('outcomes') ? (values.quick ? 5 : 12) : 0)) * 60_000;
+    const budgetMs =
+      ((values.quick ? 8 : 20) +
+        (parts.has('outcomes') ? (values.quick ? 5 : 12) : 0) +
+        (parts.has('serverless') ? (values.quick ? 3 : 6) : 0)) *
+      60_000;
     setTimeout(() => {
       log(`bench: exceeded its ${budgetMs / 60_000} min budget, aborting`);
       process.exit(3);

@@ -1,6 +1,7 @@
 import type { PackageFacts } from './facts.js';
 import type { HarnessOptions, JobResult } from './harness.js';
 import type { PayloadName } from './payload.js';
+import { type ServerlessSection, serverlessBlock, serverlessTargets } from './serverless.js';
 
 /** Everything a run produced; written as JSON by `--output` and read back by `--from`. */
 export interface BenchResult {
@@ -67,11 +68,24 @@ export interface BenchResult {
     /** 1-, 5- and 15-minute load averages at the start and the end of the run. */
     loadavg?: { start: number[]; end: number[] };
   };
+  /** The serverless stores beside their raw clients (`serverless.ts`, issue 43). */
+  serverless?: ServerlessSection;
   jobs: Record<string, JobResult>;
   targets: TargetResult[];
 }
 
-export type PackageName = 'codec-hmac' | 'codec-jwe' | 'codec-aead' | 'store-memory' | 'store-redis' | 'store-sql' | 'core' | 'mcp-server';
+export type PackageName =
+  | 'codec-hmac'
+  | 'codec-jwe'
+  | 'codec-aead'
+  | 'store-memory'
+  | 'store-redis'
+  | 'store-sql'
+  | 'store-upstash'
+  | 'store-dynamodb'
+  | 'store-cloudflare'
+  | 'core'
+  | 'mcp-server';
 
 export interface TargetResult {
   id: string;
@@ -409,6 +423,7 @@ export function evaluateTargets(result: BenchResult): TargetResult[] {
       );
     }
   }
+  t.push(...serverlessTargets(result));
   return t;
 }
 
@@ -934,6 +949,7 @@ export function printableReport(result: BenchResult): string {
   }
   if (result.events !== undefined) out.push('## Event hooks on the guard', '', EVENTS_NOTE, '', eventsTable(result), '');
   if (result.outcomes !== undefined) out.push('## Outcome recording', '', outcomesBlock(result), '');
+  if (result.serverless !== undefined) out.push('## Serverless stores', '', serverlessBlock(result), '');
   out.push('', '## Targets', '', targetTable(result.targets), '');
   const missed = result.targets.filter((t) => t.pass === false);
   const skipped = result.targets.filter((t) => t.pass === null);

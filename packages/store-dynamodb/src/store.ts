@@ -36,6 +36,11 @@ const LABEL = 'createDynamoStore';
 const MAX_FINGERPRINT_LENGTH = 256;
 /** Buckets of the outcome budget: an outcome counts until the end of the 5-minute bucket of its id's expiry. */
 const BUDGET_BUCKET_MS = 300_000;
+/** An allowance is taken in a bucket at most this many ahead of the current one (ids expiring later take exact bytes). */
+const ALLOWANCE_BUCKETS_AHEAD = 4;
+/** Largest allowance chunk, and its share of the budget (1/4096 of it: 16 KiB of the default 64 MiB). */
+const MAX_ALLOWANCE_CHUNK = 16_384;
+const ALLOWANCE_SHARE = 4096;
 
 /** Options of {@link createDynamoStore}: the table, the outcome bounds and these. */
 export interface DynamoStoreOptions extends DynamoConnectionOptions, OutcomeStoreLimits {
@@ -145,16 +150,19 @@ async function countMiss(table: Table, budget: BucketCounter, key: Key, owner: s
     new UpdateItemCommand({
       TableName: table.tableName,
       Key: key,
-      UpdateExpression: 'SET #k = :x REMOVE #out, #ob',
+      UpdateExpression: 'SET #k = :x REMOVE #out, #ob, #bk',
       ConditionExpression: '#o = :o AND (#k = :p OR #k = :d)',
-      ExpressionAttributeNames: { '#k': 'k', '#o': 'o', '#out': 'out', '#ob': 'ob' },
+      ExpressionAttributeNames: { '#k': 'k', '#o': 'o', '#out': 'out', '#ob': 'ob', '#bk': 'bk' },
       ExpressionAttributeValues: { ':x': { S: 'x' }, ':o': { S: owner }, ':p': { S: 'p' }, ':d': { S: 'd' } },
       ReturnValues: 'ALL_OLD',
     }),
   );
   // Exactly one drop succeeds (the condition), and it alone gives the recorded bytes back.
   if (dropped !== 'condition' && str(dropped.Attributes?.k) === 'd') {
-    await table.release('outcome bytes', () => budget.give(num(dropped.Attributes?.ob) ?? 0, num(dropped.Attributes?.exp) ?? 0));
+    // Bytes taken from an allowance were counted in its bucket (`bk`), the others in the bucket of the expiry.
+    const bk = num(dropped.Attributes?.bk);
+    const counted = bk === undefined ? (num(dropped.Attributes?.exp) ?? 0) : bk * BUDGET_BUCKET_MS;
+    await table.release('outcome bytes', () => budget.give(num(dropped.Attributes?.ob) ?? 0, counted));
   }
 }
 
@@ -227,6 +235,11 @@ async function writeOutcome(
 interface Context {
   table: Table;
   budget: BucketCounter;
+  /** Bytes one reservation of the allowance takes (0: every record takes its bytes exactly). */
+  chunk: number;
+  allowance: Allowance | undefined;
+  /** The reservation in flight, shared by the records that wait for it. */
+  reserving: { bucket: number; done: Promise<boolean> } | undefined;
   skewMs: number;
   maxOutcomeBytes: number;
   outcomeBudgetBytes: number;
@@ -348,6 +361,108 @@ function claimOp(ctx: Context) {
   };
 }
 
+/**
+ * Writes the outcome of a pending claim of `fingerprint` in one `UpdateItem`, its bytes already taken from the
+ * allowance of bucket `bucket`: conditioned on the claim (unrecorded, live, held by `by` or without owner) and on its
+ * expiry ending before that bucket does (so the bytes count at least until the id expires). Writes `rt`, a token of
+ * this call, so that when the SDK resent the update after a lost reply the read that follows knows the write as its
+ * own. `true`: written; otherwise the item as read afterwards (`undefined`: absent or expired).
+ */
+async function writeFast(
+  ctx: Context,
+  key: Key,
+  record: { fingerprint: string; outcome: string; size: number; at: number; by: string | null; token: string; bucket: number },
+): Promise<true | { item: Item | undefined }> {
+  const { table } = ctx;
+  const { fingerprint, outcome, size, at, by, token, bucket } = record;
+  const w = recordWrite(fingerprint, at, by, true);
+  const written = await twice(() =>
+    table.send(
+      new UpdateItemCommand({
+        TableName: table.tableName,
+        Key: key,
+        UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob, #bk = :bk, #rt = :rt${w.set}`,
+        ConditionExpression: `${w.condition} AND #exp < :end`,
+        ExpressionAttributeNames: { ...w.names, '#out': 'out', '#ob': 'ob', '#bk': 'bk', '#rt': 'rt' },
+        ExpressionAttributeValues: {
+          ...w.values,
+          ':d': { S: 'd' },
+          ':out': { S: outcome },
+          ':ob': { N: String(size) },
+          ':bk': { N: String(bucket) },
+          ':rt': { S: token },
+          ':end': { N: String((bucket + 1) * BUDGET_BUCKET_MS) },
+        },
+      }),
+    ),
+  );
+  if (written !== 'condition') return true;
+  return { item: await liveItem(table, key, at) };
+}
+
+/**
+ * The outcome bytes this store instance has taken from the budget ahead of its records (see {@link createDynamoStore}):
+ * `left` bytes counted in bucket `bucket` of the budget counter. A record whose id expires before that bucket ends
+ * takes its bytes from here (no request); when they run out, one `UpdateItem` on the budget item takes another
+ * `chunk`. Bytes left unused stay counted until the bucket ends (never too few).
+ */
+interface Allowance {
+  bucket: number;
+  left: number;
+}
+
+/** Takes `size` bytes for an id expiring at `exp` from the allowance, reserving another chunk when needed: the bucket, or `undefined` (not from the allowance). */
+async function fromAllowance(ctx: Context, size: number, exp: number | undefined): Promise<number | undefined> {
+  const { chunk } = ctx;
+  if (chunk < 2 * size) return undefined;
+  const held = ctx.allowance;
+  if (held !== undefined && held.left >= size && (exp === undefined || exp < (held.bucket + 1) * BUDGET_BUCKET_MS)) {
+    held.left -= size;
+    return held.bucket;
+  }
+  const current = Math.floor(ctx.table.serviceNow() / BUDGET_BUCKET_MS);
+  let wanted: number;
+  if (exp === undefined) {
+    // Topping up, without the id's expiry: the same bucket while it lies ahead (the write's condition then checks the
+    // id's expiry against it); otherwise the slow path reads the expiry first.
+    if (held === undefined || held.bucket <= current + 1) return undefined;
+    wanted = held.bucket;
+  } else {
+    wanted = Math.floor(exp / BUDGET_BUCKET_MS) + 1;
+  }
+  // A long-lived id would keep the whole chunk counted long past its own expiry: its bytes are taken exactly.
+  if (wanted > current + ALLOWANCE_BUCKETS_AHEAD) return undefined;
+  const bucket = Math.max(wanted, held?.bucket ?? wanted);
+  // Records that find the allowance empty at once share one reservation, then take from it.
+  const pending = ctx.reserving;
+  if (pending !== undefined && pending.bucket === bucket) {
+    await pending.done;
+    const after = ctx.allowance;
+    if (after !== undefined && after.bucket === bucket && after.left >= size) {
+      after.left -= size;
+      return bucket;
+    }
+  }
+  const reservation = { bucket, done: ctx.budget.take(chunk, bucket * BUDGET_BUCKET_MS, ctx.outcomeBudgetBytes) };
+  ctx.reserving = reservation;
+  let taken: boolean;
+  try {
+    taken = await reservation.done;
+  } finally {
+    if (ctx.reserving === reservation) ctx.reserving = undefined;
+  }
+  if (!taken) return undefined;
+  const now = ctx.allowance;
+  if (now !== undefined && now.bucket === bucket) now.left += chunk - size;
+  else ctx.allowance = { bucket, left: chunk - size }; // what a replaced allowance had left stays counted until its bucket ends
+  return bucket;
+}
+
+/** Gives `size` bytes back to the allowance of `bucket` (a write that did not land: no request). */
+function giveToAllowance(ctx: Context, size: number, bucket: number): void {
+  if (ctx.allowance !== undefined && ctx.allowance.bucket === bucket) ctx.allowance.left += size;
+}
+
 function recordOp(ctx: Context) {
   return async (id: string, fingerprint: string, outcome: string, options?: { readonly owner?: string | undefined }): Promise<boolean> => {
     if (typeof id !== 'string' || id.length === 0) throw new TypeError('record: id must be a non-empty string');
@@ -360,15 +475,43 @@ function recordOp(ctx: Context) {
     await table.measure(false);
     const at = table.serviceNow();
     const key = idKey(table, id);
-    const held = await liveItem(table, key, at);
+    const size = outcome.length > maxOutcomeBytes ? maxOutcomeBytes + 1 : utf8Bytes(outcome);
+    if (size === 0 || size > maxOutcomeBytes) {
+      // Not kept, whatever the budget: one conditional update marks a pending claim done (a repeat by its owner
+      // finds `ro` and answers false again).
+      await markUnkept(table, key, fingerprint, at, by);
+      return false;
+    }
+    const token = newOwner();
+    // The fast path: bytes from this instance's allowance, one conditional UpdateItem.
+    let read: Item | undefined;
+    const bucket = await fromAllowance(ctx, size, undefined);
+    if (bucket !== undefined) {
+      const fast = await writeFast(ctx, key, { fingerprint, outcome, size, at, by, token, bucket });
+      if (fast === true) return true;
+      giveToAllowance(ctx, size, bucket);
+      read = fast.item;
+      if (read === undefined) return false;
+      if (str(read.rt) === token) return true; // this call's write landed; the SDK's resend found it done
+    } else {
+      read = await liveItem(table, key, at);
+    }
+    // The slow path: the claim as read (a first record, an id past the allowance's bucket, a repeat, a refusal).
+    const held = read;
     if (held === undefined || str(held.fp) !== fingerprint) return false;
     // By its owner, a record answers as the first did (a retry after a lost reply).
     if (by !== null && str(held.ro) === by) return num(held.rk) === 1;
     // An owned claim is recorded only by its owner; one without owner by anyone.
     if (str(held.k) !== 'p' || (by === null ? held.w !== undefined : str(held.o) !== by)) return false;
     const exp = num(held.exp) as number;
-    const size = outcome.length > maxOutcomeBytes ? maxOutcomeBytes + 1 : utf8Bytes(outcome);
-    if (size === 0 || size > maxOutcomeBytes || !(await budget.take(size, exp, outcomeBudgetBytes))) {
+    const allowed = await fromAllowance(ctx, size, exp);
+    if (allowed !== undefined) {
+      const fast = await writeFast(ctx, key, { fingerprint, outcome, size, at, by, token, bucket: allowed });
+      if (fast === true || str(fast.item?.rt) === token) return true;
+      giveToAllowance(ctx, size, allowed);
+      return false;
+    }
+    if (!(await budget.take(size, exp, outcomeBudgetBytes))) {
       await markUnkept(table, key, fingerprint, at, by);
       return false;
     }
@@ -427,9 +570,12 @@ function epochGuard(table: Table): Context['withEpoch'] {
  * Replay store on Amazon DynamoDB, for AWS Lambda. `consume` and `claim` are one `PutItem` conditioned on
  * `attribute_not_exists(pk) OR exp < :now` (the expiry is in the condition: DynamoDB's TTL deletes late); a
  * conditional failure is followed by one strongly consistent `GetItem`, which also tells this call's own write (an SDK
- * retry after a lost reply) from someone else's by its owner value. `record` takes the outcome's bytes from the budget
- * counter first, then writes the outcome with an `UpdateItem` conditioned on the fingerprint and no outcome yet (a
- * failed write gives the bytes back). Misses are counted by a conditional `ADD`; the third drops the outcome.
+ * retry after a lost reply) from someone else's by its owner value. `record` is one `UpdateItem` conditioned on the
+ * claim, its bytes taken from this instance's allowance of the budget (chunks of 1/4096 of it, at most 16 KiB, taken
+ * ahead from the budget counter: never over the budget, unused bytes counted until their bucket ends); the first record
+ * of an instance, an id expiring past the allowance's bucket or a large outcome reads the claim, then takes exact bytes
+ * from the counter and writes (a failed write gives the bytes back). Misses are counted by a conditional `ADD`; the
+ * third drops the outcome.
  *
  * DynamoDB has no clock in its conditions; the store's clock (`clock: true`, `time()`) is the service's as measured
  * from its replies' `Date` headers (`clockOffset()`, one cheap read before the first reply): expiry, retention, leases
@@ -446,6 +592,9 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
   const ctx: Context = {
     table,
     budget: bucketCounter(table, table.key('b', 'budget'), BUDGET_BUCKET_MS, table.serviceNow),
+    chunk: Math.min(MAX_ALLOWANCE_CHUNK, Math.floor(outcomeBudgetBytes / ALLOWANCE_SHARE)),
+    allowance: undefined,
+    reserving: undefined,
     skewMs,
     maxOutcomeBytes,
     outcomeBudgetBytes,

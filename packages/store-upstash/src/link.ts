@@ -1,4 +1,12 @@
-import { intOption, optionsObject, StoreUnavailableError, stringOption, type OptionNames } from '@mrtr/core/authoring';
+import {
+  type BatchEntry,
+  createBatcher,
+  intOption,
+  optionsObject,
+  StoreUnavailableError,
+  stringOption,
+  type OptionNames,
+} from '@mrtr/core/authoring';
 import { errors, Redis } from '@upstash/redis';
 
 /** How a store reaches Upstash: `url` and `token` (an owned client), or an `@upstash/redis` `client`. */
@@ -40,6 +48,27 @@ export interface UpstashConnectionOptions {
    */
   namespace?: string | undefined;
 }
+
+/** One script call waiting for its batch. */
+interface Call extends BatchEntry<unknown> {
+  readonly script: Script;
+  readonly keys: string[];
+  readonly args: (string | number)[];
+}
+
+/** Settles a call from its entry of a pipeline's reply (a Redis error: that call fails closed) and notes it answered. */
+function settle(call: Call, answered: Set<Call>, error: string | undefined | null, result: unknown): void {
+  answered.add(call);
+  if (error === undefined || error === null) call.resolve(result);
+  else call.reject(new StoreUnavailableError({ cause: new errors.UpstashError(String(error)) }));
+}
+
+/** Most calls one pipeline request carries. */
+const MAX_BATCH = 64;
+/** Most calls waiting for a request; one more rejects at once with `ERR_STORE_UNAVAILABLE`. */
+const MAX_QUEUED = 16_384;
+/** Requests one link keeps in flight at once. */
+const MAX_IN_FLIGHT = 4;
 
 /** One script call on Upstash: its reply, or a rejection that is always `StoreUnavailableError`. */
 export interface Link {
@@ -113,7 +142,7 @@ export function openLink<O extends UpstashConnectionOptions>(label: string, opti
       retry: false,
       automaticDeserialization: false,
       enableTelemetry: false,
-      enableAutoPipelining: false, // one request per operation: a lost reply concerns one operation only
+      enableAutoPipelining: false, // the store batches its own calls (see `sendBatch`), each batch resent as one
       // A function: @upstash/redis answers an aborted *shared* signal with a made-up `{ result: "Aborted" }`.
       signal: () => AbortSignal.timeout(commandTimeoutMs),
     });
@@ -139,21 +168,90 @@ export function openLink<O extends UpstashConnectionOptions>(label: string, opti
     }
   };
 
-  const run = async (s: Script, keys: string[], args: (string | number)[]): Promise<unknown> => {
-    if (closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+  /** One call alone: asked once more when no reply comes (see `sendBatch`). */
+  const sendLone = async (call: Call): Promise<void> => {
+    const { script: s, keys, args } = call;
     try {
-      return await once(s, keys, args);
+      call.resolve(await once(s, keys, args));
+      return;
     } catch (first) {
-      if (isReplyError(first)) throw new StoreUnavailableError({ cause: first });
+      if (isReplyError(first) || closed) throw new StoreUnavailableError({ cause: first });
       // No answer (a timeout, a connection cut, a reply lost on the way): the script may have run. Every script of
       // this package answers its own caller's second call as it answered the first, so asking again settles it.
-      if (closed) throw new StoreUnavailableError({ cause: first });
       try {
-        return await once(s, keys, args);
+        call.resolve(await once(s, keys, args));
       } catch {
         throw new StoreUnavailableError({ cause: first });
       }
     }
+  };
+
+  /**
+   * One `POST /pipeline` of `EVALSHA`s (`EVAL` for those the server answered `NOSCRIPT`: nothing of theirs ran), each
+   * call settled from its own entry of the reply (a Redis error fails that call only).
+   */
+  const pipelineOnce = async (calls: Call[], answered: Set<Call>): Promise<void> => {
+    const pipeline = client.pipeline();
+    const shas = await Promise.all(calls.map((call) => call.script.sha()));
+    calls.forEach((call, i) => {
+      pipeline.evalsha(shas[i] as string, call.keys, call.args);
+    });
+    const replies = await bounded(pipeline.exec({ keepErrors: true }));
+    if (!Array.isArray(replies) || replies.length !== calls.length) throw new Error('unexpected reply to a pipeline');
+    const unloaded: Call[] = [];
+    calls.forEach((call, i) => {
+      const { error, result } = replies[i] as { error?: string; result: unknown };
+      if (String(error ?? '').includes('NOSCRIPT')) unloaded.push(call);
+      else settle(call, answered, error, result);
+    });
+    if (unloaded.length === 0) return;
+    const loading = client.pipeline();
+    for (const call of unloaded) loading.eval(call.script.source, call.keys, call.args);
+    const loaded = await bounded(loading.exec({ keepErrors: true }));
+    if (!Array.isArray(loaded) || loaded.length !== unloaded.length) throw new Error('unexpected reply to a pipeline');
+    unloaded.forEach((call, i) => {
+      const { error, result } = loaded[i] as { error?: string; result: unknown };
+      settle(call, answered, error, result);
+    });
+  };
+
+  /**
+   * One batch: a lone call is one `EVALSHA` request; two or more go as one pipeline. A batch that got no reply (a
+   * timeout, a cut connection) may have run in part or in full: it is sent once more as it was (every script answers
+   * its own caller's second call as it answered the first, by the owner value it carries; calls already answered are
+   * settled and ignore a second answer). No reply either time → every call `ERR_STORE_UNAVAILABLE`.
+   */
+  const sendBatch = async (calls: Call[]): Promise<void> => {
+    if (closed) throw new StoreUnavailableError({ cause: new Error('store is closed') });
+    if (calls.length === 1) return sendLone(calls[0] as Call);
+    const answered = new Set<Call>();
+    try {
+      await pipelineOnce(calls, answered);
+    } catch (first) {
+      if (isReplyError(first) || closed) throw new StoreUnavailableError({ cause: first });
+      try {
+        await pipelineOnce(
+          calls.filter((call) => !answered.has(call)),
+          answered,
+        );
+      } catch {
+        throw new StoreUnavailableError({ cause: first });
+      }
+    }
+  };
+
+  const batcher = createBatcher<Call, unknown>({
+    maxBatchSize: MAX_BATCH,
+    maxQueued: MAX_QUEUED,
+    maxInFlight: MAX_IN_FLIGHT,
+    runLoneAtOnce: true,
+    run: sendBatch,
+    batchError: (error) => (error instanceof StoreUnavailableError ? error : new StoreUnavailableError({ cause: error })),
+  });
+
+  const run = (s: Script, keys: string[], args: (string | number)[]): Promise<unknown> => {
+    if (closed) return Promise.reject(new StoreUnavailableError({ cause: new Error('store is closed') }));
+    return batcher.add((resolve, reject) => ({ script: s, keys, args, resolve, reject }));
   };
 
   return {
@@ -163,6 +261,7 @@ export function openLink<O extends UpstashConnectionOptions>(label: string, opti
     run,
     close: () => {
       closed = true;
+      batcher.failAll(() => new StoreUnavailableError({ cause: new Error('store is closed') }));
     },
     get closed() {
       return closed;
