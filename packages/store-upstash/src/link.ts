@@ -116,8 +116,8 @@ export const CONNECTION_OPTIONS: OptionNames<UpstashConnectionOptions> = {
   namespace: true,
 };
 
-/** Parses the connection options and opens the link (no request is sent before the first operation). */
-export function openLink<O extends UpstashConnectionOptions>(label: string, options: O, known: OptionNames<O>): Link {
+/** The parsed connection options and the client: the one given, or one made from url and token. */
+function connect<O extends UpstashConnectionOptions>(label: string, options: O, known: OptionNames<O>) {
   options = optionsObject(label, options, known);
   const { url, token, client: injected } = options;
   const commandTimeoutMs = intOption(`${label}: commandTimeoutMs`, options.commandTimeoutMs, 5000, 1, 600_000);
@@ -146,10 +146,15 @@ export function openLink<O extends UpstashConnectionOptions>(label: string, opti
       // A function: @upstash/redis answers an aborted *shared* signal with a made-up `{ result: "Aborted" }`.
       signal: () => AbortSignal.timeout(commandTimeoutMs),
     });
+  return { client, injected: injected !== undefined, commandTimeoutMs, prefix, namespace };
+}
 
+/** Parses the connection options and opens the link (no request is sent before the first operation). */
+export function openLink<O extends UpstashConnectionOptions>(label: string, options: O, known: OptionNames<O>): Link {
+  const { client, injected, commandTimeoutMs, prefix, namespace } = connect(label, options, known);
   let closed = false;
   const bounded = <T>(promise: Promise<T>): Promise<T> => {
-    if (injected === undefined) return promise;
+    if (!injected) return promise;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`no reply within ${commandTimeoutMs} ms`)), commandTimeoutMs);

@@ -928,6 +928,85 @@ async function compare(): Promise<void> {
 
 // ------------------------------------------------------------------ start
 
+/** The "break it" buttons: each presents the current flow's state in a way the server must refuse. */
+function wireAttacks(): void {
+  const current = () => flow as Flow & { state: string };
+  $('attack-flip').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: flipOne(f.state) }, f.args, 'Attack: one character flipped');
+    }),
+  );
+  $('attack-other').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      const other = TARGETS.find((t) => t.name === (f.target.name === 'delete_files' ? 'deploy' : 'delete_files'))!;
+      const c = await connected();
+      const first = await sendRound(c, other, other.args);
+      const foreign = String(first.requestState);
+      entry('input_required', `Another call: ${other.name} ${JSON.stringify(other.args)}, round 1`, stateDetails(foreign));
+      await round(
+        { inputResponses: answersFor(f.asked, f.args), requestState: foreign },
+        f.args,
+        `Attack: the state of ${other.name} presented to ${f.target.name}`,
+      );
+    }),
+  );
+  $('attack-replay').addEventListener(
+    'click',
+    action(async () => {
+      const f = flow!;
+      const spent = f.spent!;
+      // With other answers: an identical retry of a spent state gets its first answer again (nothing runs twice),
+      // any other use of it is a replay.
+      const other = { ...spent.responses, replayed: { action: 'decline' } };
+      await round({ inputResponses: other, requestState: spent.state }, f.args, 'Attack: the last spent state replayed with other answers');
+    }),
+  );
+  $('attack-args').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: f.state }, changedArgs(f.args), 'Attack: other arguments');
+    }),
+  );
+  $('attack-unasked').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      const result = await round(
+        { inputResponses: { not_asked: { action: 'accept', content: { confirm: true } } }, requestState: f.state },
+        f.args,
+        'Attack: an answer to a question that was not asked',
+      );
+      if (result !== undefined) {
+        entry(
+          'note',
+          'Why this one is not an error',
+          el(
+            'p',
+            {},
+            'The server ignores an answer to a question it did not ask (its state pins the questions it sent) and asks its own ' +
+              'question again with a fresh state. Nothing was taken from the unasked answer; the presented state is spent.',
+          ),
+        );
+      }
+    }),
+  );
+  $('attack-expire').addEventListener(
+    'click',
+    action(async () => {
+      const f = current();
+      const state = f.state;
+      await wait(config.ttlMs + config.skewMs + 1000);
+      await round({ inputResponses: answersFor(f.asked, f.args), requestState: state }, f.args, 'Attack: an expired state');
+      status('');
+    }),
+  );
+}
+
 async function start(): Promise<void> {
   const response = await fetch('/playground.json', { cache: 'no-store' });
   config = (await response.json()) as PlaygroundConfig;
@@ -1014,81 +1093,7 @@ async function start(): Promise<void> {
   );
   $('cancel').addEventListener('click', answer('cancel'));
 
-  const current = () => flow as Flow & { state: string };
-  $('attack-flip').addEventListener(
-    'click',
-    action(async () => {
-      const f = current();
-      await round({ inputResponses: answersFor(f.asked, f.args), requestState: flipOne(f.state) }, f.args, 'Attack: one character flipped');
-    }),
-  );
-  $('attack-other').addEventListener(
-    'click',
-    action(async () => {
-      const f = current();
-      const other = TARGETS.find((t) => t.name === (f.target.name === 'delete_files' ? 'deploy' : 'delete_files'))!;
-      const c = await connected();
-      const first = await sendRound(c, other, other.args);
-      const foreign = String(first.requestState);
-      entry('input_required', `Another call: ${other.name} ${JSON.stringify(other.args)}, round 1`, stateDetails(foreign));
-      await round(
-        { inputResponses: answersFor(f.asked, f.args), requestState: foreign },
-        f.args,
-        `Attack: the state of ${other.name} presented to ${f.target.name}`,
-      );
-    }),
-  );
-  $('attack-replay').addEventListener(
-    'click',
-    action(async () => {
-      const f = flow!;
-      const spent = f.spent!;
-      // With other answers: an identical retry of a spent state gets its first answer again (nothing runs twice),
-      // any other use of it is a replay.
-      const other = { ...spent.responses, replayed: { action: 'decline' } };
-      await round({ inputResponses: other, requestState: spent.state }, f.args, 'Attack: the last spent state replayed with other answers');
-    }),
-  );
-  $('attack-args').addEventListener(
-    'click',
-    action(async () => {
-      const f = current();
-      await round({ inputResponses: answersFor(f.asked, f.args), requestState: f.state }, changedArgs(f.args), 'Attack: other arguments');
-    }),
-  );
-  $('attack-unasked').addEventListener(
-    'click',
-    action(async () => {
-      const f = current();
-      const result = await round(
-        { inputResponses: { not_asked: { action: 'accept', content: { confirm: true } } }, requestState: f.state },
-        f.args,
-        'Attack: an answer to a question that was not asked',
-      );
-      if (result !== undefined) {
-        entry(
-          'note',
-          'Why this one is not an error',
-          el(
-            'p',
-            {},
-            'The server ignores an answer to a question it did not ask (its state pins the questions it sent) and asks its own ' +
-              'question again with a fresh state. Nothing was taken from the unasked answer; the presented state is spent.',
-          ),
-        );
-      }
-    }),
-  );
-  $('attack-expire').addEventListener(
-    'click',
-    action(async () => {
-      const f = current();
-      const state = f.state;
-      await wait(config.ttlMs + config.skewMs + 1000);
-      await round({ inputResponses: answersFor(f.asked, f.args), requestState: state }, f.args, 'Attack: an expired state');
-      status('');
-    }),
-  );
+  wireAttacks();
   refresh();
 }
 
