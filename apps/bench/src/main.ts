@@ -25,15 +25,17 @@ import { checkStores, setupStores, storeJobs } from './stores.js';
 import { checkGuards, GUARD_ARGS, GUARD_DATA, guardJobs, makeGuardArgs, makeGuardData, setupGuards } from './guard.js';
 import { checkE2e, e2eJobs, setupE2e } from './e2e.js';
 import { checkOutcomes, OUTCOME_CONCURRENCY, outcomeJobs, setupOutcomes } from './outcomes.js';
+import { setupThroughput, throughputRatios } from './throughput.js';
 import { checkKeys, keyJobs, setupKeys } from './keys.js';
 
 const HELP = `Usage: node dist/main.js [options]   (or: pnpm --filter @mrtr/bench bench [options])
 
   --quick              3 short rounds (about a minute) instead of the full run
   --rounds <n>         interleaved rounds (default 5, quick 3; at least 3)
-  --only <parts>       comma-separated: codecs, stores, guard, e2e, events, keys, outcomes (default: all but
-                       outcomes; keys = a keyed first-round call ÷ an unkeyed one, in process, c16;
-                       outcomes = the cost of outcome recording, about 8 more minutes, 2 with --quick)
+  --only <parts>       comma-separated: codecs, stores, guard, e2e, events, keys, outcomes, throughput (default: all but
+                       outcomes, throughput; keys = a keyed first-round call ÷ an unkeyed one, in process, c16;
+                       outcomes = the cost of outcome recording, about 8 more minutes, 2 with --quick;
+                       throughput = record and task-store rows beside bare clients (issue 43), asked for by name)
   --output <file>      write the results as JSON
   --from <file>        do not measure: re-read a JSON written by --output (for --update-readmes)
   --update-readmes     rewrite the bench block of packages/{codec,store}-*/README.md, apps/bench/README.md and the
@@ -65,7 +67,7 @@ const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
 };
 
-const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'keys', 'outcomes'] as const;
+const PARTS = ['codecs', 'stores', 'guard', 'e2e', 'events', 'keys', 'outcomes', 'throughput'] as const;
 type Part = (typeof PARTS)[number];
 /**
  * What a run without `--only` measures. The outcome-recording rows (56 jobs, about 8 minutes of a full
@@ -243,6 +245,24 @@ async function measureAll(options: HarnessOptions, quick: boolean, parts: Readon
       };
       store(await runInterleaved(outcomeJobs(setup, report), options, progress('outcomes')));
       result.outcomes.loadavg = { start: loadStart, end: loadavg() };
+    } finally {
+      await setup.close();
+    }
+  }
+
+  if (parts.has('throughput')) {
+    const loadStart = loadavg();
+    const setup = await setupThroughput({ redisUrl: process.env['REDIS_URL'], databaseUrl: process.env['DATABASE_URL'] });
+    try {
+      for (const n of setup.notes) log(`note: ${n}`);
+      store(await runInterleaved(setup.jobs, options, progress('throughput')));
+      const lines = throughputRatios((key) => result.jobs[key]?.opsPerSec);
+      for (const line of lines) log(`  ${line}`);
+      log(
+        `  load average ${loadStart.map((x) => x.toFixed(2)).join(' ')} → ${loadavg()
+          .map((x) => x.toFixed(2))
+          .join(' ')}`,
+      );
     } finally {
       await setup.close();
     }
