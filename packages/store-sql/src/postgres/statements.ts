@@ -148,12 +148,19 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
   // A claim made with an owner and a lease is recorded by that owner only; an unowned claim by any caller.
   const ownerMatch = '(CASE WHEN u.owner IS NULL THEN r.lease_until IS NULL ELSE r.owner = u.owner END)';
   const mine = 'r.id = ANY((SELECT ids FROM l)::text[])';
+  // Every row of the batch is looked up by its whole key, one unique-index probe per id (a LATERAL subquery the
+  // planner cannot flatten: OFFSET 0, or the locking clause): with `ns = $1 AND id = ANY(ids)` a planner without
+  // statistics on the table yet (a new or fast-growing table) scans the namespace's whole index range by ns alone
+  // and filters the ids, work that grows with the table. `r`: the batch's rows as this statement sees them.
+  const byKey = (select: string) =>
+    `unnest($2::text[]) AS q(id) CROSS JOIN LATERAL (SELECT ${select} FROM ${table} WHERE ns = $1 AND id = q.id`;
   const recordBatchSql =
     `WITH n AS (SELECT ${SERVER_NOW_MS} AS now_ms), ` +
-    `l AS (SELECT coalesce(array_agg(x.id), '{}') AS ids FROM (SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) FOR UPDATE SKIP LOCKED) AS x), ` +
+    `l AS (SELECT coalesce(array_agg(x.id), '{}') AS ids FROM ${byKey('id')} FOR UPDATE SKIP LOCKED) AS x), ` +
     'u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(id, fp, outcome, owner, ord)), ' +
+    `r AS (SELECT t.* FROM ${byKey('*')} OFFSET 0) AS t), ` +
     'c AS (SELECT u.id, u.outcome, r.owner, sum(octet_length(u.outcome)) OVER (ORDER BY u.ord) AS run ' +
-    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp AND ${ownerMatch} ` +
+    `FROM u JOIN r ON r.id = u.id AND ${mine} AND r.fp = u.fp AND ${ownerMatch} ` +
     'AND r.outcome IS NULL AND r.expires_at >= (SELECT now_ms FROM n)), ' +
     `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = ANY($8::text[]) AND b.bucket >= (SELECT now_ms FROM n) / ${BUDGET_BUCKET_MS}), ` +
     `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
@@ -163,9 +170,9 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
     `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
     'ON CONFLICT (ns, bucket) DO UPDATE SET bytes = b.bytes + EXCLUDED.bytes) ' +
     "SELECT upd.id, upd.fp, upd.outcome <> '' AS kept, false AS held FROM upd UNION ALL " +
-    `SELECT r.id, r.fp, r.outcome <> '', false FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp ` +
+    `SELECT r.id, r.fp, r.outcome <> '', false FROM u JOIN r ON r.id = u.id AND ${mine} AND r.fp = u.fp ` +
     'AND u.owner IS NOT NULL AND r.owner = u.owner AND r.outcome IS NOT NULL UNION ALL ' +
-    `SELECT r.id, NULL, NULL, true FROM ${table} AS r WHERE r.ns = $1 AND r.id = ANY($2::text[]) AND NOT ${mine}`;
+    `SELECT r.id, NULL, NULL, true FROM r WHERE NOT ${mine}`;
   // A held id's records run alone: their transaction first waits for the id's row (lock_timeout), and only then takes
   // the shard's lock, so no transaction waits for a row while it holds that lock.
   const recordLockSql = `SELECT 1 FROM ${table} WHERE ns = $1 AND id = $2 FOR UPDATE`;

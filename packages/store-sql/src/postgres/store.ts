@@ -121,9 +121,10 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
           ...batcherOptions(groupCommit, ctx.settings.maxConnections),
           run: (batch) => runClaimBatch(ctx, batch),
         });
-  // A record queue per budget shard, each with at most two batches in flight: record batches of a shard take turns
-  // under its lock, the second waiting for it on the server (no round trip lost between them); more would only hold
-  // connections (that claims and consumes need) while they wait for it. The shards' queues share maxQueued.
+  // A record queue per budget shard. One shard: at most two batches in flight (they take turns under the lock, the
+  // second waiting for it on the server, no round trip lost between them). Several: one per shard (batches of
+  // different shards run at once; a second of the same shard would only hold a connection, that claims and
+  // consumes need, while it waits for the lock). The shards' queues share maxQueued.
   const texts = recordTexts(ctx);
   const shards = ctx.budgetShards;
   const runRecords = (batch: RecordWaiter[], shard: number) => runRecordBatch(ctx, texts, batch, shard);
@@ -132,7 +133,7 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
       ? undefined
       : Array.from({ length: shards }, (_, shard) =>
           createBatcher<RecordWaiter, boolean>({
-            ...batcherOptions({ ...groupCommit, maxQueued: Math.max(1, Math.floor(groupCommit.maxQueued / shards)) }, 2),
+            ...batcherOptions({ ...groupCommit, maxQueued: Math.max(1, Math.floor(groupCommit.maxQueued / shards)) }, shards === 1 ? 2 : 1),
             run: (batch) => runRecords(batch, shard),
           }),
         );
