@@ -236,6 +236,20 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
         }
       });
 
+      it('a create is one request (one round trip): BEGIN, the bounds, both locks, the create statement, COMMIT', async () => {
+        // Issue 43: a create was six requests (BEGIN; the locks; the counts; the insert; the purge; COMMIT).
+        const namespace = `shardrt-${n++}`;
+        const { pool, texts } = recorded(shared);
+        const store = createPostgresTaskStore({ pool, table: `${table}_x`, namespace, now: clock.now });
+        stores.push(store);
+        await store.create(task('rt'));
+        texts.length = 0;
+        await store.create(task('rt'));
+        expect(texts).toHaveLength(1);
+        expect(texts[0]).toMatch(/^BEGIN; SET LOCAL statement_timeout = \d+; SET LOCAL lock_timeout = \d+; SELECT pg_advisory_xact_lock\(/);
+        expect(texts[0]).toMatch(/; COMMIT$/);
+      });
+
       it('maxTasks holds in total: each shard keeps its part; a full shard refuses (or makes room) while another has room', async () => {
         const namespace = `shardfull-${n++}`;
         // Four shards of two tasks (8 ≥ 4 × 2).

@@ -153,7 +153,44 @@ function taskStatements(table: string, countsTable: string, shards: number) {
   // $1: the keys of this layout, $2: every key of every layout.
   const staleCountsSql = `DELETE FROM ${countsTable} WHERE ns = ANY($2::text[]) AND ns <> ALL($1::text[])`;
 
-  return { getSql, updateSql, locksSql, countSql, initialCountSql, dropExpiredSql, makeRoomSql, insertPurgeSql, staleCountsSql };
+  // The whole common case in one statement (sent with the locks and COMMIT: one round trip): the principal's expired
+  // tasks go (never the id's own row: the insert takes that over), the counts are read, and only when the principal's
+  // bounds allow it and the shard is below its part ($7) is the task inserted (as insertPurgeSql); the shard's
+  // other expired rows go (never the principal's: `gone` has them) and its count is written back. A missing count
+  // (`tasks` null) writes nothing but the principal's purge; a full shard, a refusal or a duplicate id inserts
+  // nothing (see createIn). Values: ns, principal, t, maxLive, maxKept, count key, the shard's part of maxTasks,
+  // task_id, live, expires_at, record, purgeBatchSize[, shard].
+  const otherShardFast = shards === 1 ? 'false' : `get_byte(decode(md5((SELECT principal FROM old)), 'hex'), 0) % ${shards} <> $13`;
+  const fastCreateSql =
+    `WITH gone AS (DELETE FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at <= $3 AND task_id <> $8 RETURNING 1), ` +
+    'cnt AS (SELECT ' +
+    `(SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at > $3 AND live LIMIT $4) AS l) AS live, ` +
+    `(SELECT count(*) FROM (SELECT 1 FROM ${table} WHERE ns = $1 AND principal = $2 AND expires_at > $3 LIMIT $5) AS k) AS kept, ` +
+    `(SELECT tasks FROM ${countsTable} WHERE ns = $6) - (SELECT count(*) FROM gone) AS tasks), ` +
+    'ok AS (SELECT 1 FROM cnt WHERE cnt.tasks IS NOT NULL AND NOT ($9 AND cnt.live >= $4) AND cnt.kept < $5 AND cnt.tasks < $7), ' +
+    `old AS (SELECT principal FROM ${table} WHERE ns = $1 AND task_id = $8), ` +
+    `ins AS (INSERT INTO ${table} AS t (ns, task_id, principal, live, version, expires_at, record) SELECT $1, $8, $2, $9, 1, $10, $11 FROM ok ` +
+    'ON CONFLICT (ns, task_id) DO UPDATE SET principal = EXCLUDED.principal, live = EXCLUDED.live, version = t.version + 1, ' +
+    'expires_at = EXCLUDED.expires_at, record = EXCLUDED.record WHERE t.expires_at <= $3 RETURNING (xmax = 0) AS fresh), ' +
+    `d AS (DELETE FROM ${table} WHERE ctid = ANY(ARRAY(SELECT ctid FROM ${table} WHERE ns = $1 AND expires_at <= $3 AND task_id <> $8 AND principal <> $2${inShard('$13')} ` +
+    'ORDER BY expires_at LIMIT $12 FOR UPDATE SKIP LOCKED)) AND expires_at <= $3 RETURNING 1), ' +
+    `c AS (INSERT INTO ${countsTable} AS c (ns, tasks) SELECT $6::text, cnt.tasks - (SELECT count(*) FROM d) + ` +
+    `(SELECT count(*) FROM ins WHERE ins.fresh OR NOT EXISTS (SELECT 1 FROM old) OR ${otherShardFast}) FROM cnt WHERE cnt.tasks IS NOT NULL ` +
+    'ON CONFLICT (ns) DO UPDATE SET tasks = EXCLUDED.tasks) ' +
+    'SELECT cnt.live, cnt.kept, cnt.tasks, (SELECT count(*) FROM ins) AS inserted FROM cnt';
+
+  return {
+    getSql,
+    updateSql,
+    locksSql,
+    countSql,
+    initialCountSql,
+    dropExpiredSql,
+    makeRoomSql,
+    insertPurgeSql,
+    staleCountsSql,
+    fastCreateSql,
+  };
 }
 type TaskStatements = ReturnType<typeof taskStatements>;
 
@@ -255,24 +292,69 @@ const written = (text: string, values: readonly unknown[]): string =>
 const resultsOf = (result: PgQueryResultLike): PgQueryResultLike[] => (Array.isArray(result) ? (result as PgQueryResultLike[]) : [result]);
 
 /**
- * One create, two round trips in the common case. The first: `BEGIN`, the bounds, the principal's lock, then its
- * count shard's (always in this order: no deadlock between creates; creates of principals of other shards never
- * wait for each other), the principal's counts and the shard's. The bounds are checked (a refusal rolls back; a full
- * shard makes room first, a few more statements). The second: the insert, a bounded purge of the shard and the
- * shard's count written back, one statement, and `COMMIT`. A bound or a duplicate id is a {@link Refusal}.
+ * One create. The common case is one round trip: `BEGIN`, the bounds, the principal's lock, then its count shard's
+ * (always in this order: no deadlock between creates; creates of principals of other shards never wait for each
+ * other), fastCreateSql, `COMMIT`. A full shard or a missing count goes on in {@link createSlow}. A bound or a
+ * duplicate id is a {@link Refusal}.
  */
 async function createIn(query: Query, scope: CreateScope, row: TaskRow): Promise<void> {
   const { sql, namespace, t, shards } = scope;
   const shard = principalShard(row.principal, shards);
   const key = countKey(namespace, shards, shard);
   const maxTasks = shardMaxTasks(scope.maxTasks, shards, shard);
-  const locks = written(sql.locksSql, [
+  const locks = createLocks(scope, row, shard);
+  const shardValues = shards === 1 ? [] : [shard];
+  // The common case: one request, one round trip (see fastCreateSql); committed whatever it answers.
+  const fastValues = [
+    namespace,
+    row.principal,
+    t,
+    scope.maxLive,
+    scope.maxKept,
+    key,
+    maxTasks,
+    row.taskId,
+    row.live,
+    row.expiresAt,
+    row.json,
+    scope.purgeBatchSize,
+    ...shardValues,
+  ];
+  const fast = resultsOf(
+    await query({ text: `BEGIN; ${localTimeoutsSql(scope.settings)}; ${locks}; ${written(sql.fastCreateSql, fastValues)}; COMMIT` }),
+  );
+  const answer = fast[fast.length - 2]?.rows[0] as { live?: unknown; kept?: unknown; tasks?: unknown; inserted?: unknown } | undefined;
+  if (Number(answer?.inserted) === 1) return;
+  if (answer?.tasks !== null && answer?.tasks !== undefined) {
+    if (row.live && Number(answer.live) >= scope.maxLive) throw new Refusal(new TaskLimitError('live', scope.maxLive));
+    if (Number(answer.kept) >= scope.maxKept) throw new Refusal(new TaskLimitError('kept', scope.maxKept));
+    if (Number(answer.tasks) < maxTasks) throw new Refusal(taskIdExistsError());
+  }
+  // A full shard (make room) or a missing count (count it): the path below, a transaction of its own.
+  await createSlow(query, scope, row, shard, key, maxTasks);
+}
+
+/** The locks of a create: its principal's, then its count shard's (written in, for a simple query). */
+function createLocks(scope: CreateScope, row: TaskRow, shard: number): string {
+  const { sql, namespace, shards } = scope;
+  return written(sql.locksSql, [
     CREATE_LOCK_CLASS,
     JSON.stringify([scope.table, namespace, row.principal]),
     NAMESPACE_LOCK_CLASS,
     // One shard: the namespace's lock of a store before shards (same key).
     JSON.stringify(shards === 1 ? [scope.table, namespace] : [scope.table, namespace, shard]),
   ]);
+}
+
+/**
+ * A create whose shard is full or has no count yet, two round trips and more: `BEGIN`, the bounds, both locks and
+ * the counts in one request; the bounds checked (a refusal rolls back; a full shard makes room first, a few more
+ * statements); then the insert, a bounded purge of the shard and the shard's count written back, one statement,
+ * with `COMMIT`.
+ */
+async function createSlow(query: Query, scope: CreateScope, row: TaskRow, shard: number, key: string, maxTasks: number): Promise<void> {
+  const { sql, namespace, t, shards } = scope;
+  const locks = createLocks(scope, row, shard);
   const count = written(sql.countSql, [namespace, row.principal, t, scope.maxLive, scope.maxKept, key]);
   let committed = false;
   try {
@@ -288,6 +370,9 @@ async function createIn(query: Query, scope: CreateScope, row: TaskRow): Promise
       await query({ text: sql.dropExpiredSql, values: [namespace, t, ...shardValues] });
       tasks = await countShard(query, scope, shard);
       if (tasks >= maxTasks) {
+        // A live task of the id: refused before anything is dropped for it (the insert below would not take its place).
+        if (((await query({ text: sql.getSql, values: [namespace, row.taskId, t] })).rowCount ?? 0) > 0)
+          throw new Refusal(taskIdExistsError());
         const values = [namespace, t, row.principal, roomFromAtLeast(counts.kept), ...shardValues];
         const made = await query({ text: sql.makeRoomSql, values });
         if (made.rowCount !== 1) throw new Refusal(new TaskLimitError('store', scope.maxTasks));
