@@ -409,3 +409,21 @@ describe('idempotency key rows (issue 42)', () => {
     expect(target!.value).toBeCloseTo(0.9);
   });
 });
+
+describe('throughput rows (issue 43)', () => {
+  it('without REDIS_URL / DATABASE_URL: only the SQLite task rows, each op a whole checked task life, and ratios from the results', async () => {
+    const { setupThroughput, throughputRatios } = await import('../src/throughput.js');
+    const setup = await setupThroughput({});
+    try {
+      expect(setup.notes).toHaveLength(2);
+      expect(setup.jobs.map((job) => job.key)).toEqual(['throughput|task|sqlite|life|c32', 'throughput|task|sqlite|bare-life|c32']);
+      // Each op creates, completes and reads back a task of its own (it throws when the store does not).
+      for (const job of setup.jobs) for (let i = 0; i < 3; i++) await job.op();
+      expect(throughputRatios((key) => (key.endsWith('bare-life|c32') ? 200 : 100))).toContain(
+        'sqlite task life ÷ bare, c32: 100 / 200 ops/s = 0.50×',
+      );
+    } finally {
+      await setup.close();
+    }
+  });
+});

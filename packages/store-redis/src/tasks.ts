@@ -170,7 +170,7 @@ const COMMON =
  * stays in `…a` until the caller has deleted it (reply `v<member>`); neither → `store`. Else adds the member
  * (`ok`). Bounded: each step is a sorted-set operation, the holder search at most 64 rounds.
  */
-const RESERVE_SCRIPT =
+const RESERVE_BODY =
   COMMON +
   "for i = 1, 5 do if i ~= 2 then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', '(' .. now) end end " +
   "if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 'duplicate' end " +
@@ -200,9 +200,23 @@ const RESERVE_SCRIPT =
   "if ARGV[3] == '1' then redis.call('ZADD', KEYS[4], ARGV[2], ARGV[1]) " +
   "else redis.call('ZADD', KEYS[5], ARGV[2], ARGV[1]) redis.call('ZADD', KEYS[2], redis.call('ZCARD', KEYS[3]), ARGV[8]) end " +
   "if redis.call('ZSCORE', KEYS[2], ARGV[8]) then redis.call('ZADD', KEYS[2], redis.call('ZCARD', KEYS[3]), ARGV[8]) end " +
-  'tops(KEYS[1], KEYS[3], KEYS[4], KEYS[5]) ' +
-  "local all = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES') if all[2] then redis.call('PEXPIREAT', KEYS[2], all[2]) end " +
-  "if victim == '' then return 'ok' end return 'v' .. victim";
+  // The sets the member joined (and the holders) live at least until its expiry: an expiry only ever moves later
+  // (PTTL, O(1), instead of reading each set's latest entry).
+  "local at = tonumber(ARGV[2]) for _, k in ipairs({KEYS[1], KEYS[3], ARGV[3] == '1' and KEYS[4] or KEYS[5], KEYS[2]}) do " +
+  "if redis.call('PTTL', k) < at - now then redis.call('PEXPIREAT', k, at) end end ";
+const RESERVE_SCRIPT = `${RESERVE_BODY}if victim == '' then return 'ok' end return 'v' .. victim`;
+/**
+ * One Redis (not a Cluster, where the task and the bookkeeping are on different slots): a create's steps in one
+ * script: an id already present (KEYS[6], the task) refuses first (`duplicate`: nothing changed, the first record
+ * stays); then the reserve (as RESERVE_SCRIPT, same KEYS 1–5 and ARGV 1–9), the victim's deletion (its task key:
+ * ARGV[10], the task keys' prefix) and its leaving `…a`, and `SET … PXAT` of the task (ARGV[11]: the value). One
+ * atomic step: nothing is counted that is not written. Replies `ok` or a refusal as the reserve.
+ */
+const CREATE_BOOKS_SCRIPT =
+  "if redis.call('EXISTS', KEYS[6]) == 1 then return 'duplicate' end " +
+  RESERVE_BODY +
+  "if victim ~= '' then redis.call('DEL', ARGV[10] .. 't:{' .. victim .. '}') redis.call('ZREM', KEYS[1], victim) end " +
+  "redis.call('SET', KEYS[6], ARGV[11], 'PXAT', ARGV[2]) return 'ok'";
 /**
  * Before an update's write, on the bookkeeping's slot. KEYS: all, holders, kept, live, final. ARGV: member, new
  * expiry. Raises the member's score where it is present (`XX GT`: never adds, never lowers) and keeps each set as
@@ -235,6 +249,7 @@ const CAS_SCRIPT =
 
 const sha1 = (script: string): string => createHash('sha1').update(script).digest('hex');
 const RESERVE_SHA = sha1(RESERVE_SCRIPT);
+const CREATE_BOOKS_SHA = sha1(CREATE_BOOKS_SCRIPT);
 const BUMP_SHA = sha1(BUMP_SCRIPT);
 const FINAL_SHA = sha1(FINAL_SCRIPT);
 const CAS_SHA = sha1(CAS_SCRIPT);
@@ -249,7 +264,9 @@ const CAS_BOOKS_SCRIPT =
   `local v = redis.call('GETRANGE', KEYS[1], 0, ${VERSION_LENGTH - 1}) ` +
   "if v == '' then return 0 end if v ~= ARGV[1] then return 1 end " +
   // Raised scores: a set's expiry, at or after its latest entry, moves to the new expiry only when that is later.
-  "if ARGV[6] == '1' then local at = tonumber(ARGV[3]) for _, i in ipairs({2, 4, 5, 6, 3}) do " +
+  // A task that becomes final leaves the live set and joins the final one with its kept entry's score below: only
+  // all, kept and the holders are raised then.
+  "if ARGV[6] == '1' then local at = tonumber(ARGV[3]) for _, i in ipairs(ARGV[7] == '1' and {2, 4, 3} or {2, 4, 5, 6, 3}) do " +
   "if i == 3 or redis.call('ZADD', KEYS[i], 'XX', 'GT', 'CH', ARGV[3], ARGV[4]) == 1 then " +
   "if redis.call('PTTL', KEYS[i]) < at - now then redis.call('PEXPIREAT', KEYS[i], ARGV[3]) end end end end " +
   "redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3]) " +
@@ -468,17 +485,9 @@ async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
   const { keys, who } = bookKeys(record.principal);
   const member = digest(taskId);
   const unfinished = !isTerminalStatus(record.status);
-  const reply = await link.script(RESERVE_SCRIPT, RESERVE_SHA, keys, [
-    member,
-    at,
-    unfinished ? 1 : 0,
-    maxLive,
-    maxKept,
-    maxTasks,
-    books,
-    who,
-    roomFromAtLeast(0),
-  ]);
+  const args = [member, at, unfinished ? 1 : 0, maxLive, maxKept, maxTasks, books, who, roomFromAtLeast(0)];
+  if (!tasks.isCluster) return createInOne(tasks, keys, args, record, json);
+  const reply = await link.script(RESERVE_SCRIPT, RESERVE_SHA, keys, args);
   if (reply === 'live') throw new TaskLimitError('live', maxLive);
   if (reply === 'kept') throw new TaskLimitError('kept', maxKept);
   if (reply === 'store') throw new TaskLimitError('store', maxTasks);
@@ -503,6 +512,38 @@ async function createTask(tasks: Tasks, record: TaskRecord): Promise<void> {
   }
   // Best effort: a victim left in `…a` only counts until its expiry.
   if (victim !== undefined) await link.call(() => link.commands.zrem(keys[0] as string, victim)).catch(() => undefined);
+}
+
+/** A refusal of the reserve as the error `create` rejects with (`ok` → none). */
+function refusalOf(reply: unknown, options: ParsedTaskStoreOptions): Error | undefined {
+  if (reply === 'live') return new TaskLimitError('live', options.maxLive);
+  if (reply === 'kept') return new TaskLimitError('kept', options.maxKept);
+  if (reply === 'store') return new TaskLimitError('store', options.maxTasks);
+  if (reply === 'duplicate') return duplicate();
+  if (reply === 'ok') return undefined;
+  return fail(new Error('unexpected reply to the task create script'));
+}
+
+/**
+ * `create` on one Redis: the whole create in one script (CREATE_BOOKS_SCRIPT), one round trip. A lost reply: one
+ * `GET` of the task (this call's version → written; anything else or no answer → unknown, fail closed: its entries
+ * may be counted, too high, never too low).
+ */
+async function createInOne(tasks: Tasks, keys: string[], args: (string | number)[], record: TaskRecord, json: string): Promise<void> {
+  const { link, options } = tasks;
+  const key = tasks.taskKey(record.taskId);
+  const version = newVersion();
+  let reply: unknown;
+  try {
+    reply = await link.script(CREATE_BOOKS_SCRIPT, CREATE_BOOKS_SHA, [...keys, key], [...args, options.keyPrefix, version + json]);
+  } catch (error) {
+    if (notWritten(error)) throw error;
+    const stored = await link.call(() => link.commands.get(key)).catch(() => fail(error));
+    if (typeof stored !== 'string' || !stored.startsWith(version)) fail(error);
+    return;
+  }
+  const refusal = refusalOf(reply, options);
+  if (refusal !== undefined) throw refusal;
 }
 
 /**

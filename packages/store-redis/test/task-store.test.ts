@@ -186,6 +186,36 @@ describe.skipIf(skipRedis)('Redis task store: keys, bounds and failures', () => 
     expect(await store.get(t.taskId)).toEqual(t);
   });
 
+  it('on one Redis a create is one command (one script: reserve, write, nothing counted that is not written) and a task life four', async () => {
+    // Issue 43: a create was the reserve script then SET NX, two round trips.
+    const client = new Redis(url);
+    const sent: string[] = [];
+    const send = client.sendCommand.bind(client);
+    client.sendCommand = ((command: { name: string }, ...rest: unknown[]) => {
+      sent.push(command.name);
+      return (send as (...args: unknown[]) => unknown)(command, ...rest);
+    }) as typeof client.sendCommand;
+    try {
+      const store = createRedisTaskStore({ client, namespace: uniqueId('one') });
+      await store.ready();
+      const t = task('alice');
+      await store.create(t);
+      await store.create(t).catch(() => undefined);
+      sent.length = 0;
+      const other = task('bob');
+      await store.create(other);
+      expect(sent.filter((name) => name !== 'script')).toEqual(['evalsha']);
+      await store.update(other.taskId, (r) => ({ ...r, status: 'completed', lastUpdatedAt: r.lastUpdatedAt + 1 }));
+      expect((await store.get(other.taskId))?.status).toBe('completed');
+      expect(sent.filter((name) => name !== 'script')).toEqual(['evalsha', 'get', 'evalsha', 'get']);
+      // A duplicate id changes nothing: refused in the same script, before any bookkeeping.
+      expect(await code(store.create({ ...other, principal: 'carol' }))).toBe('Error');
+      expect(await code(store.create(task('carol')))).toBe('resolved');
+    } finally {
+      await client.quit();
+    }
+  });
+
   it('an update renews the key expiry to lastUpdatedAt + ttlMs, and a final task leaves the live set', async () => {
     const store = open({ maxLivePerPrincipal: 1, maxPerPrincipal: 4 });
     const t = task('alice', { ttlMs: 60_000 });

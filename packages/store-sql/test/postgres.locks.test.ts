@@ -7,6 +7,8 @@ import { MrtrError } from '@mrtr/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, type PgPoolLike, type PgQueryConfigLike, type SqlReplayStore } from '../src/index.js';
+import { budgetShardOf, budgetShards } from '../src/shared/claims.js';
+import { lockKey } from '../src/postgres/statements.js';
 import {
   assertPostgresReachable,
   DATABASE_URL,
@@ -463,6 +465,98 @@ describe.skipIf(skipPostgres)('PostgreSQL: locks, timeouts and head-of-line bloc
           expect(await store.consume(id, Date.now() + 60_000)).toBe(false);
         }
       }
+    });
+  });
+
+  describe('outcome budget shards (issue 43)', () => {
+    const BUDGET_LOCK_CLASS = 0x6d727462;
+    const status = (result: { status: string }): string => result.status;
+    /** An id of budget shard `k` (of `shards`) with `prefix`. */
+    const idOfShard = (prefix: string, k: number, shards: number): string => {
+      for (let i = 0; ; i++) if (budgetShardOf(`${prefix}${i}`, shards) === k) return `${prefix}${i}`;
+    };
+
+    it('a record batch waits only for its own shard: while another session holds shard 0, a record of shard 1 is kept, and the held shard goes on when freed', async () => {
+      const table = newTable('shard');
+      const size = 1000;
+      const budget = 8 * size;
+      // Eight shards: the budget holds eight largest outcomes. A long lock_timeout: a wait for shard 0 would hang, not fail.
+      const store = track(
+        createPostgresStore({
+          connectionString: url,
+          table,
+          maxOutcomeBytes: size,
+          outcomeBudgetBytes: budget,
+          lockTimeoutMs: 60_000,
+          statementTimeoutMs: 60_000,
+          purgeIntervalMs: 0,
+        }),
+      );
+      await store.ensureSchema();
+      const shards = budgetShards(budget, size);
+      expect(shards).toBe(8);
+      const held = idOfShard('held', 0, shards);
+      const free = idOfShard('free', 1, shards);
+      const exp = Date.now() + 60_000;
+      for (const id of [held, free]) expect(status(await store.claim(id, exp, 'fp'))).toBe('first');
+      const locker = await holder();
+      await locker.query('SELECT pg_advisory_lock($1, $2)', [BUDGET_LOCK_CLASS, lockKey(`"${table}"\u0000\u0000${0}`)]);
+      const waiting = store.record(held, 'fp', 'h');
+      await waitFor(waitingOnLock(table), 'the record of shard 0 waiting for its lock');
+      // Before shards every record batch of the namespace took one lock: this one waited behind shard 0's holder.
+      expect(await within(store.record(free, 'fp', 'f'), 'a record of another shard')).toBe(true);
+      await locker.query('SELECT pg_advisory_unlock($1, $2)', [BUDGET_LOCK_CLASS, lockKey(`"${table}"\u0000\u0000${0}`)]);
+      expect(await within(waiting, 'the record of the freed shard')).toBe(true);
+    });
+
+    it('the total never passes outcomeBudgetBytes; a record is refused when its shard is full, even while another shard has room', async () => {
+      const table = newTable('shardsum');
+      const size = 1000;
+      const budget = 4 * size + 500;
+      const store = track(
+        createPostgresStore({ connectionString: url, table, maxOutcomeBytes: size, outcomeBudgetBytes: budget, purgeIntervalMs: 0 }),
+      );
+      await store.ensureSchema();
+      const shards = budgetShards(budget, size);
+      expect(shards).toBe(4);
+      // Each shard holds 1125 bytes: one outcome of 1000, never two.
+      const exp = Date.now() + 60_000;
+      const ids = Array.from({ length: 40 }, (_, i) => `sum${i}`);
+      for (const id of ids) expect(status(await store.claim(id, exp, 'fp'))).toBe('first');
+      const results = await Promise.all(ids.map((id) => store.record(id, 'fp', 'z'.repeat(size))));
+      const kept = ids.filter((_, i) => results[i] === true);
+      expect(kept.length * size).toBeLessThanOrEqual(budget);
+      const byShard = new Map<number, number>();
+      for (const id of kept) byShard.set(budgetShardOf(id, shards), (byShard.get(budgetShardOf(id, shards)) ?? 0) + 1);
+      // Every shard that got a record kept exactly one (the first in; the rest found it full).
+      expect([...byShard.values()].every((n) => n === 1)).toBe(true);
+      expect(byShard.size).toBe(new Set(ids.map((id) => budgetShardOf(id, shards))).size);
+      const held = Number((await admin.query(`SELECT coalesce(sum(bytes), 0)::int AS n FROM "${table}_budget"`)).rows[0].n);
+      expect(held).toBe(kept.length * size);
+      expect(held).toBeLessThanOrEqual(budget);
+      // A shard with room keeps a smaller outcome while the full ones refuse: 125 bytes fit beside 1000 in 1125.
+      const small = idOfShard('small', budgetShardOf(kept[0] as string, shards), shards);
+      expect(status(await store.claim(small, exp, 'fp'))).toBe('first');
+      expect(await store.record(small, 'fp', 's'.repeat(125))).toBe(true);
+      const over = idOfShard('over', budgetShardOf(kept[0] as string, shards), shards);
+      expect(status(await store.claim(over, exp, 'fp'))).toBe('first');
+      expect(await store.record(over, 'fp', 'o')).toBe(false);
+    });
+
+    it('bytes a store kept before shards (under the namespace itself) count against every shard', async () => {
+      const table = newTable('shardold');
+      const size = 1000;
+      const budget = 4 * size;
+      const store = track(
+        createPostgresStore({ connectionString: url, table, maxOutcomeBytes: size, outcomeBudgetBytes: budget, purgeIntervalMs: 0 }),
+      );
+      await store.ensureSchema();
+      const bucket = Math.floor((Date.now() + 120_000) / 60_000);
+      await admin.query(`INSERT INTO "${table}_budget" (ns, bucket, bytes) VALUES ('', $1, 1)`, [bucket]);
+      const exp = Date.now() + 60_000;
+      expect(status(await store.claim('legacy', exp, 'fp'))).toBe('first');
+      // The shard's part is 1000 bytes; one of them is taken by the old row.
+      expect(await store.record('legacy', 'fp', 'z'.repeat(size))).toBe(false);
     });
   });
 });

@@ -7,6 +7,7 @@ import { taskStoreCompliance } from '@mrtr/test-suite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresTaskStore, type PgPoolLike, type PgQueryConfigLike, type SqlTaskStore } from '../src/index.js';
+import { countShards, principalShard } from '../src/postgres/tasks.js';
 import {
   assertPostgresReachable,
   DATABASE_URL,
@@ -181,6 +182,112 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       expect(done.filter((s) => s.status === 'fulfilled')).toHaveLength(2);
       for (const s of done) if (s.status === 'rejected') expect((s.reason as { limit?: unknown }).limit).toBe('kept');
       expect(await rows('ns = $1 AND principal = $2', [namespace, 'carol'])).toBe(9);
+    });
+
+    describe('count shards (issue 43)', () => {
+      /** A principal of count shard `k` of `shards`. */
+      const principalOf = (prefix: string, k: number, shards: number): string => {
+        for (let i = 0; ; i++) if (principalShard(`${prefix}${i}`, shards) === k) return `${prefix}${i}`;
+      };
+      const waitingOnLock = async (): Promise<void> => {
+        for (let i = 0; i < 1000; i++) {
+          const waiting = await admin.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%' || $1 || '%'",
+            [`${table}_x`],
+          );
+          if (waiting.rows[0].n > 0) return;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+        throw new Error('gave up waiting for the create to wait for its row');
+      };
+      const within = <T>(promise: Promise<T>, what: string): Promise<T> => {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const limit = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`${what} did not finish within 20000 ms (blocked)`)), 20_000);
+        });
+        return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+      };
+
+      it('a create waits only for creates of its own count shard: while one holds shard 0 (waiting for a row), a create of shard 1 goes through', async () => {
+        const namespace = `shards-${n++}`;
+        // Eight shards (100,000 ≥ 8 × 256); a long lock_timeout, so a wait for shard 0 would hang rather than fail.
+        const store = open({ namespace, lockTimeoutMs: 60_000, statementTimeoutMs: 60_000 });
+        const shards = countShards(100_000, 256);
+        expect(shards).toBe(8);
+        const zero = principalOf('zero', 0, shards);
+        const first = task(zero);
+        await store.create(first);
+        // Another session holds the task's row: a create of the same id (shard 0) waits for it, inside its
+        // transaction, holding its principal's and its shard's locks.
+        const holder = new pg.Client({ connectionString: url });
+        await holder.connect();
+        try {
+          await holder.query('BEGIN');
+          await holder.query(`SELECT 1 FROM "${table}_x" WHERE ns = $1 AND task_id = $2 FOR UPDATE`, [namespace, first.taskId]);
+          const blocked = rejection(store.create({ ...first }));
+          await waitingOnLock();
+          // Before shards every create of the namespace took one lock: this one waited behind the blocked create.
+          await within(store.create(task(principalOf('one', 1, shards))), 'a create of another shard');
+          await holder.query('ROLLBACK');
+          const refused = await within(blocked, 'the blocked create');
+          expect(String((refused as Error).message)).toMatch(/already exists/);
+        } finally {
+          await holder.end();
+        }
+      });
+
+      it('a create is one request (one round trip): BEGIN, the bounds, both locks, the create statement, COMMIT', async () => {
+        // Issue 43: a create was six requests (BEGIN; the locks; the counts; the insert; the purge; COMMIT).
+        const namespace = `shardrt-${n++}`;
+        const { pool, texts } = recorded(shared);
+        const store = createPostgresTaskStore({ pool, table: `${table}_x`, namespace, now: clock.now });
+        stores.push(store);
+        await store.create(task('rt'));
+        texts.length = 0;
+        await store.create(task('rt'));
+        expect(texts).toHaveLength(1);
+        expect(texts[0]).toMatch(/^BEGIN; SET LOCAL statement_timeout = \d+; SET LOCAL lock_timeout = \d+; SELECT pg_advisory_xact_lock\(/);
+        expect(texts[0]).toMatch(/; COMMIT$/);
+      });
+
+      it('maxTasks holds in total: each shard keeps its part; a full shard refuses (or makes room) while another has room', async () => {
+        const namespace = `shardfull-${n++}`;
+        // Four shards of two tasks (8 ≥ 4 × 2).
+        const store = open({ namespace, maxTasks: 8, maxLivePerPrincipal: 2, maxPerPrincipal: 2 });
+        const shards = countShards(8, 2);
+        expect(shards).toBe(4);
+        const principals = Array.from({ length: 40 }, (_, i) => `p${i}`);
+        const settled = await Promise.allSettled(principals.map((p) => store.create(task(p))));
+        const made = principals.filter((_, i) => settled[i]?.status === 'fulfilled');
+        for (const s of settled) if (s.status === 'rejected') expect((s.reason as { limit?: unknown }).limit).toBe('store');
+        expect(made.length).toBeLessThanOrEqual(8);
+        expect(await rows('ns = $1', [namespace])).toBe(made.length);
+        const perShard = new Map<number, number>();
+        for (const p of made) perShard.set(principalShard(p, shards), (perShard.get(principalShard(p, shards)) ?? 0) + 1);
+        expect([...perShard.values()].every((count) => count === 2)).toBe(true);
+        // Every shard some principal fell in is full: 8 in all, none past.
+        expect(perShard.size).toBe(new Set(principals.map((p) => principalShard(p, shards))).size);
+        // A full shard refuses a new principal of it, even though the namespace has fewer than maxTasks… only when
+        // another shard is not full; here all are: each refuses, and the table never passes 8.
+        const again = await rejection(store.create(task(principalOf('q', 0, shards))));
+        expect((again as { limit?: unknown }).limit).toBe('store');
+        expect(await rows('ns = $1', [namespace])).toBeLessThanOrEqual(8);
+      });
+
+      it('a store of another layout (another number of shards) counts afresh and keeps the bound', async () => {
+        const namespace = `shardlayout-${n++}`;
+        const four = open({ namespace, maxTasks: 8, maxLivePerPrincipal: 2, maxPerPrincipal: 2 });
+        for (let i = 0; i < 12; i++) await four.create(task(`l${i}`)).catch(() => {});
+        const held = await rows('ns = $1', [namespace]);
+        expect(held).toBeLessThanOrEqual(8);
+        // One shard (8 < 2 × 8): the namespace's own count, missing → counted from the table.
+        const one = open({ namespace, maxTasks: 8, maxLivePerPrincipal: 8, maxPerPrincipal: 8 });
+        for (let i = 0; i < 12; i++) await one.create(task(`m${i % 2}`)).catch(() => {});
+        expect(await rows('ns = $1', [namespace])).toBe(8);
+        // Back to four shards: the old counts of that layout were deleted and are counted afresh; still 8 at most.
+        for (let i = 0; i < 12; i++) await four.create(task(`r${i}`)).catch(() => {});
+        expect(await rows('ns = $1', [namespace])).toBeLessThanOrEqual(8);
+      });
     });
 
     it('a corrupt or foreign record fails closed (ERR_STORE_UNAVAILABLE) on get and update, without calling change', async () => {

@@ -13,6 +13,8 @@ export interface ReplayContext extends Sender {
   readonly statements: ReplayStatements;
   readonly pool: PoolHandle;
   readonly outcomeBudgetBytes: number;
+  /** How many separately locked shards the namespace's outcome budget is split into (see budgetShards). */
+  readonly budgetShards: number;
   closed(): boolean;
   assertOpen(): void;
   deadlineError(): Error;

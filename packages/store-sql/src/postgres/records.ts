@@ -1,5 +1,5 @@
 import { byId, type RecordWaiter, rejectAll } from '../shared/batching.js';
-import type { HeldRow } from '../shared/claims.js';
+import { budgetCountedKeys, budgetShardKey, type HeldRow, shardBudgetBytes } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';
 import type { PgQueryResultLike } from '../shared/drivers.js';
 import { localTimeoutsSql } from './connection.js';
@@ -8,7 +8,7 @@ import { readRows, uncommitted } from './lookups.js';
 import { sentError, Unsent } from './send.js';
 import { lockKey, sqlLiteral } from './statements.js';
 
-/** Class id ("mrtb") of the namespace's outcome-budget lock (see recordTexts). */
+/** Class id ("mrtb") of the locks of a namespace's outcome budget shards (see recordTexts). */
 const BUDGET_LOCK_CLASS = 0x6d727462;
 
 /** A statement with its values written in as literals (a simple query takes no parameters). */
@@ -18,16 +18,17 @@ const written = (sql: string, values: readonly unknown[]): string =>
 /** The requests of record batches: each a whole transaction in one simple query, so one round trip. */
 export interface RecordTexts {
   /**
-   * A batch: `BEGIN`, the transaction's own bounds, the namespace's outcome-budget lock (record batches of one
-   * namespace run one at a time, on every instance, so the budget the statement reads includes every record committed
-   * before it), the statement (it waits for no row: rows other transactions hold come back as held), `COMMIT`.
+   * A batch of budget shard `shard`: `BEGIN`, the transaction's own bounds, the shard's lock (record batches of one
+   * shard of the namespace run one at a time, on every instance, so the bytes the statement reads include every
+   * record of the shard committed before it), the statement (it waits for no row: rows other transactions hold come
+   * back as held), `COMMIT`.
    */
-  batch(values: readonly unknown[]): string;
+  batch(values: readonly unknown[], shard: number): string;
   /**
    * The records of one held `id` alone: as a batch, but the transaction first waits (`lock_timeout` = `lockWaitMs`)
-   * for the id's row and only then takes the budget lock, so it never holds that lock while it waits for a row.
+   * for the id's row and only then takes the shard's lock, so it never holds that lock while it waits for a row.
    */
-  lone(values: readonly unknown[], id: string, lockWaitMs: number): string;
+  lone(values: readonly unknown[], id: string, lockWaitMs: number, shard: number): string;
 }
 
 export function recordTexts(ctx: ReplayContext): RecordTexts {
@@ -35,13 +36,18 @@ export function recordTexts(ctx: ReplayContext): RecordTexts {
   const begin = (lockTimeoutMs: number) =>
     `BEGIN; ${localTimeoutsSql({ statementTimeoutMs: settings.statementTimeoutMs, lockTimeoutMs })}; ` +
     `SET LOCAL idle_in_transaction_session_timeout = ${settings.replyWaitMs}; `;
-  const budgetLock = `SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(`${ctx.table}\u0000${ctx.namespace}`)}); `;
-  const head = `${begin(settings.lockTimeoutMs)}${budgetLock}`;
+  // One shard: the namespace's lock of a store before shards (same key). Else one lock per shard.
+  const shardLocks = Array.from(
+    { length: ctx.budgetShards },
+    (_, k) =>
+      `SELECT pg_advisory_xact_lock(${BUDGET_LOCK_CLASS}, ${lockKey(ctx.budgetShards === 1 ? `${ctx.table}\u0000${ctx.namespace}` : `${ctx.table}\u0000${ctx.namespace}\u0000${k}`)}); `,
+  );
+  const lockOf = (shard: number): string => shardLocks[shard] as string;
   const statement = (values: readonly unknown[]) => `${written(statements.recordBatchSql, values)}; COMMIT`;
   return {
-    batch: (values) => `${head}${statement(values)}`,
-    lone: (values, id, lockWaitMs) =>
-      `${begin(lockWaitMs)}${written(statements.recordLockSql, [ctx.namespace, id])}; ${budgetLock}${statement(values)}`,
+    batch: (values, shard) => `${begin(settings.lockTimeoutMs)}${lockOf(shard)}${statement(values)}`,
+    lone: (values, id, lockWaitMs, shard) =>
+      `${begin(lockWaitMs)}${written(statements.recordLockSql, [ctx.namespace, id])}; ${lockOf(shard)}${statement(values)}`,
   };
 }
 
@@ -138,14 +144,16 @@ function append<V>(map: Map<string, V[]>, key: string, value: V): void {
   else list.push(value);
 }
 
-/** The values of the record statement for `first` (distinct (id, fingerprint) pairs, sorted by id). */
-const recordValues = (ctx: ReplayContext, first: readonly RecordWaiter[]): unknown[] => [
+/** The values of the record statement for `first` (distinct (id, fingerprint) pairs of shard `shard`, sorted by id). */
+const recordValues = (ctx: ReplayContext, first: readonly RecordWaiter[], shard: number): unknown[] => [
   ctx.namespace,
   first.map((waiter) => waiter.id),
   first.map((waiter) => waiter.fp),
   first.map((waiter) => waiter.outcome),
   first.map((waiter) => waiter.owner ?? null),
-  ctx.outcomeBudgetBytes,
+  shardBudgetBytes(ctx.outcomeBudgetBytes, ctx.budgetShards, shard),
+  budgetShardKey(ctx.namespace, ctx.budgetShards, shard),
+  budgetCountedKeys(ctx.namespace, ctx.budgetShards, shard),
 ];
 
 /**
@@ -191,21 +199,22 @@ async function recordPass(
 }
 
 /**
- * Runs one batch of records in one transaction under the namespace's budget lock (so the budget read by the
- * statement includes every record committed before it, on any instance), settles each. A repeated (id,
+ * Runs one batch of records, all of budget shard `shard` (see budgetShardOf), in one transaction under the shard's
+ * lock (so the bytes read by the statement include every record of the shard committed before it, on any instance),
+ * settles each. A repeated (id,
  * fingerprint) in the batch is answered `false` (an outcome is recorded once; as its first, by the same owner). The
  * statement skips the rows another transaction holds; the records of each such id then run alone, in turn, within
  * what is left of the batch's time (their wait for the row bounded by it), so one held id fails only its own records.
  */
-export async function runRecordBatch(ctx: ReplayContext, texts: RecordTexts, batch: RecordWaiter[]): Promise<void> {
+export async function runRecordBatch(ctx: ReplayContext, texts: RecordTexts, batch: RecordWaiter[], shard: number): Promise<void> {
   if (ctx.closed()) return rejectAll(batch, closedError());
   const { first, repeated } = splitRecords(batch);
   const repeats = new Map<string, [RecordWaiter, RecordWaiter][]>();
   for (const pair of repeated) append(repeats, pair[1].id, pair);
-  const held = await recordPass(ctx, batch, first, repeats, texts.batch(recordValues(ctx, first)));
+  const held = await recordPass(ctx, batch, first, repeats, texts.batch(recordValues(ctx, first, shard), shard));
   for (const [id, waiters] of held) {
     const lockWaitMs = Math.max(1, Math.min(ctx.settings.lockTimeoutMs, Math.floor(budgetOf(ctx, batch))));
-    const still = await recordPass(ctx, batch, waiters, repeats, texts.lone(recordValues(ctx, waiters), id, lockWaitMs));
+    const still = await recordPass(ctx, batch, waiters, repeats, texts.lone(recordValues(ctx, waiters, shard), id, lockWaitMs, shard));
     if (still.size === 0) continue;
     // Held again (taken by yet another transaction in between): unknown, fails closed.
     const failure = toStoreError(new Error('record: the row is held by another transaction'));

@@ -23,7 +23,7 @@ export interface ReplayStatements {
   purgeBudget: NamedQuery;
   /** The record batch, sent as a simple query with its values written in (see records.ts). */
   recordBatchSql: string;
-  /** The row lock a held id's records wait for before the budget lock (written in likewise). */
+  /** The row lock a held id's records wait for before their budget shard's lock (written in likewise). */
   recordLockSql: string;
 }
 
@@ -131,41 +131,50 @@ export function replayStatements(table: string, budgetTable: string, epochTable:
     `UPDATE ${table} AS t SET misses = coalesce(t.misses, 0) + u.k, ` +
     `outcome = CASE WHEN coalesce(t.misses, 0) + u.k >= ${MAX_FINGERPRINT_MISSES} THEN '' ELSE t.outcome END ` +
     'FROM unnest($2::text[], $3::text[], $4::int[]) AS u(id, owner, k) WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = u.id AND t.owner = u.owner';
-  // record, for a batch of distinct (id, fingerprint) pairs, run under the namespace's budget lock (see recordBatch):
-  // only the claim's own fingerprint (and, given an owner, only the claim's owner), only once, only while the id is
+  // record, for a batch of distinct (id, fingerprint) pairs of one budget shard, run under that shard's lock (see
+  // recordTexts): $6 is the shard's part of the budget, $7 its key in the budget table, $8 the keys whose bytes count
+  // against it (its own and every key of another layout: see budgetCountedKeys). Only the claim's own fingerprint
+  // (and, given an owner, only the claim's owner), only once, only while the id is
   // live by the server's clock. An outcome is kept when it is not '' and the outcomes before it in the batch and it
-  // fit in what the budget has left (outcomeBudgetBytes minus the bytes of the buckets not yet past); else '' is
+  // fit in what the shard has left (its part of outcomeBudgetBytes minus the bytes of its buckets not yet past); else '' is
   // stored. The kept bytes are added to the bucket of their id's expiry. A record by the owner of an outcome already
   // recorded answers what the first one did (kept or not). The `id = ANY(ids)` conditions keep the table's side an
   // index scan whatever join the planner picks (with a batch of literal values it knows the batch's size, and would
   // otherwise hash-join a sequential scan of the table).
-  // The statement waits for no row (it holds the budget lock, which every record batch of the namespace waits for):
+  // The statement waits for no row (it holds the shard's lock, which every record batch of the shard waits for):
   // `l` locks the rows of its ids that no other transaction holds (SKIP LOCKED; the aggregate reads them all), only
   // those are recorded or answered, and the ids of the others come back as `held` (recorded alone afterwards, see
   // recordLockSql).
   // A claim made with an owner and a lease is recorded by that owner only; an unowned claim by any caller.
   const ownerMatch = '(CASE WHEN u.owner IS NULL THEN r.lease_until IS NULL ELSE r.owner = u.owner END)';
   const mine = 'r.id = ANY((SELECT ids FROM l)::text[])';
+  // Every row of the batch is looked up by its whole key, one unique-index probe per id (a LATERAL subquery the
+  // planner cannot flatten: OFFSET 0, or the locking clause): with `ns = $1 AND id = ANY(ids)` a planner without
+  // statistics on the table yet (a new or fast-growing table) scans the namespace's whole index range by ns alone
+  // and filters the ids, work that grows with the table. `r`: the batch's rows as this statement sees them.
+  const byKey = (select: string) =>
+    `unnest($2::text[]) AS q(id) CROSS JOIN LATERAL (SELECT ${select} FROM ${table} WHERE ns = $1 AND id = q.id`;
   const recordBatchSql =
     `WITH n AS (SELECT ${SERVER_NOW_MS} AS now_ms), ` +
-    `l AS (SELECT coalesce(array_agg(x.id), '{}') AS ids FROM (SELECT id FROM ${table} WHERE ns = $1 AND id = ANY($2::text[]) FOR UPDATE SKIP LOCKED) AS x), ` +
+    `l AS (SELECT coalesce(array_agg(x.id), '{}') AS ids FROM ${byKey('id')} FOR UPDATE SKIP LOCKED) AS x), ` +
     'u AS (SELECT * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(id, fp, outcome, owner, ord)), ' +
+    `r AS (SELECT t.* FROM ${byKey('*')} OFFSET 0) AS t), ` +
     'c AS (SELECT u.id, u.outcome, r.owner, sum(octet_length(u.outcome)) OVER (ORDER BY u.ord) AS run ' +
-    `FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp AND ${ownerMatch} ` +
+    `FROM u JOIN r ON r.id = u.id AND ${mine} AND r.fp = u.fp AND ${ownerMatch} ` +
     'AND r.outcome IS NULL AND r.expires_at >= (SELECT now_ms FROM n)), ' +
-    `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = $1 AND b.bucket >= (SELECT now_ms FROM n) / ${BUDGET_BUCKET_MS}), ` +
+    `room AS (SELECT $6::bigint - coalesce(sum(b.bytes), 0) AS left_bytes FROM ${budgetTable} AS b WHERE b.ns = ANY($8::text[]) AND b.bucket >= (SELECT now_ms FROM n) / ${BUDGET_BUCKET_MS}), ` +
     `upd AS (UPDATE ${table} AS t SET outcome = CASE WHEN c.outcome <> '' AND c.run <= (SELECT left_bytes FROM room) THEN c.outcome ELSE '' END ` +
     'FROM c WHERE t.ns = $1 AND t.id = ANY($2::text[]) AND t.id = c.id AND t.owner IS NOT DISTINCT FROM c.owner AND t.outcome IS NULL ' +
     'AND t.expires_at >= (SELECT now_ms FROM n) RETURNING t.id, t.fp, t.outcome, t.expires_at), ' +
-    `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $1::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
+    `bump AS (INSERT INTO ${budgetTable} AS b (ns, bucket, bytes) SELECT $7::text, upd.expires_at / ${BUDGET_BUCKET_MS}, sum(octet_length(upd.outcome)) ` +
     `FROM upd WHERE upd.outcome <> '' GROUP BY upd.expires_at / ${BUDGET_BUCKET_MS} ` +
     'ON CONFLICT (ns, bucket) DO UPDATE SET bytes = b.bytes + EXCLUDED.bytes) ' +
     "SELECT upd.id, upd.fp, upd.outcome <> '' AS kept, false AS held FROM upd UNION ALL " +
-    `SELECT r.id, r.fp, r.outcome <> '', false FROM u JOIN ${table} AS r ON r.ns = $1 AND r.id = ANY($2::text[]) AND r.id = u.id AND ${mine} AND r.fp = u.fp ` +
+    `SELECT r.id, r.fp, r.outcome <> '', false FROM u JOIN r ON r.id = u.id AND ${mine} AND r.fp = u.fp ` +
     'AND u.owner IS NOT NULL AND r.owner = u.owner AND r.outcome IS NOT NULL UNION ALL ' +
-    `SELECT r.id, NULL, NULL, true FROM ${table} AS r WHERE r.ns = $1 AND r.id = ANY($2::text[]) AND NOT ${mine}`;
+    `SELECT r.id, NULL, NULL, true FROM r WHERE NOT ${mine}`;
   // A held id's records run alone: their transaction first waits for the id's row (lock_timeout), and only then takes
-  // the budget lock, so no transaction waits for a row while it holds that lock.
+  // the shard's lock, so no transaction waits for a row while it holds that lock.
   const recordLockSql = `SELECT 1 FROM ${table} WHERE ns = $1 AND id = $2 FOR UPDATE`;
   // What a claim or record whose reply was lost asks (with the server's time, to judge the rows by).
   const rowsSql = `SELECT id, owner, fp, outcome, expires_at, lease_until, fence, ${SERVER_NOW_MS} AS now_ms FROM ${table} WHERE ns = $1 AND id = ANY($2::text[])`;

@@ -19,6 +19,7 @@ import {
   checkRecordOwner,
   checkSpendOptions,
 } from '../shared/arguments.js';
+import { budgetShardOf, budgetShards } from '../shared/claims.js';
 import { EPOCH_SUFFIX, KEYS_SUFFIX } from '../shared/schema.js';
 import type { PostgresConnectionOptions } from '../shared/drivers.js';
 import { closedError, closeOnce, once, toStoreError, whenReady } from '../shared/lifecycle.js';
@@ -120,13 +121,22 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
           ...batcherOptions(groupCommit, ctx.settings.maxConnections),
           run: (batch) => runClaimBatch(ctx, batch),
         });
-  // Two record batches in flight per store at most: record batches of a namespace take turns under its budget lock,
-  // the second waiting for it on the server (no round trip lost between them); more would only hold connections
-  // (that claims and consumes need) while they wait for it.
+  // A record queue per budget shard. One shard: at most two batches in flight (they take turns under the lock, the
+  // second waiting for it on the server, no round trip lost between them). Several: one per shard (batches of
+  // different shards run at once; a second of the same shard would only hold a connection, that claims and
+  // consumes need, while it waits for the lock). The shards' queues share maxQueued.
   const texts = recordTexts(ctx);
-  const runRecords = (batch: RecordWaiter[]) => runRecordBatch(ctx, texts, batch);
-  const recordQueue =
-    groupCommit === undefined ? undefined : createBatcher<RecordWaiter, boolean>({ ...batcherOptions(groupCommit, 2), run: runRecords });
+  const shards = ctx.budgetShards;
+  const runRecords = (batch: RecordWaiter[], shard: number) => runRecordBatch(ctx, texts, batch, shard);
+  const recordQueues =
+    groupCommit === undefined
+      ? undefined
+      : Array.from({ length: shards }, (_, shard) =>
+          createBatcher<RecordWaiter, boolean>({
+            ...batcherOptions({ ...groupCommit, maxQueued: Math.max(1, Math.floor(groupCommit.maxQueued / shards)) }, shards === 1 ? 2 : 1),
+            run: (batch) => runRecords(batch, shard),
+          }),
+        );
 
   const consume = async (id: string, expiresAtMs: number, options?: SpendOptions): Promise<boolean> => {
     const expires = checkConsumeArgs(id, expiresAtMs);
@@ -162,8 +172,9 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
     assertOpen();
     return new Promise<boolean>((resolve, reject) => {
       const waiter: RecordWaiter = { id, fp: fingerprint, outcome: stored, owner, queuedAt: performance.now(), resolve, reject };
-      if (recordQueue === undefined) runRecords([waiter]).catch((error: unknown) => reject(toStoreError(error)));
-      else recordQueue.push(waiter);
+      const shard = budgetShardOf(id, shards);
+      if (recordQueues === undefined) runRecords([waiter], shard).catch((error: unknown) => reject(toStoreError(error)));
+      else (recordQueues[shard] as NonNullable<typeof recordQueues>[number]).push(waiter);
     });
   };
 
@@ -171,7 +182,7 @@ function replayCalls(ctx: ReplayContext, groupCommit: GroupCommitSettings | unde
   const failQueued = () => {
     queue?.failAll(closedError);
     claimQueue?.failAll(closedError);
-    recordQueue?.failAll(closedError);
+    for (const recordQueue of recordQueues ?? []) recordQueue.failAll(closedError);
   };
   return { consume, claim, record, failQueued };
 }
@@ -198,7 +209,7 @@ function leaseCalls(ctx: ReplayContext) {
  * that also writes a random owner value only that call knows; a consume whose reply is lost asks once
  * (`SELECT owner`) whether the row is its own before it fails. It records outcomes too (`claim`, `record`), both
  * batched: the same upsert keeping a fingerprint and returning the row, and an `UPDATE` of the outcomes under the
- * namespace's outcome-budget lock.
+ * lock of the id's outcome-budget shard.
  */
 export function createPostgresStore(options: PostgresStoreOptions): SqlReplayStore {
   const label = 'createPostgresStore';
@@ -236,6 +247,7 @@ export function createPostgresStore(options: PostgresStoreOptions): SqlReplaySto
     statements,
     pool,
     outcomeBudgetBytes,
+    budgetShards: budgetShards(outcomeBudgetBytes, maxOutcomeBytes),
     closed: () => closed,
     assertOpen,
     deadlineError,

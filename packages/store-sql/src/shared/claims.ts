@@ -89,3 +89,54 @@ export function laterClaims(row: HeldRow, later: readonly ClaimWaiter[], t: numb
   });
   return { answers, misses };
 }
+
+/** Most shards a PostgreSQL namespace's outcome budget is split into (see {@link budgetShards}). */
+export const MAX_BUDGET_SHARDS = 8;
+
+/**
+ * How many separately locked shards a namespace's outcome budget is split into on PostgreSQL: a power of two, at
+ * most {@link MAX_BUDGET_SHARDS}, and no more than leaves every shard room for a largest outcome (so an outcome that
+ * the whole budget could keep can always be kept by an empty shard). One shard: the whole budget under one lock and
+ * one key, as before shards.
+ */
+export function budgetShards(outcomeBudgetBytes: number, maxOutcomeBytes: number): number {
+  let shards = 1;
+  while (shards < MAX_BUDGET_SHARDS && Math.floor(outcomeBudgetBytes / (shards * 2)) >= Math.max(1, maxOutcomeBytes)) shards *= 2;
+  return shards;
+}
+
+/** Shard `k`'s part of the budget: the budget split as evenly as whole bytes allow (the parts add up to the budget). */
+export const shardBudgetBytes = (outcomeBudgetBytes: number, shards: number, k: number): number =>
+  Math.floor(outcomeBudgetBytes / shards) + (k < outcomeBudgetBytes % shards ? 1 : 0);
+
+/** The shard of an id: FNV-1a (32-bit) of its UTF-16 code units, modulo `shards` (the same on every instance). */
+export function budgetShardOf(id: string, shards: number): number {
+  if (shards === 1) return 0;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) {
+    h ^= id.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % shards;
+}
+
+/**
+ * The budget table's `ns` key of shard `k` of `shards`: the namespace itself with one shard (the key of a store
+ * before shards), else the namespace, U+0001, then `shards:k` (each layout has keys of its own).
+ */
+export const budgetShardKey = (namespace: string, shards: number, k: number): string =>
+  shards === 1 ? namespace : `${namespace}\u0001${shards}:${k}`;
+
+/**
+ * The keys whose bytes count against shard `k`: its own, and every key of every other layout (another number of
+ * shards, or none: bytes kept by instances configured otherwise, or before an upgrade, count against every shard
+ * until their buckets pass: over-counted, never under-counted).
+ */
+export function budgetCountedKeys(namespace: string, shards: number, k: number): string[] {
+  const keys = [budgetShardKey(namespace, shards, k)];
+  for (let other = 1; other <= MAX_BUDGET_SHARDS; other *= 2) {
+    if (other === shards) continue;
+    for (let j = 0; j < other; j++) keys.push(budgetShardKey(namespace, other, j));
+  }
+  return keys;
+}
