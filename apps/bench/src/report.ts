@@ -1,109 +1,8 @@
-import type { PackageFacts } from './facts.js';
-import type { HarnessOptions, JobResult } from './harness.js';
 import type { PayloadName } from './payload.js';
-import { type ServerlessSection, serverlessBlock, serverlessTargets } from './serverless.js';
+import type { BenchResult, PackageName, TargetResult } from './result.js';
+import { serverlessBlock, serverlessTargets } from './serverless.js';
 
-/** Everything a run produced; written as JSON by `--output` and read back by `--from`. */
-export interface BenchResult {
-  schema: 1;
-  startedAt: string;
-  finishedAt: string;
-  durationMs: number;
-  quick: boolean;
-  env: {
-    node: string;
-    v8: string;
-    openssl: string;
-    platform: string;
-    arch: string;
-    cpu: string;
-    cpus: number;
-    /** 1-minute load average at the start and the end of the run (other work on the machine adds noise). */
-    loadavg?: [number, number];
-  };
-  harness: HarnessOptions;
-  payloads: Record<PayloadName, { jsonBytes: number }>;
-  /** What each published codec and store installs (read from the workspace when the README is generated). */
-  packages?: Record<string, PackageFacts>;
-  codecs?: {
-    rows: { id: string; label: string; family: string; kind: string; confidential: boolean; tokenBytes: Record<PayloadName, number> }[];
-    skipped: { id: string; label: string; reason: string }[];
-    checks: string[];
-  };
-  stores?: {
-    rows: { id: string; label: string; backend: string; kind: string }[];
-    skipped: { id: string; label: string; reason: string }[];
-    notes: string[];
-    checks: string[];
-  };
-  /** The guard's open and mint with and without an `onEvent` hook. */
-  events?: {
-    rows: { id: string; label: string }[];
-    checks: string[];
-  };
-  guard?: {
-    codecs: string[];
-    skipped: { id: string; label: string; reason: string }[];
-    /** JSON bytes: the `data` claim, the arguments, and the whole claims object B seals (per data size). */
-    sizes: { data: Record<string, number>; args: Record<string, number>; claims: Record<string, number> };
-    checks: string[];
-  };
-  e2e?: {
-    rows: { letter: string; id: string; label: string; kind: string; store: string }[];
-    skipped: { id: string; label: string; reason: string }[];
-    notes: string[];
-    checks: string[];
-  };
-  /** Idempotency keys: a keyed first-round call and an unkeyed one, in process (`keys.ts`). */
-  keys?: { checks: string[] };
-  /** Outcome recording: store step, round step and e2e flows, each with and without recording. */
-  outcomes?: {
-    stores: { backend: string; label: string; concurrency: number[] }[];
-    e2e: { id: string; store: string; recordOutcomes: boolean; label: string }[];
-    skipped: { id: string; label: string; reason: string }[];
-    notes: string[];
-    checks: string[];
-    /** JSON bytes of the outcome and the data claim, characters of the sealed outcomes the stores keep. */
-    sizes: { outcomeJson: number; sealedOutcome: number; e2eSealedOutcome?: number; data: number; args: number };
-    /** 1-, 5- and 15-minute load averages at the start and the end of the run. */
-    loadavg?: { start: number[]; end: number[] };
-  };
-  /** The serverless stores beside their raw clients (`serverless.ts`, issue 43). */
-  serverless?: ServerlessSection;
-  jobs: Record<string, JobResult>;
-  targets: TargetResult[];
-}
-
-export type PackageName =
-  | 'codec-hmac'
-  | 'codec-jwe'
-  | 'codec-aead'
-  | 'store-memory'
-  | 'store-redis'
-  | 'store-sql'
-  | 'store-upstash'
-  | 'store-dynamodb'
-  | 'store-cloudflare'
-  | 'core'
-  | 'mcp-server';
-
-export interface TargetResult {
-  id: string;
-  pkg: PackageName;
-  label: string;
-  /** Measured value (a ratio, ops/s or bytes); null when a row was skipped. */
-  value: number | null;
-  op: '>=' | '<=';
-  threshold: number;
-  unit: 'x' | 'ops/s';
-  pass: boolean | null;
-  /** Human-readable figures behind the value. */
-  detail: string;
-  /** min–max of the same ratio taken round by round (how much the rounds disagree). */
-  roundRange?: [number, number];
-  /** The same ratio on ops per CPU-second (less sensitive to other load on the machine); informative, not judged. */
-  cpuValue?: number;
-}
+export type { BenchResult, PackageName, TargetResult } from './result.js';
 
 // ---------------------------------------------------------------------------------------------
 // Formatting
@@ -178,253 +77,265 @@ function ratioTarget(
 /** Least throughput the guard keeps with an empty event hook, relative to none (a hook must stay cheap). */
 export const EVENT_HOOK_MIN_RATIO = 0.7;
 
-/** The acceptance criteria of issues 3, 4 and 14, evaluated on one run. */
+/** The acceptance criteria of issues 3, 4, 14, 42 and 43, evaluated on one run: each part's targets when it ran. */
 export function evaluateTargets(result: BenchResult): TargetResult[] {
   const t: TargetResult[] = [];
+  if (result.codecs !== undefined) codecsTargets(result, t);
+  if (result.guard !== undefined) guardTargets(result, t);
+  if (result.e2e !== undefined) e2eTargets(result, t);
+  if (result.stores !== undefined) storesTargets(result, t);
+  if (result.keys !== undefined) keysTargets(result, t);
+  if (result.events !== undefined) eventsTargets(result, t);
+  t.push(...serverlessTargets(result));
+  return t;
+}
+
+function codecsTargets(result: BenchResult, t: TargetResult[]): void {
   const codec = (row: string, what: 'seal' | 'open') => `codec|${row}|${what}|small`;
-  if (result.codecs !== undefined) {
-    for (const what of ['seal', 'open'] as const) {
-      t.push(
-        ratioTarget(
-          result,
-          `hmac.${what}.vs-B`,
-          'codec-hmac',
-          `HMAC codec ${what} ÷ bare HMAC (B), small payload`,
-          codec('hmac', what),
-          codec('B', what),
-          '>=',
-          0.8,
-        ),
-      );
-    }
-    for (const what of ['seal', 'open'] as const) {
-      t.push(
-        ratioTarget(
-          result,
-          `hmac.${what}.vs-SDK`,
-          'codec-hmac',
-          `HMAC codec ${what} ÷ SDK createRequestStateCodec, small payload`,
-          codec('hmac', what),
-          codec('SDK', what),
-          '>=',
-          5,
-        ),
-      );
-    }
-    for (const what of ['seal', 'open'] as const) {
-      t.push(
-        ratioTarget(
-          result,
-          `jwe.${what}.vs-C`,
-          'codec-jwe',
-          `JWE codec ${what} ÷ bare AES-256-GCM (C), small payload`,
-          codec('jwe', what),
-          codec('C', what),
-          '>=',
-          0.5,
-        ),
-      );
-    }
-    for (const what of ['seal', 'open'] as const) {
-      t.push(
-        ratioTarget(
-          result,
-          `jwe.${what}.vs-jose`,
-          'codec-jwe',
-          `JWE codec ${what} ÷ jose Compact JWE (CryptoKey), small payload`,
-          codec('jwe', what),
-          codec('jose', what),
-          '>=',
-          3,
-        ),
-      );
-    }
-    for (const what of ['seal', 'open'] as const) {
-      t.push(
-        ratioTarget(
-          result,
-          `aead.${what}.vs-E`,
-          'codec-aead',
-          `AEAD codec ${what} ÷ bare msgpackr + noble XChaCha20-Poly1305 (E), small payload`,
-          codec('aead', what),
-          codec('E', what),
-          '>=',
-          0.8,
-        ),
-      );
-    }
-    const bytes = (id: string) => result.codecs?.rows.find((r) => r.id === id)?.tokenBytes.small;
-    const aeadBytes = bytes('aead');
-    const hmacBytes = bytes('hmac');
-    const value = aeadBytes === undefined || hmacBytes === undefined ? null : aeadBytes / hmacBytes;
-    t.push({
-      id: 'aead.token-bytes.vs-hmac',
-      pkg: 'codec-aead',
-      label: 'AEAD token bytes ÷ HMAC codec token bytes, same small claims',
-      value,
-      op: '<=',
-      threshold: 1,
-      unit: 'x',
-      pass: value === null ? null : value <= 1,
-      detail: value === null ? 'not measured' : `${aeadBytes} B vs ${hmacBytes} B`,
-    });
-    const pkgOf: Record<string, PackageName> = { hmac: 'codec-hmac', jwe: 'codec-jwe', aead: 'codec-aead' };
-    for (const row of ['hmac', 'jwe', 'aead']) {
-      t.push(
-        ratioTarget(
-          result,
-          `${row}.reject-1MiB`,
-          pkgOf[row]!,
-          `${row} codec: cost of rejecting a 1 MiB token ÷ cost of opening a valid small one`,
-          `reject|${row}|open|1MiB`,
-          codec(row, 'open'),
-          '<=',
-          1,
-          true,
-        ),
-      );
-    }
-  }
-  if (result.guard !== undefined) {
-    const guard = (codec: string, what: 'open' | 'mint') => `guard|${codec}|${what}|400|100`;
+  for (const what of ['seal', 'open'] as const) {
     t.push(
       ratioTarget(
         result,
-        'guard.hmac.open.vs-B',
-        'core',
-        'guard open (hmac + memory store) ÷ bare HMAC verify (B) of the same claims, 400 B data, 100 B arguments',
-        guard('hmac', 'open'),
-        'guard|B|open|400',
-        '>=',
-        0.6,
-      ),
-    );
-    t.push(
-      ratioTarget(
-        result,
-        'guard.hmac.mint.vs-B',
-        'core',
-        'guard mint (hmac) ÷ bare HMAC seal (B) of the same claims, 400 B data, 100 B arguments',
-        guard('hmac', 'mint'),
-        'guard|B|seal|400',
-        '>=',
-        0.6,
-      ),
-    );
-    for (const codec of ['jwe', 'aead']) {
-      t.push(
-        ratioTarget(
-          result,
-          `guard.${codec}.open.vs-codec`,
-          'core',
-          `guard open (${codec} + memory store) ÷ the ${codec} codec's own open, 400 B data, 100 B arguments`,
-          guard(codec, 'open'),
-          `guard|${codec}-codec|open|400`,
-          '>=',
-          0.8,
-        ),
-      );
-    }
-    t.push(
-      ratioTarget(
-        result,
-        'canonical-json.10k.vs-stringify',
-        'core',
-        'canonical JSON ÷ JSON.stringify, 10 KiB of arguments',
-        'canon|canonical|10k',
-        'canon|stringify|10k',
+        `hmac.${what}.vs-B`,
+        'codec-hmac',
+        `HMAC codec ${what} ÷ bare HMAC (B), small payload`,
+        codec('hmac', what),
+        codec('B', what),
         '>=',
         0.8,
       ),
     );
   }
-  if (result.e2e !== undefined) {
-    const e2e = (row: { letter: string; id: string }, c: number, threshold: number) =>
-      ratioTarget(
-        result,
-        `e2e.${row.id}.c${c}.vs-a`,
-        'mcp-server',
-        `end to end: ${row.letter} (${row.id}) flows/s ÷ a (SDK only, unprotected), concurrency ${c}`,
-        `e2e|${row.id}|c${c}`,
-        `e2e|sdk-plain|c${c}`,
-        '>=',
-        threshold,
-      );
-    for (const row of result.e2e.rows.filter((r) => r.store === 'memory')) {
-      for (const c of [1, 16]) t.push(e2e(row, c, 0.95));
-    }
-    // With PostgreSQL (group commit) at concurrency 16.
-    const postgres = result.e2e.rows.find((r) => r.id === 'mrtr-hmac-postgres');
-    if (postgres !== undefined) t.push(e2e(postgres, 16, 0.8));
-  }
-  if (result.stores !== undefined) {
-    const storePkg: Record<string, PackageName> = { redis: 'store-redis', postgres: 'store-sql', sqlite: 'store-sql' };
-    const job = (row: string, c: number) => `store|${row}|c${c}`;
-    const store = (backend: string, c: number, vs: 'bare' | 'bare-batch', threshold: number, why: string) =>
-      ratioTarget(
-        result,
-        `${backend}.c${c}.vs-${vs}`,
-        storePkg[backend]!,
-        `${backend} store consume ÷ ${vs === 'bare' ? 'bare single-command client' : 'bare batched client'}, concurrency ${c}${why}`,
-        job(backend, c),
-        job(`${backend}-${vs}`, c),
-        '>=',
-        threshold,
-      );
-    t.push(store('redis', 1, 'bare', 0.8, ''), store('redis', 32, 'bare', 0.8, ''));
-    // Group commit: ratios to the single-statement twin and to a bare batched client, one run.
-    t.push(store('redis', 128, 'bare', 1.5, ' (batched)'));
-    for (const backend of ['postgres', 'sqlite']) {
-      t.push(store(backend, 1, 'bare', 0.9, ' (group commit: no slower at c1)'));
-      t.push(store(backend, 32, 'bare', 3, ' (group commit)'));
-      if (backend === 'postgres') t.push(store(backend, 128, 'bare', 5, ' (group commit)'));
-      for (const c of [32, 128]) t.push(store(backend, c, 'bare-batch', 0.8, ' (group commit)'));
-    }
-    const mem = ops(result, 'store|memory|c1');
-    t.push({
-      id: 'memory.c1.ops',
-      pkg: 'store-memory',
-      label: 'memory store consumes/s, concurrency 1, tight loop',
-      value: mem ?? null,
-      op: '>=',
-      threshold: 1_000_000,
-      unit: 'ops/s',
-      pass: mem === undefined ? null : mem >= 1_000_000,
-      detail: mem === undefined ? 'not measured' : `${fmtOps(mem)} ops/s`,
-    });
-  }
-  if (result.keys !== undefined) {
+  for (const what of ['seal', 'open'] as const) {
     t.push(
       ratioTarget(
         result,
-        'keys.c16.vs-unkeyed',
-        'mcp-server',
-        'keyed call ÷ unkeyed call, in process, c16 (send_email: hmac, memory store; a fresh idempotency key per call)',
-        'keys|keyed|c16',
-        'keys|unkeyed|c16',
+        `hmac.${what}.vs-SDK`,
+        'codec-hmac',
+        `HMAC codec ${what} ÷ SDK createRequestStateCodec, small payload`,
+        codec('hmac', what),
+        codec('SDK', what),
         '>=',
-        0.9,
+        5,
       ),
     );
   }
-  if (result.events !== undefined) {
-    for (const what of ['open', 'mint'] as const) {
-      t.push(
-        ratioTarget(
-          result,
-          `events.empty-hook.${what}`,
-          'core',
-          `guard ${what} with an empty onEvent hook ÷ without a hook (hmac, no store)`,
-          `events|empty|${what}`,
-          `events|none|${what}`,
-          '>=',
-          EVENT_HOOK_MIN_RATIO,
-        ),
-      );
-    }
+  for (const what of ['seal', 'open'] as const) {
+    t.push(
+      ratioTarget(
+        result,
+        `jwe.${what}.vs-C`,
+        'codec-jwe',
+        `JWE codec ${what} ÷ bare AES-256-GCM (C), small payload`,
+        codec('jwe', what),
+        codec('C', what),
+        '>=',
+        0.5,
+      ),
+    );
   }
-  t.push(...serverlessTargets(result));
-  return t;
+  for (const what of ['seal', 'open'] as const) {
+    t.push(
+      ratioTarget(
+        result,
+        `jwe.${what}.vs-jose`,
+        'codec-jwe',
+        `JWE codec ${what} ÷ jose Compact JWE (CryptoKey), small payload`,
+        codec('jwe', what),
+        codec('jose', what),
+        '>=',
+        3,
+      ),
+    );
+  }
+  for (const what of ['seal', 'open'] as const) {
+    t.push(
+      ratioTarget(
+        result,
+        `aead.${what}.vs-E`,
+        'codec-aead',
+        `AEAD codec ${what} ÷ bare msgpackr + noble XChaCha20-Poly1305 (E), small payload`,
+        codec('aead', what),
+        codec('E', what),
+        '>=',
+        0.8,
+      ),
+    );
+  }
+  const bytes = (id: string) => result.codecs?.rows.find((r) => r.id === id)?.tokenBytes.small;
+  const aeadBytes = bytes('aead');
+  const hmacBytes = bytes('hmac');
+  const value = aeadBytes === undefined || hmacBytes === undefined ? null : aeadBytes / hmacBytes;
+  t.push({
+    id: 'aead.token-bytes.vs-hmac',
+    pkg: 'codec-aead',
+    label: 'AEAD token bytes ÷ HMAC codec token bytes, same small claims',
+    value,
+    op: '<=',
+    threshold: 1,
+    unit: 'x',
+    pass: value === null ? null : value <= 1,
+    detail: value === null ? 'not measured' : `${aeadBytes} B vs ${hmacBytes} B`,
+  });
+  const pkgOf: Record<string, PackageName> = { hmac: 'codec-hmac', jwe: 'codec-jwe', aead: 'codec-aead' };
+  for (const row of ['hmac', 'jwe', 'aead']) {
+    t.push(
+      ratioTarget(
+        result,
+        `${row}.reject-1MiB`,
+        pkgOf[row]!,
+        `${row} codec: cost of rejecting a 1 MiB token ÷ cost of opening a valid small one`,
+        `reject|${row}|open|1MiB`,
+        codec(row, 'open'),
+        '<=',
+        1,
+        true,
+      ),
+    );
+  }
+}
+
+function guardTargets(result: BenchResult, t: TargetResult[]): void {
+  const guard = (codec: string, what: 'open' | 'mint') => `guard|${codec}|${what}|400|100`;
+  t.push(
+    ratioTarget(
+      result,
+      'guard.hmac.open.vs-B',
+      'core',
+      'guard open (hmac + memory store) ÷ bare HMAC verify (B) of the same claims, 400 B data, 100 B arguments',
+      guard('hmac', 'open'),
+      'guard|B|open|400',
+      '>=',
+      0.6,
+    ),
+  );
+  t.push(
+    ratioTarget(
+      result,
+      'guard.hmac.mint.vs-B',
+      'core',
+      'guard mint (hmac) ÷ bare HMAC seal (B) of the same claims, 400 B data, 100 B arguments',
+      guard('hmac', 'mint'),
+      'guard|B|seal|400',
+      '>=',
+      0.6,
+    ),
+  );
+  for (const codec of ['jwe', 'aead']) {
+    t.push(
+      ratioTarget(
+        result,
+        `guard.${codec}.open.vs-codec`,
+        'core',
+        `guard open (${codec} + memory store) ÷ the ${codec} codec's own open, 400 B data, 100 B arguments`,
+        guard(codec, 'open'),
+        `guard|${codec}-codec|open|400`,
+        '>=',
+        0.8,
+      ),
+    );
+  }
+  t.push(
+    ratioTarget(
+      result,
+      'canonical-json.10k.vs-stringify',
+      'core',
+      'canonical JSON ÷ JSON.stringify, 10 KiB of arguments',
+      'canon|canonical|10k',
+      'canon|stringify|10k',
+      '>=',
+      0.8,
+    ),
+  );
+}
+
+function e2eTargets(result: BenchResult, t: TargetResult[]): void {
+  const e2e = (row: { letter: string; id: string }, c: number, threshold: number) =>
+    ratioTarget(
+      result,
+      `e2e.${row.id}.c${c}.vs-a`,
+      'mcp-server',
+      `end to end: ${row.letter} (${row.id}) flows/s ÷ a (SDK only, unprotected), concurrency ${c}`,
+      `e2e|${row.id}|c${c}`,
+      `e2e|sdk-plain|c${c}`,
+      '>=',
+      threshold,
+    );
+  for (const row of (result.e2e?.rows ?? []).filter((r) => r.store === 'memory')) {
+    for (const c of [1, 16]) t.push(e2e(row, c, 0.95));
+  }
+  // With PostgreSQL (group commit) at concurrency 16.
+  const postgres = (result.e2e?.rows ?? []).find((r) => r.id === 'mrtr-hmac-postgres');
+  if (postgres !== undefined) t.push(e2e(postgres, 16, 0.8));
+}
+
+function storesTargets(result: BenchResult, t: TargetResult[]): void {
+  const storePkg: Record<string, PackageName> = { redis: 'store-redis', postgres: 'store-sql', sqlite: 'store-sql' };
+  const job = (row: string, c: number) => `store|${row}|c${c}`;
+  const store = (backend: string, c: number, vs: 'bare' | 'bare-batch', threshold: number, why: string) =>
+    ratioTarget(
+      result,
+      `${backend}.c${c}.vs-${vs}`,
+      storePkg[backend]!,
+      `${backend} store consume ÷ ${vs === 'bare' ? 'bare single-command client' : 'bare batched client'}, concurrency ${c}${why}`,
+      job(backend, c),
+      job(`${backend}-${vs}`, c),
+      '>=',
+      threshold,
+    );
+  t.push(store('redis', 1, 'bare', 0.8, ''), store('redis', 32, 'bare', 0.8, ''));
+  // Group commit: ratios to the single-statement twin and to a bare batched client, one run.
+  t.push(store('redis', 128, 'bare', 1.5, ' (batched)'));
+  for (const backend of ['postgres', 'sqlite']) {
+    t.push(store(backend, 1, 'bare', 0.9, ' (group commit: no slower at c1)'));
+    t.push(store(backend, 32, 'bare', 3, ' (group commit)'));
+    if (backend === 'postgres') t.push(store(backend, 128, 'bare', 5, ' (group commit)'));
+    for (const c of [32, 128]) t.push(store(backend, c, 'bare-batch', 0.8, ' (group commit)'));
+  }
+  const mem = ops(result, 'store|memory|c1');
+  t.push({
+    id: 'memory.c1.ops',
+    pkg: 'store-memory',
+    label: 'memory store consumes/s, concurrency 1, tight loop',
+    value: mem ?? null,
+    op: '>=',
+    threshold: 1_000_000,
+    unit: 'ops/s',
+    pass: mem === undefined ? null : mem >= 1_000_000,
+    detail: mem === undefined ? 'not measured' : `${fmtOps(mem)} ops/s`,
+  });
+}
+
+function keysTargets(result: BenchResult, t: TargetResult[]): void {
+  t.push(
+    ratioTarget(
+      result,
+      'keys.c16.vs-unkeyed',
+      'mcp-server',
+      'keyed call ÷ unkeyed call, in process, c16 (send_email: hmac, memory store; a fresh idempotency key per call)',
+      'keys|keyed|c16',
+      'keys|unkeyed|c16',
+      '>=',
+      0.9,
+    ),
+  );
+}
+
+function eventsTargets(result: BenchResult, t: TargetResult[]): void {
+  for (const what of ['open', 'mint'] as const) {
+    t.push(
+      ratioTarget(
+        result,
+        `events.empty-hook.${what}`,
+        'core',
+        `guard ${what} with an empty onEvent hook ÷ without a hook (hmac, no store)`,
+        `events|empty|${what}`,
+        `events|none|${what}`,
+        '>=',
+        EVENT_HOOK_MIN_RATIO,
+      ),
+    );
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

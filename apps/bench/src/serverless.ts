@@ -11,7 +11,9 @@ import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { SkippedRow } from './codecs.js';
 import type { Job } from './harness.js';
-import type { BenchResult, TargetResult } from './report.js';
+import type { BenchResult, ServerlessSection, TargetResult } from './result.js';
+
+export type { ServerlessSection } from './result.js';
 
 const RUN_TAG = randomBytes(5).toString('hex');
 const APP_DIR = fileURLToPath(new URL('..', import.meta.url));
@@ -431,13 +433,6 @@ export function serverlessJobs(setup: ServerlessSetup): Job[] {
       op: row.inner !== undefined || c === 1 ? one : pool,
     };
   });
-}
-
-/** What the report needs of the run's serverless rows: one entry per job. */
-export interface ServerlessSection {
-  rows: { key: string; id: string; backend: string; kind: string; label: string; op: string; concurrency: number; opsPerCall: number }[];
-  skipped: SkippedRow[];
-  checks: string[];
 }
 
 export function serverlessSection(setup: ServerlessSetup, checks: string[]): ServerlessSection {

@@ -97,6 +97,201 @@ function bareLife(
   };
 }
 
+/** PostgreSQL task rows: a task's life and a create, each beside a bare table. */
+async function postgresTaskRows(
+  pool: pg.Pool,
+  connectionString: string,
+  tables: { taskTable: string; bareTaskTable: string },
+  jobs: Job[],
+  closers: (() => Promise<unknown> | unknown)[],
+): Promise<void> {
+  const { taskTable, bareTaskTable } = tables;
+  const tasks = createPostgresTaskStore({ connectionString, table: taskTable, namespace: 'bench', ...TASK_LIMITS });
+  await tasks.ensureSchema();
+  closers.push(() => tasks.close());
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS "${bareTaskTable}" (ns text NOT NULL, task_id text NOT NULL, record text NOT NULL, PRIMARY KEY (ns, task_id))`,
+  );
+  jobs.push({
+    key: `throughput|task|postgres|life|c${THROUGHPUT_TASK_C}`,
+    concurrency: THROUGHPUT_TASK_C,
+    batchMs: 250,
+    op: taskLife(tasks, `${RUN_TAG}l`),
+  });
+  const bareIo = {
+    insert: (id: string, json: string) =>
+      pool.query({
+        name: `tpb-ins-${RUN_TAG}`,
+        text: `INSERT INTO "${bareTaskTable}" (ns, task_id, record) VALUES ('bench', $1, $2)`,
+        values: [id, json],
+      }),
+    read: async (id: string) =>
+      (
+        (
+          await pool.query({
+            name: `tpb-get-${RUN_TAG}`,
+            text: `SELECT record FROM "${bareTaskTable}" WHERE ns = 'bench' AND task_id = $1`,
+            values: [id],
+          })
+        ).rows[0] as { record?: string } | undefined
+      )?.record,
+    write: (id: string, json: string) =>
+      pool.query({
+        name: `tpb-upd-${RUN_TAG}`,
+        text: `UPDATE "${bareTaskTable}" SET record = $2 WHERE ns = 'bench' AND task_id = $1`,
+        values: [id, json],
+      }),
+  };
+  jobs.push({
+    key: `throughput|task|postgres|bare-life|c${THROUGHPUT_TASK_C}`,
+    concurrency: THROUGHPUT_TASK_C,
+    batchMs: 250,
+    op: bareLife(`${RUN_TAG}bl`, bareIo),
+  });
+  {
+    let seq = 0;
+    jobs.push({
+      key: `throughput|task|postgres|create|c${THROUGHPUT_TASK_C}`,
+      concurrency: THROUGHPUT_TASK_C,
+      batchMs: 250,
+      op: async () => {
+        const n = (seq++).toString(36);
+        await tasks.create(taskRecord(`${RUN_TAG}c${n}`, `${RUN_TAG}cp${n}`, Date.now()));
+      },
+    });
+  }
+  {
+    let seq = 0;
+    jobs.push({
+      key: `throughput|task|postgres|bare-create|c${THROUGHPUT_TASK_C}`,
+      concurrency: THROUGHPUT_TASK_C,
+      batchMs: 250,
+      op: async () => {
+        const n = (seq++).toString(36);
+        const id = `${RUN_TAG}bc${n}`;
+        await bareIo.insert(id, JSON.stringify(taskRecord(id, `${RUN_TAG}bcp${n}`, Date.now())));
+      },
+    });
+  }
+}
+
+/** PostgreSQL rows: claim and claim+record beside a bare batched upsert, then the task rows. */
+async function postgresRows(connectionString: string, jobs: Job[], closers: (() => Promise<unknown> | unknown)[]): Promise<void> {
+  const replayTable = `mrtr_bench_tp_${RUN_TAG}`;
+  const bareTable = `mrtr_bench_tpb_${RUN_TAG}`;
+  const taskTable = `mrtr_bench_tpt_${RUN_TAG}`;
+  const bareTaskTable = `mrtr_bench_tptb_${RUN_TAG}`;
+  const pool = new pg.Pool({ connectionString, max: 10 });
+  pool.on('error', () => {});
+  closers.push(async () => {
+    for (const t of [
+      replayTable,
+      `${replayTable}_budget`,
+      `${replayTable}_epoch`,
+      `${replayTable}_keys`,
+      bareTable,
+      `${bareTable}_budget`,
+      `${bareTable}_epoch`,
+      `${bareTable}_keys`,
+      taskTable,
+      `${taskTable}_counts`,
+      bareTaskTable,
+    ])
+      await pool.query(`DROP TABLE IF EXISTS "${t}"`).catch(() => {});
+    await pool.end();
+  });
+  const store = createPostgresStore({
+    connectionString,
+    table: replayTable,
+    namespace: 'bench',
+    outcomeBudgetBytes: 2 ** 40,
+  }) as RecordingStore;
+  await store.ensureSchema();
+  closers.push(() => store.close());
+  const schemaOnly = createPostgresStore({ connectionString, table: bareTable }) as RecordingStore;
+  await schemaOnly.ensureSchema();
+  await schemaOnly.close();
+  let exp = Date.now() + LIFETIME_MS;
+  const prepare = () => {
+    exp = Date.now() + LIFETIME_MS;
+  };
+  for (const step of ['claim', 'claim-record'] as const) {
+    let seq = 0;
+    const tag = `${RUN_TAG}${step === 'claim' ? 'c' : 'r'}`;
+    jobs.push({
+      key: `throughput|pg|${step}|c${THROUGHPUT_RECORD_C}`,
+      concurrency: THROUGHPUT_RECORD_C,
+      batchMs: 400,
+      prepare,
+      op: async () => {
+        const id = tag + (seq++).toString(36);
+        const claimed = await store.claim(id, exp, FP);
+        if (claimed.status !== 'first') throw new Error(`pg: claim → ${claimed.status}`);
+        if (step === 'claim-record' && (await store.record(id, FP, OUTCOME)) !== true) throw new Error('pg: record → false');
+      },
+    });
+  }
+  const claimBatch = bareBatcher(async (ids, exps) => {
+    const result = await pool.query({
+      text:
+        `INSERT INTO "${bareTable}" (ns, id, expires_at, fp) SELECT 'bench', u.id, u.e, '${FP}' ` +
+        'FROM unnest($1::text[], $2::bigint[]) AS u(id, e) ON CONFLICT DO NOTHING RETURNING id',
+      values: [ids, exps],
+    });
+    const won = new Set(result.rows.map((r: { id: string }) => r.id));
+    return ids.map((id) => won.has(id));
+  }, 'microtask');
+  const recordBatch = bareBatcher(async (ids) => {
+    const result = await pool.query({
+      text: `UPDATE "${bareTable}" AS t SET outcome = $2 FROM unnest($1::text[]) AS u(id) WHERE t.ns = 'bench' AND t.id = u.id AND t.outcome IS NULL RETURNING t.id`,
+      values: [ids, OUTCOME],
+    });
+    const done = new Set(result.rows.map((r: { id: string }) => r.id));
+    return ids.map((id) => done.has(id));
+  }, 'microtask');
+  {
+    let seq = 0;
+    jobs.push({
+      key: `throughput|pg|bare-claim-record|c${THROUGHPUT_RECORD_C}`,
+      concurrency: THROUGHPUT_RECORD_C,
+      batchMs: 400,
+      prepare,
+      op: async () => {
+        const id = `${RUN_TAG}b${(seq++).toString(36)}`;
+        if (!(await claimBatch(id, exp))) throw new Error('pg bare: insert lost');
+        if (!(await recordBatch(id, 0))) throw new Error('pg bare: update lost');
+      },
+    });
+  }
+  await postgresTaskRows(pool, connectionString, { taskTable, bareTaskTable }, jobs, closers);
+}
+
+/** Redis rows: a task's life beside a bare client. */
+async function redisRows(redisUrl: string, jobs: Job[], closers: (() => Promise<unknown> | unknown)[]): Promise<void> {
+  const tasks = createRedisTaskStore({ url: redisUrl, namespace: `mrtr-bench-tp:${RUN_TAG}`, ...TASK_LIMITS });
+  closers.push(() => tasks.close());
+  const bare = new Redis(redisUrl, { lazyConnect: true, commandTimeout: 5000, maxRetriesPerRequest: 1 });
+  await bare.connect();
+  closers.push(() => bare.quit());
+  const prefix = `mrtr-bench-tp:${RUN_TAG}:bare:`;
+  jobs.push({
+    key: `throughput|task|redis|life|c${THROUGHPUT_TASK_C}`,
+    concurrency: THROUGHPUT_TASK_C,
+    batchMs: 250,
+    op: taskLife(tasks, `${RUN_TAG}l`),
+  });
+  jobs.push({
+    key: `throughput|task|redis|bare-life|c${THROUGHPUT_TASK_C}`,
+    concurrency: THROUGHPUT_TASK_C,
+    batchMs: 250,
+    op: bareLife(`${RUN_TAG}bl`, {
+      insert: (id, json) => bare.set(prefix + id, json, 'PX', LIFETIME_MS, 'NX'),
+      read: (id) => bare.get(prefix + id),
+      write: (id, json) => bare.set(prefix + id, json, 'PX', LIFETIME_MS),
+    }),
+  });
+}
+
 export async function setupThroughput(env: ThroughputEnv): Promise<ThroughputSetup> {
   const jobs: Job[] = [];
   const notes: string[] = [];
@@ -105,188 +300,11 @@ export async function setupThroughput(env: ThroughputEnv): Promise<ThroughputSet
     for (const closer of closers.reverse()) await Promise.resolve(closer()).catch(() => {});
   };
 
-  if (env.databaseUrl) {
-    const connectionString = env.databaseUrl;
-    const replayTable = `mrtr_bench_tp_${RUN_TAG}`;
-    const bareTable = `mrtr_bench_tpb_${RUN_TAG}`;
-    const taskTable = `mrtr_bench_tpt_${RUN_TAG}`;
-    const bareTaskTable = `mrtr_bench_tptb_${RUN_TAG}`;
-    const pool = new pg.Pool({ connectionString, max: 10 });
-    pool.on('error', () => {});
-    closers.push(async () => {
-      for (const t of [
-        replayTable,
-        `${replayTable}_budget`,
-        `${replayTable}_epoch`,
-        `${replayTable}_keys`,
-        bareTable,
-        `${bareTable}_budget`,
-        `${bareTable}_epoch`,
-        `${bareTable}_keys`,
-        taskTable,
-        `${taskTable}_counts`,
-        bareTaskTable,
-      ])
-        await pool.query(`DROP TABLE IF EXISTS "${t}"`).catch(() => {});
-      await pool.end();
-    });
-    const store = createPostgresStore({
-      connectionString,
-      table: replayTable,
-      namespace: 'bench',
-      outcomeBudgetBytes: 2 ** 40,
-    }) as RecordingStore;
-    await store.ensureSchema();
-    closers.push(() => store.close());
-    const schemaOnly = createPostgresStore({ connectionString, table: bareTable }) as RecordingStore;
-    await schemaOnly.ensureSchema();
-    await schemaOnly.close();
-    let exp = Date.now() + LIFETIME_MS;
-    const prepare = () => {
-      exp = Date.now() + LIFETIME_MS;
-    };
-    for (const step of ['claim', 'claim-record'] as const) {
-      let seq = 0;
-      const tag = `${RUN_TAG}${step === 'claim' ? 'c' : 'r'}`;
-      jobs.push({
-        key: `throughput|pg|${step}|c${THROUGHPUT_RECORD_C}`,
-        concurrency: THROUGHPUT_RECORD_C,
-        batchMs: 400,
-        prepare,
-        op: async () => {
-          const id = tag + (seq++).toString(36);
-          const claimed = await store.claim(id, exp, FP);
-          if (claimed.status !== 'first') throw new Error(`pg: claim → ${claimed.status}`);
-          if (step === 'claim-record' && (await store.record(id, FP, OUTCOME)) !== true) throw new Error('pg: record → false');
-        },
-      });
-    }
-    const claimBatch = bareBatcher(async (ids, exps) => {
-      const result = await pool.query({
-        text:
-          `INSERT INTO "${bareTable}" (ns, id, expires_at, fp) SELECT 'bench', u.id, u.e, '${FP}' ` +
-          'FROM unnest($1::text[], $2::bigint[]) AS u(id, e) ON CONFLICT DO NOTHING RETURNING id',
-        values: [ids, exps],
-      });
-      const won = new Set(result.rows.map((r: { id: string }) => r.id));
-      return ids.map((id) => won.has(id));
-    }, 'microtask');
-    const recordBatch = bareBatcher(async (ids) => {
-      const result = await pool.query({
-        text: `UPDATE "${bareTable}" AS t SET outcome = $2 FROM unnest($1::text[]) AS u(id) WHERE t.ns = 'bench' AND t.id = u.id AND t.outcome IS NULL RETURNING t.id`,
-        values: [ids, OUTCOME],
-      });
-      const done = new Set(result.rows.map((r: { id: string }) => r.id));
-      return ids.map((id) => done.has(id));
-    }, 'microtask');
-    {
-      let seq = 0;
-      jobs.push({
-        key: `throughput|pg|bare-claim-record|c${THROUGHPUT_RECORD_C}`,
-        concurrency: THROUGHPUT_RECORD_C,
-        batchMs: 400,
-        prepare,
-        op: async () => {
-          const id = `${RUN_TAG}b${(seq++).toString(36)}`;
-          if (!(await claimBatch(id, exp))) throw new Error('pg bare: insert lost');
-          if (!(await recordBatch(id, 0))) throw new Error('pg bare: update lost');
-        },
-      });
-    }
+  if (env.databaseUrl) await postgresRows(env.databaseUrl, jobs, closers);
+  else notes.push('DATABASE_URL is not set: PostgreSQL throughput rows skipped.');
 
-    const tasks = createPostgresTaskStore({ connectionString, table: taskTable, namespace: 'bench', ...TASK_LIMITS });
-    await tasks.ensureSchema();
-    closers.push(() => tasks.close());
-    await pool.query(
-      `CREATE TABLE IF NOT EXISTS "${bareTaskTable}" (ns text NOT NULL, task_id text NOT NULL, record text NOT NULL, PRIMARY KEY (ns, task_id))`,
-    );
-    jobs.push({
-      key: `throughput|task|postgres|life|c${THROUGHPUT_TASK_C}`,
-      concurrency: THROUGHPUT_TASK_C,
-      batchMs: 250,
-      op: taskLife(tasks, `${RUN_TAG}l`),
-    });
-    const bareIo = {
-      insert: (id: string, json: string) =>
-        pool.query({
-          name: `tpb-ins-${RUN_TAG}`,
-          text: `INSERT INTO "${bareTaskTable}" (ns, task_id, record) VALUES ('bench', $1, $2)`,
-          values: [id, json],
-        }),
-      read: async (id: string) =>
-        (
-          (
-            await pool.query({
-              name: `tpb-get-${RUN_TAG}`,
-              text: `SELECT record FROM "${bareTaskTable}" WHERE ns = 'bench' AND task_id = $1`,
-              values: [id],
-            })
-          ).rows[0] as { record?: string } | undefined
-        )?.record,
-      write: (id: string, json: string) =>
-        pool.query({
-          name: `tpb-upd-${RUN_TAG}`,
-          text: `UPDATE "${bareTaskTable}" SET record = $2 WHERE ns = 'bench' AND task_id = $1`,
-          values: [id, json],
-        }),
-    };
-    jobs.push({
-      key: `throughput|task|postgres|bare-life|c${THROUGHPUT_TASK_C}`,
-      concurrency: THROUGHPUT_TASK_C,
-      batchMs: 250,
-      op: bareLife(`${RUN_TAG}bl`, bareIo),
-    });
-    {
-      let seq = 0;
-      jobs.push({
-        key: `throughput|task|postgres|create|c${THROUGHPUT_TASK_C}`,
-        concurrency: THROUGHPUT_TASK_C,
-        batchMs: 250,
-        op: async () => {
-          const n = (seq++).toString(36);
-          await tasks.create(taskRecord(`${RUN_TAG}c${n}`, `${RUN_TAG}cp${n}`, Date.now()));
-        },
-      });
-    }
-    {
-      let seq = 0;
-      jobs.push({
-        key: `throughput|task|postgres|bare-create|c${THROUGHPUT_TASK_C}`,
-        concurrency: THROUGHPUT_TASK_C,
-        batchMs: 250,
-        op: async () => {
-          const n = (seq++).toString(36);
-          const id = `${RUN_TAG}bc${n}`;
-          await bareIo.insert(id, JSON.stringify(taskRecord(id, `${RUN_TAG}bcp${n}`, Date.now())));
-        },
-      });
-    }
-  } else notes.push('DATABASE_URL is not set: PostgreSQL throughput rows skipped.');
-
-  if (env.redisUrl) {
-    const tasks = createRedisTaskStore({ url: env.redisUrl, namespace: `mrtr-bench-tp:${RUN_TAG}`, ...TASK_LIMITS });
-    closers.push(() => tasks.close());
-    const bare = new Redis(env.redisUrl, { lazyConnect: true, commandTimeout: 5000, maxRetriesPerRequest: 1 });
-    await bare.connect();
-    closers.push(() => bare.quit());
-    const prefix = `mrtr-bench-tp:${RUN_TAG}:bare:`;
-    jobs.push({
-      key: `throughput|task|redis|life|c${THROUGHPUT_TASK_C}`,
-      concurrency: THROUGHPUT_TASK_C,
-      batchMs: 250,
-      op: taskLife(tasks, `${RUN_TAG}l`),
-    });
-    jobs.push({
-      key: `throughput|task|redis|bare-life|c${THROUGHPUT_TASK_C}`,
-      concurrency: THROUGHPUT_TASK_C,
-      batchMs: 250,
-      op: bareLife(`${RUN_TAG}bl`, {
-        insert: (id, json) => bare.set(prefix + id, json, 'PX', LIFETIME_MS, 'NX'),
-        read: (id) => bare.get(prefix + id),
-        write: (id, json) => bare.set(prefix + id, json, 'PX', LIFETIME_MS),
-      }),
-    });
-  } else notes.push('REDIS_URL is not set: Redis throughput rows skipped.');
+  if (env.redisUrl) await redisRows(env.redisUrl, jobs, closers);
+  else notes.push('REDIS_URL is not set: Redis throughput rows skipped.');
 
   {
     const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-tp-'));
