@@ -54,7 +54,16 @@ export function signedText(sealPrefix: string, claims: StateClaims, encodeJson: 
     throw new TypeError('HmacCodec.seal: claims must be StateClaims');
   }
   // JSON.stringify throws the TypeError for bigint and cycles.
-  const signed = sealPrefix + encodeJson(JSON.stringify(claims));
+  return signedJsonText(sealPrefix, JSON.stringify(claims), encodeJson, maxTokenBytes);
+}
+
+/**
+ * {@link signedText} of claims given as their JSON text (`sealJson`: the caller guarantees it is `JSON.stringify` of
+ * valid claims): the same text, the JSON not written again.
+ */
+export function signedJsonText(sealPrefix: string, json: string, encodeJson: (json: string) => string, maxTokenBytes: number): string {
+  if (typeof json !== 'string') throw new TypeError('HmacCodec.sealJson: json must be a string');
+  const signed = sealPrefix + encodeJson(json);
   if (signed.length + 1 + MAC_CHARS > maxTokenBytes) throw new StateTooLargeError();
   return signed;
 }

@@ -1,4 +1,4 @@
-import type { StateCodec } from '@mrtr/core';
+import type { Awaitable, StateCodec } from '@mrtr/core';
 
 /**
  * The HMAC codec, one type for every build: `seal` and `unseal` answer synchronously on the Node build
@@ -7,4 +7,6 @@ import type { StateCodec } from '@mrtr/core';
 export interface HmacCodec extends StateCodec {
   readonly id: 'hmac';
   readonly confidential: false;
+  /** `seal` of claims given as their JSON text (`JSON.stringify(claims)`): the same token. */
+  sealJson(json: string): Awaitable<string>;
 }

@@ -35,6 +35,13 @@ export function createGuardKeys(keys: KeyRing, first: StateCodec, codecFor: (rin
         maxTokenBytes: first.maxTokenBytes,
         keys,
         seal: (claims: StateClaims) => current().codec.seal(claims),
+        // The codecs of one factory are alike: the one in force seals the JSON itself when the first one could.
+        ...(first.sealJson !== undefined && {
+          sealJson: (json: string) => {
+            const sealer = current().codec;
+            return sealer.sealJson !== undefined ? sealer.sealJson(json) : sealer.seal(JSON.parse(json) as StateClaims);
+          },
+        }),
         unseal: (token: string) => current().codec.unseal(token),
       })
     : first;

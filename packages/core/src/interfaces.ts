@@ -36,6 +36,13 @@ export interface StateCodec {
   readonly keys: KeyRing;
   /** Seals claims with the ring's primary key. */
   seal(claims: StateClaims): Awaitable<string>;
+  /**
+   * Optional: seals claims given as their JSON text, `json` being exactly `JSON.stringify(claims)` of valid
+   * `StateClaims` (the caller's guarantee: the codec does not check it again) — the same token `seal(claims)` makes,
+   * without building the text a second time. Core seals recorded outcomes this way when the codec has it (their JSON is
+   * written once, for the size check, and reused); a codec whose format is not JSON text leaves it out.
+   */
+  sealJson?(json: string): Awaitable<string>;
   /** Checks a token's integrity with any key of the ring and returns its claims (no policy: see the guard's `verify`). */
   unseal(token: string): Awaitable<OpenedToken>;
 }

@@ -28,6 +28,28 @@ export const fingerprint = (sub: string, answers: JsonValue): Awaitable<string> 
   return cryptoProvider.sha256Text(canonical);
 };
 
+const isTime = (v: number): boolean => Number.isSafeInteger(v) && v >= 0;
+
+/**
+ * `JSON.stringify` of an outcome's claims — `{ v, iat, exp, jti, aud, sub, req, flow, data: { f, o } }`, members in
+ * that order — with the outcome's JSON (`outcomeJson`, already written for the size check) put in as it is: the same
+ * text, so the same token, as sealing the claims object (the outcomes sealed before read the same), its outcome
+ * written once. The state's claims were checked when it was opened; `iat` is checked by the caller.
+ */
+const claimsJson = (claims: StateClaims, iat: number, aud: string, fp: string, outcomeJson: string): string => {
+  const head = JSON.stringify({
+    v: CLAIMS_VERSION,
+    iat,
+    exp: claims.exp,
+    jti: claims.jti,
+    aud,
+    sub: claims.sub,
+    req: claims.req,
+    flow: claims.flow,
+  });
+  return `${head.slice(0, -1)},"data":{"f":${JSON.stringify(fp)},"o":${outcomeJson}}}`;
+};
+
 const UNSEALABLE: Sealed = Object.freeze({ token: '', dropped: 'unsealable' });
 const TOO_LARGE: Sealed = Object.freeze({ token: '', dropped: 'too_large' });
 
@@ -75,20 +97,22 @@ export function createOutcomeSeal({ store, codec, audience, now, budget }: Outco
     }
     if (typeof json !== 'string') return UNSEALABLE;
     if (json.length > 4 * limit) return TOO_LARGE;
-    const sealed: StateClaims = {
-      v: CLAIMS_VERSION,
-      iat: now(),
-      exp: claims.exp,
-      jti: claims.jti,
-      aud: outcomeAudience,
-      sub: claims.sub,
-      req: claims.req,
-      flow: claims.flow,
-      data: { f: fp, o: outcome },
-    };
+    const iat = now();
     let token: string;
     try {
-      token = await codec.seal(sealed);
+      token = await (codec.sealJson !== undefined && isTime(iat)
+        ? codec.sealJson(claimsJson(claims, iat, outcomeAudience, fp, json))
+        : codec.seal({
+            v: CLAIMS_VERSION,
+            iat,
+            exp: claims.exp,
+            jti: claims.jti,
+            aud: outcomeAudience,
+            sub: claims.sub,
+            req: claims.req,
+            flow: claims.flow,
+            data: { f: fp, o: outcome },
+          } satisfies StateClaims));
     } catch (error) {
       return MrtrError.is(error) && error.code === 'ERR_STATE_TOO_LARGE' ? TOO_LARGE : UNSEALABLE;
     }

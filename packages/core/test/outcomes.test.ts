@@ -8,6 +8,7 @@ import {
   type MrtrErrorCode,
   type OutcomeDroppedEvent,
   type ReplayStore,
+  type StateClaims,
   type StateGuardOptions,
   createStateGuard,
   generateKey,
@@ -243,6 +244,93 @@ describe('guard.admit: one run per state, the first answer for an identical retr
 
 // Issue 31: what safe retry may cost is bounded — bytes per principal, nothing sealed that will not be kept,
 // waiting retries, and no answer oracle under a shared principal.
+describe('sealing an outcome', () => {
+  /** testCodec with `sealJson` (seal of the parsed text: the same token when the text is the claims' JSON), counted. */
+  const jsonCodec = (calls: { seal: number; sealJson: number }) => (keys: KeyRing) => {
+    const inner = testCodec(keys);
+    return {
+      ...inner,
+      seal: (claims: StateClaims) => {
+        calls.seal++;
+        return inner.seal(claims);
+      },
+      sealJson: (json: string) => {
+        calls.sealJson++;
+        return inner.seal(JSON.parse(json) as StateClaims);
+      },
+    };
+  };
+  const outcome = { r: { content: [{ type: 'text', text: 'deleted ✓ "quoted" \u2028' }], structuredContent: { n: [1, 2.5, null] } } };
+
+  it('with a codec that seals JSON, the outcome is written once and sealed from its JSON, to the token its claims seal to', async () => {
+    const calls = { seal: 0, sealJson: 0 };
+    const { guard, store, keys } = setup({ codec: jsonCodec(calls) });
+    const token = await guard.mint(null, req());
+    expect(calls).toEqual({ seal: 1, sealJson: 0 });
+    const first = await guard.admit(token, req(), yes);
+    if (first.replay) throw new Error('first must run');
+    expect(await first.record(outcome)).toBe(true);
+    // The mint sealed claims; the outcome went through sealJson alone.
+    expect(calls).toEqual({ seal: 1, sealJson: 1 });
+    const sealed = [...store.held.values()].find((e) => e.outcome !== undefined)!.outcome!;
+    // The same token as sealing the claims object member by member (how outcomes were sealed before: those in a store
+    // at upgrade time read the same).
+    const { claims } = await testCodec(keys).unseal(sealed);
+    const data = claims.data as { f: string; o: unknown };
+    const asObject = {
+      v: claims.v,
+      iat: claims.iat,
+      exp: claims.exp,
+      jti: claims.jti,
+      aud: claims.aud,
+      sub: claims.sub,
+      req: claims.req,
+      flow: claims.flow,
+      data: { f: data.f, o: outcome },
+    };
+    expect(sealed).toBe(testCodec(keys).seal(asObject));
+    expect(claims.aud).toBe('aud-1#outcome');
+    // An identical retry gets it.
+    expect(await guard.admit(token, req(), yes)).toMatchObject({ replay: true, outcome });
+  });
+
+  it('an outcome sealed from the claims object (a codec without sealJson, or before it) is read by a guard whose codec has it', async () => {
+    const calls = { seal: 0, sealJson: 0 };
+    const { guard, store, make } = setup({ retryWaitMs: 0 });
+    const token = await guard.mint(null, req());
+    const first = await guard.admit(token, req(), yes);
+    if (first.replay) throw new Error('first must run');
+    expect(await first.record(outcome)).toBe(true);
+    expect(await make({ codec: jsonCodec(calls) }).admit(token, req(), yes)).toMatchObject({ replay: true, outcome });
+    expect(store.calls.record).toBe(1);
+  });
+
+  it('on a refreshing ring the outcome is sealed from its JSON by the key in force, and read back', async () => {
+    const calls = { seal: 0, sealJson: 0 };
+    const clock = fakeClock();
+    const provider = await KeyProvider.create({
+      load: () => [
+        { kid: 'k1', secret: generateKey() },
+        { kid: 'k2', secret: generateKey(), notBefore: clock.now() + 1_000 },
+      ],
+      refreshMs: 0,
+      now: clock.now,
+    });
+    const store = recordingStore(clock.now);
+    const guard = createStateGuard({ codec: jsonCodec(calls), keys: provider.keys, store, audience: 'aud-1', now: clock.now });
+    clock.advance(1_000); // k2 seals from now on
+    const token = await guard.mint(null, req());
+    const first = await guard.admit(token, req(), yes);
+    if (first.replay) throw new Error('first must run');
+    expect(await first.record(outcome)).toBe(true);
+    expect(calls.sealJson).toBe(1);
+    const sealed = [...store.held.values()].find((e) => e.outcome !== undefined)!.outcome!;
+    expect(sealed.startsWith('k2.')).toBe(true);
+    expect(await guard.admit(token, req(), yes)).toMatchObject({ replay: true, outcome });
+    provider.close();
+  });
+});
+
 describe('guard.admit: bounded bytes, bounded waiting, no oracle', () => {
   /** Runs one round for `principal` and records an outcome of about `bytes` characters: whether it was kept. */
   const round = async (guard: ReturnType<typeof setup>['guard'], principal: string, bytes: number, tag = principal) => {

@@ -31,10 +31,9 @@ export function createCodec(keys: KeyRing, options: format.HmacCodecOptions | un
   const sealPrefix = format.sealPrefixFor(sealKid);
   const base64urlOfJson = (json: string): string => Buffer.from(json, 'utf8').toString('base64url');
 
-  const seal = (claims: StateClaims): string => {
-    const signed = format.signedText(sealPrefix, claims, base64urlOfJson, maxTokenBytes);
-    return `${signed}.${createHmac('sha256', sealKey).update(signed, 'latin1').digest('base64url')}`;
-  };
+  const sign = (signed: string): string => `${signed}.${createHmac('sha256', sealKey).update(signed, 'latin1').digest('base64url')}`;
+  const seal = (claims: StateClaims): string => sign(format.signedText(sealPrefix, claims, base64urlOfJson, maxTokenBytes));
+  const sealJson = (json: string): string => sign(format.signedJsonText(sealPrefix, json, base64urlOfJson, maxTokenBytes));
 
   const unseal = (token: string): OpenedToken => {
     // 1–2. Type, size cap, format, strict base64url.
@@ -49,7 +48,7 @@ export function createCodec(keys: KeyRing, options: format.HmacCodecOptions | un
     return { claims: format.parseClaimsJson(bodyText(body)), kid };
   };
 
-  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal });
+  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, sealJson, unseal });
 }
 
 /** What `createHmacCodec` returns on this build. */

@@ -62,13 +62,14 @@ export function createCodec(keys: KeyRing, options: format.HmacCodecOptions | un
   // TextEncoder writes U+FFFD for a lone surrogate, as Buffer does on the Node build.
   const base64urlOfJson = (json: string): string => base64urlEncode(utf8Encode(json));
 
-  const seal = async (claims: StateClaims): Promise<string> => {
-    const signed = format.signedText(sealPrefix, claims, base64urlOfJson, maxTokenBytes);
+  const sign = async (signed: string): Promise<string> => {
     const key = await macKeyFor(sealKid);
     // The signed text is ASCII (prefix alphabet + base64url), so its UTF-8 bytes are its latin1 bytes.
     const mac = new Uint8Array(await subtle().sign('HMAC', key, utf8Encode(signed)));
     return `${signed}.${base64urlEncode(mac)}`;
   };
+  const seal = async (claims: StateClaims): Promise<string> => sign(format.signedText(sealPrefix, claims, base64urlOfJson, maxTokenBytes));
+  const sealJson = async (json: string): Promise<string> => sign(format.signedJsonText(sealPrefix, json, base64urlOfJson, maxTokenBytes));
 
   const unseal = async (token: string): Promise<OpenedToken> => {
     // 1–2. Type, size cap, format, strict base64url — before anything else, and before any await.
@@ -83,7 +84,7 @@ export function createCodec(keys: KeyRing, options: format.HmacCodecOptions | un
     return { claims: format.parseClaimsJson(utf8Text.decode(body)), kid };
   };
 
-  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, unseal });
+  return Object.freeze({ id: 'hmac' as const, confidential: false as const, maxTokenBytes, keys, seal, sealJson, unseal });
 }
 
 /** What `createHmacCodec` returns on this build. */
