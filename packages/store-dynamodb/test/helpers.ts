@@ -58,11 +58,16 @@ export async function startLossyProxy(
   let only: ((target: string, body: string) => boolean) | undefined;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
+    // A client that gives up (an SDK timeout or retry on a loaded machine) resets its socket: that is the client's
+    // business, not a failure of the test (an 'error' without a listener would be thrown out of the test process).
+    req.on('error', () => {});
+    res.on('error', () => {});
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const forward = request(
         { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers },
         (answer) => {
+          answer.on('error', () => req.socket.destroy());
           const body: Buffer[] = [];
           answer.on('data', (chunk: Buffer) => body.push(chunk));
           answer.on('end', () => {
