@@ -5,7 +5,7 @@ import { eventProperties } from './codec/events.js';
 import { hostileInputProperties } from './codec/hostile-input.js';
 import { keyProperties } from './codec/keys.js';
 import { linearityProperties } from './codec/linearity.js';
-import { roundTripProperties } from './codec/round-trip.js';
+import { roundTripProperties, sealJsonProperties } from './codec/round-trip.js';
 import { tamperingProperties } from './codec/tampering.js';
 import type { TestFn } from './types.js';
 
@@ -43,6 +43,7 @@ export function codecCompliance(it: TestFn, factory: CodecFactory, options: Code
     factoryWithCap: options.factoryWithCap,
   });
   roundTripProperties(suite);
+  sealJsonProperties(suite);
   keyProperties(suite);
   tamperingProperties(suite);
   hostileInputProperties(suite);
