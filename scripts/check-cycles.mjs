@@ -3,21 +3,12 @@
 // imports included (a circle of types still ties the files into one unit). Relative imports only: packages depend on
 // each other in one direction by construction. Circles still being untied are listed in
 // scripts/check-cycles.known.json (the files of each, sorted); a new circle, or a listed one that gained a file, fails.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { knownList, ROOT, sources, srcRoots } from './shape-lib.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const KNOWN = JSON.parse(readFileSync(path.join(ROOT, 'scripts/check-cycles.known.json'), 'utf8')).known;
-
-function* sources(dir) {
-  for (const name of readdirSync(dir)) {
-    const full = path.join(dir, name);
-    if (statSync(full).isDirectory()) yield* sources(full);
-    else if (/\.tsx?$/.test(name) && !name.endsWith('.d.ts')) yield full;
-  }
-}
+const KNOWN = knownList('check-cycles');
 
 /** The relative imports and re-exports of `file` (type-only ones too), resolved to files. */
 function importsOf(file) {
@@ -70,15 +61,11 @@ function circles(files) {
 
 const problems = [];
 const matched = new Set();
-for (const top of ['packages', 'apps']) {
-  for (const name of readdirSync(path.join(ROOT, top))) {
-    const src = path.join(ROOT, top, name, 'src');
-    if (!statSync(src, { throwIfNoEntry: false })?.isDirectory()) continue;
-    for (const circle of circles([...sources(src)])) {
-      const known = KNOWN.find((k) => circle.every((f) => k.includes(f)));
-      if (known === undefined) problems.push(`import circle: ${circle.join(' → ')}`);
-      else matched.add(known);
-    }
+for (const src of srcRoots()) {
+  for (const circle of circles([...sources(src)])) {
+    const known = KNOWN.find((k) => circle.every((f) => k.includes(f)));
+    if (known === undefined) problems.push(`import circle: ${circle.join(' → ')}`);
+    else matched.add(known);
   }
 }
 for (const known of KNOWN)

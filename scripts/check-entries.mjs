@@ -5,12 +5,11 @@
 // they may shrink, never grow, and a new one over 40 fails. `--report` prints every entry's count.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { knownList, ROOT } from './shape-lib.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const LIMIT = 40;
-const KNOWN = JSON.parse(readFileSync(path.join(ROOT, 'scripts/check-entries.known.json'), 'utf8')).known;
+const KNOWN = knownList('check-entries');
 
 /** The declaration file a subpath's import condition points at (publishConfig.exports: the published face). */
 const typesOf = (target) => (typeof target === 'string' ? undefined : (target.types ?? Object.values(target).map(typesOf).find(Boolean)));

@@ -5,30 +5,17 @@
 // first; exit 1 when there is one. The giants still being split are listed in scripts/check-size.known.json with the
 // size they had when listed: they may shrink, never grow, and a new one fails. `--report N` lists every function
 // over N lines without failing.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { knownList, ROOT, sources, srcRoots } from './shape-lib.mjs';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const LIMIT = 150;
 const LIMITS = { 'packages/test-suite/src/': 80 };
-const KNOWN = JSON.parse(readFileSync(path.join(ROOT, 'scripts/check-size.known.json'), 'utf8')).known;
+const KNOWN = knownList('check-size');
 const reportAt = process.argv.includes('--report') ? Number(process.argv[process.argv.indexOf('--report') + 1]) : undefined;
 
-function* sources(dir) {
-  for (const name of readdirSync(dir)) {
-    const full = path.join(dir, name);
-    if (statSync(full).isDirectory()) yield* sources(full);
-    else if (/\.(ts|tsx|mts)$/.test(name) && !name.endsWith('.d.ts')) yield full;
-  }
-}
-
-const roots = ['packages', 'apps'].flatMap((top) =>
-  readdirSync(path.join(ROOT, top))
-    .map((name) => path.join(ROOT, top, name, 'src'))
-    .filter((dir) => statSync(dir, { throwIfNoEntry: false })?.isDirectory()),
-);
+const roots = srcRoots();
 
 const found = [];
 for (const root of roots) {
