@@ -318,3 +318,10 @@ export async function wireError(promise: Promise<unknown>): Promise<ProtocolErro
   expect(error).toBeInstanceOf(ProtocolError);
   return error as ProtocolError;
 }
+
+/** A view of `store` whose lease renewals fail: the instance holding it is cut off from the store, its leases lapse. */
+export const cutOff = (store: ReplayStore): ReplayStore =>
+  new Proxy(store, {
+    get: (target, property) =>
+      property === 'renew' ? () => Promise.reject(new Error('partitioned')) : Reflect.get(target, property, target),
+  });

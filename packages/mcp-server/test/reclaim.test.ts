@@ -2,7 +2,7 @@ import { type KeyRing, KeyRing as Ring, type ReplayStore } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
-import { callTool, connect, type Fixture, fakeClock, fixture, wireError } from './harness.js';
+import { callTool, connect, type Fixture, fakeClock, fixture, wireError, cutOff } from './harness.js';
 
 // A round whose instance dies between its effect and its record: the identical retry is told "outcome unknown"
 // (at-most-once), unless the tool opts in to at-least-once (`reclaim: true`), which runs it again with the next fence.
@@ -27,13 +27,6 @@ function instance(keys: KeyRing, store: ReplayStore, now: () => number, reclaim:
   };
   return f;
 }
-
-/** A view of `store` whose lease renewals fail: the instance holding it is cut off, its leases lapse. */
-const cutOff = (store: ReplayStore): ReplayStore =>
-  new Proxy(store, {
-    get: (target, property) =>
-      property === 'renew' ? () => Promise.reject(new Error('partitioned')) : Reflect.get(target, property, target),
-  });
 
 async function strandedRound(reclaim: boolean): Promise<{ retry: Promise<Record<string, unknown>>; runs: number[] }> {
   const clock = fakeClock();

@@ -1,11 +1,11 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Client } from '@modelcontextprotocol/client';
-import { KeyRing, type ReplayStore } from '@mrtr/core';
+import { KeyRing } from '@mrtr/core';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import * as z from 'zod/v4';
 import { IDEMPOTENCY_KEY_META } from '../src/index.js';
-import { callTool, connect, type Fixture, fakeClock, fixture, type Setup, wireLog } from './harness.js';
+import { callTool, connect, type Fixture, fakeClock, fixture, type Setup, wireLog, cutOff } from './harness.js';
 
 // docs/operating.md "On the wire, from a real run" shows what a client receives in each case a host must handle. Each
 // block there is the JSON-RPC message this test captures from a real server (the official SDK's handler in process,
@@ -77,13 +77,6 @@ function docServer(setup: Setup) {
 
 const round = (r: Json, inputResponses: Json) => ({ requestState: r.requestState as string, inputResponses });
 const keyed = (key: string) => ({ _meta: { [IDEMPOTENCY_KEY_META]: key } }) as never;
-
-/** A view of `store` whose lease renewals fail: its instance is cut off, and its leases lapse. */
-const cutOff = (store: ReplayStore): ReplayStore =>
-  new Proxy(store, {
-    get: (target, property) =>
-      property === 'renew' ? () => Promise.reject(new Error('partitioned')) : Reflect.get(target, property, target),
-  });
 
 /** Every case the doc shows, captured in order from real servers. */
 async function capture(): Promise<Record<string, Json>> {
