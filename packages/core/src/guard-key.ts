@@ -1,4 +1,5 @@
 import { cryptoProvider } from '#crypto';
+import { type Awaitable, andThen } from './crypto/awaitable.js';
 import { CLAIMS_VERSION, type StateClaims } from './claims.js';
 import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from './errors.js';
 import { bindingIn, type Scope } from './guard-scope.js';
@@ -6,6 +7,7 @@ import type { OpenedState } from './guard-types.js';
 import { canonicalJson, utf8Encode } from './json.js';
 import type { MintDeps } from './guard-mint.js';
 import type { LedgerEpoch } from './ledger-epoch.js';
+import type { Principal } from './principal.js';
 
 /** Characters of an idempotency key: 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} of printable ASCII (no space). */
 export const IDEMPOTENCY_KEY_PATTERN: RegExp = /^[\x21-\x7e]{1,255}$/;
@@ -46,36 +48,48 @@ export function keyTtlMs(label: string, ttlMs: unknown, max: number): number {
  * (principal, tool, key) names one ledger entry; it lives `ttlMs`; the claim fingerprints the arguments' digest.
  * Each keyed call counts as a mint against the principal's mint quota (retries too: bounded before the store is asked).
  */
-export function createKeyState(deps: KeyStateDeps): (scope: Scope, key: string, ttlMs: number | undefined) => Promise<KeyState> {
+export function createKeyState(deps: KeyStateDeps): (scope: Scope, key: string, ttlMs: number | undefined) => Awaitable<KeyState> {
   const { keys, audience, quota, now, principalTag, whoIn, holderTag, ledgerEpoch } = deps;
-  return async (scope, key, ttlMs) => {
+  // Each step runs now when its inputs are plain values (Node's crypto, a known epoch, remembered tags): a keyed call
+  // awaits nothing of its own before the store, as a round does not.
+  const build = (scope: Scope, key: string, lifetime: number, principal: Principal): Awaitable<KeyState> => {
+    const kid = keys.current().ring.primaryKid;
+    return andThen(principalTag(kid, principal), (sub) =>
+      andThen(bindingIn(scope), (req) =>
+        andThen(holderTag(principal), (holder) => {
+          const t = now();
+          if (quota !== undefined && !quota.take(holder, t)) throw new QuotaExceededError();
+          const subkey = keys.current().ring.subkey(kid, KEY_PURPOSE);
+          if (subkey === undefined) throw new MrtrError('ERR_KEY_UNKNOWN');
+          return andThen(subkey, (k) =>
+            andThen(cryptoProvider.hmacSha256(k, utf8Encode(canonicalJson([sub, req.m, req.t, key]))), (mac) => {
+              const jti = cryptoProvider.base64urlEncode(mac.subarray(0, 16));
+              const exp = t + lifetime;
+              const claims: StateClaims = {
+                v: CLAIMS_VERSION,
+                iat: t,
+                exp,
+                jti,
+                aud: audience,
+                sub,
+                req,
+                flow: { id: jti, round: 1, deadline: exp },
+                data: null,
+              };
+              const le = ledgerEpoch.value;
+              if (le !== undefined) claims.le = le;
+              return { state: { claims, data: null, flow: claims.flow, kid }, holder, answers: req.d };
+            }),
+          );
+        }),
+      ),
+    );
+  };
+  return (scope, key, ttlMs) => {
     if (!isIdempotencyKey(key)) throw new TypeError('GuardRequest.claimKey: key must be 1-255 characters of printable ASCII');
     const lifetime = keyTtlMs('GuardRequest.claimKey', ttlMs, deps.ttlMs);
     const principal = whoIn(scope);
-    await ledgerEpoch.ready();
-    const kid = keys.current().ring.primaryKid;
-    const [sub, req, holder] = await Promise.all([principalTag(kid, principal), bindingIn(scope), holderTag(principal)]);
-    const t = now();
-    if (quota !== undefined && !quota.take(holder, t)) throw new QuotaExceededError();
-    const subkey = await keys.current().ring.subkey(kid, KEY_PURPOSE);
-    if (subkey === undefined) throw new MrtrError('ERR_KEY_UNKNOWN');
-    const mac = await cryptoProvider.hmacSha256(subkey, utf8Encode(canonicalJson([sub, req.m, req.t, key])));
-    const jti = cryptoProvider.base64urlEncode(mac.subarray(0, 16));
-    const exp = t + lifetime;
-    const claims: StateClaims = {
-      v: CLAIMS_VERSION,
-      iat: t,
-      exp,
-      jti,
-      aud: audience,
-      sub,
-      req,
-      flow: { id: jti, round: 1, deadline: exp },
-      data: null,
-    };
-    const le = ledgerEpoch.value;
-    if (le !== undefined) claims.le = le;
-    return { state: { claims, data: null, flow: claims.flow, kid }, holder, answers: req.d };
+    return andThen(ledgerEpoch.ready(), () => build(scope, key, lifetime, principal));
   };
 }
 

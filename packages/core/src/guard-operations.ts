@@ -1,4 +1,5 @@
 import type { FlowClaims } from './claims.js';
+import type { Awaitable } from './crypto/awaitable.js';
 import { MrtrError, type MrtrErrorCode } from './errors.js';
 import type { EventSink, GuardEvent } from './events.js';
 import type { Verify } from './guard-checks.js';
@@ -34,7 +35,7 @@ export interface OperationDeps {
   readonly mintNow: Mint;
   readonly singleUse: SingleUse;
   /** The state a keyed call is claimed under. */
-  readonly keyState: (scope: Scope, key: string, ttlMs: number | undefined) => Promise<KeyState>;
+  readonly keyState: (scope: Scope, key: string, ttlMs: number | undefined) => Awaitable<KeyState>;
   /** The principal's tag for this instance's bounds (the outcome budget, waiting retries) of a verified state. */
   readonly holderOf: (state: OpenedState) => string;
   readonly store: ReplayStore | undefined;

@@ -59,30 +59,53 @@ export function createRetrier(now: () => number): (key: string, call: () => Prom
   };
 }
 
+/** A claim's lease while its round runs. */
+interface HeldLease {
+  readonly renew: () => Promise<boolean>;
+  readonly deadline: number;
+  renewing: boolean;
+}
+
 /**
- * Keeps a claim's lease alive while its round runs: `renew` every third of `leaseMs` until `stop()`, until the store
- * says the owner no longer holds the claim, or until `deadline` (epoch ms, by `now`). A failed renewal is tried again
- * at the next beat (the lease has two more beats before it lapses). The timer never keeps the process alive.
+ * Keeps claims' leases alive while their rounds run: every held lease is renewed at each beat (a third of `leaseMs`)
+ * until `stop()`, until the store says the owner no longer holds the claim, or until its `deadline` (epoch ms, by
+ * `now`). A lease is renewed at most one beat after it was taken and at most one beat after its last renewal, as
+ * with a timer of its own; a failed renewal is tried again at the next beat (the lease has two more beats before it
+ * lapses), and a renewal still in flight skips the beat. One timer for all the leases of a guard, not one per round:
+ * it runs while leases are held (and once more after the last is stopped, instead of being cleared and set again
+ * for every round), and never keeps the process alive.
  */
-export function keepLease(renew: () => Promise<boolean>, leaseMs: number, deadline: number, now: () => number): { stop(): void } {
+export function createLeaseKeeper(
+  leaseMs: number,
+  now: () => number,
+): (renew: () => Promise<boolean>, deadline: number) => { stop(): void } {
+  const beatMs = Math.max(1, Math.floor(leaseMs / 3));
+  const held = new Set<HeldLease>();
   let timer: ReturnType<typeof setTimeout> | undefined;
-  let stopped = false;
+  const renewOne = async (lease: HeldLease): Promise<void> => {
+    lease.renewing = true;
+    const still = await lease.renew().catch(() => true);
+    lease.renewing = false;
+    if (!still) held.delete(lease);
+  };
   const beat = (): void => {
-    timer = setTimeout(
-      async () => {
-        if (stopped || now() >= deadline) return;
-        const held = await renew().catch(() => true);
-        if (held && !stopped) beat();
-      },
-      Math.max(1, Math.floor(leaseMs / 3)),
-    );
+    timer = undefined;
+    const t = now();
+    for (const lease of held) {
+      if (t >= lease.deadline) held.delete(lease);
+      else if (!lease.renewing) void renewOne(lease);
+    }
+    schedule();
+  };
+  const schedule = (): void => {
+    if (timer !== undefined || held.size === 0) return;
+    timer = setTimeout(beat, beatMs);
     (timer as { unref?: () => void }).unref?.();
   };
-  beat();
-  return {
-    stop() {
-      stopped = true;
-      clearTimeout(timer);
-    },
+  return (renew, deadline) => {
+    const lease: HeldLease = { renew, deadline, renewing: false };
+    held.add(lease);
+    schedule();
+    return { stop: () => void held.delete(lease) };
   };
 }

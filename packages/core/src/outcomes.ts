@@ -3,7 +3,7 @@ import { MrtrError, OutcomeUnknownError, RoundInProgressError, StateReplayedErro
 import type { OutcomeDropReason } from './events.js';
 import type { AdmitOptions, OpenedState } from './guard-types.js';
 import type { ClaimResult, ReplayStore, SpendOptions, StateCodec, StoreCapabilities } from './interfaces.js';
-import { createOwners, createRetrier, keepLease } from './outcome-lease.js';
+import { createLeaseKeeper, createOwners, createRetrier } from './outcome-lease.js';
 import { createOutcomeSeal, fingerprint } from './outcome-seal.js';
 import {
   createPoller,
@@ -158,7 +158,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
   /** Rounds this instance admitted and has not recorded yet: key → what they recorded, once they did. */
   const inflight = new Map<string, Promise<Settled>>();
   const stalled = new StalledRounds();
-  const nextOwner = createOwners();
+  const [nextOwner, keepLease] = [createOwners(), createLeaseKeeper(leaseMs, now)];
   const retry = createRetrier(now);
   /** Gives back a claim this instance took and will not run (its reply was lost, or a poll took it), until it lands. */
   const giveBack = (id: string, owner: string, expiresAtMs: number): void => {
@@ -221,7 +221,7 @@ function createRecording(deps: OutcomeDeps, store: ReplayStore): Claim {
   ): Admission<S> => {
     let settle!: (settled: Settled) => void;
     inflight.set(key, new Promise<Settled>((resolve) => (settle = resolve)));
-    const lease = owner === undefined ? undefined : keepLease(() => store.renew!(id, owner, leaseMs), leaseMs, expiresAtMs, now);
+    const lease = owner === undefined ? undefined : keepLease(() => store.renew!(id, owner, leaseMs), expiresAtMs);
     let done = false;
     let landing: Promise<void> | undefined;
     const record = async (outcome: JsonValue): Promise<boolean> => {
