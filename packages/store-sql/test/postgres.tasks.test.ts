@@ -189,23 +189,37 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
       const principalOf = (prefix: string, k: number, shards: number): string => {
         for (let i = 0; ; i++) if (principalShard(`${prefix}${i}`, shards) === k) return `${prefix}${i}`;
       };
-      const waitingOnLock = async (): Promise<void> => {
-        for (let i = 0; i < 1000; i++) {
-          const waiting = await admin.query(
-            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%' || $1 || '%'",
-            [`${table}_x`],
-          );
-          if (waiting.rows[0].n > 0) return;
-          await new Promise((resolve) => setTimeout(resolve, 20));
-        }
-        throw new Error('gave up waiting for the create to wait for its row');
+      /** Sessions of this test's table waiting on a lock (a row's or an advisory lock), as the server sees them. */
+      const lockWaiters = async (): Promise<number> => {
+        const waiting = await admin.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%' || $1 || '%'",
+          [`${table}_x`],
+        );
+        return waiting.rows[0].n;
       };
-      const within = <T>(promise: Promise<T>, what: string): Promise<T> => {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const limit = new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`${what} did not finish within 20000 ms (blocked)`)), 20_000);
-        });
-        return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+      /** Resolves once at least `n` sessions wait on a lock (polls the server; never judges by time), or when `stop()`. */
+      const waitingOnLock = (n: number): { seen: Promise<boolean>; stop(): void } => {
+        let stopped = false;
+        const seen = (async () => {
+          while (!stopped) {
+            if ((await lockWaiters()) >= n) return true;
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          return false;
+        })();
+        return { seen, stop: () => void (stopped = true) };
+      };
+      /**
+       * Whether `promise` settles without waiting on a lock: it races a watch of pg_stat_activity for one more
+       * session waiting on a lock than the `already` waiting before it started (an event, not a time window).
+       */
+      const withoutWaiting = async <T>(promise: Promise<T>, already: number): Promise<'finished' | 'waited on a lock'> => {
+        const watch = waitingOnLock(already + 1);
+        try {
+          return await Promise.race([promise.then(() => 'finished' as const), watch.seen.then(() => 'waited on a lock' as const)]);
+        } finally {
+          watch.stop();
+        }
       };
 
       it('a create waits only for creates of its own count shard: while one holds shard 0 (waiting for a row), a create of shard 1 goes through', async () => {
@@ -225,11 +239,11 @@ describe.skipIf(skipPostgres)('PostgreSQL task store', () => {
           await holder.query('BEGIN');
           await holder.query(`SELECT 1 FROM "${table}_x" WHERE ns = $1 AND task_id = $2 FOR UPDATE`, [namespace, first.taskId]);
           const blocked = rejection(store.create({ ...first }));
-          await waitingOnLock();
+          expect(await waitingOnLock(1).seen).toBe(true);
           // Before shards every create of the namespace took one lock: this one waited behind the blocked create.
-          await within(store.create(task(principalOf('one', 1, shards))), 'a create of another shard');
+          expect(await withoutWaiting(store.create(task(principalOf('one', 1, shards))), 1)).toBe('finished');
           await holder.query('ROLLBACK');
-          const refused = await within(blocked, 'the blocked create');
+          const refused = await blocked;
           expect(String((refused as Error).message)).toMatch(/already exists/);
         } finally {
           await holder.end();
