@@ -1,8 +1,11 @@
 // `mrtr doctor` on the stores of serverless deployments: Upstash (through the repo's REST shim in front of REDIS_URL),
-// DynamoDB (dynalite, in memory, no service to skip for) and the Durable Object store (not reachable from a shell).
+// DynamoDB (dynalite, in memory, no service to skip for) and the Durable Object store (through its Worker's doctor route).
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { DynamoDBClient, ScanCommand } from '@aws-sdk/client-dynamodb';
+import type { ReplayStore } from '@mrtr/core';
+import { createDoctorRoute } from '@mrtr/store-cloudflare';
 import { createTable } from '@mrtr/store-dynamodb';
 import dynalite from 'dynalite';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -188,17 +191,80 @@ describe('mrtr doctor on DynamoDB (dynalite)', () => {
   });
 });
 
-describe('mrtr doctor --store cloudflare', () => {
-  it.each([
-    [['--store', 'cloudflare'], {}],
-    [['--store', 'memory,cloudflare'], {}],
-    [[], { MRTR_STORE: 'cloudflare' }],
-  ])('%j %j: a usage error saying the Durable Object is checked inside its Worker', async (args, env) => {
-    const r = await runCli(['doctor', ...args], { env: { MRTR_KEYS: KEYS, ...env } });
-    expect(r.code).toBe(2);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(
-      /^mrtr: --store cloudflare: the cloudflare store \(a Durable Object\) exists only inside its Worker, so the CLI cannot open it\. .*guard\.checkKeys\(\) and guard\.checkClock\(\).*"mrtr doctor --store none" checks MRTR_KEYS and the codecs/,
+/**
+ * A Worker's doctor route (`createDoctorRoute` of @mrtr/store-cloudflare) served by Node over a store that keeps ids
+ * in a Set, with a clock `skewMs` off this host's. The same route over the real Durable Objects runs in workerd
+ * (store-cloudflare's compliance.test.ts); here it is the CLI's side that is tested.
+ */
+async function doctorRoute(token: string, skewMs = 0): Promise<{ url: string; close(): Promise<void> }> {
+  const seen = new Set<string>();
+  const store: ReplayStore = {
+    capabilities: { shared: true, keyExchange: false, clock: true, leases: false, epoch: true },
+    consume: async (id) => !seen.has(id) && seen.add(id) !== undefined,
+    time: async () => Date.now() + skewMs,
+    ledgerEpoch: async () => Date.now() - 3_600_000,
+    close: async () => {},
+  };
+  const route = createDoctorRoute({ store, token });
+  const server = createHttpServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const headers = Object.entries(req.headers).map(([k, v]) => [k, String(v)] as [string, string]);
+    const method = req.method ?? 'GET';
+    const init: RequestInit = method === 'POST' ? { method, headers, body: Buffer.concat(chunks) } : { method, headers };
+    const response = await route(new Request(`http://127.0.0.1${req.url}`, init));
+    res.writeHead(response.status, { 'content-type': 'application/json' });
+    res.end(await response.text());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/.well-known/mrtr-doctor`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+describe("mrtr doctor --store cloudflare (through the Worker's doctor route)", () => {
+  const TOKEN = 'cli-test-doctor-token-0123456789abcdef';
+  let route: { url: string; close(): Promise<void> } | undefined;
+  let skewed: { url: string; close(): Promise<void> } | undefined;
+  beforeAll(async () => {
+    route = await doctorRoute(TOKEN);
+    skewed = await doctorRoute(TOKEN, 120_000);
+  });
+  afterAll(async () => {
+    await route?.close();
+    await skewed?.close();
+  });
+
+  it("consume, the objects' clock and the ledger epoch: ok; MRTR_DOCTOR_URL selects it by default; the token is never printed", async () => {
+    const r = await runCli(['doctor', '--codec', 'hmac'], {
+      env: { MRTR_KEYS: KEYS, MRTR_DOCTOR_URL: route!.url, MRTR_DOCTOR_TOKEN: TOKEN },
+    });
+    expect(r.code).toBe(0);
+    expect(lines(r.stdout).slice(2)).toEqual([
+      expect.stringMatching(
+        /^ok {4}cloudflare +consume of a throwaway id: first accepted, replay refused \(.+ for both\) through http:\/\/127\.0\.0\.1:\d+\/\.well-known\/mrtr-doctor$/,
+      ),
+      expect.stringMatching(/^ok {4}cloudflare clock +/),
+      expect.stringMatching(/^ok {4}cloudflare epoch +the ledger of namespace .+ began 1 ?h/),
+      '5 ok, 0 warn, 0 fail',
+    ]);
+    expect(r.stdout + r.stderr).not.toContain(TOKEN);
+  });
+
+  it("a wrong token, a clock off by 2 min, or no URL: the store's line fails and says why", async () => {
+    const wrong = await runCli(['doctor', '--codec', 'hmac', '--store', 'cloudflare'], {
+      env: { MRTR_KEYS: KEYS, MRTR_DOCTOR_URL: route!.url, MRTR_DOCTOR_TOKEN: `${TOKEN}-old` },
+    });
+    expect(wrong.code).toBe(1);
+    expect(wrong.stdout).toMatch(
+      /^fail {2}cloudflare +.*answered 401: unauthorized \(MRTR_DOCTOR_TOKEN is not the token the Worker was given\)$/m,
     );
+    const off = await runCli(['doctor', '--codec', 'hmac', '--store', 'cloudflare'], {
+      env: { MRTR_KEYS: KEYS, MRTR_DOCTOR_URL: skewed!.url, MRTR_DOCTOR_TOKEN: TOKEN },
+    });
+    expect(off.code).toBe(1);
+    expect(off.stdout).toMatch(/^fail {2}cloudflare clock +/m);
+    const none = await runCli(['doctor', '--codec', 'hmac', '--store', 'cloudflare'], { env: { MRTR_KEYS: KEYS } });
+    expect(none.code).toBe(1);
+    expect(none.stdout).toMatch(/^fail {2}cloudflare +MRTR_DOCTOR_URL is not set: the URL of the Worker's doctor route/m);
   });
 });

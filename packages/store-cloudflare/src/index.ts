@@ -11,6 +11,7 @@ export type {
   SqlCursorLike,
   SqlStorageLike,
 } from './binding.js';
+export { createDoctorRoute, DOCTOR_PATH, type DoctorRouteOptions, MIN_DOCTOR_TOKEN_CHARS } from './doctor.js';
 export { type FromSetting, perIsolate } from './env.js';
 export { MrtrStoreObject } from './object.js';
 export { createDurableObjectStore, type DurableObjectReplayStore, type DurableObjectStoreOptions } from './replay.js';

@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleWorker, findWorkerd, fixture, freePort, REQUIRE_SERVICES, startWorkerd, type Workerd, workDir } from './workerd/harness.js';
-import { registerTests } from './workerd/tests.js';
+import { DOCTOR_TOKEN, registerTests } from './workerd/tests.js';
 
 const names: string[] = [];
 registerTests(
@@ -69,6 +69,31 @@ if ('problem' in found) {
       const listed = (await (await fetch(`${base}/tests`)).json()) as string[];
       expect(listed).toEqual(names);
       expect(names.length).toBeGreaterThan(40);
+    });
+
+    it("the doctor route answers the doctor's probes with the real objects' answers, and nothing without the token", async () => {
+      const ask = (body: unknown, token = DOCTOR_TOKEN) =>
+        fetch(`${base}/doctor`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
+      const value = async (body: unknown) => {
+        const response = await ask(body);
+        expect(response.status).toBe(200);
+        return ((await response.json()) as { value: unknown }).value;
+      };
+      const time = (await value({ op: 'time' })) as number;
+      expect(Number.isSafeInteger(time)).toBe(true);
+      const id = `doctor-${'A'.repeat(21)}${Date.now() % 10}`;
+      expect(await value({ op: 'consume', id, expiresAtMs: time + 60_000 })).toBe(true);
+      expect(await value({ op: 'consume', id, expiresAtMs: time + 60_000 })).toBe(false);
+      const epoch = (await value({ op: 'ledgerEpoch' })) as number;
+      expect(epoch).toBeGreaterThan(0);
+      expect(epoch).toBeLessThanOrEqual((await value({ op: 'time' })) as number);
+      const refused = await ask({ op: 'consume', id: `doctor-${'B'.repeat(22)}`, expiresAtMs: time + 60_000 }, `${DOCTOR_TOKEN}x`);
+      expect(refused.status).toBe(401);
+      expect((await ask({ op: 'consume', id: 'a-state-id', expiresAtMs: time + 60_000 })).status).toBe(400);
     });
 
     for (const name of names) {

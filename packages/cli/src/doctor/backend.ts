@@ -10,6 +10,9 @@ export interface Settings {
   readonly upstashUrl: string | undefined;
   readonly upstashToken: string | undefined;
   readonly dynamoTable: string | undefined;
+  /** The Worker's doctor route (`MRTR_DOCTOR_URL`) and its bearer token (`MRTR_DOCTOR_TOKEN`), for the cloudflare store. */
+  readonly doctorUrl: string | undefined;
+  readonly doctorToken: string | undefined;
   /** The SQL replay table (`--table`). */
   readonly table: string;
   /** The SQL task table (`--tasks-table`). */
@@ -78,8 +81,6 @@ export interface Backend {
   readonly packages: readonly string[];
   /** Checked by default (no `--store`, no `MRTR_STORE`) when this says the server's environment names it. */
   readonly byDefault?: (s: Settings) => boolean;
-  /** Set: the CLI cannot reach this store at all; `--store NAME` is a usage error with this text. */
-  readonly outsideCli?: string;
   /** Why the store cannot be opened from this environment (a missing URL or file): the store's line fails with it. */
   readonly unconfigured?: (s: Settings) => string | undefined;
   /** Where the store is, for a failed line (a redacted URL, a file). */

@@ -1,6 +1,7 @@
 // The table of backends: one entry per store `mrtr doctor --store NAME` knows. Adding a store is adding an entry here
 // (and its file, when it has lines of its own); the probes over them are written once, in probes.ts.
 import type { Backend } from './backend.js';
+import { cloudflare } from './cloudflare.js';
 import { dynamodb } from './dynamodb.js';
 import { redis } from './redis.js';
 import { postgres, sqlite } from './sql.js';
@@ -26,18 +27,6 @@ const memory: Backend = {
       close: () => store.close(),
     };
   },
-};
-
-/**
- * A Durable Object exists only inside its Worker: its namespace binding is not reachable from a shell, and
- * `@mrtr/store-cloudflare` offers no route to reach it from outside. The CLI says so instead of pretending.
- */
-const cloudflare: Backend = {
-  packages: ['@mrtr/store-cloudflare'],
-  outsideCli:
-    'the cloudflare store (a Durable Object) exists only inside its Worker, so the CLI cannot open it. Check it where it runs: at the start of the Worker, await guard.checkKeys() and guard.checkClock() (createMrtr(...).guard), and run @mrtr/test-suite against it in workerd; here, "mrtr doctor --store none" checks MRTR_KEYS and the codecs',
-  place: () => 'Durable Object',
-  open: () => Promise.reject(new Error('not reachable from the CLI')),
 };
 
 /** Every store, in the order `doctor` checks them by default (the environment's, when no `--store` is given). */

@@ -42,28 +42,31 @@ line per check with ok, warn or fail:
   dynamodb table
                 the table exists, partition key pk (string) and no sort key (fails otherwise), the heavy index
                 (hv, hk) the task store uses (warns without it), its TTL
-  STORE epoch   the ledger epoch of the probes' namespace and how long ago it began (upstash, dynamodb)
+  STORE epoch   the ledger epoch of the probes' namespace and how long ago it began (upstash, dynamodb, cloudflare)
   STORE tasks   the task store on the same backend: a probe task (its own namespace, a random principal, a
                 10 s ttl) created, read back, completed and read back, then removed
   task schema   the task table's columns, primary key (ns, task_id) and indexes (PostgreSQL and SQLite)
 
 Upstash's eviction policy and persistence cannot be read over REST: check in its console that eviction is off.
-A cloudflare store (a Durable Object) exists only inside its Worker: --store cloudflare is a usage error that
-says how to check it there (guard.checkKeys() and guard.checkClock() at the Worker's start).
+A cloudflare store (a Durable Object) exists only inside its Worker: the doctor checks it through the Worker's
+doctor route (createDoctorRoute of @mrtr/store-cloudflare) at MRTR_DOCTOR_URL, with MRTR_DOCTOR_TOKEN: the
+consume, the Durable Objects' clock and the ledger epoch, each the store's own answer (no task probe).
 
 Environment: MRTR_KEYS (required), REDIS_URL, DATABASE_URL, MRTR_SQLITE_FILE, UPSTASH_REDIS_REST_URL and
 UPSTASH_REDIS_REST_TOKEN (or KV_REST_API_URL and KV_REST_API_TOKEN), MRTR_DYNAMODB_TABLE with the AWS SDK's
-(AWS_REGION, credentials, AWS_ENDPOINT_URL_DYNAMODB), MRTR_CODEC, MRTR_STORE.
+(AWS_REGION, credentials, AWS_ENDPOINT_URL_DYNAMODB), MRTR_DOCTOR_URL and MRTR_DOCTOR_TOKEN, MRTR_CODEC, MRTR_STORE.
 The stores' packages are optional: redis needs @mrtr/store-redis and ioredis, postgres @mrtr/store-sql
 and pg, sqlite @mrtr/store-sql and better-sqlite3, upstash @mrtr/store-upstash and @upstash/redis,
-dynamodb @mrtr/store-dynamodb and @aws-sdk/client-dynamodb, installed next to @mrtr/cli.
+dynamodb @mrtr/store-dynamodb and @aws-sdk/client-dynamodb, installed next to @mrtr/cli; cloudflare needs
+MRTR_DOCTOR_URL and MRTR_DOCTOR_TOKEN (and nothing installed here).
 
 Options:
   --codec NAME    hmac, jwe, aead or all (default: MRTR_CODEC, else all)
   --store NAME    memory, redis, postgres, sqlite, upstash, dynamodb, cloudflare or none; repeatable as a comma
                   list (default: MRTR_STORE, else each store whose setting is in the environment: redis for
                   REDIS_URL, postgres for DATABASE_URL, sqlite for MRTR_SQLITE_FILE, upstash for
-                  UPSTASH_REDIS_REST_URL, dynamodb for MRTR_DYNAMODB_TABLE; else memory)
+                  UPSTASH_REDIS_REST_URL, dynamodb for MRTR_DYNAMODB_TABLE, cloudflare for MRTR_DOCTOR_URL;
+                  else memory)
   --table NAME    the SQL store's table (default mrtr_replay)
   --tasks-table NAME  the SQL task store's table (default mrtr_tasks)
   --sqlite-file PATH  the SQLite store's database file (default: MRTR_SQLITE_FILE)
@@ -99,6 +102,8 @@ function settingsOf(env: NodeJS.ProcessEnv, values: Record<string, unknown>): Se
     upstashUrl: nonEmpty(env.UPSTASH_REDIS_REST_URL) ?? nonEmpty(env.KV_REST_API_URL),
     upstashToken: nonEmpty(env.UPSTASH_REDIS_REST_TOKEN) ?? nonEmpty(env.KV_REST_API_TOKEN),
     dynamoTable,
+    doctorUrl: nonEmpty(env.MRTR_DOCTOR_URL),
+    doctorToken: nonEmpty(env.MRTR_DOCTOR_TOKEN),
     table: identifier('--table', values.table, 'mrtr_replay'),
     tasksTable: identifier('--tasks-table', values['tasks-table'], 'mrtr_tasks'),
     skewMs: intValue('skew-ms', values['skew-ms'] as string | undefined, DEFAULT_SKEW_MS, 0, 600_000),
@@ -117,8 +122,6 @@ function storesOf(text: string | undefined, s: Settings): StoreName[] {
   for (const n of names) {
     if (!(STORES as readonly string[]).includes(n))
       throw new UsageError(`--store (or MRTR_STORE): unknown store "${n}" (${STORES.join(', ')} or none)`);
-    const outside = (BACKENDS[n as StoreName] as { outsideCli?: string }).outsideCli;
-    if (outside !== undefined) throw new UsageError(`--store ${n}: ${outside}`);
   }
   return [...new Set(names as StoreName[])];
 }

@@ -1,8 +1,8 @@
 // The test Worker: runs one registered test per request (`POST /run?name=…`) and answers its result as JSON;
 // `GET /tests` lists them. Bundled by the Node test and served by workerd with the real Durable Object.
 import type { DurableObjectStateLike, SqlStorageLike } from '../../src/index.js';
-import { MrtrStoreObject as RealStoreObject } from '../../src/index.js';
-import { clock, registerTests, type TestEnv } from './tests.js';
+import { createDoctorRoute, createDurableObjectStore, MrtrStoreObject as RealStoreObject } from '../../src/index.js';
+import { clock, DOCTOR_TOKEN, registerTests, type TestEnv } from './tests.js';
 
 /**
  * The store's object on the tests' clock (the same isolate as the test Worker). `POST /test/lose-epoch` deletes the
@@ -57,6 +57,11 @@ export default {
   async fetch(request: Request, env: TestEnv): Promise<Response> {
     current = env;
     const url = new URL(request.url);
+    // The doctor route over the real objects, as a Worker mounts it (what `mrtr doctor --store cloudflare` calls).
+    if (url.pathname === '/doctor')
+      return createDoctorRoute({ store: createDurableObjectStore({ objects: env.STORE, namespace: 'doctor' }), token: DOCTOR_TOKEN })(
+        request,
+      );
     if (url.pathname === '/tests') return Response.json([...tests.keys()]);
     if (url.pathname !== '/run') return new Response('ok');
     const name = url.searchParams.get('name') ?? '';

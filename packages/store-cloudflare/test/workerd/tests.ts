@@ -11,6 +11,9 @@ import { createDurableObjectStore, createDurableObjectTaskStore } from '../../sr
 import { loseShard, registerEpochTests } from './epoch-tests.js';
 import { registerLeaseTests } from './lease-tests.js';
 
+/** The doctor route's token in these tests (a Worker reads it from a secret). */
+export const DOCTOR_TOKEN = 'workerd-doctor-token-0123456789abcdef';
+
 export interface TestEnv {
   /** The namespace of MrtrStoreObject (SQLite-backed). */
   STORE: DurableObjectNamespaceLike;
