@@ -1,3 +1,4 @@
+import type { TaskRecord, TaskStore } from '@mrtr/core';
 import { ok, refusesUnknownOption } from '../assert.js';
 import { uniqueId } from '../store/context.js';
 import { rejectsType, same, type TaskStoreSuite } from './context.js';
@@ -16,6 +17,15 @@ export function recordsGroup(s: TaskStoreSuite): void {
     concurrentUpdatesLoseNone,
   ])
     register(s);
+}
+
+/** A store holding one new unfinished task of a principal of its own, closed afterwards. */
+function withTask(s: TaskStoreSuite, fn: (store: TaskStore, task: TaskRecord) => Promise<void>): Promise<void> {
+  return s.withStore(async (store) => {
+    const task = s.record(uniqueId('alice'));
+    await store.create(task);
+    await fn(store, task);
+  });
 }
 
 function refusesAnUnknownOption(s: TaskStoreSuite): void {
@@ -76,11 +86,8 @@ function everyFieldRoundTrips(s: TaskStoreSuite): void {
 }
 
 function getAndUpdateAnswerCopies(s: TaskStoreSuite): void {
-  const { record, withStore } = s;
   s.test('get and update answer copies: changing them changes nothing stored', async () => {
-    await withStore(async (store) => {
-      const task = record(uniqueId('alice'));
-      await store.create(task);
+    await withTask(s, async (store, task) => {
       task.askedKeys.push('mutated-after-create');
       const read = await store.get(task.taskId);
       ok(read !== undefined && read.askedKeys.length === 0, 'create must keep a copy');
@@ -99,13 +106,10 @@ function getAndUpdateAnswerCopies(s: TaskStoreSuite): void {
 }
 
 function updateAppliesTheChange(s: TaskStoreSuite): void {
-  const { record, withStore } = s;
   s.test(
     'update applies the change and answers the new record; undefined from change leaves it; an unknown id is undefined without calling change',
     async () => {
-      await withStore(async (store) => {
-        const task = record(uniqueId('alice'));
-        await store.create(task);
+      await withTask(s, async (store, task) => {
         const next = await store.update(task.taskId, (r) => ({
           ...r,
           status: 'input_required',
@@ -128,11 +132,8 @@ function updateAppliesTheChange(s: TaskStoreSuite): void {
 }
 
 function aChangeMayNotMoveATask(s: TaskStoreSuite): void {
-  const { record, withStore } = s;
   s.test('a change may not move a task (taskId, principal, createdAt) nor revive a final one: TypeError, record unchanged', async () => {
-    await withStore(async (store) => {
-      const task = record(uniqueId('alice'));
-      await store.create(task);
+    await withTask(s, async (store, task) => {
       await rejectsType(() => store.update(task.taskId, (r) => ({ ...r, taskId: uniqueId('other') })), 'changing taskId');
       await rejectsType(() => store.update(task.taskId, (r) => ({ ...r, principal: 'mallory' })), 'changing principal');
       await rejectsType(() => store.update(task.taskId, (r) => ({ ...r, createdAt: r.createdAt - 1 })), 'changing createdAt');
@@ -145,11 +146,8 @@ function aChangeMayNotMoveATask(s: TaskStoreSuite): void {
 }
 
 function createRefusesAnIdAlreadyPresent(s: TaskStoreSuite): void {
-  const { record, withStore } = s;
   s.test('create refuses an id already present and keeps the first record', async () => {
-    await withStore(async (store) => {
-      const task = record(uniqueId('alice'));
-      await store.create(task);
+    await withTask(s, async (store, task) => {
       let refused = false;
       try {
         await store.create({ ...task, principal: uniqueId('mallory'), statusMessage: 'second' });
@@ -163,11 +161,8 @@ function createRefusesAnIdAlreadyPresent(s: TaskStoreSuite): void {
 }
 
 function concurrentUpdatesLoseNone(s: TaskStoreSuite): void {
-  const { record, withStore } = s;
   s.test('24 concurrent updates of one task lose none', async () => {
-    await withStore(async (store) => {
-      const task = record(uniqueId('alice'));
-      await store.create(task);
+    await withTask(s, async (store, task) => {
       await Promise.all(
         Array.from({ length: 24 }, (_, i) => store.update(task.taskId, (r) => ({ ...r, askedKeys: [...r.askedKeys, `k${i}`] }))),
       );
