@@ -245,18 +245,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
       const table = `mrtr_bench_e2e_${RUN_TAG}`;
       const store = pg.value({ connectionString: env.databaseUrl, table, namespace: 'e2e', ...OUTCOME_BUDGET });
       await store.ensureSchema();
-      closers.push(async () => {
-        const { default: pgModule } = await import('pg');
-        const client = new pgModule.Client({ connectionString: env.databaseUrl });
-        try {
-          await client.connect();
-          await client.query(`DROP TABLE IF EXISTS "${table}"`);
-        } catch {
-          // best effort: the table is named after this run
-        } finally {
-          await client.end().catch(() => {});
-        }
-      });
+      closers.push(() => dropTable(env.databaseUrl, table));
       closers.push(() => store.close());
       await add(
         {
@@ -273,6 +262,20 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
     }
   }
   return { rows, skipped, notes, close: async () => closeAll(closers) };
+}
+
+/** Drops a table of this run, best effort (its name is the run's own). */
+export async function dropTable(connectionString: string | undefined, table: string): Promise<void> {
+  const { default: pgModule } = await import('pg');
+  const client = new pgModule.Client({ connectionString });
+  try {
+    await client.connect();
+    await client.query(`DROP TABLE IF EXISTS "${table}"`);
+  } catch {
+    // best effort: the table is named after this run
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
 
 export async function closeAll(closers: (() => Promise<unknown> | unknown)[]): Promise<void> {

@@ -19,6 +19,7 @@ import {
   type CreateMrtr,
   closeAll,
   connectClient,
+  dropTable,
   E2E_CONCURRENCY,
   flow,
   mrtrServer,
@@ -27,7 +28,7 @@ import {
 } from './e2e.js';
 import { makeGuardArgs, makeGuardData } from './guard.js';
 import type { Job } from './harness.js';
-import { loadFunction } from './load.js';
+import { type Loaded, loadFunction } from './load.js';
 import { type Backend, getMemoryIds, MEMORY_ID_COUNT } from './stores.js';
 
 /**
@@ -218,20 +219,24 @@ export interface OutcomeEnv {
 
 /** Stores with outcome recording, one per backend, their guards, and the e2e clients with recording on and off. */
 export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
-  const skipped: SkippedRow[] = [];
-  const notes: string[] = [];
-  const closers: (() => Promise<unknown> | unknown)[] = [];
-  const stores: OutcomeStoreRow[] = [];
-  const e2e: OutcomeE2eRow[] = [];
+  const closers: Closer[] = [];
   const outcome = makeOutcome();
   const data = makeGuardData('400');
   const request: RequestContext = { method: 'tools/call', target: 'delete_files', arguments: makeGuardArgs('100'), principal: PRINCIPAL };
-  const setup: OutcomeSetup = { stores, e2e, skipped, notes, outcome, request, data, close: async () => closeAll(closers) };
-
+  const setup: OutcomeSetup = {
+    stores: [],
+    e2e: [],
+    skipped: [],
+    notes: [],
+    outcome,
+    request,
+    data,
+    close: async () => closeAll(closers),
+  };
   const hmac = await loadFunction<CodecFactory>('@mrtr/codec-hmac', 'createHmacCodec');
   const memory = await loadFunction<MemoryFactory>('@mrtr/store-memory', 'createMemoryStore');
   if (!hmac.ok || !memory.ok) {
-    skipped.push({
+    setup.skipped.push({
       id: 'outcomes',
       label: 'outcome recording rows',
       reason: hmac.ok ? (memory as { reason: string }).reason : hmac.reason,
@@ -239,159 +244,180 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
     return setup;
   }
   const keys = new KeyRing([{ kid: 'k1', secret: new Uint8Array(randomBytes(32)) }]);
+  const pgFactory = given(env.databaseUrl) ? await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore') : undefined;
+  const build: OutcomeBuild = { setup, closers, env, memory: memory.value, pgFactory, hmac: hmac.value, keys };
+  for (const add of OUTCOME_BACKENDS) await add(build);
+  if (env.e2e !== false) await e2eOutcomeRows(build);
+  return setup;
+}
+
+type Closer = () => Promise<unknown> | unknown;
+
+/** What the backends of {@link setupOutcomes} build on and add to. */
+interface OutcomeBuild {
+  setup: OutcomeSetup;
+  closers: Closer[];
+  env: OutcomeEnv;
+  memory: MemoryFactory;
+  /** The PostgreSQL store's factory; undefined without `DATABASE_URL`. */
+  pgFactory: Loaded<PostgresFactory> | undefined;
+  hmac: CodecFactory;
+  keys: KeyRing;
+}
+
+const given = (url: string | undefined): url is string => url !== undefined && url !== '';
+
+/** The store rows' backends, in the order of their rows. */
+const OUTCOME_BACKENDS: readonly ((build: OutcomeBuild) => Promise<void>)[] = [
+  memoryOutcomeRows,
+  redisOutcomeRows,
+  postgresOutcomeRows,
+  sqliteOutcomeRows,
+];
+
+/** Adds the store row of `get` (the current store), with its two guards. */
+function addStoreRow(build: OutcomeBuild, backend: Backend, label: string, get: () => RecordingStore, prepare?: () => Promise<void>): void {
   const guardOn = (store: ReplayStore): StateGuard =>
     createStateGuard({
-      keys,
-      codec: hmac.value,
+      keys: build.keys,
+      codec: build.hmac,
       store,
       audience: AUDIENCE,
       ttlMs: LIFETIME_MS,
       flowTtlMs: LIFETIME_MS,
       ...UNBOUNDED_PRINCIPAL,
     });
-  const add = (backend: Backend, label: string, get: () => RecordingStore, prepare?: () => Promise<void>): void => {
-    stores.push({
-      backend,
-      label,
-      store: get,
-      guard: guardOn(freshIds(get)),
-      plainGuard: guardOn(forward(get)),
-      ...(prepare === undefined ? {} : { prepare }),
-    });
-  };
+  build.setup.stores.push({
+    backend,
+    label,
+    store: get,
+    guard: guardOn(freshIds(get)),
+    plainGuard: guardOn(forward(get)),
+    ...(prepare === undefined ? {} : { prepare }),
+  });
+}
 
-  // --- memory: a fresh store every round ------------------------------------------------------------
-  {
-    const make = (): RecordingStore =>
-      memory.value({ maxEntries: MEMORY_MAX_ENTRIES, outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES, namespace: 'bench-outcomes' });
-    let store = make();
-    closers.push(() => store.close());
-    add(
-      'memory',
-      `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, no outcome cap, fresh store per round)`,
-      () => store,
-      async () => {
-        await store.close();
-        store = make();
-      },
-    );
+/** Memory: a fresh store every round. */
+async function memoryOutcomeRows(build: OutcomeBuild): Promise<void> {
+  const make = (): RecordingStore =>
+    build.memory({ maxEntries: MEMORY_MAX_ENTRIES, outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES, namespace: 'bench-outcomes' });
+  let store = make();
+  build.closers.push(() => store.close());
+  addStoreRow(
+    build,
+    'memory',
+    `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, no outcome cap, fresh store per round)`,
+    () => store,
+    async () => {
+      await store.close();
+      store = make();
+    },
+  );
+}
+
+async function redisOutcomeRows(build: OutcomeBuild): Promise<void> {
+  const { env, setup } = build;
+  if (!given(env.redisUrl)) {
+    setup.notes.push('REDIS_URL is not set: Redis outcome rows skipped.');
+    return;
   }
-
-  // --- Redis -------------------------------------------------------------------------------------------
-  if (env.redisUrl === undefined || env.redisUrl === '') {
-    notes.push('REDIS_URL is not set: Redis outcome rows skipped.');
-  } else {
-    const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
-    if (redis.ok) {
-      const store = redis.value({
-        url: env.redisUrl,
-        namespace: `mrtr-bench-outcomes:${RUN_TAG}`,
-        outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
-      });
-      closers.push(() => store.close());
-      add('redis', '@mrtr/store-redis (from URL, batching on; claim and record are one script call each)', () => store);
-    } else {
-      skipped.push({ id: 'redis', label: '@mrtr/store-redis', reason: redis.reason });
-    }
+  const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
+  if (!redis.ok) {
+    setup.skipped.push({ id: 'redis', label: '@mrtr/store-redis', reason: redis.reason });
+    return;
   }
+  const store = redis.value({
+    url: env.redisUrl,
+    namespace: `mrtr-bench-outcomes:${RUN_TAG}`,
+    outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
+  });
+  build.closers.push(() => store.close());
+  addStoreRow(build, 'redis', '@mrtr/store-redis (from URL, batching on; claim and record are one script call each)', () => store);
+}
 
-  // --- PostgreSQL ----------------------------------------------------------------------------------------
-  const pgFactory =
-    env.databaseUrl === undefined || env.databaseUrl === ''
-      ? undefined
-      : await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
-  const dropTable = async (table: string): Promise<void> => {
-    const { default: pgModule } = await import('pg');
-    const client = new pgModule.Client({ connectionString: env.databaseUrl });
-    try {
-      await client.connect();
-      await client.query(`DROP TABLE IF EXISTS "${table}"`);
-    } catch {
-      // best effort: the table is named after this run
-    } finally {
-      await client.end().catch(() => {});
-    }
-  };
+/** A PostgreSQL store on a table of this run, dropped after the store closed. */
+async function postgresOn(build: OutcomeBuild, create: PostgresFactory, options: Parameters<PostgresFactory>[0]): Promise<RecordingStore> {
+  const { connectionString, table } = options;
+  const store = create(options);
+  build.closers.push(() => dropTable(connectionString, table!));
+  build.closers.push(() => store.close());
+  await store.ensureSchema();
+  return store;
+}
+
+async function postgresOutcomeRows(build: OutcomeBuild): Promise<void> {
+  const { env, setup, pgFactory } = build;
   if (pgFactory === undefined) {
-    notes.push('DATABASE_URL is not set: PostgreSQL outcome rows skipped.');
+    setup.notes.push('DATABASE_URL is not set: PostgreSQL outcome rows skipped.');
   } else if (!pgFactory.ok) {
-    skipped.push({ id: 'postgres', label: '@mrtr/store-sql (postgres)', reason: pgFactory.reason });
+    setup.skipped.push({ id: 'postgres', label: '@mrtr/store-sql (postgres)', reason: pgFactory.reason });
   } else {
-    const table = `mrtr_bench_outc_${RUN_TAG}`;
-    const store = pgFactory.value({
+    const store = await postgresOn(build, pgFactory.value, {
       connectionString: env.databaseUrl!,
-      table,
+      table: `mrtr_bench_outc_${RUN_TAG}`,
       namespace: 'bench',
       outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
     });
-    closers.push(() => dropTable(table));
-    closers.push(() => store.close());
-    await store.ensureSchema();
-    add('postgres', '@mrtr/store-sql createPostgresStore (from URL, default pool of 10, group commit for consume)', () => store);
-  }
-
-  // --- SQLite ----------------------------------------------------------------------------------------------
-  if (env.sqlite !== false) {
-    const sqlite = await loadFunction<SqliteFactory>('@mrtr/store-sql', 'createSqliteStore');
-    if (sqlite.ok) {
-      const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-outcomes-'));
-      closers.push(() => rmSync(dir, { recursive: true, force: true }));
-      const store = sqlite.value({
-        filename: path.join(dir, 'store.db'),
-        namespace: 'bench',
-        outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES,
-      });
-      closers.push(() => store.close());
-      await store.ensureSchema();
-      add('sqlite', '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL, group commit for consume)', () => store);
-    } else {
-      skipped.push({ id: 'sqlite', label: '@mrtr/store-sql (sqlite)', reason: sqlite.reason });
-    }
-  }
-
-  // --- End to end: rows c, f and g of e2e.ts, recordOutcomes true and false ----------------------------------------
-  if (env.e2e === false) return setup;
-  const adapter = await loadFunction<CreateMrtr>('@mrtr/mcp-server', 'createMrtr');
-  if (!adapter.ok) {
-    skipped.push({ id: 'e2e', label: '@mrtr/mcp-server outcome rows', reason: adapter.reason });
-    return setup;
-  }
-  const addE2e = async (
-    store: OutcomeE2eRow['store'],
-    label: string,
-    get: () => RecordingStore,
-    prepare?: () => Promise<void>,
-  ): Promise<void> => {
-    for (const recordOutcomes of [false, true]) {
-      const calls = { consume: 0, claim: 0, record: 0, lastOutcomeChars: 0 };
-      const client = await connectClient(mrtrServer(adapter.value, hmac.value, counting(get, calls), keys, recordOutcomes));
-      closers.push(() => client.close());
-      e2e.push({
-        id: `${store}-${recordOutcomes ? 'on' : 'off'}`,
-        store,
-        recordOutcomes,
-        label: `${label}, recordOutcomes: ${String(recordOutcomes)}`,
-        client,
-        calls,
-        ...(prepare === undefined ? {} : { prepare }),
-      });
-    }
-  };
-  {
-    const make = (): RecordingStore => memory.value({ maxEntries: 4_000_000, namespace: 'e2e-outcomes' });
-    let store = make();
-    closers.push(() => store.close());
-    await addE2e(
-      'memory',
-      'c: mrtr @mrtr/codec-hmac + @mrtr/store-memory',
+    addStoreRow(
+      build,
+      'postgres',
+      '@mrtr/store-sql createPostgresStore (from URL, default pool of 10, group commit for consume)',
       () => store,
-      async () => {
-        await store.close();
-        store = make();
-      },
     );
   }
-  if (env.redisUrl !== undefined && env.redisUrl !== '') {
+}
+
+async function sqliteOutcomeRows(build: OutcomeBuild): Promise<void> {
+  if (build.env.sqlite === false) return;
+  const sqlite = await loadFunction<SqliteFactory>('@mrtr/store-sql', 'createSqliteStore');
+  if (!sqlite.ok) {
+    build.setup.skipped.push({ id: 'sqlite', label: '@mrtr/store-sql (sqlite)', reason: sqlite.reason });
+    return;
+  }
+  const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-outcomes-'));
+  build.closers.push(() => rmSync(dir, { recursive: true, force: true }));
+  const store = sqlite.value({ filename: path.join(dir, 'store.db'), namespace: 'bench', outcomeBudgetBytes: MEMORY_OUTCOME_BUDGET_BYTES });
+  build.closers.push(() => store.close());
+  await store.ensureSchema();
+  addStoreRow(
+    build,
+    'sqlite',
+    '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL, group commit for consume)',
+    () => store,
+  );
+}
+
+/** End to end: rows c, f and g of e2e.ts, recordOutcomes true and false. */
+async function e2eOutcomeRows(build: OutcomeBuild): Promise<void> {
+  const { env, setup, closers, pgFactory } = build;
+  const adapter = await loadFunction<CreateMrtr>('@mrtr/mcp-server', 'createMrtr');
+  if (!adapter.ok) {
+    setup.skipped.push({ id: 'e2e', label: '@mrtr/mcp-server outcome rows', reason: adapter.reason });
+    return;
+  }
+  const addE2e = async (store: OutcomeE2eRow['store'], label: string, get: () => RecordingStore, prepare?: () => Promise<void>) => {
+    for (const recordOutcomes of [false, true]) {
+      const calls = { consume: 0, claim: 0, record: 0, lastOutcomeChars: 0 };
+      const client = await connectClient(mrtrServer(adapter.value, build.hmac, counting(get, calls), build.keys, recordOutcomes));
+      closers.push(() => client.close());
+      const id = `${store}-${recordOutcomes ? 'on' : 'off'}`;
+      const row = { id, store, recordOutcomes, label: `${label}, recordOutcomes: ${String(recordOutcomes)}`, client, calls };
+      setup.e2e.push({ ...row, ...(prepare === undefined ? {} : { prepare }) });
+    }
+  };
+  const make = (): RecordingStore => build.memory({ maxEntries: 4_000_000, namespace: 'e2e-outcomes' });
+  let store = make();
+  closers.push(() => store.close());
+  await addE2e(
+    'memory',
+    'c: mrtr @mrtr/codec-hmac + @mrtr/store-memory',
+    () => store,
+    async () => {
+      await store.close();
+      store = make();
+    },
+  );
+  if (given(env.redisUrl)) {
     const redis = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
     if (redis.ok) {
       const store = redis.value({ url: env.redisUrl, namespace: `mrtr-bench-outcomes-e2e:${RUN_TAG}` });
@@ -400,14 +426,10 @@ export async function setupOutcomes(env: OutcomeEnv): Promise<OutcomeSetup> {
     }
   }
   if (pgFactory?.ok === true) {
-    const table = `mrtr_bench_oe2e_${RUN_TAG}`;
-    const store = pgFactory.value({ connectionString: env.databaseUrl!, table, namespace: 'e2e' });
-    closers.push(() => dropTable(table));
-    closers.push(() => store.close());
-    await store.ensureSchema();
+    const options = { connectionString: env.databaseUrl!, table: `mrtr_bench_oe2e_${RUN_TAG}`, namespace: 'e2e' };
+    const store = await postgresOn(build, pgFactory.value, options);
     await addE2e('postgres', 'g: mrtr @mrtr/codec-hmac + @mrtr/store-sql (PostgreSQL)', () => store);
   }
-  return setup;
 }
 
 export interface OutcomeCheckReport {

@@ -116,229 +116,27 @@ export interface StoreEnv {
   sqlite?: boolean;
 }
 
+type Closer = () => Promise<unknown> | unknown;
+
+/** What the backends of {@link setupStores} add to: their rows, the rows they skip, notes, and what to close at the end. */
+interface StoreBuild {
+  rows: StoreRow[];
+  skipped: SkippedRow[];
+  notes: string[];
+  closers: Closer[];
+}
+
+/** The backends of {@link setupStores}, in the order of their rows: each adds its bare twins and its store's row. */
+const BACKENDS: readonly ((build: StoreBuild, env: StoreEnv) => Promise<void>)[] = [memoryRows, redisRows, postgresRows, sqliteRows];
+
 /**
  * Builds every store row plus its bare-client twin. Redis and PostgreSQL rows need `REDIS_URL` /
  * `DATABASE_URL`; without them they are skipped with a note.
  */
 export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
-  const rows: StoreRow[] = [];
-  const skipped: SkippedRow[] = [];
-  const notes: string[] = [];
-  const closers: (() => Promise<unknown> | unknown)[] = [];
-
-  // --- memory ------------------------------------------------------------------------------
-  {
-    const bareMap = new Map<string, number>();
-    rows.push({
-      id: 'memory-bare',
-      label: 'bare Map get+set (same semantics, no bound, no sweep)',
-      backend: 'memory',
-      kind: 'bare',
-      prepare: () => bareMap.clear(),
-      consume(id, expiresAtMs) {
-        const held = bareMap.get(id);
-        if (held !== undefined && held >= Date.now()) return Promise.resolve(false);
-        bareMap.set(id, expiresAtMs);
-        return Promise.resolve(true);
-      },
-    });
-    const loaded = await loadFunction<MemoryFactory>('@mrtr/store-memory', 'createMemoryStore');
-    if (loaded.ok) {
-      let store = loaded.value({ maxEntries: MEMORY_MAX_ENTRIES, namespace: 'bench' });
-      rows.push({
-        id: 'memory',
-        label: `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, fresh store per round)`,
-        backend: 'memory',
-        kind: 'mrtr',
-        async prepare() {
-          await store.close();
-          store = loaded.value({ maxEntries: MEMORY_MAX_ENTRIES, namespace: 'bench' });
-        },
-        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
-      });
-      closers.push(() => store.close());
-    } else {
-      skipped.push({ id: 'memory', label: '@mrtr/store-memory', reason: loaded.reason });
-    }
-  }
-
-  // --- Redis ---------------------------------------------------------------------------------
-  if (env.redisUrl === undefined || env.redisUrl === '') {
-    notes.push('REDIS_URL is not set: Redis rows skipped.');
-  } else {
-    const url = env.redisUrl;
-    const bare = new Redis(url, { lazyConnect: true, commandTimeout: 5000, maxRetriesPerRequest: 1 });
-    await bare.connect();
-    closers.push(() => bare.quit());
-    const prefix = `mrtr-bench:${RUN_TAG}:bare:`;
-    rows.push({
-      id: 'redis-bare',
-      label: 'bare ioredis SET key 1 NX PXAT',
-      backend: 'redis',
-      kind: 'bare',
-      consume: async (id, expiresAtMs) => (await bare.set(prefix + id, '1', 'PXAT', expiresAtMs, 'NX')) === 'OK',
-    });
-    // Bare batched: the multi-key script of the issue (SET NX PXAT per key, 1/0 per key), one EVAL per batch.
-    const script =
-      "local r = {} for i = 1, #KEYS do if redis.call('SET', KEYS[i], '1', 'PXAT', ARGV[i], 'NX') then r[i] = 1 else r[i] = 0 end end return r";
-    const batchPrefix = `mrtr-bench:${RUN_TAG}:bare-batch:`;
-    rows.push({
-      id: 'redis-bare-batch',
-      label: 'bare ioredis, waiting consumes as one EVAL of a SET NX PXAT-per-key script',
-      backend: 'redis',
-      kind: 'bare-batch',
-      consume: bareBatcher(async (ids, exps) => {
-        const reply = (await bare.eval(script, ids.length, ...ids.map((id) => batchPrefix + id), ...exps)) as number[];
-        return reply.map((r) => r === 1);
-      }, 'microtask'),
-    });
-    const loaded = await loadFunction<RedisFactory>('@mrtr/store-redis', 'createRedisStore');
-    if (loaded.ok) {
-      const store = loaded.value({ url, namespace: `mrtr-bench:${RUN_TAG}` });
-      closers.push(() => store.close());
-      rows.push({
-        id: 'redis',
-        label: '@mrtr/store-redis (from URL, batching)',
-        backend: 'redis',
-        kind: 'mrtr',
-        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
-      });
-    } else {
-      skipped.push({ id: 'redis', label: '@mrtr/store-redis', reason: loaded.reason });
-    }
-  }
-
-  // --- PostgreSQL --------------------------------------------------------------------------
-  if (env.databaseUrl === undefined || env.databaseUrl === '') {
-    notes.push('DATABASE_URL is not set: PostgreSQL rows skipped.');
-  } else {
-    const connectionString = env.databaseUrl;
-    const loaded = await loadFunction<PostgresFactory>('@mrtr/store-sql', 'createPostgresStore');
-    if (loaded.ok) {
-      // The bare client writes to its own table with the store's own schema (created by the store).
-      for (const table of [SQL_TABLE_BARE, SQL_TABLE_BARE_BATCH]) {
-        const schemaOnly = loaded.value({ connectionString, table });
-        await schemaOnly.ensureSchema();
-        await schemaOnly.close();
-      }
-      const store = loaded.value({ connectionString, table: SQL_TABLE_STORE, namespace: 'bench' });
-      await store.ensureSchema();
-      const pool = new pg.Pool({ connectionString, ...PG_POOL });
-      pool.on('error', () => {});
-      closers.push(async () => {
-        await store.close();
-        await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_STORE}"`).catch(() => {});
-        await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_BARE}"`).catch(() => {});
-        await pool.query(`DROP TABLE IF EXISTS "${SQL_TABLE_BARE_BATCH}"`).catch(() => {});
-        await pool.end();
-      });
-      const insert = {
-        name: `mrtr-bench-insert-${RUN_TAG}`,
-        text: `INSERT INTO "${SQL_TABLE_BARE}" (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-      };
-      rows.push({
-        id: 'postgres-bare',
-        label: 'bare pg.Pool INSERT … ON CONFLICT DO NOTHING (named prepared statement, same pool settings)',
-        backend: 'postgres',
-        kind: 'bare',
-        consume: async (id, expiresAtMs) => (await pool.query({ ...insert, values: ['bench', id, expiresAtMs] })).rowCount === 1,
-      });
-      const batchInsert = {
-        name: `mrtr-bench-batch-${RUN_TAG}`,
-        text:
-          `INSERT INTO "${SQL_TABLE_BARE_BATCH}" (ns, id, expires_at) SELECT 'bench', u.id, u.e ` +
-          'FROM unnest($1::text[], $2::bigint[]) AS u(id, e) ON CONFLICT DO NOTHING RETURNING id',
-      };
-      rows.push({
-        id: 'postgres-bare-batch',
-        label: 'bare pg.Pool, waiting consumes as one INSERT … SELECT FROM unnest … ON CONFLICT DO NOTHING RETURNING id',
-        backend: 'postgres',
-        kind: 'bare-batch',
-        consume: bareBatcher(async (ids, exps) => {
-          const result = await pool.query({ ...batchInsert, values: [ids, exps] });
-          const won = new Set(result.rows.map((r: { id: string }) => r.id));
-          const seen = new Set<string>();
-          return ids.map((id) => {
-            const first = !seen.has(id);
-            seen.add(id);
-            return first && won.has(id);
-          });
-        }, 'microtask'),
-      });
-      rows.push({
-        id: 'postgres',
-        label: '@mrtr/store-sql createPostgresStore (from URL, default pool of 10, group commit)',
-        backend: 'postgres',
-        kind: 'mrtr',
-        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
-      });
-    } else {
-      skipped.push({ id: 'postgres', label: '@mrtr/store-sql (postgres)', reason: loaded.reason });
-    }
-  }
-
-  // --- SQLite --------------------------------------------------------------------------------
-  if (env.sqlite !== false) {
-    const loaded = await loadFunction<SqliteFactory>('@mrtr/store-sql', 'createSqliteStore');
-    if (loaded.ok) {
-      const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-'));
-      closers.push(() => rmSync(dir, { recursive: true, force: true }));
-      const bareFile = path.join(dir, 'bare.db');
-      const schemaOnly = loaded.value({ filename: bareFile });
-      await schemaOnly.ensureSchema();
-      await schemaOnly.close();
-      // Same settings the store applies to a database it opens itself: WAL, synchronous=FULL, busy_timeout.
-      const db = new Database(bareFile, { timeout: 5000 });
-      db.pragma('busy_timeout = 5000');
-      db.pragma('journal_mode = WAL');
-      db.pragma('synchronous = FULL');
-      const insert = db.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
-      // Bare batched: its own file, same pragmas, one BEGIN IMMEDIATE … COMMIT per batch.
-      const batchFile = path.join(dir, 'bare-batch.db');
-      const schemaBatch = loaded.value({ filename: batchFile });
-      await schemaBatch.ensureSchema();
-      await schemaBatch.close();
-      const batchDb = new Database(batchFile, { timeout: 5000 });
-      batchDb.pragma('busy_timeout = 5000');
-      batchDb.pragma('journal_mode = WAL');
-      batchDb.pragma('synchronous = FULL');
-      const batchInsert = batchDb.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
-      const runBatch = batchDb.transaction((ids: string[], exps: number[]) =>
-        ids.map((id, i) => batchInsert.run('bench', id, exps[i]).changes === 1),
-      );
-      const store = loaded.value({ filename: path.join(dir, 'store.db'), namespace: 'bench' });
-      await store.ensureSchema();
-      closers.unshift(async () => {
-        await store.close();
-        db.close();
-        batchDb.close();
-      });
-      rows.push({
-        id: 'sqlite-bare',
-        label: 'bare better-sqlite3 prepared INSERT … ON CONFLICT DO NOTHING (WAL, synchronous=FULL)',
-        backend: 'sqlite',
-        kind: 'bare',
-        consume: (id, expiresAtMs) => insert.run('bench', id, expiresAtMs).changes === 1,
-      });
-      rows.push({
-        id: 'sqlite-bare-batch',
-        label: 'bare better-sqlite3, waiting consumes as one transaction (BEGIN IMMEDIATE … COMMIT) of prepared inserts',
-        backend: 'sqlite',
-        kind: 'bare-batch',
-        consume: bareBatcher((ids, exps) => runBatch.immediate(ids, exps), 'immediate'),
-      });
-      rows.push({
-        id: 'sqlite',
-        label: '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL, group commit)',
-        backend: 'sqlite',
-        kind: 'mrtr',
-        consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
-      });
-    } else {
-      skipped.push({ id: 'sqlite', label: '@mrtr/store-sql (sqlite)', reason: loaded.reason });
-    }
-  }
-
+  const build: StoreBuild = { rows: [], skipped: [], notes: [], closers: [] };
+  for (const add of BACKENDS) await add(build, env);
+  const { rows, skipped, notes, closers } = build;
   return {
     rows,
     skipped,
@@ -353,6 +151,222 @@ export async function setupStores(env: StoreEnv): Promise<StoreSetup> {
       }
     },
   };
+}
+
+/** The URL a backend needs, or undefined after a note that its rows are skipped. */
+function given(build: StoreBuild, url: string | undefined, note: string): string | undefined {
+  if (url !== undefined && url !== '') return url;
+  build.notes.push(note);
+  return undefined;
+}
+
+/** A store package's factory, or undefined after its row is listed as skipped (with why). */
+async function factoryOf<T extends (...args: never[]) => unknown>(
+  build: StoreBuild,
+  specifier: string,
+  name: string,
+  skip: { id: string; label: string },
+): Promise<T | undefined> {
+  const loaded = await loadFunction<T>(specifier, name);
+  if (loaded.ok) return loaded.value;
+  build.skipped.push({ ...skip, reason: loaded.reason });
+  return undefined;
+}
+
+/** The row of a store of the package (kind `mrtr`): its own consume. */
+const storeRow = (store: ReplayStore, id: string, label: string, backend: Backend): StoreRow => ({
+  id,
+  label,
+  backend,
+  kind: 'mrtr',
+  consume: (key, expiresAtMs) => store.consume(key, expiresAtMs),
+});
+
+/** Makes a SQL table or file with the store's own schema, by a store opened for that alone. */
+async function ensureSchemaWith(store: ReplayStore & { ensureSchema(): Promise<void> }): Promise<void> {
+  await store.ensureSchema();
+  await store.close();
+}
+
+async function memoryRows(build: StoreBuild): Promise<void> {
+  const bareMap = new Map<string, number>();
+  build.rows.push({
+    id: 'memory-bare',
+    label: 'bare Map get+set (same semantics, no bound, no sweep)',
+    backend: 'memory',
+    kind: 'bare',
+    prepare: () => bareMap.clear(),
+    consume(id, expiresAtMs) {
+      const held = bareMap.get(id);
+      if (held !== undefined && held >= Date.now()) return Promise.resolve(false);
+      bareMap.set(id, expiresAtMs);
+      return Promise.resolve(true);
+    },
+  });
+  const create = await factoryOf<MemoryFactory>(build, '@mrtr/store-memory', 'createMemoryStore', {
+    id: 'memory',
+    label: '@mrtr/store-memory',
+  });
+  if (create === undefined) return;
+  let store = create({ maxEntries: MEMORY_MAX_ENTRIES, namespace: 'bench' });
+  build.rows.push({
+    id: 'memory',
+    label: `@mrtr/store-memory (maxEntries ${MEMORY_MAX_ENTRIES.toLocaleString('en-US')}, fresh store per round)`,
+    backend: 'memory',
+    kind: 'mrtr',
+    async prepare() {
+      await store.close();
+      store = create({ maxEntries: MEMORY_MAX_ENTRIES, namespace: 'bench' });
+    },
+    consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+  });
+  build.closers.push(() => store.close());
+}
+
+async function redisRows(build: StoreBuild, env: StoreEnv): Promise<void> {
+  const url = given(build, env.redisUrl, 'REDIS_URL is not set: Redis rows skipped.');
+  if (url === undefined) return;
+  const bare = new Redis(url, { lazyConnect: true, commandTimeout: 5000, maxRetriesPerRequest: 1 });
+  await bare.connect();
+  build.closers.push(() => bare.quit());
+  const prefix = `mrtr-bench:${RUN_TAG}:bare:`;
+  build.rows.push({
+    id: 'redis-bare',
+    label: 'bare ioredis SET key 1 NX PXAT',
+    backend: 'redis',
+    kind: 'bare',
+    consume: async (id, expiresAtMs) => (await bare.set(prefix + id, '1', 'PXAT', expiresAtMs, 'NX')) === 'OK',
+  });
+  // Bare batched: the multi-key script of the issue (SET NX PXAT per key, 1/0 per key), one EVAL per batch.
+  const script =
+    "local r = {} for i = 1, #KEYS do if redis.call('SET', KEYS[i], '1', 'PXAT', ARGV[i], 'NX') then r[i] = 1 else r[i] = 0 end end return r";
+  const batchPrefix = `mrtr-bench:${RUN_TAG}:bare-batch:`;
+  build.rows.push({
+    id: 'redis-bare-batch',
+    label: 'bare ioredis, waiting consumes as one EVAL of a SET NX PXAT-per-key script',
+    backend: 'redis',
+    kind: 'bare-batch',
+    consume: bareBatcher(async (ids, exps) => {
+      const reply = (await bare.eval(script, ids.length, ...ids.map((id) => batchPrefix + id), ...exps)) as number[];
+      return reply.map((r) => r === 1);
+    }, 'microtask'),
+  });
+  const create = await factoryOf<RedisFactory>(build, '@mrtr/store-redis', 'createRedisStore', { id: 'redis', label: '@mrtr/store-redis' });
+  if (create === undefined) return;
+  const store = create({ url, namespace: `mrtr-bench:${RUN_TAG}` });
+  build.closers.push(() => store.close());
+  build.rows.push(storeRow(store, 'redis', '@mrtr/store-redis (from URL, batching)', 'redis'));
+}
+
+async function postgresRows(build: StoreBuild, env: StoreEnv): Promise<void> {
+  const connectionString = given(build, env.databaseUrl, 'DATABASE_URL is not set: PostgreSQL rows skipped.');
+  if (connectionString === undefined) return;
+  const create = await factoryOf<PostgresFactory>(build, '@mrtr/store-sql', 'createPostgresStore', {
+    id: 'postgres',
+    label: '@mrtr/store-sql (postgres)',
+  });
+  if (create === undefined) return;
+  // The bare client writes to its own table with the store's own schema (created by the store).
+  for (const table of [SQL_TABLE_BARE, SQL_TABLE_BARE_BATCH]) await ensureSchemaWith(create({ connectionString, table }));
+  const store = create({ connectionString, table: SQL_TABLE_STORE, namespace: 'bench' });
+  await store.ensureSchema();
+  const pool = new pg.Pool({ connectionString, ...PG_POOL });
+  pool.on('error', () => {});
+  build.closers.push(async () => {
+    await store.close();
+    for (const table of [SQL_TABLE_STORE, SQL_TABLE_BARE, SQL_TABLE_BARE_BATCH])
+      await pool.query(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
+    await pool.end();
+  });
+  const insert = {
+    name: `mrtr-bench-insert-${RUN_TAG}`,
+    text: `INSERT INTO "${SQL_TABLE_BARE}" (ns, id, expires_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+  };
+  build.rows.push({
+    id: 'postgres-bare',
+    label: 'bare pg.Pool INSERT … ON CONFLICT DO NOTHING (named prepared statement, same pool settings)',
+    backend: 'postgres',
+    kind: 'bare',
+    consume: async (id, expiresAtMs) => (await pool.query({ ...insert, values: ['bench', id, expiresAtMs] })).rowCount === 1,
+  });
+  const batchInsert = {
+    name: `mrtr-bench-batch-${RUN_TAG}`,
+    text:
+      `INSERT INTO "${SQL_TABLE_BARE_BATCH}" (ns, id, expires_at) SELECT 'bench', u.id, u.e ` +
+      'FROM unnest($1::text[], $2::bigint[]) AS u(id, e) ON CONFLICT DO NOTHING RETURNING id',
+  };
+  build.rows.push({
+    id: 'postgres-bare-batch',
+    label: 'bare pg.Pool, waiting consumes as one INSERT … SELECT FROM unnest … ON CONFLICT DO NOTHING RETURNING id',
+    backend: 'postgres',
+    kind: 'bare-batch',
+    consume: bareBatcher(async (ids, exps) => {
+      const result = await pool.query({ ...batchInsert, values: [ids, exps] });
+      const won = new Set(result.rows.map((r: { id: string }) => r.id));
+      const seen = new Set<string>();
+      return ids.map((id) => {
+        const first = !seen.has(id);
+        seen.add(id);
+        return first && won.has(id);
+      });
+    }, 'microtask'),
+  });
+  build.rows.push(
+    storeRow(store, 'postgres', '@mrtr/store-sql createPostgresStore (from URL, default pool of 10, group commit)', 'postgres'),
+  );
+}
+
+/** A bare SQLite file with the store's schema, opened with the settings the store applies: WAL, synchronous=FULL, busy_timeout. */
+async function bareSqlite(create: SqliteFactory, filename: string): Promise<Database.Database> {
+  await ensureSchemaWith(create({ filename }));
+  const db = new Database(filename, { timeout: 5000 });
+  db.pragma('busy_timeout = 5000');
+  db.pragma('journal_mode = WAL');
+  db.pragma('synchronous = FULL');
+  return db;
+}
+
+async function sqliteRows(build: StoreBuild, env: StoreEnv): Promise<void> {
+  if (env.sqlite === false) return;
+  const create = await factoryOf<SqliteFactory>(build, '@mrtr/store-sql', 'createSqliteStore', {
+    id: 'sqlite',
+    label: '@mrtr/store-sql (sqlite)',
+  });
+  if (create === undefined) return;
+  const dir = mkdtempSync(path.join(tmpdir(), 'mrtr-bench-'));
+  build.closers.push(() => rmSync(dir, { recursive: true, force: true }));
+  const db = await bareSqlite(create, path.join(dir, 'bare.db'));
+  const insert = db.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+  // Bare batched: its own file, same pragmas, one BEGIN IMMEDIATE … COMMIT per batch.
+  const batchDb = await bareSqlite(create, path.join(dir, 'bare-batch.db'));
+  const batchInsert = batchDb.prepare('INSERT INTO "mrtr_replay" (ns, id, expires_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
+  const runBatch = batchDb.transaction((ids: string[], exps: number[]) =>
+    ids.map((id, i) => batchInsert.run('bench', id, exps[i]).changes === 1),
+  );
+  const store = create({ filename: path.join(dir, 'store.db'), namespace: 'bench' });
+  await store.ensureSchema();
+  build.closers.unshift(async () => {
+    await store.close();
+    db.close();
+    batchDb.close();
+  });
+  build.rows.push({
+    id: 'sqlite-bare',
+    label: 'bare better-sqlite3 prepared INSERT … ON CONFLICT DO NOTHING (WAL, synchronous=FULL)',
+    backend: 'sqlite',
+    kind: 'bare',
+    consume: (id, expiresAtMs) => insert.run('bench', id, expiresAtMs).changes === 1,
+  });
+  build.rows.push({
+    id: 'sqlite-bare-batch',
+    label: 'bare better-sqlite3, waiting consumes as one transaction (BEGIN IMMEDIATE … COMMIT) of prepared inserts',
+    backend: 'sqlite',
+    kind: 'bare-batch',
+    consume: bareBatcher((ids, exps) => runBatch.immediate(ids, exps), 'immediate'),
+  });
+  build.rows.push(
+    storeRow(store, 'sqlite', '@mrtr/store-sql createSqliteStore (own file, defaults: WAL, synchronous=FULL, group commit)', 'sqlite'),
+  );
 }
 
 /** Every row: a fresh id consumes once (`true`), a second time not (`false`). Throws on failure. */

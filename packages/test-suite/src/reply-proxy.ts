@@ -42,88 +42,38 @@ interface Pair {
   stalled?: Buffer[] | undefined;
 }
 
+/** What the proxy is doing with the next reply: forwarding, armed to lose it, holding it (`'late'`), dropping (`'lost'`). */
+type LossState =
+  | { kind: 'normal' }
+  | { kind: 'armed'; mode: LostReplyMode }
+  | { kind: 'holding'; pair: Pair; held: Buffer[] }
+  | { kind: 'dropping' };
+
+/** The proxy's connections and what its controls set, shared by its relays and its controls. */
+interface Relay {
+  readonly pairs: Set<Pair>;
+  state: LossState;
+  stallNext: number | undefined;
+  blackholed: boolean;
+  swallowed: number;
+  readonly stallTimers: Map<Pair, NodeJS.Timeout>;
+}
+
 /**
  * Starts a {@link ReplyLosingProxy} to `target` on a free port of 127.0.0.1. Works for any protocol
  * with one request and one reply per round trip on a connection (Redis, PostgreSQL): the lost reply is
  * decided by the order of events, never by time.
  */
 export async function startReplyLosingProxy(target: { host: string; port: number }): Promise<ReplyLosingProxy> {
-  const pairs = new Set<Pair>();
-  let state:
-    | { kind: 'normal' }
-    | { kind: 'armed'; mode: LostReplyMode }
-    | { kind: 'holding'; pair: Pair; held: Buffer[] }
-    | { kind: 'dropping' } = { kind: 'normal' };
-  let stallNext: number | undefined;
-  let blackholed = false;
-  let swallowed = 0;
-  const stallTimers = new Map<Pair, NodeJS.Timeout>();
-  const endStall = (pair: Pair): void => {
-    clearTimeout(stallTimers.get(pair));
-    stallTimers.delete(pair);
-    const held = pair.stalled ?? [];
-    pair.stalled = undefined;
-    if (!pair.client.destroyed) for (const chunk of held) pair.client.write(chunk);
+  const relay: Relay = {
+    pairs: new Set(),
+    state: { kind: 'normal' },
+    stallNext: undefined,
+    blackholed: false,
+    swallowed: 0,
+    stallTimers: new Map(),
   };
-
-  const flush = (): void => {
-    if (state.kind !== 'holding') return;
-    const { pair, held } = state;
-    state = { kind: 'normal' };
-    if (!pair.client.destroyed) for (const chunk of held) pair.client.write(chunk);
-  };
-
-  const server = net.createServer((client) => {
-    const upstream = net.connect(target.port, target.host);
-    const pair: Pair = { client, upstream };
-    pairs.add(pair);
-    const drop = () => {
-      client.destroy();
-      upstream.destroy();
-      pairs.delete(pair);
-    };
-    client.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-    client.on('data', (chunk: Buffer) => {
-      if (blackholed) {
-        swallowed++;
-        return;
-      }
-      if (stallNext !== undefined && pair.stalled === undefined) {
-        pair.stalled = [];
-        stallTimers.set(
-          pair,
-          setTimeout(() => endStall(pair), stallNext),
-        );
-        stallNext = undefined;
-      }
-      if (state.kind === 'armed') {
-        state = state.mode === 'late' ? { kind: 'holding', pair, held: [] } : { kind: 'dropping' };
-      } else if (state.kind === 'holding' && state.held.length > 0) {
-        // The client asks something else after the reply came (and was held): deliver it first, in
-        // order. Chunks before any reply are the rest of the same request (a driver may write one
-        // request in several pieces).
-        flush();
-      }
-      upstream.write(chunk);
-    });
-    upstream.on('data', (chunk: Buffer) => {
-      if (blackholed) {
-        swallowed++;
-        return;
-      }
-      if (pair.stalled !== undefined) {
-        pair.stalled.push(chunk);
-        return;
-      }
-      if (state.kind === 'dropping') return;
-      if (state.kind === 'holding' && state.pair === pair) {
-        state.held.push(chunk);
-        return;
-      }
-      client.write(chunk);
-    });
-  });
+  const server = net.createServer((client) => connect(relay, client, target));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
@@ -131,57 +81,136 @@ export async function startReplyLosingProxy(target: { host: string; port: number
       resolve();
     });
   });
-  const port = (server.address() as net.AddressInfo).port;
-  const cutAll = () => {
-    for (const timer of stallTimers.values()) clearTimeout(timer);
-    stallTimers.clear();
-    for (const pair of pairs) {
-      pair.client.destroy();
-      pair.upstream.destroy();
-    }
-    pairs.clear();
+  return controls(relay, server);
+}
+
+/** Delivers the replies a stall held on `pair`. */
+function endStall(relay: Relay, pair: Pair): void {
+  clearTimeout(relay.stallTimers.get(pair));
+  relay.stallTimers.delete(pair);
+  const held = pair.stalled ?? [];
+  pair.stalled = undefined;
+  if (!pair.client.destroyed) for (const chunk of held) pair.client.write(chunk);
+}
+
+/** Delivers a held (`'late'`) reply, and forwards normally again. */
+function flush(relay: Relay): void {
+  if (relay.state.kind !== 'holding') return;
+  const { pair, held } = relay.state;
+  relay.state = { kind: 'normal' };
+  if (!pair.client.destroyed) for (const chunk of held) pair.client.write(chunk);
+}
+
+/** Cuts every connection (and ends every stall without delivering it). */
+function cutAll(relay: Relay): void {
+  for (const timer of relay.stallTimers.values()) clearTimeout(timer);
+  relay.stallTimers.clear();
+  for (const pair of relay.pairs) {
+    pair.client.destroy();
+    pair.upstream.destroy();
+  }
+  relay.pairs.clear();
+}
+
+/** Relays a new client connection to `target`, losing, holding, stalling or swallowing as the relay's state says. */
+function connect(relay: Relay, client: net.Socket, target: { host: string; port: number }): void {
+  const upstream = net.connect(target.port, target.host);
+  const pair: Pair = { client, upstream };
+  relay.pairs.add(pair);
+  const drop = () => {
+    client.destroy();
+    upstream.destroy();
+    relay.pairs.delete(pair);
   };
+  client.on('error', drop).on('close', drop);
+  upstream.on('error', drop).on('close', drop);
+  client.on('data', (chunk: Buffer) => {
+    if (relay.blackholed) {
+      relay.swallowed++;
+      return;
+    }
+    const stallNext = relay.stallNext;
+    if (stallNext !== undefined && pair.stalled === undefined) {
+      pair.stalled = [];
+      relay.stallTimers.set(
+        pair,
+        setTimeout(() => endStall(relay, pair), stallNext),
+      );
+      relay.stallNext = undefined;
+    }
+    const state = relay.state;
+    if (state.kind === 'armed') {
+      relay.state = state.mode === 'late' ? { kind: 'holding', pair, held: [] } : { kind: 'dropping' };
+    } else if (state.kind === 'holding' && state.held.length > 0) {
+      // The client asks something else after the reply came (and was held): deliver it first, in
+      // order. Chunks before any reply are the rest of the same request (a driver may write one
+      // request in several pieces).
+      flush(relay);
+    }
+    upstream.write(chunk);
+  });
+  upstream.on('data', (chunk: Buffer) => {
+    if (relay.blackholed) {
+      relay.swallowed++;
+      return;
+    }
+    if (pair.stalled !== undefined) {
+      pair.stalled.push(chunk);
+      return;
+    }
+    const state = relay.state;
+    if (state.kind === 'dropping') return;
+    if (state.kind === 'holding' && state.pair === pair) {
+      state.held.push(chunk);
+      return;
+    }
+    client.write(chunk);
+  });
+}
+
+/** The {@link ReplyLosingProxy} of a listening `server` and its relay. */
+function controls(relay: Relay, server: net.Server): ReplyLosingProxy {
   return {
-    port,
+    port: (server.address() as net.AddressInfo).port,
     loseNextReply(mode) {
       if (mode !== 'late' && mode !== 'lost') throw new TypeError('loseNextReply: mode must be "late" or "lost"');
-      if (state.kind !== 'normal') throw new Error('loseNextReply: the previous lost reply has not been resolved (call restore())');
-      state = { kind: 'armed', mode };
+      if (relay.state.kind !== 'normal') throw new Error('loseNextReply: the previous lost reply has not been resolved (call restore())');
+      relay.state = { kind: 'armed', mode };
     },
     restore() {
-      if (state.kind === 'dropping') {
-        state = { kind: 'normal' };
-        cutAll();
-      } else if (state.kind === 'holding') {
-        flush();
+      if (relay.state.kind === 'dropping') {
+        relay.state = { kind: 'normal' };
+        cutAll(relay);
+      } else if (relay.state.kind === 'holding') {
+        flush(relay);
       } else {
-        state = { kind: 'normal' };
+        relay.state = { kind: 'normal' };
       }
     },
     stall(ms) {
       if (!Number.isSafeInteger(ms) || ms < 0) throw new RangeError('stall: ms must be a safe integer of at least 0');
-      stallNext = ms;
+      relay.stallNext = ms;
     },
     blackhole() {
-      blackholed = true;
+      relay.blackholed = true;
     },
     heal() {
-      const cut = blackholed || state.kind === 'dropping';
-      blackholed = false;
-      stallNext = undefined;
-      for (const pair of [...stallTimers.keys()]) endStall(pair);
-      if (state.kind === 'holding') flush();
-      state = { kind: 'normal' };
-      if (cut) cutAll();
+      const cut = relay.blackholed || relay.state.kind === 'dropping';
+      relay.blackholed = false;
+      relay.stallNext = undefined;
+      for (const pair of [...relay.stallTimers.keys()]) endStall(relay, pair);
+      if (relay.state.kind === 'holding') flush(relay);
+      relay.state = { kind: 'normal' };
+      if (cut) cutAll(relay);
     },
     get swallowed() {
-      return swallowed;
+      return relay.swallowed;
     },
     async close() {
-      state = { kind: 'normal' };
-      blackholed = false;
+      relay.state = { kind: 'normal' };
+      relay.blackholed = false;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      cutAll();
+      cutAll(relay);
       await closed;
     },
   };

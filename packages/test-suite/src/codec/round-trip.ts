@@ -5,6 +5,19 @@ import { type CodecSuite, deepClaimsEqual, ring } from './context.js';
 
 /** What a sealed token carries and how it comes back: facts, exact round trips, fleets, randomness, confidentiality. */
 export function roundTripProperties(suite: CodecSuite): void {
+  for (const register of [
+    declaresItsFacts,
+    roundTripsClaimsExactly,
+    roundTripsTheLedgerEpoch,
+    keepsProtoKeysAsData,
+    opensAcrossInstances,
+    sealsWithFreshRandomness,
+    hidesClaimBytesWhenConfidential,
+  ])
+    register(suite);
+}
+
+function declaresItsFacts(suite: CodecSuite): void {
   const { factory, test } = suite;
   test('declares its facts', async () => {
     const codec = await factory(ring('k1'));
@@ -13,7 +26,10 @@ export function roundTripProperties(suite: CodecSuite): void {
     ok(Number.isSafeInteger(codec.maxTokenBytes) && codec.maxTokenBytes > 0, 'maxTokenBytes must be a positive integer');
     ok(codec.maxTokenBytes < 1024 * 1024, 'maxTokenBytes must be below 1 MiB');
   });
+}
 
+function roundTripsClaimsExactly(suite: CodecSuite): void {
+  const { factory, test } = suite;
   test('round-trips claims exactly, with the primary kid', async () => {
     const keys = ring('k1', 'k0');
     const codec = await factory(keys);
@@ -27,7 +43,10 @@ export function roundTripProperties(suite: CodecSuite): void {
       ok(deepClaimsEqual(opened.claims, claims), 'opened claims must equal the sealed claims exactly');
     }
   });
+}
 
+function roundTripsTheLedgerEpoch(suite: CodecSuite): void {
+  const { factory, test } = suite;
   test("round-trips the store's ledger epoch (le) when the claims carry one, and no le when they do not", async () => {
     const codec = await factory(ring('k1'));
     const withEpoch = sampleClaims({ step: 1 }, { le: 1_800_000_000_123 });
@@ -37,7 +56,10 @@ export function roundTripProperties(suite: CodecSuite): void {
     const without = await codec.unseal(await codec.seal(sampleClaims({ step: 1 })));
     ok(!Object.hasOwn(without.claims, 'le'), 'claims without le must come back without it');
   });
+}
 
+function keepsProtoKeysAsData(suite: CodecSuite): void {
+  const { factory, test } = suite;
   test('keeps __proto__ and constructor payload keys as plain data', async () => {
     const codec = await factory(ring('k1'));
     const payload = JSON.parse('{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}}}');
@@ -48,7 +70,10 @@ export function roundTripProperties(suite: CodecSuite): void {
     ok(({} as Record<string, unknown>).polluted === undefined, 'Object.prototype must not be polluted');
     ok((data as { polluted?: unknown }).polluted === undefined, 'payload must not gain inherited properties');
   });
+}
 
+function opensAcrossInstances(suite: CodecSuite): void {
+  const { factory, test } = suite;
   test('opens a token sealed by another instance with the same keys', async () => {
     const keys = ring('k1');
     const sealer = await factory(keys);
@@ -57,7 +82,10 @@ export function roundTripProperties(suite: CodecSuite): void {
     const opened = await opener.unseal(await sealer.seal(claims));
     if (opened.kid !== 'k1' || !deepClaimsEqual(opened.claims, claims)) fail('instances sharing a key ring must interoperate');
   });
+}
 
+function sealsWithFreshRandomness(suite: CodecSuite): void {
+  const { factory, test } = suite;
   test('seals with fresh randomness (confidential codecs: two seals of the same claims differ)', async () => {
     const codec = await factory(ring('k1'));
     const claims = sampleClaims({ same: true });
@@ -69,7 +97,10 @@ export function roundTripProperties(suite: CodecSuite): void {
     const other = await codec.seal({ ...claims, jti: base64urlEncode(new Uint8Array(16).fill(7)) });
     ok(other !== first, 'a different jti must give a different token');
   });
+}
 
+function hidesClaimBytesWhenConfidential(suite: CodecSuite): void {
+  const { factory, test } = suite;
   test('hides every claim byte when confidential', async () => {
     const codec = await factory(ring('k1'));
     const marker = `M${base64urlEncode(crypto.getRandomValues(new Uint8Array(18)))}`;

@@ -3,7 +3,11 @@ import type { CodecSuite } from './context.js';
 
 /** Every modification of a genuine token is rejected: bit flips, truncation, segments, base64url spelling, fuzzed mutations. */
 export function tamperingProperties(suite: CodecSuite): void {
-  const { fuzzRuns, label, report, setup, test, expectRejected } = suite;
+  for (const register of [bitFlips, truncationAndExtension, segmentSwaps, nonCanonicalBase64url, structuredMutations]) register(suite);
+}
+
+function bitFlips(suite: CodecSuite): void {
+  const { label, report, setup, test, expectRejected } = suite;
   test('rejects every single-bit flip of every byte', async () => {
     const { codec, tokens } = await setup();
     let count = 0;
@@ -19,7 +23,10 @@ export function tamperingProperties(suite: CodecSuite): void {
     }
     report(`[${label}] bit flips rejected: ${count}`);
   });
+}
 
+function truncationAndExtension(suite: CodecSuite): void {
+  const { label, report, setup, test, expectRejected } = suite;
   test('rejects truncation, extension and concatenation', async () => {
     const { codec, tokens } = await setup();
     const [a, b] = tokens as [string, string];
@@ -49,7 +56,10 @@ export function tamperingProperties(suite: CodecSuite): void {
     }
     report(`[${label}] truncations/extensions rejected: ${count}`);
   });
+}
 
+function segmentSwaps(suite: CodecSuite): void {
+  const { label, report, setup, test, expectRejected } = suite;
   test('rejects swapped and transplanted segments', async () => {
     const { codec, tokens } = await setup();
     const [a, b] = tokens as [string, string];
@@ -87,7 +97,10 @@ export function tamperingProperties(suite: CodecSuite): void {
     }
     report(`[${label}] segment swaps/transplants rejected: ${count}`);
   });
+}
 
+function nonCanonicalBase64url(suite: CodecSuite): void {
+  const { label, report, setup, test, expectRejected } = suite;
   test('rejects non-canonical base64url (stray bits in the last character of a segment)', async () => {
     const { codec, tokens } = await setup();
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
@@ -111,59 +124,19 @@ export function tamperingProperties(suite: CodecSuite): void {
     }
     report(`[${label}] non-canonical base64url variants rejected: ${count}`);
   });
+}
 
+function structuredMutations(suite: CodecSuite): void {
+  const { fuzzRuns, label, report, setup, test, expectRejected } = suite;
   test(`rejects ${fuzzRuns} structured mutations with MrtrErrors only`, async () => {
     const { codec, tokens } = await setup();
     let count = 0;
-    const mutation = fc.oneof(
-      fc.record({ op: fc.constant('flip' as const), at: fc.nat(), bit: fc.integer({ min: 0, max: 7 }) }),
-      fc.record({ op: fc.constant('set' as const), at: fc.nat(), char: fc.string({ minLength: 1, maxLength: 1 }) }),
-      fc.record({ op: fc.constant('delete' as const), at: fc.nat(), length: fc.integer({ min: 1, max: 40 }) }),
-      fc.record({ op: fc.constant('insert' as const), at: fc.nat(), text: fc.string({ minLength: 1, maxLength: 40 }) }),
-      fc.record({ op: fc.constant('dupSegment' as const), at: fc.nat() }),
-      fc.record({ op: fc.constant('swapSegments' as const), at: fc.nat(), other: fc.nat() }),
-      fc.record({ op: fc.constant('transplant' as const), at: fc.nat(), from: fc.nat() }),
-    );
+    const mutation = mutations();
     await fc.assert(
       fc.asyncProperty(fc.nat(), fc.array(mutation, { minLength: 1, maxLength: 4 }), async (which, ops) => {
         const original = tokens[which % tokens.length]!;
         let t = original;
-        for (const m of ops) {
-          const at = t.length === 0 ? 0 : m.at % t.length;
-          const segs = t.split('.');
-          switch (m.op) {
-            case 'flip':
-              t = t.length === 0 ? t : t.slice(0, at) + String.fromCharCode(t.charCodeAt(at) ^ (1 << m.bit)) + t.slice(at + 1);
-              break;
-            case 'set':
-              t = t.slice(0, at) + m.char + t.slice(at + 1);
-              break;
-            case 'delete':
-              t = t.slice(0, at) + t.slice(at + m.length);
-              break;
-            case 'insert':
-              t = t.slice(0, at) + m.text + t.slice(at);
-              break;
-            case 'dupSegment':
-              segs.splice(m.at % segs.length, 0, segs[m.at % segs.length]!);
-              t = segs.join('.');
-              break;
-            case 'swapSegments': {
-              const i = m.at % segs.length;
-              const j = m.other % segs.length;
-              [segs[i], segs[j]] = [segs[j]!, segs[i]!];
-              t = segs.join('.');
-              break;
-            }
-            case 'transplant': {
-              const donor = tokens[m.from % tokens.length]!.split('.');
-              const i = m.at % segs.length;
-              segs[i] = donor[i % donor.length]!;
-              t = segs.join('.');
-              break;
-            }
-          }
-        }
+        for (const m of ops) t = mutate(t, m, tokens);
         // A mutation that rebuilds one of the genuine tokens (e.g. by transplanting every segment) is not hostile.
         fc.pre(!tokens.includes(t));
         count++;
@@ -173,4 +146,50 @@ export function tamperingProperties(suite: CodecSuite): void {
     );
     report(`[${label}] structured mutations rejected: ${count}`);
   });
+}
+
+/** The structured mutations of a token the fuzzed property applies (one to four each run). */
+function mutations() {
+  return fc.oneof(
+    fc.record({ op: fc.constant('flip' as const), at: fc.nat(), bit: fc.integer({ min: 0, max: 7 }) }),
+    fc.record({ op: fc.constant('set' as const), at: fc.nat(), char: fc.string({ minLength: 1, maxLength: 1 }) }),
+    fc.record({ op: fc.constant('delete' as const), at: fc.nat(), length: fc.integer({ min: 1, max: 40 }) }),
+    fc.record({ op: fc.constant('insert' as const), at: fc.nat(), text: fc.string({ minLength: 1, maxLength: 40 }) }),
+    fc.record({ op: fc.constant('dupSegment' as const), at: fc.nat() }),
+    fc.record({ op: fc.constant('swapSegments' as const), at: fc.nat(), other: fc.nat() }),
+    fc.record({ op: fc.constant('transplant' as const), at: fc.nat(), from: fc.nat() }),
+  );
+}
+
+type Mutation = ReturnType<typeof mutations> extends fc.Arbitrary<infer M> ? M : never;
+
+/** `t` with the mutation `m` applied (a transplant takes its segment from one of `tokens`). */
+function mutate(t: string, m: Mutation, tokens: readonly string[]): string {
+  const at = t.length === 0 ? 0 : m.at % t.length;
+  const segs = t.split('.');
+  switch (m.op) {
+    case 'flip':
+      return t.length === 0 ? t : t.slice(0, at) + String.fromCharCode(t.charCodeAt(at) ^ (1 << m.bit)) + t.slice(at + 1);
+    case 'set':
+      return t.slice(0, at) + m.char + t.slice(at + 1);
+    case 'delete':
+      return t.slice(0, at) + t.slice(at + m.length);
+    case 'insert':
+      return t.slice(0, at) + m.text + t.slice(at);
+    case 'dupSegment':
+      segs.splice(m.at % segs.length, 0, segs[m.at % segs.length]!);
+      return segs.join('.');
+    case 'swapSegments': {
+      const i = m.at % segs.length;
+      const j = m.other % segs.length;
+      [segs[i], segs[j]] = [segs[j]!, segs[i]!];
+      return segs.join('.');
+    }
+    case 'transplant': {
+      const donor = tokens[m.from % tokens.length]!.split('.');
+      const i = m.at % segs.length;
+      segs[i] = donor[i % donor.length]!;
+      return segs.join('.');
+    }
+  }
 }

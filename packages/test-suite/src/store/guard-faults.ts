@@ -68,6 +68,22 @@ export function guardFaultTests(suite: StoreSuite, test: GroupTest): void {
   });
 }
 
+/** One fault run: two guards over flaky links to the two stores, and what the run saw (effects, answers, tokens). */
+interface FaultRun {
+  readonly links: ReturnType<typeof flaky>[];
+  readonly guards: StateGuard[];
+  /** The effects each flow ran (more than one: a confirmed state ran twice). */
+  readonly effects: Map<number, string[]>;
+  /** What each flow's client was answered. */
+  readonly answers: Map<number, string>;
+  /** The state each flow's client holds for its last round. */
+  readonly tokens: Map<number, string>;
+  /** The end of the whole run (`RUN_MS`). */
+  readonly deadline: number;
+}
+
+const request = (i: number) => ({ method: 'tools/call', target: 'deploy', arguments: { flow: i }, principal: `user-${i % 7}` });
+
 async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): Promise<void> {
   const keys = KeyRing.generate();
   const links = stores.map((store, i) => flaky(store, 0x9e3779b9 + i));
@@ -84,48 +100,61 @@ async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): 
       leaseMs: 30_000,
     }),
   );
-  const request = (i: number) => ({ method: 'tools/call', target: 'deploy', arguments: { flow: i }, principal: `user-${i % 7}` });
-  const effects = new Map<number, string[]>();
-  const answers = new Map<number, string>();
-  const tokens = new Map<number, string>();
-  const deadline = Date.now() + RUN_MS;
+  const run: FaultRun = { links, guards, effects: new Map(), answers: new Map(), tokens: new Map(), deadline: Date.now() + RUN_MS };
+  await underFaults(run);
+  await afterHealing(run);
+  const { effects, answers } = run;
+  const ran = [...effects.values()];
+  ok(
+    ran.every((list) => list.length <= 1),
+    `a confirmed state ran more than once: ${JSON.stringify([...effects].filter(([, l]) => l.length > 1))}`,
+  );
+  for (const [i, result] of answers) {
+    const effect = effects.get(i)?.[0];
+    ok(effect === result, `flow ${i}: the client was answered ${result}, the effect was ${String(effect)}`);
+  }
+}
 
-  /** One identical attempt at flow `i`'s last round on `guard`: its result, or the code it was refused with. */
-  const attempt = async (guard: StateGuard, token: string, i: number): Promise<{ result: string } | string> => {
-    try {
-      const admission = await guard.admit(token, request(i), { confirm: true });
-      if (admission.replay) return { result: String((admission.outcome as { release: string }).release) };
-      const release = uniqueId(`release-${i}`);
-      effects.set(i, [...(effects.get(i) ?? []), release]);
-      await admission.record({ release } as JsonValue).catch(() => false);
-      return { result: release };
-    } catch (error) {
-      return codeOf(error);
-    }
-  };
+/** One identical attempt at flow `i`'s last round on `guard`: its result, or the code it was refused with. */
+async function attempt(run: FaultRun, guard: StateGuard, token: string, i: number): Promise<{ result: string } | string> {
+  try {
+    const admission = await guard.admit(token, request(i), { confirm: true });
+    if (admission.replay) return { result: String((admission.outcome as { release: string }).release) };
+    const release = uniqueId(`release-${i}`);
+    run.effects.set(i, [...(run.effects.get(i) ?? []), release]);
+    await admission.record({ release } as JsonValue).catch(() => false);
+    return { result: release };
+  } catch (error) {
+    return codeOf(error);
+  }
+}
 
-  /** A client under faults: mints on one instance, then sends the last round until it has an answer (bounded). */
-  const client = async (i: number): Promise<string | undefined> => {
-    let token: string | undefined;
-    for (let n = 0; token === undefined && n < MAX_ATTEMPTS && Date.now() < deadline; n++) {
-      token = await guards[n % 2]!.mint({ flow: i }, request(i)).catch(() => undefined);
-    }
-    if (token === undefined) return fail(`flow ${i}: no state could be minted`);
-    tokens.set(i, token);
-    for (let n = 0; n < FAULTY_ATTEMPTS && Date.now() < deadline; n++) {
-      const got = await attempt(guards[(i + n) % 2]!, token, i);
-      if (typeof got !== 'string') return got.result;
-      if (got === 'ERR_OUTCOME_UNKNOWN' || got === 'ERR_STATE_REPLAYED') return fail(`flow ${i}: ${got} under faults without a crash`);
-      await sleep(5);
-    }
-    return undefined;
-  };
+/** A client under faults: mints on one instance, then sends the last round until it has an answer (bounded). */
+async function client(run: FaultRun, i: number): Promise<string | undefined> {
+  const { guards, deadline } = run;
+  let token: string | undefined;
+  for (let n = 0; token === undefined && n < MAX_ATTEMPTS && Date.now() < deadline; n++) {
+    token = await guards[n % 2]!.mint({ flow: i }, request(i)).catch(() => undefined);
+  }
+  if (token === undefined) return fail(`flow ${i}: no state could be minted`);
+  run.tokens.set(i, token);
+  for (let n = 0; n < FAULTY_ATTEMPTS && Date.now() < deadline; n++) {
+    const got = await attempt(run, guards[(i + n) % 2]!, token, i);
+    if (typeof got !== 'string') return got.result;
+    if (got === 'ERR_OUTCOME_UNKNOWN' || got === 'ERR_STATE_REPLAYED') return fail(`flow ${i}: ${got} under faults without a crash`);
+    await sleep(5);
+  }
+  return undefined;
+}
 
+/** Every flow, `CONCURRENCY` at a time, while the faults last: at least 99 % complete. */
+async function underFaults(run: FaultRun): Promise<void> {
+  const { links, answers } = run;
   const queue = Array.from({ length: FLOWS }, (_, i) => i);
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       for (let i = queue.shift(); i !== undefined; i = queue.shift()) {
-        const result = await client(i);
+        const result = await client(run, i);
         if (result !== undefined) answers.set(i, result);
       }
     }),
@@ -136,9 +165,14 @@ async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): 
   );
   // While the faults last, clients retrying the same request complete (the faults heal round by round).
   ok(answers.size >= FLOWS * 0.99, `at least 99 % of flows must complete under the faults (${answers.size} of ${FLOWS})`);
+}
 
-  // The faults heal. Within 5 s every flow's identical retry gets its answer — the claims whose replies were lost are
-  // given back, the records that failed land — and none stays in progress.
+/**
+ * The faults heal. Within 5 s every flow's identical retry gets its answer — the claims whose replies were lost are
+ * given back, the records that failed land — and none stays in progress.
+ */
+async function afterHealing(run: FaultRun): Promise<void> {
+  const { links, guards, answers, tokens } = run;
   for (const link of links) link.on = false;
   // Every flow retries at once (as its client would), so a slow machine delays them all alike; a flow whose first
   // retry starts late (a starved event loop) gets its 5 s from then.
@@ -148,7 +182,7 @@ async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): 
       const deadline = Math.max(healed, Date.now()) + HEAL_MS;
       let last = '';
       for (let n = 0; n < MAX_ATTEMPTS && Date.now() < deadline; n++) {
-        const got = await attempt(guards[(i + n) % 2]!, tokens.get(i)!, i);
+        const got = await attempt(run, guards[(i + n) % 2]!, tokens.get(i)!, i);
         if (typeof got !== 'string') {
           const before = answers.get(i);
           if (before !== undefined && before !== got.result) return `flow ${i}: answered ${got.result} after ${before}`;
@@ -163,13 +197,4 @@ async function faultRun(suite: StoreSuite, stores: [ReplayStore, ReplayStore]): 
   );
   const stuck = still.filter((problem) => problem !== undefined);
   ok(stuck.length === 0, stuck.slice(0, 5).join('; '));
-  const ran = [...effects.values()];
-  ok(
-    ran.every((list) => list.length <= 1),
-    `a confirmed state ran more than once: ${JSON.stringify([...effects].filter(([, l]) => l.length > 1))}`,
-  );
-  for (const [i, result] of answers) {
-    const effect = effects.get(i)?.[0];
-    ok(effect === result, `flow ${i}: the client was answered ${result}, the effect was ${String(effect)}`);
-  }
 }

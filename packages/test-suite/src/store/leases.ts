@@ -9,6 +9,7 @@ import { capabilityGroup, type GroupTest, newOwner, type StoreSuite, claimStatus
 export function leaseGroup(suite: StoreSuite): void {
   capabilityGroup(suite, 'leases', (test) => {
     claimTests(suite, test);
+    reclaimRaceTests(suite, test);
     takeoverTests(suite, test);
     ownerTests(suite, test);
     leaseFaultTests(suite, test);
@@ -80,7 +81,9 @@ function claimTests(suite: StoreSuite, test: GroupTest): void {
     ok((await store.record(plain, 'fp', 'p')) === true, 'it records as before');
     ok((await store.record(ownerOnly, 'fp', 'o', { owner: a })) === true, 'by its owner');
   });
+}
 
+function reclaimRaceTests(suite: StoreSuite, test: GroupTest): void {
   test(`32 parallel reclaims of one lapsed claim give exactly one first, with fence 1`, async (store) => {
     const times = leaseTimes(suite, store);
     const [id, a, exp] = [uniqueId('reclaim-race'), newOwner(), await times.exp()];
