@@ -1,5 +1,12 @@
 import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import {
+  BackgroundError,
+  base64urlEncode,
+  fullStoreCapabilities,
+  parseKeyFingerprintOffer,
+  randomBytes,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
 import { type ConsumeQueue, createConsumeQueue } from './batching.js';
 import { openConnection, type RedisConnection, redisMs } from './connection.js';
 import { createEpochKeeper, type EpochKeeper, epochKeyOf } from './epoch.js';
@@ -142,14 +149,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   };
 
   return {
-    capabilities: {
-      shared: true,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: true,
-      clock: true,
-      leases: true,
-      epoch: true,
-    },
+    capabilities: fullStoreCapabilities({ maxOutcomeBytes, outcomeBudgetBytes }),
     keyFingerprints,
     consume,
     claim,
