@@ -2,12 +2,11 @@ import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
   type CodecOptionLimits,
   type CodecOptions,
+  codecFormat,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
   isStateClaims,
-  parseCodecOptions,
-  readTokenPrefix,
 } from '@mrtr/core/authoring';
 import { MAX_NESTING, type Slicer, decodeClaims } from './decode.js';
 
@@ -22,18 +21,14 @@ export type AeadCodecOptions = CodecOptions;
 export const AEAD_FORMAT_VERSION = 'x1' as const;
 /** HKDF purpose of the encryption subkey (`KeyRing.subkey(kid, purpose)`). */
 export const AEAD_KEY_PURPOSE = 'mrtr/codec/aead/v1' as const;
+
+const FORMAT = codecFormat('createAeadCodec', AEAD_FORMAT_VERSION);
 /**
  * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16,384 (the guard's default cap), at least 256, at
  * most 524,288.
  */
-export const AEAD_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
-  defaultMaxTokenBytes: 16_384,
-  minMaxTokenBytes: 256,
-  maxMaxTokenBytes: 524_288,
-});
+export const AEAD_LIMITS: Readonly<CodecOptionLimits> = FORMAT.limits;
 
-const PREFIX = `${AEAD_FORMAT_VERSION}.`;
-const PREFIX_LENGTH = PREFIX.length;
 export const NONCE_BYTES = 24;
 export const TAG_BYTES = 16;
 
@@ -41,7 +36,7 @@ export const TAG_BYTES = 16;
 const base64urlLength = (bytes: number): number => Math.floor((bytes * 4 + 2) / 3);
 
 /** The associated data `x1.<kid>` (ASCII) of a key id. */
-export const adTextFor = (kid: string): string => `${PREFIX}${kid}`;
+export const adTextFor = (kid: string): string => `${AEAD_FORMAT_VERSION}.${kid}`;
 
 /** The key material of a key id. */
 export interface KidKeys {
@@ -52,11 +47,11 @@ export interface KidKeys {
 
 /** Option parsing shared by both builds. */
 export function parseAeadOptions(keys: KeyRing, options: AeadCodecOptions | undefined): { maxTokenBytes: number } {
-  return parseCodecOptions('createAeadCodec', keys, options, AEAD_LIMITS);
+  return FORMAT.parseOptions(keys, options);
 }
 
 /** The token prefix `x1.<kid>.` of a key id. */
-export const prefixFor = (kid: string): string => `${PREFIX}${kid}.`;
+export const prefixFor: (kid: string) => string = FORMAT.prefixFor;
 
 /** Largest nonce ‖ ciphertext ‖ tag whose token (with `prefix`) fits `maxTokenBytes`. */
 export const maxSealedBytesFor = (maxTokenBytes: number, prefix: string): number => Math.floor(((maxTokenBytes - prefix.length) * 3) / 4);
@@ -131,12 +126,7 @@ export function checkSealedLength(sealedLength: number, maxSealedBytes: number):
  * nonce, a tag and at least one byte of plaintext.
  */
 export function parseAeadToken(token: string, maxTokenBytes: number): { kid: string; sealed: Uint8Array } {
-  if (typeof token !== 'string') throw new StateMalformedError();
-  const n = token.length;
-  if (n > maxTokenBytes) throw new StateTooLargeError();
-  if (n < PREFIX_LENGTH + 2 + base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
-  const prefix = readTokenPrefix(token, AEAD_FORMAT_VERSION);
-  if (prefix === undefined) throw new StateMalformedError();
+  const prefix = FORMAT.readPrefix(token, maxTokenBytes, base64urlLength(NONCE_BYTES + 1 + TAG_BYTES));
   const body = token.slice(prefix.end);
   if (body.length < base64urlLength(NONCE_BYTES + 1 + TAG_BYTES)) throw new StateMalformedError();
   // Canonical: one byte string has exactly one text (also refuses a second '.').

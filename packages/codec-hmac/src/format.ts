@@ -2,12 +2,11 @@ import type { KeyRing, StateClaims } from '@mrtr/core';
 import {
   type CodecOptionLimits,
   type CodecOptions,
+  codecFormat,
   StateMalformedError,
   StateTooLargeError,
   base64urlDecode,
   isStateClaims,
-  parseCodecOptions,
-  readTokenPrefix,
 } from '@mrtr/core/authoring';
 
 /**
@@ -21,29 +20,25 @@ export type HmacCodecOptions = CodecOptions;
 export const HMAC_FORMAT_VERSION = 'm1' as const;
 /** HKDF purpose of the MAC subkey (`KeyRing.subkey(kid, purpose)`). */
 export const HMAC_KEY_PURPOSE = 'mrtr/codec/hmac/v1' as const;
+
+const FORMAT = codecFormat('createHmacCodec', HMAC_FORMAT_VERSION);
 /**
  * The `maxTokenBytes` this codec accepts: `defaultMaxTokenBytes` 16,384 (the guard's default cap), at least 256, at
  * most 524,288.
  */
-export const HMAC_LIMITS: Readonly<CodecOptionLimits> = Object.freeze({
-  defaultMaxTokenBytes: 16_384,
-  minMaxTokenBytes: 256,
-  maxMaxTokenBytes: 524_288,
-});
+export const HMAC_LIMITS: Readonly<CodecOptionLimits> = FORMAT.limits;
 
-const PREFIX = `${HMAC_FORMAT_VERSION}.`;
-const PREFIX_LENGTH = PREFIX.length;
 /** base64url of a 32-byte HMAC-SHA256 tag. */
 const MAC_CHARS = 43;
 const DOT = 0x2e;
 
 /** Option parsing shared by both builds. */
 export function parseHmacOptions(keys: KeyRing, options: HmacCodecOptions | undefined): { maxTokenBytes: number } {
-  return parseCodecOptions('createHmacCodec', keys, options, HMAC_LIMITS);
+  return FORMAT.parseOptions(keys, options);
 }
 
 /** `m1.<kid>.`: what every token sealed with `kid` starts with. */
-export const sealPrefixFor = (kid: string): string => `${PREFIX}${kid}.`;
+export const sealPrefixFor: (kid: string) => string = FORMAT.prefixFor;
 
 /**
  * The text a new token's MAC covers (both builds): `sealPrefix` and the base64url of the claims' JSON as
@@ -82,13 +77,9 @@ export interface HmacTokenParts {
  * then the format ("m1." kid "." body "." mac), each segment in its own strict alphabet.
  */
 export function parseHmacToken(token: string, maxTokenBytes: number): HmacTokenParts {
-  if (typeof token !== 'string') throw new StateMalformedError();
+  // After the prefix: a body character, a dot and the MAC.
+  const { kid, end: bodyStart } = FORMAT.readPrefix(token, maxTokenBytes, 1 + 1 + MAC_CHARS);
   const n = token.length;
-  if (n > maxTokenBytes) throw new StateTooLargeError();
-  if (n < PREFIX_LENGTH + 1 + 1 + 1 + 1 + 1 + MAC_CHARS) throw new StateMalformedError();
-  const prefix = readTokenPrefix(token, HMAC_FORMAT_VERSION);
-  if (prefix === undefined) throw new StateMalformedError();
-  const { kid, end: bodyStart } = prefix;
   const macStart = n - MAC_CHARS;
   if (macStart - 1 <= bodyStart || token.charCodeAt(macStart - 1) !== DOT) throw new StateMalformedError();
   // Strict canonical base64url for both (one byte string, one text; also refuses a fifth '.').

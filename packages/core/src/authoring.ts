@@ -5,6 +5,7 @@
  */
 export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
 export { storeCapabilities } from './capabilities.js';
+export { fullStoreCapabilities } from './store-support.js';
 export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
 export {
   type CodecOptionLimits,
@@ -12,6 +13,7 @@ export {
   type ParsedCodecOptions,
   parseCodecOptions,
 } from './codec-options.js';
+export { codecFormat } from './codec-format.js';
 export { andThen, type Awaitable, isPromiseLike } from './crypto/awaitable.js';
 export { isCanonicalBase64url } from './crypto/base64url.js';
 export { withDeadline } from './deadline.js';

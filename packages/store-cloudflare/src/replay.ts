@@ -11,17 +11,18 @@ import {
   checkLeaseMs,
   checkOwner,
   fleetKeysFull,
+  fullStoreCapabilities,
   intOption,
   LedgerLostError,
-  ownerValues,
   optionsObject,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  ownerValues,
   parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
   StateExpiredError,
   StoreFullError,
   StoreUnavailableError,
   stringOption,
-  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
@@ -384,15 +385,7 @@ export function createDurableObjectStore(options: DurableObjectStoreOptions): Du
     },
   };
   return {
-    capabilities: {
-      shared: true,
-      capacity: maxEntries,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: true,
-      clock: true,
-      leases: true,
-      epoch: true,
-    },
+    capabilities: fullStoreCapabilities({ maxOutcomeBytes, outcomeBudgetBytes }, maxEntries),
     consume: consumeOp(ctx),
     claim: claimOp(ctx),
     record: recordOp(ctx),

@@ -12,14 +12,15 @@ import {
   base64urlEncode,
   checkLeaseMs,
   checkOwner,
+  fullStoreCapabilities,
   intOption,
   LedgerLostError,
   MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
   parseOutcomeStoreLimits,
   randomBytes,
   StateExpiredError,
   StoreUnavailableError,
-  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { ClockOffset } from './clock.js';
 import { keyFingerprintsOf } from './keys.js';
@@ -203,33 +204,55 @@ function markUnkept(table: Table, key: Key, fingerprint: string, at: number, by:
 }
 
 /**
- * Writes the outcome of a pending claim of `fingerprint` (held by `owner`): true when it is this call's. Refused when
- * someone changed the item (three misses), unless this call's own write landed and the SDK retried it.
+ * Writes the outcome of a pending claim of `fingerprint` in one `UpdateItem`, conditioned on the claim (unrecorded,
+ * live, held by `by` or without owner). With `allowance`, its bytes were already taken from the allowance of bucket
+ * `allowance.bucket`: the write is also conditioned on the id's expiry ending before that bucket does (so the bytes
+ * count at least until the id expires) and writes that bucket as `bk` and `rt`, a token of this call, so that when
+ * the SDK resent the update after a lost reply the read that follows knows the write as its own. Without, the bytes
+ * were taken exactly, in the bucket of the expiry. `true`: written; otherwise the item as read afterwards
+ * (`undefined`: absent or expired).
  */
 async function writeOutcome(
   table: Table,
   key: Key,
-  record: { fingerprint: string; outcome: string; size: number; at: number; owner: string; by: string | null },
-): Promise<boolean> {
-  const { fingerprint, outcome, size, at, owner, by } = record;
+  record: { fingerprint: string; outcome: string; size: number; at: number; by: string | null },
+  allowance?: { token: string; bucket: number },
+): Promise<true | { item: Item | undefined }> {
+  const { fingerprint, outcome, size, at, by } = record;
   const w = recordWrite(fingerprint, at, by, true);
+  const names: Record<string, string> = { ...w.names, '#out': 'out', '#ob': 'ob' };
+  const values: Record<string, AttributeValue> = { ...w.values, ':d': { S: 'd' }, ':out': { S: outcome }, ':ob': { N: String(size) } };
+  let set = '';
+  let condition = w.condition;
+  if (allowance !== undefined) {
+    set = ', #bk = :bk, #rt = :rt';
+    condition += ' AND #exp < :end';
+    Object.assign(names, { '#bk': 'bk', '#rt': 'rt' });
+    Object.assign(values, {
+      ':bk': { N: String(allowance.bucket) },
+      ':rt': { S: allowance.token },
+      ':end': { N: String((allowance.bucket + 1) * BUDGET_BUCKET_MS) },
+    });
+  }
   const written = await twice(() =>
     table.send(
       new UpdateItemCommand({
         TableName: table.tableName,
         Key: key,
-        UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob${w.set}`,
-        ConditionExpression: w.condition,
-        ExpressionAttributeNames: { ...w.names, '#out': 'out', '#ob': 'ob' },
-        ExpressionAttributeValues: { ...w.values, ':d': { S: 'd' }, ':out': { S: outcome }, ':ob': { N: String(size) } },
+        UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob${set}${w.set}`,
+        ConditionExpression: condition,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: values,
       }),
     ),
   );
   if (written !== 'condition') return true;
-  const after = await liveItem(table, key, at);
-  return (
-    after !== undefined && str(after.k) === 'd' && str(after.fp) === fingerprint && str(after.out) === outcome && str(after.o) === owner
-  );
+  return { item: await liveItem(table, key, at) };
+}
+
+/** True when `item` is the record this call wrote: done, with its fingerprint, outcome and claim owner. */
+function isOwnRecord(item: Item | undefined, fingerprint: string, outcome: string, owner: string): boolean {
+  return item !== undefined && str(item.k) === 'd' && str(item.fp) === fingerprint && str(item.out) === outcome && str(item.o) === owner;
 }
 
 interface Context {
@@ -362,45 +385,6 @@ function claimOp(ctx: Context) {
 }
 
 /**
- * Writes the outcome of a pending claim of `fingerprint` in one `UpdateItem`, its bytes already taken from the
- * allowance of bucket `bucket`: conditioned on the claim (unrecorded, live, held by `by` or without owner) and on its
- * expiry ending before that bucket does (so the bytes count at least until the id expires). Writes `rt`, a token of
- * this call, so that when the SDK resent the update after a lost reply the read that follows knows the write as its
- * own. `true`: written; otherwise the item as read afterwards (`undefined`: absent or expired).
- */
-async function writeFast(
-  ctx: Context,
-  key: Key,
-  record: { fingerprint: string; outcome: string; size: number; at: number; by: string | null; token: string; bucket: number },
-): Promise<true | { item: Item | undefined }> {
-  const { table } = ctx;
-  const { fingerprint, outcome, size, at, by, token, bucket } = record;
-  const w = recordWrite(fingerprint, at, by, true);
-  const written = await twice(() =>
-    table.send(
-      new UpdateItemCommand({
-        TableName: table.tableName,
-        Key: key,
-        UpdateExpression: `SET #k = :d, #out = :out, #ob = :ob, #bk = :bk, #rt = :rt${w.set}`,
-        ConditionExpression: `${w.condition} AND #exp < :end`,
-        ExpressionAttributeNames: { ...w.names, '#out': 'out', '#ob': 'ob', '#bk': 'bk', '#rt': 'rt' },
-        ExpressionAttributeValues: {
-          ...w.values,
-          ':d': { S: 'd' },
-          ':out': { S: outcome },
-          ':ob': { N: String(size) },
-          ':bk': { N: String(bucket) },
-          ':rt': { S: token },
-          ':end': { N: String((bucket + 1) * BUDGET_BUCKET_MS) },
-        },
-      }),
-    ),
-  );
-  if (written !== 'condition') return true;
-  return { item: await liveItem(table, key, at) };
-}
-
-/**
  * The outcome bytes this store instance has taken from the budget ahead of its records (see {@link createDynamoStore}):
  * `left` bytes counted in bucket `bucket` of the budget counter. A record whose id expires before that bucket ends
  * takes its bytes from here (no request); when they run out, one `UpdateItem` on the budget item takes another
@@ -487,7 +471,7 @@ function recordOp(ctx: Context) {
     let read: Item | undefined;
     const bucket = await fromAllowance(ctx, size, undefined);
     if (bucket !== undefined) {
-      const fast = await writeFast(ctx, key, { fingerprint, outcome, size, at, by, token, bucket });
+      const fast = await writeOutcome(table, key, { fingerprint, outcome, size, at, by }, { token, bucket });
       if (fast === true) return true;
       giveToAllowance(ctx, size, bucket);
       read = fast.item;
@@ -506,7 +490,7 @@ function recordOp(ctx: Context) {
     const exp = num(held.exp) as number;
     const allowed = await fromAllowance(ctx, size, exp);
     if (allowed !== undefined) {
-      const fast = await writeFast(ctx, key, { fingerprint, outcome, size, at, by, token, bucket: allowed });
+      const fast = await writeOutcome(table, key, { fingerprint, outcome, size, at, by }, { token, bucket: allowed });
       if (fast === true || str(fast.item?.rt) === token) return true;
       giveToAllowance(ctx, size, allowed);
       return false;
@@ -516,7 +500,9 @@ function recordOp(ctx: Context) {
       return false;
     }
     // No answer (rejects): the bytes stay taken — counted too long, never too little.
-    if (await writeOutcome(table, key, { fingerprint, outcome, size, at, owner: str(held.o) as string, by })) return true;
+    // Refused when someone changed the item (three misses), unless this call's own write landed and the SDK retried it.
+    const exact = await writeOutcome(table, key, { fingerprint, outcome, size, at, by });
+    if (exact === true || isOwnRecord(exact.item, fingerprint, outcome, str(held.o) as string)) return true;
     await table.release('outcome bytes', () => budget.give(size, exp));
     return false;
   };
@@ -604,14 +590,7 @@ export function createDynamoStore(options: DynamoStoreOptions): DynamoReplayStor
     },
   };
   return {
-    capabilities: {
-      shared: true,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: true,
-      clock: true,
-      leases: true,
-      epoch: true,
-    },
+    capabilities: fullStoreCapabilities({ maxOutcomeBytes, outcomeBudgetBytes }),
     async time(): Promise<number> {
       ctx.open();
       await table.measure(true);

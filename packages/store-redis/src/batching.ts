@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import { MrtrError } from '@mrtr/core';
-import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
+import { createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from './connection.js';
 import { expiredError, ledgerLostError } from './scripts.js';
 import { hashSlot } from './hash-slot.js';
 import { resolveLostBatch } from './lost-reply.js';
+import type { Waiter } from './waiter.js';
 
 /**
  * The consume script, judged by Redis's clock (`TIME`). KEYS: the ledger's epoch key (of these ids' hash slot), then
@@ -39,15 +40,6 @@ const BATCH_SHA = createHash('sha1').update(BATCH_SCRIPT).digest('hex');
 
 /** Batches one store keeps in flight at once. */
 const MAX_IN_FLIGHT = 2;
-
-/** One consume waiting for its batch. */
-export interface Waiter extends BatchEntry<boolean> {
-  readonly key: string;
-  /** `expiresAtMs`, rounded up (the key is kept until it plus the extra retention). */
-  readonly exp: number;
-  /** `mintedAtMs`, or `undefined` (no epoch check). */
-  readonly minted: number | undefined;
-}
 
 /** `EVALSHA` of a script, `EVAL` when the server does not have it cached; every call bounded. */
 export async function evalScript(

@@ -2,8 +2,8 @@ import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
 import { StoreUnavailableError } from '@mrtr/core/authoring';
 import { ReplyError } from 'ioredis';
-import type { Waiter } from './batching.js';
 import type { RedisConnection } from './connection.js';
+import type { Waiter } from './waiter.js';
 
 // A reply that never arrived (a timeout, a connection lost with the command in flight) does not say whether the
 // write ran: one read of the key settles it, and what it cannot settle fails closed (never a first use).

@@ -1,6 +1,13 @@
 import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
-import { type ConsumeQueue, createConsumeQueue, type Waiter } from './batching.js';
+import {
+  BackgroundError,
+  base64urlEncode,
+  fullStoreCapabilities,
+  parseKeyFingerprintOffer,
+  randomBytes,
+  StoreUnavailableError,
+} from '@mrtr/core/authoring';
+import { type ConsumeQueue, createConsumeQueue } from './batching.js';
 import { openConnection, type RedisConnection, redisMs } from './connection.js';
 import { createEpochKeeper, type EpochKeeper, epochKeyOf } from './epoch.js';
 import { createEvictionGuard, type EvictionCheck, type EvictionGuard, persistenceWarning, readPersistence } from './eviction.js';
@@ -19,6 +26,7 @@ import {
   ownerMisuse,
   spendMisuse,
 } from './scripts.js';
+import type { Waiter } from './waiter.js';
 
 /**
  * Replay store on Redis ≥ 6.2. Redis's clock decides (`clock`): each `consume` is one call of a script on the id's
@@ -141,14 +149,7 @@ export function createRedisStore(options: RedisStoreOptions = {}): RedisReplaySt
   };
 
   return {
-    capabilities: {
-      shared: true,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: true,
-      clock: true,
-      leases: true,
-      epoch: true,
-    },
+    capabilities: fullStoreCapabilities({ maxOutcomeBytes, outcomeBudgetBytes }),
     keyFingerprints,
     consume,
     claim,

@@ -9,12 +9,13 @@ import type {
 } from '@mrtr/core';
 import {
   base64urlEncode,
+  fullStoreCapabilities,
   MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
   parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
   randomBytes,
   StoreUnavailableError,
-  OUTCOME_STORE_LIMIT_OPTIONS,
 } from '@mrtr/core/authoring';
 import type { Redis } from '@upstash/redis';
 import {
@@ -335,14 +336,7 @@ export function createUpstashStore(options: UpstashStoreOptions): UpstashReplayS
   };
 
   return {
-    capabilities: {
-      shared: true,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: true,
-      clock: true,
-      leases: true,
-      epoch: true,
-    },
+    capabilities: fullStoreCapabilities({ maxOutcomeBytes, outcomeBudgetBytes }),
     keyFingerprints,
     consume,
     claim,

@@ -1,4 +1,4 @@
-import type { BackgroundError } from '@mrtr/core/authoring';
+import { type BackgroundError, fullStoreCapabilities } from '@mrtr/core/authoring';
 import type { ClaimOptions, ClaimResult, KeyFingerprint, RecordingReplayStore, SpendOptions } from '@mrtr/core';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
@@ -104,14 +104,7 @@ export function sqlReplayStore(parts: ReplayParts): SqlReplayStore {
   const stopPurge = startPurgeTimer(parts.label, parts.purge.intervalMs, purgeIfUsed, parts.onError);
   const { maxOutcomeBytes, outcomeBudgetBytes } = parts;
   return {
-    capabilities: {
-      shared: true,
-      outcomes: { maxOutcomeBytes, outcomeBudgetBytes },
-      keyExchange: true,
-      clock: true,
-      leases: true,
-      epoch: true,
-    },
+    capabilities: fullStoreCapabilities({ maxOutcomeBytes, outcomeBudgetBytes }),
     dialect: parts.dialect,
     table: parts.table,
     maxOutcomeBytes: parts.maxOutcomeBytes,
