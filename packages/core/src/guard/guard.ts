@@ -1,15 +1,15 @@
-import type { RequestBinding } from './claims.js';
-import { andThen } from './crypto/awaitable.js';
-import type { GuardEvent } from './events.js';
-import { checkFleetKeys } from './fleet.js';
-import { createChecks } from './guard-checks.js';
-import { createKeyState } from './guard-key.js';
-import { createGuardKeys } from './guard-keys.js';
-import { createMint } from './guard-mint.js';
-import { createOperations } from './guard-operations.js';
-import { parseGuardOptions } from './guard-options.js';
-import { bindNow, principalIn, type Scope, scopeOf } from './guard-scope.js';
-import { createSingleUse } from './guard-single-use.js';
+import type { RequestBinding } from '../claims.js';
+import { andThen } from '../crypto/awaitable.js';
+import type { GuardEvent } from '../events.js';
+import { checkFleetKeys } from '../keys/fleet.js';
+import { createChecks } from './verify.js';
+import { createKeyState } from './key-state.js';
+import { createGuardKeys } from './keys.js';
+import { createMint } from './mint.js';
+import { createOperations } from './operations.js';
+import { parseGuardOptions } from './options.js';
+import { bindNow, principalIn, type Scope, scopeOf } from './scope.js';
+import { createSingleUse } from './spend.js';
 import type {
   AdmitOptions,
   GuardRequest,
@@ -19,10 +19,10 @@ import type {
   RequestContext,
   StateGuard,
   StateGuardOptions,
-} from './guard-types.js';
-import type { Admission } from './outcomes.js';
+} from './types.js';
+import type { Admission } from '../outcomes/outcomes.js';
 import { createHolderTagger, createPrincipalTagger, principalPolicy } from './principal.js';
-import type { JsonValue } from './protocol.js';
+import type { JsonValue } from '../protocol.js';
 
 export type {
   AdmitOptions,
@@ -34,7 +34,7 @@ export type {
   RequestContext,
   StateGuard,
   StateGuardOptions,
-} from './guard-types.js';
+} from './types.js';
 
 /**
  * Composes a codec, an optional replay store and policy. `open` checks, in this order (numbered as in

@@ -1,15 +1,15 @@
-import type { FlowClaims } from './claims.js';
-import { MrtrError, type MrtrErrorCode } from './errors.js';
-import type { EventSink, GuardEvent } from './events.js';
-import type { Verify } from './guard-checks.js';
-import { type KeyState, keyRefusal } from './guard-key.js';
-import { type Mint, tokenOnly, withFlow, withKid } from './guard-mint.js';
-import type { Scope } from './guard-scope.js';
-import type { SingleUse } from './guard-single-use.js';
-import type { AdmitOptions, MintedState, MintOptions, OpenedState, RequestContext } from './guard-types.js';
-import type { ReplayStore } from './interfaces.js';
-import type { Admission, Dropped } from './outcomes.js';
-import type { JsonValue } from './protocol.js';
+import type { FlowClaims } from '../claims.js';
+import { MrtrError, type MrtrErrorCode } from '../errors.js';
+import type { EventSink, GuardEvent } from '../events.js';
+import type { Verify } from './verify.js';
+import { type KeyState, keyRefusal } from './key-state.js';
+import { type Mint, tokenOnly, withFlow, withKid } from './mint.js';
+import type { Scope } from './scope.js';
+import type { SingleUse } from './spend.js';
+import type { AdmitOptions, MintedState, MintOptions, OpenedState, RequestContext } from './types.js';
+import type { ReplayStore } from '../interfaces.js';
+import type { Admission, Dropped } from '../outcomes/outcomes.js';
+import type { JsonValue } from '../protocol.js';
 
 /** The single-use step of an open: none (`verify`), `consume`, or `claim` (admit, with the answers). */
 export type Single = 'verify' | 'consume' | 'claim';

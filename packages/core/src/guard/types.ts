@@ -1,11 +1,11 @@
 import type { ClockSample } from './store-clock.js';
-import type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
-import type { EventHook, EventSink, GuardEvent } from './events.js';
-import type { FleetKeyCheck } from './fleet.js';
-import type { CodecInput, ReplayStore, StateCodec } from './interfaces.js';
-import type { KeyRing } from './keys.js';
-import type { Admission } from './outcomes.js';
-import type { JsonValue } from './protocol.js';
+import type { FlowClaims, RequestBinding, StateClaims } from '../claims.js';
+import type { EventHook, EventSink, GuardEvent } from '../events.js';
+import type { FleetKeyCheck } from '../keys/fleet.js';
+import type { CodecInput, ReplayStore, StateCodec } from '../interfaces.js';
+import type { KeyRing } from '../keys/keys.js';
+import type { Admission } from '../outcomes/outcomes.js';
+import type { JsonValue } from '../protocol.js';
 
 /** The request a state is minted for or presented with. */
 export interface RequestContext {

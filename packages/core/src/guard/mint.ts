@@ -1,13 +1,13 @@
 import { cryptoProvider } from '#crypto';
-import { CLAIMS_VERSION, type FlowClaims, type StateClaims } from './claims.js';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { FlowExpiredError, FlowRoundsError, MrtrError, QuotaExceededError, SealFailedError, StateTooLargeError } from './errors.js';
-import type { GuardKeys } from './guard-keys.js';
-import { bindingIn, type Scope } from './guard-scope.js';
-import type { MintedState, MintOptions } from './guard-types.js';
-import { assertJson } from './json.js';
+import { CLAIMS_VERSION, type FlowClaims, type StateClaims } from '../claims.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { FlowExpiredError, FlowRoundsError, MrtrError, QuotaExceededError, SealFailedError, StateTooLargeError } from '../errors.js';
+import type { GuardKeys } from './keys.js';
+import { bindingIn, type Scope } from './scope.js';
+import type { MintedState, MintOptions } from './types.js';
+import { assertJson } from '../util/json.js';
 import type { Principal } from './principal.js';
-import type { JsonValue } from './protocol.js';
+import type { JsonValue } from '../protocol.js';
 import type { Quota } from './quota.js';
 
 /** What a mint reads: the guard's policy, its keys, its clock, its quota and the request's principal. */

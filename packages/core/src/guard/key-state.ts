@@ -1,10 +1,10 @@
 import { cryptoProvider } from '#crypto';
-import { CLAIMS_VERSION, type StateClaims } from './claims.js';
-import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from './errors.js';
-import { bindingIn, type Scope } from './guard-scope.js';
-import type { OpenedState } from './guard-types.js';
-import { canonicalJson, utf8Encode } from './json.js';
-import type { MintDeps } from './guard-mint.js';
+import { CLAIMS_VERSION, type StateClaims } from '../claims.js';
+import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from '../errors.js';
+import { bindingIn, type Scope } from './scope.js';
+import type { OpenedState } from './types.js';
+import { canonicalJson, utf8Encode } from '../util/json.js';
+import type { MintDeps } from './mint.js';
 import type { LedgerEpoch } from './ledger-epoch.js';
 
 /** Characters of an idempotency key: 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} of printable ASCII (no space). */

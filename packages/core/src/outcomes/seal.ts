@@ -1,15 +1,15 @@
-import { storeCapabilities } from './capabilities.js';
+import { storeCapabilities } from '../capabilities.js';
 import { cryptoProvider } from '#crypto';
-import { CLAIMS_VERSION, type StateClaims } from './claims.js';
-import type { Awaitable } from './crypto/awaitable.js';
-import { MrtrError, StateReplayedError } from './errors.js';
-import type { OutcomeDropReason } from './events.js';
-import type { OpenedState } from './guard-types.js';
-import type { ReplayStore, StateCodec } from './interfaces.js';
-import { canonicalJson } from './json.js';
-import type { JsonValue } from './protocol.js';
-import { base64urlEncode, randomBytes } from './random.js';
-import { isObject } from './validate.js';
+import { CLAIMS_VERSION, type StateClaims } from '../claims.js';
+import type { Awaitable } from '../crypto/awaitable.js';
+import { MrtrError, StateReplayedError } from '../errors.js';
+import type { OutcomeDropReason } from '../events.js';
+import type { OpenedState } from '../guard/types.js';
+import type { ReplayStore, StateCodec } from '../interfaces.js';
+import { canonicalJson } from '../util/json.js';
+import type { JsonValue } from '../protocol.js';
+import { base64urlEncode, randomBytes } from '../util/random.js';
+import { isObject } from '../util/validate.js';
 
 /** Suffix of the audience of a sealed outcome: never the audience of a state, so it can never pass as one. */
 export const OUTCOME_AUDIENCE = '#outcome';

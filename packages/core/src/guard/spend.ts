@@ -1,13 +1,13 @@
-import type { StateClaims } from './claims.js';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { LedgerLostError, MrtrError, StateReplayedError, StoreUnavailableError } from './errors.js';
-import type { ParsedGuardOptions } from './guard-options.js';
-import type { OpenedState } from './guard-types.js';
-import type { SpendOptions, StateCodec } from './interfaces.js';
+import type { StateClaims } from '../claims.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { LedgerLostError, MrtrError, StateReplayedError, StoreUnavailableError } from '../errors.js';
+import type { ParsedGuardOptions } from './options.js';
+import type { OpenedState } from './types.js';
+import type { SpendOptions, StateCodec } from '../interfaces.js';
 import { createLedgerEpoch, type LedgerEpoch } from './ledger-epoch.js';
 import { createStoreClock, type StoreClock } from './store-clock.js';
-import { timingSafeEqualText } from './json.js';
-import { type Claim, createOutcomes } from './outcomes.js';
+import { timingSafeEqualText } from '../util/json.js';
+import { type Claim, createOutcomes } from '../outcomes/outcomes.js';
 import type { Principal } from './principal.js';
 
 /** The single-use step of an open: `consume` (every retry a replay) and `claim` (an identical retry answered). */

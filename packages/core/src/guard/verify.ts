@@ -1,5 +1,5 @@
-import { isStateClaims, type StateClaims } from './claims.js';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
+import { isStateClaims, type StateClaims } from '../claims.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
 import {
   FlowExpiredError,
   FlowRoundsError,
@@ -10,14 +10,14 @@ import {
   StateMalformedError,
   StatePrincipalError,
   StateTooLargeError,
-} from './errors.js';
-import type { GuardKeys } from './guard-keys.js';
-import { bindingIn, type Scope } from './guard-scope.js';
-import type { OpenedState } from './guard-types.js';
-import type { OpenedToken } from './interfaces.js';
-import { timingSafeEqualText } from './json.js';
+} from '../errors.js';
+import type { GuardKeys } from './keys.js';
+import { bindingIn, type Scope } from './scope.js';
+import type { OpenedState } from './types.js';
+import type { OpenedToken } from '../interfaces.js';
+import { timingSafeEqualText } from '../util/json.js';
 import type { Principal } from './principal.js';
-import type { JsonValue } from './protocol.js';
+import type { JsonValue } from '../protocol.js';
 
 /** What the checks of a state read: the guard's policy, its keys, its clock and the request's principal. */
 export interface CheckDeps {

@@ -1,10 +1,10 @@
-import type { Awaitable } from './crypto/awaitable.js';
-import { MrtrError, OutcomeUnknownError, RoundInProgressError, StateReplayedError } from './errors.js';
-import type { OutcomeDropReason } from './events.js';
-import type { AdmitOptions, OpenedState } from './guard-types.js';
-import type { ClaimResult, ReplayStore, SpendOptions, StateCodec, StoreCapabilities } from './interfaces.js';
-import { createOwners, createRetrier, keepLease } from './outcome-lease.js';
-import { createOutcomeSeal, fingerprint } from './outcome-seal.js';
+import type { Awaitable } from '../crypto/awaitable.js';
+import { MrtrError, OutcomeUnknownError, RoundInProgressError, StateReplayedError } from '../errors.js';
+import type { OutcomeDropReason } from '../events.js';
+import type { AdmitOptions, OpenedState } from '../guard/types.js';
+import type { ClaimResult, ReplayStore, SpendOptions, StateCodec, StoreCapabilities } from '../interfaces.js';
+import { createOwners, createRetrier, keepLease } from './lease.js';
+import { createOutcomeSeal, fingerprint } from './seal.js';
 import {
   createPoller,
   createWaiters,
@@ -16,12 +16,12 @@ import {
   UNKNOWN,
   type WaitingBounds,
   within,
-} from './outcome-wait.js';
-import type { JsonValue } from './protocol.js';
-import type { StoreClock } from './store-clock.js';
+} from './wait.js';
+import type { JsonValue } from '../protocol.js';
+import type { StoreClock } from '../guard/store-clock.js';
 
-export { OUTCOME_AUDIENCE } from './outcome-seal.js';
-export type { WaitingBounds } from './outcome-wait.js';
+export { OUTCOME_AUDIENCE } from './seal.js';
+export type { WaitingBounds } from './wait.js';
 
 type Opened = OpenedState;
 
