@@ -1,16 +1,14 @@
 import type { RequestBinding } from '../claims.js';
-import { andThen } from '../crypto/awaitable.js';
-import type { GuardEvent } from '../events.js';
 import { checkFleetKeys } from '../keys/fleet.js';
-import { createChecks } from './verify.js';
+import type { JsonValue } from '../protocol.js';
+import { createGuardContext } from './context.js';
 import { createKeyState } from './key-state.js';
-import { createGuardKeys } from './keys.js';
 import { createMint } from './mint.js';
 import { createOperations } from './operations.js';
-import { parseGuardOptions } from './options.js';
-import { bindNow, principalIn, type Scope, scopeOf } from './scope.js';
-import { createSingleUse } from './spend.js';
+import { bindNow, scopeOf } from './scope.js';
+import { createSpend } from './spend.js';
 import type {
+  Admission,
   AdmitOptions,
   GuardRequest,
   MintedState,
@@ -20,9 +18,7 @@ import type {
   StateGuard,
   StateGuardOptions,
 } from './types.js';
-import type { Admission } from '../outcomes/outcomes.js';
-import { createHolderTagger, createPrincipalTagger, principalPolicy } from './principal.js';
-import type { JsonValue } from '../protocol.js';
+import { createVerify } from './verify.js';
 
 export type {
   AdmitOptions,
@@ -48,64 +44,19 @@ export type {
  * (`consume`, `claim`), `guard-mint.ts` (the mint pipeline), `guard-operations.ts` (the operations and their events).
  */
 export function createStateGuard(options: StateGuardOptions): StateGuard {
-  const parsed = parseGuardOptions(options);
-  const { store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, events } = parsed;
-  const whoIn = principalIn(principalPolicy(parsed.readPrincipal, parsed.unauthenticated));
-  const principalTag = createPrincipalTagger(parsed.keys, audience);
-  const holderTag = createHolderTagger(audience);
-  const keys = createGuardKeys(parsed.keys, parsed.codec, parsed.codecFor);
-  const { codec } = keys;
-  const singleUse = createSingleUse(parsed, codec, principalTag);
-  const { consume, claim, clock, ledgerEpoch } = singleUse;
-  const verifyNow = createChecks({ keys, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn });
-  const mintNow = createMint({
-    keys,
-    audience,
-    ttlMs,
-    flowTtlMs,
-    maxRounds,
-    maxTokenBytes,
-    quota,
-    now,
-    principalTag,
-    whoIn,
-    holderTag,
-    ledgerEpoch,
-  });
-  // Nothing is minted while this instance's clock is off the store's by more than the tolerance, nor before the store's
-  // ledger epoch exists.
-  const mintWithin: typeof mintNow = (...args) => {
-    clock.assertWithin();
-    const learning = ledgerEpoch.ready();
-    return learning === undefined ? mintNow(...args) : learning.then(() => mintNow(...args));
-  };
-  // The principal of each state verified here, for this instance's bounds whichever key sealed it (the outcome budget
-  // and waiting retries of `claim`, which is given the state alone).
-  const holders = new WeakMap<OpenedState, string>();
-  const holderOf = (state: OpenedState): string => holders.get(state) ?? state.claims.sub;
-  // Nor is anything opened: a skewed instance's own checks (expiry, iat) are off, so it refuses first, with the reason.
-  const verifyWithin: typeof verifyNow = <P extends JsonValue>(scope: Scope, token: unknown) => {
-    clock.assertWithin();
-    return andThen(verifyNow<P>(scope, token), (state) =>
-      andThen(holderTag(whoIn(scope)), (holder) => {
-        holders.set(state, holder);
-        return state;
-      }),
-    );
-  };
-  const keyState = createKeyState({ keys, audience, ttlMs, quota, now, principalTag, whoIn, holderTag, ledgerEpoch });
+  const ctx = createGuardContext(options);
+  const { store, maxTokenBytes, maxRounds, ttlMs, clockSkewMs, now, whoIn, clock, codec, holderOf } = ctx;
+  const singleUse = createSpend(ctx);
+  const { consume, claim } = singleUse;
   const { openIn, mintIn, mintTokenIn, claimKeyIn } = createOperations({
-    verifyNow: verifyWithin,
-    mintNow: mintWithin,
+    verifyNow: createVerify(ctx),
+    mintNow: createMint(ctx),
     singleUse,
-    keyState: (scope, key, keyTtlMs) => {
-      clock.assertWithin();
-      return keyState(scope, key, keyTtlMs);
-    },
+    keyState: createKeyState(ctx),
     holderOf,
     store,
     codecId: codec.id,
-    events,
+    events: ctx.events,
     now,
   });
 
@@ -115,7 +66,7 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     maxTokenBytes,
     maxRounds,
     ttlMs,
-    checkKeys: () => checkFleetKeys(parsed.keys, store, { now: now(), lifetimeMs: ttlMs + 2 * clockSkewMs }),
+    checkKeys: () => checkFleetKeys(ctx.keys, store, { now: now(), lifetimeMs: ttlMs + 2 * clockSkewMs }),
     checkClock: () => clock.measure(),
     bind: async (request: RequestContext): Promise<RequestBinding> => bindNow(request),
     consume,

@@ -4,8 +4,7 @@ import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from '../e
 import { bindingIn, type Scope } from './scope.js';
 import type { OpenedState } from './types.js';
 import { canonicalJson, utf8Encode } from '../util/json.js';
-import type { MintDeps } from './mint.js';
-import type { LedgerEpoch } from './ledger-epoch.js';
+import type { GuardContext } from './context.js';
 
 /** Characters of an idempotency key: 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} of printable ASCII (no space). */
 export const IDEMPOTENCY_KEY_PATTERN: RegExp = /^[\x21-\x7e]{1,255}$/;
@@ -18,11 +17,6 @@ const KEY_PURPOSE = 'mrtr/idempotency-key/v1';
 
 /** Whether `key` is a well-formed idempotency key (see {@link IDEMPOTENCY_KEY_PATTERN}). */
 export const isIdempotencyKey = (key: unknown): key is string => typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key);
-
-/** What a keyed call reads: a mint's dependencies (the guard's `ttlMs` is the longest a key lives), and the epoch to wait for. */
-export type KeyStateDeps = Pick<MintDeps, 'keys' | 'audience' | 'ttlMs' | 'quota' | 'now' | 'principalTag' | 'whoIn' | 'holderTag'> & {
-  readonly ledgerEpoch: LedgerEpoch;
-};
 
 /** A keyed call as the ledger sees it: a state never sealed or sent, and the principal's tag for this instance's bounds. */
 export interface KeyState {
@@ -46,18 +40,19 @@ export function keyTtlMs(label: string, ttlMs: unknown, max: number): number {
  * (principal, tool, key) names one ledger entry; it lives `ttlMs`; the claim fingerprints the arguments' digest.
  * Each keyed call counts as a mint against the principal's mint quota (retries too: bounded before the store is asked).
  */
-export function createKeyState(deps: KeyStateDeps): (scope: Scope, key: string, ttlMs: number | undefined) => Promise<KeyState> {
-  const { keys, audience, quota, now, principalTag, whoIn, holderTag, ledgerEpoch } = deps;
+export function createKeyState(ctx: GuardContext): (scope: Scope, key: string, ttlMs: number | undefined) => Promise<KeyState> {
+  const { current, audience, quota, now, principalTag, whoIn, holderTag, ledgerEpoch, clock } = ctx;
   return async (scope, key, ttlMs) => {
+    clock.assertWithin();
     if (!isIdempotencyKey(key)) throw new TypeError('GuardRequest.claimKey: key must be 1-255 characters of printable ASCII');
-    const lifetime = keyTtlMs('GuardRequest.claimKey', ttlMs, deps.ttlMs);
+    const lifetime = keyTtlMs('GuardRequest.claimKey', ttlMs, ctx.ttlMs);
     const principal = whoIn(scope);
     await ledgerEpoch.ready();
-    const kid = keys.current().ring.primaryKid;
+    const kid = current().ring.primaryKid;
     const [sub, req, holder] = await Promise.all([principalTag(kid, principal), bindingIn(scope), holderTag(principal)]);
     const t = now();
     if (quota !== undefined && !quota.take(holder, t)) throw new QuotaExceededError();
-    const subkey = await keys.current().ring.subkey(kid, KEY_PURPOSE);
+    const subkey = await current().ring.subkey(kid, KEY_PURPOSE);
     if (subkey === undefined) throw new MrtrError('ERR_KEY_UNKNOWN');
     const mac = await cryptoProvider.hmacSha256(subkey, utf8Encode(canonicalJson([sub, req.m, req.t, key])));
     const jti = cryptoProvider.base64urlEncode(mac.subarray(0, 16));

@@ -5,7 +5,7 @@ import type { Verify } from './verify.js';
 import { type KeyState, keyRefusal } from './key-state.js';
 import { type Mint, tokenOnly, withFlow, withKid } from './mint.js';
 import type { Scope } from './scope.js';
-import type { SingleUse } from './spend.js';
+import type { Spend } from './spend.js';
 import type { AdmitOptions, MintedState, MintOptions, OpenedState, RequestContext } from './types.js';
 import type { ReplayStore } from '../interfaces.js';
 import type { Admission, Dropped } from '../outcomes/outcomes.js';
@@ -32,7 +32,7 @@ export interface GuardOperations {
 export interface OperationDeps {
   readonly verifyNow: Verify;
   readonly mintNow: Mint;
-  readonly singleUse: SingleUse;
+  readonly singleUse: Spend;
   /** The state a keyed call is claimed under. */
   readonly keyState: (scope: Scope, key: string, ttlMs: number | undefined) => Promise<KeyState>;
   /** The principal's tag for this instance's bounds (the outcome budget, waiting retries) of a verified state. */

@@ -5,7 +5,7 @@ import { NO_CAPABILITIES, storeCapabilities } from '../capabilities.js';
 import type { CodecFactory, ReplayStore, StateCodec, StoreCapabilities } from '../interfaces.js';
 import { intOption, YEAR_MS } from '../util/int-option.js';
 import { MAX_LEASE_MS } from '../util/lease-args.js';
-import type { WaitingBounds } from '../outcomes/outcomes.js';
+import type { WaitingBounds } from '../outcomes/wait.js';
 import { createQuota, type Quota } from './quota.js';
 import { type OptionNames, rejectUnknownOptions } from '../util/validate.js';
 
