@@ -1,24 +1,10 @@
 import type { RequestBinding } from '../claims.js';
+import type { GuardEvent } from '../events.js';
 import { checkFleetKeys } from '../keys/fleet.js';
-import type { JsonValue } from '../protocol.js';
 import { createGuardContext } from './context.js';
-import { createKeyState } from './key-state.js';
-import { createMint } from './mint.js';
 import { createOperations } from './operations.js';
 import { bindNow, scopeOf } from './scope.js';
-import { createSpend } from './spend.js';
-import type {
-  Admission,
-  AdmitOptions,
-  GuardRequest,
-  MintedState,
-  MintOptions,
-  OpenedState,
-  RequestContext,
-  StateGuard,
-  StateGuardOptions,
-} from './types.js';
-import { createVerify } from './verify.js';
+import type { GuardRequest, RequestContext, StateGuard, StateGuardOptions } from './types.js';
 
 export type {
   AdmitOptions,
@@ -39,29 +25,18 @@ export type {
  * the store. Nothing is accepted on a store error.
  * With `onEvent`, the guard reports each step itself (see {@link GuardEvent}); without it no event is built.
  *
- * The parts: `guard-options.ts` (the options validated), `guard-keys.ts` (the ring in force and its codec),
- * `guard-scope.ts` (a request's principal and binding), `guard-checks.ts` (checks 1–8), `guard-single-use.ts`
- * (`consume`, `claim`), `guard-mint.ts` (the mint pipeline), `guard-operations.ts` (the operations and their events).
+ * The parts, in `guard/`: `context.ts` (the options validated, by `options.ts`, and what every step reads, built once),
+ * `operations.ts` (the one table of operations, each on a request's scope, `scope.ts`), and one file per step:
+ * `verify.ts` (checks 1–8), `mint.ts` (the mint pipeline), `spend.ts` (single use: the one place that picks `consume`
+ * or `claim`, on `outcomes/`), `report.ts` (the events, only with `onEvent`); `key-state.ts` (a keyed call's state),
+ * `keys.ts` (the ring in force and its codec).
  */
 export function createStateGuard(options: StateGuardOptions): StateGuard {
   const ctx = createGuardContext(options);
-  const { store, maxTokenBytes, maxRounds, ttlMs, clockSkewMs, now, whoIn, clock, codec, holderOf } = ctx;
-  const singleUse = createSpend(ctx);
-  const { consume, claim } = singleUse;
-  const { openIn, mintIn, mintTokenIn, claimKeyIn } = createOperations({
-    verifyNow: createVerify(ctx),
-    mintNow: createMint(ctx),
-    singleUse,
-    keyState: createKeyState(ctx),
-    holderOf,
-    store,
-    codecId: codec.id,
-    events: ctx.events,
-    now,
-  });
-
+  const { store, maxTokenBytes, maxRounds, ttlMs, clockSkewMs, now, clock } = ctx;
+  const ops = createOperations(ctx);
   return {
-    codec,
+    codec: ctx.codec,
     store,
     maxTokenBytes,
     maxRounds,
@@ -69,35 +44,24 @@ export function createStateGuard(options: StateGuardOptions): StateGuard {
     checkKeys: () => checkFleetKeys(ctx.keys, store, { now: now(), lifetimeMs: ttlMs + 2 * clockSkewMs }),
     checkClock: () => clock.measure(),
     bind: async (request: RequestContext): Promise<RequestBinding> => bindNow(request),
-    consume,
-    claim: (state, answers, options) => claim(state, answers, holderOf(state), options),
-    open<P extends JsonValue>(token: unknown, request: RequestContext) {
-      return openIn(scopeOf(request), token, 'consume') as Promise<OpenedState<P>>;
-    },
-    verify<P extends JsonValue>(token: unknown, request: RequestContext) {
-      return openIn(scopeOf(request), token, 'verify') as Promise<OpenedState<P>>;
-    },
-    admit<P extends JsonValue>(token: unknown, request: RequestContext, answers: JsonValue, options?: AdmitOptions) {
-      return openIn(scopeOf(request), token, 'claim', answers, options) as Promise<Admission<OpenedState<P>>>;
-    },
-    mint<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<string> {
-      return mintTokenIn(scopeOf(request), data, mintOptions);
-    },
-    mintFlow<P extends JsonValue>(data: P, request: RequestContext, mintOptions?: MintOptions): Promise<MintedState> {
-      return mintIn(scopeOf(request), data, mintOptions);
-    },
+    consume: ops.consume,
+    claim: ops.claim,
+    open: (token, request) => ops.open(scopeOf(request), token),
+    verify: (token, request) => ops.verify(scopeOf(request), token),
+    admit: (token, request, answers, admitOptions) => ops.admit(scopeOf(request), token, answers, admitOptions),
+    mint: (data, request, mintOptions) => ops.mint(scopeOf(request), data, mintOptions),
+    mintFlow: (data, request, mintOptions) => ops.mintFlow(scopeOf(request), data, mintOptions),
     forRequest(request: RequestContext): GuardRequest {
       const scope = scopeOf(request);
-      whoIn(scope);
+      ctx.whoIn(scope);
       return {
         request,
-        open: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'consume') as Promise<OpenedState<P>>,
-        verify: <P extends JsonValue>(token: unknown) => openIn(scope, token, 'verify') as Promise<OpenedState<P>>,
-        admit: <P extends JsonValue>(token: unknown, answers: JsonValue, options?: AdmitOptions) =>
-          openIn(scope, token, 'claim', answers, options) as Promise<Admission<OpenedState<P>>>,
-        mint: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintTokenIn(scope, data, mintOptions),
-        mintFlow: <P extends JsonValue>(data: P, mintOptions?: MintOptions) => mintIn(scope, data, mintOptions),
-        claimKey: (key, keyOptions) => claimKeyIn(scope, key, keyOptions?.ttlMs),
+        open: (token) => ops.open(scope, token),
+        verify: (token) => ops.verify(scope, token),
+        admit: (token, answers, admitOptions) => ops.admit(scope, token, answers, admitOptions),
+        mint: (data, mintOptions) => ops.mint(scope, data, mintOptions),
+        mintFlow: (data, mintOptions) => ops.mintFlow(scope, data, mintOptions),
+        claimKey: (key, keyOptions) => ops.claimKey(scope, key, keyOptions?.ttlMs),
       };
     },
   };
