@@ -3,7 +3,7 @@
  * the concrete error classes to throw, option parsing and validators, strict base64url, random bytes, UTF-8, the claims
  * shape check, the token prefix scanner, canonical JSON, a deadline helper, URL redaction.
  */
-export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './batcher.js';
+export { type BatchEntry, type Batcher, type BatcherOptions, type BatchFlush, createBatcher } from './util/batcher.js';
 export { storeCapabilities } from './capabilities.js';
 export { fullStoreCapabilities } from './store-support.js';
 export { assertStateClaims, CLAIMS_VERSION, isStateClaims } from './claims.js';
@@ -16,7 +16,7 @@ export {
 export { codecFormat } from './codec-format.js';
 export { andThen, type Awaitable, isPromiseLike } from './crypto/awaitable.js';
 export { isCanonicalBase64url } from './crypto/base64url.js';
-export { withDeadline } from './deadline.js';
+export { withDeadline } from './util/deadline.js';
 export {
   DEFAULT_MAX_OUTCOME_BYTES,
   DEFAULT_OUTCOME_BUDGET_BYTES,
@@ -24,14 +24,14 @@ export {
   OUTCOME_STORE_LIMIT_OPTIONS,
   type ParsedOutcomeStoreLimits,
   parseOutcomeStoreLimits,
-} from './outcome-limits.js';
-export { isIdempotencyKey, keyTtlMs } from './guard-key.js';
-export { STATE_GUARD_OPTIONS } from './guard-options.js';
-export { createPrincipalTagger, type Principal, principalPolicy } from './principal.js';
-export { redactUrl } from './redact.js';
+} from './outcomes/limits.js';
+export { isIdempotencyKey, keyTtlMs } from './guard/key-state.js';
+export { STATE_GUARD_OPTIONS } from './guard/options.js';
+export { createPrincipalTagger, type Principal, principalPolicy } from './guard/principal.js';
+export { redactUrl } from './util/redact.js';
 export * from './error-classes.js';
 export { createEventSink, createFlowTagger, safeEmitter } from './events.js';
-export { canonicalJson, utf8Decode, utf8Encode } from './json.js';
+export { canonicalJson, utf8Decode, utf8Encode } from './util/json.js';
 export {
   applyKeyFingerprintOffer,
   checkFleetKeys,
@@ -39,11 +39,11 @@ export {
   keyFingerprint,
   MAX_FLEET_KEYS,
   parseKeyFingerprintOffer,
-} from './fleet.js';
-export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys.js';
-export { checkLeaseMs, checkOwner } from './lease-args.js';
+} from './keys/fleet.js';
+export { MAX_RING_KEYS, MIN_KEY_BYTES } from './keys/keys.js';
+export { checkLeaseMs, checkOwner } from './util/lease-args.js';
 export type { ClientCapabilities, InputRequest } from './protocol.js';
-export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './random.js';
+export { base64urlDecode, base64urlEncode, ownerValues, randomBytes } from './util/random.js';
 export {
   asTaskRecord,
   assertTaskChange,
@@ -52,7 +52,7 @@ export {
   roomFromAtLeast,
   TASK_STORE_LIMIT_OPTIONS,
   taskExpiresAt,
-} from './tasks.js';
+} from './tasks/tasks.js';
 export {
   assertTaskCreateArguments,
   assertTaskUpdateArguments,
@@ -61,8 +61,8 @@ export {
   TASK_UPDATE_OPTIONS,
   type TaskUpdateOptions,
   type TaskUpdateSteps,
-} from './task-options.js';
-export { readTokenPrefix, type TokenPrefix } from './token.js';
+} from './tasks/options.js';
+export { readTokenPrefix, type TokenPrefix } from './util/token.js';
 export {
   BackgroundError,
   boolOption,
@@ -74,4 +74,4 @@ export {
   optionsObject,
   rejectUnknownOptions,
   stringOption,
-} from './validate.js';
+} from './util/validate.js';

@@ -1,6 +1,6 @@
 import { StateMalformedError } from './errors.js';
 import type { JsonValue } from './protocol.js';
-import { isObject } from './validate.js';
+import { isObject } from './util/validate.js';
 
 /** Claims format version carried (and authenticated) in every token. */
 export const CLAIMS_VERSION = 1 as const;

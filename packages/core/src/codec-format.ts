@@ -1,6 +1,6 @@
 import { type CodecOptionLimits, type ParsedCodecOptions, parseCodecOptions } from './codec-options.js';
 import { StateMalformedError, StateTooLargeError } from './error-classes.js';
-import { readTokenPrefix, type TokenPrefix } from './token.js';
+import { readTokenPrefix, type TokenPrefix } from './util/token.js';
 
 /** The shared pieces of a codec whose tokens read `<version>.<kid>.<rest>`: what {@link codecFormat} returns. */
 export interface CodecFormat {

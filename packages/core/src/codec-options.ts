@@ -1,5 +1,5 @@
-import { KeyRing } from './keys.js';
-import { intOption, type OptionNames, optionsObject } from './validate.js';
+import { KeyRing } from './keys/keys.js';
+import { intOption, type OptionNames, optionsObject } from './util/validate.js';
 
 /** The `maxTokenBytes` bounds a codec accepts, for {@link parseCodecOptions}. */
 export interface CodecOptionLimits {

@@ -1,8 +1,8 @@
 import { cryptoProvider } from '#crypto';
 import { type Awaitable, andThen, isPromiseLike } from './crypto/awaitable.js';
 import type { MrtrErrorCode } from './errors.js';
-import { utf8Encode } from './json.js';
-import type { KeyRing } from './keys.js';
+import { utf8Encode } from './util/json.js';
+import type { KeyRing } from './keys/keys.js';
 
 /**
  * Fields every event carries. Never a token, a key, a jti, a principal, an argument value or an answer:

@@ -47,8 +47,8 @@ export {
   type RequestContext,
   type StateGuard,
   type StateGuardOptions,
-} from './guard.js';
-export type { Admission } from './outcomes.js';
+} from './guard/guard.js';
+export type { Admission } from './outcomes/outcomes.js';
 export type {
   ClaimOptions,
   ClaimResult,
@@ -62,10 +62,10 @@ export type {
   StateCodec,
   StoreCapabilities,
 } from './interfaces.js';
-export type { OutcomeStoreLimits } from './outcome-limits.js';
-export type { ClockSample } from './store-clock.js';
-export type { FleetKeyCheck } from './fleet.js';
-export { KeyProvider, type KeyProviderOptions } from './key-provider.js';
+export type { OutcomeStoreLimits } from './outcomes/limits.js';
+export type { ClockSample } from './guard/store-clock.js';
+export type { FleetKeyCheck } from './keys/fleet.js';
+export { KeyProvider, type KeyProviderOptions } from './keys/provider.js';
 export {
   deriveKey,
   type KeySetInput,
@@ -78,8 +78,8 @@ export {
   type RotationScheduleOptions,
   scheduleRotation,
   toJwks,
-} from './key-sources.js';
-export { generateKey, type KeyInput, KeyRing, type ScheduledKey } from './keys.js';
+} from './keys/sources.js';
+export { generateKey, type KeyInput, KeyRing, type ScheduledKey } from './keys/keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';
 export type {
   ParsedTaskStoreLimits,
@@ -89,4 +89,4 @@ export type {
   TaskStatus,
   TaskStore,
   TaskStoreLimits,
-} from './tasks.js';
+} from './tasks/tasks.js';

@@ -1,6 +1,6 @@
 import type { StateClaims } from './claims.js';
 import type { Awaitable } from './crypto/awaitable.js';
-import type { KeyRing } from './keys.js';
+import type { KeyRing } from './keys/keys.js';
 
 /** What a codec returns when a token is authentic. */
 export interface OpenedToken {

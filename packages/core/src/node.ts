@@ -5,8 +5,8 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
-import type { KeyProvider } from './key-provider.js';
-import { MAX_KEY_SET_CHARS } from './key-sources.js';
+import type { KeyProvider } from './keys/provider.js';
+import { MAX_KEY_SET_CHARS } from './keys/sources.js';
 
 /**
  * A `load` for `KeyProvider.create` that reads a key file (`MRTR_KEYS` format or a JWK Set, e.g. a mounted

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { cryptoProvider as node } from '../src/crypto/node.js';
 import { cryptoProvider as web } from '../src/crypto/web.js';
-import { assertJson, canonicalJson, utf8Encode } from '../src/json.js';
+import { assertJson, canonicalJson, utf8Encode } from '../src/util/json.js';
 
 /** The straightforward RFC 8785 serializer canonicalJson replaced: sort every object's keys, write every value by hand. */
 function reference(value: unknown, depth = 0): string {

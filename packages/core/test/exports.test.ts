@@ -169,25 +169,25 @@ describe('exported names', () => {
   it('gives every exported name a one-line TSDoc', () => {
     const sources = [
       'errors',
-      'guard',
+      'guard/guard',
       'interfaces',
-      'keys',
-      'key-provider',
-      'key-sources',
-      'fleet',
+      'keys/keys',
+      'keys/provider',
+      'keys/sources',
+      'keys/fleet',
       'node',
       'claims',
       'codec-options',
-      'principal',
-      'json',
-      'random',
-      'token',
+      'guard/principal',
+      'util/json',
+      'util/random',
+      'util/token',
       'protocol',
-      'deadline',
-      'tasks',
-      'task-options',
-      'batcher',
-      'validate',
+      'util/deadline',
+      'tasks/tasks',
+      'tasks/options',
+      'util/batcher',
+      'util/validate',
       'crypto/awaitable',
     ]
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
@@ -237,7 +237,7 @@ describe('the random pool and startup snapshots', () => {
     writeFileSync(
       entry,
       `import { startupSnapshot } from 'node:v8';
-import { randomBytes } from ${JSON.stringify(new URL('../src/random.ts', import.meta.url).pathname)};
+import { randomBytes } from ${JSON.stringify(new URL('../src/util/random.ts', import.meta.url).pathname)};
 randomBytes(24); // fill the pool while the snapshot is built
 startupSnapshot.setDeserializeMainFunction(() => {
   process.stdout.write(Buffer.from(randomBytes(24)).toString('hex'));

@@ -351,7 +351,7 @@ describe('createStateGuard', () => {
 describe('principal tags (remembered per guard, bounded)', () => {
   it('are the same keyed hash before and after the guard forgets them, for short and long principals', async () => {
     const { createHmac } = await import('node:crypto');
-    const { canonicalJson } = await import('../src/json.js');
+    const { canonicalJson } = await import('../src/util/json.js');
     const { keys, guard } = setup({ store: undefined });
     const subkey = keys.subkeySync('k1', 'mrtr/principal-tag/v1')!;
     const expected = (name: string): string =>

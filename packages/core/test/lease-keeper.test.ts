@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { createLeaseKeeper } from '../src/outcome-lease.js';
+import { createLeaseKeeper } from '../src/outcomes/lease.js';
 
 // One timer keeps every lease of a guard: what each lease still gets is what a timer of its own gave it.
 describe('createLeaseKeeper', () => {

@@ -2,9 +2,9 @@
  * For task-store authors: the optimistic `update` every shared task store runs (read the task, run `change` on a copy,
  * write it only if nobody changed it meanwhile, else read again) and its one option.
  */
-import { StoreUnavailableError } from './errors.js';
+import { StoreUnavailableError } from '../errors.js';
 import { asTaskRecord, assertTaskChange, type TaskRecord, taskExpiresAt } from './tasks.js';
-import { intOption, type OptionNames } from './validate.js';
+import { intOption, type OptionNames } from '../util/validate.js';
 
 /** The option of a task store whose `update` is optimistic: how many rounds it tries under contention. */
 export interface TaskUpdateOptions {

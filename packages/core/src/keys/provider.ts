@@ -1,8 +1,8 @@
-import type { Awaitable } from './crypto/awaitable.js';
-import { KeyConflictError, KeySourceError, KeysUnavailableError, MrtrError } from './errors.js';
-import { type KeySetInput, parseKeySet } from './key-sources.js';
+import type { Awaitable } from '../crypto/awaitable.js';
+import { KeyConflictError, KeySourceError, KeysUnavailableError, MrtrError } from '../errors.js';
+import { type KeySetInput, parseKeySet } from './sources.js';
 import { type KeyRing, ringInternals } from './keys.js';
-import { type OptionNames, rejectUnknownOptions } from './validate.js';
+import { type OptionNames, rejectUnknownOptions } from '../util/validate.js';
 
 /** Options of {@link KeyProvider.create}. */
 export interface KeyProviderOptions {

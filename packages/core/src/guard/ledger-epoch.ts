@@ -1,5 +1,5 @@
-import { MrtrError, StoreUnavailableError } from './errors.js';
-import type { ReplayStore } from './interfaces.js';
+import { MrtrError, StoreUnavailableError } from '../errors.js';
+import type { ReplayStore } from '../interfaces.js';
 
 /** How often a guard learns its store's ledger epoch again (a ledger lost and begun again since). */
 const REFRESH_MS = 30_000;

@@ -1,5 +1,5 @@
-import { MrtrError, RoundInProgressError, StoreUnavailableError } from './errors.js';
-import type { ClaimResult, ReplayStore } from './interfaces.js';
+import { MrtrError, RoundInProgressError, StoreUnavailableError } from '../errors.js';
+import type { ClaimResult, ReplayStore } from '../interfaces.js';
 
 /** First pause between two polls of a round in progress on another instance; it doubles up to {@link MAX_POLL_MS}. */
 const FIRST_POLL_MS = 50;

@@ -1,32 +1,12 @@
 import { cryptoProvider } from '#crypto';
-import { CLAIMS_VERSION, type FlowClaims, type StateClaims } from './claims.js';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { FlowExpiredError, FlowRoundsError, MrtrError, QuotaExceededError, SealFailedError, StateTooLargeError } from './errors.js';
-import type { GuardKeys } from './guard-keys.js';
-import { bindingIn, type Scope } from './guard-scope.js';
-import type { MintedState, MintOptions } from './guard-types.js';
-import { assertJson } from './json.js';
-import type { Principal } from './principal.js';
-import type { JsonValue } from './protocol.js';
-import type { Quota } from './quota.js';
-
-/** What a mint reads: the guard's policy, its keys, its clock, its quota and the request's principal. */
-export interface MintDeps {
-  readonly keys: GuardKeys;
-  readonly audience: string;
-  readonly ttlMs: number;
-  readonly flowTtlMs: number;
-  readonly maxRounds: number;
-  readonly maxTokenBytes: number;
-  readonly quota: Quota | undefined;
-  readonly now: () => number;
-  readonly principalTag: (kid: string, principal: Principal) => Awaitable<string>;
-  readonly whoIn: (scope: Scope) => Principal;
-  /** The principal's tag for this instance's bounds, whichever key seals (see `createHolderTagger`). */
-  readonly holderTag: (principal: Principal) => Awaitable<string>;
-  /** The store's ledger epoch to seal in the state (`le`), once known. */
-  readonly ledgerEpoch: { readonly value: number | undefined };
-}
+import { CLAIMS_VERSION, type FlowClaims, type StateClaims } from '../claims.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { FlowExpiredError, FlowRoundsError, MrtrError, QuotaExceededError, SealFailedError, StateTooLargeError } from '../errors.js';
+import type { GuardContext } from './context.js';
+import { bindingIn, type Scope } from './scope.js';
+import type { MintedState, MintOptions } from './types.js';
+import { assertJson } from '../util/json.js';
+import type { JsonValue } from '../protocol.js';
 
 /** Seals the next state of a request; `out` shapes the answer from the token, its flow and the kid it was sealed with. */
 export type Mint = <P extends JsonValue, R>(
@@ -61,11 +41,12 @@ function nextFlow(previous: MintOptions['continues'], t: number, flowTtlMs: numb
 /**
  * The mint pipeline: the flow, the data checked as JSON, the principal tag under the primary kid, the binding,
  * the claims, the mint quota, the seal and a final length check. Synchronous when the codec and the crypto are,
- * like the checks of an open.
+ * like the checks of an open. Nothing is minted while this instance's clock is off the store's by more than the
+ * tolerance, nor before the store's ledger epoch exists.
  */
-export function createMint(deps: MintDeps): Mint {
-  const { keys, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, holderTag, ledgerEpoch } = deps;
-  return <P extends JsonValue, R>(
+export function createMint(ctx: GuardContext): Mint {
+  const { current, audience, ttlMs, flowTtlMs, maxRounds, maxTokenBytes, quota, now, principalTag, whoIn, holderTag, ledgerEpoch } = ctx;
+  const mintNow = <P extends JsonValue, R>(
     scope: Scope,
     data: P,
     mintOptions: MintOptions | undefined,
@@ -73,7 +54,7 @@ export function createMint(deps: MintDeps): Mint {
   ): Awaitable<R> => {
     const principal = whoIn(scope);
     // One view for the whole mint: the principal tag is keyed by the kid the codec seals with.
-    const { ring, codec: sealer } = keys.current();
+    const { ring, codec: sealer } = current();
     const kid = ring.primaryKid;
     const t = now();
     const flow = nextFlow(mintOptions?.continues, t, flowTtlMs, maxRounds);
@@ -116,5 +97,10 @@ export function createMint(deps: MintDeps): Mint {
         });
       }),
     );
+  };
+  return (scope, data, mintOptions, out) => {
+    ctx.clock.assertWithin();
+    const learning = ledgerEpoch.ready();
+    return learning === undefined ? mintNow(scope, data, mintOptions, out) : learning.then(() => mintNow(scope, data, mintOptions, out));
   };
 }

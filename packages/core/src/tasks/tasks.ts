@@ -4,8 +4,8 @@
  * `@mrtr/store-redis` and `@mrtr/store-sql` keep them in a shared backend; `@mrtr/test-suite`'s
  * `taskStoreCompliance` checks a store.
  */
-import type { JsonValue } from './protocol.js';
-import { intOption, isObject, type OptionNames } from './validate.js';
+import type { JsonValue } from '../protocol.js';
+import { intOption, isObject, type OptionNames } from '../util/validate.js';
 
 /** A task's status (SEP-2663). */
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';

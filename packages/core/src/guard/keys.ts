@@ -1,6 +1,6 @@
-import type { StateClaims } from './claims.js';
-import type { StateCodec } from './interfaces.js';
-import type { KeyRing } from './keys.js';
+import type { StateClaims } from '../claims.js';
+import type { StateCodec } from '../interfaces.js';
+import type { KeyRing } from '../keys/keys.js';
 
 /** The ring in force and the codec built on it. */
 export interface KeyView {

@@ -4,8 +4,8 @@
  * item settled on its own, and one failure fanned out to every item of its batch. Shared by the SQL and Redis
  * stores so both queue, flush and fail alike.
  */
-import { isPromiseLike } from './crypto/awaitable.js';
-import { MrtrError, StoreUnavailableError } from './errors.js';
+import { isPromiseLike } from '../crypto/awaitable.js';
+import { MrtrError, StoreUnavailableError } from '../errors.js';
 import { type OptionNames, rejectUnknownOptions } from './validate.js';
 
 /** One queued item as a batch receives it: the store's own fields plus how to settle its caller's promise. */

@@ -1,15 +1,16 @@
-import { storeCapabilities } from './capabilities.js';
+import { storeCapabilities } from '../capabilities.js';
 import { cryptoProvider } from '#crypto';
-import { CLAIMS_VERSION, type StateClaims } from './claims.js';
-import type { Awaitable } from './crypto/awaitable.js';
-import { MrtrError, StateReplayedError } from './errors.js';
-import type { OutcomeDropReason } from './events.js';
-import type { OpenedState } from './guard-types.js';
-import type { ReplayStore, StateCodec } from './interfaces.js';
-import { canonicalJson } from './json.js';
-import type { JsonValue } from './protocol.js';
-import { base64urlEncode, randomBytes } from './random.js';
-import { isObject } from './validate.js';
+import { CLAIMS_VERSION, type StateClaims } from '../claims.js';
+import type { Awaitable } from '../crypto/awaitable.js';
+import { MrtrError, StateReplayedError } from '../errors.js';
+import type { OutcomeDropReason } from '../events.js';
+import type { GuardContext } from '../guard/context.js';
+import type { OpenedState } from '../guard/types.js';
+import type { ReplayStore } from '../interfaces.js';
+import { canonicalJson } from '../util/json.js';
+import type { JsonValue } from '../protocol.js';
+import { base64urlEncode, randomBytes } from '../util/random.js';
+import { isObject } from '../util/validate.js';
 
 /** Suffix of the audience of a sealed outcome: never the audience of a state, so it can never pass as one. */
 export const OUTCOME_AUDIENCE = '#outcome';
@@ -53,15 +54,6 @@ const claimsJson = (claims: StateClaims, iat: number, aud: string, fp: string, o
 const UNSEALABLE: Sealed = Object.freeze({ token: '', dropped: 'unsealable' });
 const TOO_LARGE: Sealed = Object.freeze({ token: '', dropped: 'too_large' });
 
-export interface OutcomeSealDeps {
-  store: ReplayStore;
-  codec: StateCodec;
-  audience: string;
-  now: () => number;
-  /** The per-principal budget of recorded outcome bytes (`take(principal tag, now, bytes)`), if any. */
-  budget: { take(principal: string, t: number, weight: number): boolean } | undefined;
-}
-
 /** What {@link OutcomeSeal.seal} made: the sealed outcome, or `''`, why it will not be kept and its sealed length if sealed. */
 export type Sealed =
   | { token: string; dropped?: undefined; bytes?: undefined }
@@ -75,7 +67,8 @@ export interface OutcomeSeal {
 }
 
 /** Outcomes sealed with the guard's codec under the audience `${audience}#outcome`, which no state can carry. */
-export function createOutcomeSeal({ store, codec, audience, now, budget }: OutcomeSealDeps): OutcomeSeal {
+export function createOutcomeSeal(ctx: GuardContext, store: ReplayStore): OutcomeSeal {
+  const { codec, audience, now, outcomeQuota: budget } = ctx;
   const outcomeAudience = `${audience}${OUTCOME_AUDIENCE}`;
   // The store's bound is declared once (its capabilities are frozen): read it here, not on every seal.
   const storeMax = storeCapabilities(store).outcomes?.maxOutcomeBytes ?? Number.POSITIVE_INFINITY;
@@ -118,7 +111,7 @@ export function createOutcomeSeal({ store, codec, audience, now, budget }: Outco
     }
     if (token.length > limit) return TOO_LARGE;
     // The principal's share of what stores hold: charged only for what is kept.
-    if (budget !== undefined && !budget.take(holder, now(), token.length)) {
+    if (!budget.take(holder, now(), token.length)) {
       return { token: '', dropped: 'principal_quota', bytes: token.length };
     }
     return { token };

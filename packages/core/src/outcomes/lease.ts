@@ -1,4 +1,4 @@
-import { ownerValues } from './random.js';
+import { ownerValues } from '../util/random.js';
 
 /** Pause before the first retry of a background store call; it doubles up to {@link MAX_RETRY_MS}. */
 const FIRST_RETRY_MS = 100;

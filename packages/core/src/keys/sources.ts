@@ -1,9 +1,9 @@
 import { cryptoProvider } from '#crypto';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { isCanonicalBase64url } from './crypto/base64url.js';
-import { utf8Encode } from './json.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { isCanonicalBase64url } from '../crypto/base64url.js';
+import { utf8Encode } from '../util/json.js';
 import { type KeyInput, KeyRing, MAX_RING_KEYS, MIN_KEY_BYTES, type ScheduledKey, parseKeysText, secretBytes } from './keys.js';
-import { type OptionNames, optionsObject, rejectUnknownOptions } from './validate.js';
+import { type OptionNames, optionsObject, rejectUnknownOptions } from '../util/validate.js';
 
 /** Largest key set text a source may return (a JWKS of {@link MAX_RING_KEYS} keys is far below it). */
 export const MAX_KEY_SET_CHARS: number = 64 * 1024;

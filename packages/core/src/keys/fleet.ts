@@ -1,9 +1,9 @@
-import { storeCapabilities } from './capabilities.js';
+import { storeCapabilities } from '../capabilities.js';
 import { cryptoProvider } from '#crypto';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { KeyMismatchError, KeyUnknownError, MrtrError, StoreUnavailableError } from './errors.js';
-import type { KeyFingerprint, ReplayStore } from './interfaces.js';
-import { utf8Encode } from './json.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { KeyMismatchError, KeyUnknownError, MrtrError, StoreUnavailableError } from '../errors.js';
+import type { KeyFingerprint, ReplayStore } from '../interfaces.js';
+import { utf8Encode } from '../util/json.js';
 import type { KeyRing } from './keys.js';
 
 /** What {@link StateGuard.checkKeys} found. */

@@ -1,5 +1,5 @@
-import { isStateClaims, type StateClaims } from './claims.js';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
+import { isStateClaims, type StateClaims } from '../claims.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
 import {
   FlowExpiredError,
   FlowRoundsError,
@@ -10,26 +10,13 @@ import {
   StateMalformedError,
   StatePrincipalError,
   StateTooLargeError,
-} from './errors.js';
-import type { GuardKeys } from './guard-keys.js';
-import { bindingIn, type Scope } from './guard-scope.js';
-import type { OpenedState } from './guard-types.js';
-import type { OpenedToken } from './interfaces.js';
-import { timingSafeEqualText } from './json.js';
-import type { Principal } from './principal.js';
-import type { JsonValue } from './protocol.js';
-
-/** What the checks of a state read: the guard's policy, its keys, its clock and the request's principal. */
-export interface CheckDeps {
-  readonly keys: GuardKeys;
-  readonly audience: string;
-  readonly maxTokenBytes: number;
-  readonly maxRounds: number;
-  readonly clockSkewMs: number;
-  readonly now: () => number;
-  readonly principalTag: (kid: string, principal: Principal) => Awaitable<string>;
-  readonly whoIn: (scope: Scope) => Principal;
-}
+} from '../errors.js';
+import type { GuardContext } from './context.js';
+import { bindingIn, type Scope } from './scope.js';
+import type { OpenedState } from './types.js';
+import type { OpenedToken } from '../interfaces.js';
+import { timingSafeEqualText } from '../util/json.js';
+import type { JsonValue } from '../protocol.js';
 
 /** Every check of a state, given the scope of its request and the presented token. */
 export type Verify = <P extends JsonValue>(scope: Scope, token: unknown) => Awaitable<OpenedState<P>>;
@@ -43,10 +30,12 @@ const unsealFailure = (cause: unknown): never => {
 /**
  * Every check of a state but single use, in the order docs/architecture.md numbers them; the first failure
  * throws. Synchronous when the codec and the crypto are (Node), a promise otherwise: the steps are composed with
- * `andThen`, and the operations await the result once.
+ * `andThen`, and the operations await the result once. Nothing is opened while this instance's clock is off the
+ * store's (its own checks of expiry and iat would be off): it refuses first, with the reason. A verified state's
+ * holder tag is remembered (`GuardContext.holderOf`).
  */
-export function createChecks(deps: CheckDeps): Verify {
-  const { keys, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn } = deps;
+export function createVerify(ctx: GuardContext): Verify {
+  const { current, audience, maxTokenBytes, maxRounds, clockSkewMs, now, principalTag, whoIn, holderTag, holds, clock } = ctx;
 
   /** Checks 3 to 8, on what the codec unsealed. */
   const checkClaims = <P extends JsonValue>(scope: Scope, opened: OpenedToken): Awaitable<OpenedState<P>> => {
@@ -85,11 +74,16 @@ export function createChecks(deps: CheckDeps): Verify {
     // 2. integrity (the codec)
     let unsealed: Awaitable<OpenedToken>;
     try {
-      unsealed = keys.current().codec.unseal(token);
+      unsealed = current().codec.unseal(token);
     } catch (cause) {
       return unsealFailure(cause);
     }
     return andThen(unsealed, (opened) => checkClaims<P>(scope, opened), unsealFailure);
   };
-  return verifyNow;
+  return <P extends JsonValue>(scope: Scope, token: unknown): Awaitable<OpenedState<P>> => {
+    clock.assertWithin();
+    return andThen(verifyNow<P>(scope, token), (state) =>
+      andThen(holderTag(whoIn(scope)), (holder) => holds(state, holder) as OpenedState<P>),
+    );
+  };
 }

@@ -1,12 +1,11 @@
 import { cryptoProvider } from '#crypto';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { CLAIMS_VERSION, type StateClaims } from './claims.js';
-import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from './errors.js';
-import { bindingIn, type Scope } from './guard-scope.js';
-import type { OpenedState } from './guard-types.js';
-import { canonicalJson, utf8Encode } from './json.js';
-import type { MintDeps } from './guard-mint.js';
-import type { LedgerEpoch } from './ledger-epoch.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { CLAIMS_VERSION, type StateClaims } from '../claims.js';
+import { IdempotencyKeyConflictError, MrtrError, QuotaExceededError } from '../errors.js';
+import { bindingIn, type Scope } from './scope.js';
+import type { OpenedState } from './types.js';
+import { canonicalJson, utf8Encode } from '../util/json.js';
+import type { GuardContext } from './context.js';
 import type { Principal } from './principal.js';
 
 /** Characters of an idempotency key: 1 to {@link MAX_IDEMPOTENCY_KEY_CHARS} of printable ASCII (no space). */
@@ -20,11 +19,6 @@ const KEY_PURPOSE = 'mrtr/idempotency-key/v1';
 
 /** Whether `key` is a well-formed idempotency key (see {@link IDEMPOTENCY_KEY_PATTERN}). */
 export const isIdempotencyKey = (key: unknown): key is string => typeof key === 'string' && IDEMPOTENCY_KEY_PATTERN.test(key);
-
-/** What a keyed call reads: a mint's dependencies (the guard's `ttlMs` is the longest a key lives), and the epoch to wait for. */
-export type KeyStateDeps = Pick<MintDeps, 'keys' | 'audience' | 'ttlMs' | 'quota' | 'now' | 'principalTag' | 'whoIn' | 'holderTag'> & {
-  readonly ledgerEpoch: LedgerEpoch;
-};
 
 /** A keyed call as the ledger sees it: a state never sealed or sent, and the principal's tag for this instance's bounds. */
 export interface KeyState {
@@ -48,18 +42,18 @@ export function keyTtlMs(label: string, ttlMs: unknown, max: number): number {
  * (principal, tool, key) names one ledger entry; it lives `ttlMs`; the claim fingerprints the arguments' digest.
  * Each keyed call counts as a mint against the principal's mint quota (retries too: bounded before the store is asked).
  */
-export function createKeyState(deps: KeyStateDeps): (scope: Scope, key: string, ttlMs: number | undefined) => Awaitable<KeyState> {
-  const { keys, audience, quota, now, principalTag, whoIn, holderTag, ledgerEpoch } = deps;
+export function createKeyState(ctx: GuardContext): (scope: Scope, key: string, ttlMs: number | undefined) => Awaitable<KeyState> {
+  const { current, audience, quota, now, principalTag, whoIn, holderTag, ledgerEpoch, clock } = ctx;
   // Each step runs now when its inputs are plain values (Node's crypto, a known epoch, remembered tags): a keyed call
   // awaits nothing of its own before the store, as a round does not.
   const build = (scope: Scope, key: string, lifetime: number, principal: Principal): Awaitable<KeyState> => {
-    const kid = keys.current().ring.primaryKid;
+    const kid = current().ring.primaryKid;
     return andThen(principalTag(kid, principal), (sub) =>
       andThen(bindingIn(scope), (req) =>
         andThen(holderTag(principal), (holder) => {
           const t = now();
           if (quota !== undefined && !quota.take(holder, t)) throw new QuotaExceededError();
-          const subkey = keys.current().ring.subkey(kid, KEY_PURPOSE);
+          const subkey = current().ring.subkey(kid, KEY_PURPOSE);
           if (subkey === undefined) throw new MrtrError('ERR_KEY_UNKNOWN');
           return andThen(subkey, (k) =>
             andThen(cryptoProvider.hmacSha256(k, utf8Encode(canonicalJson([sub, req.m, req.t, key]))), (mac) => {
@@ -86,8 +80,9 @@ export function createKeyState(deps: KeyStateDeps): (scope: Scope, key: string, 
     );
   };
   return (scope, key, ttlMs) => {
+    clock.assertWithin();
     if (!isIdempotencyKey(key)) throw new TypeError('GuardRequest.claimKey: key must be 1-255 characters of printable ASCII');
-    const lifetime = keyTtlMs('GuardRequest.claimKey', ttlMs, deps.ttlMs);
+    const lifetime = keyTtlMs('GuardRequest.claimKey', ttlMs, ctx.ttlMs);
     const principal = whoIn(scope);
     return andThen(ledgerEpoch.ready(), () => build(scope, key, lifetime, principal));
   };

@@ -1,13 +1,13 @@
-import { KeyRing } from './keys.js';
-import { type EventSink, type GuardEvent, createEventSink, isEventSink } from './events.js';
-import type { MintQuota, OutcomeQuota, RequestContext, StateGuardOptions, WaitingRetries } from './guard-types.js';
-import { NO_CAPABILITIES, storeCapabilities } from './capabilities.js';
-import type { CodecFactory, ReplayStore, StateCodec, StoreCapabilities } from './interfaces.js';
-import { intOption, YEAR_MS } from './int-option.js';
-import { MAX_LEASE_MS } from './lease-args.js';
-import type { WaitingBounds } from './outcomes.js';
+import { KeyRing } from '../keys/keys.js';
+import { type EventSink, type GuardEvent, createEventSink, isEventSink } from '../events.js';
+import type { MintQuota, OutcomeQuota, RequestContext, StateGuardOptions, WaitingRetries } from './types.js';
+import { NO_CAPABILITIES, storeCapabilities } from '../capabilities.js';
+import type { CodecFactory, ReplayStore, StateCodec, StoreCapabilities } from '../interfaces.js';
+import { intOption, YEAR_MS } from '../util/int-option.js';
+import { MAX_LEASE_MS } from '../util/lease-args.js';
+import type { WaitingBounds } from '../outcomes/wait.js';
 import { createQuota, type Quota } from './quota.js';
-import { type OptionNames, rejectUnknownOptions } from './validate.js';
+import { type OptionNames, rejectUnknownOptions } from '../util/validate.js';
 
 /** The names of {@link StateGuardOptions}, for an integration whose options hold the guard's (spread into its list). */
 export const STATE_GUARD_OPTIONS: OptionNames<StateGuardOptions> = {

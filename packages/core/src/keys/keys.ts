@@ -1,7 +1,7 @@
 import { cryptoProvider } from '#crypto';
-import { type Awaitable, isPromiseLike } from './crypto/awaitable.js';
-import { KeyConflictError, KeysUnavailableError } from './errors.js';
-import { utf8Encode } from './json.js';
+import { type Awaitable, isPromiseLike } from '../crypto/awaitable.js';
+import { KeyConflictError, KeysUnavailableError } from '../errors.js';
+import { utf8Encode } from '../util/json.js';
 
 /** Smallest accepted secret: 32 bytes (256 bits). */
 export const MIN_KEY_BYTES = 32;

@@ -1,11 +1,10 @@
 import type { ClockSample } from './store-clock.js';
-import type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
-import type { EventHook, EventSink, GuardEvent } from './events.js';
-import type { FleetKeyCheck } from './fleet.js';
-import type { CodecInput, ReplayStore, StateCodec } from './interfaces.js';
-import type { KeyRing } from './keys.js';
-import type { Admission } from './outcomes.js';
-import type { JsonValue } from './protocol.js';
+import type { FlowClaims, RequestBinding, StateClaims } from '../claims.js';
+import type { EventHook, EventSink, GuardEvent, OutcomeDropReason } from '../events.js';
+import type { FleetKeyCheck } from '../keys/fleet.js';
+import type { CodecInput, ReplayStore, StateCodec } from '../interfaces.js';
+import type { KeyRing } from '../keys/keys.js';
+import type { JsonValue } from '../protocol.js';
 
 /** The request a state is minted for or presented with. */
 export interface RequestContext {
@@ -277,3 +276,33 @@ export interface GuardRequest {
    */
   claimKey(key: string, options?: { ttlMs?: number | undefined }): Promise<Admission<OpenedState>>;
 }
+
+/**
+ * What {@link StateGuard.claim} decided for a presented state:
+ * - `replay: false`: this call owns the round. Run it, then `record` its outcome (a JSON value: the response, or
+ *   what the caller needs to rebuild an error) so that an identical retry gets it; `record` resolves `false` when
+ *   nothing was kept (no store that records outcomes, an outcome too large for the codec or the store, past the
+ *   principal's `outcomeQuota`: reported as `outcome.dropped`, see {@link OutcomeDropReason}) and rejects with
+ *   `ERR_STORE_UNAVAILABLE` when the store failed (answer the round anyway: its effect has happened).
+ * - `replay: true`: an identical retry (same state, same principal, same answers) of a round that already ran;
+ *   `outcome` is what its first attempt recorded. Run nothing.
+ */
+export type Admission<S> =
+  | {
+      readonly state: S;
+      readonly replay: false;
+      /**
+       * 0 for a round's first run; with `reclaim` (at-least-once), one more for each run after an earlier one stopped
+       * unrecorded: a fencing token for the effect (pass it downstream so that a second run can be told apart).
+       */
+      readonly fence: number;
+      record(outcome: JsonValue): Promise<boolean>;
+      /**
+       * Instead of `record`: gives the claim back unrecorded, so that the next identical attempt runs again (for a run
+       * whose effect did not happen, e.g. a failure not to be replayed). Resolves `true` when the claim was given back
+       * (a store that declares `leases`; or no store: every attempt runs anyway), `false` when it cannot be (then
+       * `record` the outcome, which stays usable).
+       */
+      release(): Promise<boolean>;
+    }
+  | { readonly state: S; readonly replay: true; readonly outcome: JsonValue };

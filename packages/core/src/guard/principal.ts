@@ -1,9 +1,9 @@
 import { cryptoProvider } from '#crypto';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import { KeyUnknownError, PrincipalRequiredError } from './errors.js';
-import type { RequestContext } from './guard-types.js';
-import { canonicalJson, utf8Encode } from './json.js';
-import { generateKey, KeyRing } from './keys.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import { KeyUnknownError, PrincipalRequiredError } from '../errors.js';
+import type { RequestContext } from './types.js';
+import { canonicalJson, utf8Encode } from '../util/json.js';
+import { generateKey, KeyRing } from '../keys/keys.js';
 
 /** A principal as a namespaced identity: `p` authenticated, `u` the fixed unauthenticated one; they never collide. */
 export type Principal = readonly [namespace: 'p' | 'u', name: string];

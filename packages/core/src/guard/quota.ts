@@ -1,4 +1,4 @@
-import { intOption, YEAR_MS } from './int-option.js';
+import { intOption, YEAR_MS } from '../util/int-option.js';
 
 /** Sub-windows of a mint quota's window: its memory per principal and its slack (a place frees up to H / this late). */
 const QUOTA_SUB_WINDOWS = 10;

@@ -1,5 +1,5 @@
-import { ClockSkewError, MrtrError, StateExpiredError } from './errors.js';
-import type { ReplayStore } from './interfaces.js';
+import { ClockSkewError, MrtrError, StateExpiredError } from '../errors.js';
+import type { ReplayStore } from '../interfaces.js';
 
 /** What one measurement of the store's clock found (see {@link StoreClock}). */
 export interface ClockSample {

@@ -1,8 +1,8 @@
 import { cryptoProvider } from '#crypto';
-import type { RequestBinding } from './claims.js';
-import { type Awaitable, andThen } from './crypto/awaitable.js';
-import type { RequestContext } from './guard-types.js';
-import { canonicalJson } from './json.js';
+import type { RequestBinding } from '../claims.js';
+import { type Awaitable, andThen } from '../crypto/awaitable.js';
+import type { RequestContext } from './types.js';
+import { canonicalJson } from '../util/json.js';
 import type { Principal } from './principal.js';
 
 /**

@@ -1,4 +1,4 @@
-import { intOption, type OptionNames } from './validate.js';
+import { intOption, type OptionNames } from '../util/validate.js';
 
 /**
  * Claims of an id with another fingerprint that a store takes before it drops the id's outcome: the
