@@ -21,7 +21,7 @@ import type {
   StateGuardOptions,
 } from './guard-types.js';
 import type { Admission } from './outcomes.js';
-import { createHolderTagger, createPrincipalTagger, principalPolicy } from './principal.js';
+import { createHolderTagger, createPrincipalTagger } from './principal.js';
 import type { JsonValue } from './protocol.js';
 
 export type {
@@ -50,7 +50,7 @@ export type {
 export function createStateGuard(options: StateGuardOptions): StateGuard {
   const parsed = parseGuardOptions(options);
   const { store, audience, ttlMs, flowTtlMs, maxRounds, clockSkewMs, maxTokenBytes, quota, now, events } = parsed;
-  const whoIn = principalIn(principalPolicy(parsed.readPrincipal, parsed.unauthenticated));
+  const whoIn = principalIn(parsed.readPrincipal, parsed.unauthenticated);
   const principalTag = createPrincipalTagger(parsed.keys, audience);
   const holderTag = createHolderTagger(audience);
   const keys = createGuardKeys(parsed.keys, parsed.codec, parsed.codecFor);
