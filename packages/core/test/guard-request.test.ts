@@ -68,7 +68,7 @@ describe('guard.forRequest: every check once per request', () => {
     expect(events).toEqual([]);
   });
 
-  it('takes a principal resolved by the caller as it is: the policy does not run again, and the state is the same principal\'s', async () => {
+  it("takes a principal resolved by the caller as it is: the policy does not run again, and the state is the same principal's", async () => {
     const clock = fakeClock();
     const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
     const principal = vi.fn((request: RequestContext) => request.principal);
@@ -82,13 +82,20 @@ describe('guard.forRequest: every check once per request', () => {
     expect(opened.flow).toEqual(minted.flow);
     // The fixed unauthenticated one, in its own namespace: as if the policy had found no principal.
     const anonymous = await guard.forRequest(req({ resolvedPrincipal: ['u', 'local'] })).mintFlow({ step: 1 });
-    await expect(guard.forRequest(req({ principal: 'local' })).open(anonymous.token)).rejects.toMatchObject({ code: 'ERR_STATE_PRINCIPAL' });
+    await expect(guard.forRequest(req({ principal: 'local' })).open(anonymous.token)).rejects.toMatchObject({
+      code: 'ERR_STATE_PRINCIPAL',
+    });
     expect((await guard.forRequest(req({ principal: undefined })).open(anonymous.token)).flow).toEqual(anonymous.flow);
   });
 
   it('refuses a resolved principal its own policy could not give (TypeError)', () => {
     const { guard } = setup();
-    const local = createStateGuard({ codec: testCodec, keys: KeyRing.generate(), audience: 'aud-1', unauthenticated: { principal: 'local' } });
+    const local = createStateGuard({
+      codec: testCodec,
+      keys: KeyRing.generate(),
+      audience: 'aud-1',
+      unauthenticated: { principal: 'local' },
+    });
     const wrong: unknown[] = [['p', ''], ['p', 1], ['x', 'alice'], ['u', 'other'], 'alice', ['p'], null];
     for (const resolvedPrincipal of wrong) {
       expect(() => local.forRequest(req({ resolvedPrincipal: resolvedPrincipal as never }))).toThrow(TypeError);
