@@ -67,6 +67,42 @@ describe('guard.forRequest: every check once per request', () => {
     expect(() => guard.forRequest(req({ principal: undefined }))).toThrow(expect.objectContaining({ code: 'ERR_PRINCIPAL_REQUIRED' }));
     expect(events).toEqual([]);
   });
+
+  it("takes a principal resolved by the caller as it is: the policy does not run again, and the state is the same principal's", async () => {
+    const clock = fakeClock();
+    const keys = new KeyRing([{ kid: 'k1', secret: generateKey() }]);
+    const principal = vi.fn((request: RequestContext) => request.principal);
+    const options = { codec: testCodec, keys, store: testStore(clock.now), audience: 'aud-1', now: clock.now, principal };
+    const guard = createStateGuard({ ...options, unauthenticated: { principal: 'local' } });
+    const minted = await guard.forRequest(req({ principal: 'ignored', resolvedPrincipal: ['p', 'alice'] })).mintFlow({ step: 1 });
+    expect(principal).not.toHaveBeenCalled();
+    // The same principal resolved by the guard's own policy opens it; another does not.
+    await expect(guard.forRequest(req({ principal: 'bob' })).open(minted.token)).rejects.toMatchObject({ code: 'ERR_STATE_PRINCIPAL' });
+    const opened = await guard.forRequest(req({ principal: 'alice' })).open(minted.token);
+    expect(opened.flow).toEqual(minted.flow);
+    // The fixed unauthenticated one, in its own namespace: as if the policy had found no principal.
+    const anonymous = await guard.forRequest(req({ resolvedPrincipal: ['u', 'local'] })).mintFlow({ step: 1 });
+    await expect(guard.forRequest(req({ principal: 'local' })).open(anonymous.token)).rejects.toMatchObject({
+      code: 'ERR_STATE_PRINCIPAL',
+    });
+    expect((await guard.forRequest(req({ principal: undefined })).open(anonymous.token)).flow).toEqual(anonymous.flow);
+  });
+
+  it('refuses a resolved principal its own policy could not give (TypeError)', () => {
+    const { guard } = setup();
+    const local = createStateGuard({
+      codec: testCodec,
+      keys: KeyRing.generate(),
+      audience: 'aud-1',
+      unauthenticated: { principal: 'local' },
+    });
+    const wrong: unknown[] = [['p', ''], ['p', 1], ['x', 'alice'], ['u', 'other'], 'alice', ['p'], null];
+    for (const resolvedPrincipal of wrong) {
+      expect(() => local.forRequest(req({ resolvedPrincipal: resolvedPrincipal as never }))).toThrow(TypeError);
+    }
+    // Under 'reject' there is no fixed principal to be.
+    expect(() => guard.forRequest(req({ resolvedPrincipal: ['u', 'local'] }))).toThrow(/resolvedPrincipal/);
+  });
 });
 
 describe('guard.mintFlow', () => {

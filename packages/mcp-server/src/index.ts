@@ -31,8 +31,8 @@ export type { AnswerEvent, FlowCompletedEvent, MrtrEvent, MrtrOptions, RejectEve
 export type { MissingCapabilityPolicy, PresuppliedPolicy } from './rounds/options.js';
 export type { ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, UrlAnswer } from './rounds/questions.js';
 export type { AskOptions, Need, QuestionOptions, ToolNeed } from './rounds/types.js';
-export { IDEMPOTENCY_KEY_HEADER, IDEMPOTENCY_KEY_META, IDEMPOTENCY_META, REPLAYED_META } from './rounds/keys.js';
-export { INVALID_KEY_MESSAGE, INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from './rounds/wire.js';
+export { IDEMPOTENCY_KEY_META, IDEMPOTENCY_META, REPLAYED_META } from './rounds/keys.js';
+export { INVALID_KEY_MESSAGE, INVALID_STATE_MESSAGE, ROUND_IN_PROGRESS_MESSAGE } from './protocol/wire.js';
 export type {
   ArgsOf,
   IdempotencyConfig,

@@ -11,7 +11,7 @@ import {
   storeCapabilities,
 } from '@mrtr/core/authoring';
 import type { MissingCapabilityPolicy, PresuppliedPolicy, ResolvedOptions } from './rounds/options.js';
-import { createPrincipalPolicy, defaultPrincipal } from './rounds/principal.js';
+import { createPrincipalPolicy, defaultPrincipal } from './identity.js';
 import type { TaskOptions } from './tasks/options.js';
 
 /** What `onReject` receives: the real reason behind an opaque wire error (for logs and metrics). */
@@ -109,7 +109,7 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   const recordOutcomes = options.recordOutcomes ?? true;
   if (typeof recordOutcomes !== 'boolean') throw new TypeError('createMrtr: recordOutcomes must be a boolean');
   // The guard's own options pass through as they are (the guard validates them); the principal is read from
-  // the MCP request by the adapter and handed to the guard in the request context.
+  // the MCP request by the adapter (`principal` takes a ServerContext, not the guard's request context).
   const {
     principal: _principal,
     onReject: _onReject,
@@ -124,21 +124,10 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   const hook = onEvent === undefined && onReject === undefined ? undefined : eventHook(onEvent, onReject);
   // A sink on the guard's ring (a bad ring is left for the guard to refuse with its own message).
   const events = hook !== undefined && options.keys instanceof KeyRing ? createEventSink<MrtrEvent>(options.keys, hook) : undefined;
-  // One copy of the fixed unauthenticated principal, read by the guard and by the principal policy alike (a bad
-  // value is left for the guard to refuse with its own message).
-  const { unauthenticated } = guardOptions;
-  const fixed =
-    isObject(unauthenticated) && typeof unauthenticated.principal === 'string'
-      ? {
-          principal: unauthenticated.principal,
-          ...(unauthenticated.recordOutcomes !== undefined && { recordOutcomes: unauthenticated.recordOutcomes }),
-        }
-      : undefined;
+  // The guard's principal is never read from the request context: the adapter resolves it (principalOf, with the same
+  // `unauthenticated` the guard validates) and hands the guard the resolved Principal (RequestContext.resolvedPrincipal).
   const guard: StateGuardOptions = {
     ...guardOptions,
-    ...(fixed !== undefined && { unauthenticated: fixed }),
-    // The principal policy runs in the adapter (principalOf), which hands the guard its answer in the request context.
-    principal: (request) => request.principal,
     ...((events ?? hook) !== undefined && { onEvent: (events ?? hook) as StateGuardOptions['onEvent'] }),
   };
   const store = options.store;
@@ -151,7 +140,7 @@ export function resolveOptions(options: MrtrOptions): ResolvedOptions {
   }
   return {
     guard,
-    principalOf: createPrincipalPolicy(principal ?? defaultPrincipal, guard.unauthenticated),
+    principalOf: createPrincipalPolicy(principal ?? defaultPrincipal, guardOptions.unauthenticated),
     missingCapability: oneOf('missingCapability', missingCapability, ['fail', 'degrade'], 'fail'),
     presupplied: oneOf('presupplied', presupplied, ['ignore', 'accept'], 'ignore'),
     maxAnswerChars,

@@ -4,7 +4,7 @@ import { clientAddressOf } from './client-address.js';
 import { isTaskMarker } from './rounds/handoff.js';
 import { IDEMPOTENCY_META, type Idempotency } from './rounds/keys.js';
 import type { RoundResult, Rounds } from './rounds/round.js';
-import { WireError, escapeToWire } from './rounds/wire.js';
+import { WireError, escapeToWire } from './protocol/wire.js';
 import { gateTaskCall, parseTaskInput } from './tasks/gate.js';
 import type { TaskRuntime } from './tasks/runtime.js';
 import type { Mrtr, MrtrResourceHandler, ResourceConfig, ToolConfig } from './types.js';

@@ -14,7 +14,7 @@ import type {
   Variables,
 } from '@modelcontextprotocol/server';
 import type { Awaitable, StateGuard } from '@mrtr/core';
-import type { InputRequestKind } from './rounds/capabilities.js';
+import type { InputRequestKind } from './protocol/capabilities.js';
 import type { Need, ToolNeed } from './rounds/types.js';
 
 /** A protected tool handler. Returning nothing while questions are pending means `need.ask()`. */

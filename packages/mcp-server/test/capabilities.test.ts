@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { allowedKinds, capabilitiesFor, requiredKind } from '../src/rounds/capabilities.js';
+import { allowedKinds, capabilitiesFor, requiredKind } from '../src/protocol/capabilities.js';
 
 describe('capabilities', () => {
   const form = {

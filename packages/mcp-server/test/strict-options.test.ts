@@ -16,6 +16,10 @@ describe('the adapter refuses an unknown option, naming it and the closest known
     expect(() => createMrtr({ ...base, maxRound: 3 } as never)).toThrow(
       new TypeError('createMrtr: unknown option "maxRound"; did you mean "maxRounds"?'),
     );
+    // The guard's nested options reach the guard as they are (none dropped on the way).
+    expect(() => createMrtr({ ...base, unauthenticated: { principal: 'local', recordOutcome: true } } as never)).toThrow(
+      new TypeError('createStateGuard: unauthenticated: unknown option "recordOutcome"; did you mean "recordOutcomes"?'),
+    );
     expect(() => createMrtr({ ...base, tasks: { store: createMemoryTaskStore(), ttlMS: 5_000 } } as never)).toThrow(
       new TypeError('createMrtr: tasks: unknown option "ttlMS"; did you mean "ttlMs"?'),
     );

@@ -1,7 +1,7 @@
 // The refusals a client can act on carry a stable reason in the error's data: the outcome of a round is unknown (it
 // may have run), the store lost its ledger (start a new flow), this instance's clock is off (send it again).
 import { describe, expect, it } from 'vitest';
-import { OUTCOME_UNKNOWN_MESSAGE, INVALID_STATE_MESSAGE, wireErrorFor } from '../src/rounds/wire.js';
+import { OUTCOME_UNKNOWN_MESSAGE, INVALID_STATE_MESSAGE, wireErrorFor } from '../src/protocol/wire.js';
 
 const wire = (code: Parameters<typeof wireErrorFor>[0]) => {
   const { error } = wireErrorFor(code);

@@ -53,7 +53,7 @@ export function createGuardContext(options: StateGuardOptions): GuardContext {
     ...parsed,
     codec,
     current,
-    whoIn: principalIn(principalPolicy(parsed.readPrincipal, parsed.unauthenticated)),
+    whoIn: principalIn(parsed.readPrincipal, parsed.unauthenticated),
     principalTag: createPrincipalTagger(parsed.keys, audience),
     holderTag: createHolderTagger(audience),
     holderOf: (state: OpenedState): string => holders.get(state) ?? state.claims.sub,

@@ -1,11 +1,14 @@
 import { cryptoProvider } from '#crypto';
 import { type Awaitable, andThen } from '../crypto/awaitable.js';
 import { KeyUnknownError, PrincipalRequiredError } from '../errors.js';
-import type { RequestContext } from './types.js';
 import { canonicalJson, utf8Encode } from '../util/json.js';
 import { generateKey, KeyRing } from '../keys/keys.js';
 
-/** A principal as a namespaced identity: `p` authenticated, `u` the fixed unauthenticated one; they never collide. */
+/**
+ * A principal as a namespaced identity: `p` authenticated, `u` the fixed unauthenticated one; they never collide.
+ * What {@link principalPolicy} resolves, once per request: an adapter that resolves it itself hands the guard this
+ * value (`RequestContext.resolvedPrincipal`), never a name to resolve again.
+ */
 export type Principal = readonly [namespace: 'p' | 'u', name: string];
 
 const PRINCIPAL_PURPOSE = 'mrtr/principal-tag/v1';
@@ -20,7 +23,7 @@ const PRINCIPAL_TAG_CACHE_MAX_CHARS = 256;
  * No name is `undefined` or `''`; anything else but a string (`null` included) is a bug of the server's
  * `principal()` and throws a `TypeError` labelled with `label` (the option's owner).
  */
-export function principalPolicy<R = RequestContext>(
+export function principalPolicy<R>(
   readPrincipal: (request: R) => string | undefined,
   unauthenticated: 'reject' | { principal: string },
   label = 'createStateGuard',
@@ -33,6 +36,27 @@ export function principalPolicy<R = RequestContext>(
     }
     if (typeof principal !== 'string') throw new TypeError(`${label}: principal() must return a string`);
     return ['p', principal];
+  };
+}
+
+/**
+ * A principal resolved elsewhere (`RequestContext.resolvedPrincipal`), checked against the policy it must come
+ * from: `['p', name]` with a non-empty name, or `['u', name]` when `unauthenticated` fixes that very name. Anything
+ * else (another fixed principal, one under `'reject'`, not a principal at all) is a `TypeError` labelled `label`.
+ */
+export function checkResolvedPrincipal(
+  unauthenticated: 'reject' | { principal: string },
+  label = 'createStateGuard',
+): (principal: unknown) => Principal {
+  const fixed = unauthenticated === 'reject' ? undefined : unauthenticated.principal;
+  return (principal) => {
+    if (Array.isArray(principal) && principal.length === 2) {
+      const [namespace, name] = principal as unknown[];
+      if (namespace === 'p' ? typeof name === 'string' && name !== '' : namespace === 'u' && fixed !== undefined && name === fixed) {
+        return principal as unknown as Principal;
+      }
+    }
+    throw new TypeError(`${label}: request.resolvedPrincipal must be ['p', name] or this guard's fixed ['u', principal]`);
   };
 }
 

@@ -3,7 +3,7 @@ import type { RequestBinding } from '../claims.js';
 import { type Awaitable, andThen } from '../crypto/awaitable.js';
 import type { RequestContext } from './types.js';
 import { canonicalJson } from '../util/json.js';
-import type { Principal } from './principal.js';
+import { checkResolvedPrincipal, type Principal, principalPolicy } from './principal.js';
 
 /**
  * One request as the guard sees it: its principal (the policy applied once) and its binding (the arguments
@@ -30,8 +30,17 @@ export const scopeOf = (request: RequestContext): Scope => ({ request, who: unde
 /** The binding runs at most once per request, whatever opens and mints it does. */
 export const bindingIn = (scope: Scope): Awaitable<RequestBinding> => (scope.binding ??= bindNow(scope.request));
 
-/** The principal policy runs at most once per request, whatever opens and mints it does. */
-export const principalIn =
-  (principalOf: (request: RequestContext) => Principal) =>
-  (scope: Scope): Principal =>
-    (scope.who ??= principalOf(scope.request));
+/**
+ * The principal of a request, at most once per request whatever opens and mints it does: the one the caller
+ * already resolved with this policy (`request.resolvedPrincipal`, checked against it), else the policy applied here.
+ */
+export const principalIn = (
+  readPrincipal: (request: RequestContext) => string | undefined,
+  unauthenticated: 'reject' | { principal: string },
+): ((scope: Scope) => Principal) => {
+  const policy = principalPolicy(readPrincipal, unauthenticated);
+  const checked = checkResolvedPrincipal(unauthenticated);
+  const principalOf = (request: RequestContext): Principal =>
+    request.resolvedPrincipal === undefined ? policy(request) : checked(request.resolvedPrincipal);
+  return (scope) => (scope.who ??= principalOf(scope.request));
+};

@@ -5,6 +5,7 @@ import type { FleetKeyCheck } from '../keys/fleet.js';
 import type { CodecInput, ReplayStore, StateCodec } from '../interfaces.js';
 import type { KeyRing } from '../keys/keys.js';
 import type { JsonValue } from '../protocol.js';
+import type { Principal } from './principal.js';
 
 /** The request a state is minted for or presented with. */
 export interface RequestContext {
@@ -16,6 +17,13 @@ export interface RequestContext {
   arguments?: unknown;
   /** The authenticated principal, if any (see `StateGuardOptions.principal` and `unauthenticated`). */
   principal?: string | undefined;
+  /**
+   * The principal already resolved by the caller with this guard's own policy (`principalPolicy` over the same
+   * `unauthenticated`): when set, the guard takes it as it is and reads neither `principal` nor the `principal`
+   * option. An authenticated one (`['p', name]`) needs a non-empty name; the unauthenticated one (`['u', name]`) must
+   * be this guard's fixed principal. Anything else is a `TypeError`.
+   */
+  resolvedPrincipal?: Principal | undefined;
 }
 
 /**

@@ -7,5 +7,6 @@
  * createServer(toNodeHandler(handler)).listen(3000); // toNodeHandler from @modelcontextprotocol/node
  * ```
  */
+export { IDEMPOTENCY_KEY_HEADER } from '../rounds/keys.js';
 export { createHttpHandler } from './handler.js';
 export type { HttpHandler, HttpHandlerOptions, HttpHandlerRequestOptions, LegacySessionOptions } from './options.js';

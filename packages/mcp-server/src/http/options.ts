@@ -6,7 +6,7 @@ import {
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
 import { intOption, optionsObject } from '@mrtr/core/authoring';
-import { subjectOf } from '../rounds/principal.js';
+import { subjectOf } from '../identity.js';
 
 /** Options of the sessions that serve 2025-era clients (see {@link HttpHandlerOptions.sessions}). */
 export interface LegacySessionOptions {

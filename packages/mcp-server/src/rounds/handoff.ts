@@ -5,7 +5,7 @@
  * (`TaskHandle`), the work (`TaskWork`) and its per-task options (`TaskStartOptions`).
  */
 import type { CallToolResult, CreateMessageRequestParams, CreateMessageResult, Root } from '@modelcontextprotocol/server';
-import type { InputRequestKind } from './capabilities.js';
+import type { InputRequestKind } from '../protocol/capabilities.js';
 import type { FormContent, FormSchema } from './answers.js';
 import type { ElicitAnswer, ElicitFormQuestion, ElicitUrlQuestion, UrlAnswer } from './questions.js';
 

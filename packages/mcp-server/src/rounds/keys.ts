@@ -1,6 +1,6 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
 import { isIdempotencyKey, isObject } from '@mrtr/core/authoring';
-import { invalidKey } from './wire.js';
+import { invalidKey } from '../protocol/wire.js';
 
 /** Where a `tools/call` carries its idempotency key: `params._meta["dev.mrtr/idempotency-key"]`. */
 export const IDEMPOTENCY_KEY_META = 'dev.mrtr/idempotency-key';

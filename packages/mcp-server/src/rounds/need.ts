@@ -8,7 +8,7 @@ import type {
 import type { JsonValue } from '@mrtr/core';
 import { base64urlEncode, canonicalJson, type InputRequest, isObject, utf8Encode } from '@mrtr/core/authoring';
 import { sha256 } from '@noble/hashes/sha2.js';
-import { type InputRequestKind, requiredKind } from './capabilities.js';
+import { type InputRequestKind, requiredKind } from '../protocol/capabilities.js';
 import { type AnswerLimits, explainFormAnswer, type FormContent, type FormSchema } from './answers.js';
 import type { PresuppliedPolicy } from './options.js';
 import { type TaskStartOptions, type TaskWork, taskMarker } from './handoff.js';

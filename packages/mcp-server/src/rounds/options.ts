@@ -1,6 +1,6 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
 import type { EventSink, MrtrEvent, StateGuardOptions } from '@mrtr/core';
-import type { RequestPrincipal } from './principal.js';
+import type { Principal } from '@mrtr/core/authoring';
 
 /** What to do with a question the client did not declare a capability for in this request. */
 export type MissingCapabilityPolicy = 'fail' | 'degrade';
@@ -16,10 +16,11 @@ export type PresuppliedPolicy = 'ignore' | 'accept';
 export interface ResolvedOptions {
   guard: StateGuardOptions;
   /**
-   * The principal policy (the `principal` option, then `unauthenticated`): who a request is, for the guard's
-   * request context and for the tasks alike, so that a task is bound to exactly the principal a round is.
+   * The principal policy (the `principal` option, then `unauthenticated`; see `identity.ts`): who a request is, for
+   * the guard (resolved, never applied again) and for the tasks alike, so that a task is bound to exactly the
+   * principal a round is.
    */
-  principalOf: (ctx: ServerContext) => RequestPrincipal;
+  principalOf: (ctx: ServerContext) => Principal;
   missingCapability: MissingCapabilityPolicy;
   presupplied: PresuppliedPolicy;
   maxAnswerChars: number;

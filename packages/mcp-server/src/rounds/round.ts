@@ -17,13 +17,12 @@ import {
   type OpenedState,
   type StateGuard,
 } from '@mrtr/core';
-import { isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
-import { allowedKinds, type InputRequestKind } from './capabilities.js';
+import { isObject, type Principal, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
+import { allowedKinds, type InputRequestKind } from '../protocol/capabilities.js';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import { type Idempotency, keyOf, markReplayed } from './keys.js';
 import type { MissingCapabilityPolicy, ResolvedOptions } from './options.js';
-import type { RequestPrincipal } from './principal.js';
-import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from './wire.js';
+import { flowLimitError, type Lane, missingCapabilityError, toWire, WireError, wireErrorFor } from '../protocol/wire.js';
 
 /** What a protected handler may produce. */
 export type RoundResult = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult;
@@ -45,7 +44,7 @@ export interface Call {
   /** A tool that takes idempotency keys on its first-round calls (see `ToolConfig.idempotency`). */
   idempotency?: Idempotency | undefined;
   /** Runs the handler; `principal` is who this request is (the round's state is bound to it, and so is a task it starts). */
-  invoke: (need: NeedState, principal: RequestPrincipal) => Awaitable<RoundResult | undefined>;
+  invoke: (need: NeedState, principal: Principal) => Awaitable<RoundResult | undefined>;
 }
 
 /** Runs rounds of protected calls on one guard. */
@@ -118,89 +117,24 @@ function replayOutcome(outcome: JsonValue): RoundResult {
 }
 
 /**
- * The round: open the presented state (every check of the guard, then single use), run the handler with the
- * ask-style view of the flow, and either return its result or send the questions this client may receive
- * with a freshly sealed state. Every `MrtrError` leaves as its opaque wire error, reported to `onReject`.
+ * A refusal by the guard, which has reported it itself (its `state.rejected` carries flow, round and timing):
+ * its wire answer, with no code left for the adapter to report again.
  */
-export function createRounds(guard: StateGuard, options: ResolvedOptions): Rounds {
-  // The guard's event path: one emitter and one flow tagger for the guard's events and the adapter's.
+function fromGuard(error: unknown): never {
+  throw MrtrError.is(error) ? wireErrorFor(error.code, error as { retryAfterMs?: number }) : error;
+}
+
+/** A round from the opened state on (see {@link createRest}). */
+type Rest = (call: Call, who: Principal, request: GuardRequest, opened: OpenedState | undefined, fence?: number) => Promise<RoundResult>;
+
+/** A round from the opened state on: the handler, then its result or the next questions with a new state. */
+function createRest(guard: StateGuard, options: ResolvedOptions): Rest {
   const { events } = options;
   const emit = events?.emit;
   const codec = guard.codec.id;
-  const report = (code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs = 0): void => {
-    emit?.({ type: 'state.rejected', method, target, codec, code, operation: 'open', tokenBytes, durationMs });
-  };
-  /**
-   * A refusal by the guard, which has reported it itself (its `state.rejected` carries flow, round and timing):
-   * its wire answer, with no code left for the adapter to report again.
-   */
-  const fromGuard = (error: unknown): never => {
-    throw MrtrError.is(error) ? wireErrorFor(error.code, error as { retryAfterMs?: number }) : error;
-  };
-
-  async function round(call: Call, who: RequestPrincipal, request: GuardRequest): Promise<RoundResult> {
-    const { ctx } = call;
-    // 1. The presented state: every check of the guard, then single use. With outcome recording, an identical
-    // retry of a round that already ran gets what that round produced, and nothing runs again.
-    const raw: unknown = ctx.mcpReq.requestState();
-    if (raw === undefined) return rest(call, who, request, undefined);
-    if (typeof raw !== 'string') throw new StateMalformedError();
-    const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
-    if (!options.recordOutcomes) return rest(call, who, request, await request.open(raw).catch(fromGuard));
-    const admission: Admission<OpenedState> = await request
-      .admit(raw, responses as JsonValue, call.reclaim === true ? { reclaim: true } : undefined)
-      .catch(fromGuard);
-    if (admission.replay) return markReplayed(replayOutcome(admission.outcome));
-    let outcome: Outcome | undefined;
-    try {
-      const result = await rest(call, who, request, admission.state, admission.fence);
-      outcome = { r: result as unknown as JsonValue };
-      return result;
-    } catch (error) {
-      outcome = outcomeOfError(error);
-      throw error;
-    } finally {
-      // The round ran: it is answered whatever the store does (a failure reaches onEvent as store.error, and
-      // an identical retry then waits for this attempt, or is refused, never runs the round again).
-      await admission.record(outcome as JsonValue).catch(() => false);
-    }
-  }
-
-  /**
-   * A keyed first-round call: claimed under its key; a retry with the same arguments gets the recorded result (marked
-   * replayed). What is recorded: the result (the first round's `input_required` included, so a retried first call
-   * continues the same flow), a tool error (`isError`) only with `replayErrors`; a thrown error never — the key is
-   * given back, and a retry runs again (a store that cannot give it back records the error instead: never run twice).
-   */
-  async function keyed(
+  return async function rest(
     call: Call,
-    who: RequestPrincipal,
-    request: GuardRequest,
-    key: string,
-    idempotency: Idempotency,
-  ): Promise<RoundResult> {
-    const admission = await request.claimKey(key, { ttlMs: idempotency.ttlMs }).catch(fromGuard);
-    if (admission.replay) return markReplayed(replayOutcome(admission.outcome));
-    const giveBack = async (outcome: Outcome): Promise<void> => {
-      if (!(await admission.release().catch(() => false))) await admission.record(outcome as JsonValue).catch(() => false);
-    };
-    let result: RoundResult;
-    try {
-      result = await round(call, who, request);
-    } catch (error) {
-      await giveBack(outcomeOfError(error));
-      throw error;
-    }
-    const outcome: Outcome = { r: result as unknown as JsonValue };
-    if (!idempotency.replayErrors && (result as CallToolResult).isError === true) await giveBack(outcome);
-    else await admission.record(outcome as JsonValue).catch(() => false);
-    return result;
-  }
-
-  /** A round from the opened state on: the handler, then its result or the next questions with a new state. */
-  async function rest(
-    call: Call,
-    who: RequestPrincipal,
+    who: Principal,
     request: GuardRequest,
     opened: OpenedState | undefined,
     fence = 0,
@@ -277,6 +211,75 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
     const out: InputRequiredResult = { resultType: 'input_required', requestState: minted.token };
     if (asked > 0) out.inputRequests = inputRequests as NonNullable<InputRequiredResult['inputRequests']>;
     return out;
+  };
+}
+
+/**
+ * The round: open the presented state (every check of the guard, then single use), run the handler with the
+ * ask-style view of the flow, and either return its result or send the questions this client may receive
+ * with a freshly sealed state. Every `MrtrError` leaves as its opaque wire error, reported to `onReject`.
+ */
+export function createRounds(guard: StateGuard, options: ResolvedOptions): Rounds {
+  // The guard's event path: one emitter and one flow tagger for the guard's events and the adapter's.
+  const { events } = options;
+  const emit = events?.emit;
+  const codec = guard.codec.id;
+  const rest = createRest(guard, options);
+  const report = (code: MrtrErrorCode, method: string, target: string | undefined, tokenBytes?: number, durationMs = 0): void => {
+    emit?.({ type: 'state.rejected', method, target, codec, code, operation: 'open', tokenBytes, durationMs });
+  };
+
+  async function round(call: Call, who: Principal, request: GuardRequest): Promise<RoundResult> {
+    const { ctx } = call;
+    // 1. The presented state: every check of the guard, then single use. With outcome recording, an identical
+    // retry of a round that already ran gets what that round produced, and nothing runs again.
+    const raw: unknown = ctx.mcpReq.requestState();
+    if (raw === undefined) return rest(call, who, request, undefined);
+    if (typeof raw !== 'string') throw new StateMalformedError();
+    const responses = isObject(ctx.mcpReq.inputResponses) ? ctx.mcpReq.inputResponses : {};
+    if (!options.recordOutcomes) return rest(call, who, request, await request.open(raw).catch(fromGuard));
+    const admission: Admission<OpenedState> = await request
+      .admit(raw, responses as JsonValue, call.reclaim === true ? { reclaim: true } : undefined)
+      .catch(fromGuard);
+    if (admission.replay) return markReplayed(replayOutcome(admission.outcome));
+    let outcome: Outcome | undefined;
+    try {
+      const result = await rest(call, who, request, admission.state, admission.fence);
+      outcome = { r: result as unknown as JsonValue };
+      return result;
+    } catch (error) {
+      outcome = outcomeOfError(error);
+      throw error;
+    } finally {
+      // The round ran: it is answered whatever the store does (a failure reaches onEvent as store.error, and
+      // an identical retry then waits for this attempt, or is refused, never runs the round again).
+      await admission.record(outcome as JsonValue).catch(() => false);
+    }
+  }
+
+  /**
+   * A keyed first-round call: claimed under its key; a retry with the same arguments gets the recorded result (marked
+   * replayed). What is recorded: the result (the first round's `input_required` included, so a retried first call
+   * continues the same flow), a tool error (`isError`) only with `replayErrors`; a thrown error never — the key is
+   * given back, and a retry runs again (a store that cannot give it back records the error instead: never run twice).
+   */
+  async function keyed(call: Call, who: Principal, request: GuardRequest, key: string, idempotency: Idempotency): Promise<RoundResult> {
+    const admission = await request.claimKey(key, { ttlMs: idempotency.ttlMs }).catch(fromGuard);
+    if (admission.replay) return markReplayed(replayOutcome(admission.outcome));
+    const giveBack = async (outcome: Outcome): Promise<void> => {
+      if (!(await admission.release().catch(() => false))) await admission.record(outcome as JsonValue).catch(() => false);
+    };
+    let result: RoundResult;
+    try {
+      result = await round(call, who, request);
+    } catch (error) {
+      await giveBack(outcomeOfError(error));
+      throw error;
+    }
+    const outcome: Outcome = { r: result as unknown as JsonValue };
+    if (!idempotency.replayErrors && (result as CallToolResult).isError === true) await giveBack(outcome);
+    else await admission.record(outcome as JsonValue).catch(() => false);
+    return result;
   }
 
   return {
@@ -287,9 +290,10 @@ export function createRounds(guard: StateGuard, options: ResolvedOptions): Round
       const start = emit === undefined ? 0 : performance.now();
       try {
         // Every protected call needs a principal (or the fixed unauthenticated one), also one that asks nothing:
-        // the principal policy, applied here once for the whole request (a task it starts is bound to the same one).
+        // the principal policy, applied here once for the whole request; the guard takes its answer as it is, and a
+        // task the request starts is bound to the same one.
         const who = options.principalOf(ctx);
-        const request = guard.forRequest({ method, target, arguments: call.args, principal: who.principal });
+        const request = guard.forRequest({ method, target, arguments: call.args, resolvedPrincipal: who });
         // A key counts on a first-round call only (later rounds are bound to their state), and only for a keyed tool.
         const key = call.idempotency !== undefined && ctx.mcpReq.requestState() === undefined ? keyOf(ctx) : undefined;
         return await (key === undefined ? round(call, who, request) : keyed(call, who, request, key, call.idempotency!));

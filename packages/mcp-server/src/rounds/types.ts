@@ -6,7 +6,7 @@ import type {
   Root,
 } from '@modelcontextprotocol/server';
 import type { JsonValue } from '@mrtr/core';
-import type { InputRequestKind } from './capabilities.js';
+import type { InputRequestKind } from '../protocol/capabilities.js';
 import type { FormContent, FormSchema } from './answers.js';
 import type { TaskStartOptions, TaskWork } from './handoff.js';
 import type { MissingCapabilityPolicy, PresuppliedPolicy } from './options.js';

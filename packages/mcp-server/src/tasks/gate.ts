@@ -4,8 +4,8 @@
  */
 import { CLIENT_CAPABILITIES_META_KEY, MissingRequiredClientCapabilityError, type ServerContext } from '@modelcontextprotocol/server';
 import { isObject } from '@mrtr/core/authoring';
-import { allowedKinds, type InputRequestKind } from '../rounds/capabilities.js';
-import { kindNames, missingCapabilityError, WireError } from '../rounds/wire.js';
+import { allowedKinds, type InputRequestKind } from '../protocol/capabilities.js';
+import { kindNames, missingCapabilityError, WireError } from '../protocol/wire.js';
 
 /** The extension id, under `capabilities.extensions` (server) and the request's client capabilities. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';

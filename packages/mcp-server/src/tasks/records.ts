@@ -2,11 +2,7 @@
 import { ProtocolError } from '@modelcontextprotocol/server';
 import type { JsonValue, TaskError, TaskRecord } from '@mrtr/core';
 import type { TaskLimitError } from '@mrtr/core/authoring';
-import { WireError } from '../rounds/wire.js';
-
-export const INVALID_REQUEST = -32600;
-export const INVALID_PARAMS = -32602;
-export const INTERNAL_ERROR = -32603;
+import { INTERNAL_ERROR, WireError } from '../protocol/wire.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 

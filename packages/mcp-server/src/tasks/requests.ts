@@ -4,14 +4,14 @@
  */
 import { type McpServer, ProtocolError, type ServerContext } from '@modelcontextprotocol/server';
 import { type JsonValue, MrtrError, type TaskRecord } from '@mrtr/core';
-import { isObject, isTerminalStatus } from '@mrtr/core/authoring';
+import { isObject, isTerminalStatus, type Principal } from '@mrtr/core/authoring';
+import { taskOwner } from '../identity.js';
 import type { AnswerLimits } from '../rounds/answers.js';
-import type { RequestPrincipal } from '../rounds/principal.js';
 import { answerCheckFor } from '../rounds/questions.js';
-import { PRINCIPAL_REQUIRED_MESSAGE } from '../rounds/wire.js';
+import { INVALID_PARAMS, INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE } from '../protocol/wire.js';
 import { missingTasksExtensionError, TASKS_EXTENSION, taskLaneOf } from './gate.js';
 import type { TaskSettings } from './options.js';
-import { INVALID_PARAMS, INVALID_REQUEST, LOST_RUNNER, taskFields } from './records.js';
+import { LOST_RUNNER, taskFields } from './records.js';
 import { type Run, stopRun } from './run.js';
 
 /** `{ taskId, ... }` as a Standard Schema (the SDK validates custom-method params with one). */
@@ -34,7 +34,7 @@ type Own = (taskId: string, ctx: ServerContext) => Promise<TaskRecord>;
  * The task of a request's principal, or the `-32602` an unknown one gets (another user's task included). A task
  * whose runner is gone (lease passed, no work here) is failed on the way.
  */
-function ownership(settings: TaskSettings, runs: Map<string, Run>, principalOf: (ctx: ServerContext) => RequestPrincipal): Own {
+function ownership(settings: TaskSettings, runs: Map<string, Run>, principalOf: (ctx: ServerContext) => Principal): Own {
   const { store, now } = settings;
   /** An unfinished task whose lease passed and that no work here runs: its process is gone, so it failed. */
   const orphaned = (record: TaskRecord): boolean =>
@@ -46,7 +46,7 @@ function ownership(settings: TaskSettings, runs: Map<string, Run>, principalOf: 
    */
   const keyOf = (ctx: ServerContext): string => {
     try {
-      return principalOf(ctx).key;
+      return taskOwner(principalOf(ctx));
     } catch (error) {
       if (MrtrError.is(error) && error.code === 'ERR_PRINCIPAL_REQUIRED')
         throw new ProtocolError(INVALID_REQUEST, PRINCIPAL_REQUIRED_MESSAGE);
@@ -160,7 +160,7 @@ function advertise(low: McpServer['server']): void {
 export function createTaskRequests(
   settings: TaskSettings,
   runs: Map<string, Run>,
-  principalOf: (ctx: ServerContext) => RequestPrincipal,
+  principalOf: (ctx: ServerContext) => Principal,
   maxAnswerChars: number,
 ): (server: McpServer) => void {
   const limits: AnswerLimits = { maxChars: maxAnswerChars };

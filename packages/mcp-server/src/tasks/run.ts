@@ -6,7 +6,7 @@ import { ProtocolError } from '@modelcontextprotocol/server';
 import type { JsonValue, TaskError, TaskRecord } from '@mrtr/core';
 import { isTerminalStatus, taskExpiresAt } from '@mrtr/core/authoring';
 import type { TaskSettings } from './options.js';
-import { INVALID_REQUEST } from './records.js';
+import { INVALID_REQUEST } from '../protocol/wire.js';
 
 export interface Waiter {
   resolve(answer: JsonValue): void;

@@ -8,8 +8,8 @@
  * of live tasks per principal is bounded by the task store.
  */
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
+import type { Principal } from '@mrtr/core/authoring';
 import type { TaskMarker } from '../rounds/handoff.js';
-import type { RequestPrincipal } from '../rounds/principal.js';
 import { resolveTaskOptions, type TaskOptions } from './options.js';
 import { createTaskRequests } from './requests.js';
 import type { Run } from './run.js';
@@ -29,7 +29,7 @@ export interface TaskRuntime {
  */
 export function createTaskRuntime(
   options: TaskOptions,
-  principalOf: (ctx: ServerContext) => RequestPrincipal,
+  principalOf: (ctx: ServerContext) => Principal,
   maxAnswerChars: number,
 ): TaskRuntime {
   const settings = resolveTaskOptions(options);

@@ -4,15 +4,23 @@
  */
 import { type CallToolResult, ProtocolError, type Root } from '@modelcontextprotocol/server';
 import type { JsonValue, TaskInputRequest, TaskRecord } from '@mrtr/core';
-import { base64urlEncode, type InputRequest, intOption, isObject, isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
-import { type InputRequestKind, requiredKind } from '../rounds/capabilities.js';
+import {
+  base64urlEncode,
+  type InputRequest,
+  intOption,
+  isObject,
+  isTerminalStatus,
+  type Principal,
+  TaskLimitError,
+} from '@mrtr/core/authoring';
+import { isAuthenticated, taskOwner } from '../identity.js';
+import { type InputRequestKind, requiredKind } from '../protocol/capabilities.js';
 import { handoffOf, type TaskHandle, type TaskMarker, type TaskWork } from '../rounds/handoff.js';
-import type { RequestPrincipal } from '../rounds/principal.js';
 import { formRequest, ROOTS_REQUEST, samplingRequest, urlRequest } from '../rounds/questions.js';
-import { missingCapabilityError, WireError } from '../rounds/wire.js';
+import { INVALID_REQUEST, missingCapabilityError, WireError } from '../protocol/wire.js';
 import { missingTasksExtensionError } from './gate.js';
 import { MAX_TTL_MS, type TaskSettings } from './options.js';
-import { checkStatusMessage, INVALID_REQUEST, taskErrorOf, taskFields, taskLimitMessage } from './records.js';
+import { checkStatusMessage, taskErrorOf, taskFields, taskLimitMessage } from './records.js';
 import { napper, type Run, settleTask, stopRun, watchRun } from './run.js';
 
 const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
@@ -21,8 +29,8 @@ const KEY_PATTERN = /^[\x21-\x7e]{1,128}$/;
 export interface TaskStart {
   /** Whether it becomes a task (`gateTaskCall`); else the work runs at once. */
   task: boolean;
-  /** Who the round is: the task is bound to its {@link RequestPrincipal.key}. */
-  principal: RequestPrincipal;
+  /** Who the round is: the task is bound to it (`taskOwner`). */
+  principal: Principal;
   /** The request's client address (`clientAddressOf`): `undefined` without an HTTP request (stdio). */
   address: string | undefined;
   /** The kinds of input the request's client declared (the task may ask only those). */
@@ -216,8 +224,8 @@ export function createTaskStarter(
    * taken before the store is asked (synchronously, so concurrent calls cannot pass it together) and given back when
    * the work ends (the release).
    */
-  const admit = (who: RequestPrincipal, address: string | undefined): (() => void) => {
-    if (who.principal !== undefined) return () => {};
+  const admit = (who: Principal, address: string | undefined): (() => void) => {
+    if (isAuthenticated(who)) return () => {};
     if (unauthenticatedLive >= maxLiveUnauthenticated) {
       refuse(
         `Too many tasks in progress for unauthenticated callers (at most ${maxLiveUnauthenticated}); wait for one to finish, or authenticate`,
@@ -249,7 +257,7 @@ export function createTaskStarter(
     const kinds = kindRule(how.needs);
     // No task (this request cannot follow one): the work runs now and its result is the call's result.
     if (!how.task) return await work(syncHandle(controller.signal, kinds));
-    const principal = how.principal.key;
+    const principal = taskOwner(how.principal);
     const taskTtlMs = intOption('need.task: ttlMs', startOptions.ttlMs, settings.ttlMs, 1_000, MAX_TTL_MS);
     const taskPollIntervalMs = intOption('need.task: pollIntervalMs', startOptions.pollIntervalMs, settings.pollIntervalMs, 1, 3_600_000);
     const taskInputTimeoutMs = intOption(

@@ -5,9 +5,10 @@ import { isServerFault, MrtrError, type MrtrErrorCode } from '@mrtr/core';
 /** The one message every rejected state gets on the wire (the SDK's own frozen text). */
 export const INVALID_STATE_MESSAGE = 'Invalid or expired requestState';
 
-const INVALID_PARAMS = -32602;
-const INVALID_REQUEST = -32600;
-const INTERNAL_ERROR = -32603;
+/** JSON-RPC error codes the adapter answers with (rounds and tasks alike). */
+export const INVALID_REQUEST = -32600;
+export const INVALID_PARAMS = -32602;
+export const INTERNAL_ERROR = -32603;
 
 /** An error that must reach the wire as a JSON-RPC error (not as a tool `isError` result). */
 export class WireError extends Error {
