@@ -1,14 +1,14 @@
-import type { KeyRing, StateClaims } from '@mrtr/core';
+import type { KeyRing } from '@mrtr/core';
 import {
   type CodecOptionLimits,
   type CodecOptions,
-  StateMalformedError,
-  StateTooLargeError,
-  base64urlDecode,
   isStateClaims,
   parseCodecOptions,
   readTokenPrefix,
-} from '@mrtr/core/authoring';
+  type StateClaims,
+} from '@mrtr/core/codec';
+import { base64urlDecode } from '@mrtr/core/encoding';
+import { StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 
 /**
  * Options of {@link createHmacCodec} (after the key ring): `maxTokenBytes`, the largest token (in characters) that

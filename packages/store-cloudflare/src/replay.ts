@@ -1,28 +1,21 @@
-import type {
-  ClaimOptions,
-  ClaimResult,
-  KeyFingerprint,
-  OutcomeStoreLimits,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-} from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import { LedgerLostError, StateExpiredError, StoreFullError, StoreUnavailableError } from '@mrtr/core/errors';
+import { intOption, optionsObject, stringOption } from '@mrtr/core/options';
 import {
   checkLeaseMs,
   checkOwner,
+  type ClaimOptions,
+  type ClaimResult,
   fleetKeysFull,
-  intOption,
-  LedgerLostError,
+  type KeyFingerprint,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  type OutcomeStoreLimits,
   ownerValues,
-  optionsObject,
   parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
-  StateExpiredError,
-  StoreFullError,
-  StoreUnavailableError,
-  stringOption,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
 

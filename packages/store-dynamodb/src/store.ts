@@ -1,26 +1,21 @@
 import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type {
-  ClaimOptions,
-  ClaimResult,
-  KeyFingerprint,
-  OutcomeStoreLimits,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-} from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { LedgerLostError, StateExpiredError, StoreUnavailableError } from '@mrtr/core/errors';
+import { intOption } from '@mrtr/core/options';
 import {
-  base64urlEncode,
   checkLeaseMs,
   checkOwner,
-  intOption,
-  LedgerLostError,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
   MAX_FINGERPRINT_MISSES,
-  parseOutcomeStoreLimits,
-  randomBytes,
-  StateExpiredError,
-  StoreUnavailableError,
   OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  type OutcomeStoreLimits,
+  parseOutcomeStoreLimits,
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { ClockOffset } from './clock.js';
 import { keyFingerprintsOf } from './keys.js';
 import { epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';

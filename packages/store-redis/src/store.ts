@@ -1,5 +1,13 @@
-import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { BackgroundError, base64urlEncode, parseKeyFingerprintOffer, randomBytes, StoreUnavailableError } from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import {
+  BackgroundError,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
+  parseKeyFingerprintOffer,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import { type ConsumeQueue, createConsumeQueue, type Waiter } from './batching.js';
 import { openConnection, type RedisConnection, redisMs } from './connection.js';
 import { createEpochKeeper, type EpochKeeper, epochKeyOf } from './epoch.js';

@@ -1,21 +1,18 @@
-import type {
-  ClaimOptions,
-  ClaimResult,
-  KeyFingerprint,
-  OutcomeStoreLimits,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-} from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import {
-  base64urlEncode,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
   MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  type OutcomeStoreLimits,
   parseKeyFingerprintOffer,
   parseOutcomeStoreLimits,
-  randomBytes,
-  StoreUnavailableError,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { Redis } from '@upstash/redis';
 import {
   claimMisuse,

@@ -1,5 +1,6 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
-import type { EventSink, MrtrEvent, StateGuardOptions } from '@mrtr/core';
+import type { StateGuardOptions } from '@mrtr/core';
+import type { EventSink, MrtrEvent } from '@mrtr/core/events';
 import type { RequestPrincipal } from './principal.js';
 
 /** What to do with a question the client did not declare a capability for in this request. */

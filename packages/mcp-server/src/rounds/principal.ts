@@ -1,5 +1,6 @@
 import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
-import { isObject, principalPolicy } from '@mrtr/core/authoring';
+import { principalPolicy } from '@mrtr/core/adapter';
+import { isObject } from '@mrtr/core/options';
 
 /**
  * Who a request is, as the adapter binds it: the one answer both an MRTR round (through the guard) and a task
@@ -36,7 +37,7 @@ export function defaultPrincipal(ctx: ServerContext): string | undefined {
 
 /**
  * The principal policy of one `createMrtr`, applied once per request by the rounds and by every task request:
- * the guard's own policy (`principalPolicy` of `@mrtr/core/authoring`) over `read` (the `principal` option) — no
+ * the guard's own policy (`principalPolicy` of `@mrtr/core/adapter`) over `read` (the `principal` option) — no
  * name (`undefined` or `''`) is the fixed unauthenticated principal, or `ERR_PRINCIPAL_REQUIRED` with
  * `unauthenticated: 'reject'`; anything but a string is a server bug (`TypeError`). `unauthenticated` is the
  * guard's option as the guard validated it (`undefined` is `'reject'`).

@@ -17,7 +17,8 @@ import {
   type OpenedState,
   type StateGuard,
 } from '@mrtr/core';
-import { isObject, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
+import { StateMalformedError, StateReplayedError } from '@mrtr/core/errors';
+import { isObject } from '@mrtr/core/options';
 import { allowedKinds, type InputRequestKind } from './capabilities.js';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import { type Idempotency, keyOf, markReplayed } from './keys.js';

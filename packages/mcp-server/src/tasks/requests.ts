@@ -3,8 +3,9 @@
  * `tasks/cancel`, each for a task of the request's own principal, answered by whichever instance takes it.
  */
 import { type McpServer, ProtocolError, type ServerContext } from '@modelcontextprotocol/server';
-import { type JsonValue, MrtrError, type TaskRecord } from '@mrtr/core';
-import { isObject, isTerminalStatus } from '@mrtr/core/authoring';
+import { type JsonValue, MrtrError } from '@mrtr/core';
+import { isObject } from '@mrtr/core/options';
+import { isTerminalStatus, type TaskRecord } from '@mrtr/core/tasks';
 import type { AnswerLimits } from '../rounds/answers.js';
 import type { RequestPrincipal } from '../rounds/principal.js';
 import { answerCheckFor } from '../rounds/questions.js';

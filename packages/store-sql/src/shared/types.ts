@@ -1,5 +1,4 @@
-import type { BackgroundError } from '@mrtr/core/authoring';
-import type { ClaimOptions, ClaimResult, KeyFingerprint, RecordingReplayStore, SpendOptions } from '@mrtr/core';
+import type { BackgroundError, ClaimOptions, ClaimResult, KeyFingerprint, RecordingReplayStore, SpendOptions } from '@mrtr/core/store';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
 
