@@ -1,7 +1,8 @@
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, randomBytes, randomFillSync, timingSafeEqual } from 'node:crypto';
 import { createRequestStateCodec } from '@modelcontextprotocol/server';
-import { KeyRing, MrtrError, type StateClaims, type StateCodec } from '@mrtr/core';
-import { canonicalJson } from '@mrtr/core/authoring';
+import { KeyRing, MrtrError, type StateCodec } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { canonicalJson } from '@mrtr/core/encoding';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { CompactEncrypt, compactDecrypt } from 'jose';
 import { pack, unpack } from 'msgpackr';

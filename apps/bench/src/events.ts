@@ -1,5 +1,6 @@
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, KeyRing, type MrtrEvent, type RequestContext, type StateGuard } from '@mrtr/core';
+import { createStateGuard, KeyRing, type RequestContext, type StateGuard } from '@mrtr/core';
+import type { MrtrEvent } from '@mrtr/core/events';
 import { createMrtrTelemetry } from '@mrtr/otel';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';

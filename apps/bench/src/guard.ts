@@ -6,11 +6,11 @@ import {
   KeyRing,
   type ReplayStore,
   type RequestContext,
-  type StateClaims,
   type StateCodec,
   type StateGuard,
 } from '@mrtr/core';
-import { andThen, canonicalJson } from '@mrtr/core/authoring';
+import { andThen, type StateClaims } from '@mrtr/core/codec';
+import { canonicalJson } from '@mrtr/core/encoding';
 import { bareHmac } from './codecs.js';
 import type { Job } from './harness.js';
 import { loadFunction } from './load.js';

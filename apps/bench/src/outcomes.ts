@@ -4,15 +4,8 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import type { Client } from '@modelcontextprotocol/client';
-import {
-  type ClaimResult,
-  createStateGuard,
-  type JsonValue,
-  KeyRing,
-  type ReplayStore,
-  type RequestContext,
-  type StateGuard,
-} from '@mrtr/core';
+import { createStateGuard, type JsonValue, KeyRing, type ReplayStore, type RequestContext, type StateGuard } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import { CheckFailure, type SkippedRow } from './codecs.js';
 import {
   type CodecFactory,

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { JsonValue, StateClaims } from '@mrtr/core';
+import type { JsonValue } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
 
 /** The payload sizes the codec bench runs: the "small" (400 B, see below) and exactly 4 KiB. */
 export type PayloadName = 'small' | '4k';

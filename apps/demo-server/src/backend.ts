@@ -1,6 +1,7 @@
-import type { ReplayStore, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import type { TaskStore, TaskStoreLimits } from '@mrtr/core/tasks';
 import { createMemoryTaskStore } from '@mrtr/store-memory';
-import { randomBytes, base64urlEncode } from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import { MEMORY_STORE_ENTRIES, redactUrl, type StoreName } from './config.js';
 import { escapeForTerminal } from './observe.js';
 import {

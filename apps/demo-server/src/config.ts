@@ -1,9 +1,10 @@
 import { createHash } from 'node:crypto';
 import { basename, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { KeyProvider, KeyRing, type MintQuota, parseKeySet } from '@mrtr/core';
-import { redactUrl as redactCoreUrl } from '@mrtr/core/authoring';
+import { KeyProvider, KeyRing, type MintQuota } from '@mrtr/core';
+import { parseKeySet } from '@mrtr/core/keys';
 import { fileKeySource, watchKeyFile } from '@mrtr/core/node';
+import { redactUrl as redactCoreUrl } from '@mrtr/core/store';
 import { escapeForTerminal } from './observe.js';
 import { DEMO_EFFECTS } from './tools/index.js';
 
@@ -423,7 +424,7 @@ export function readLedgerLimits(env: NodeJS.ProcessEnv): {
   return { maxPendingPerPrincipal, maxLinksPerPrincipal: Math.max(20, 4 * maxPendingPerPrincipal), pendingTtlMs };
 }
 
-/** Where a store is, for the start line: `redactUrl` of `@mrtr/core/authoring` (scheme, host, port and database only), escaped for the terminal. */
+/** Where a store is, for the start line: `redactUrl` of `@mrtr/core/store` (scheme, host, port and database only), escaped for the terminal. */
 export function redactUrl(url: string): string {
   return escapeForTerminal(redactCoreUrl(url));
 }

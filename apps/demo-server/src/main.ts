@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { ServerContext } from '@modelcontextprotocol/server';
 import { MrtrError, type StateGuard } from '@mrtr/core';
-import { DEFAULT_OUTCOME_BUDGET_BYTES, storeCapabilities } from '@mrtr/core/authoring';
+import { DEFAULT_OUTCOME_BUDGET_BYTES, storeCapabilities } from '@mrtr/core/store';
 import { createMrtr } from '@mrtr/mcp-server';
 import { createHttpHandler, type HttpHandler } from '@mrtr/mcp-server/http';
 import { type Backend, BackendError, openBackend } from './backend.js';

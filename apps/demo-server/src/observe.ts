@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { MRTR_REJECTION_CODES, type MrtrEvent } from '@mrtr/core';
+import { MRTR_REJECTION_CODES } from '@mrtr/core/errors';
+import type { MrtrEvent } from '@mrtr/core/events';
 import { createMrtrTelemetry, type MrtrKnownLabels } from '@mrtr/otel';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';

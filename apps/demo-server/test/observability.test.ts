@@ -1,4 +1,4 @@
-import { MRTR_REJECTION_CODES } from '@mrtr/core';
+import { MRTR_REJECTION_CODES } from '@mrtr/core/errors';
 import { MINT_ERROR_TYPES } from '@mrtr/otel';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prettyLine, roundLine } from '../src/observe.js';

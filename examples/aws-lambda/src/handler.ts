@@ -2,7 +2,8 @@
 import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { McpServer } from '@modelcontextprotocol/server';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { KeyRing, type TaskStore } from '@mrtr/core';
+import { KeyRing } from '@mrtr/core';
+import type { TaskStore } from '@mrtr/core/tasks';
 import { createMrtr } from '@mrtr/mcp-server';
 import { createHttpHandler } from '@mrtr/mcp-server/http';
 import { createDynamoStore, createDynamoTaskStore } from '@mrtr/store-dynamodb';

@@ -1,5 +1,6 @@
 import type { CodecFactory, KeyRing } from '@mrtr/core';
-import { base64urlDecode, readTokenPrefix } from '@mrtr/core/authoring';
+import { readTokenPrefix } from '@mrtr/core/codec';
+import { base64urlDecode } from '@mrtr/core/encoding';
 
 export const CODECS = ['hmac', 'jwe', 'aead'] as const;
 export type CodecName = (typeof CODECS)[number];

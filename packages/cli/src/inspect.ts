@@ -1,5 +1,7 @@
-import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateClaims, type StateCodec, type StateGuard } from '@mrtr/core';
-import { canonicalJson, createPrincipalTagger, isStateClaims } from '@mrtr/core/authoring';
+import { createStateGuard, KeyRing, MrtrError, type RequestContext, type StateCodec, type StateGuard } from '@mrtr/core';
+import { createPrincipalTagger } from '@mrtr/core/adapter';
+import { isStateClaims, type StateClaims } from '@mrtr/core/codec';
+import { canonicalJson } from '@mrtr/core/encoding';
 import { CODECS, type CodecName, codecFactory, type Detected, detect } from './codecs.js';
 import {
   colourEnabled,

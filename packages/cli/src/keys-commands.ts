@@ -1,4 +1,4 @@
-import { type ScheduledKey, parseKeySet, scheduleRotation, toJwks } from '@mrtr/core';
+import { parseKeySet, type ScheduledKey, scheduleRotation, toJwks } from '@mrtr/core/keys';
 import { duration } from './time.js';
 import {
   checkKeySet,

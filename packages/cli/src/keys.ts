@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, type Stats } from 'node:fs';
 import { type FileHandle, lstat, open, readFile, rename, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { KeyRing, parseKeySet, type ScheduledKey } from '@mrtr/core';
-import { base64urlDecode, MIN_KEY_BYTES } from '@mrtr/core/authoring';
+import { KeyRing } from '@mrtr/core';
+import { base64urlDecode } from '@mrtr/core/encoding';
+import { MIN_KEY_BYTES, parseKeySet, type ScheduledKey } from '@mrtr/core/keys';
 import { duration } from './time.js';
 import { type Io, UsageError } from './io.js';
 

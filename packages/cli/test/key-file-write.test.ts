@@ -1,7 +1,8 @@
 import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateKey, parseJwks, toJwks } from '@mrtr/core';
+import { generateKey } from '@mrtr/core';
+import { parseJwks, toJwks } from '@mrtr/core/keys';
 import { afterAll, describe, expect, it } from 'vitest';
 import { temporaryName, writeKeyFile } from '../src/keys.js';
 import { runCli } from './helpers.js';

@@ -2,7 +2,8 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createStateGuard, generateKey, KeyProvider, KeyRing, parseJwks, type ScheduledKey, toJwks } from '@mrtr/core';
+import { createStateGuard, generateKey, KeyProvider, KeyRing } from '@mrtr/core';
+import { parseJwks, type ScheduledKey, toJwks } from '@mrtr/core/keys';
 import { afterAll, describe, expect, it } from 'vitest';
 import { K1, K2, KEYS, REQUEST, runCli } from './helpers.js';
 

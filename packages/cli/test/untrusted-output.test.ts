@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:net';
-import { base64urlEncode } from '@mrtr/core/authoring';
+import { base64urlEncode } from '@mrtr/core/encoding';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DATABASE_URL, gateService, KEYS, mint, runCli, T0 } from './helpers.js';
 

@@ -1,4 +1,4 @@
-import { StateMalformedError } from '@mrtr/core/authoring';
+import { StateMalformedError } from '@mrtr/core/errors';
 
 /**
  * A bounded, validating MessagePack decoder for exactly the subset this codec emits (the JSON data

@@ -1,13 +1,7 @@
-import type { KeyRing, StateClaims } from '@mrtr/core';
-import {
-  type CodecOptionLimits,
-  type CodecOptions,
-  codecFormat,
-  StateMalformedError,
-  StateTooLargeError,
-  base64urlDecode,
-  isStateClaims,
-} from '@mrtr/core/authoring';
+import type { KeyRing } from '@mrtr/core';
+import { codecFormat, isStateClaims, type CodecOptionLimits, type CodecOptions } from '@mrtr/core/codec';
+import { base64urlDecode } from '@mrtr/core/encoding';
+import { StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 import { MAX_NESTING, type Slicer, decodeClaims } from './decode.js';
 
 /**

@@ -1,9 +1,10 @@
-import { KeyRing, MrtrError, type OpenedToken, type StateClaims, generateKey } from '@mrtr/core';
-import { canonicalJson } from '@mrtr/core/authoring';
+import { generateKey, KeyRing, MrtrError } from '@mrtr/core';
+import type { OpenedToken, StateClaims } from '@mrtr/core/codec';
+import { canonicalJson } from '@mrtr/core/encoding';
 import { sampleClaims, samplePayloads } from '@mrtr/test-suite';
 import { Packr, unpack } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import { AEAD_LIMITS, AEAD_KEY_PURPOSE, AEAD_MAX_NESTING, type AeadCodec, createAeadCodec as createAnyCodec } from '../src/index.js';
+import { AEAD_KEY_PURPOSE, AEAD_LIMITS, AEAD_MAX_NESTING, type AeadCodec, createAeadCodec as createAnyCodec } from '../src/index.js';
 
 /** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
 type NodeAeadCodec = Omit<AeadCodec, 'seal' | 'unseal'> & {

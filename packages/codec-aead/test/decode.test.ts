@@ -1,4 +1,4 @@
-import { canonicalJson } from '@mrtr/core/authoring';
+import { canonicalJson } from '@mrtr/core/encoding';
 import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 import { MAX_NESTING, decodeClaims } from '../src/decode.js';

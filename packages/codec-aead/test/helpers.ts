@@ -1,5 +1,5 @@
-import { MrtrError, type MrtrErrorCode, type KeyRing } from '@mrtr/core';
-import { randomBytes } from '@mrtr/core/authoring';
+import { type KeyRing, MrtrError, type MrtrErrorCode } from '@mrtr/core';
+import { randomBytes } from '@mrtr/core/encoding';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { AEAD_KEY_PURPOSE } from '../src/index.js';
 

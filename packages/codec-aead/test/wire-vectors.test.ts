@@ -2,14 +2,15 @@
 // back. The token strings were produced once by this codec and pasted here. They must never change: a
 // change of the format (layout, MessagePack encoding, cipher, associated data, key derivation) needs a
 // new format version, with these vectors kept for `x1` for as long as `x1` tokens are accepted.
-import { KeyRing, type StateClaims } from '@mrtr/core';
-import { randomBytes } from '@mrtr/core/authoring';
+import { KeyRing } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { randomBytes } from '@mrtr/core/encoding';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createAeadCodec } from '../src/index.js';
 
-// The nonce is the only randomness of a seal: `randomBytes` of @mrtr/core/authoring, fixed here per call.
-vi.mock('@mrtr/core/authoring', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('@mrtr/core/authoring')>();
+// The nonce is the only randomness of a seal: `randomBytes` of @mrtr/core/encoding, fixed here per call.
+vi.mock('@mrtr/core/encoding', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('@mrtr/core/encoding')>();
   return { ...actual, randomBytes: vi.fn(actual.randomBytes) };
 });
 const NONCE = Buffer.from('6d7274722061656164206e6f6e63652c2032342062797465', 'hex');

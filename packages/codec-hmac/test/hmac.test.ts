@@ -1,8 +1,9 @@
 import { createHmac } from 'node:crypto';
-import { KeyRing, MrtrError, type MrtrErrorCode, type OpenedToken, type StateClaims, generateKey } from '@mrtr/core';
+import { generateKey, KeyRing, MrtrError, type MrtrErrorCode } from '@mrtr/core';
+import type { OpenedToken, StateClaims } from '@mrtr/core/codec';
 import { sampleClaims } from '@mrtr/test-suite';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { HMAC_LIMITS, HMAC_KEY_PURPOSE, type HmacCodec, createHmacCodec as createAnyCodec } from '../src/index.js';
+import { createHmacCodec as createAnyCodec, HMAC_KEY_PURPOSE, HMAC_LIMITS, type HmacCodec } from '../src/index.js';
 
 /** The Node build answers synchronously, and this file relies on it (the exported type covers both builds). */
 type NodeHmacCodec = Omit<HmacCodec, 'seal' | 'unseal'> & {

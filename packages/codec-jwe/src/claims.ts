@@ -1,5 +1,5 @@
-import type { StateClaims } from '@mrtr/core';
-import { StateMalformedError, isStateClaims } from '@mrtr/core/authoring';
+import { isStateClaims, type StateClaims } from '@mrtr/core/codec';
+import { StateMalformedError } from '@mrtr/core/errors';
 
 /**
  * StateClaims ⇄ JWT Claims Set (RFC 7519).

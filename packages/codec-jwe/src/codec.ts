@@ -1,14 +1,7 @@
-import type { Awaitable, KeyRing, OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
-import {
-  andThen,
-  type CodecOptionLimits,
-  isPromiseLike,
-  KeyUnknownError,
-  StateMalformedError,
-  StateTooLargeError,
-  base64urlDecode,
-  parseCodecOptions,
-} from '@mrtr/core/authoring';
+import type { Awaitable, KeyRing, StateCodec } from '@mrtr/core';
+import { andThen, type CodecOptionLimits, isPromiseLike, type OpenedToken, parseCodecOptions, type StateClaims } from '@mrtr/core/codec';
+import { base64urlDecode } from '@mrtr/core/encoding';
+import { KeyUnknownError, StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 import { decodeClaims, encodeClaims } from './claims.js';
 import type { JweEngine, JweHeader, JweParts } from './engine/types.js';
 import { headerFor, parseHeader } from './header.js';

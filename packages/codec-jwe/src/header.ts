@@ -1,4 +1,5 @@
-import { StateMalformedError, base64urlDecode, base64urlEncode, utf8Encode } from '@mrtr/core/authoring';
+import { base64urlDecode, base64urlEncode, utf8Encode } from '@mrtr/core/encoding';
+import { StateMalformedError } from '@mrtr/core/errors';
 import type { JweHeader } from './engine/types.js';
 
 /** The only accepted key management algorithm: the key is the CEK (RFC 7518 §4.5). */

@@ -1,4 +1,5 @@
-import { KeyRing, MrtrError, type StateClaims, generateKey } from '@mrtr/core';
+import { generateKey, KeyRing, MrtrError } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
 import { describe, expect, it } from 'vitest';
 import { JWE_LIMITS, type JweCodecOptions, createCodecWithEngine } from '../src/codec.js';
 import { engine as nodeEngine } from '../src/engine/node.js';

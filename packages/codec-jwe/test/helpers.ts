@@ -1,6 +1,7 @@
 import { createCipheriv } from 'node:crypto';
-import { type JsonValue, MrtrError, type MrtrErrorCode, type StateClaims, type KeyRing } from '@mrtr/core';
-import { randomBytes } from '@mrtr/core/authoring';
+import { type JsonValue, type KeyRing, MrtrError, type MrtrErrorCode } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { randomBytes } from '@mrtr/core/encoding';
 import { sampleClaims } from '@mrtr/test-suite';
 import { expect } from 'vitest';
 import { JWE_KEY_PURPOSE } from '../src/codec.js';

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { KeyRing, type StateClaims, generateKey } from '@mrtr/core';
-import { base64urlEncode, canonicalJson } from '@mrtr/core/authoring';
+import { generateKey, KeyRing } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { base64urlEncode, canonicalJson } from '@mrtr/core/encoding';
 import { sampleClaims } from '@mrtr/test-suite';
 import { describe, expect, it } from 'vitest';
 import { decodeClaims, encodeClaims } from '../src/claims.js';

@@ -1,6 +1,7 @@
 import { createSecretKey } from 'node:crypto';
-import { KeyRing, type StateClaims, generateKey } from '@mrtr/core';
-import { base64urlEncode, randomBytes } from '@mrtr/core/authoring';
+import { generateKey, KeyRing } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import { CompactEncrypt, EncryptJWT, compactDecrypt, decodeProtectedHeader, jwtDecrypt } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { createCodecWithEngine } from '../src/codec.js';

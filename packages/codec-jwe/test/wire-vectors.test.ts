@@ -2,18 +2,19 @@
 // the exact token out, and back on both engines. The token strings were produced once by this codec and
 // pasted here. They must never change: a change of the format (header, JWT claims mapping, cipher, key
 // derivation) needs a new format version, with these vectors kept for as long as such tokens are accepted.
-import { KeyRing, type StateClaims } from '@mrtr/core';
-import { randomBytes } from '@mrtr/core/authoring';
+import { KeyRing } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { randomBytes } from '@mrtr/core/encoding';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createCodecWithEngine } from '../src/codec.js';
 import { engine as nodeEngine } from '../src/engine/node.js';
 import { engine as webEngine } from '../src/engine/web.js';
 import { createJweCodec } from '../src/index.js';
 
-// The IV is the only randomness of a seal on the node engine: `randomBytes` of @mrtr/core/authoring,
+// The IV is the only randomness of a seal on the node engine: `randomBytes` of @mrtr/core/encoding,
 // fixed here per call. (The web engine lets jose draw the IV, so only its open is checked.)
-vi.mock('@mrtr/core/authoring', async (importOriginal) => {
-  const actual = await importOriginal<typeof import('@mrtr/core/authoring')>();
+vi.mock('@mrtr/core/encoding', async (importOriginal) => {
+  const actual = await importOriginal<typeof import('@mrtr/core/encoding')>();
   return { ...actual, randomBytes: vi.fn(actual.randomBytes) };
 });
 const IV = Buffer.from('mrtr jwe iv!', 'latin1');

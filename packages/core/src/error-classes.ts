@@ -1,6 +1,6 @@
 /**
  * The concrete error classes, one per `MrtrErrorCode` (`instanceof`-able across builds through `MrtrError`'s brand):
- * exported by `@mrtr/core` for applications that match on them and by `@mrtr/core/authoring` for authors who throw them.
+ * exported by `@mrtr/core/errors`, for applications that match on them and for authors who throw them.
  */
 export {
   CapabilityMissingError,

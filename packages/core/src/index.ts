@@ -1,41 +1,11 @@
 /**
- * `@mrtr/core` for application authors: the key ring, the state guard, the codec and store interfaces,
- * and the errors to match on. Codec and store authors find their helpers in `@mrtr/core/authoring`.
+ * `@mrtr/core` for application (server) authors: the state guard and its options, the key ring and the key
+ * provider, the contracts a guard is built from (`StateCodec`, `ReplayStore`) and `MrtrError` to catch. The rest is
+ * behind one door per audience: `/errors` (every error class and code list), `/events` (what `onEvent` receives),
+ * `/keys` (key sets, JWK Sets and rotation), `/node` (key files), and for authors `/codec`, `/store`, `/tasks`,
+ * `/adapter`, `/options`, `/encoding`.
  */
-export type { FlowClaims, RequestBinding, StateClaims } from './claims.js';
 export type { Awaitable } from './crypto/awaitable.js';
-export {
-  type AnyMrtrError,
-  isServerFault,
-  type KeyMismatch,
-  type KeyMismatchOptions,
-  MRTR_ERROR_CODES,
-  MRTR_REJECTION_CODES,
-  MrtrError,
-  type MrtrErrorCode,
-  type MrtrErrorOptions,
-  type TaskLimit,
-} from './errors.js';
-export * from './error-classes.js';
-export type {
-  AnswerEvent,
-  EventBase,
-  EventHook,
-  EventSink,
-  FlowCompletedEvent,
-  FlowStartedEvent,
-  GuardEvent,
-  MrtrEvent,
-  OutcomeDropReason,
-  OutcomeDroppedEvent,
-  StateMintedEvent,
-  StateOpenedEvent,
-  StateRejectedEvent,
-  StateRetriedEvent,
-  RoundUnknownEvent,
-  StoreClockEvent,
-  StoreErrorEvent,
-} from './events.js';
 export {
   type AdmitOptions,
   createStateGuard,
@@ -48,45 +18,12 @@ export {
   type StateGuard,
   type StateGuardOptions,
 } from './guard/guard.js';
+export { MrtrError, type MrtrErrorCode } from './errors.js';
 export type { Admission } from './outcomes/outcomes.js';
-export type {
-  ClaimOptions,
-  ClaimResult,
-  CodecFactory,
-  CodecInput,
-  KeyFingerprint,
-  OpenedToken,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-  StateCodec,
-  StoreCapabilities,
-} from './interfaces.js';
-export type { OutcomeStoreLimits } from './outcomes/limits.js';
+export type { CodecFactory, ReplayStore, StateCodec } from './interfaces.js';
 export type { ClockSample } from './guard/store-clock.js';
 export type { FleetKeyCheck } from './keys/fleet.js';
 export { KeyProvider, type KeyProviderOptions } from './keys/provider.js';
-export {
-  deriveKey,
-  type KeySetInput,
-  keysFromEnv,
-  type KeysFromEnvOptions,
-  type OctJwk,
-  type OctJwkSet,
-  parseJwks,
-  parseKeySet,
-  type RotationScheduleOptions,
-  scheduleRotation,
-  toJwks,
-} from './keys/sources.js';
-export { generateKey, type KeyInput, KeyRing, type ScheduledKey } from './keys/keys.js';
+export { keysFromEnv, type KeysFromEnvOptions } from './keys/sources.js';
+export { generateKey, type KeyInput, KeyRing } from './keys/keys.js';
 export type { JsonObject, JsonPrimitive, JsonValue } from './protocol.js';
-export type {
-  ParsedTaskStoreLimits,
-  TaskError,
-  TaskInputRequest,
-  TaskRecord,
-  TaskStatus,
-  TaskStore,
-  TaskStoreLimits,
-} from './tasks/tasks.js';

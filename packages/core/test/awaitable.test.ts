@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { andThen, isPromiseLike } from '../src/authoring.js';
-import { KeyRing, MrtrError, type StateCodec, type StateGuardOptions, createStateGuard, generateKey } from '../src/index.js';
+import { createStateGuard, generateKey, KeyRing, MrtrError, type StateCodec, type StateGuardOptions } from '../src/index.js';
+import { andThen, isPromiseLike } from '../src/entry-codec.js';
 import { fakeClock, req, testCodec, testStore } from './helpers.js';
 
 // Issue 22: one Awaitable-typed surface. A codec (and core's crypto) may answer now or later; the branching between the

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { type BatchEntry, createBatcher, StoreUnavailableError } from '../src/authoring.js';
 import { MrtrError } from '../src/index.js';
+import { StoreUnavailableError } from '../src/entry-errors.js';
+import { type BatchEntry, createBatcher } from '../src/entry-store.js';
 
 // No wall clock: flushes run when the test calls them (a manual `flush`), or at the end of a microtask
 // tick; batches end when the test settles the promise their `run` returned.

@@ -3,20 +3,12 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { cryptoProvider as node } from '../src/crypto/node.js';
 import { cryptoProvider as web } from '../src/crypto/web.js';
-import {
-  MIN_KEY_BYTES,
-  StateIntegrityError,
-  StateReplayedError,
-  StoreUnavailableError,
-  base64urlDecode,
-  base64urlEncode,
-  canonicalJson,
-  isCanonicalBase64url,
-  ownerValues,
-  randomBytes,
-  readTokenPrefix,
-} from '../src/authoring.js';
-import { KeyRing, MrtrError, generateKey, isServerFault } from '../src/index.js';
+import { generateKey, KeyRing, MrtrError } from '../src/index.js';
+import { readTokenPrefix } from '../src/entry-codec.js';
+import { base64urlDecode, base64urlEncode, canonicalJson, isCanonicalBase64url, randomBytes } from '../src/entry-encoding.js';
+import { isServerFault, StateIntegrityError, StateReplayedError, StoreUnavailableError } from '../src/entry-errors.js';
+import { MIN_KEY_BYTES } from '../src/entry-keys.js';
+import { ownerValues } from '../src/entry-store.js';
 
 describe('canonicalJson (RFC 8785)', () => {
   it('sorts keys by UTF-16 code units and formats numbers as ECMAScript does', () => {

@@ -1,15 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
-import { createFlowTagger } from '../src/authoring.js';
-import {
-  type GuardEvent,
-  KeyRing,
-  MrtrError,
-  type RequestContext,
-  type StateGuardOptions,
-  createStateGuard,
-  generateKey,
-} from '../src/index.js';
+import { createStateGuard, generateKey, KeyRing, MrtrError, type RequestContext, type StateGuardOptions } from '../src/index.js';
+import { createFlowTagger, type GuardEvent } from '../src/entry-events.js';
 import { fakeClock, testCodec, testStore } from './helpers.js';
 
 const SECRET_ARG = 'argument-value-7f3a9c';

@@ -6,14 +6,26 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { describe, expect, it } from 'vitest';
-import * as authoring from '../src/authoring.js';
+import * as adapter from '../src/entry-adapter.js';
+import * as codec from '../src/entry-codec.js';
+import * as encoding from '../src/entry-encoding.js';
+import * as errors from '../src/entry-errors.js';
+import * as events from '../src/entry-events.js';
+import * as keys from '../src/entry-keys.js';
+import * as options from '../src/entry-options.js';
+import * as store from '../src/entry-store.js';
+import * as tasks from '../src/entry-tasks.js';
 import * as core from '../src/index.js';
 import * as nodeEntry from '../src/node.js';
 
-// The public surface is pinned: a widening (or narrowing) of either entry is a visible diff here.
+// The public surface is pinned, one audience per entry point: a widening (or narrowing) of any entry is a visible diff here.
 describe('exported names', () => {
-  it('@mrtr/core holds what application authors use', () => {
-    expect(Object.keys(core).sort()).toEqual([
+  it('@mrtr/core holds what application authors use: the guard, the key ring and provider, MrtrError to catch', () => {
+    expect(Object.keys(core).sort()).toEqual(['KeyProvider', 'KeyRing', 'MrtrError', 'createStateGuard', 'generateKey', 'keysFromEnv']);
+  });
+
+  it('@mrtr/core/errors holds every error class and the code lists', () => {
+    expect(Object.keys(errors).sort()).toEqual([
       'CapabilityMissingError',
       'ClockSkewError',
       'FlowExpiredError',
@@ -21,15 +33,12 @@ describe('exported names', () => {
       'IdempotencyKeyConflictError',
       'KeyConflictError',
       'KeyMismatchError',
-      'KeyProvider',
-      'KeyRing',
       'KeySourceError',
       'KeyUnknownError',
       'KeysUnavailableError',
       'LedgerLostError',
       'MRTR_ERROR_CODES',
       'MRTR_REJECTION_CODES',
-      'MrtrError',
       'OutcomeUnknownError',
       'PrincipalRequiredError',
       'QuotaExceededError',
@@ -46,11 +55,19 @@ describe('exported names', () => {
       'StoreFullError',
       'StoreUnavailableError',
       'TaskLimitError',
-      'createStateGuard',
-      'deriveKey',
-      'generateKey',
       'isServerFault',
-      'keysFromEnv',
+    ]);
+  });
+
+  it('@mrtr/core/events holds the event types and the emitters an integration shares with the guard', () => {
+    expect(Object.keys(events).sort()).toEqual(['createEventSink', 'createFlowTagger', 'safeEmitter']);
+  });
+
+  it('@mrtr/core/keys holds key sets, JWK Sets, derived keys and rotation schedules', () => {
+    expect(Object.keys(keys).sort()).toEqual([
+      'MAX_RING_KEYS',
+      'MIN_KEY_BYTES',
+      'deriveKey',
       'parseJwks',
       'parseKeySet',
       'scheduleRotation',
@@ -62,108 +79,99 @@ describe('exported names', () => {
     expect(Object.keys(nodeEntry).sort()).toEqual(['fileKeySource', 'watchKeyFile']);
   });
 
-  it('@mrtr/core/authoring holds what codec, store and integration authors use', () => {
-    expect(Object.keys(authoring).sort()).toEqual([
-      'BackgroundError',
+  it('@mrtr/core/codec holds what codec authors use', () => {
+    expect(Object.keys(codec).sort()).toEqual([
       'CLAIMS_VERSION',
-      'CapabilityMissingError',
-      'ClockSkewError',
-      'DEFAULT_MAX_OUTCOME_BYTES',
-      'DEFAULT_OUTCOME_BUDGET_BYTES',
-      'FlowExpiredError',
-      'FlowRoundsError',
-      'IdempotencyKeyConflictError',
-      'KeyConflictError',
-      'KeyMismatchError',
-      'KeySourceError',
-      'KeyUnknownError',
-      'KeysUnavailableError',
-      'LedgerLostError',
-      'MAX_FINGERPRINT_MISSES',
-      'MAX_FLEET_KEYS',
-      'MAX_RING_KEYS',
-      'MIN_KEY_BYTES',
-      'OUTCOME_STORE_LIMIT_OPTIONS',
-      'OutcomeUnknownError',
-      'PrincipalRequiredError',
-      'QuotaExceededError',
-      'RoundInProgressError',
-      'STATE_GUARD_OPTIONS',
-      'SealFailedError',
-      'StateAudienceError',
-      'StateBindingError',
-      'StateExpiredError',
-      'StateIntegrityError',
-      'StateMalformedError',
-      'StatePrincipalError',
-      'StateReplayedError',
-      'StateTooLargeError',
-      'StoreFullError',
-      'StoreUnavailableError',
-      'TASK_STORE_LIMIT_OPTIONS',
-      'TASK_UPDATE_OPTIONS',
-      'TaskLimitError',
       'andThen',
-      'applyKeyFingerprintOffer',
-      'asTaskRecord',
       'assertStateClaims',
-      'assertTaskChange',
-      'assertTaskCreateArguments',
-      'assertTaskUpdateArguments',
-      'base64urlDecode',
-      'base64urlEncode',
-      'boolOption',
-      'canonicalJson',
-      'checkFleetKeys',
-      'checkLeaseMs',
-      'checkOwner',
       'codecFormat',
-      'createBatcher',
-      'createEventSink',
-      'createFlowTagger',
-      'createPrincipalTagger',
-      'fleetKeysFull',
-      'fnOption',
-      'fullStoreCapabilities',
-      'intOption',
-      'isCanonicalBase64url',
-      'isIdempotencyKey',
-      'isObject',
       'isPromiseLike',
       'isStateClaims',
-      'isTerminalStatus',
-      'keyFingerprint',
-      'keyTtlMs',
-      'oneOfOption',
-      'optionsObject',
-      'ownerValues',
       'parseCodecOptions',
+      'readTokenPrefix',
+    ]);
+  });
+
+  it('@mrtr/core/store holds what replay store authors use', () => {
+    expect(Object.keys(store).sort()).toEqual([
+      'BackgroundError',
+      'DEFAULT_MAX_OUTCOME_BYTES',
+      'DEFAULT_OUTCOME_BUDGET_BYTES',
+      'MAX_FINGERPRINT_MISSES',
+      'MAX_FLEET_KEYS',
+      'OUTCOME_STORE_LIMIT_OPTIONS',
+      'applyKeyFingerprintOffer',
+      'checkLeaseMs',
+      'checkOwner',
+      'createBatcher',
+      'fleetKeysFull',
+      'fullStoreCapabilities',
+      'ownerValues',
       'parseKeyFingerprintOffer',
       'parseOutcomeStoreLimits',
-      'parseTaskStoreLimits',
-      'parseTaskUpdateOptions',
-      'principalPolicy',
-      'randomBytes',
-      'readTokenPrefix',
       'redactUrl',
-      'rejectUnknownOptions',
-      'roomFromAtLeast',
-      'runTaskUpdate',
-      'safeEmitter',
       'storeCapabilities',
-      'stringOption',
-      'taskExpiresAt',
-      'utf8Decode',
-      'utf8Encode',
       'withDeadline',
     ]);
   });
 
+  it('@mrtr/core/tasks holds the task store contract and its helpers', () => {
+    expect(Object.keys(tasks).sort()).toEqual([
+      'TASK_STORE_LIMIT_OPTIONS',
+      'TASK_UPDATE_OPTIONS',
+      'asTaskRecord',
+      'assertTaskChange',
+      'assertTaskCreateArguments',
+      'assertTaskUpdateArguments',
+      'isTerminalStatus',
+      'parseTaskStoreLimits',
+      'parseTaskUpdateOptions',
+      'roomFromAtLeast',
+      'runTaskUpdate',
+      'taskExpiresAt',
+    ]);
+  });
+
+  it('@mrtr/core/adapter holds what adapters over a protocol SDK use', () => {
+    expect(Object.keys(adapter).sort()).toEqual([
+      'STATE_GUARD_OPTIONS',
+      'createPrincipalTagger',
+      'isIdempotencyKey',
+      'keyTtlMs',
+      'principalPolicy',
+    ]);
+  });
+
+  it('@mrtr/core/options holds the option validators', () => {
+    expect(Object.keys(options).sort()).toEqual([
+      'boolOption',
+      'fnOption',
+      'intOption',
+      'isObject',
+      'oneOfOption',
+      'optionsObject',
+      'rejectUnknownOptions',
+      'stringOption',
+    ]);
+  });
+
+  it('@mrtr/core/encoding holds base64url, UTF-8, canonical JSON and random bytes', () => {
+    expect(Object.keys(encoding).sort()).toEqual([
+      'base64urlDecode',
+      'base64urlEncode',
+      'canonicalJson',
+      'isCanonicalBase64url',
+      'randomBytes',
+      'utf8Decode',
+      'utf8Encode',
+    ]);
+  });
+
   it('has one error class per code and the code set derives from the same list', () => {
-    const codes = Object.values(authoring as Record<string, unknown>)
+    const codes = Object.values(errors as Record<string, unknown>)
       .filter((v) => typeof v === 'function' && (v as { code?: unknown }).code !== undefined)
       .map((v) => (v as { code: string }).code);
-    expect(codes.sort()).toEqual([...core.MRTR_ERROR_CODES].sort());
+    expect(codes.sort()).toEqual([...errors.MRTR_ERROR_CODES].sort());
   });
 
   it('gives every exported name a one-line TSDoc', () => {
@@ -193,7 +201,8 @@ describe('exported names', () => {
       .map((f) => readFileSync(new URL(`../src/${f}.ts`, import.meta.url), 'utf8'))
       .join('\n');
     const undocumented: string[] = [];
-    for (const name of [...Object.keys(core), ...Object.keys(authoring), ...Object.keys(nodeEntry)]) {
+    const entries = [core, errors, events, keys, nodeEntry, codec, store, tasks, adapter, options, encoding];
+    for (const name of entries.flatMap((entry) => Object.keys(entry))) {
       const at = new RegExp(`export (?:declare )?(?:async )?(?:function|class|const|interface|type) ${name}\\b`).exec(sources);
       if (at === null) continue; // re-exported under another file's name
       const before = sources.slice(0, at.index).trimEnd();
@@ -209,10 +218,10 @@ describe('the ESM and CJS builds recognise each other', () => {
   it('MrtrError, its subclasses and KeyRing, by brand', async () => {
     // The built files, by computed URL: type-checking this file needs no build (the tests do: turbo.json).
     const built = (file: string): string => new URL(`../dist/${file}`, import.meta.url).href;
-    const esm = (await import(/* @vite-ignore */ built('authoring.js'))) as typeof authoring;
+    const esm = (await import(/* @vite-ignore */ built('errors.js'))) as typeof errors;
     const esmCore = (await import(/* @vite-ignore */ built('index.js'))) as typeof core;
     const require = createRequire(import.meta.url);
-    const cjs = require(fileURLToPath(built('authoring.cjs'))) as typeof authoring;
+    const cjs = require(fileURLToPath(built('errors.cjs'))) as typeof errors;
     const cjsCore = require(fileURLToPath(built('index.cjs'))) as typeof core;
     expect(cjsCore.MrtrError).not.toBe(esmCore.MrtrError);
     const fromCjs = new cjs.StateReplayedError();

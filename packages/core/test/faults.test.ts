@@ -1,17 +1,10 @@
 // The guard under faults, on a store that declares leases, a clock and an epoch: a lost claim reply is released, a
 // failed record is retried, a lapsed lease is "outcome unknown", a skewed clock refuses, a lost ledger refuses.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import {
-  type ClaimOptions,
-  type ClaimResult,
-  createStateGuard,
-  generateKey,
-  KeyRing,
-  type MrtrEvent,
-  type ReplayStore,
-  type RequestContext,
-} from '../src/index.js';
-import { LedgerLostError, StateExpiredError } from '../src/authoring.js';
+import { createStateGuard, generateKey, KeyRing, type ReplayStore, type RequestContext } from '../src/index.js';
+import { LedgerLostError, StateExpiredError } from '../src/entry-errors.js';
+import type { MrtrEvent } from '../src/entry-events.js';
+import type { ClaimOptions, ClaimResult } from '../src/entry-store.js';
 import { fakeClock, testCodec } from './helpers.js';
 
 interface Entry {

@@ -3,8 +3,10 @@
 // shared store, never keys), with an error naming the kid.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { applyKeyFingerprintOffer, checkFleetKeys, keyFingerprint } from '../src/authoring.js';
-import { type KeyFingerprint, KeyRing, type ReplayStore, createStateGuard, generateKey, isServerFault } from '../src/index.js';
+import { applyKeyFingerprintOffer, type KeyFingerprint } from '../src/entry-store.js';
+import { checkFleetKeys, keyFingerprint } from '../src/keys/fleet.js';
+import { createStateGuard, generateKey, KeyRing, type ReplayStore } from '../src/index.js';
+import { isServerFault } from '../src/entry-errors.js';
 import { fakeClock, testCodec, testStore } from './helpers.js';
 
 /** A shared store as the contract of `keyFingerprints` describes it (first writer wins, expiry extended on a match). */

@@ -7,16 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fileKeySource } from '../src/node.js';
-import {
-  KeyProvider,
-  type OpenedState,
-  type ScheduledKey,
-  createStateGuard,
-  generateKey,
-  parseJwks,
-  scheduleRotation,
-  toJwks,
-} from '../src/index.js';
+import { createStateGuard, generateKey, KeyProvider, type OpenedState } from '../src/index.js';
+import { parseJwks, type ScheduledKey, scheduleRotation, toJwks } from '../src/entry-keys.js';
 import { fakeClock, req, testCodec, testStore } from './helpers.js';
 
 /** A small deterministic PRNG (mulberry32): the same run every time. */

@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
-import { createEventSink } from '../src/authoring.js';
-import { type GuardEvent, KeyRing, type MrtrEvent, type RequestContext, createStateGuard, generateKey } from '../src/index.js';
+import { createStateGuard, generateKey, KeyRing, type RequestContext } from '../src/index.js';
+import { createEventSink, type GuardEvent, type MrtrEvent } from '../src/entry-events.js';
 import { fakeClock, req, testCodec, testStore } from './helpers.js';
 
 /** A request whose arguments count how often they are read for the binding digest. */

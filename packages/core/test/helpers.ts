@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError, base64urlDecode } from '../src/authoring.js';
 import type { KeyRing, ReplayStore, RequestContext, StateCodec } from '../src/index.js';
+import { base64urlDecode } from '../src/entry-encoding.js';
+import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } from '../src/entry-errors.js';
 
 /** A minimal JSON+HMAC codec for exercising the guard (the real codecs live in their own packages). */
 export function testCodec(keys: KeyRing): StateCodec {

@@ -3,7 +3,8 @@
 // refuses a known kid that comes back with another secret. The guard reads the ring in force per operation.
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { type KeySetInput, KeyProvider, type KeyRing, MrtrError, type ScheduledKey, createStateGuard } from '../src/index.js';
+import { createStateGuard, KeyProvider, type KeyRing, MrtrError } from '../src/index.js';
+import type { KeySetInput, ScheduledKey } from '../src/entry-keys.js';
 import { fakeClock, req, testCodec, testStore } from './helpers.js';
 
 const key = (kid: string, schedule: Partial<ScheduledKey> = {}): ScheduledKey => ({ kid, secret: randomBytes(32), ...schedule });

@@ -6,7 +6,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fileKeySource } from '../src/node.js';
-import { deriveKey, generateKey, KeyRing, keysFromEnv, parseJwks, parseKeySet, toJwks } from '../src/index.js';
+import { generateKey, KeyRing, keysFromEnv } from '../src/index.js';
+import { deriveKey, parseJwks, parseKeySet, toJwks } from '../src/entry-keys.js';
 
 const secret = () => randomBytes(32).toString('base64url');
 const jwk = (over: Record<string, unknown> = {}) => ({ kty: 'oct', kid: 'k1', k: secret(), ...over });

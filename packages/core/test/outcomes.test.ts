@@ -1,18 +1,17 @@
 import { describe, expect, it, vi } from 'vitest';
 import {
-  type ClaimResult,
-  type GuardEvent,
+  createStateGuard,
+  generateKey,
   KeyProvider,
   KeyRing,
   MrtrError,
   type MrtrErrorCode,
-  type OutcomeDroppedEvent,
   type ReplayStore,
-  type StateClaims,
   type StateGuardOptions,
-  createStateGuard,
-  generateKey,
 } from '../src/index.js';
+import type { StateClaims } from '../src/entry-codec.js';
+import type { GuardEvent, OutcomeDroppedEvent } from '../src/entry-events.js';
+import type { ClaimResult } from '../src/entry-store.js';
 import { fakeClock, req, testCodec } from './helpers.js';
 
 // Outcome recording (issue 20): guard.admit runs a round once per state and gives an identical retry (the same

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { redactUrl } from '../src/authoring.js';
+import { redactUrl } from '../src/entry-store.js';
 
 describe('redactUrl', () => {
   it('keeps scheme, host, port and database; drops the user, the password, the query and the fragment', () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { createBatcher } from '../src/authoring.js';
-import { createStateGuard, deriveKey, KeyProvider, KeyRing, keysFromEnv, scheduleRotation } from '../src/index.js';
+import { createStateGuard, KeyProvider, KeyRing, keysFromEnv } from '../src/index.js';
+import { deriveKey, scheduleRotation } from '../src/entry-keys.js';
+import { createBatcher } from '../src/entry-store.js';
 import { testCodec } from './helpers.js';
 
 const keys = KeyRing.generate('k1');

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { codecFormat, fullStoreCapabilities, storeCapabilities } from '../src/authoring.js';
+import { codecFormat } from '../src/entry-codec.js';
+import { fullStoreCapabilities, storeCapabilities } from '../src/entry-store.js';
 import { generateKey, KeyRing } from '../src/index.js';
 
 describe('codecFormat', () => {

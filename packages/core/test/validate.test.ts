@@ -1,18 +1,18 @@
 import { describe, expect, it } from 'vitest';
 import {
-  BackgroundError,
   boolOption,
   fnOption,
   intOption,
   isObject,
-  type OptionNames,
   oneOfOption,
+  type OptionNames,
   optionsObject,
   rejectUnknownOptions,
   stringOption,
-} from '../src/authoring.js';
+} from '../src/entry-options.js';
+import { BackgroundError } from '../src/entry-store.js';
 
-describe('option validators (@mrtr/core/authoring)', () => {
+describe('option validators (@mrtr/core/options)', () => {
   it('isObject accepts plain objects only', () => {
     expect(isObject({})).toBe(true);
     expect(isObject(Object.create(null))).toBe(true);

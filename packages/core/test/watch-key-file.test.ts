@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { fileKeySource, watchKeyFile } from '../src/node.js';
-import { KeyProvider, type ScheduledKey, generateKey, toJwks } from '../src/index.js';
+import { generateKey, KeyProvider } from '../src/index.js';
+import { type ScheduledKey, toJwks } from '../src/entry-keys.js';
 
 /** Polls `check` every 10 ms until it holds, for at most `limitMs` (a bound, not a window the outcome depends on). */
 async function eventually(check: () => boolean, limitMs = 10_000): Promise<boolean> {

@@ -5,7 +5,8 @@
  * again), what a task is bound to ({@link taskOwner}), and what tells an authenticated caller from the rest.
  */
 import type { AuthInfo, ServerContext } from '@modelcontextprotocol/server';
-import { isObject, type Principal, principalPolicy } from '@mrtr/core/authoring';
+import { principalPolicy, type Principal } from '@mrtr/core/adapter';
+import { isObject } from '@mrtr/core/options';
 
 /** The token's subject, `authInfo.extra.sub`, when it is a string: whom the default principal and a session's user name. */
 export function subjectOf(authInfo: AuthInfo | undefined): string | undefined {
@@ -25,7 +26,7 @@ export function defaultPrincipal(ctx: ServerContext): string | undefined {
 
 /**
  * The principal policy of one `createMrtr`, applied once per request by the rounds and by every task request:
- * the guard's own policy (`principalPolicy` of `@mrtr/core/authoring`) over `read` (the `principal` option) — no
+ * the guard's own policy (`principalPolicy` of `@mrtr/core/adapter`) over `read` (the `principal` option) — no
  * name (`undefined` or `''`) is the fixed unauthenticated principal, or `ERR_PRINCIPAL_REQUIRED` with
  * `unauthenticated: 'reject'`; anything but a string is a server bug (`TypeError`). `unauthenticated` is the
  * option the guard is given too (the guard validates it, and refuses a resolved principal its own could not give).

@@ -1,6 +1,6 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
 import { createStateGuard } from '@mrtr/core';
-import { StateMalformedError, StateTooLargeError } from '@mrtr/core/authoring';
+import { StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 import { type MrtrOptions, resolveOptions } from './options.js';
 import { createRegistration } from './register.js';
 import { createRounds } from './rounds/round.js';

@@ -1,15 +1,9 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
-import { type AnswerEvent, type FlowCompletedEvent, KeyRing, type MrtrErrorCode, type MrtrEvent, type StateGuardOptions } from '@mrtr/core';
-import {
-  createEventSink,
-  intOption,
-  isObject,
-  type OptionNames,
-  rejectUnknownOptions,
-  STATE_GUARD_OPTIONS,
-  safeEmitter,
-  storeCapabilities,
-} from '@mrtr/core/authoring';
+import { KeyRing, type MrtrErrorCode, type StateGuardOptions } from '@mrtr/core';
+import { STATE_GUARD_OPTIONS } from '@mrtr/core/adapter';
+import { type AnswerEvent, createEventSink, type FlowCompletedEvent, type MrtrEvent, safeEmitter } from '@mrtr/core/events';
+import { intOption, isObject, type OptionNames, rejectUnknownOptions } from '@mrtr/core/options';
+import { storeCapabilities } from '@mrtr/core/store';
 import type { MissingCapabilityPolicy, PresuppliedPolicy, ResolvedOptions } from './rounds/options.js';
 import { createPrincipalPolicy, defaultPrincipal } from './identity.js';
 import type { TaskOptions } from './tasks/options.js';

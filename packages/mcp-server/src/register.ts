@@ -1,5 +1,5 @@
 import type { McpServer, ResourceTemplate, ServerContext, Variables } from '@modelcontextprotocol/server';
-import { keyTtlMs } from '@mrtr/core/authoring';
+import { keyTtlMs } from '@mrtr/core/adapter';
 import { clientAddressOf } from './client-address.js';
 import { isTaskMarker } from './rounds/handoff.js';
 import { IDEMPOTENCY_META, type Idempotency } from './rounds/keys.js';

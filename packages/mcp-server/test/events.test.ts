@@ -1,6 +1,6 @@
 import { createMemoryStore } from '@mrtr/store-memory';
 import type { ReplayStore } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import { describe, expect, it } from 'vitest';
 import type { MrtrEvent } from '../src/index.js';
 import { callTool, connect, fixture, replayed } from './harness.js';

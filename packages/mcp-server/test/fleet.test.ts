@@ -2,7 +2,8 @@
 // without it), and mrtr.guard.checkKeys() is the start-up check that names the kid a replica gets wrong.
 import { randomBytes } from 'node:crypto';
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { type KeyFingerprint, KeyRing, type ReplayStore } from '@mrtr/core';
+import { KeyRing, type ReplayStore } from '@mrtr/core';
+import type { KeyFingerprint } from '@mrtr/core/store';
 import { createMrtr } from '@mrtr/mcp-server';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';

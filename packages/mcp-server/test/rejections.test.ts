@@ -1,7 +1,7 @@
 import type { ProtocolError } from '@modelcontextprotocol/client';
 import { createHmacCodec } from '@mrtr/codec-hmac';
 import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { describe, expect, it } from 'vitest';
 import { INVALID_STATE_MESSAGE } from '../src/index.js';

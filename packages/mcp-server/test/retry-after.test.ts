@@ -1,5 +1,5 @@
 import type { ReplayStore } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import { describe, expect, it } from 'vitest';
 import { createHttpHandler } from '../src/http/index.js';
 import { MAX_RETRY_AFTER_BODY_BYTES, retryAfterSeconds, withRetryAfter } from '../src/http/responses.js';

@@ -4,8 +4,9 @@
  * application's SDK decides where the data goes. Nothing secret is recorded: events carry no token, key,
  * principal, argument or answer, and flow ids and resource URIs stay off metrics (cardinality).
  */
-import { MRTR_ERROR_CODES, type MrtrEvent, type OutcomeDropReason } from '@mrtr/core';
-import { boolOption, isObject, type OptionNames, optionsObject, rejectUnknownOptions } from '@mrtr/core/authoring';
+import { MRTR_ERROR_CODES } from '@mrtr/core/errors';
+import type { MrtrEvent, OutcomeDropReason } from '@mrtr/core/events';
+import { boolOption, isObject, type OptionNames, optionsObject, rejectUnknownOptions } from '@mrtr/core/options';
 import {
   type Attributes,
   type Counter,

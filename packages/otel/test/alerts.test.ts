@@ -3,7 +3,7 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { MRTR_ERROR_CODES } from '@mrtr/core';
+import { MRTR_ERROR_CODES } from '@mrtr/core/errors';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { METRICS } from '../src/index.js';

@@ -2,15 +2,15 @@ import { createHmacCodec } from '@mrtr/codec-hmac';
 import {
   createStateGuard,
   generateKey,
-  KeyRing,
-  MRTR_ERROR_CODES,
-  MrtrError,
   type JsonValue,
-  type MrtrEvent,
-  type RequestContext,
+  KeyRing,
+  MrtrError,
   type ReplayStore,
+  type RequestContext,
   type StateGuardOptions,
 } from '@mrtr/core';
+import { MRTR_ERROR_CODES } from '@mrtr/core/errors';
+import type { MrtrEvent } from '@mrtr/core/events';
 import { createMemoryStore } from '@mrtr/store-memory';
 import { context, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -383,7 +383,7 @@ describe('createMrtrTelemetry', () => {
     expect(() => createMrtrTelemetry({ tracerProvider: 1 as never })).toThrow(TypeError);
     expect(() => createMrtrTelemetry(null as never)).toThrow(TypeError);
     expect(() => createMrtrTelemetry([] as never)).toThrow(new TypeError('createMrtrTelemetry: options must be an object'));
-    // The switches are booleans (the option validators of @mrtr/core/authoring): 'no' is not taken for true.
+    // The switches are booleans (the option validators of @mrtr/core/options): 'no' is not taken for true.
     expect(() => createMrtrTelemetry({ metrics: 'no' as never })).toThrow(new TypeError('createMrtrTelemetry: metrics must be a boolean'));
     expect(() => createMrtrTelemetry({ traces: 0 as never })).toThrow(new TypeError('createMrtrTelemetry: traces must be a boolean'));
     expect(() => createMrtrTelemetry({ known: [] as never })).toThrow(new TypeError('createMrtrTelemetry: known must be an object'));

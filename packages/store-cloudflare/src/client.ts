@@ -1,4 +1,4 @@
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { objectName, shardOf } from './binding.js';
 

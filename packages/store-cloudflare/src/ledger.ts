@@ -1,5 +1,5 @@
 // The replay ledger inside a Durable Object: one row per held id, judged by the object's own clock.
-import { applyKeyFingerprintOffer, MAX_FLEET_KEYS } from '@mrtr/core/authoring';
+import { applyKeyFingerprintOffer, MAX_FLEET_KEYS } from '@mrtr/core/store';
 import type { SqlStorageLike } from './binding.js';
 import { BadRequest, count, fields, flag, maybeNum, maybeStr, type Message, num, str } from './message.js';
 

@@ -1,8 +1,8 @@
-import { roomFromAtLeast } from '@mrtr/core/authoring';
+import { roomFromAtLeast } from '@mrtr/core/tasks';
 import type { DurableObjectStateLike, SqlStorageLike } from './binding.js';
 import { bump, meta, PURGE_PER_WRITE, PURGE_WHEN_FULL, ReplayLedger } from './ledger.js';
 import { BadRequest, count, fields, flag, type Message, num, str } from './message.js';
-import { optionsObject } from '@mrtr/core/authoring';
+import { optionsObject } from '@mrtr/core/options';
 
 /** Largest request body the object reads (a task record of up to 1 MiB, JSON-quoted, plus its fields). */
 const MAX_BODY_CHARS = 4 * 1024 * 1024;

@@ -1,29 +1,7 @@
-import type {
-  ClaimOptions,
-  ClaimResult,
-  KeyFingerprint,
-  OutcomeStoreLimits,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-} from '@mrtr/core';
-import {
-  checkLeaseMs,
-  checkOwner,
-  fleetKeysFull,
-  fullStoreCapabilities,
-  intOption,
-  LedgerLostError,
-  optionsObject,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-  ownerValues,
-  parseKeyFingerprintOffer,
-  parseOutcomeStoreLimits,
-  StateExpiredError,
-  StoreFullError,
-  StoreUnavailableError,
-  stringOption,
-} from '@mrtr/core/authoring';
+import type { ReplayStore } from '@mrtr/core';
+import { LedgerLostError, StateExpiredError, StoreFullError, StoreUnavailableError } from '@mrtr/core/errors';
+import { intOption, optionsObject, stringOption } from '@mrtr/core/options';
+import { OUTCOME_STORE_LIMIT_OPTIONS, checkLeaseMs, checkOwner, fleetKeysFull, fullStoreCapabilities, ownerValues, parseKeyFingerprintOffer, parseOutcomeStoreLimits, type ClaimOptions, type ClaimResult } from '@mrtr/core/store';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
 

@@ -1,20 +1,18 @@
-import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { StoreUnavailableError, TaskLimitError } from '@mrtr/core/errors';
+import { fnOption, intOption, optionsObject, stringOption } from '@mrtr/core/options';
+import { ownerValues } from '@mrtr/core/store';
 import {
-  asTaskRecord,
   assertTaskUpdateArguments,
-  fnOption,
-  intOption,
+  asTaskRecord,
   isTerminalStatus,
-  optionsObject,
-  ownerValues,
   parseTaskStoreLimits,
   runTaskUpdate,
-  StoreUnavailableError,
-  stringOption,
-  TaskLimitError,
-  taskExpiresAt,
   TASK_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  taskExpiresAt,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+} from '@mrtr/core/tasks';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
 

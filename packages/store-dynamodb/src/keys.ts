@@ -1,6 +1,6 @@
 import { type AttributeValue, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import type { KeyFingerprint } from '@mrtr/core';
-import { applyKeyFingerprintOffer, fleetKeysFull, parseKeyFingerprintOffer, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { applyKeyFingerprintOffer, fleetKeysFull, type KeyFingerprint, parseKeyFingerprintOffer } from '@mrtr/core/store';
 import { num, readItem, str, type Table, ttlOf } from './table.js';
 
 /** Rounds of read, apply and conditional put before an exchange gives up (other instances writing in between each time). */

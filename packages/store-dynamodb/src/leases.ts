@@ -1,8 +1,8 @@
 // Leases and the epoch of the DynamoDB replay store: conditional updates on the id's item, judged by the service's
 // clock as this process measures it (`table.serviceNow()`), and one epoch item per namespace.
 import { type AttributeValue, DeleteItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type { ClaimResult } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import type { ClaimResult } from '@mrtr/core/store';
 import { num, readItem, type Table } from './table.js';
 
 type Item = Record<string, AttributeValue>;

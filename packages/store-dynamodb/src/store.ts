@@ -1,27 +1,9 @@
 import { type AttributeValue, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type {
-  ClaimOptions,
-  ClaimResult,
-  KeyFingerprint,
-  OutcomeStoreLimits,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-} from '@mrtr/core';
-import {
-  base64urlEncode,
-  checkLeaseMs,
-  checkOwner,
-  fullStoreCapabilities,
-  intOption,
-  LedgerLostError,
-  MAX_FINGERPRINT_MISSES,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-  parseOutcomeStoreLimits,
-  randomBytes,
-  StateExpiredError,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import type { ReplayStore } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { LedgerLostError, StateExpiredError, StoreUnavailableError } from '@mrtr/core/errors';
+import { intOption } from '@mrtr/core/options';
+import { MAX_FINGERPRINT_MISSES, OUTCOME_STORE_LIMIT_OPTIONS, checkLeaseMs, checkOwner, fullStoreCapabilities, parseOutcomeStoreLimits } from '@mrtr/core/store';
 import type { ClockOffset } from './clock.js';
 import { keyFingerprintsOf } from './keys.js';
 import { epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';

@@ -9,17 +9,10 @@ import {
   UpdateItemCommand,
   UpdateTimeToLiveCommand,
 } from '@aws-sdk/client-dynamodb';
-import {
-  BackgroundError,
-  base64urlEncode,
-  fnOption,
-  intOption,
-  optionsObject,
-  randomBytes,
-  StoreUnavailableError,
-  stringOption,
-  type OptionNames,
-} from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { fnOption, intOption, type OptionNames, optionsObject, stringOption } from '@mrtr/core/options';
+import { BackgroundError } from '@mrtr/core/store';
 import { ServiceClock } from './clock.js';
 
 /** The connection options every store of this package takes. */

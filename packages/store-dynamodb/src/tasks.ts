@@ -12,25 +12,25 @@
  * before writing the task and marks it final after.
  */
 import { type AttributeValue, DeleteItemCommand, PutItemCommand, QueryCommand } from '@aws-sdk/client-dynamodb';
-import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError, TaskLimitError } from '@mrtr/core/errors';
 import {
-  asTaskRecord,
+  assertTaskCreateArguments,
   assertTaskUpdateArguments,
-  base64urlEncode,
+  asTaskRecord,
   isTerminalStatus,
   parseTaskStoreLimits,
   parseTaskUpdateOptions,
-  randomBytes,
   roomFromAtLeast,
   runTaskUpdate,
-  StoreUnavailableError,
-  TaskLimitError,
-  type TaskUpdateOptions,
-  taskExpiresAt,
-  assertTaskCreateArguments,
   TASK_STORE_LIMIT_OPTIONS,
   TASK_UPDATE_OPTIONS,
-} from '@mrtr/core/authoring';
+  taskExpiresAt,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+  type TaskUpdateOptions,
+} from '@mrtr/core/tasks';
 import type { BucketCounter, Table } from './table.js';
 import { bucketCounter, type DynamoConnectionOptions, hash, openTable, readItem, str, ttlOf } from './table.js';
 import { CONNECTION_OPTIONS } from './table.js';

@@ -1,7 +1,8 @@
 // A state guard over the DynamoDB store learns the service's clock through `time()`: on dynalite behind a proxy that
 // dates every reply 60 s ahead of this process, it reports the offset and refuses to serve (ERR_CLOCK_SKEW).
 import { createHmacCodec } from '@mrtr/codec-hmac';
-import { createStateGuard, generateKey, KeyRing, MrtrError, type MrtrEvent } from '@mrtr/core';
+import { createStateGuard, generateKey, KeyRing, MrtrError } from '@mrtr/core';
+import type { MrtrEvent } from '@mrtr/core/events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDynamoStore } from '../src/index.js';
 import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';

@@ -1,5 +1,5 @@
 import { GetItemCommand, PutItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import type { BackgroundError } from '@mrtr/core/authoring';
+import type { BackgroundError } from '@mrtr/core/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDynamoStore, createDynamoTaskStore, createTable } from '../src/index.js';
 import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';

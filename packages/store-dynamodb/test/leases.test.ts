@@ -2,7 +2,7 @@
 // every reply by a service clock the test sets (30 s ahead of the stores' clock) and loses replies on command.
 import { DeleteItemCommand, DeleteTableCommand, DescribeTableCommand, GetItemCommand } from '@aws-sdk/client-dynamodb';
 import { MrtrError } from '@mrtr/core';
-import { ownerValues } from '@mrtr/core/authoring';
+import { ownerValues } from '@mrtr/core/store';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDynamoStore, createTable, type DynamoStoreOptions } from '../src/index.js';
 import { dynamoClient, freshTable, startDynalite, startLossyProxy } from './helpers.js';

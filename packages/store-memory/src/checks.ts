@@ -1,5 +1,4 @@
-import type { ClaimOptions, SpendOptions } from '@mrtr/core';
-import { checkLeaseMs, checkOwner } from '@mrtr/core/authoring';
+import { checkLeaseMs, checkOwner, type ClaimOptions, type SpendOptions } from '@mrtr/core/store';
 
 /** The arguments every write takes: a non-empty id and a finite expiry. */
 export function checkSpend(op: string, id: unknown, expiresAtMs: unknown, options: SpendOptions | undefined): void {

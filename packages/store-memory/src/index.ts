@@ -1,15 +1,17 @@
-import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, RecordingReplayStore, ReplayStore, SpendOptions } from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import { LedgerLostError, StateExpiredError, StoreUnavailableError } from '@mrtr/core/errors';
+import { fnOption, intOption, optionsObject, stringOption } from '@mrtr/core/options';
 import {
-  fnOption,
-  intOption,
-  LedgerLostError,
-  optionsObject,
+  checkLeaseMs,
+  checkOwner,
+  type ClaimOptions,
+  type ClaimResult,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  type OutcomeStoreLimits,
   parseOutcomeStoreLimits,
-  StateExpiredError,
-  StoreUnavailableError,
-  stringOption,
-} from '@mrtr/core/authoring';
-import { checkLeaseMs, checkOwner, OUTCOME_STORE_LIMIT_OPTIONS } from '@mrtr/core/authoring';
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import { checkSpend, leaseOf } from './checks.js';
 import { answerClaim, newClaim, recordClaim, releaseClaim, unrecordedClaimOf } from './leases.js';
 import { Ledger } from './ledger.js';

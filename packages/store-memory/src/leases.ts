@@ -1,5 +1,4 @@
-import type { ClaimResult } from '@mrtr/core';
-import { MAX_FINGERPRINT_MISSES } from '@mrtr/core/authoring';
+import { type ClaimResult, MAX_FINGERPRINT_MISSES } from '@mrtr/core/store';
 import type { Lease } from './checks.js';
 import type { Claimed, Held, Ledger } from './ledger.js';
 

@@ -1,4 +1,4 @@
-import { StoreFullError } from '@mrtr/core/authoring';
+import { StoreFullError } from '@mrtr/core/errors';
 
 /** Entries examined by the incremental sweep on every `consume`. */
 const SWEEP_PER_CALL = 2;

@@ -2,17 +2,19 @@
  * The task store of the tasks extension (`TaskStore` of `@mrtr/core`) in this process's memory: the store
  * `@mrtr/mcp-server`'s `tasks` option takes for one instance (stdio, a single server) and tests.
  */
-import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { TaskLimitError } from '@mrtr/core/errors';
+import { optionsObject } from '@mrtr/core/options';
 import {
   assertTaskChange,
   isTerminalStatus,
-  optionsObject,
   parseTaskStoreLimits,
   roomFromAtLeast,
   TASK_STORE_LIMIT_OPTIONS,
-  TaskLimitError,
   taskExpiresAt,
-} from '@mrtr/core/authoring';
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+} from '@mrtr/core/tasks';
 
 /** Options of {@link createMemoryTaskStore}: the bounds (16 unfinished and 256 kept per principal, 10,000 in all) and these. */
 export interface MemoryTaskStoreOptions extends TaskStoreLimits {

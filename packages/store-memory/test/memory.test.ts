@@ -1,5 +1,5 @@
 import { MrtrError } from '@mrtr/core';
-import { StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreFullError, StoreUnavailableError } from '@mrtr/core/errors';
 import { describe, expect, it } from 'vitest';
 import { createMemoryStore, createMemoryTaskStore } from '../src/index.js';
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MrtrError } from '@mrtr/core';
-import { createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { createBatcher, ownerValues } from '@mrtr/core/store';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from './connection.js';
 import { expiredError, ledgerLostError } from './scripts.js';

@@ -1,4 +1,5 @@
-import { BackgroundError, redactUrl, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { BackgroundError, redactUrl, withDeadline } from '@mrtr/core/store';
 import { type Cluster, Redis, type RedisOptions } from 'ioredis';
 
 /** The commands the replay store sends. */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import { evalScript } from './batching.js';
 import { type RedisConnection, redisMs } from './connection.js';
 import { hashSlot } from './hash-slot.js';

@@ -1,4 +1,5 @@
-import { BackgroundError, StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { BackgroundError, withDeadline } from '@mrtr/core/store';
 import type { Redis } from 'ioredis';
 import { type RedisConnection, type RedisCommands, timedOut } from './connection.js';
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { KeyFingerprint } from '@mrtr/core';
-import { parseKeyFingerprintOffer, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { type KeyFingerprint, parseKeyFingerprintOffer } from '@mrtr/core/store';
 import { evalScript } from './batching.js';
 import type { RedisConnection } from './connection.js';
 import { KEY_FINGERPRINT_SCRIPT, keyFingerprintAnswer, keyFingerprintArgs } from './scripts.js';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import { evalScript } from './batching.js';
 import type { RedisConnection } from './connection.js';
 import { notWritten } from './lost-reply.js';

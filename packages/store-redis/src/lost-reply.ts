@@ -1,6 +1,6 @@
-import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import type { ClaimResult } from '@mrtr/core/store';
 import { ReplyError } from 'ioredis';
 import type { RedisConnection } from './connection.js';
 import type { Waiter } from './waiter.js';

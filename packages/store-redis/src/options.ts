@@ -1,16 +1,15 @@
-import type { ClaimOptions, ClaimResult, KeyFingerprint, OutcomeStoreLimits, RecordingReplayStore, SpendOptions } from '@mrtr/core';
+import { boolOption, fnOption, intOption, isObject, oneOfOption, optionsObject, stringOption } from '@mrtr/core/options';
 import {
   type BackgroundError,
-  boolOption,
-  fnOption,
-  intOption,
-  isObject,
-  oneOfOption,
-  optionsObject,
-  parseOutcomeStoreLimits,
-  stringOption,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
   OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  type OutcomeStoreLimits,
+  parseOutcomeStoreLimits,
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import type { RedisCommands } from './connection.js';
 import type { EvictionCheck, EvictionPolicyMode, PersistenceCheck } from './eviction.js';
@@ -96,7 +95,7 @@ export interface RedisStoreOptions extends OutcomeStoreLimits {
    */
   evictionPolicyCheck?: 'accept-unknown' | 'warn' | 'refuse' | 'off' | undefined;
   /**
-   * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/authoring`:
+   * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/store`:
    * an `Error` with a stable `code`, the underlying error as `cause`) — the hook every `@mrtr/store-*` store takes
    * under this name and shape: `STORE_EVICTION_POLICY` (Redis may evict keys, see `evictionPolicyCheck`),
    * `STORE_EVICTION_POLICY_UNKNOWN` (the policy could not be read), and for an owned client the start-up

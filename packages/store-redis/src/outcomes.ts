@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
-import { type BatchEntry, createBatcher, ownerValues, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { type BatchEntry, type ClaimResult, createBatcher, ownerValues } from '@mrtr/core/store';
 import { evalScript, runBySlot } from './batching.js';
 import type { RedisConnection } from './connection.js';
 import { expiredError, ledgerLostError } from './scripts.js';

@@ -3,16 +3,16 @@
  * package over ioredis, `@mrtr/store-upstash` over REST). Nothing here talks to Redis or imports a client or a Node
  * built-in, so a store for an edge runtime can take it without ioredis.
  */
-import type { ClaimOptions, KeyFingerprint, SpendOptions } from '@mrtr/core';
+import { LedgerLostError, StateExpiredError, StoreUnavailableError } from '@mrtr/core/errors';
 import {
   checkLeaseMs,
   checkOwner,
+  type ClaimOptions,
   fleetKeysFull,
-  LedgerLostError,
+  type KeyFingerprint,
   MAX_FLEET_KEYS,
-  StateExpiredError,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+  type SpendOptions,
+} from '@mrtr/core/store';
 
 /** Longest fingerprint `claim` and `record` accept (core's is a 43-character SHA-256 in base64url). */
 export const MAX_FINGERPRINT_LENGTH = 256;
@@ -135,7 +135,7 @@ if latest > 0 then redis.call('PEXPIREAT', h, string.format('%.0f', latest)) end
 return table.concat(r, ' ')
 `;
 
-/** The script's arguments for a checked offer (`parseKeyFingerprintOffer` of `@mrtr/core/authoring`). */
+/** The script's arguments for a checked offer (`parseKeyFingerprintOffer` of `@mrtr/core/store`). */
 export function keyFingerprintArgs(records: readonly KeyFingerprint[]): string[] {
   return [String(MAX_FLEET_KEYS), ...records.flatMap((r) => [r.kid, r.fingerprint, String(r.expiresAtMs)])];
 }

@@ -1,12 +1,6 @@
-import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import {
-  BackgroundError,
-  base64urlEncode,
-  fullStoreCapabilities,
-  parseKeyFingerprintOffer,
-  randomBytes,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { BackgroundError, fullStoreCapabilities, parseKeyFingerprintOffer, type ClaimOptions, type ClaimResult, type KeyFingerprint, type SpendOptions } from '@mrtr/core/store';
 import { type ConsumeQueue, createConsumeQueue } from './batching.js';
 import { openConnection, type RedisConnection, redisMs } from './connection.js';
 import { createEpochKeeper, type EpochKeeper, epochKeyOf } from './epoch.js';

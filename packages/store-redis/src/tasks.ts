@@ -29,27 +29,26 @@
  * Each entry is thus always scored at or after its task's expiry.
  */
 import { createHash } from 'node:crypto';
-import { MrtrError, type TaskRecord, type TaskStore, type TaskStoreLimits } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError, TaskLimitError } from '@mrtr/core/errors';
+import { intOption, optionsObject, stringOption } from '@mrtr/core/options';
+import type { BackgroundError } from '@mrtr/core/store';
 import {
-  asTaskRecord,
+  assertTaskCreateArguments,
   assertTaskUpdateArguments,
-  type BackgroundError,
-  base64urlEncode,
-  intOption,
+  asTaskRecord,
   isTerminalStatus,
-  optionsObject,
   parseTaskStoreLimits,
   parseTaskUpdateOptions,
-  randomBytes,
   roomFromAtLeast,
   runTaskUpdate,
-  stringOption,
-  StoreUnavailableError,
-  TaskLimitError,
-  taskExpiresAt,
-  assertTaskCreateArguments,
   TASK_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  taskExpiresAt,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+} from '@mrtr/core/tasks';
 import { type Cluster, type Redis, type RedisOptions, ReplyError } from 'ioredis';
 import { openConnection, type RedisConnection } from './connection.js';
 import { DEFAULT_NAMESPACE, ledgerKeyPrefix, MAX_TIMER_MS, onErrorOption, redisOptionsOption } from './options.js';
@@ -110,7 +109,7 @@ export interface RedisTaskStoreOptions extends TaskStoreLimits {
    */
   redisOptions?: RedisOptions | undefined;
   /**
-   * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/authoring`:
+   * Receives the problems the store survives in the background, as a `BackgroundError` (`@mrtr/core/store`:
    * an `Error` with a stable `code`, the underlying error as `cause`) — the hook every `@mrtr/store-*` store takes
    * under this name and shape: the owned client's start-up connection report, `STORE_UNREACHABLE` once when
    * Redis cannot be reached at start-up and `STORE_REACHABLE` once when it is reached after that.

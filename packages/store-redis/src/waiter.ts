@@ -1,4 +1,4 @@
-import type { BatchEntry } from '@mrtr/core/authoring';
+import type { BatchEntry } from '@mrtr/core/store';
 
 /** One consume waiting for its batch. */
 export interface Waiter extends BatchEntry<boolean> {

@@ -1,7 +1,7 @@
 // Redis's clock decides (clock: true) and claims hold leases on it (leases: true), against the shared Redis with a
 // namespace per store. Nothing here compares against this process's Date.now(): every expiry is placed relative to
 // Redis's TIME, as an instance whose clock is behind or ahead of Redis's would place it.
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { storeCapabilities } from '@mrtr/core/store';
 import { startReplyLosingProxy } from '@mrtr/test-suite';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

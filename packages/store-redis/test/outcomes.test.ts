@@ -3,8 +3,8 @@
 // late (the event loop blocked past the command timeout right after the script is sent: timers run before
 // socket reads) or lost (a proxy drops them). The shared compliance suite runs the contract itself
 // (compliance.test.ts); ACL, NOSCRIPT and OOM cases use a throwaway redis-server.
-import type { ClaimResult } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import { startReplyLosingProxy } from '@mrtr/test-suite';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

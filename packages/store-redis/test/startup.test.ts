@@ -2,7 +2,7 @@
 // consume), `ready()` rejects ERR_STORE_UNAVAILABLE, and consumes still fail closed. Against a closed port on
 // 127.0.0.1 (nothing listens there), so no service is needed; the live half needs REDIS_URL.
 import { MrtrError } from '@mrtr/core';
-import { BackgroundError } from '@mrtr/core/authoring';
+import { BackgroundError } from '@mrtr/core/store';
 import { Redis } from 'ioredis';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRedisStore, createRedisTaskStore, type RedisReplayStore } from '../src/index.js';

@@ -1,5 +1,5 @@
-import type { TaskRecord } from '@mrtr/core';
 import { MrtrError } from '@mrtr/core';
+import type { TaskRecord } from '@mrtr/core/tasks';
 import { taskStoreCompliance } from '@mrtr/test-suite';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

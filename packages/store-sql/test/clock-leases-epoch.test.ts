@@ -6,8 +6,8 @@
 // deleted epoch row starts a new one: an older mintedAtMs is refused, a newer one accepted).
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { type ClaimResult, MrtrError } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { MrtrError } from '@mrtr/core';
+import { type ClaimResult, storeCapabilities } from '@mrtr/core/store';
 import { lossyStoreThroughProxy } from '@mrtr/test-suite';
 import Database from 'better-sqlite3';
 import pg from 'pg';

@@ -5,7 +5,8 @@
 // waited on a row another transaction was writing, a lost reply, and claims mixed into group-commit batches.
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { type ClaimResult, MrtrError } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 // PostgreSQL specifics against a real server: outage through a TCP proxy we control (the shared
 // server is never stopped), timeouts, pool ownership, concurrent ensureSchema, quoting, purge.
 import { MrtrError } from '@mrtr/core';
-import { BackgroundError } from '@mrtr/core/authoring';
+import { BackgroundError } from '@mrtr/core/store';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore, type SqlReplayStore } from '../src/index.js';

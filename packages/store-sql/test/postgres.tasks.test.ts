@@ -2,7 +2,8 @@
 // without server-side timeouts, two instances sharing one table), then what the suite cannot see: a restart,
 // the bounds under concurrent creates from two pools, a corrupt row, the schema made once, the purge of expired
 // rows, the bound on update retries, and failures.
-import { MrtrError, type TaskRecord } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { TaskRecord } from '@mrtr/core/tasks';
 import { taskStoreCompliance } from '@mrtr/test-suite';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

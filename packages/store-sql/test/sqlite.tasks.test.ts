@@ -4,7 +4,8 @@
 import { fork } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { MrtrError, type TaskRecord } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { TaskRecord } from '@mrtr/core/tasks';
 import { taskStoreCompliance } from '@mrtr/test-suite';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';

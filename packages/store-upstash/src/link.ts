@@ -1,12 +1,6 @@
-import {
-  type BatchEntry,
-  createBatcher,
-  intOption,
-  optionsObject,
-  StoreUnavailableError,
-  stringOption,
-  type OptionNames,
-} from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { intOption, type OptionNames, optionsObject, stringOption } from '@mrtr/core/options';
+import { type BatchEntry, createBatcher } from '@mrtr/core/store';
 import { errors, Redis } from '@upstash/redis';
 
 /** How a store reaches Upstash: `url` and `token` (an owned client), or an `@upstash/redis` `client`. */

@@ -1,22 +1,7 @@
-import type {
-  ClaimOptions,
-  ClaimResult,
-  KeyFingerprint,
-  OutcomeStoreLimits,
-  RecordingReplayStore,
-  ReplayStore,
-  SpendOptions,
-} from '@mrtr/core';
-import {
-  base64urlEncode,
-  fullStoreCapabilities,
-  MAX_FINGERPRINT_MISSES,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-  parseKeyFingerprintOffer,
-  parseOutcomeStoreLimits,
-  randomBytes,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import type { ReplayStore } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { MAX_FINGERPRINT_MISSES, OUTCOME_STORE_LIMIT_OPTIONS, fullStoreCapabilities, parseKeyFingerprintOffer, parseOutcomeStoreLimits } from '@mrtr/core/store';
 import type { Redis } from '@upstash/redis';
 import {
   claimMisuse,

@@ -16,24 +16,24 @@
  * database, as Upstash gives, not a Redis Cluster. Reads are scripts too, so they are answered by the primary
  * (Upstash may serve a plain `GET` from a replica that has not seen the last write of another instance).
  */
-import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { StoreUnavailableError, TaskLimitError } from '@mrtr/core/errors';
 import {
+  assertTaskCreateArguments,
   asTaskRecord,
-  base64urlEncode,
   isTerminalStatus,
   parseTaskStoreLimits,
   parseTaskUpdateOptions,
-  randomBytes,
   roomFromAtLeast,
   runTaskUpdate,
-  StoreUnavailableError,
-  TaskLimitError,
-  type TaskUpdateOptions,
-  taskExpiresAt,
-  assertTaskCreateArguments,
   TASK_STORE_LIMIT_OPTIONS,
   TASK_UPDATE_OPTIONS,
-} from '@mrtr/core/authoring';
+  taskExpiresAt,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+  type TaskUpdateOptions,
+} from '@mrtr/core/tasks';
 import type { Redis } from '@upstash/redis';
 import { openLink, script, type UpstashConnectionOptions, CONNECTION_OPTIONS } from './link.js';
 

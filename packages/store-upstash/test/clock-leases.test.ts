@@ -1,6 +1,6 @@
 // clock, leases and epoch on Upstash, through the REST shim in front of the local Redis: every expiry placed relative
 // to Redis's TIME (never this process's clock), leases judged by it, the ledger epoch key deleted as a flush would.
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { storeCapabilities } from '@mrtr/core/store';
 import { Redis as IoRedis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type UpstashRestShim as RestShim, startUpstashRestShim as startRestShim } from '../../../scripts/upstash-rest-shim.mjs';

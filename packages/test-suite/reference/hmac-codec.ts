@@ -1,19 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { KeyRing, OpenedToken, StateClaims, StateCodec } from '@mrtr/core';
-import {
-  type CodecOptions,
-  KeyUnknownError,
-  StateIntegrityError,
-  StateMalformedError,
-  StateTooLargeError,
-  base64urlDecode,
-  base64urlEncode,
-  isStateClaims,
-  parseCodecOptions,
-  readTokenPrefix,
-  utf8Decode,
-  utf8Encode,
-} from '@mrtr/core/authoring';
+import type { KeyRing, StateCodec } from '@mrtr/core';
+import { type CodecOptions, isStateClaims, type OpenedToken, parseCodecOptions, readTokenPrefix, type StateClaims } from '@mrtr/core/codec';
+import { base64urlDecode, base64urlEncode, utf8Decode, utf8Encode } from '@mrtr/core/encoding';
+import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 
 const VERSION = 'h1'; // format version: authenticated, and a new one for any change of the format
 const PURPOSE = 'example/codec/hmac/v1'; // HKDF purpose of the MAC key: one subkey per (key, purpose)

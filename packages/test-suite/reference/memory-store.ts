@@ -1,5 +1,6 @@
 import type { ReplayStore } from '@mrtr/core';
-import { optionsObject, StoreFullError, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreFullError, StoreUnavailableError } from '@mrtr/core/errors';
+import { optionsObject } from '@mrtr/core/options';
 
 export interface ExampleMemoryStoreOptions {
   /** Most ids held at once; when full, `consume` fails closed with `ERR_STORE_FULL`. @default 100_000 */

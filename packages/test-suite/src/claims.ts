@@ -1,13 +1,7 @@
-import type { JsonValue, KeyRing, StateClaims, StateCodec } from '@mrtr/core';
-import {
-  base64urlDecode,
-  base64urlEncode,
-  CLAIMS_VERSION,
-  randomBytes,
-  StateMalformedError,
-  utf8Decode,
-  utf8Encode,
-} from '@mrtr/core/authoring';
+import type { JsonValue, KeyRing, StateCodec } from '@mrtr/core';
+import { CLAIMS_VERSION, type StateClaims } from '@mrtr/core/codec';
+import { base64urlDecode, base64urlEncode, randomBytes, utf8Decode, utf8Encode } from '@mrtr/core/encoding';
+import { StateMalformedError } from '@mrtr/core/errors';
 
 /** Claims shaped as the guard mints them, with a fresh jti and flow id. */
 export function sampleClaims<P extends JsonValue>(data: P, overrides: Partial<StateClaims<P>> = {}): StateClaims<P> {

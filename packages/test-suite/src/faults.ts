@@ -1,5 +1,5 @@
 import type { ReplayStore } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 
 /** The store methods a {@link FaultyStore} passes through its faults (`close` always goes straight through). */
 const FAULTED = ['consume', 'claim', 'record', 'renew', 'release', 'time', 'ledgerEpoch', 'keyFingerprints'] as const;

@@ -1,5 +1,5 @@
-import type { OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import type { ReplayStore } from '@mrtr/core';
+import { type OutcomeStoreLimits, storeCapabilities } from '@mrtr/core/store';
 import { clockGroup } from './store/clock.js';
 import { type StoreSuite, uniqueId } from './store/context.js';
 import { epochGroup } from './store/epoch.js';

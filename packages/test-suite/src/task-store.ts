@@ -1,4 +1,4 @@
-import type { TaskRecord, TaskStore } from '@mrtr/core';
+import type { TaskRecord, TaskStore } from '@mrtr/core/tasks';
 import { uniqueId } from './store/context.js';
 import { boundsGroup } from './task-store/bounds.js';
 import type { TaskStoreSuite } from './task-store/context.js';

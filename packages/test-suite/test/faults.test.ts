@@ -1,5 +1,5 @@
 import { MrtrError } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { storeCapabilities } from '@mrtr/core/store';
 import { describe, expect, it } from 'vitest';
 import { createHistory, type History, withFaults } from '../src/index.js';
 import { referenceLeaseStore } from './lease-fixtures.js';

@@ -1,19 +1,17 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { type ClaimResult, type KeyRing, MrtrError, type OutcomeStoreLimits, type ReplayStore, type StateCodec } from '@mrtr/core';
-import {
-  KeyUnknownError,
-  MAX_FINGERPRINT_MISSES,
-  parseOutcomeStoreLimits,
-  StateIntegrityError,
-  StateMalformedError,
-  StateTooLargeError,
-  StoreUnavailableError,
-  isCanonicalBase64url,
-  isStateClaims,
-  rejectUnknownOptions,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+import { type KeyRing, MrtrError, type ReplayStore, type StateCodec } from '@mrtr/core';
 import type { TestFn } from '../src/index.js';
+import { isStateClaims } from '@mrtr/core/codec';
+import { isCanonicalBase64url } from '@mrtr/core/encoding';
+import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError, StoreUnavailableError } from '@mrtr/core/errors';
+import { rejectUnknownOptions } from '@mrtr/core/options';
+import {
+  type ClaimResult,
+  MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  type OutcomeStoreLimits,
+  parseOutcomeStoreLimits,
+} from '@mrtr/core/store';
 
 export interface CollectedTest {
   name: string;

@@ -1,13 +1,15 @@
-import type { ClaimOptions, ClaimResult, OutcomeStoreLimits, ReplayStore, SpendOptions } from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import { LedgerLostError, StateExpiredError, StoreUnavailableError } from '@mrtr/core/errors';
+import { rejectUnknownOptions } from '@mrtr/core/options';
 import {
-  LedgerLostError,
+  type ClaimOptions,
+  type ClaimResult,
   MAX_FINGERPRINT_MISSES,
-  parseOutcomeStoreLimits,
-  StateExpiredError,
-  StoreUnavailableError,
-  rejectUnknownOptions,
   OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  type OutcomeStoreLimits,
+  parseOutcomeStoreLimits,
+  type SpendOptions,
+} from '@mrtr/core/store';
 
 /** Flaws of {@link referenceLeaseStore}, each a bug the capability groups must catch. */
 export interface LeaseFlaws {

@@ -1,14 +1,8 @@
 // The task store suite bites: a correct reference task store passes it, and each deliberately broken one fails
 // it on the test meant to catch its flaw.
-import type { TaskRecord, TaskStore } from '@mrtr/core';
-import {
-  assertTaskChange,
-  isTerminalStatus,
-  rejectUnknownOptions,
-  roomFromAtLeast,
-  TaskLimitError,
-  taskExpiresAt,
-} from '@mrtr/core/authoring';
+import { TaskLimitError } from '@mrtr/core/errors';
+import { rejectUnknownOptions } from '@mrtr/core/options';
+import { assertTaskChange, isTerminalStatus, roomFromAtLeast, taskExpiresAt, type TaskRecord, type TaskStore } from '@mrtr/core/tasks';
 import { describe, expect, it } from 'vitest';
 import { taskStoreCompliance } from '../src/index.js';
 import { collect, runCollected } from './fixtures.js';

@@ -1,6 +1,6 @@
 /** The tools that use what the client offers: summarize (sampling), list_workspace (roots), connect_account (URL-mode elicitation). */
 import type { McpServer } from '@modelcontextprotocol/server';
-import { base64urlEncode, randomBytes } from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import * as z from 'zod/v4';
 import { type DemoDeps, text, sleep, samplingText } from './shared.js';
 

@@ -1,6 +1,6 @@
 /** rollout: MRTR first, then a task that asks midway. */
 import type { McpServer } from '@modelcontextprotocol/server';
-import { base64urlEncode, randomBytes } from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import * as z from 'zod/v4';
 import { type DemoDeps, text, taskSleep, ENVIRONMENT_SCHEMA, ROLLOUT_INSTANCES, SERVICE } from './shared.js';
 

@@ -1,6 +1,6 @@
 /** The write tools: delete_files (one confirmation), deploy (several rounds, keyed), send_email (a first-round write, keyed). */
 import type { McpServer } from '@modelcontextprotocol/server';
-import { base64urlEncode, randomBytes } from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import * as z from 'zod/v4';
 import { type DemoDeps, text, ENVIRONMENT_SCHEMA, SERVICE } from './shared.js';
 

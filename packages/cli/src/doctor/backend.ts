@@ -1,4 +1,5 @@
-import type { ReplayStore, TaskStore } from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import type { TaskStore } from '@mrtr/core/tasks';
 import type { Add, Check } from './common.js';
 
 /** What `mrtr doctor` read from its options and the environment, for the backends to open their stores with. */

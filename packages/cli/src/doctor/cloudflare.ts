@@ -2,7 +2,7 @@
 // Worker's doctor route (`createDoctorRoute` of @mrtr/store-cloudflare) at MRTR_DOCTOR_URL, with MRTR_DOCTOR_TOKEN.
 // The probes are the same as every store's: the route answers consume, time and ledgerEpoch with the store's own.
 import type { ReplayStore } from '@mrtr/core';
-import { redactUrl } from '@mrtr/core/authoring';
+import { redactUrl } from '@mrtr/core/store';
 import type { Backend, Settings } from './backend.js';
 
 /** The route's answer to one probe: its `value`, or an error that says what the route refused. */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { withDeadline } from '@mrtr/core/authoring';
+import { withDeadline } from '@mrtr/core/store';
 import type { Status } from '../io.js';
 import { duration } from '../time.js';
 

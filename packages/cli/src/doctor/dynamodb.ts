@@ -1,6 +1,6 @@
 // The DynamoDB backend: the table's layout, the replay store with the service's clock and the ledger epoch, the task
 // store on the same table.
-import { redactUrl } from '@mrtr/core/authoring';
+import { redactUrl } from '@mrtr/core/store';
 import { loadOptional, STORE_PACKAGES } from '../optional.js';
 import type { Backend, Settings, TaskSession } from './backend.js';
 import { type Check, DOCTOR_NAMESPACE, sha256, withTimeout } from './common.js';

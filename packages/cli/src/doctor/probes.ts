@@ -2,7 +2,7 @@
 // the run of one backend's entry through them.
 import { randomBytes } from 'node:crypto';
 import type { ReplayStore } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { storeCapabilities } from '@mrtr/core/store';
 import { duration } from '../time.js';
 import type { Backend, ClockProbe, Session, Settings } from './backend.js';
 import { type Add, bestEffort, type Check, DOCTOR_NAMESPACE, errorText, hostNow, skewCheck, withTimeout } from './common.js';

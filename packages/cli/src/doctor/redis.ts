@@ -1,5 +1,5 @@
 // The Redis backend: its replay store with the eviction policy and persistence lines, its task store.
-import { redactUrl } from '@mrtr/core/authoring';
+import { redactUrl } from '@mrtr/core/store';
 import { loadOptional, STORE_PACKAGES } from '../optional.js';
 import type { Backend, Settings, TaskSession } from './backend.js';
 import { type Add, type Check, DOCTOR_NAMESPACE, errorText, sha256, withTimeout } from './common.js';

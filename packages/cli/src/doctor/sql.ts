@@ -1,6 +1,6 @@
 // The SQL backends (PostgreSQL, SQLite): the store's schema checks before and after the probes, the database clock.
 import { existsSync } from 'node:fs';
-import { redactUrl } from '@mrtr/core/authoring';
+import { redactUrl } from '@mrtr/core/store';
 import { loadOptional, STORE_PACKAGES } from '../optional.js';
 import type { Backend, Settings, TaskSession } from './backend.js';
 import { type Add, afterCreation, bestEffort, type Check, DOCTOR_NAMESPACE, withTimeout } from './common.js';

@@ -1,6 +1,6 @@
 // The task probe, written once: a throwaway task through the task store the server would use.
 import { randomBytes } from 'node:crypto';
-import type { TaskRecord, TaskStore } from '@mrtr/core';
+import type { TaskRecord, TaskStore } from '@mrtr/core/tasks';
 import { duration } from '../time.js';
 import type { Settings, TaskSession } from './backend.js';
 import { type Add, bestEffort, type Check, errorText, withTimeout } from './common.js';

@@ -1,5 +1,5 @@
 // The Upstash backend (Redis over REST): the replay store with Redis's clock and the ledger epoch, the task store.
-import { redactUrl } from '@mrtr/core/authoring';
+import { redactUrl } from '@mrtr/core/store';
 import { loadOptional, STORE_PACKAGES } from '../optional.js';
 import type { Backend, Settings, TaskSession } from './backend.js';
 import { DOCTOR_NAMESPACE, sha256 } from './common.js';

@@ -1,5 +1,7 @@
-import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, randomBytes } from '@mrtr/core/authoring';
+import type { KeyRing } from '@mrtr/core';
+import type { OpenedToken, StateClaims } from '@mrtr/core/codec';
+import { randomBytes } from '@mrtr/core/encoding';
+import { KeyUnknownError, StateIntegrityError } from '@mrtr/core/errors';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 // The `pack` subpath: on Node its ESM file is msgpackr's portable entry, which (unlike the main entry)
 // reads no environment variable and loads no native unpacking add-on — the codec only packs, and

@@ -1,5 +1,7 @@
-import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError, base64urlEncode, randomBytes, utf8Encode } from '@mrtr/core/authoring';
+import type { KeyRing } from '@mrtr/core';
+import type { OpenedToken, StateClaims } from '@mrtr/core/codec';
+import { base64urlEncode, randomBytes, utf8Encode } from '@mrtr/core/encoding';
+import { KeyUnknownError, StateIntegrityError } from '@mrtr/core/errors';
 import { xchacha20poly1305 } from '@noble/ciphers/chacha.js';
 import { webSlicer } from '../decode.js';
 import * as format from '../format.js';

@@ -1,6 +1,7 @@
 import { type KeyObject, createHmac, createSecretKey, timingSafeEqual } from 'node:crypto';
-import type { KeyRing, OpenedToken, StateClaims } from '@mrtr/core';
-import { KeyUnknownError, StateIntegrityError } from '@mrtr/core/authoring';
+import type { KeyRing } from '@mrtr/core';
+import type { OpenedToken, StateClaims } from '@mrtr/core/codec';
+import { KeyUnknownError, StateIntegrityError } from '@mrtr/core/errors';
 import * as format from '../format.js';
 import type { HmacCodec } from '../types.js';
 

@@ -1,6 +1,7 @@
 import { isUtf8 } from 'node:buffer';
 import { type KeyObject, createCipheriv, createDecipheriv, createSecretKey } from 'node:crypto';
-import { StateIntegrityError, StateMalformedError, randomBytes } from '@mrtr/core/authoring';
+import { randomBytes } from '@mrtr/core/encoding';
+import { StateIntegrityError, StateMalformedError } from '@mrtr/core/errors';
 import type { JweEngine, JweHeader, JweParts } from './types.js';
 
 const IV_BYTES = 12;

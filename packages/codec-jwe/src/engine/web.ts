@@ -1,4 +1,5 @@
-import { StateIntegrityError, StateMalformedError, utf8Decode, utf8Encode } from '@mrtr/core/authoring';
+import { utf8Decode, utf8Encode } from '@mrtr/core/encoding';
+import { StateIntegrityError, StateMalformedError } from '@mrtr/core/errors';
 import { CompactEncrypt, type CryptoKey, compactDecrypt } from 'jose';
 import type { JweEngine, JweParts } from './types.js';
 

@@ -158,7 +158,7 @@ export interface StateGuardOptions {
    * Called synchronously with one typed event per step (state minted/opened/rejected, store error, flow started).
    * A throw or a rejected promise is swallowed; queue slow or async work yourself. Without it no event is built.
    * An adapter that emits events of its own passes an {@link EventSink} built on the same `keys`
-   * (`createEventSink` from `@mrtr/core/authoring`), so that it and the guard share one emitter and one flow tagger.
+   * (`createEventSink` from `@mrtr/core/events`), so that it and the guard share one emitter and one flow tagger.
    * @default none
    */
   onEvent?: EventHook<GuardEvent> | EventSink<GuardEvent> | undefined;

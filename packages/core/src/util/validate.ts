@@ -1,5 +1,5 @@
 /**
- * The option validators every package uses (through `@mrtr/core/authoring`): misuse throws a `TypeError` (wrong
+ * The option validators every package uses (through `@mrtr/core/options`): misuse throws a `TypeError` (wrong
  * type, including a number that is not a safe integer where an integer is asked for) or a `RangeError` (a value of
  * the right type out of bounds) whose message starts with the caller's label, e.g. `createRedisStore: maxBatchSize`.
  * Also the one shape of the `onError` hook of every store: {@link BackgroundError}.

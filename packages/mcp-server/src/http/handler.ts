@@ -18,7 +18,7 @@ import {
 } from './options.js';
 import { jsonRpcError, withRetryAfter } from './responses.js';
 import { createLegacySessions } from './sessions.js';
-import { optionsObject } from '@mrtr/core/authoring';
+import { optionsObject } from '@mrtr/core/options';
 
 /** The `403` for a request to a host name not in `hostnames` (`undefined`: no check), before anything reads it. */
 function hostCheck(hostnames: string[] | undefined): (request: Request) => Response | undefined {

@@ -5,7 +5,7 @@ import {
   type McpHandlerRequestOptions,
   type McpHttpHandler,
 } from '@modelcontextprotocol/server';
-import { intOption, optionsObject } from '@mrtr/core/authoring';
+import { intOption, optionsObject } from '@mrtr/core/options';
 import { subjectOf } from '../identity.js';
 
 /** Options of the sessions that serve 2025-era clients (see {@link HttpHandlerOptions.sessions}). */

@@ -1,4 +1,5 @@
-import { type ClientCapabilities, type InputRequest, isObject } from '@mrtr/core/authoring';
+import type { ClientCapabilities, InputRequest } from '@mrtr/core/adapter';
+import { isObject } from '@mrtr/core/options';
 
 /** What an embedded request needs the client to have declared in this request's `_meta`. */
 export type InputRequestKind = 'elicitation.form' | 'elicitation.url' | 'sampling' | 'sampling.tools' | 'roots';

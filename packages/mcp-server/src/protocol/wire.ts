@@ -1,6 +1,7 @@
 import { type InputRequiredResult, MissingRequiredClientCapabilityError, ProtocolError } from '@modelcontextprotocol/server';
 import { capabilitiesFor, type InputRequestKind } from './capabilities.js';
-import { isServerFault, MrtrError, type MrtrErrorCode } from '@mrtr/core';
+import { MrtrError, type MrtrErrorCode } from '@mrtr/core';
+import { isServerFault } from '@mrtr/core/errors';
 
 /** The one message every rejected state gets on the wire (the SDK's own frozen text). */
 export const INVALID_STATE_MESSAGE = 'Invalid or expired requestState';

@@ -1,5 +1,5 @@
 import type { JsonValue } from '@mrtr/core';
-import { isObject } from '@mrtr/core/authoring';
+import { isObject } from '@mrtr/core/options';
 
 /**
  * Form schemas (flat, as the spec allows) with the types of their answers, and the answer validators.

@@ -1,5 +1,6 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
-import { isIdempotencyKey, isObject } from '@mrtr/core/authoring';
+import { isIdempotencyKey } from '@mrtr/core/adapter';
+import { isObject } from '@mrtr/core/options';
 import { invalidKey } from '../protocol/wire.js';
 
 /** Where a `tools/call` carries its idempotency key: `params._meta["dev.mrtr/idempotency-key"]`. */

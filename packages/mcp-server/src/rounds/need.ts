@@ -6,7 +6,9 @@ import type {
   Root,
 } from '@modelcontextprotocol/server';
 import type { JsonValue } from '@mrtr/core';
-import { base64urlEncode, canonicalJson, type InputRequest, isObject, utf8Encode } from '@mrtr/core/authoring';
+import type { InputRequest } from '@mrtr/core/adapter';
+import { base64urlEncode, canonicalJson, utf8Encode } from '@mrtr/core/encoding';
+import { isObject } from '@mrtr/core/options';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { type InputRequestKind, requiredKind } from '../protocol/capabilities.js';
 import { type AnswerLimits, explainFormAnswer, type FormContent, type FormSchema } from './answers.js';

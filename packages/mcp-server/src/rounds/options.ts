@@ -1,6 +1,7 @@
 import type { ServerContext } from '@modelcontextprotocol/server';
-import type { EventSink, MrtrEvent, StateGuardOptions } from '@mrtr/core';
-import type { Principal } from '@mrtr/core/authoring';
+import type { StateGuardOptions } from '@mrtr/core';
+import type { Principal } from '@mrtr/core/adapter';
+import type { EventSink, MrtrEvent } from '@mrtr/core/events';
 
 /** What to do with a question the client did not declare a capability for in this request. */
 export type MissingCapabilityPolicy = 'fail' | 'degrade';

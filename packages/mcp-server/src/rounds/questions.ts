@@ -1,6 +1,7 @@
 import type { CreateMessageRequestParams } from '@modelcontextprotocol/server';
 import type { JsonValue } from '@mrtr/core';
-import { type InputRequest, isObject } from '@mrtr/core/authoring';
+import type { InputRequest } from '@mrtr/core/adapter';
+import { isObject } from '@mrtr/core/options';
 import {
   type AnswerLimits,
   type FormSchema,

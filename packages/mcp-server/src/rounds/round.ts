@@ -7,17 +7,10 @@ import type {
   ServerContext,
 } from '@modelcontextprotocol/server';
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolError } from '@modelcontextprotocol/server';
-import {
-  type Admission,
-  type Awaitable,
-  type GuardRequest,
-  type JsonValue,
-  MrtrError,
-  type MrtrErrorCode,
-  type OpenedState,
-  type StateGuard,
-} from '@mrtr/core';
-import { isObject, type Principal, StateMalformedError, StateReplayedError } from '@mrtr/core/authoring';
+import { MrtrError, type Admission, type Awaitable, type GuardRequest, type JsonValue, type MrtrErrorCode, type OpenedState, type StateGuard } from '@mrtr/core';
+import type { Principal } from '@mrtr/core/adapter';
+import { StateMalformedError, StateReplayedError } from '@mrtr/core/errors';
+import { isObject } from '@mrtr/core/options';
 import { allowedKinds, type InputRequestKind } from '../protocol/capabilities.js';
 import { askOptionsOf, type FlowData, isAskMarker, NeedState, parseFlowData, requestToSend } from './need.js';
 import { type Idempotency, keyOf, markReplayed } from './keys.js';

@@ -3,7 +3,7 @@
  * extension (the task lane), the tool's `taskInput` against what the client declared.
  */
 import { CLIENT_CAPABILITIES_META_KEY, MissingRequiredClientCapabilityError, type ServerContext } from '@modelcontextprotocol/server';
-import { isObject } from '@mrtr/core/authoring';
+import { isObject } from '@mrtr/core/options';
 import { allowedKinds, type InputRequestKind } from '../protocol/capabilities.js';
 import { kindNames, missingCapabilityError, WireError } from '../protocol/wire.js';
 

@@ -6,8 +6,9 @@
  * `need.task(async (task) => ...)` from its handler. This entry holds the names a server writes against: the
  * options, what the work receives, the records a store keeps.
  */
-export type { TaskError, TaskInputRequest, TaskRecord, TaskStatus, TaskStore } from '@mrtr/core';
-export { isTerminalStatus, TaskLimitError } from '@mrtr/core/authoring';
+export type { TaskError, TaskInputRequest, TaskRecord, TaskStatus, TaskStore } from '@mrtr/core/tasks';
+export { TaskLimitError } from '@mrtr/core/errors';
+export { isTerminalStatus } from '@mrtr/core/tasks';
 export type { TaskHandle, TaskStartOptions, TaskWork } from '../rounds/handoff.js';
 export { TASKS_EXTENSION } from './gate.js';
 export type { TaskOptions } from './options.js';

@@ -1,5 +1,5 @@
-import type { TaskStore } from '@mrtr/core';
-import { intOption, isObject, type OptionNames, rejectUnknownOptions } from '@mrtr/core/authoring';
+import { intOption, isObject, type OptionNames, rejectUnknownOptions } from '@mrtr/core/options';
+import type { TaskStore } from '@mrtr/core/tasks';
 
 /** Options of the tasks support (`tasks` of `createMrtr`). */
 export interface TaskOptions {

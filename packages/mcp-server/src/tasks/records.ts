@@ -1,7 +1,8 @@
 /** What a task looks like on the wire: its fields, its error, and the messages a client gets about it. */
 import { ProtocolError } from '@modelcontextprotocol/server';
-import type { JsonValue, TaskError, TaskRecord } from '@mrtr/core';
-import type { TaskLimitError } from '@mrtr/core/authoring';
+import type { JsonValue } from '@mrtr/core';
+import type { TaskLimitError } from '@mrtr/core/errors';
+import type { TaskError, TaskRecord } from '@mrtr/core/tasks';
 import { INTERNAL_ERROR, WireError } from '../protocol/wire.js';
 
 const iso = (ms: number): string => new Date(ms).toISOString();

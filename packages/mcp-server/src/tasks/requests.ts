@@ -3,8 +3,10 @@
  * `tasks/cancel`, each for a task of the request's own principal, answered by whichever instance takes it.
  */
 import { type McpServer, ProtocolError, type ServerContext } from '@modelcontextprotocol/server';
-import { type JsonValue, MrtrError, type TaskRecord } from '@mrtr/core';
-import { isObject, isTerminalStatus, type Principal } from '@mrtr/core/authoring';
+import { MrtrError, type JsonValue } from '@mrtr/core';
+import type { Principal } from '@mrtr/core/adapter';
+import { isObject } from '@mrtr/core/options';
+import { isTerminalStatus, type TaskRecord } from '@mrtr/core/tasks';
 import { taskOwner } from '../identity.js';
 import type { AnswerLimits } from '../rounds/answers.js';
 import { answerCheckFor } from '../rounds/questions.js';

@@ -3,8 +3,8 @@
  * the store (answers stored by any instance, a cancel, the lease, the input deadline), and how it ends.
  */
 import { ProtocolError } from '@modelcontextprotocol/server';
-import type { JsonValue, TaskError, TaskRecord } from '@mrtr/core';
-import { isTerminalStatus, taskExpiresAt } from '@mrtr/core/authoring';
+import type { JsonValue } from '@mrtr/core';
+import { isTerminalStatus, type TaskError, taskExpiresAt, type TaskRecord } from '@mrtr/core/tasks';
 import type { TaskSettings } from './options.js';
 import { INVALID_REQUEST } from '../protocol/wire.js';
 

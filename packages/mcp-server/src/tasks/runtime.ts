@@ -8,7 +8,7 @@
  * of live tasks per principal is bounded by the task store.
  */
 import type { CallToolResult, McpServer, ServerContext } from '@modelcontextprotocol/server';
-import type { Principal } from '@mrtr/core/authoring';
+import type { Principal } from '@mrtr/core/adapter';
 import type { TaskMarker } from '../rounds/handoff.js';
 import { resolveTaskOptions, type TaskOptions } from './options.js';
 import { createTaskRequests } from './requests.js';

@@ -3,16 +3,12 @@
  * a task created in the store, whose work runs here with a {@link TaskHandle} that asks through the task's record.
  */
 import { type CallToolResult, ProtocolError, type Root } from '@modelcontextprotocol/server';
-import type { JsonValue, TaskInputRequest, TaskRecord } from '@mrtr/core';
-import {
-  base64urlEncode,
-  type InputRequest,
-  intOption,
-  isObject,
-  isTerminalStatus,
-  type Principal,
-  TaskLimitError,
-} from '@mrtr/core/authoring';
+import type { JsonValue } from '@mrtr/core';
+import type { InputRequest, Principal } from '@mrtr/core/adapter';
+import { base64urlEncode } from '@mrtr/core/encoding';
+import { TaskLimitError } from '@mrtr/core/errors';
+import { intOption, isObject } from '@mrtr/core/options';
+import { isTerminalStatus, type TaskInputRequest, type TaskRecord } from '@mrtr/core/tasks';
 import { isAuthenticated, taskOwner } from '../identity.js';
 import { type InputRequestKind, requiredKind } from '../protocol/capabilities.js';
 import { handoffOf, type TaskHandle, type TaskMarker, type TaskWork } from '../rounds/handoff.js';

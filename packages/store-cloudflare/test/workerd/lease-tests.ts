@@ -1,6 +1,6 @@
 // This store's own tests of its clock, leases and epoch, inside workerd against the real object (on the tests' clock).
 import { MrtrError } from '@mrtr/core';
-import { ownerValues } from '@mrtr/core/authoring';
+import { ownerValues } from '@mrtr/core/store';
 import type { TestFn } from '../../../test-suite/src/types.js';
 import { objectName } from '../../src/binding.js';
 import { createDurableObjectStore, type DurableObjectReplayStore } from '../../src/index.js';

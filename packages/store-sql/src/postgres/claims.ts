@@ -1,4 +1,4 @@
-import type { ClaimResult } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import { type ClaimWaiter, rejectAll, splitById } from '../shared/batching.js';
 import { firstOf, type HeldRow, heldStatus, laterClaims, type SpendClock, spendRefusal } from '../shared/claims.js';
 import { closedError, toStoreError } from '../shared/lifecycle.js';

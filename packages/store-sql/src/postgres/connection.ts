@@ -1,4 +1,6 @@
-import { intOption, StoreUnavailableError, withDeadline, type OptionNames } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { intOption, type OptionNames } from '@mrtr/core/options';
+import { withDeadline } from '@mrtr/core/store';
 import type { PgPoolClientLike, PgPoolLike, PoolConstructor, PostgresConnectionOptions } from '../shared/drivers.js';
 import { loadDriver } from '../shared/drivers.js';
 import { type ResourceHandle, resourceHandle } from '../shared/lifecycle.js';

@@ -1,5 +1,4 @@
-import type { KeyFingerprint } from '@mrtr/core';
-import { applyKeyFingerprintOffer, fleetKeysFull, MAX_FLEET_KEYS, parseKeyFingerprintOffer } from '@mrtr/core/authoring';
+import { applyKeyFingerprintOffer, fleetKeysFull, type KeyFingerprint, MAX_FLEET_KEYS, parseKeyFingerprintOffer } from '@mrtr/core/store';
 import type { PgPoolLike } from '../shared/drivers.js';
 import { storeCall } from '../shared/lifecycle.js';
 import type { PostgresSettings } from './connection.js';

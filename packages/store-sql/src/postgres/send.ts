@@ -1,4 +1,5 @@
-import { StoreUnavailableError, withDeadline } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { withDeadline } from '@mrtr/core/store';
 import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike } from '../shared/drivers.js';
 import { holdErrors, localTimeoutsSql, type PoolHandle, type PostgresSettings } from './connection.js';
 

@@ -1,13 +1,13 @@
-import type { ClaimOptions, ClaimResult, SpendOptions } from '@mrtr/core';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { boolOption, fnOption, optionsObject } from '@mrtr/core/options';
 import {
   type BackgroundError,
-  boolOption,
   checkLeaseMs,
+  type ClaimOptions,
+  type ClaimResult,
   createBatcher,
-  fnOption,
-  optionsObject,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+  type SpendOptions,
+} from '@mrtr/core/store';
 import { batcherOptions, type ClaimWaiter, createGroupCommit, ownerValue, type RecordWaiter } from '../shared/batching.js';
 import {
   checkClaimArgs,

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import { optionsObject, roomFromAtLeast, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { TaskLimitError } from '@mrtr/core/errors';
+import { optionsObject } from '@mrtr/core/options';
+import { roomFromAtLeast, taskExpiresAt } from '@mrtr/core/tasks';
 import type { PgPoolClientLike, PgPoolLike, PgQueryConfigLike, PgQueryResultLike, PostgresConnectionOptions } from '../shared/drivers.js';
 import { closeOnce, once, storeCall, toStoreError, whenReady } from '../shared/lifecycle.js';
 import { quoteIdentifier } from '../shared/options.js';

@@ -1,4 +1,4 @@
-import { checkLeaseMs, checkOwner } from '@mrtr/core/authoring';
+import { checkLeaseMs, checkOwner } from '@mrtr/core/store';
 
 const MAX_ID_BYTES = 1024;
 const MAX_NAMESPACE_BYTES = 256;

@@ -1,9 +1,7 @@
-import type { ClaimResult } from '@mrtr/core';
-import { type Batcher, type BatchEntry, base64urlEncode, createBatcher, randomBytes } from '@mrtr/core/authoring';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { type BatchEntry, type Batcher, type ClaimResult, createBatcher, ownerValues } from '@mrtr/core/store';
 import { toStoreError } from './lifecycle.js';
 import type { GroupCommitSettings } from './options.js';
-
-import { ownerValues } from '@mrtr/core/authoring';
 
 export { ownerValues };
 
@@ -65,7 +63,7 @@ export function batcherOptions(settings: GroupCommitSettings, maxInFlight: numbe
 }
 
 /**
- * Group commit (the shared `createBatcher` of `@mrtr/core/authoring`): consumes queue there and are handed to
+ * Group commit (the shared `createBatcher` of `@mrtr/core/store`): consumes queue there and are handed to
  * `run` in batches of at most `maxBatch`, with at most `maxInFlight` batches running at once (PostgreSQL: up to
  * the pool size, so one slow statement — a locked row, a dead connection — does not hold up consumes that
  * arrive after it; SQLite: one, its writes are serial anyway). A consume that finds a free slot starts a batch

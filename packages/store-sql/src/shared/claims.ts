@@ -1,6 +1,6 @@
-import type { ClaimResult } from '@mrtr/core';
-import { LedgerLostError, MAX_FINGERPRINT_MISSES, StateExpiredError } from '@mrtr/core/authoring';
 import type { MrtrError } from '@mrtr/core';
+import { LedgerLostError, StateExpiredError } from '@mrtr/core/errors';
+import { type ClaimResult, MAX_FINGERPRINT_MISSES } from '@mrtr/core/store';
 import type { ClaimWaiter } from './batching.js';
 
 export { MAX_FINGERPRINT_MISSES };

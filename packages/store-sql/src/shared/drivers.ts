@@ -1,4 +1,4 @@
-import type { OptionNames } from '@mrtr/core/authoring';
+import type { OptionNames } from '@mrtr/core/options';
 /**
  * Minimal structural views of the two drivers. The public types never import `pg` or
  * `better-sqlite3`, so a consumer of one dialect needs neither the other driver nor its `@types`.

@@ -1,5 +1,6 @@
 import { MrtrError } from '@mrtr/core';
-import { BackgroundError, StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { BackgroundError } from '@mrtr/core/store';
 
 /** Anything that is not already a `MrtrError` becomes `ERR_STORE_UNAVAILABLE` with the original as `cause`. */
 export function toStoreError(error: unknown): MrtrError {

@@ -1,13 +1,11 @@
+import { boolOption, intOption, type OptionNames } from '@mrtr/core/options';
 import {
   type BackgroundError,
-  boolOption,
-  intOption,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  type OutcomeStoreLimits,
   type ParsedOutcomeStoreLimits,
   parseOutcomeStoreLimits,
-  type OptionNames,
-  OUTCOME_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
-import type { OutcomeStoreLimits } from '@mrtr/core';
+} from '@mrtr/core/store';
 
 /** Options shared by both dialects. */
 export interface SqlStoreCommonOptions extends OutcomeStoreLimits {

@@ -1,17 +1,16 @@
-import type { TaskRecord, TaskStore, TaskStoreLimits } from '@mrtr/core';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { boolOption, fnOption, intOption, type OptionNames } from '@mrtr/core/options';
 import {
   assertTaskChange,
   asTaskRecord,
-  boolOption,
-  fnOption,
-  intOption,
   isTerminalStatus,
   parseTaskStoreLimits,
-  StoreUnavailableError,
-  taskExpiresAt,
-  type OptionNames,
   TASK_STORE_LIMIT_OPTIONS,
-} from '@mrtr/core/authoring';
+  taskExpiresAt,
+  type TaskRecord,
+  type TaskStore,
+  type TaskStoreLimits,
+} from '@mrtr/core/tasks';
 import { checkNamespace, LONE_SURROGATE } from './arguments.js';
 import { quoteIdentifier } from './options.js';
 

@@ -1,5 +1,4 @@
-import { type BackgroundError, fullStoreCapabilities } from '@mrtr/core/authoring';
-import type { ClaimOptions, ClaimResult, KeyFingerprint, RecordingReplayStore, SpendOptions } from '@mrtr/core';
+import { fullStoreCapabilities, type BackgroundError, type ClaimOptions, type ClaimResult, type KeyFingerprint, type RecordingReplayStore, type SpendOptions } from '@mrtr/core/store';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
 

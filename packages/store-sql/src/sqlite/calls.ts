@@ -1,5 +1,13 @@
-import type { ClaimOptions, ClaimResult, KeyFingerprint, SpendOptions } from '@mrtr/core';
-import { applyKeyFingerprintOffer, checkLeaseMs, fleetKeysFull, parseKeyFingerprintOffer } from '@mrtr/core/authoring';
+import {
+  applyKeyFingerprintOffer,
+  checkLeaseMs,
+  type ClaimOptions,
+  type ClaimResult,
+  fleetKeysFull,
+  type KeyFingerprint,
+  parseKeyFingerprintOffer,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import {
   checkClaimArgs,
   checkClaimOptions,

@@ -1,4 +1,4 @@
-import { intOption, oneOfOption, optionsObject } from '@mrtr/core/authoring';
+import { intOption, oneOfOption, optionsObject } from '@mrtr/core/options';
 import { type DatabaseConstructor, loadDriver, type SqliteConnectionOptions, type SqliteDatabaseLike } from '../shared/drivers.js';
 import { type ResourceHandle, resourceHandle } from '../shared/lifecycle.js';
 import { checkConnectionChoice } from '../shared/options.js';

@@ -1,4 +1,5 @@
-import { type ClaimResult, MrtrError } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import { type ClaimWaiter, ownersOf, type RecordWaiter, rejectAll, type Waiter } from '../shared/batching.js';
 import { budgetBucket, firstOf, type HeldRow, heldStatus, isLive, type SpendClock, spendRefusal } from '../shared/claims.js';
 import type { SqliteStatementLike } from '../shared/drivers.js';

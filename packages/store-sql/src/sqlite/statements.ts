@@ -1,6 +1,6 @@
 import type { SqliteDatabaseLike, SqliteStatementLike } from '../shared/drivers.js';
 import { MAX_FINGERPRINT_MISSES } from '../shared/claims.js';
-import { MAX_FLEET_KEYS } from '@mrtr/core/authoring';
+import { MAX_FLEET_KEYS } from '@mrtr/core/store';
 import { EPOCH_SUFFIX, KEYS_SUFFIX } from '../shared/schema.js';
 
 /** The replay store's statements, prepared once per database (statements can only be prepared after the table exists). */

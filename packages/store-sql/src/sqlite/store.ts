@@ -1,13 +1,6 @@
-import type { ClaimResult } from '@mrtr/core';
-import {
-  type BackgroundError,
-  boolOption,
-  createBatcher,
-  fnOption,
-  intOption,
-  optionsObject,
-  StoreUnavailableError,
-} from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
+import { boolOption, fnOption, intOption, optionsObject } from '@mrtr/core/options';
+import { type BackgroundError, type ClaimResult, createBatcher } from '@mrtr/core/store';
 import { checkNamespace } from '../shared/arguments.js';
 import { batcherOptions } from '../shared/batching.js';
 import { budgetBucket } from '../shared/claims.js';

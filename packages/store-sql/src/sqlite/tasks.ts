@@ -1,4 +1,6 @@
-import { intOption, optionsObject, roomFromAtLeast, TaskLimitError, taskExpiresAt } from '@mrtr/core/authoring';
+import { TaskLimitError } from '@mrtr/core/errors';
+import { intOption, optionsObject } from '@mrtr/core/options';
+import { roomFromAtLeast, taskExpiresAt } from '@mrtr/core/tasks';
 import type { SqliteConnectionOptions, SqliteDatabaseLike, SqliteStatementLike } from '../shared/drivers.js';
 import { closeOnce, once, storeCall, toStoreError } from '../shared/lifecycle.js';
 import { quoteIdentifier } from '../shared/options.js';

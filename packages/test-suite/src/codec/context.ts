@@ -1,5 +1,6 @@
-import { type CodecFactory, KeyRing, type MrtrError, type MrtrErrorCode, type StateClaims, type StateCodec, generateKey } from '@mrtr/core';
-import { canonicalJson } from '@mrtr/core/authoring';
+import { type CodecFactory, generateKey, KeyRing, type MrtrError, type MrtrErrorCode, type StateCodec } from '@mrtr/core';
+import type { StateClaims } from '@mrtr/core/codec';
+import { canonicalJson } from '@mrtr/core/encoding';
 import { rejectsMrtr } from '../assert.js';
 import { sampleClaims } from '../claims.js';
 

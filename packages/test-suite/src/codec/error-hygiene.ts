@@ -1,12 +1,6 @@
-import { KeyRing, type MrtrError, type MrtrErrorCode, type StateCodec, generateKey } from '@mrtr/core';
-import {
-  KeyUnknownError,
-  StateIntegrityError,
-  StateMalformedError,
-  StateTooLargeError,
-  base64urlDecode,
-  base64urlEncode,
-} from '@mrtr/core/authoring';
+import { generateKey, KeyRing, type MrtrError, type MrtrErrorCode, type StateCodec } from '@mrtr/core';
+import { base64urlDecode, base64urlEncode } from '@mrtr/core/encoding';
+import { KeyUnknownError, StateIntegrityError, StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 import { fail, ok, rejectsMrtr } from '../assert.js';
 import { sampleClaims } from '../claims.js';
 import { type CodecSuite, REJECTION_CODES } from './context.js';
@@ -122,7 +116,7 @@ export function errorHygieneProperties(suite: CodecSuite): void {
       const type = error.constructor as { code?: unknown; name?: unknown };
       ok(
         type.code === error.code,
-        `${c.what}: threw ${String(type.name)} for ${error.code}, not the concrete class of that code (throw the classes of @mrtr/core/authoring)`,
+        `${c.what}: threw ${String(type.name)} for ${error.code}, not the concrete class of that code (throw the classes of @mrtr/core/errors)`,
       );
       ok(error.name === type.name, `${c.what}: error.name must be its class name (got ${error.name})`);
       ok(

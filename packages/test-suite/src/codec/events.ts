@@ -1,5 +1,6 @@
-import { createStateGuard, generateKey, KeyRing, MrtrError, type MrtrEvent, type RequestContext } from '@mrtr/core';
-import { base64urlEncode } from '@mrtr/core/authoring';
+import { createStateGuard, generateKey, KeyRing, MrtrError, type RequestContext } from '@mrtr/core';
+import { base64urlEncode } from '@mrtr/core/encoding';
+import type { MrtrEvent } from '@mrtr/core/events';
 import { fail, ok } from '../assert.js';
 import type { CodecSuite } from './context.js';
 

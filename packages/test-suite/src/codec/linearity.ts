@@ -1,5 +1,5 @@
 import type { JsonValue, StateCodec } from '@mrtr/core';
-import { isPromiseLike } from '@mrtr/core/authoring';
+import { isPromiseLike } from '@mrtr/core/codec';
 import { fail, ok } from '../assert.js';
 import { sampleClaims } from '../claims.js';
 import { type CodecSuite, ring } from './context.js';

@@ -1,4 +1,4 @@
-import { base64urlDecode, base64urlEncode } from '@mrtr/core/authoring';
+import { base64urlDecode, base64urlEncode } from '@mrtr/core/encoding';
 import { fail, ok } from '../assert.js';
 import { sampleClaims, samplePayloads } from '../claims.js';
 import { type CodecSuite, deepClaimsEqual, ring } from './context.js';

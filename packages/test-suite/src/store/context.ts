@@ -1,5 +1,6 @@
-import { type ClaimResult, MrtrError, type OutcomeStoreLimits, type ReplayStore, type StoreCapabilities } from '@mrtr/core';
-import { base64urlEncode, randomBytes, storeCapabilities } from '@mrtr/core/authoring';
+import { MrtrError, type ReplayStore } from '@mrtr/core';
+import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
+import { type ClaimResult, type OutcomeStoreLimits, type StoreCapabilities, storeCapabilities } from '@mrtr/core/store';
 import { fail, ok } from '../assert.js';
 import type { StoreComplianceOptions, StoreFactory } from './options.js';
 

@@ -1,4 +1,4 @@
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { storeCapabilities } from '@mrtr/core/store';
 import { ok, rejectsMrtr } from '../assert.js';
 import { capabilityGroup, type FullStore, passTime, type StoreSuite, claimStatus, storeTime, uniqueId } from './context.js';
 

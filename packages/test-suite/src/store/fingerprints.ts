@@ -1,5 +1,5 @@
-import { createStateGuard, type KeyFingerprint, KeyRing, type MrtrError, type ReplayStore } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { createStateGuard, KeyRing, type MrtrError, type ReplayStore } from '@mrtr/core';
+import { type KeyFingerprint, storeCapabilities } from '@mrtr/core/store';
 import { fail, ok, rejectsMrtr } from '../assert.js';
 import { plainCodec } from '../claims.js';
 import { type StoreSuite, sleep, uniqueId } from './context.js';

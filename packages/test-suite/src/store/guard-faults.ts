@@ -1,5 +1,5 @@
 import { createStateGuard, type JsonValue, KeyRing, MrtrError, type ReplayStore, type StateGuard } from '@mrtr/core';
-import { StoreUnavailableError } from '@mrtr/core/authoring';
+import { StoreUnavailableError } from '@mrtr/core/errors';
 import { fail, ok } from '../assert.js';
 import { plainCodec } from '../claims.js';
 import { type GroupTest, sleep, type StoreSuite, uniqueId } from './context.js';

@@ -1,5 +1,6 @@
-import { createStateGuard, type JsonValue, KeyRing, MrtrError, type MrtrEvent, type ReplayStore } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import { createStateGuard, type JsonValue, KeyRing, MrtrError, type ReplayStore } from '@mrtr/core';
+import type { MrtrEvent } from '@mrtr/core/events';
+import { storeCapabilities } from '@mrtr/core/store';
 import { ok, rejectsMrtr } from '../assert.js';
 import { plainCodec } from '../claims.js';
 import { type StoreSuite, sleep, uniqueId } from './context.js';

@@ -1,4 +1,4 @@
-import type { ClaimResult } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import { ok, rejectsMrtr } from '../assert.js';
 import { withFaults } from '../faults.js';
 import { createHistory, type History, type HistoryAnswer } from '../history.js';

@@ -1,4 +1,4 @@
-import type { ClaimResult } from '@mrtr/core';
+import type { ClaimResult } from '@mrtr/core/store';
 import { fail, ok } from '../assert.js';
 import { claimStatus, type FullStore, type StoreSuite, sleep, storeTime } from './context.js';
 

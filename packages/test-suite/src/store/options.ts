@@ -1,4 +1,5 @@
-import type { OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
+import type { ReplayStore } from '@mrtr/core';
+import type { OutcomeStoreLimits } from '@mrtr/core/store';
 
 export interface StoreComplianceOptions {
   /**

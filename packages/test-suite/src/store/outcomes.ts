@@ -1,5 +1,5 @@
-import type { ClaimResult, OutcomeStoreLimits, ReplayStore } from '@mrtr/core';
-import { storeCapabilities } from '@mrtr/core/authoring';
+import type { ReplayStore } from '@mrtr/core';
+import { type ClaimResult, type OutcomeStoreLimits, storeCapabilities } from '@mrtr/core/store';
 import { fail, ok } from '../assert.js';
 import { type StoreSuite, sleep, uniqueId, unlessExpired } from './context.js';
 
