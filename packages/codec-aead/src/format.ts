@@ -1,5 +1,5 @@
 import type { KeyRing } from '@mrtr/core';
-import { codecFormat, isStateClaims, type CodecOptionLimits, type CodecOptions } from '@mrtr/core/codec';
+import { codecFormat, isStateClaims, type CodecOptionLimits, type CodecOptions, type StateClaims } from '@mrtr/core/codec';
 import { base64urlDecode } from '@mrtr/core/encoding';
 import { StateMalformedError, StateTooLargeError } from '@mrtr/core/errors';
 import { MAX_NESTING, type Slicer, decodeClaims } from './decode.js';

@@ -1,7 +1,22 @@
 import type { ReplayStore } from '@mrtr/core';
 import { LedgerLostError, StateExpiredError, StoreFullError, StoreUnavailableError } from '@mrtr/core/errors';
 import { intOption, optionsObject, stringOption } from '@mrtr/core/options';
-import { OUTCOME_STORE_LIMIT_OPTIONS, checkLeaseMs, checkOwner, fleetKeysFull, fullStoreCapabilities, ownerValues, parseKeyFingerprintOffer, parseOutcomeStoreLimits, type ClaimOptions, type ClaimResult } from '@mrtr/core/store';
+import {
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  checkLeaseMs,
+  checkOwner,
+  fleetKeysFull,
+  fullStoreCapabilities,
+  ownerValues,
+  parseKeyFingerprintOffer,
+  parseOutcomeStoreLimits,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
+  type OutcomeStoreLimits,
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { DurableObjectNamespaceLike } from './binding.js';
 import { fail, ObjectRefused, type Objects, objectsOf } from './client.js';
 

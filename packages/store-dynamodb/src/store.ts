@@ -3,7 +3,20 @@ import type { ReplayStore } from '@mrtr/core';
 import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import { LedgerLostError, StateExpiredError, StoreUnavailableError } from '@mrtr/core/errors';
 import { intOption } from '@mrtr/core/options';
-import { MAX_FINGERPRINT_MISSES, OUTCOME_STORE_LIMIT_OPTIONS, checkLeaseMs, checkOwner, fullStoreCapabilities, parseOutcomeStoreLimits } from '@mrtr/core/store';
+import {
+  MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  checkLeaseMs,
+  checkOwner,
+  fullStoreCapabilities,
+  parseOutcomeStoreLimits,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
+  type OutcomeStoreLimits,
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { ClockOffset } from './clock.js';
 import { keyFingerprintsOf } from './keys.js';
 import { epochOf, reclaim, releaseItem, renewItem, twice, unrecordedStatus } from './leases.js';

@@ -1,6 +1,14 @@
 import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import { StoreUnavailableError } from '@mrtr/core/errors';
-import { BackgroundError, fullStoreCapabilities, parseKeyFingerprintOffer, type ClaimOptions, type ClaimResult, type KeyFingerprint, type SpendOptions } from '@mrtr/core/store';
+import {
+  BackgroundError,
+  fullStoreCapabilities,
+  parseKeyFingerprintOffer,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import { type ConsumeQueue, createConsumeQueue } from './batching.js';
 import { openConnection, type RedisConnection, redisMs } from './connection.js';
 import { createEpochKeeper, type EpochKeeper, epochKeyOf } from './epoch.js';

@@ -1,7 +1,19 @@
 import type { ReplayStore } from '@mrtr/core';
 import { base64urlEncode, randomBytes } from '@mrtr/core/encoding';
 import { StoreUnavailableError } from '@mrtr/core/errors';
-import { MAX_FINGERPRINT_MISSES, OUTCOME_STORE_LIMIT_OPTIONS, fullStoreCapabilities, parseKeyFingerprintOffer, parseOutcomeStoreLimits } from '@mrtr/core/store';
+import {
+  MAX_FINGERPRINT_MISSES,
+  OUTCOME_STORE_LIMIT_OPTIONS,
+  fullStoreCapabilities,
+  parseKeyFingerprintOffer,
+  parseOutcomeStoreLimits,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
+  type OutcomeStoreLimits,
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import type { Redis } from '@upstash/redis';
 import {
   claimMisuse,

@@ -152,7 +152,7 @@ function createLedger(): Ledger {
 }
 
 /** What the sessions take from the handler: a fresh server per session, the error hook, the transport options. */
-export interface SessionDeps {
+export interface HandlerParts {
   fresh: (ctx: McpRequestContext) => Promise<McpServer | Server>;
   report: (error: Error) => void;
   maxRequestBodySize: number | undefined;
@@ -175,7 +175,7 @@ export interface LegacySessions {
 /** What the steps of a session's life share: the bounds, the handler's parts, the ledger, and how a session ends. */
 interface SessionEnv {
   settings: SessionSettings;
-  deps: SessionDeps;
+  deps: HandlerParts;
   ledger: Ledger;
   /** Whether the handler is closing (a session opened meanwhile is closed at once). */
   closing(): boolean;
@@ -312,7 +312,7 @@ async function handleStart(
   return response;
 }
 
-export function createLegacySessions(settings: SessionSettings, deps: SessionDeps): LegacySessions {
+export function createLegacySessions(settings: SessionSettings, deps: HandlerParts): LegacySessions {
   const { idleMs, ownerOf, userOf, now } = settings;
   const { report } = deps;
   const ledger = createLedger();

@@ -7,7 +7,16 @@ import type {
   ServerContext,
 } from '@modelcontextprotocol/server';
 import { CLIENT_CAPABILITIES_META_KEY, ProtocolError } from '@modelcontextprotocol/server';
-import { MrtrError, type Admission, type Awaitable, type GuardRequest, type JsonValue, type MrtrErrorCode, type OpenedState, type StateGuard } from '@mrtr/core';
+import {
+  MrtrError,
+  type Admission,
+  type Awaitable,
+  type GuardRequest,
+  type JsonValue,
+  type MrtrErrorCode,
+  type OpenedState,
+  type StateGuard,
+} from '@mrtr/core';
 import type { Principal } from '@mrtr/core/adapter';
 import { StateMalformedError, StateReplayedError } from '@mrtr/core/errors';
 import { isObject } from '@mrtr/core/options';

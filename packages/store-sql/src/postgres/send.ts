@@ -15,7 +15,7 @@ export class Unsent {
 export const sentError = (error: unknown): unknown => (error instanceof Unsent ? error.error : error);
 
 /** What the sender needs of its store. */
-export interface SenderDeps {
+export interface SenderStore {
   settings: PostgresSettings;
   pool: PoolHandle;
   /** The pool once it exists and the schema is ensured (`undefined` before: `ready` makes it so). */
@@ -57,7 +57,7 @@ async function releasing<T>(client: PgPoolClientLike, unhold: () => void, work: 
 
 const SETTINGS_SQL = "SELECT name, setting FROM pg_settings WHERE name IN ('statement_timeout', 'lock_timeout')";
 
-export function createSender(deps: SenderDeps): Sender {
+export function createSender(deps: SenderStore): Sender {
   const { settings, pool: handle, assertOpen, deadlineError } = deps;
   const { statementTimeoutMs, replyWaitMs } = settings;
   /** Connections of an injected pool, checked once each: does the server bound their statements? */

@@ -1,4 +1,12 @@
-import { fullStoreCapabilities, type BackgroundError, type ClaimOptions, type ClaimResult, type KeyFingerprint, type RecordingReplayStore, type SpendOptions } from '@mrtr/core/store';
+import {
+  fullStoreCapabilities,
+  type BackgroundError,
+  type ClaimOptions,
+  type ClaimResult,
+  type KeyFingerprint,
+  type RecordingReplayStore,
+  type SpendOptions,
+} from '@mrtr/core/store';
 import { startPurgeTimer, storeCall } from './lifecycle.js';
 import type { PurgeSettings } from './options.js';
 

@@ -1,4 +1,5 @@
-import { MrtrError, type TaskRecord } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { TaskRecord } from '@mrtr/core/tasks';
 import { ok } from '../assert.js';
 import { uniqueId } from '../store/context.js';
 import { rejectsTaskLimit, type TaskStoreSuite } from './context.js';

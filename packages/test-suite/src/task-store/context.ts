@@ -1,4 +1,5 @@
-import { MrtrError, type TaskRecord, type TaskStore } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { TaskRecord, TaskStore } from '@mrtr/core/tasks';
 import { fail, ok } from '../assert.js';
 import type { TaskStoreComplianceOptions, TaskStoreFactory } from './options.js';
 

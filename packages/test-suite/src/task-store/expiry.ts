@@ -1,4 +1,5 @@
-import { MrtrError, type TaskStore } from '@mrtr/core';
+import { MrtrError } from '@mrtr/core';
+import type { TaskStore } from '@mrtr/core/tasks';
 import { ok } from '../assert.js';
 import { sleep, uniqueId } from '../store/context.js';
 import { rejectsTaskLimit, type TaskStoreSuite } from './context.js';

@@ -1,4 +1,4 @@
-import type { TaskRecord } from '@mrtr/core';
+import type { TaskRecord } from '@mrtr/core/tasks';
 import { ok } from '../assert.js';
 import { uniqueId } from '../store/context.js';
 import { same, type TaskStoreSuite } from './context.js';

@@ -1,4 +1,4 @@
-import type { TaskStore } from '@mrtr/core';
+import type { TaskStore } from '@mrtr/core/tasks';
 
 /**
  * Makes a task store on `namespace` with the given bounds (the suite passes small ones). Pass what it is given through

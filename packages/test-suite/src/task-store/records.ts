@@ -1,4 +1,4 @@
-import type { TaskRecord, TaskStore } from '@mrtr/core';
+import type { TaskRecord, TaskStore } from '@mrtr/core/tasks';
 import { ok, refusesUnknownOption } from '../assert.js';
 import { uniqueId } from '../store/context.js';
 import { rejectsType, same, type TaskStoreSuite } from './context.js';
