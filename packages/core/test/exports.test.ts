@@ -155,13 +155,14 @@ describe('exported names', () => {
     ]);
   });
 
-  it('@mrtr/core/encoding holds base64url, UTF-8, canonical JSON and random bytes', () => {
+  it('@mrtr/core/encoding holds base64url, UTF-8, canonical JSON, random bytes and a bounded stream read', () => {
     expect(Object.keys(encoding).sort()).toEqual([
       'base64urlDecode',
       'base64urlEncode',
       'canonicalJson',
       'isCanonicalBase64url',
       'randomBytes',
+      'readWithin',
       'utf8Decode',
       'utf8Encode',
     ]);

@@ -1,4 +1,5 @@
 import { MrtrError, type ReplayStore } from '@mrtr/core';
+import { readWithin } from '@mrtr/core/encoding';
 
 /** Where a Worker usually mounts the doctor route (any path works: `mrtr doctor` is given the whole URL). */
 export const DOCTOR_PATH = '/.well-known/mrtr-doctor';
@@ -39,26 +40,8 @@ async function sameToken(presented: string, expected: Uint8Array): Promise<boole
 async function bodyWithin(request: Request, max: number): Promise<string | undefined> {
   if (Number(request.headers.get('content-length') ?? 0) > max) return undefined;
   if (request.body === null) return '';
-  const reader = request.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel();
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  const bytes = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  const bytes = await readWithin(request.body, max);
+  return bytes === undefined ? undefined : new TextDecoder('utf-8', { fatal: true }).decode(bytes);
 }
 
 /** The probe a body asks for, or `undefined` when it is not one of the three. */

@@ -1,3 +1,4 @@
+import { readWithin } from '@mrtr/core/encoding';
 /** A JSON-RPC error answered over HTTP (no request id: it answers the HTTP request, not a JSON-RPC one). */
 export function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
@@ -32,31 +33,6 @@ export function retryAfterSeconds(body: string): number | undefined {
   return Math.max(1, Math.ceil(ms / 1000));
 }
 
-/** The first `max` bytes of `body` and whether that was all of it; the reader is cancelled when it was not. */
-async function readUpTo(body: ReadableStream<Uint8Array>, max: number): Promise<Uint8Array | undefined> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      // Not awaited: a tee branch's cancel settles only once the other branch (the client's) is done too.
-      reader.cancel().catch(() => {});
-      return undefined;
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return out;
-}
-
 /**
  * `response` with an HTTP `Retry-After` header (seconds, rounded up, at least 1) when it is one JSON-RPC error in a
  * plain JSON body whose `error.data.retryAfterMs` is set; otherwise `response` itself. The status stays what the
@@ -69,7 +45,7 @@ export async function withRetryAfter(response: Response): Promise<Response> {
   if (response.body === null || response.bodyUsed || response.headers.has('retry-after')) return response;
   if (!(response.headers.get('content-type') ?? '').toLowerCase().startsWith('application/json')) return response;
   const peek = response.clone().body;
-  const bytes = peek === null ? undefined : await readUpTo(peek, MAX_RETRY_AFTER_BODY_BYTES);
+  const bytes = peek === null ? undefined : await readWithin(peek, MAX_RETRY_AFTER_BODY_BYTES);
   const seconds = bytes === undefined ? undefined : retryAfterSeconds(new TextDecoder().decode(bytes));
   if (seconds === undefined) return response;
   const headers = new Headers(response.headers);
