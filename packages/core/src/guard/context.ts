@@ -2,7 +2,7 @@ import type { Awaitable } from '../crypto/awaitable.js';
 import { createGuardKeys, type KeyView } from './keys.js';
 import { createLedgerEpoch, type LedgerEpoch } from './ledger-epoch.js';
 import { type ParsedGuardOptions, parseGuardOptions } from './options.js';
-import { createHolderTagger, createPrincipalTagger, type Principal, principalPolicy } from './principal.js';
+import { createHolderTagger, createPrincipalTagger, type Principal } from './principal.js';
 import { principalIn, type Scope } from './scope.js';
 import { createStoreClock, type StoreClock } from './store-clock.js';
 import type { OpenedState, StateGuardOptions } from './types.js';
