@@ -4,18 +4,12 @@
 //             SDK's in-memory transport: round 1 answers input_required (a form elicitation and a sealed state), the
 //             client answers and retries with the state, round 2 opens and claims it, runs the tool and records
 //             the outcome. As apps/bench/src/e2e.ts, without HTTP (its transport is not what this gate watches).
-//   e2e.keyed    one first-round call of a write tool that asks nothing (`send_email`, declared `idempotency: true`)
-//                with a fresh idempotency key: the key claimed in the store, the tool run, its result recorded.
-//   e2e.unkeyed  the same call without a key (nothing claimed). keyed ÷ unkeyed is what a key costs (apps/bench's
-//                `keys` row measures the same pair in wall time at c16).
 import { counts, ANSWERS, AUDIENCE, measure, now, pkg, QUIET, report, resolveFrom, secret, wanted } from './harness.mjs';
 
 const COUNTS = counts(200, 100);
 const PATH = '/srv/app/tmp/cache-1';
 
-const wantFlow = wanted('e2e.flow');
-const wantKeys = wanted('e2e.keyed') || wanted('e2e.unkeyed');
-if (wantFlow || wantKeys) {
+if (wanted('e2e.flow')) {
   const { KeyRing } = await import(pkg('core'));
   const { createHmacCodec } = await import(pkg('codec-hmac'));
   const { createMemoryStore } = await import(pkg('store-memory'));
@@ -36,7 +30,6 @@ if (wantFlow || wantKeys) {
   });
   const confirmSchema = { type: 'object', properties: { ok: { type: 'boolean', title: 'Really?' } }, required: ['ok'] };
   const inputSchema = z.object({ path: z.string() });
-  const emailSchema = z.object({ to: z.string(), subject: z.string() });
   // A fresh McpServer per request, as the SDK's modern-era entries (serveStdio, createMcpHandler) build them.
   const buildServer = () => {
     const server = new McpServer({ name: 'perf-gate', version: '1.0.0' }, { ...mrtr.serverOptions });
@@ -46,9 +39,6 @@ if (wantFlow || wantKeys) {
       if (confirm.action !== 'accept') return need.fail(`Not deleted: ${confirm.action}`);
       return { content: [{ type: 'text', text: confirm.content.ok ? `Deleted ${path}` : 'Kept.' }] };
     });
-    mrtr.registerTool(server, 'send_email', { inputSchema: emailSchema, idempotency: true }, async ({ to }) => ({
-      content: [{ type: 'text', text: `message sent to ${to}` }],
-    }));
     return server;
   };
   const client = new Client(
@@ -71,20 +61,7 @@ if (wantFlow || wantKeys) {
       throw new Error(`perf-gate e2e: expected "Deleted ${PATH}", got ${JSON.stringify(result)}`);
     }
   };
-  const email = { to: 'bob@example.com', subject: 'Release notes for 4.2' };
-  const send = async (key) => {
-    const result = await client.callTool({
-      name: 'send_email',
-      arguments: email,
-      ...(key !== undefined && { _meta: { 'dev.mrtr/idempotency-key': key } }),
-    });
-    if (result.isError === true || result._meta?.['dev.mrtr/replayed'] === true) {
-      throw new Error(`perf-gate e2e: expected a fresh send, got ${JSON.stringify(result)}`);
-    }
-  };
-  if (wantFlow) await measure('e2e.flow', COUNTS, flow);
-  if (wanted('e2e.keyed')) await measure('e2e.keyed', COUNTS, (i) => send(`perf-gate-key-${i}`));
-  if (wanted('e2e.unkeyed')) await measure('e2e.unkeyed', COUNTS, () => send(undefined));
+  await measure('e2e.flow', COUNTS, flow);
   await client.close();
   await served.close();
 }
