@@ -25,7 +25,7 @@ export function perfGateSpin(n) {
 
 /**
  * Copies `coreDir` (a built packages/core) to a new temporary directory with `perfGateSpin(spins)` at the start of
- * the guard's `open` (the `open(token, request)` method of the object `createStateGuard` returns). Returns the copy.
+ * the guard's `open` (the `open: (token, request) => …` of the object `createStateGuard` returns). Returns the copy.
  */
 export function patchedCoreCopy(coreDir, spins) {
   const copy = mkdtempSync(join(tmpdir(), 'perf-gate-core-'));
@@ -39,14 +39,15 @@ export function patchedCoreCopy(coreDir, spins) {
   const file = join(dist, files[0]);
   const text = readFileSync(file, 'utf8');
   const start = text.indexOf('function createStateGuard(');
-  const method = /\n([ \t]+)open\(([\w$]+), ([\w$]+)\) \{\n/g;
-  method.lastIndex = start;
-  const found = method.exec(text);
+  // The guard's `open`: an arrow property `open: (token, request) => <call>,`.
+  const arrow = /\n([ \t]+)open: \(([\w$]+), ([\w$]+)\) => ([^\n]*),\n/g;
+  arrow.lastIndex = start;
+  const found = arrow.exec(text);
   if (found === null) {
-    throw new Error(`perf-gate self-test: no \`open(token, request) {\` method after createStateGuard in ${files[0]}: update the anchor`);
+    throw new Error(`perf-gate self-test: no \`open: (token, request) => …,\` after createStateGuard in ${files[0]}: update the anchor`);
   }
-  const at = found.index + found[0].length;
-  const patched = `${text.slice(0, at)}${found[1]}  perfGateSpin(${spins});\n${text.slice(at)}\n${perfGateSpin.toString()}\n`;
+  const line = `\n${found[1]}open: (${found[2]}, ${found[3]}) => (perfGateSpin(${spins}), ${found[4]}),\n`;
+  const patched = `${text.slice(0, found.index)}${line}${text.slice(found.index + found[0].length)}\n${perfGateSpin.toString()}\n`;
   writeFileSync(file, patched);
   return copy;
 }
