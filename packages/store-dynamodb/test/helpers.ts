@@ -7,9 +7,21 @@ import { createTable } from '../src/index.js';
 /** dynalite (pure JS, in memory) on 127.0.0.1, a random port: no service to skip for. */
 export async function startDynalite(): Promise<{ endpoint: string; close(): Promise<void> }> {
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
+  keepIdleConnections(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return { endpoint: `http://127.0.0.1:${port}`, close: () => closeServer(server) };
+}
+
+/**
+ * No idle timeout on the test servers' kept-alive connections. Node closes an idle one after 5 s; a request sent on it
+ * at that moment is reset (ECONNRESET). A burst of parallel requests leaves as many connections idle at the same time,
+ * so the next burst 5 s later on a loaded machine met tens of resets at once, more than the SDK's retry quota lets it
+ * send again (a CI run failed so: "64 parallel claims", attempts 1). The resets were of the test's servers, not of the
+ * store; `closeServer` still ends every connection.
+ */
+function keepIdleConnections(server: Server): void {
+  server.keepAliveTimeout = 0;
 }
 
 const closeServer = (server: Server): Promise<void> => {
@@ -88,6 +100,7 @@ export async function startLossyProxy(
       forward.end(Buffer.concat(chunks));
     });
   });
+  keepIdleConnections(server);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
