@@ -115,21 +115,24 @@ function e2ePanel(result: BenchResult): Panel | undefined {
   const rows = result.e2e?.rows ?? [];
   const groups: Parameters<typeof horizontalPanel>[2] = [];
   for (const c of [1, 16]) {
-    const a = ops(result, `e2e|sdk-plain|c${c}`);
     const items = rows.flatMap((r) => {
       const value = ops(result, `e2e|${r.id}|c${c}`);
       if (value === undefined) return [];
-      const suffix = r.id === 'sdk-plain' || a === undefined ? '' : `  (${fmtRatio(value / a)} of a)`;
-      // a (no protection) is drawn as the bare reference, b (the SDK's own codec) as another library.
-      const colour = r.kind === 'mrtr' ? KIND_COLOUR.mrtr : r.id === 'sdk-plain' ? KIND_COLOUR.bare : KIND_COLOUR.library;
+      // Each row beside its baseline: a in process, h over loopback HTTP.
+      const base = r.baseline ?? 'sdk-plain';
+      const a = ops(result, `e2e|${base}|c${c}`);
+      const name = base === 'sdk-plain' ? 'a' : 'h';
+      const suffix = r.id === base || a === undefined ? '' : `  (${fmtRatio(value / a)} of ${name})`;
+      // a and h (no protection) are drawn as the bare reference, b (the SDK's own codec) as another library.
+      const colour = r.kind === 'mrtr' ? KIND_COLOUR.mrtr : r.id === base ? KIND_COLOUR.bare : KIND_COLOUR.library;
       return [{ label: `${r.letter}  ${r.id}`, value, colour: colour ?? MUTED, suffix }];
     });
     if (items.length > 0) groups.push({ name: `concurrency ${c}`, items });
   }
   if (groups.length === 0) return undefined;
   return horizontalPanel(
-    'End to end: two-round flows/s, official client → createMcpHandler().fetch in process',
-    'a = SDK only, state unprotected; b = the SDK’s createRequestStateCodec; c–e = mrtr + memory store; f = + Redis; g = + PostgreSQL.',
+    'End to end: two-round flows/s, official client → createMcpHandler().fetch in process (a–g) or over loopback HTTP (h, i)',
+    'a = SDK only, state unprotected; b = the SDK’s createRequestStateCodec; c–e = mrtr + memory store; f = + Redis; g = + PostgreSQL; h = a over HTTP; i = mrtr createHttpHandler.',
     groups,
   );
 }

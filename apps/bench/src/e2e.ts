@@ -1,5 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { toNodeHandler } from '@modelcontextprotocol/node';
 import {
   type AuthInfo,
   acceptedContent,
@@ -20,6 +23,12 @@ import { loadFunction } from './load.js';
  * client transport with an in-process `fetch` (no sockets). One op = one whole two-round flow of a
  * confirmation tool: round 1 answers input_required (one form elicitation plus a state), the client answers
  * the elicitation and retries with the state, round 2 checks the answer and the state and completes.
+ *
+ * Rows h and i take the same flow over real sockets: a `node:http` server on 127.0.0.1 (`toNodeHandler` of
+ * `@modelcontextprotocol/node`, as a Node deployment serves it) and the client's global `fetch`, both in this process.
+ * h serves the unprotected tool with the SDK's `createMcpHandler`; i serves mrtr through `createHttpHandler` of
+ * `@mrtr/mcp-server/http` with its defaults (recording on, legacy sessions served), so i ÷ h is what the HTTP path
+ * costs a Node server in all (the guard, the codec, the larger messages, the handler's own wrapping).
  */
 export const E2E_CONCURRENCY = [1, 16] as const;
 
@@ -31,6 +40,8 @@ export interface E2eRow {
   kind: 'sdk' | 'mrtr';
   store: 'none' | 'memory' | 'redis' | 'postgres';
   client: Client;
+  /** The row its ratios divide by: `sdk-plain` (a) in process, `sdk-plain-http` (h) over loopback HTTP. */
+  baseline: 'sdk-plain' | 'sdk-plain-http';
   /** Before each round, outside timing (fresh memory store). */
   prepare?: () => Promise<void>;
 }
@@ -56,9 +67,14 @@ const pathSchema = z.object({ path: z.string() });
 /** A client connected to an in-process handler, auto-fulfilling the confirmation with `{ ok: true }`. */
 export async function connectClient(buildServer: () => McpServer): Promise<Client> {
   const handler = createMcpHandler(() => buildServer(), { legacy: 'reject' });
-  const transport = new StreamableHTTPClientTransport(new URL('http://bench.local/mcp'), {
-    fetch: (url, init) => handler.fetch(new Request(url, init), { authInfo: AUTH }),
-  });
+  return connectTransport(
+    new StreamableHTTPClientTransport(new URL('http://bench.local/mcp'), {
+      fetch: (url, init) => handler.fetch(new Request(url, init), { authInfo: AUTH }),
+    }),
+  );
+}
+
+async function connectTransport(transport: StreamableHTTPClientTransport): Promise<Client> {
   const client = new Client(
     { name: 'bench', version: '1.0.0' },
     {
@@ -70,6 +86,32 @@ export async function connectClient(buildServer: () => McpServer): Promise<Clien
   client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { ok: true } }));
   await client.connect(transport);
   return client;
+}
+
+type FetchHandler = Parameters<typeof toNodeHandler>[0];
+type NodeRequest = Parameters<ReturnType<typeof toNodeHandler>>[0];
+
+/**
+ * Serves `handler` on 127.0.0.1 (a free port) as a Node deployment does, the bench principal set as `req.auth` (what a
+ * bearer-auth middleware in front would set), and connects a client to it through the global `fetch`.
+ */
+async function connectOverHttp(handler: FetchHandler): Promise<{ client: Client; close(): Promise<void> }> {
+  const serve = toNodeHandler(handler);
+  const server = createServer((req, res) => {
+    // Node types `method` and `url` as optional, the adapter's structural type as plain strings: a server's request has both.
+    void serve(Object.assign(req, { auth: AUTH }) as IncomingMessage & NodeRequest, res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const client = await connectTransport(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+  return {
+    client,
+    close: async () => {
+      await client.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }
 
 /** (a) and (b): the SDK alone; `codec` seals the state with `createRequestStateCodec`, otherwise it travels as plain base64url JSON. */
@@ -139,6 +181,44 @@ export function mrtrServer(
   };
 }
 
+type CreateHttpHandler = typeof import('@mrtr/mcp-server/http').createHttpHandler;
+
+/**
+ * A memory store made fresh before each round (outside timing) behind a delegate the adapter keeps: each round starts
+ * from an empty ledger. The in-process rows see its `consume` alone (no outcome recording, as they always have);
+ * `whole` forwards every member the store has (claim and record, leases, clock: the adapter's defaults run in full).
+ */
+function freshMemory(
+  factory: MemoryFactory,
+  namespace: string,
+  closers: (() => Promise<unknown> | unknown)[],
+  whole = false,
+): { store: ReplayStore; prepare(): Promise<void> } {
+  const make = () => factory({ maxEntries: 4_000_000, namespace, ...OUTCOME_BUDGET });
+  let store = make();
+  closers.push(() => store.close());
+  const consumeOnly: ReplayStore = {
+    capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
+    consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
+    close: async () => {},
+  };
+  const forwardAll = new Proxy(consumeOnly, {
+    get(_target, key) {
+      if (key === 'close') return consumeOnly.close;
+      const value: unknown = Reflect.get(store, key);
+      return typeof value === 'function' ? value.bind(store) : value;
+    },
+    has: (_target, key) => Reflect.has(store, key),
+  });
+  return {
+    store: whole ? forwardAll : consumeOnly,
+    async prepare() {
+      await store.close();
+      store = make();
+    },
+  };
+}
+
 /** Every end-to-end store keeps every outcome (no store-wide budget reached): the kept path is what is measured. */
 const OUTCOME_BUDGET = { outcomeBudgetBytes: 2 ** 40 } as const;
 type Budget = { outcomeBudgetBytes?: number };
@@ -160,10 +240,10 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
   const skipped: E2eSetup['skipped'] = [];
   const notes: string[] = [];
   const closers: (() => Promise<unknown> | unknown)[] = [];
-  const add = async (row: Omit<E2eRow, 'client'>, build: () => McpServer): Promise<void> => {
+  const add = async (row: Omit<E2eRow, 'client' | 'baseline'>, build: () => McpServer): Promise<void> => {
     const client = await connectClient(build);
     closers.push(() => client.close());
-    rows.push({ ...row, client });
+    rows.push({ ...row, client, baseline: 'sdk-plain' });
   };
 
   await add(
@@ -197,14 +277,7 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
       continue;
     }
     if (spec.id === 'hmac') hmac = codec.value;
-    // A fresh memory store per round; the adapter reaches it through this delegate.
-    let store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}`, ...OUTCOME_BUDGET });
-    const delegate: ReplayStore = {
-      capabilities: { shared: false, keyExchange: false, clock: false, leases: false, epoch: false },
-      consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
-      close: async () => {},
-    };
-    closers.push(() => store.close());
+    const fresh = freshMemory(memory.value, `e2e-${spec.id}`, closers);
     await add(
       {
         letter: spec.letter,
@@ -212,15 +285,40 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
         label: `mrtr ${spec.specifier} + @mrtr/store-memory`,
         kind: 'mrtr',
         store: 'memory',
-        async prepare() {
-          await store.close();
-          store = memory.value({ maxEntries: 4_000_000, namespace: `e2e-${spec.id}`, ...OUTCOME_BUDGET });
-        },
+        prepare: fresh.prepare,
       },
-      mrtrServer(adapter.value, codec.value, delegate, keys),
+      mrtrServer(adapter.value, codec.value, fresh.store, keys),
     );
   }
   if (hmac === undefined) return { rows, skipped, notes, close: async () => closeAll(closers) };
+
+  // h and i: over loopback HTTP, each row divided by h.
+  const overHttp = async (row: Omit<E2eRow, 'client' | 'baseline'>, handler: FetchHandler): Promise<void> => {
+    const served = await connectOverHttp(handler);
+    closers.push(() => served.close());
+    rows.push({ ...row, client: served.client, baseline: 'sdk-plain-http' });
+  };
+  await overHttp(
+    { letter: 'h', id: 'sdk-plain-http', label: 'SDK only, state unprotected, over loopback HTTP', kind: 'sdk', store: 'none' },
+    createMcpHandler(sdkServer(undefined), { legacy: 'reject' }),
+  );
+  const createHttpHandler = await loadFunction<CreateHttpHandler>('@mrtr/mcp-server/http', 'createHttpHandler');
+  if (createHttpHandler.ok) {
+    const fresh = freshMemory(memory.value, 'e2e-http', closers, true);
+    await overHttp(
+      {
+        letter: 'i',
+        id: 'mrtr-hmac-http',
+        label: 'mrtr @mrtr/codec-hmac + @mrtr/store-memory (recording on), `createHttpHandler` over loopback HTTP',
+        kind: 'mrtr',
+        store: 'memory',
+        prepare: fresh.prepare,
+      },
+      createHttpHandler.value(mrtrServer(adapter.value, hmac, fresh.store, keys)),
+    );
+  } else {
+    skipped.push({ id: 'mrtr-hmac-http', label: '@mrtr/mcp-server/http', reason: createHttpHandler.reason });
+  }
 
   if (env.redisUrl === undefined || env.redisUrl === '') {
     notes.push('REDIS_URL is not set: e2e row f (hmac + Redis) skipped.');

@@ -158,7 +158,7 @@ async function measureE2e({ result, options, store, progress }: PartRun): Promis
     const checks = await checkE2e(setup);
     for (const line of checks) log(`  ok ${line}`);
     result.e2e = {
-      rows: setup.rows.map((r) => ({ letter: r.letter, id: r.id, label: r.label, kind: r.kind, store: r.store })),
+      rows: setup.rows.map((r) => ({ letter: r.letter, id: r.id, label: r.label, kind: r.kind, store: r.store, baseline: r.baseline })),
       skipped: setup.skipped,
       notes: setup.notes,
       checks,

@@ -250,17 +250,19 @@ function guardTargets(result: BenchResult, t: TargetResult[]): void {
 }
 
 function e2eTargets(result: BenchResult, t: TargetResult[]): void {
-  const e2e = (row: { letter: string; id: string }, c: number, threshold: number) =>
-    ratioTarget(
+  const e2e = (row: E2eResultRow, c: number, threshold: number) => {
+    const http = baselineOf(row) === 'sdk-plain-http';
+    return ratioTarget(
       result,
-      `e2e.${row.id}.c${c}.vs-a`,
+      `e2e.${row.id}.c${c}.vs-${http ? 'h' : 'a'}`,
       'mcp-server',
-      `end to end: ${row.letter} (${row.id}) flows/s ÷ a (SDK only, unprotected), concurrency ${c}`,
+      `end to end: ${row.letter} (${row.id}) flows/s ÷ ${http ? 'h (SDK only, unprotected, over loopback HTTP)' : 'a (SDK only, unprotected)'}, concurrency ${c}`,
       `e2e|${row.id}|c${c}`,
-      `e2e|sdk-plain|c${c}`,
+      `e2e|${baselineOf(row)}|c${c}`,
       '>=',
       threshold,
     );
+  };
   for (const row of (result.e2e?.rows ?? []).filter((r) => r.store === 'memory')) {
     for (const c of [1, 16]) t.push(e2e(row, c, 0.95));
   }
@@ -484,17 +486,26 @@ export function canonTable(result: BenchResult): string {
   return table(['input', 'canonicalJson ops/s', 'JSON.stringify ops/s', 'ratio'], body, ['l', 'r', 'r', 'r']);
 }
 
-/** Flows/s per e2e row at concurrency 1 and 16, ratios to a (SDK, unprotected) and b (SDK codec). */
+type E2eResultRow = NonNullable<BenchResult['e2e']>['rows'][number];
+/** The row an e2e row is divided by (results written before the HTTP rows have none: a). */
+const baselineOf = (row: E2eResultRow): string => row.baseline ?? 'sdk-plain';
+
+/**
+ * Flows/s per e2e row at concurrency 1 and 16, ratios to its baseline (a: SDK, unprotected, in process; h: the same
+ * over loopback HTTP) and to b (SDK codec, in process rows only).
+ */
 export function e2eTable(result: BenchResult): string {
   const rows = result.e2e?.rows ?? [];
   const body = rows.map((r) => {
     const cells = [r.letter, r.label];
     for (const c of [1, 16]) {
       const job = result.jobs[`e2e|${r.id}|c${c}`];
-      const a = ops(result, `e2e|sdk-plain|c${c}`);
-      const b = ops(result, `e2e|sdk-codec|c${c}`);
+      // Each row ÷ its own baseline (a in process, h over HTTP); b has no HTTP twin.
+      const base = baselineOf(r);
+      const a = ops(result, `e2e|${base}|c${c}`);
+      const b = base === 'sdk-plain' ? ops(result, `e2e|sdk-codec|c${c}`) : undefined;
       const cpu = job?.opsPerCpuSec;
-      const cpuA = result.jobs[`e2e|sdk-plain|c${c}`]?.opsPerCpuSec;
+      const cpuA = result.jobs[`e2e|${base}|c${c}`]?.opsPerCpuSec;
       cells.push(`${fmtOps(job?.opsPerSec)} ${fmtPct(job?.spread)}`.trim());
       cells.push(job === undefined || a === undefined ? 'n/a' : fmtRatio(job.opsPerSec / a));
       cells.push(job === undefined || b === undefined ? 'n/a' : fmtRatio(job.opsPerSec / b));
@@ -503,7 +514,7 @@ export function e2eTable(result: BenchResult): string {
     return cells;
   });
   return table(
-    ['', 'server', 'c=1 flows/s', '÷ a', '÷ b', 'c=1 flows/CPU-s (÷ a)', 'c=16 flows/s', '÷ a', '÷ b', 'c=16 flows/CPU-s (÷ a)'],
+    ['', 'server', 'c=1 flows/s', '÷ a/h', '÷ b', 'c=1 flows/CPU-s (÷ a/h)', 'c=16 flows/s', '÷ a/h', '÷ b', 'c=16 flows/CPU-s (÷ a/h)'],
     body,
     ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'r'],
   );
@@ -517,7 +528,9 @@ const GUARD_NOTE =
 const E2E_NOTE =
   'One flow = `client.callTool` of the official client (auto-fulfil) against `createMcpHandler(...).fetch` in process (no sockets): ' +
   'round 1 answers input_required (one form elicitation plus a state), round 2 checks the answer and the state. ' +
-  'Concurrency 16 = 16 flows in flight on one client.';
+  'Concurrency 16 = 16 flows in flight on one client. h and i take the same flow over loopback HTTP (a `node:http` server ' +
+  "through `toNodeHandler`, the client's global `fetch`, one process): h the SDK's `createMcpHandler` unprotected, " +
+  'i `createHttpHandler` of `@mrtr/mcp-server/http` with its defaults, recording on; they are divided by h.';
 
 export function targetTable(targets: readonly TargetResult[]): string {
   const body = targets.map((t) => {

@@ -50,7 +50,8 @@ export interface BenchResult {
     checks: string[];
   };
   e2e?: {
-    rows: { letter: string; id: string; label: string; kind: string; store: string }[];
+    /** `baseline`: the row's ratios divide by (a `sdk-plain` in process, h `sdk-plain-http`); absent in older results: a. */
+    rows: { letter: string; id: string; label: string; kind: string; store: string; baseline?: string }[];
     skipped: { id: string; label: string; reason: string }[];
     notes: string[];
     checks: string[];

@@ -214,12 +214,14 @@ describe('guard and end-to-end checks', () => {
     expect(new Set(keys).size).toBe(keys.length);
   });
 
-  it('every in-process server completes the two-round flow (memory rows without services)', async () => {
+  it('every server completes the two-round flow, in process and over loopback HTTP (memory rows without services)', async () => {
     const setup = await setupE2e({});
     try {
-      expect(setup.rows.map((r) => r.letter)).toEqual(['a', 'b', 'c', 'd', 'e']);
-      expect(await checkE2e(setup)).toHaveLength(5);
+      expect(setup.rows.map((r) => r.letter)).toEqual(['a', 'b', 'c', 'd', 'e', 'h', 'i']);
+      expect(setup.rows.map((r) => r.baseline)).toEqual([...Array(5).fill('sdk-plain'), 'sdk-plain-http', 'sdk-plain-http']);
+      expect(await checkE2e(setup)).toHaveLength(7);
       expect(e2eJobs(setup).map((j) => j.key)).toContain('e2e|mrtr-aead|c16');
+      expect(e2eJobs(setup).map((j) => j.key)).toContain('e2e|mrtr-hmac-http|c16');
     } finally {
       await setup.close();
     }
@@ -242,6 +244,10 @@ describe('guard and end-to-end checks', () => {
       ['guard|B|seal|400', 100],
       ['e2e|mrtr-hmac|c1', 96],
       ['e2e|sdk-plain|c1', 100],
+      // Over HTTP: i is divided by h, not by a.
+      ['e2e|mrtr-hmac-http|c16', 45],
+      ['e2e|sdk-plain-http|c16', 50],
+      ['e2e|sdk-plain|c16', 450],
     ];
     const targets = evaluateTargets({
       schema: 1,
@@ -253,7 +259,15 @@ describe('guard and end-to-end checks', () => {
       harness: { rounds: 1, warmupMs: 0, minTimeMs: 0, minSamples: 1, maxSamples: 1, batchMs: 1, maxOpsPerBatch: 1 },
       payloads: { small: { jsonBytes: 400 }, '4k': { jsonBytes: 4096 } },
       guard: { codecs: ['hmac'], skipped: [], sizes: { data: {}, args: {}, claims: {} }, checks: [] },
-      e2e: { rows: [{ letter: 'c', id: 'mrtr-hmac', label: '', kind: 'mrtr', store: 'memory' }], skipped: [], notes: [], checks: [] },
+      e2e: {
+        rows: [
+          { letter: 'c', id: 'mrtr-hmac', label: '', kind: 'mrtr', store: 'memory' },
+          { letter: 'i', id: 'mrtr-hmac-http', label: '', kind: 'mrtr', store: 'memory', baseline: 'sdk-plain-http' },
+        ],
+        skipped: [],
+        notes: [],
+        checks: [],
+      },
       jobs: Object.fromEntries(jobs.map(([k, v]) => [k, job(k, v)])),
       targets: [],
     });
@@ -265,6 +279,9 @@ describe('guard and end-to-end checks', () => {
     expect(by('e2e.mrtr-hmac.c1.vs-a').value).toBeCloseTo(0.96);
     expect(by('e2e.mrtr-hmac.c1.vs-a').pass).toBe(true);
     expect(by('e2e.mrtr-hmac.c16.vs-a').pass).toBeNull();
+    expect(by('e2e.mrtr-hmac-http.c16.vs-h').value).toBeCloseTo(0.9);
+    expect(by('e2e.mrtr-hmac-http.c16.vs-h').pass).toBe(false);
+    expect(targets.some((t) => t.id === 'e2e.mrtr-hmac-http.c16.vs-a')).toBe(false);
   });
 });
 
