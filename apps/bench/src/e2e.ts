@@ -16,6 +16,7 @@ import { KeyRing, type ReplayStore, type StateCodec } from '@mrtr/core';
 import * as z from 'zod/v4';
 import type { Job } from './harness.js';
 import { loadFunction } from './load.js';
+import { replayTables } from './stores.js';
 
 /**
  * End to end in one process: the official client (`@modelcontextprotocol/client` 2.4.0, auto-fulfil on)
@@ -362,13 +363,13 @@ export async function setupE2e(env: E2eEnv): Promise<E2eSetup> {
   return { rows, skipped, notes, close: async () => closeAll(closers) };
 }
 
-/** Drops a table of this run, best effort (its name is the run's own). */
+/** Drops a replay table of this run and its side tables, best effort (its name is the run's own). */
 export async function dropTable(connectionString: string | undefined, table: string): Promise<void> {
   const { default: pgModule } = await import('pg');
   const client = new pgModule.Client({ connectionString });
   try {
     await client.connect();
-    await client.query(`DROP TABLE IF EXISTS "${table}"`);
+    for (const t of replayTables(table)) await client.query(`DROP TABLE IF EXISTS "${t}"`);
   } catch {
     // best effort: the table is named after this run
   } finally {

@@ -10,6 +10,12 @@ import type { Job } from './harness.js';
 import { loadFunction } from './load.js';
 import { CheckFailure, type SkippedRow } from './codecs.js';
 
+/**
+ * A PostgreSQL replay table and the side tables its `ensureSchema` creates beside it (outcome budget, ledger epoch,
+ * key fingerprints): what a run drops at its end.
+ */
+export const replayTables = (table: string): string[] => [table, `${table}_budget`, `${table}_epoch`, `${table}_keys`];
+
 export type Backend = 'memory' | 'redis' | 'postgres' | 'sqlite';
 
 export interface StoreRow {
@@ -274,7 +280,7 @@ async function postgresRows(build: StoreBuild, env: StoreEnv): Promise<void> {
   pool.on('error', () => {});
   build.closers.push(async () => {
     await store.close();
-    for (const table of [SQL_TABLE_STORE, SQL_TABLE_BARE, SQL_TABLE_BARE_BATCH])
+    for (const table of [SQL_TABLE_STORE, SQL_TABLE_BARE, SQL_TABLE_BARE_BATCH].flatMap(replayTables))
       await pool.query(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
     await pool.end();
   });

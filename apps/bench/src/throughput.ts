@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { Job } from './harness.js';
-import { bareBatcher } from './stores.js';
+import { bareBatcher, replayTables } from './stores.js';
 
 /**
  * Store throughput under load (issue 43), each row beside a bare client doing the same writes with nothing of the
@@ -186,14 +186,8 @@ async function postgresRows(connectionString: string, jobs: Job[], closers: (() 
   pool.on('error', () => {});
   closers.push(async () => {
     for (const t of [
-      replayTable,
-      `${replayTable}_budget`,
-      `${replayTable}_epoch`,
-      `${replayTable}_keys`,
-      bareTable,
-      `${bareTable}_budget`,
-      `${bareTable}_epoch`,
-      `${bareTable}_keys`,
+      ...replayTables(replayTable),
+      ...replayTables(bareTable),
       taskTable,
       `${taskTable}_counts`,
       bareTaskTable,
