@@ -10,551 +10,74 @@ const LIMIT = 256;
 const JSON_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
 const listTools = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list', params: {}, pad: 'x'.repeat(2 * LIMIT) });
 
+type Answer = [number, string | null, unknown];
+/** A JSON-RPC error answer as the SDK builds it: status, content type, body. */
+const answer = (status: number, code: number, message: string, id: unknown = null, data?: unknown): Answer => [
+  status,
+  'application/json',
+  { jsonrpc: '2.0', error: { code, message, ...(data !== undefined && { data }) }, id },
+];
+const PARSE_ERROR_LEGACY = answer(400, -32700, 'Parse error: Invalid JSON');
+const UNSUPPORTED_MEDIA_TYPE = answer(415, -32000, 'Unsupported Media Type: Content-Type must be application/json');
+const SESSION_NOT_FOUND = answer(404, -32001, 'Session not found');
+const TOO_LARGE_256 = answer(413, -32000, 'Payload Too Large: Request body must not exceed 256 bytes');
+const EMPTY_BATCH = answer(400, -32600, 'Bad Request: empty JSON-RPC batch');
+const NOT_JSONRPC = answer(400, -32600, 'Bad Request: the request body is not a valid JSON-RPC message');
+const NOT_INITIALIZED = answer(400, -32000, 'Bad Request: Server not initialized');
+const PARSE_ERROR_MODERN = answer(400, -32700, 'Parse error: the request body is not valid JSON');
+const NO_PROTOCOL_VERSION = answer(400, -32022, 'Unsupported protocol version: the request did not name a protocol version', 3, {
+  supported: ['2026-07-28'],
+});
+const NOT_JSONRPC_ID_2 = answer(400, -32600, 'Bad Request: the request body is not a valid JSON-RPC message', 2);
+const TOO_LARGE_4MIB = answer(413, -32000, 'Payload Too Large: Request body must not exceed 4194304 bytes');
+
 /** What main answered each case (status, content type, body), recorded before the body was read once. */
-const MAIN: Record<string, [number, string | null, unknown]> = {
-  'sessions|malformed JSON with a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions|malformed JSON without a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions|an empty body with length 0': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions|whitespace only': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions|malformed JSON as text/plain': [
-    415,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      },
-      id: null,
-    },
-  ],
-  'sessions|malformed JSON on a session id': [
-    404,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32001,
-        message: 'Session not found',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a declared length over the limit': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a body over the limit without a length': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a body over the limit under a smaller declared length': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a body over the limit as text/plain under a smaller declared length': [
-    415,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a declared length over the default limit (4 MiB)': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a declared length at the default limit (4 MiB), the body shorter': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a JSON array of nothing': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: empty JSON-RPC batch',
-      },
-      id: null,
-    },
-  ],
-  'sessions|JSON null': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: the request body is not a valid JSON-RPC message',
-      },
-      id: null,
-    },
-  ],
-  'sessions|a 2025-era tools/list without a session': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Bad Request: Server not initialized',
-      },
-      id: null,
-    },
-  ],
-  'reject|malformed JSON with a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: the request body is not valid JSON',
-      },
-      id: null,
-    },
-  ],
-  'reject|malformed JSON without a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: the request body is not valid JSON',
-      },
-      id: null,
-    },
-  ],
-  'reject|an empty body with length 0': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: the request body is not valid JSON',
-      },
-      id: null,
-    },
-  ],
-  'reject|whitespace only': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: the request body is not valid JSON',
-      },
-      id: null,
-    },
-  ],
-  'reject|malformed JSON as text/plain': [
-    415,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      },
-      id: null,
-    },
-  ],
-  'reject|malformed JSON on a session id': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: the request body is not valid JSON',
-      },
-      id: null,
-    },
-  ],
-  'reject|a declared length over the limit': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'reject|a body over the limit without a length': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'reject|a body over the limit under a smaller declared length': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'reject|a body over the limit as text/plain under a smaller declared length': [
-    415,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      },
-      id: null,
-    },
-  ],
-  'reject|a declared length over the default limit (4 MiB)': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'reject|a declared length at the default limit (4 MiB), the body shorter': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 256 bytes',
-      },
-      id: null,
-    },
-  ],
-  'reject|a JSON array of nothing': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: empty JSON-RPC batch',
-      },
-      id: null,
-    },
-  ],
-  'reject|JSON null': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: the request body is not a valid JSON-RPC message',
-      },
-      id: null,
-    },
-  ],
-  'reject|a 2025-era tools/list without a session': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32022,
-        message: 'Unsupported protocol version: the request did not name a protocol version',
-        data: {
-          supported: ['2026-07-28'],
-        },
-      },
-      id: 3,
-    },
-  ],
-  'sessions, default limit|malformed JSON with a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|malformed JSON without a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|an empty body with length 0': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|whitespace only': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|malformed JSON as text/plain': [
-    415,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|malformed JSON on a session id': [
-    404,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32001,
-        message: 'Session not found',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|a declared length over the limit': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: the request body is not a valid JSON-RPC message',
-      },
-      id: 2,
-    },
-  ],
-  'sessions, default limit|a body over the limit without a length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: the request body is not a valid JSON-RPC message',
-      },
-      id: 2,
-    },
-  ],
-  'sessions, default limit|a body over the limit under a smaller declared length': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: the request body is not a valid JSON-RPC message',
-      },
-      id: 2,
-    },
-  ],
-  'sessions, default limit|a body over the limit as text/plain under a smaller declared length': [
-    415,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Unsupported Media Type: Content-Type must be application/json',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|a declared length over the default limit (4 MiB)': [
-    413,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Payload Too Large: Request body must not exceed 4194304 bytes',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|a declared length at the default limit (4 MiB), the body shorter': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32700,
-        message: 'Parse error: Invalid JSON',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|a JSON array of nothing': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: empty JSON-RPC batch',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|JSON null': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32600,
-        message: 'Bad Request: the request body is not a valid JSON-RPC message',
-      },
-      id: null,
-    },
-  ],
-  'sessions, default limit|a 2025-era tools/list without a session': [
-    400,
-    'application/json',
-    {
-      jsonrpc: '2.0',
-      error: {
-        code: -32000,
-        message: 'Bad Request: Server not initialized',
-      },
-      id: null,
-    },
-  ],
+const MAIN: Record<string, Answer> = {
+  'sessions|malformed JSON with a length': PARSE_ERROR_LEGACY,
+  'sessions|malformed JSON without a length': PARSE_ERROR_LEGACY,
+  'sessions|an empty body with length 0': PARSE_ERROR_LEGACY,
+  'sessions|whitespace only': PARSE_ERROR_LEGACY,
+  'sessions|malformed JSON as text/plain': UNSUPPORTED_MEDIA_TYPE,
+  'sessions|malformed JSON on a session id': SESSION_NOT_FOUND,
+  'sessions|a declared length over the limit': TOO_LARGE_256,
+  'sessions|a body over the limit without a length': TOO_LARGE_256,
+  'sessions|a body over the limit under a smaller declared length': TOO_LARGE_256,
+  'sessions|a body over the limit as text/plain under a smaller declared length': UNSUPPORTED_MEDIA_TYPE,
+  'sessions|a declared length over the default limit (4 MiB)': TOO_LARGE_256,
+  'sessions|a declared length at the default limit (4 MiB), the body shorter': TOO_LARGE_256,
+  'sessions|a JSON array of nothing': EMPTY_BATCH,
+  'sessions|JSON null': NOT_JSONRPC,
+  'sessions|a 2025-era tools/list without a session': NOT_INITIALIZED,
+  'reject|malformed JSON with a length': PARSE_ERROR_MODERN,
+  'reject|malformed JSON without a length': PARSE_ERROR_MODERN,
+  'reject|an empty body with length 0': PARSE_ERROR_MODERN,
+  'reject|whitespace only': PARSE_ERROR_MODERN,
+  'reject|malformed JSON as text/plain': UNSUPPORTED_MEDIA_TYPE,
+  'reject|malformed JSON on a session id': PARSE_ERROR_MODERN,
+  'reject|a declared length over the limit': TOO_LARGE_256,
+  'reject|a body over the limit without a length': TOO_LARGE_256,
+  'reject|a body over the limit under a smaller declared length': TOO_LARGE_256,
+  'reject|a body over the limit as text/plain under a smaller declared length': UNSUPPORTED_MEDIA_TYPE,
+  'reject|a declared length over the default limit (4 MiB)': TOO_LARGE_256,
+  'reject|a declared length at the default limit (4 MiB), the body shorter': TOO_LARGE_256,
+  'reject|a JSON array of nothing': EMPTY_BATCH,
+  'reject|JSON null': NOT_JSONRPC,
+  'reject|a 2025-era tools/list without a session': NO_PROTOCOL_VERSION,
+  'sessions, default limit|malformed JSON with a length': PARSE_ERROR_LEGACY,
+  'sessions, default limit|malformed JSON without a length': PARSE_ERROR_LEGACY,
+  'sessions, default limit|an empty body with length 0': PARSE_ERROR_LEGACY,
+  'sessions, default limit|whitespace only': PARSE_ERROR_LEGACY,
+  'sessions, default limit|malformed JSON as text/plain': UNSUPPORTED_MEDIA_TYPE,
+  'sessions, default limit|malformed JSON on a session id': SESSION_NOT_FOUND,
+  'sessions, default limit|a declared length over the limit': NOT_JSONRPC_ID_2,
+  'sessions, default limit|a body over the limit without a length': NOT_JSONRPC_ID_2,
+  'sessions, default limit|a body over the limit under a smaller declared length': NOT_JSONRPC_ID_2,
+  'sessions, default limit|a body over the limit as text/plain under a smaller declared length': UNSUPPORTED_MEDIA_TYPE,
+  'sessions, default limit|a declared length over the default limit (4 MiB)': TOO_LARGE_4MIB,
+  'sessions, default limit|a declared length at the default limit (4 MiB), the body shorter': PARSE_ERROR_LEGACY,
+  'sessions, default limit|a JSON array of nothing': EMPTY_BATCH,
+  'sessions, default limit|JSON null': NOT_JSONRPC,
+  'sessions, default limit|a 2025-era tools/list without a session': NOT_INITIALIZED,
 };
 
 const handlers: HttpHandler[] = [];
@@ -598,7 +121,7 @@ function chunked(text: string, size = 64): ReadableStream<Uint8Array> {
   });
 }
 
-async function answer(response: Response): Promise<[number, string | null, unknown]> {
+async function answered(response: Response): Promise<Answer> {
   const text = await response.text();
   let body: unknown = text;
   try {
@@ -634,7 +157,7 @@ describe.each([
 ] as [string, HttpHandlerOptions][])('createHttpHandler (legacy: %s) answers bodies it cannot take as main did', (mode, options) => {
   it.each(cases)('%s', async (name, make) => {
     const handler = handlerWith(options);
-    expect(await answer(await handler.fetch(make(), {}))).toEqual(MAIN[`${mode}|${name}`]);
+    expect(await answered(await handler.fetch(make(), {}))).toEqual(MAIN[`${mode}|${name}`]);
   });
 });
 
