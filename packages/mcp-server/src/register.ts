@@ -5,6 +5,7 @@ import { isTaskMarker } from './rounds/handoff.js';
 import { IDEMPOTENCY_META, type Idempotency } from './rounds/keys.js';
 import type { RoundResult, Rounds } from './rounds/round.js';
 import { WireError, escapeToWire } from './protocol/wire.js';
+import { noteRetryAfter } from './retry-after.js';
 import { gateTaskCall, parseTaskInput } from './tasks/gate.js';
 import type { TaskRuntime } from './tasks/runtime.js';
 import type { Mrtr, MrtrResourceHandler, ResourceConfig, ToolConfig } from './types.js';
@@ -59,9 +60,14 @@ type Registration = Pick<Mrtr, 'registerTool' | 'registerPrompt' | 'registerReso
  * bound to the name (or read URI) the call was registered under: the name is given once.
  */
 export function createRegistration(rounds: Rounds, keys: KeySupport, tasks?: TaskRuntime): Registration {
-  const rethrow = (error: unknown): never => {
-    throw error instanceof WireError ? error.error : error;
-  };
+  /** Throws what a prompt or resource read answers with, noting a `retryAfterMs` on its HTTP request. */
+  const rethrow =
+    (ctx: ServerContext) =>
+    (error: unknown): never => {
+      const wire = error instanceof WireError ? error.error : error;
+      noteRetryAfter(ctx, wire);
+      throw wire;
+    };
   return {
     registerTool(server, name, config, handler) {
       checkServer('registerTool', server);
@@ -113,7 +119,10 @@ export function createRegistration(rounds: Rounds, keys: KeySupport, tasks?: Tas
           });
         } catch (error) {
           // McpServer would turn a thrown error into an `isError` tool result: escape to the wire instead.
-          if (error instanceof WireError) return escapeToWire(error.error);
+          if (error instanceof WireError) {
+            noteRetryAfter(ctx, error.error);
+            return escapeToWire(error.error);
+          }
           throw error;
         }
       };
@@ -135,7 +144,7 @@ export function createRegistration(rounds: Rounds, keys: KeySupport, tasks?: Tas
             sessionCapabilities: () => server.server.getClientCapabilities(),
             invoke: (need) => handler(args, ctx, need) as RoundResult | undefined,
           })
-          .catch(rethrow);
+          .catch(rethrow(ctx));
       };
       return server.registerPrompt(name, config as never, callback as never);
     },
@@ -164,7 +173,7 @@ export function createRegistration(rounds: Rounds, keys: KeySupport, tasks?: Tas
             sessionCapabilities: () => server.server.getClientCapabilities(),
             invoke: (need) => handler(uri, ctx, need, variables) as RoundResult | undefined,
           })
-          .catch(rethrow);
+          .catch(rethrow(ctx));
       };
       return server.registerResource(name, uriOrTemplate as never, config, callback as never);
     } as Registration['registerResource'],

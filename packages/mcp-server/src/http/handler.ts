@@ -1,5 +1,6 @@
 import {
   createMcpHandler,
+  DEFAULT_MAX_REQUEST_BODY_SIZE,
   isLegacyRequest,
   type McpRequestContext,
   type McpServer,
@@ -8,6 +9,8 @@ import {
   validateHostHeader,
 } from '@modelcontextprotocol/server';
 import { recordClientAddress, resolveClientAddress } from '../client-address.js';
+import { retryAfterNoted } from '../retry-after.js';
+import { readPostBody } from './body.js';
 import {
   type HttpHandler,
   type HttpHandlerOptions,
@@ -75,8 +78,10 @@ function freshServers(factory: McpServerFactory): (ctx: McpRequestContext) => Pr
  * user, for anonymous clients as a class and per client address (`remoteAddress` of `fetch`'s options, or with
  * `trustProxy` the `X-Forwarded-For` entry that many hops in), and in idle time (see {@link LegacySessionOptions}).
  * The address also bounds the tasks anonymous callers start (`tasks.maxLiveUnauthenticatedPerAddress`). A JSON
- * answer that is a JSON-RPC error with `data.retryAfterMs` (`round_in_progress`, `store_unavailable`) also gets an
- * HTTP `Retry-After` header in seconds (its status unchanged: see `withRetryAfter`). A factory
+ * answer to a call the adapter answered with a JSON-RPC error carrying `data.retryAfterMs` (`round_in_progress`,
+ * `store_unavailable`) also gets an HTTP `Retry-After` header in seconds (its status and body unchanged, never read:
+ * see `withRetryAfter`). A POST body whose `content-length` fits the body limit is read once and parsed once, for
+ * the era decision and the path that serves it alike. A factory
  * that returns the same server twice is refused with a clear error (a shared server cannot serve two
  * connections: the SDK would hang or fail without a word).
  *
@@ -123,13 +128,20 @@ export function createHttpHandler(factory: McpServerFactory, options?: HttpHandl
     },
     { ...sdkOptions, legacy: 'reject' },
   );
+  const limit = sdkOptions.maxRequestBodySize ?? DEFAULT_MAX_REQUEST_BODY_SIZE;
+  /** `request`'s answer, with `Retry-After` when the adapter noted a delay on the request it served. */
+  const noted = (served: Request, response: Response): Response => withRetryAfter(response, retryAfterNoted(served));
   if (legacy === 'reject') {
     return {
       fetch: async (request, requestOptions) => {
         const refused = refusedHost(request);
         if (refused !== undefined) return refused;
-        addressOf(request, requestOptions);
-        return withRetryAfter(await modern.fetch(request, requestOptions));
+        const address = addressOf(request, requestOptions);
+        const body = requestOptions?.parsedBody === undefined ? await readPostBody(request, limit) : undefined;
+        if (body === undefined) return noted(request, await modern.fetch(request, requestOptions));
+        if ('parsedBody' in body) return noted(request, await modern.fetch(request, { ...requestOptions, parsedBody: body.parsedBody }));
+        recordClientAddress(body.request, address);
+        return noted(body.request, await modern.fetch(body.request, requestOptions));
       },
       notify: modern.notify,
       bus: modern.bus,
@@ -148,15 +160,24 @@ export function createHttpHandler(factory: McpServerFactory, options?: HttpHandl
     const refused = refusedHost(request);
     if (refused !== undefined) return refused;
     const address = addressOf(request, requestOptions);
+    // The body read once here when its length is known to fit (then handed on parsed, or as a rebuilt request when
+    // it is not JSON); else as before: the SDK's predicate reads a clone, the path the request itself.
+    const body = requestOptions?.parsedBody === undefined ? await readPostBody(request, limit) : undefined;
+    if (body !== undefined && 'request' in body) {
+      const served = body.request;
+      recordClientAddress(served, address);
+      return noted(served, await (body.legacy ? sessions.serve(served, requestOptions, address) : modern.fetch(served, requestOptions)));
+    }
+    const options = body === undefined ? requestOptions : { ...requestOptions, parsedBody: body.parsedBody };
     let isLegacy: boolean;
     try {
-      isLegacy = await isLegacyRequest(request, requestOptions?.parsedBody, {
+      isLegacy = await isLegacyRequest(request, options?.parsedBody, {
         ...(sdkOptions.maxRequestBodySize !== undefined && { maxRequestBodySize: sdkOptions.maxRequestBodySize }),
       });
     } catch {
       isLegacy = false; // the modern path owns every error answer (unreadable or oversized bodies included)
     }
-    return withRetryAfter(await (isLegacy ? sessions.serve(request, requestOptions, address) : modern.fetch(request, requestOptions)));
+    return noted(request, await (isLegacy ? sessions.serve(request, options, address) : modern.fetch(request, options)));
   }
 
   return {

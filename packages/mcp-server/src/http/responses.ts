@@ -1,4 +1,3 @@
-import { readWithin } from '@mrtr/core/encoding';
 /** A JSON-RPC error answered over HTTP (no request id: it answers the HTTP request, not a JSON-RPC one). */
 export function jsonRpcError(status: number, code: number, message: string, headers: Record<string, string> = {}): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }), {
@@ -8,46 +7,27 @@ export function jsonRpcError(status: number, code: number, message: string, head
 }
 
 /**
- * Longest JSON body read for a `retryAfterMs`: an error answer that carries one is about 200 bytes; a larger body
- * (a tool result) is passed on as it is, read no further.
+ * The `Retry-After` seconds for a delay of `retryAfterMs` (a JSON-RPC error's `data.retryAfterMs`:
+ * `round_in_progress`, `store_unavailable`): rounded up, at least 1. `undefined` unless it is a finite number ≥ 0.
  */
-export const MAX_RETRY_AFTER_BODY_BYTES = 4_096;
-
-/**
- * The `Retry-After` seconds for a JSON-RPC error answer whose `error.data.retryAfterMs` is a finite number ≥ 0
- * (`round_in_progress`, `store_unavailable`): rounded up, at least 1. `undefined` for anything else (a result, a
- * batch, an error without it, not JSON).
- */
-export function retryAfterSeconds(body: string): number | undefined {
-  if (!body.includes('"retryAfterMs"')) return undefined;
-  let message: unknown;
-  try {
-    message = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  const error = (message as { error?: unknown } | null)?.error;
-  const data = typeof error === 'object' && error !== null ? (error as { data?: unknown }).data : undefined;
-  const ms = typeof data === 'object' && data !== null ? (data as { retryAfterMs?: unknown }).retryAfterMs : undefined;
-  if (Array.isArray(message) || typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) return undefined;
-  return Math.max(1, Math.ceil(ms / 1000));
+export function retryAfterSeconds(retryAfterMs: unknown): number | undefined {
+  if (typeof retryAfterMs !== 'number' || !Number.isFinite(retryAfterMs) || retryAfterMs < 0) return undefined;
+  return Math.max(1, Math.ceil(retryAfterMs / 1000));
 }
 
 /**
- * `response` with an HTTP `Retry-After` header (seconds, rounded up, at least 1) when it is one JSON-RPC error in a
- * plain JSON body whose `error.data.retryAfterMs` is set; otherwise `response` itself. The status stays what the
- * SDK's transport chose (`200` for an error a handler produced): JSON-RPC clients read the error from the body as
- * before, and HTTP-level clients and intermediaries get the delay in the standard header. SSE streams are never
- * read (the answer is one frame among others, after the headers went out), nor JSON bodies over
- * {@link MAX_RETRY_AFTER_BODY_BYTES}.
+ * `response` with an HTTP `Retry-After` header (seconds, rounded up, at least 1) when the request it answers was
+ * answered with a JSON-RPC error carrying `retryAfterMs` (noted by the adapter where it produced the error: see
+ * `noteRetryAfter`) and `response` is a plain JSON body; otherwise `response` itself. The body is never read: the
+ * new `Response` takes over the same stream. The status stays what the SDK's transport chose (`200` for an error a
+ * handler produced): JSON-RPC clients read the error from the body as before, and HTTP-level clients and
+ * intermediaries get the delay in the standard header. SSE answers are left as they are (the error is one frame
+ * among others, after the headers went out), and so is a `Retry-After` already set.
  */
-export async function withRetryAfter(response: Response): Promise<Response> {
-  if (response.body === null || response.bodyUsed || response.headers.has('retry-after')) return response;
+export function withRetryAfter(response: Response, retryAfterMs: number | undefined): Response {
+  const seconds = retryAfterSeconds(retryAfterMs);
+  if (seconds === undefined || response.body === null || response.bodyUsed || response.headers.has('retry-after')) return response;
   if (!(response.headers.get('content-type') ?? '').toLowerCase().startsWith('application/json')) return response;
-  const peek = response.clone().body;
-  const bytes = peek === null ? undefined : await readWithin(peek, MAX_RETRY_AFTER_BODY_BYTES);
-  const seconds = bytes === undefined ? undefined : retryAfterSeconds(new TextDecoder().decode(bytes));
-  if (seconds === undefined) return response;
   const headers = new Headers(response.headers);
   headers.set('retry-after', String(seconds));
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers });
