@@ -187,7 +187,8 @@ type CreateHttpHandler = typeof import('@mrtr/mcp-server/http').createHttpHandle
 /**
  * A memory store made fresh before each round (outside timing) behind a delegate the adapter keeps: each round starts
  * from an empty ledger. The in-process rows see its `consume` alone (no outcome recording, as they always have);
- * `whole` forwards every member the store has (claim and record, leases, clock: the adapter's defaults run in full).
+ * `whole` forwards every member the store has but its clock and epoch (claim and record, leases: the adapter's
+ * defaults run, recording included).
  */
 function freshMemory(
   factory: MemoryFactory,
@@ -203,9 +204,12 @@ function freshMemory(
     consume: (id, expiresAtMs) => store.consume(id, expiresAtMs),
     close: async () => {},
   };
+  // Its clock and epoch are not passed on: a fresh store every round starts a new ledger, which would refuse the
+  // states minted with the epoch the guard learned before (as it refuses them after a store that lost its data).
   const forwardAll = new Proxy(consumeOnly, {
     get(_target, key) {
       if (key === 'close') return consumeOnly.close;
+      if (key === 'capabilities') return { ...store.capabilities, clock: false, epoch: false };
       const value: unknown = Reflect.get(store, key);
       return typeof value === 'function' ? value.bind(store) : value;
     },

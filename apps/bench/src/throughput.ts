@@ -185,13 +185,7 @@ async function postgresRows(connectionString: string, jobs: Job[], closers: (() 
   const pool = new pg.Pool({ connectionString, max: 10 });
   pool.on('error', () => {});
   closers.push(async () => {
-    for (const t of [
-      ...replayTables(replayTable),
-      ...replayTables(bareTable),
-      taskTable,
-      `${taskTable}_counts`,
-      bareTaskTable,
-    ])
+    for (const t of [...replayTables(replayTable), ...replayTables(bareTable), taskTable, `${taskTable}_counts`, bareTaskTable])
       await pool.query(`DROP TABLE IF EXISTS "${t}"`).catch(() => {});
     await pool.end();
   });

@@ -220,6 +220,9 @@ describe('guard and end-to-end checks', () => {
       expect(setup.rows.map((r) => r.letter)).toEqual(['a', 'b', 'c', 'd', 'e', 'h', 'i']);
       expect(setup.rows.map((r) => r.baseline)).toEqual([...Array(5).fill('sdk-plain'), 'sdk-plain-http', 'sdk-plain-http']);
       expect(await checkE2e(setup)).toHaveLength(7);
+      // Each round starts with a fresh store (prepare): a flow after it completes as before.
+      for (const row of setup.rows) await row.prepare?.();
+      expect(await checkE2e(setup)).toHaveLength(7);
       expect(e2eJobs(setup).map((j) => j.key)).toContain('e2e|mrtr-aead|c16');
       expect(e2eJobs(setup).map((j) => j.key)).toContain('e2e|mrtr-hmac-http|c16');
     } finally {
