@@ -15,7 +15,7 @@ export type PostBody =
    */
   | { readonly request: Request; readonly legacy: boolean };
 
-const rebuilt = (request: Request, body: Uint8Array | ReadableStream<Uint8Array>): Request =>
+const rebuilt = (request: Request, body: ReadableStream<Uint8Array>): Request =>
   new Request(request.url, {
     method: request.method,
     headers: request.headers,
@@ -67,21 +67,14 @@ export async function readPostBody(request: Request, limit: number): Promise<Pos
   } catch (error) {
     return { request: rebuilt(request, replay(chunks, error ?? new Error('unreadable body'))), legacy: false };
   }
-  const bytes = chunks.length === 1 ? chunks[0]! : concat(chunks, size);
+  // As the SDK's readRequestBody decodes it (UTF-8, a leading BOM dropped) before JSON.parse, chunk by chunk.
+  const decoder = new TextDecoder();
+  let text = '';
+  for (const chunk of chunks) text += decoder.decode(chunk, { stream: true });
+  text += decoder.decode();
   try {
-    // As the SDK's readRequestBody decodes it (UTF-8, a leading BOM dropped) before JSON.parse.
-    return { parsedBody: JSON.parse(new TextDecoder().decode(bytes)) as unknown };
+    return { parsedBody: JSON.parse(text) as unknown };
   } catch {
-    return { request: rebuilt(request, bytes), legacy: true };
+    return { request: rebuilt(request, replay(chunks)), legacy: true };
   }
-}
-
-function concat(chunks: Uint8Array[], size: number): Uint8Array {
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return out;
 }
